@@ -1,0 +1,79 @@
+"""One MCP client session against a target's server, over real stdio with the mcp 2.x client."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from mcp import Client
+from mcp.client.stdio import stdio_client
+
+from .targets import Store, Target
+
+CALL_TIMEOUT_S = 30.0
+
+
+@dataclass
+class CallOutcome:
+    ok: bool
+    value: int | None  # the new id for a send, the number of messages for a receive
+    error: str | None = None
+
+
+class Session:
+    def __init__(self, target: Target, client: Client, agent: str, state: Any) -> None:
+        self.target = target
+        self.client = client
+        self.agent = agent
+        self.state = state
+
+    async def send(self, recipient: str, text: str) -> CallOutcome:
+        args = self.target.send_args(self.agent, recipient, text, self.state)
+        return await self._call(self.target.send_tool, args, self.target.sent_id)
+
+    async def receive(self, limit: int = 20) -> CallOutcome:
+        args = self.target.recv_args(self.agent, limit, self.state)
+        return await self._call(self.target.recv_tool, args, self.target.received)
+
+    async def _call(self, tool: str, args: dict[str, Any], extract) -> CallOutcome:
+        try:
+            r = await self.client.call_tool(tool, args)
+        except Exception as exc:  # a timeout or a broken pipe counts as an error, not a crash
+            return CallOutcome(False, None, f"{type(exc).__name__}: {exc}"[:300])
+        if r.is_error:
+            text = " ".join(getattr(c, "text", "") for c in r.content)
+            return CallOutcome(False, None, text[:300] or "tool error")
+        return CallOutcome(True, extract(r.structured_content))
+
+    async def tool_schemas(self, names: list[str]) -> dict[str, Any]:
+        listed = await self.client.list_tools()
+        return {t.name: t.input_schema for t in listed.tools if t.name in names} | {
+            "_all_tools": sorted(t.name for t in listed.tools)
+        }
+
+
+@asynccontextmanager
+async def open_session(
+    target: Target, store: Store, agent: str, *, reads: bool = False
+) -> AsyncIterator[Session]:
+    """Spawn the target's server for ``agent`` on ``store`` and connect to it.
+
+    The server's stderr goes to a log file in the store directory (dlb-mcp logs every
+    request at INFO there), so it neither floods the terminal nor blocks on a pipe.
+    """
+    log_path = store.dir / f"server-{agent}.stderr.log"
+    with open(log_path, "a", encoding="utf-8") as errlog:
+        transport = stdio_client(target.server_params(store, agent), errlog=errlog)
+        async with Client(transport, read_timeout_seconds=CALL_TIMEOUT_S) as client:
+            state = await target.setup(client, agent, reads=reads)
+            yield Session(target, client, agent, state)
+
+
+def server_log_tail(store: Store, agent: str, chars: int = 1500) -> str:
+    path = store.dir / f"server-{agent}.stderr.log"
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")[-chars:]
+    except OSError:
+        return ""

@@ -1,0 +1,58 @@
+"""config.json: the declared agents and the automation gate.
+
+Agents are data: declaring ``codex`` is one more entry. A malformed file raises
+``ConfigError`` with the reason; callers decide what failing closed means for them
+(the server refuses to start, the listener dispatches nothing and keeps running).
+"""
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+from .validation import AGENT_ID_PATTERN
+
+AgentId = Annotated[str, StringConstraints(pattern=f"^{AGENT_ID_PATTERN}$")]
+
+
+class AgentConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    launcher: str = Field(min_length=1)
+    auto: bool = False
+    worker_timeout_seconds: int = Field(default=1800, ge=10, le=86400)
+
+
+class BridgeConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    agents: dict[AgentId, AgentConfig] = Field(min_length=1)
+    dispatch_max_age_seconds: int = Field(default=86400, ge=60, le=30 * 86400)
+
+    def launcher_path(self, agent: str, project_dir: Path) -> Path:
+        path = Path(self.agents[agent].launcher).expanduser()
+        return path if path.is_absolute() else project_dir / path
+
+
+class ConfigError(Exception):
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"config {path} is invalid: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+def load_config(path: Path) -> BridgeConfig:
+    try:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(path, "file not found; set AGENT_BRIDGE_CONFIG to a config.json") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(path, f"cannot read it as JSON ({exc})") from None
+    try:
+        return BridgeConfig.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors()
+        )
+        raise ConfigError(path, problems) from None

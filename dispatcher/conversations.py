@@ -1,0 +1,260 @@
+"""Bounded conversations: a goal, a turn budget, an expiry and strict task/result pairing.
+
+A conversation alternates task -> result -> follow-up task -> result ..., with exactly
+one task or result in flight. Every task and result takes a turn; a notice takes none.
+Only ``active`` conversations accept messages. States:
+
+    active --complete--> completed        active/blocked/needs_human --cancel--> cancelled
+    active --needs_human / turn limit--> needs_human
+    active --dispatch failure--> blocked  active (past expiry, when touched) --> expired
+"""
+
+import sqlite3
+
+from .clock import iso
+from .clock import now as clock_now
+from .errors import BridgeError, StateChangedError
+from .rows import find_dedup, insert_message
+from .store import write_transaction
+from .validation import check_body, check_dedup_key, check_message_id, clamp
+
+TERMINAL_STATES = ("completed", "cancelled", "expired")
+ACTIONS = ("status", "cancel", "complete", "needs_human")
+# action -> (target state, states it may be taken from)
+_TRANSITIONS = {
+    "cancel": ("cancelled", ("active", "blocked", "needs_human")),
+    "complete": ("completed", ("active",)),
+    "needs_human": ("needs_human", ("active",)),
+}
+MAX_TURNS_RANGE = (2, 20)
+EXPIRY_RANGE_SECONDS = (60, 86400)
+RECENT_TRANSITIONS = 10
+
+
+def _record_transition(
+    conn: sqlite3.Connection, conv: sqlite3.Row, to_state: str, actor: str, reason: str, now: float
+) -> None:
+    conn.execute(
+        "UPDATE conversations SET state = ?, updated_at = ? WHERE id = ?", (to_state, now, conv["id"])
+    )
+    conn.execute(
+        "INSERT INTO conversation_transitions (conversation_id, from_state, to_state, actor, reason, at)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        (conv["id"], conv["state"], to_state, actor, reason, now),
+    )
+
+
+def _load(conn: sqlite3.Connection, conversation_id: int, agent: str) -> sqlite3.Row:
+    conv = conn.execute("SELECT * FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
+    if conv is None or agent not in (conv["initiator"], conv["recipient"]):
+        raise BridgeError(
+            "conversation_not_found",
+            f"no conversation #{conversation_id} between you ({agent}) and another agent; "
+            "check the id (start_conversation returns it).",
+        )
+    return conv
+
+
+def _settle_expiry(conn: sqlite3.Connection, conv: sqlite3.Row, actor: str, now: float) -> sqlite3.Row:
+    """An active conversation past its expiry becomes ``expired`` when it is touched."""
+    if conv["state"] == "active" and conv["expires_at"] <= now:
+        _record_transition(conn, conv, "expired", actor, "expired", now)
+        return conn.execute("SELECT * FROM conversations WHERE id = ?", (conv["id"],)).fetchone()
+    return conv
+
+
+def start_conversation(
+    conn: sqlite3.Connection,
+    *,
+    initiator: str,
+    recipient: str,
+    goal: str,
+    agents: frozenset[str] | set[str],
+    max_body_bytes: int,
+    max_turns: int = 6,
+    expires_in_seconds: int = 14400,
+    dedup_key: str | None = None,
+    now: float | None = None,
+) -> dict:
+    from .messages import check_recipient
+
+    now = clock_now() if now is None else now
+    check_recipient(initiator, recipient, agents)
+    check_body(goal, max_body_bytes, "goal")
+    dedup_key = check_dedup_key(dedup_key)
+    turns = clamp(max_turns, *MAX_TURNS_RANGE, "max_turns")
+    lifetime = clamp(expires_in_seconds, *EXPIRY_RANGE_SECONDS, "expires_in_seconds")
+    with write_transaction(conn):
+        existing = find_dedup(conn, initiator, dedup_key)
+        if existing is not None:
+            return {
+                "conversation_id": existing["conversation_id"],
+                "message_id": existing["id"],
+                "duplicate": True,
+            }
+        cur = conn.execute(
+            "INSERT INTO conversations (initiator, recipient, goal, state, max_turns, turn_count,"
+            " created_at, expires_at, updated_at) VALUES (?, ?, ?, 'active', ?, 1, ?, ?, ?)",
+            (initiator, recipient, goal, turns, now, now + lifetime, now),
+        )
+        conversation_id = cur.lastrowid
+        message_id = insert_message(
+            conn,
+            sender=initiator,
+            recipient=recipient,
+            text=goal,
+            kind="task",
+            conversation_id=conversation_id,
+            dedup_key=dedup_key,
+            created_at=now,
+        )
+        conn.execute(
+            "UPDATE conversations SET in_flight_message_id = ? WHERE id = ?", (message_id, conversation_id)
+        )
+        conn.execute(
+            "INSERT INTO conversation_transitions (conversation_id, from_state, to_state, actor, reason, at)"
+            " VALUES (?, NULL, 'active', ?, 'started', ?)",
+            (conversation_id, initiator, now),
+        )
+    return {
+        "conversation_id": conversation_id,
+        "message_id": message_id,
+        "duplicate": False,
+        "state": "active",
+        "max_turns": turns,
+        "expires_at": iso(now + lifetime),
+    }
+
+
+def check_conversation_send(
+    conn: sqlite3.Connection,
+    *,
+    conversation_id: int,
+    sender: str,
+    recipient: str,
+    kind: str,
+    reply_to: sqlite3.Row | None,
+    now: float,
+) -> bool:
+    """Enforce the conversation rules for one send inside an open write transaction.
+
+    Returns True when the message takes a turn (task or result). Raises BridgeError
+    (nothing written) or StateChangedError (an expiry or turn-limit move is kept).
+    """
+    conv = _settle_expiry(conn, _load(conn, conversation_id, sender), sender, now)
+    if conv["state"] == "expired" and conv["expires_at"] <= now:
+        raise StateChangedError(
+            "conversation_expired",
+            f"conversation #{conversation_id} expired at {iso(conv['expires_at'])} and accepts nothing; "
+            "start a new conversation if the goal still matters.",
+        )
+    if conv["state"] != "active":
+        raise BridgeError(
+            "conversation_not_active",
+            f"conversation #{conversation_id} is {conv['state']} and accepts no messages; "
+            "check conversation(action='status') and start a new one if needed.",
+        )
+    other = conv["recipient"] if sender == conv["initiator"] else conv["initiator"]
+    if recipient != other:
+        raise BridgeError(
+            "wrong_recipient",
+            f"messages in conversation #{conversation_id} go to {other}, not {recipient}.",
+        )
+    if kind == "notice":
+        return False
+    in_flight = conn.execute(
+        "SELECT id, kind, sender, recipient FROM messages WHERE id = ?", (conv["in_flight_message_id"],)
+    ).fetchone()
+    expected = "task" if kind == "result" else "result"
+    if reply_to is None or reply_to["id"] != in_flight["id"]:
+        raise BridgeError(
+            "not_in_turn",
+            f"a {kind} in conversation #{conversation_id} must reply_to the in-flight "
+            f"{in_flight['kind']} #{in_flight['id']}.",
+        )
+    if in_flight["kind"] != expected or in_flight["recipient"] != sender:
+        raise BridgeError(
+            "not_in_turn",
+            f"the in-flight message #{in_flight['id']} is a {in_flight['kind']} for {in_flight['recipient']}; "
+            f"a {kind} must answer a {expected} sent to you. "
+            + ("Wait for the result." if in_flight["recipient"] != sender else ""),
+        )
+    if conv["turn_count"] + 1 > conv["max_turns"]:
+        _record_transition(conn, conv, "needs_human", sender, "turn_limit", now)
+        raise StateChangedError(
+            "turn_limit_reached",
+            f"conversation #{conversation_id} has used all {conv['max_turns']} turns; it is now "
+            "needs_human and a human decides what happens next.",
+        )
+    return True
+
+
+def take_turn(conn: sqlite3.Connection, conversation_id: int, message_id: int, now: float) -> None:
+    conn.execute(
+        "UPDATE conversations SET turn_count = turn_count + 1, in_flight_message_id = ?, updated_at = ?"
+        " WHERE id = ?",
+        (message_id, now, conversation_id),
+    )
+
+
+def _status(conn: sqlite3.Connection, conv: sqlite3.Row) -> dict:
+    in_flight = conn.execute(
+        "SELECT id, kind, sender, recipient FROM messages WHERE id = ?", (conv["in_flight_message_id"],)
+    ).fetchone()
+    transitions = conn.execute(
+        "SELECT from_state, to_state, actor, reason, at FROM conversation_transitions"
+        " WHERE conversation_id = ? ORDER BY id DESC LIMIT ?",
+        (conv["id"], RECENT_TRANSITIONS),
+    ).fetchall()
+    return {
+        "conversation_id": conv["id"],
+        "initiator": conv["initiator"],
+        "recipient": conv["recipient"],
+        "state": conv["state"],
+        "turn_count": conv["turn_count"],
+        "max_turns": conv["max_turns"],
+        "created_at": iso(conv["created_at"]),
+        "expires_at": iso(conv["expires_at"]),
+        "in_flight": dict(in_flight) if in_flight else None,
+        "transitions": [
+            {**dict(t), "at": iso(t["at"])} for t in reversed(transitions)
+        ],
+    }
+
+
+def conversation_action(
+    conn: sqlite3.Connection, *, agent: str, action: str, conversation_id: int, now: float | None = None
+) -> dict:
+    now = clock_now() if now is None else now
+    if action not in ACTIONS:
+        raise BridgeError("invalid_action", f"action must be one of {', '.join(ACTIONS)}.")
+    check_message_id(conversation_id, "conversation_id")
+    with write_transaction(conn):
+        conv = _settle_expiry(conn, _load(conn, conversation_id, agent), agent, now)
+        if action == "status":
+            return _status(conn, conv)
+        target, allowed_from = _TRANSITIONS[action]
+        if conv["state"] == target:
+            return {**_status(conn, conv), "changed": False}
+        if conv["state"] not in allowed_from:
+            raise BridgeError(
+                "invalid_transition",
+                f"conversation #{conversation_id} is {conv['state']}; '{action}' is allowed only from "
+                f"{', '.join(allowed_from)}.",
+            )
+        _record_transition(conn, conv, target, agent, action, now)
+        conv = conn.execute("SELECT * FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
+        return {**_status(conn, conv), "changed": True}
+
+
+def block_conversation(
+    conn: sqlite3.Connection, conversation_id: int, actor: str, reason: str, now: float | None = None
+) -> bool:
+    """Freeze an active conversation after a failed dispatch (the dispatcher's move)."""
+    now = clock_now() if now is None else now
+    with write_transaction(conn):
+        conv = conn.execute("SELECT * FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
+        if conv is None or conv["state"] != "active":
+            return False
+        _record_transition(conn, conv, "blocked", actor, reason, now)
+        return True

@@ -1,0 +1,63 @@
+"""structlog setup: JSON lines to stderr and, optionally, to a private (0600) log file.
+
+stdout is the MCP protocol stream, so nothing here ever writes to it. Log events carry
+ids, codes, stages and numbers only: callers never pass message text or goals.
+Call ``configure_logging`` before building an MCPServer: the SDK's own logging setup
+is a ``basicConfig`` that does nothing once the root logger has handlers.
+"""
+
+import logging
+import os
+import sys
+from pathlib import Path
+
+import structlog
+
+
+def _private_file_handler(path: Path, level: int) -> logging.Handler:
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+    os.chmod(path, 0o600)
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setLevel(level)
+    return handler
+
+
+def configure_logging(
+    *, stderr_level: int = logging.WARNING, log_file: Path | None = None, file_level: int = logging.INFO
+) -> None:
+    shared = [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    formatter = structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=shared,
+        processors=[
+            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+            structlog.processors.format_exc_info,
+            structlog.processors.JSONRenderer(),
+        ],
+    )
+    stderr = logging.StreamHandler(sys.stderr)
+    stderr.setLevel(stderr_level)
+    handlers = [stderr]
+    if log_file is not None:
+        handlers.append(_private_file_handler(log_file, file_level))
+    root = logging.getLogger()
+    for old in root.handlers[:]:
+        root.removeHandler(old)
+    for handler in handlers:
+        handler.setFormatter(formatter)
+        root.addHandler(handler)
+    root.setLevel(min(h.level for h in handlers))
+    structlog.configure(
+        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=True,
+    )
+
+
+def get_logger(name: str) -> structlog.stdlib.BoundLogger:
+    return structlog.get_logger(name)

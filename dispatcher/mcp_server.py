@@ -1,0 +1,263 @@
+"""The MCP layer: tool signatures and descriptions, calls into the domain, refusals as tool errors.
+
+This is the only module that imports the MCP SDK. Every tool returns a JSON object;
+every refusal is a tool error whose text starts with a stable code: ``code: message``.
+"""
+
+import logging
+import os
+import re
+import secrets
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+from . import claims, conversations, messages
+from .config import BridgeConfig
+from .errors import BridgeError
+from .logs import get_logger
+from .store import Store
+
+MAX_WAIT_SECONDS = 30
+POLL_INTERVAL_SECONDS = 0.05
+
+log = get_logger("agent_bridge.mcp")
+
+INSTRUCTIONS = (
+    "Agent Bridge: a local inbox shared with other coding agents. Your identity is fixed by "
+    "the server. Check receive_messages when you start and between steps; claim a task "
+    "before working on it; answer with send_message(kind='result', reply_to=id), or a "
+    "result starting 'blocked:' plus release_message if you cannot finish; then mark_read."
+)
+
+
+@dataclass
+class Bridge:
+    """What every tool call needs: who is calling, from which process, on which store."""
+
+    agent: str
+    worker_id: str
+    store: Store
+    config: BridgeConfig
+    max_body_bytes: int
+
+    def call(self, tool: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
+        try:
+            return fn(self.store.connection(), **kwargs)
+        except BridgeError as exc:
+            log.info("tool_refused", tool=tool, code=exc.code, agent=self.agent)
+            raise ToolError(str(exc)) from None
+        except sqlite3.Error as exc:
+            # Locked past the busy timeout, read-only file, full disk, corrupt file: say so.
+            log.warning("store_error", tool=tool, error=type(exc).__name__, detail=str(exc), agent=self.agent)
+            raise ToolError(
+                f"store_unavailable: the bridge store could not complete this call ({exc}); nothing "
+                "was changed. Retry shortly; if it persists, check the store's disk and permissions."
+            ) from None
+
+
+_SDK_PREFIX = re.compile(r"^Error executing tool [\w-]+: ?")
+_OUR_CODE = re.compile(r"^[a-z][a-z_]+: ")
+
+
+def _error_code_for(text: str) -> str:
+    if text.startswith("Unknown tool"):
+        return "unknown_tool"
+    if "validation error" in text:
+        return "invalid_arguments"
+    return "internal_error"
+
+
+async def _coded_tool_errors(ctx: Any, call_next: Callable[[Any], Any]) -> Any:
+    """Make every tool error start with a stable code, including the SDK's own refusals.
+
+    Our refusals already read ``code: message``; the SDK prefixes them with
+    "Error executing tool X:", and its argument-validation errors carry no code.
+    """
+    result = await call_next(ctx)
+    if ctx.method == "tools/call" and isinstance(result, dict) and result.get("isError"):
+        for block in result.get("content") or []:
+            if block.get("type") == "text":
+                text = _SDK_PREFIX.sub("", block["text"], count=1)
+                if not _OUR_CODE.match(text):
+                    text = f"{_error_code_for(text)}: {text or 'the tool failed unexpectedly; see the server log.'}"
+                block["text"] = text
+    return result
+
+
+def _data_version(conn: sqlite3.Connection) -> int:
+    """Changes whenever another connection commits to the store: a cheap wake-up signal."""
+    return conn.execute("PRAGMA data_version").fetchone()[0]
+
+
+def build_server(agent: str, store: Store, config: BridgeConfig, max_body_bytes: int) -> MCPServer:
+    bridge = Bridge(
+        agent=agent,
+        worker_id=f"{agent}-{os.getpid()}-{secrets.token_hex(4)}",
+        store=store,
+        config=config,
+        max_body_bytes=max_body_bytes,
+    )
+    agents = frozenset(config.agents)
+    mcp = MCPServer(
+        name="agent_bridge", instructions=INSTRUCTIONS, version="0.1.0", middleware=[_coded_tool_errors]
+    )
+    logging.getLogger("mcp").setLevel(logging.WARNING)
+
+    @mcp.tool()
+    async def send_message(
+        recipient: str,
+        text: str,
+        reply_to: int | None = None,
+        dedup_key: str | None = None,
+        response_timeout_seconds: int | None = None,
+        conversation_id: int | None = None,
+        kind: str | None = None,
+    ) -> dict[str, Any]:
+        """Send a message to another agent; you are always the sender.
+
+        kind: omit for a plain note; 'task' asks the recipient to do work (wakes its listener);
+        'result' answers a task sent to you (reply_to = that task, goes back to its sender;
+        start the text with 'blocked:' if you could not finish); 'notice' informs, never wakes.
+        In a conversation, conversation_id is inherited from reply_to; a task/result must
+        answer the in-flight message and takes one turn. dedup_key makes retries safe: a
+        repeat returns the first id with duplicate=true. response_timeout_seconds (1..3600)
+        only records a deadline. Returns {id, duplicate, conversation_id}. Errors name the
+        rule broken (e.g. unknown_recipient lists valid agents).
+        """
+        return bridge.call(
+            "send_message",
+            messages.send_message,
+            sender=agent,
+            recipient=recipient,
+            text=text,
+            agents=agents,
+            max_body_bytes=max_body_bytes,
+            reply_to=reply_to,
+            dedup_key=dedup_key,
+            response_timeout_seconds=response_timeout_seconds,
+            conversation_id=conversation_id,
+            kind=kind,
+        )
+
+    @mcp.tool()
+    async def receive_messages(limit: int = 20, wait_seconds: float = 0) -> dict[str, Any]:
+        """Return your unacknowledged messages, oldest first (limit 1..100).
+
+        Messages claimed by another process are hidden. wait_seconds (0..30) long-polls:
+        the call returns as soon as a message arrives. Messages stay here until mark_read.
+        Each has id, sender, kind, text, reply_to, conversation_id, created_at,
+        response_deadline, claim_expires_at, owned_by_current_worker; cursor is the last id.
+        """
+        if not wait_seconds >= 0:  # also refuses NaN
+            raise ToolError("invalid_number: wait_seconds must be 0 or more (it is capped at 30).")
+        deadline = time.monotonic() + min(wait_seconds, MAX_WAIT_SECONDS)
+        while True:
+            seen = bridge.call("receive_messages", _data_version)
+            result = bridge.call(
+                "receive_messages", messages.receive_messages, agent=agent, worker_id=bridge.worker_id, limit=limit
+            )
+            if result["messages"] or time.monotonic() >= deadline:
+                return result
+            # Sleep until another connection commits, then look again.
+            while time.monotonic() < deadline and bridge.call("receive_messages", _data_version) == seen:
+                await anyio.sleep(POLL_INTERVAL_SECONDS)
+
+    @mcp.tool()
+    async def claim_message(message_id: int, lease_seconds: int = 300) -> dict[str, Any]:
+        """Claim a message addressed to you before working on it, so no other process does.
+
+        Repeat to renew. lease_seconds is clamped to 30..3600; an expired lease can be taken
+        by any of your processes. Refused if another process holds an active claim, the
+        message is not yours, or it is already acknowledged. Returns {claim_expires_at}.
+        """
+        return bridge.call(
+            "claim_message",
+            claims.claim_message,
+            agent=agent,
+            worker_id=bridge.worker_id,
+            message_id=message_id,
+            lease_seconds=lease_seconds,
+        )
+
+    @mcp.tool()
+    async def release_message(message_id: int) -> dict[str, Any]:
+        """Give up your own active claim without acknowledging (e.g. after a 'blocked:' result)."""
+        return bridge.call(
+            "release_message", claims.release_message, agent=agent, worker_id=bridge.worker_id, message_id=message_id
+        )
+
+    @mcp.tool()
+    async def mark_read(message_ids: list[int]) -> dict[str, Any]:
+        """Acknowledge messages addressed to you once handled (up to 500 ids).
+
+        Returns {acknowledged: [ids], skipped: [{id, reason}]}, reason being not_found,
+        not_recipient, already_acknowledged or claimed_by_other.
+        """
+        return bridge.call(
+            "mark_read", messages.mark_read, agent=agent, worker_id=bridge.worker_id, message_ids=message_ids
+        )
+
+    @mcp.tool()
+    async def get_message(message_id: int) -> dict[str, Any]:
+        """Look up one message you sent or received, with its lifecycle.
+
+        Answers "was my task picked up?": delivered_at, acknowledged_at, active claim owner
+        and expiry, reply_ids, and the dispatch attempt (state, outcome) if a worker ran.
+        """
+        return bridge.call(
+            "get_message", messages.get_message, agent=agent, worker_id=bridge.worker_id, message_id=message_id
+        )
+
+    @mcp.tool()
+    async def start_conversation(
+        recipient: str,
+        goal: str,
+        max_turns: int = 6,
+        expires_in_seconds: int = 14400,
+        dedup_key: str | None = None,
+    ) -> dict[str, Any]:
+        """Start a bounded conversation: posts the goal as its root task (turn 1).
+
+        The two agents then alternate task -> result -> follow-up task ... until one calls
+        conversation(complete | needs_human | cancel), the turn budget (2..20) runs out
+        (-> needs_human) or it expires (60..86400 s). After each result the initiator either
+        completes, sends one follow-up task, or escalates. Returns {conversation_id, message_id}.
+        """
+        return bridge.call(
+            "start_conversation",
+            conversations.start_conversation,
+            initiator=agent,
+            recipient=recipient,
+            goal=goal,
+            agents=agents,
+            max_body_bytes=max_body_bytes,
+            max_turns=max_turns,
+            expires_in_seconds=expires_in_seconds,
+            dedup_key=dedup_key,
+        )
+
+    @mcp.tool()
+    async def conversation(action: str, conversation_id: int) -> dict[str, Any]:
+        """Inspect or end one of your conversations.
+
+        action: status (state, turns, expiry, recent transitions, in-flight message id and
+        kind; never text), complete (goal achieved; from active), needs_human (a person must
+        decide; from active), cancel (from active, blocked or needs_human). Repeating the
+        current state is a no-op; a different final state is refused.
+        """
+        return bridge.call(
+            "conversation",
+            conversations.conversation_action,
+            agent=agent,
+            action=action,
+            conversation_id=conversation_id,
+        )
+
+    return mcp

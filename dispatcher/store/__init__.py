@@ -1,0 +1,7 @@
+"""The SQLite store: the only place that knows the schema and the connection recipe."""
+
+from .connection import SchemaTooNewError, open_store, schema_version, write_transaction
+from .handle import Store
+from .migrations import SCHEMA_VERSION
+
+__all__ = ["SCHEMA_VERSION", "SchemaTooNewError", "Store", "open_store", "schema_version", "write_transaction"]

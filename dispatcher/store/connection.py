@@ -1,0 +1,104 @@
+"""The connection recipe: file modes, WAL switch, pragmas, migrations, transactions."""
+
+import os
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from ..errors import BridgeError, StateChangedError
+from .migrations import MIGRATIONS, SCHEMA_VERSION
+
+BUSY_TIMEOUT_MS = 15_000
+WAL_SWITCH_DEADLINE_SECONDS = 30.0
+
+
+class SchemaTooNewError(BridgeError):
+    def __init__(self, path: Path, found: int) -> None:
+        super().__init__(
+            "schema_too_new",
+            f"store {path} has schema version {found}, but this agent-bridge knows only up to "
+            f"{SCHEMA_VERSION}; upgrade agent-bridge (nothing was written).",
+        )
+
+
+def _prepare_file(path: Path) -> None:
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    # Create the file ourselves so it is 0600 from its first byte; SQLite gives the
+    # -wal and -shm files the same mode as the database file.
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    os.close(fd)
+
+
+def _switch_to_wal(conn: sqlite3.Connection) -> None:
+    # On a file not yet in WAL, another connection's lock makes this fail at once
+    # (the busy handler is not consulted), so retry until a deadline.
+    deadline = time.monotonic() + WAL_SWITCH_DEADLINE_SECONDS
+    delay = 0.005
+    while True:
+        try:
+            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if mode.lower() == "wal":
+                return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+        if time.monotonic() > deadline:
+            raise BridgeError("store_busy", "could not switch the store to WAL mode: it stayed locked for 30 s.")
+        time.sleep(delay)
+        delay = min(delay * 2, 0.1)
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    return conn.execute("PRAGMA user_version").fetchone()[0]
+
+
+def migrate(conn: sqlite3.Connection, path: Path, target: int = SCHEMA_VERSION) -> None:
+    with write_transaction(conn):
+        found = schema_version(conn)
+        if found > SCHEMA_VERSION:
+            raise SchemaTooNewError(path, found)
+        for version in range(found + 1, target + 1):
+            for statement in MIGRATIONS[version - 1].split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {version}")
+
+
+def open_store(path: Path | str, *, target_version: int = SCHEMA_VERSION) -> sqlite3.Connection:
+    """Open (creating if needed) and migrate the store; safe for many processes at once."""
+    path = Path(path)
+    _prepare_file(path)
+    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
+    try:
+        conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        # Refuse a newer store before anything (even the WAL switch) writes to it.
+        found = schema_version(conn)
+        if found > SCHEMA_VERSION:
+            raise SchemaTooNewError(path, found)
+        _switch_to_wal(conn)
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        if found < target_version:
+            migrate(conn, path, target_version)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+@contextmanager
+def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """BEGIN IMMEDIATE: take the write lock up front, so checks and writes see one state."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except StateChangedError:
+        conn.execute("COMMIT")
+        raise
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")

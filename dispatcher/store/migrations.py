@@ -1,0 +1,84 @@
+"""The schema, as an ordered list of forward migrations (the only DDL in the project).
+
+Migration N brings a store from ``PRAGMA user_version`` N-1 to N. Never edit a
+released migration: append a new one and keep a fixture of the old version in
+``tests/fixtures`` so upgrades from it stay tested.
+"""
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: messages, leases, bounded conversations.
+    """
+    CREATE TABLE conversations (
+        id INTEGER PRIMARY KEY,
+        initiator TEXT NOT NULL,
+        recipient TEXT NOT NULL,
+        goal TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN
+            ('active', 'blocked', 'needs_human', 'completed', 'cancelled', 'expired')),
+        max_turns INTEGER NOT NULL,
+        turn_count INTEGER NOT NULL DEFAULT 0,
+        in_flight_message_id INTEGER,
+        created_at REAL NOT NULL,
+        expires_at REAL NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE TABLE messages (
+        id INTEGER PRIMARY KEY,
+        sender TEXT NOT NULL,
+        recipient TEXT NOT NULL,
+        kind TEXT CHECK (kind IN ('task', 'result', 'notice')),
+        text TEXT NOT NULL,
+        reply_to INTEGER REFERENCES messages (id),
+        conversation_id INTEGER REFERENCES conversations (id),
+        dedup_key TEXT,
+        created_at REAL NOT NULL,
+        response_deadline REAL,
+        delivered_at REAL,
+        acknowledged_at REAL,
+        claim_owner TEXT,
+        claim_expires_at REAL
+    );
+    CREATE UNIQUE INDEX messages_dedup ON messages (sender, dedup_key)
+        WHERE dedup_key IS NOT NULL;
+    -- The inbox walks this in id order and stops after `limit` rows, so its cost
+    -- does not grow with the acknowledged history.
+    CREATE INDEX messages_unacknowledged ON messages (recipient, id)
+        WHERE acknowledged_at IS NULL;
+    CREATE INDEX messages_replies ON messages (reply_to) WHERE reply_to IS NOT NULL;
+    CREATE TABLE conversation_transitions (
+        id INTEGER PRIMARY KEY,
+        conversation_id INTEGER NOT NULL REFERENCES conversations (id),
+        from_state TEXT,
+        to_state TEXT NOT NULL,
+        actor TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        at REAL NOT NULL
+    );
+    CREATE INDEX conversation_transitions_by_conversation
+        ON conversation_transitions (conversation_id, id);
+    """,
+    # 2: the dispatcher's attempt barrier; message_id as primary key means one attempt, ever.
+    """
+    CREATE TABLE dispatch_attempts (
+        message_id INTEGER PRIMARY KEY REFERENCES messages (id),
+        agent TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('recorded', 'spawned', 'finished')),
+        outcome TEXT,
+        error_kind TEXT,
+        started_at REAL NOT NULL,
+        finished_at REAL,
+        supervisor_pid INTEGER,
+        supervisor_start_time REAL,
+        worker_pid INTEGER,
+        worker_start_time REAL,
+        deadline REAL,
+        exit_code INTEGER,
+        duration_seconds REAL,
+        diagnostics TEXT
+    );
+    CREATE INDEX dispatch_attempts_unsettled ON dispatch_attempts (agent)
+        WHERE state != 'finished';
+    """,
+)
+
+SCHEMA_VERSION = len(MIGRATIONS)
