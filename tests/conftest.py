@@ -1,0 +1,42 @@
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import bridge_env, start_agents, write_config  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def bridge_root(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("bridge")
+
+
+@pytest.fixture(scope="module")
+def env(bridge_root) -> dict[str, str]:
+    return bridge_env(bridge_root, write_config(bridge_root / "config.json"))
+
+
+@pytest.fixture(scope="module")
+def db_path(env) -> Path:
+    return Path(env["AGENT_BRIDGE_DB"])
+
+
+@pytest.fixture(scope="module")
+def pair(env):
+    """One claude and one kimi server on one store, shared by a module's tests."""
+    agents = start_agents(["claude", "kimi"], env)
+    yield agents
+    for agent in agents:
+        agent.close()
+
+
+@pytest.fixture(scope="module")
+def claude(pair):
+    return pair[0]
+
+
+@pytest.fixture(scope="module")
+def kimi(pair):
+    return pair[1]

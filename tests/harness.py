@@ -1,0 +1,147 @@
+"""Test harness: real server.py processes driven by the real MCP client over stdio.
+
+Each ``McpAgent`` owns one server process and an asyncio loop in a background thread,
+so tests stay synchronous and a module can keep its servers for all of its cases.
+"""
+
+import asyncio
+import json
+import sqlite3
+import sys
+import threading
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+PROJECT = Path(__file__).resolve().parent.parent
+CALL_TIMEOUT = 120.0
+
+
+def write_config(path: Path, agents: dict[str, dict] | None = None, **extra: Any) -> Path:
+    agents = agents or {
+        "claude": {"auto": True, "launcher": "launchers/claude_headless.sh"},
+        "kimi": {"auto": False, "launcher": "launchers/kimi_headless.sh"},
+    }
+    path.write_text(json.dumps({"agents": agents, **extra}))
+    return path
+
+
+def bridge_env(root: Path, config: Path) -> dict[str, str]:
+    """Environment that keeps every bridge file inside ``root``."""
+    return {
+        "AGENT_BRIDGE_DB": str(root / "state" / "bridge.db"),
+        "AGENT_BRIDGE_CONFIG": str(config),
+        "AGENT_BRIDGE_RUNTIME_DIR": str(root / "runtime"),
+        "AGENT_BRIDGE_WORKSPACE": str(root),
+        "XDG_STATE_HOME": str(root / "xdg-state"),
+        "XDG_CONFIG_HOME": str(root / "xdg-config"),
+        "XDG_RUNTIME_DIR": str(root / "xdg-runtime"),
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+
+
+@dataclass
+class ToolResult:
+    is_error: bool
+    data: dict | None
+    text: str
+
+    @property
+    def code(self) -> str | None:
+        return self.text.split(":", 1)[0] if self.is_error else None
+
+
+class McpAgent:
+    def __init__(self, agent: str, env: dict[str, str]) -> None:
+        self.agent = agent
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+        self._stop: asyncio.Event | None = None
+        self._client: Client | None = None
+        self._ready: Future = Future()
+        params = StdioServerParameters(
+            command=sys.executable, args=[str(PROJECT / "server.py")], env={**env, "AGENT_ID": agent}, cwd=str(PROJECT)
+        )
+        self._main = asyncio.run_coroutine_threadsafe(self._run(params), self._loop)
+
+    async def _run(self, params: StdioServerParameters) -> None:
+        self._stop = asyncio.Event()
+        try:
+            async with Client(params, read_timeout_seconds=CALL_TIMEOUT) as client:
+                self._client = client
+                self._ready.set_result(True)
+                await self._stop.wait()
+        except BaseException as exc:
+            if not self._ready.done():
+                self._ready.set_exception(exc)
+            raise
+
+    def wait_ready(self, timeout: float = 120) -> "McpAgent":
+        self._ready.result(timeout)
+        return self
+
+    def call(self, tool: str, **arguments: Any) -> ToolResult:
+        self.wait_ready()
+        fut = asyncio.run_coroutine_threadsafe(self._client.call_tool(tool, arguments), self._loop)
+        return self._convert(fut.result(CALL_TIMEOUT))
+
+    def call_async(self, tool: str, **arguments: Any) -> Future:
+        """Start a call now, collect it later (for races across processes)."""
+        self.wait_ready()
+        return asyncio.run_coroutine_threadsafe(self._client.call_tool(tool, arguments), self._loop)
+
+    @staticmethod
+    def _convert(result: Any) -> ToolResult:
+        text = "".join(getattr(block, "text", "") for block in result.content or [])
+        return ToolResult(bool(result.is_error), result.structured_content, text)
+
+    def ok(self, tool: str, **arguments: Any) -> dict:
+        result = self.call(tool, **arguments)
+        assert not result.is_error, f"{tool} failed: {result.text}"
+        return result.data
+
+    def list_tools(self) -> list:
+        self.wait_ready()
+        return asyncio.run_coroutine_threadsafe(self._client.list_tools(), self._loop).result(CALL_TIMEOUT).tools
+
+    def close(self) -> None:
+        if self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        try:
+            self._main.result(30)
+        except BaseException:
+            pass
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+
+
+def start_agents(names: list[str], env: dict[str, str]) -> list[McpAgent]:
+    """Start several servers at once so their SDK imports overlap."""
+    agents = [McpAgent(name, env) for name in names]
+    for agent in agents:
+        agent.wait_ready()
+    return agents
+
+
+def db_snapshot(db_path: Path | str) -> list[tuple]:
+    """Every row of every table, for before/after comparisons."""
+    conn = sqlite3.connect(db_path)
+    try:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")]
+        return [(t, conn.execute(f"SELECT * FROM {t} ORDER BY rowid").fetchall()) for t in tables]
+    finally:
+        conn.close()
+
+
+def sql(db_path: Path | str, statement: str, params: tuple = ()) -> list[tuple]:
+    conn = sqlite3.connect(db_path, timeout=30)
+    try:
+        with conn:
+            return conn.execute(statement, params).fetchall()
+    finally:
+        conn.close()

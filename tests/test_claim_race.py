@@ -1,0 +1,48 @@
+"""Leases across processes: expiry, takeover, and exactly one winner in a claim race."""
+
+from concurrent.futures import wait
+
+import pytest
+from harness import McpAgent, sql, start_agents
+
+RACERS = 8
+ROUNDS = 50
+
+
+@pytest.fixture(scope="module")
+def racers(env):
+    agents = start_agents(["claude"] + ["kimi"] * RACERS, env)
+    yield agents[0], agents[1:]
+    for agent in agents:
+        agent.close()
+
+
+def test_expired_claim_can_be_taken_over_by_another_process(racers, db_path):
+    claude, (first, second, *_) = racers
+    task = claude.ok("send_message", recipient="kimi", text="lease", kind="task")["id"]
+    first.ok("claim_message", message_id=task, lease_seconds=60)
+    assert second.call("claim_message", message_id=task).code == "claimed_by_other"
+    assert second.call("release_message", message_id=task).code == "not_claimed_by_you"
+    # Hidden from the other process while claimed; mark_read by it is skipped.
+    assert task not in [m["id"] for m in second.ok("receive_messages", limit=100)["messages"]]
+    assert second.ok("mark_read", message_ids=[task])["skipped"] == [{"id": task, "reason": "claimed_by_other"}]
+
+    # Time passes: move the lease into the past instead of sleeping through it.
+    sql(db_path, "UPDATE messages SET claim_expires_at = claim_expires_at - 61 WHERE id = ?", (task,))
+    assert task in [m["id"] for m in second.ok("receive_messages", limit=100)["messages"]]
+    second.ok("claim_message", message_id=task)
+    assert first.call("claim_message", message_id=task).code == "claimed_by_other"
+    assert first.call("release_message", message_id=task).code == "not_claimed_by_you"
+    assert second.ok("mark_read", message_ids=[task])["acknowledged"] == [task]
+
+
+def test_exactly_one_winner_per_claim_race(racers):
+    claude, kimis = racers
+    for round_no in range(ROUNDS):
+        task = claude.ok("send_message", recipient="kimi", text=f"race {round_no}", kind="task")["id"]
+        futures = [k.call_async("claim_message", message_id=task) for k in kimis]
+        wait(futures, timeout=120)
+        results = [McpAgent._convert(f.result()) for f in futures]
+        winners = [r for r in results if not r.is_error]
+        assert len(winners) == 1, [r.text for r in results]
+        assert {r.code for r in results if r.is_error} == {"claimed_by_other"}
