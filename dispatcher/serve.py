@@ -28,7 +28,11 @@ def run_server() -> int:
             file=sys.stderr,
         )
         return 2
-    configure_logging(log_file=settings.private_dir() / "errors.log", file_level=logging.WARNING)
+    configure_logging(
+        stderr_level=logging.getLevelName(settings.log_level),
+        log_file=settings.private_dir() / "errors.log",
+        file_level=logging.WARNING,
+    )
 
     from .store import Store
 

@@ -6,6 +6,7 @@ config.json's job (see ``config``).
 
 import os
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -29,6 +30,8 @@ class BridgeSettings(BaseSettings):
     max_body_bytes: int = Field(default=262144, ge=1, le=16 * 1024 * 1024)
     # Where workers run: the project the agents work on. Default: the checkout's parent.
     workspace: Path = Field(default_factory=lambda: PROJECT_DIR.parent)
+    # What reaches stderr; the private log files always take INFO (dispatcher) or WARNING (server).
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
     # Private directory for locks, progress documents, request files and logs.
     runtime_dir: Path | None = None
 

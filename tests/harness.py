@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters
+from mcp.client.stdio import StdioServerParameters, stdio_client
 
 PROJECT = Path(__file__).resolve().parent.parent
 CALL_TIMEOUT = 120.0
@@ -56,7 +56,7 @@ class ToolResult:
 
 
 class McpAgent:
-    def __init__(self, agent: str, env: dict[str, str]) -> None:
+    def __init__(self, agent: str, env: dict[str, str], stderr_path: Path | None = None) -> None:
         self.agent = agent
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
@@ -64,6 +64,7 @@ class McpAgent:
         self._stop: asyncio.Event | None = None
         self._client: Client | None = None
         self._ready: Future = Future()
+        self._errlog = open(stderr_path, "a") if stderr_path else sys.stderr
         params = StdioServerParameters(
             command=sys.executable, args=[str(PROJECT / "server.py")], env={**env, "AGENT_ID": agent}, cwd=str(PROJECT)
         )
@@ -72,7 +73,8 @@ class McpAgent:
     async def _run(self, params: StdioServerParameters) -> None:
         self._stop = asyncio.Event()
         try:
-            async with Client(params, read_timeout_seconds=CALL_TIMEOUT) as client:
+            transport = stdio_client(params, errlog=self._errlog)
+            async with Client(transport, read_timeout_seconds=CALL_TIMEOUT) as client:
                 self._client = client
                 self._ready.set_result(True)
                 await self._stop.wait()
@@ -118,6 +120,8 @@ class McpAgent:
             pass
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
+        if self._errlog is not sys.stderr:
+            self._errlog.close()
 
 
 def start_agents(names: list[str], env: dict[str, str]) -> list[McpAgent]:

@@ -1,0 +1,513 @@
+"""Tests for the worker launch scripts in launchers/.
+
+No real agent CLI is needed: each test puts a small fake CLI (a Python script) in
+tmp_path that records its argv, environment, stdin and cwd, and prints canned output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LAUNCHERS = ROOT / "launchers"
+CLAUDE = LAUNCHERS / "claude_headless.sh"
+KIMI = LAUNCHERS / "kimi_headless.sh"
+COMMAND = LAUNCHERS / "command_headless.sh"
+
+TASK_TEXT = "TOP-SECRET-TASK-7f3a: please rename the widget"
+MODEL_TEXT = "MODEL-TEXT-SECRET-91c2"
+TOOL_INPUT = "TOOL-INPUT-SECRET-55d0"
+
+CLAUDE_DIAG_KEYS = {
+    "result_json",
+    "is_error",
+    "subtype",
+    "terminal_reason",
+    "num_turns",
+    "total_cost_usd",
+    "duration_ms",
+    "api_error_status",
+    "permission_denials_count",
+}
+
+FAKE_CLI = r'''#!{python}
+"""Fake agent CLI: records what it was given, prints canned output."""
+import json, os, sys
+stdin = sys.stdin.read()
+record = {{"argv": sys.argv[1:], "env": dict(os.environ), "stdin": stdin, "cwd": os.getcwd()}}
+home = os.environ.get("KIMI_CODE_HOME")
+if home:
+    files = {{}}
+    for name in sorted(os.listdir(home)):
+        p = os.path.join(home, name)
+        files[name] = {{"link": os.readlink(p) if os.path.islink(p) else None}}
+    record["kimi_home"] = files
+    with open(os.path.join(home, "mcp.json")) as fh:
+        record["kimi_mcp"] = json.load(fh)
+    wire = os.environ.get("FAKE_WIRE")
+    if wire:
+        d = os.path.join(home, "sessions", "wd_x", "session_1", "agents", "main")
+        os.makedirs(d)
+        with open(os.path.join(d, "wire.jsonl"), "w") as fh:
+            fh.write(wire)
+with open(os.environ["FAKE_RECORD"], "w") as fh:
+    json.dump(record, fh)
+out = os.environ.get("FAKE_OUTPUT_FILE")
+if out:
+    with open(out) as fh:
+        sys.stdout.write(fh.read())
+sys.exit(int(os.environ.get("FAKE_EXIT", "0")))
+'''
+
+
+def make_fake(path: Path) -> Path:
+    path.write_text(FAKE_CLI.format(python=sys.executable))
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+@pytest.fixture
+def setup(tmp_path: Path):
+    """A workspace, a private request file and attempt dir, and the supervisor env."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    attempt = tmp_path / "attempt"
+    attempt.mkdir(mode=0o700)
+    request = tmp_path / "request.txt"
+    request.write_text(TASK_TEXT + "\n")
+    request.chmod(0o600)
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "AGENT_ID": "claude",
+        "AGENT_BRIDGE_MESSAGE_ID": "4711",
+        "AGENT_BRIDGE_DB": str(tmp_path / "bridge.sqlite"),
+        "AGENT_BRIDGE_CONFIG": str(tmp_path / "config.json"),
+        "AGENT_BRIDGE_PROJECT": str(ROOT),
+        "AGENT_BRIDGE_PYTHON": sys.executable,
+        "AGENT_BRIDGE_ATTEMPT_DIR": str(attempt),
+        "AGENT_BRIDGE_DIAGNOSTICS_FILE": str(tmp_path / "diagnostics.json"),
+        "FAKE_RECORD": str(tmp_path / "record.json"),
+    }
+    return {
+        "tmp": tmp_path,
+        "ws": workspace,
+        "attempt": attempt,
+        "request": request,
+        "home": home,
+        "env": env,
+        "fake": make_fake(tmp_path / "fake-cli"),
+    }
+
+
+def run(script: Path, s: dict, **extra: str) -> subprocess.CompletedProcess:
+    env = dict(s["env"])
+    env.update(extra)
+    return subprocess.run(
+        [str(script), str(s["request"])],
+        cwd=s["ws"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def record(s: dict) -> dict:
+    return json.loads(Path(s["env"]["FAKE_RECORD"]).read_text())
+
+
+def diagnostics(s: dict) -> dict:
+    return json.loads(Path(s["env"]["AGENT_BRIDGE_DIAGNOSTICS_FILE"]).read_text())
+
+
+def assert_task_not_exposed(rec: dict) -> None:
+    assert not any(TASK_TEXT in a for a in rec["argv"]), "task text leaked into argv"
+    assert not any(TASK_TEXT in v for v in rec["env"].values()), "task text leaked into env"
+
+
+def write_output(s: dict, text: str) -> str:
+    path = s["tmp"] / "fake-output"
+    path.write_text(text)
+    return str(path)
+
+
+# --------------------------------------------------------------------------- claude
+
+
+def claude_result(**overrides) -> str:
+    result = {
+        "type": "result",
+        "subtype": "success",
+        "is_error": False,
+        "num_turns": 3,
+        "result": MODEL_TEXT,
+        "session_id": "0f2ed0b9-aaaa",
+        "terminal_reason": "completed",
+        "duration_ms": 1234,
+        "total_cost_usd": 0.0042,
+        "api_error_status": None,
+        "permission_denials": [
+            {"tool_name": "Bash", "tool_use_id": "t1", "tool_input": {"command": TOOL_INPUT}},
+            {"tool_name": "Write", "tool_use_id": "t2", "tool_input": {"content": TOOL_INPUT}},
+        ],
+    }
+    result.update(overrides)
+    return json.dumps(result) + "\n"
+
+
+def test_claude_prompt_only_on_stdin_and_policy_flags(setup):
+    s = setup
+    proc = run(CLAUDE, s, CLAUDE_BIN=str(s["fake"]), FAKE_OUTPUT_FILE=write_output(s, claude_result()))
+    assert proc.returncode == 0, proc.stderr
+    rec = record(s)
+    assert rec["stdin"] == TASK_TEXT + "\n"
+    assert_task_not_exposed(rec)
+    assert rec["cwd"] == str(s["ws"])
+
+    argv = rec["argv"]
+    assert argv[0] == "-p"
+    assert argv[argv.index("--output-format") + 1] == "json"
+    assert "--strict-mcp-config" in argv
+    assert argv[argv.index("--tools") + 1] == ""
+    assert argv[argv.index("--allowedTools") + 1] == "mcp__agent_bridge__*"
+    assert argv[argv.index("--permission-mode") + 1] == "dontAsk"
+    assert argv[argv.index("--permission-prompts") + 1] == "none"
+    assert "--max-turns" not in argv
+    for forbidden in ("bypassPermissions", "--dangerously-skip-permissions",
+                      "--allow-dangerously-skip-permissions"):
+        assert forbidden not in argv
+    # Every variadic flag is followed by another option: nothing for it to swallow.
+    for flag in ("--mcp-config", "--tools", "--allowedTools"):
+        nxt = argv.index(flag) + 2
+        assert nxt < len(argv) and argv[nxt].startswith("-"), flag
+
+    assert rec["env"]["ENABLE_TOOL_SEARCH"] == "false"
+    assert rec["env"]["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] == "1"
+    assert "IS_SANDBOX" not in rec["env"]
+
+
+def test_claude_mcp_config_has_only_the_bridge(setup):
+    s = setup
+    proc = run(CLAUDE, s, CLAUDE_BIN=str(s["fake"]), FAKE_OUTPUT_FILE=write_output(s, claude_result()))
+    assert proc.returncode == 0, proc.stderr
+    argv = record(s)["argv"]
+    config_path = Path(argv[argv.index("--mcp-config") + 1])
+    assert config_path.parent == s["attempt"]
+    assert stat.S_IMODE(config_path.stat().st_mode) == 0o600
+    config = json.loads(config_path.read_text())
+    assert list(config["mcpServers"]) == ["agent_bridge"]
+    server = config["mcpServers"]["agent_bridge"]
+    assert server["command"] == sys.executable
+    assert server["args"] == [str(ROOT / "server.py")]
+    assert server["env"] == {
+        "AGENT_ID": "claude",
+        "AGENT_BRIDGE_DB": s["env"]["AGENT_BRIDGE_DB"],
+        "AGENT_BRIDGE_CONFIG": s["env"]["AGENT_BRIDGE_CONFIG"],
+    }
+
+
+def test_claude_diagnostics_are_payload_free(setup):
+    s = setup
+    proc = run(CLAUDE, s, CLAUDE_BIN=str(s["fake"]), FAKE_OUTPUT_FILE=write_output(s, claude_result()))
+    assert proc.returncode == 0, proc.stderr
+    diag = diagnostics(s)
+    assert set(diag) == CLAUDE_DIAG_KEYS
+    assert diag == {
+        "result_json": "ok",
+        "is_error": False,
+        "subtype": "success",
+        "terminal_reason": "completed",
+        "num_turns": 3,
+        "total_cost_usd": 0.0042,
+        "duration_ms": 1234,
+        "api_error_status": None,
+        "permission_denials_count": 2,
+    }
+    raw = Path(s["env"]["AGENT_BRIDGE_DIAGNOSTICS_FILE"]).read_text()
+    for secret in (MODEL_TEXT, TOOL_INPUT, TASK_TEXT):
+        assert secret not in raw
+        assert secret not in proc.stdout and secret not in proc.stderr
+    assert proc.stdout == ""
+    raw_result = s["attempt"] / "claude-result.json"
+    assert MODEL_TEXT in raw_result.read_text()
+    assert stat.S_IMODE(raw_result.stat().st_mode) == 0o600
+
+
+def test_claude_exit_code_and_error_result_pass_through(setup):
+    s = setup
+    out = claude_result(is_error=True, terminal_reason="api_error", api_error_status=500,
+                        result="API Error: 500 " + MODEL_TEXT, permission_denials=[])
+    proc = run(CLAUDE, s, CLAUDE_BIN=str(s["fake"]), FAKE_EXIT="1", FAKE_OUTPUT_FILE=write_output(s, out))
+    assert proc.returncode == 1
+    diag = diagnostics(s)
+    assert diag["is_error"] is True
+    assert diag["terminal_reason"] == "api_error"
+    assert diag["api_error_status"] == 500
+    assert diag["permission_denials_count"] == 0
+
+
+def test_claude_non_enum_strings_are_dropped(setup):
+    s = setup
+    out = claude_result(subtype="free text " + MODEL_TEXT, terminal_reason=["x"], num_turns="3")
+    run(CLAUDE, s, CLAUDE_BIN=str(s["fake"]), FAKE_OUTPUT_FILE=write_output(s, out))
+    diag = diagnostics(s)
+    assert diag["subtype"] is None and diag["terminal_reason"] is None and diag["num_turns"] is None
+
+
+def test_claude_unparseable_or_missing_output(setup):
+    s = setup
+    run(CLAUDE, s, CLAUDE_BIN=str(s["fake"]), FAKE_OUTPUT_FILE=write_output(s, "not json " + MODEL_TEXT))
+    diag = diagnostics(s)
+    assert set(diag) == CLAUDE_DIAG_KEYS
+    assert diag["result_json"] == "invalid"
+    assert MODEL_TEXT not in json.dumps(diag)
+
+    proc = run(CLAUDE, s, CLAUDE_BIN=str(s["fake"]), FAKE_EXIT="3")
+    assert proc.returncode == 3
+    assert diagnostics(s)["result_json"] == "missing"
+
+
+def test_claude_max_turns(setup):
+    s = setup
+    run(CLAUDE, s, CLAUDE_BIN=str(s["fake"]), AGENT_BRIDGE_MAX_TURNS="7")
+    argv = record(s)["argv"]
+    assert argv[argv.index("--max-turns") + 1] == "7"
+
+    proc = run(CLAUDE, s, CLAUDE_BIN=str(s["fake"]), AGENT_BRIDGE_MAX_TURNS="lots")
+    assert proc.returncode == 2
+    assert "AGENT_BRIDGE_MAX_TURNS" in proc.stderr
+
+
+def test_claude_missing_binary_exits_127(setup):
+    s = setup
+    proc = run(CLAUDE, s, CLAUDE_BIN=str(s["tmp"] / "no-such-claude"))
+    assert proc.returncode == 127
+    assert "not found" in proc.stderr
+
+
+def test_claude_default_binary_is_claude_on_path(setup):
+    s = setup
+    bindir = s["tmp"] / "bin"
+    bindir.mkdir()
+    make_fake(bindir / "claude")
+    env_path = f"{bindir}{os.pathsep}{s['env']['PATH']}"
+    proc = run(CLAUDE, s, PATH=env_path, FAKE_OUTPUT_FILE=write_output(s, claude_result()))
+    assert proc.returncode == 0, proc.stderr
+    assert record(s)["argv"][0] == "-p"
+
+
+@pytest.mark.parametrize("script", [CLAUDE, KIMI])
+def test_missing_supervisor_env_exits_2(setup, script):
+    s = setup
+    env = dict(s["env"])
+    del env["AGENT_BRIDGE_ATTEMPT_DIR"]
+    proc = subprocess.run([str(script), str(s["request"])], cwd=s["ws"], env=env,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "AGENT_BRIDGE_ATTEMPT_DIR" in proc.stderr
+
+
+# ----------------------------------------------------------------------------- kimi
+
+
+def kimi_stream() -> str:
+    lines = [
+        {"role": "meta", "type": "system.version", "version": "2.1.0"},
+        {"role": "meta", "type": "turn.step.retrying", "failed_attempt": 1, "next_attempt": 2,
+         "max_attempts": 10, "delay_ms": 10, "error_name": "APIStatusError",
+         "error_message": MODEL_TEXT, "status_code": 500},
+        {"role": "assistant", "content": MODEL_TEXT, "tool_calls": [
+            {"type": "function", "id": "t1", "function": {
+                "name": "mcp__agent_bridge__send_message", "arguments": json.dumps({"x": TOOL_INPUT})}},
+            {"type": "function", "id": "t2", "function": {"name": "Read", "arguments": "{}"}},
+        ]},
+        {"role": "tool", "tool_call_id": "t1", "content": TOOL_INPUT},
+        {"role": "tool", "tool_call_id": "t2", "content": TASK_TEXT},
+        {"role": "assistant", "content": "FINAL " + MODEL_TEXT},
+        {"role": "meta", "type": "session.resume_hint", "session_id": "session_1",
+         "command": "kimi -r session_1", "content": "To resume this session: kimi -r session_1"},
+    ]
+    return "".join(json.dumps(line) + "\n" for line in lines)
+
+
+def kimi_user_home(s: dict) -> Path:
+    home = s["home"] / ".kimi-code"
+    (home / "credentials").mkdir(parents=True)
+    (home / "credentials" / "kimi-code.json").write_text('{"access_token": "tok"}')
+    (home / "config.toml").write_text('default_model = "k"\n')
+    (home / "region").write_text("global\n")
+    (home / "mcp.json").write_text('{"mcpServers": {"users_own": {"command": "/bin/false"}}}')
+    return home
+
+
+def test_kimi_fixed_instruction_and_private_home(setup):
+    s = setup
+    user_home = kimi_user_home(s)
+    before = sorted(p.name for p in user_home.iterdir())
+    proc = run(KIMI, s, KIMI_BIN=str(s["fake"]), AGENT_ID="kimi",
+               FAKE_OUTPUT_FILE=write_output(s, kimi_stream()))
+    assert proc.returncode == 0, proc.stderr
+    rec = record(s)
+    assert_task_not_exposed(rec)
+    assert rec["stdin"] == ""
+
+    argv = rec["argv"]
+    assert argv[argv.index("--output-format") + 1] == "stream-json"
+    assert argv[-2] == "-p"
+    instruction = argv[-1]
+    assert "4711" in instruction and str(s["request"]) in instruction
+    for forbidden in ("--yolo", "-y", "--auto", "--plan", "--yes", "--auto-approve"):
+        assert forbidden not in argv
+
+    worker_home = Path(rec["env"]["KIMI_CODE_HOME"])
+    assert worker_home.parent == s["attempt"]
+    assert rec["kimi_mcp"]["mcpServers"].keys() == {"agent_bridge"}
+    server = rec["kimi_mcp"]["mcpServers"]["agent_bridge"]
+    assert server["command"] == sys.executable
+    assert server["args"] == [str(ROOT / "server.py")]
+    assert server["env"]["AGENT_ID"] == "kimi"
+    assert rec["kimi_home"]["config.toml"]["link"] == str(user_home / "config.toml")
+    assert rec["kimi_home"]["credentials"]["link"] == str(user_home / "credentials")
+    assert rec["kimi_home"]["region"]["link"] == str(user_home / "region")
+    assert rec["kimi_home"]["mcp.json"]["link"] is None
+    assert rec["env"]["KIMI_DISABLE_TELEMETRY"] == "1"
+    assert rec["env"]["KIMI_CODE_NO_AUTO_UPDATE"] == "1"
+    # The user's own Kimi home is left as it was.
+    assert sorted(p.name for p in user_home.iterdir()) == before
+    assert "users_own" in (user_home / "mcp.json").read_text()
+
+
+def test_kimi_agent_file_limits_tools(setup):
+    s = setup
+    run(KIMI, s, KIMI_BIN=str(s["fake"]))
+    argv = record(s)["argv"]
+    agent_file = Path(argv[argv.index("--agent-file") + 1])
+    assert agent_file.parent == s["attempt"]
+    text = agent_file.read_text()
+    front = text.split("---")[1]
+    assert "tools:" in front and "- Read" in front and '"mcp__agent_bridge__*"' in front
+    assert "Bash" not in front and "Write" not in front
+    assert "${base_prompt}" in text
+    assert TASK_TEXT not in text
+
+
+def test_kimi_diagnostics(setup):
+    s = setup
+    wire = "".join(json.dumps(e) + "\n" for e in [
+        {"type": "turn.prompt", "input": [{"type": "text", "text": MODEL_TEXT}]},
+        {"type": "turn.ended", "reason": "failed",
+         "error": {"code": "provider.api_error", "message": MODEL_TEXT, "name": "APIStatusError"}},
+    ])
+    proc = run(KIMI, s, KIMI_BIN=str(s["fake"]), FAKE_EXIT="1", FAKE_WIRE=wire,
+               FAKE_OUTPUT_FILE=write_output(s, kimi_stream()))
+    assert proc.returncode == 1
+    diag = diagnostics(s)
+    assert diag == {
+        "stream_json": "ok",
+        "exit_code": 1,
+        "cli_version": "2.1.0",
+        "assistant_messages": 2,
+        "tool_calls": 2,
+        "bridge_tool_calls": 1,
+        "tool_results": 2,
+        "retries": 1,
+        "last_retry_error_name": "APIStatusError",
+        "last_retry_status_code": 500,
+        "completed_with_resume_hint": True,
+        "unparsed_lines": 0,
+        "turn_reason": "failed",
+        "turn_error_code": "provider.api_error",
+        "turn_error_name": "APIStatusError",
+    }
+    raw = Path(s["env"]["AGENT_BRIDGE_DIAGNOSTICS_FILE"]).read_text()
+    for secret in (MODEL_TEXT, TOOL_INPUT, TASK_TEXT):
+        assert secret not in raw
+        assert secret not in proc.stdout and secret not in proc.stderr
+    for value in diag.values():
+        assert value is None or isinstance(value, (bool, int, float)) or len(value) <= 64
+
+
+def test_kimi_max_turns_maps_to_step_limit(setup):
+    s = setup
+    run(KIMI, s, KIMI_BIN=str(s["fake"]), AGENT_BRIDGE_MAX_TURNS="9")
+    assert record(s)["env"]["KIMI_LOOP_MAX_STEPS_PER_TURN"] == "9"
+    run(KIMI, s, KIMI_BIN=str(s["fake"]), AGENT_BRIDGE_MAX_TURNS="9", KIMI_LOOP_MAX_STEPS_PER_TURN="4")
+    assert record(s)["env"]["KIMI_LOOP_MAX_STEPS_PER_TURN"] == "4"
+
+
+def test_kimi_missing_binary_exits_127(setup):
+    s = setup
+    proc = run(KIMI, s, KIMI_BIN=str(s["tmp"] / "no-such-kimi"))
+    assert proc.returncode == 127
+    assert "not found" in proc.stderr
+
+
+def test_kimi_node_override(setup):
+    s = setup
+    # KIMI_NODE runs KIMI_BIN as a script argument of the given interpreter.
+    proc = run(KIMI, s, KIMI_BIN=str(s["fake"]), KIMI_NODE=sys.executable)
+    assert proc.returncode == 0, proc.stderr
+    assert "--agent-file" in record(s)["argv"]
+
+
+# -------------------------------------------------------------------------- command
+
+
+def test_command_requires_worker_command(setup):
+    proc = run(COMMAND, setup)
+    assert proc.returncode == 2
+    assert "AGENT_BRIDGE_WORKER_COMMAND" in proc.stderr
+
+
+def test_command_gets_request_path_as_first_argument(setup):
+    s = setup
+    proc = run(COMMAND, s, AGENT_BRIDGE_WORKER_COMMAND=f"{s['fake']} --flag", FAKE_EXIT="5")
+    assert proc.returncode == 5
+    rec = record(s)
+    assert rec["argv"] == ["--flag", str(s["request"])]
+    assert rec["stdin"] == ""
+    assert rec["cwd"] == str(s["ws"])
+    assert_task_not_exposed(rec)
+    for key in ("AGENT_ID", "AGENT_BRIDGE_MESSAGE_ID", "AGENT_BRIDGE_DB", "AGENT_BRIDGE_CONFIG",
+                "AGENT_BRIDGE_PROJECT", "AGENT_BRIDGE_PYTHON", "AGENT_BRIDGE_ATTEMPT_DIR",
+                "AGENT_BRIDGE_DIAGNOSTICS_FILE"):
+        assert rec["env"][key] == s["env"][key]
+    assert rec["env"]["AGENT_BRIDGE_REQUEST_FILE"] == str(s["request"])
+
+
+def test_command_not_found_exits_127(setup):
+    s = setup
+    proc = run(COMMAND, s, AGENT_BRIDGE_WORKER_COMMAND=str(s["tmp"] / "no-such-worker"))
+    assert proc.returncode == 127
+
+
+# ------------------------------------------------------------------------ all three
+
+
+@pytest.mark.parametrize("script", [CLAUDE, KIMI, COMMAND])
+def test_scripts_are_executable_strict_bash(script):
+    assert os.access(script, os.X_OK)
+    text = script.read_text()
+    assert text.startswith("#!/usr/bin/env bash\n")
+    assert "set -euo pipefail" in text
+    subprocess.run(["bash", "-n", str(script)], check=True)
+
+
+@pytest.mark.parametrize("script", [CLAUDE, KIMI, COMMAND])
+def test_bad_request_file_exits_2(setup, script):
+    s = setup
+    env = dict(s["env"], AGENT_BRIDGE_WORKER_COMMAND="true")
+    proc = subprocess.run([str(script), str(s["tmp"] / "missing.txt")], cwd=s["ws"], env=env,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2

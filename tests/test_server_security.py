@@ -1,0 +1,59 @@
+"""Identity and payload-free diagnostics of the MCP server process."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+from harness import PROJECT, McpAgent
+
+
+def run_server(env, **extra):
+    return subprocess.run(
+        [sys.executable, str(PROJECT / "server.py")],
+        env={**os.environ, **env, **extra}, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
+    )
+
+
+@pytest.mark.parametrize("agent_id", [None, "", "cclocal", "Claude", "claude\n"])
+def test_server_refuses_undeclared_agent_before_handshake(env, agent_id):
+    extra = {} if agent_id is None else {"AGENT_ID": agent_id}
+    base = {k: v for k, v in env.items()}
+    environ = {k: v for k, v in os.environ.items() if k != "AGENT_ID"}
+    proc = subprocess.run(
+        [sys.executable, str(PROJECT / "server.py")],
+        env={**environ, **base, **extra}, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 2
+    assert proc.stdout == ""  # nothing on the protocol stream
+    assert "claude, kimi" in proc.stderr
+
+
+def test_malformed_config_stops_the_server_with_the_reason(env, tmp_path):
+    bad = tmp_path / "config.json"
+    bad.write_text('{"agents": {"claude": {"auto": "yes"}}}')
+    proc = run_server(env, AGENT_ID="claude", AGENT_BRIDGE_CONFIG=str(bad))
+    assert proc.returncode == 2 and "launcher" in proc.stderr and str(bad) in proc.stderr
+
+
+def test_logs_and_error_file_never_carry_message_text(env, bridge_root, tmp_path):
+    secret = "SECRET-7f3a9c-do-not-log"
+    stderr_file = tmp_path / "server.stderr"
+    agent = McpAgent("claude", {**env, "AGENT_BRIDGE_MAX_BODY_BYTES": "100", "AGENT_BRIDGE_LOG_LEVEL": "DEBUG"},
+                     stderr_path=stderr_file)
+    try:
+        agent.ok("send_message", recipient="kimi", text=f"{secret} ok")
+        # Refusals are logged (with codes); the text must not be.
+        assert agent.call("send_message", recipient="kimi", text=secret * 10).code == "text_too_large"
+        assert agent.call("send_message", recipient="nobody", text=secret).code == "unknown_recipient"
+        assert agent.call("start_conversation", recipient="kimi", goal=secret * 10).code == "text_too_large"
+    finally:
+        agent.close()
+    error_log = bridge_root / "runtime" / "errors.log"
+    assert error_log.exists() and error_log.stat().st_mode & 0o777 == 0o600
+    for path in bridge_root.rglob("*"):
+        if path.is_file() and not path.name.startswith("bridge.db"):
+            assert secret not in path.read_text(errors="replace"), path
+    logged = stderr_file.read_text()
+    assert "text_too_large" in logged  # the refusals were logged, by code
+    assert secret not in logged

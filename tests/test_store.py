@@ -1,0 +1,134 @@
+"""The store recipe: concurrent first opens, the newer-schema guard, migrations, file modes."""
+
+import hashlib
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from harness import PROJECT
+
+from dispatcher.store import SCHEMA_VERSION, SchemaTooNewError, Store, open_store
+from dispatcher.errors import BridgeError
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+HOLD_LOCK = """
+import sqlite3, sys, time
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN IMMEDIATE")
+conn.execute("CREATE TABLE IF NOT EXISTS holder (x)")
+print("locked", flush=True)
+sys.stdin.readline()  # hold the write lock until the test says so
+conn.execute("COMMIT")
+"""
+
+OPEN_STORE = """
+import sys
+from dispatcher.store import open_store, schema_version
+print("opening", flush=True)
+conn = open_store(sys.argv[1])
+print(schema_version(conn), conn.execute("PRAGMA journal_mode").fetchone()[0])
+"""
+
+
+def test_eight_processes_open_a_fresh_store_while_another_holds_a_write_lock(tmp_path):
+    db = tmp_path / "fresh.db"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(db)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert holder.stdout.readline().strip() == "locked"
+    openers = [
+        subprocess.Popen(
+            [sys.executable, "-c", OPEN_STORE, str(db)], cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(8)
+    ]
+    # Once all have started opening they are spinning on the WAL switch; release the lock.
+    for proc in openers:
+        assert proc.stdout.readline().strip() == "opening"
+    holder.stdin.write("\n")
+    holder.stdin.flush()
+    assert holder.wait(60) == 0
+    for proc in openers:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        assert out.split() == [str(SCHEMA_VERSION), "wal"]
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'messages'").fetchone()[0] == 1
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_newer_schema_refuses_to_open_and_writes_nothing(tmp_path, env):
+    db = tmp_path / "newer.db"
+    conn = sqlite3.connect(db)
+    conn.execute("CREATE TABLE messages (id INTEGER PRIMARY KEY)")
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.close()
+    before = _digest(db)
+    with pytest.raises(SchemaTooNewError) as info:
+        open_store(db)
+    assert info.value.code == "schema_too_new" and "upgrade" in info.value.message
+    assert _digest(db) == before
+    assert not (tmp_path / "newer.db-wal").exists()
+    # The server refuses before the MCP handshake, with the same message.
+    proc = subprocess.run(
+        [sys.executable, str(PROJECT / "server.py")],
+        env={**os.environ, **env, "AGENT_ID": "claude", "AGENT_BRIDGE_DB": str(db)},
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode != 0 and "schema_too_new" in proc.stderr and proc.stdout == ""
+    assert _digest(db) == before
+
+
+def _store_from_fixture(tmp_path: Path, name: str, version: int) -> Path:
+    db = tmp_path / f"{name}.db"
+    conn = sqlite3.connect(db)
+    conn.executescript((FIXTURES / f"{name}.sql").read_text())
+    conn.execute(f"PRAGMA user_version = {version}")
+    conn.close()
+    return db
+
+
+@pytest.mark.parametrize(("fixture", "version"), [("store_v1", 1)])
+def test_migrates_every_released_schema_keeping_messages(tmp_path, fixture, version):
+    db = _store_from_fixture(tmp_path, fixture, version)
+    before = sqlite3.connect(db).execute("SELECT * FROM messages ORDER BY id").fetchall()
+    conn = open_store(db)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert [tuple(r) for r in conn.execute("SELECT * FROM messages ORDER BY id")] == before
+    assert conn.execute("SELECT count(*) FROM dispatch_attempts").fetchone()[0] == 0
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_store_files_are_private(tmp_path):
+    db = tmp_path / "deep" / "dir" / "bridge.db"
+    conn = open_store(db)
+    conn.execute("CREATE TABLE IF NOT EXISTS t (x)")
+    conn.execute("INSERT INTO t VALUES (1)")
+    assert db.stat().st_mode & 0o777 == 0o600
+    assert db.parent.stat().st_mode & 0o777 == 0o700
+    wal = Path(str(db) + "-wal")
+    assert wal.exists() and wal.stat().st_mode & 0o777 == 0o600
+
+
+def test_deleted_store_is_an_error_and_replaced_store_is_reopened(tmp_path):
+    db = tmp_path / "bridge.db"
+    store = Store(db)
+    store.connection().execute("INSERT INTO messages (sender, recipient, text, created_at) VALUES ('a','b','x',0)")
+    db.unlink()
+    with pytest.raises(BridgeError) as info:
+        store.connection()
+    assert info.value.code == "store_missing"
+    assert not db.exists()  # never silently recreated
+    with pytest.raises(BridgeError):
+        store.connection()
+    open_store(db).close()  # someone restores a (new) store file
+    conn = store.connection()
+    assert conn.execute("SELECT count(*) FROM messages").fetchone()[0] == 0
