@@ -22,6 +22,7 @@ from . import claims, conversations, messages
 from .config import BridgeConfig
 from .errors import BridgeError
 from .logs import get_logger
+from .settings import BridgeSettings
 from .store import Store
 
 MAX_WAIT_SECONDS = 30
@@ -96,7 +97,8 @@ def _data_version(conn: sqlite3.Connection) -> int:
     return conn.execute("PRAGMA data_version").fetchone()[0]
 
 
-def build_server(agent: str, store: Store, config: BridgeConfig, max_body_bytes: int) -> MCPServer:
+def build_server(agent: str, store: Store, config: BridgeConfig, settings: BridgeSettings) -> MCPServer:
+    max_body_bytes = settings.max_body_bytes
     bridge = Bridge(
         agent=agent,
         worker_id=f"{agent}-{os.getpid()}-{secrets.token_hex(4)}",
@@ -259,5 +261,29 @@ def build_server(agent: str, store: Store, config: BridgeConfig, max_body_bytes:
             action=action,
             conversation_id=conversation_id,
         )
+
+    @mcp.tool()
+    async def listener(action: str) -> dict[str, Any]:
+        """Your own background listener (this agent only), which runs headless workers for tasks.
+
+        action: status (enabled, running, pid, stage, last outcome), progress ({line}: the
+        one-line status), enable (start it; idempotent), disable (finish the current worker,
+        take nothing new, exit). Never kills a process; failures come back as {error}.
+        """
+        from .dispatch import control
+
+        actions = {
+            "status": control.listener_status,
+            "progress": lambda s, a: {"line": control.progress_line(s, a)},
+            "enable": control.enable,
+            "disable": control.disable,
+        }
+        if action not in actions:
+            return {"error": f"invalid_action: action must be one of {', '.join(actions)}."}
+        try:
+            return await anyio.to_thread.run_sync(actions[action], settings, agent)
+        except Exception as exc:  # this tool reports, it never raises
+            log.warning("listener_tool_failed", action=action, error=type(exc).__name__)
+            return {"error": f"listener_unavailable: {type(exc).__name__}; try `agent-bridge listener status --agent {agent}`."}
 
     return mcp

@@ -45,5 +45,5 @@ def run_server() -> int:
 
     from .mcp_server import build_server  # the SDK import is the slow part of start-up
 
-    build_server(settings.agent_id, store, config, settings.max_body_bytes).run("stdio")
+    build_server(settings.agent_id, store, config, settings).run("stdio")
     return 0

@@ -74,7 +74,7 @@ def make_fake(path: Path) -> Path:
 
 
 @pytest.fixture
-def setup(tmp_path: Path):
+def ctx(tmp_path: Path):
     """A workspace, a private request file and attempt dir, and the supervisor env."""
     workspace = tmp_path / "ws"
     workspace.mkdir()
@@ -166,8 +166,8 @@ def claude_result(**overrides) -> str:
     return json.dumps(result) + "\n"
 
 
-def test_claude_prompt_only_on_stdin_and_policy_flags(setup):
-    s = setup
+def test_claude_prompt_only_on_stdin_and_policy_flags(ctx):
+    s = ctx
     proc = run(CLAUDE, s, CLAUDE_BIN=str(s["fake"]), FAKE_OUTPUT_FILE=write_output(s, claude_result()))
     assert proc.returncode == 0, proc.stderr
     rec = record(s)
@@ -197,8 +197,8 @@ def test_claude_prompt_only_on_stdin_and_policy_flags(setup):
     assert "IS_SANDBOX" not in rec["env"]
 
 
-def test_claude_mcp_config_has_only_the_bridge(setup):
-    s = setup
+def test_claude_mcp_config_has_only_the_bridge(ctx):
+    s = ctx
     proc = run(CLAUDE, s, CLAUDE_BIN=str(s["fake"]), FAKE_OUTPUT_FILE=write_output(s, claude_result()))
     assert proc.returncode == 0, proc.stderr
     argv = record(s)["argv"]
@@ -217,8 +217,8 @@ def test_claude_mcp_config_has_only_the_bridge(setup):
     }
 
 
-def test_claude_diagnostics_are_payload_free(setup):
-    s = setup
+def test_claude_diagnostics_are_payload_free(ctx):
+    s = ctx
     proc = run(CLAUDE, s, CLAUDE_BIN=str(s["fake"]), FAKE_OUTPUT_FILE=write_output(s, claude_result()))
     assert proc.returncode == 0, proc.stderr
     diag = diagnostics(s)
@@ -244,8 +244,8 @@ def test_claude_diagnostics_are_payload_free(setup):
     assert stat.S_IMODE(raw_result.stat().st_mode) == 0o600
 
 
-def test_claude_exit_code_and_error_result_pass_through(setup):
-    s = setup
+def test_claude_exit_code_and_error_result_pass_through(ctx):
+    s = ctx
     out = claude_result(is_error=True, terminal_reason="api_error", api_error_status=500,
                         result="API Error: 500 " + MODEL_TEXT, permission_denials=[])
     proc = run(CLAUDE, s, CLAUDE_BIN=str(s["fake"]), FAKE_EXIT="1", FAKE_OUTPUT_FILE=write_output(s, out))
@@ -257,16 +257,16 @@ def test_claude_exit_code_and_error_result_pass_through(setup):
     assert diag["permission_denials_count"] == 0
 
 
-def test_claude_non_enum_strings_are_dropped(setup):
-    s = setup
+def test_claude_non_enum_strings_are_dropped(ctx):
+    s = ctx
     out = claude_result(subtype="free text " + MODEL_TEXT, terminal_reason=["x"], num_turns="3")
     run(CLAUDE, s, CLAUDE_BIN=str(s["fake"]), FAKE_OUTPUT_FILE=write_output(s, out))
     diag = diagnostics(s)
     assert diag["subtype"] is None and diag["terminal_reason"] is None and diag["num_turns"] is None
 
 
-def test_claude_unparseable_or_missing_output(setup):
-    s = setup
+def test_claude_unparseable_or_missing_output(ctx):
+    s = ctx
     run(CLAUDE, s, CLAUDE_BIN=str(s["fake"]), FAKE_OUTPUT_FILE=write_output(s, "not json " + MODEL_TEXT))
     diag = diagnostics(s)
     assert set(diag) == CLAUDE_DIAG_KEYS
@@ -278,8 +278,8 @@ def test_claude_unparseable_or_missing_output(setup):
     assert diagnostics(s)["result_json"] == "missing"
 
 
-def test_claude_max_turns(setup):
-    s = setup
+def test_claude_max_turns(ctx):
+    s = ctx
     run(CLAUDE, s, CLAUDE_BIN=str(s["fake"]), AGENT_BRIDGE_MAX_TURNS="7")
     argv = record(s)["argv"]
     assert argv[argv.index("--max-turns") + 1] == "7"
@@ -289,15 +289,15 @@ def test_claude_max_turns(setup):
     assert "AGENT_BRIDGE_MAX_TURNS" in proc.stderr
 
 
-def test_claude_missing_binary_exits_127(setup):
-    s = setup
+def test_claude_missing_binary_exits_127(ctx):
+    s = ctx
     proc = run(CLAUDE, s, CLAUDE_BIN=str(s["tmp"] / "no-such-claude"))
     assert proc.returncode == 127
     assert "not found" in proc.stderr
 
 
-def test_claude_default_binary_is_claude_on_path(setup):
-    s = setup
+def test_claude_default_binary_is_claude_on_path(ctx):
+    s = ctx
     bindir = s["tmp"] / "bin"
     bindir.mkdir()
     make_fake(bindir / "claude")
@@ -308,8 +308,8 @@ def test_claude_default_binary_is_claude_on_path(setup):
 
 
 @pytest.mark.parametrize("script", [CLAUDE, KIMI])
-def test_missing_supervisor_env_exits_2(setup, script):
-    s = setup
+def test_missing_supervisor_env_exits_2(ctx, script):
+    s = ctx
     env = dict(s["env"])
     del env["AGENT_BRIDGE_ATTEMPT_DIR"]
     proc = subprocess.run([str(script), str(s["request"])], cwd=s["ws"], env=env,
@@ -351,8 +351,8 @@ def kimi_user_home(s: dict) -> Path:
     return home
 
 
-def test_kimi_fixed_instruction_and_private_home(setup):
-    s = setup
+def test_kimi_fixed_instruction_and_private_home(ctx):
+    s = ctx
     user_home = kimi_user_home(s)
     before = sorted(p.name for p in user_home.iterdir())
     proc = run(KIMI, s, KIMI_BIN=str(s["fake"]), AGENT_ID="kimi",
@@ -388,8 +388,8 @@ def test_kimi_fixed_instruction_and_private_home(setup):
     assert "users_own" in (user_home / "mcp.json").read_text()
 
 
-def test_kimi_agent_file_limits_tools(setup):
-    s = setup
+def test_kimi_agent_file_limits_tools(ctx):
+    s = ctx
     run(KIMI, s, KIMI_BIN=str(s["fake"]))
     argv = record(s)["argv"]
     agent_file = Path(argv[argv.index("--agent-file") + 1])
@@ -402,8 +402,8 @@ def test_kimi_agent_file_limits_tools(setup):
     assert TASK_TEXT not in text
 
 
-def test_kimi_diagnostics(setup):
-    s = setup
+def test_kimi_diagnostics(ctx):
+    s = ctx
     wire = "".join(json.dumps(e) + "\n" for e in [
         {"type": "turn.prompt", "input": [{"type": "text", "text": MODEL_TEXT}]},
         {"type": "turn.ended", "reason": "failed",
@@ -438,23 +438,23 @@ def test_kimi_diagnostics(setup):
         assert value is None or isinstance(value, (bool, int, float)) or len(value) <= 64
 
 
-def test_kimi_max_turns_maps_to_step_limit(setup):
-    s = setup
+def test_kimi_max_turns_maps_to_step_limit(ctx):
+    s = ctx
     run(KIMI, s, KIMI_BIN=str(s["fake"]), AGENT_BRIDGE_MAX_TURNS="9")
     assert record(s)["env"]["KIMI_LOOP_MAX_STEPS_PER_TURN"] == "9"
     run(KIMI, s, KIMI_BIN=str(s["fake"]), AGENT_BRIDGE_MAX_TURNS="9", KIMI_LOOP_MAX_STEPS_PER_TURN="4")
     assert record(s)["env"]["KIMI_LOOP_MAX_STEPS_PER_TURN"] == "4"
 
 
-def test_kimi_missing_binary_exits_127(setup):
-    s = setup
+def test_kimi_missing_binary_exits_127(ctx):
+    s = ctx
     proc = run(KIMI, s, KIMI_BIN=str(s["tmp"] / "no-such-kimi"))
     assert proc.returncode == 127
     assert "not found" in proc.stderr
 
 
-def test_kimi_node_override(setup):
-    s = setup
+def test_kimi_node_override(ctx):
+    s = ctx
     # KIMI_NODE runs KIMI_BIN as a script argument of the given interpreter.
     proc = run(KIMI, s, KIMI_BIN=str(s["fake"]), KIMI_NODE=sys.executable)
     assert proc.returncode == 0, proc.stderr
@@ -464,14 +464,14 @@ def test_kimi_node_override(setup):
 # -------------------------------------------------------------------------- command
 
 
-def test_command_requires_worker_command(setup):
-    proc = run(COMMAND, setup)
+def test_command_requires_worker_command(ctx):
+    proc = run(COMMAND, ctx)
     assert proc.returncode == 2
     assert "AGENT_BRIDGE_WORKER_COMMAND" in proc.stderr
 
 
-def test_command_gets_request_path_as_first_argument(setup):
-    s = setup
+def test_command_gets_request_path_as_first_argument(ctx):
+    s = ctx
     proc = run(COMMAND, s, AGENT_BRIDGE_WORKER_COMMAND=f"{s['fake']} --flag", FAKE_EXIT="5")
     assert proc.returncode == 5
     rec = record(s)
@@ -486,8 +486,8 @@ def test_command_gets_request_path_as_first_argument(setup):
     assert rec["env"]["AGENT_BRIDGE_REQUEST_FILE"] == str(s["request"])
 
 
-def test_command_not_found_exits_127(setup):
-    s = setup
+def test_command_not_found_exits_127(ctx):
+    s = ctx
     proc = run(COMMAND, s, AGENT_BRIDGE_WORKER_COMMAND=str(s["tmp"] / "no-such-worker"))
     assert proc.returncode == 127
 
@@ -505,8 +505,8 @@ def test_scripts_are_executable_strict_bash(script):
 
 
 @pytest.mark.parametrize("script", [CLAUDE, KIMI, COMMAND])
-def test_bad_request_file_exits_2(setup, script):
-    s = setup
+def test_bad_request_file_exits_2(ctx, script):
+    s = ctx
     env = dict(s["env"], AGENT_BRIDGE_WORKER_COMMAND="true")
     proc = subprocess.run([str(script), str(s["tmp"] / "missing.txt")], cwd=s["ws"], env=env,
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)

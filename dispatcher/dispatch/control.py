@@ -1,0 +1,147 @@
+"""Read and steer one agent's listener from outside: status, progress line, enable, disable,
+and the read-only backlog report. Shared by the CLI and the MCP ``listener`` tool.
+
+Nothing here takes the listener's lock or writes to the store: status is read from
+/proc/locks and the progress document, the backlog from a read-only connection.
+"""
+
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+
+from ..config import ConfigError, load_config
+from ..settings import PROJECT_DIR, BridgeSettings
+from ..store import SCHEMA_VERSION
+from . import queue
+from .paths import AgentPaths
+from .procs import flock_holder, start_time
+from .progress import read_progress, render_line
+from .systemd_unit import unit_installed, unit_name, user_manager_available
+
+# A live listener writes its first document at once; missing after this long means old code.
+STARTUP_GRACE_SECONDS = 5.0
+
+
+def _config_error(settings: BridgeSettings, agent: str) -> str | None:
+    try:
+        config = load_config(settings.config_path())
+    except ConfigError as exc:
+        return exc.reason
+    return None if agent in config.agents else f"agent {agent!r} is not declared in {settings.config_path()}"
+
+
+def listener_status(settings: BridgeSettings, agent: str) -> dict:
+    paths = AgentPaths.of(settings, agent)
+    holder = flock_holder(paths.lock)
+    doc, problem = read_progress(paths.progress)
+    config_error = _config_error(settings, agent)
+    state: str | None = None
+    if holder is None:
+        stage = "stopped"
+    elif problem == "missing_file":
+        started = start_time(holder)
+        young = started is not None and time.time() - started < STARTUP_GRACE_SECONDS
+        stage, state = ("starting", None) if young else ("unknown", "missing_file")
+    elif problem == "unreadable":
+        stage, state = "unknown", "unreadable"
+    elif problem == "no_format_version":
+        stage, state = "legacy", "no_format_version"
+    elif doc.get("listener_pid") != holder:
+        stage, state = "unknown", "stale_pid"
+    else:
+        stage = doc.get("stage", "unknown")
+    if config_error:
+        stage = "error"
+    trusted = doc if problem is None else None
+    return {
+        "agent": agent,
+        "enabled": not paths.disabled_marker.exists(),
+        "running": holder is not None,
+        "pid": holder,
+        "stage": stage,
+        "progress_state": state,
+        "progress": trusted,
+        "last": (trusted or {}).get("last"),
+        "config_error": config_error,
+    }
+
+
+def progress_line(settings: BridgeSettings, agent: str) -> str:
+    status = listener_status(settings, agent)
+    detail = None
+    if status["config_error"]:
+        detail = "config invalid: see `agent-bridge listener status`"
+    elif status["progress_state"]:
+        detail = status["progress_state"]
+    elif not status["enabled"]:
+        detail = "disabled"
+    elif status["progress"] and status["progress"].get("auto") is False:
+        detail = "auto off"
+    return render_line(agent, status["stage"], status["progress"], detail)
+
+
+def disable(settings: BridgeSettings, agent: str) -> dict:
+    paths = AgentPaths.of(settings, agent).ensure()
+    paths.disabled_marker.touch(mode=0o600)
+    return {"agent": agent, "enabled": False, "running": flock_holder(paths.lock) is not None,
+            "note": "the listener takes no new task, lets a running worker finish, and exits"}
+
+
+def enable(settings: BridgeSettings, agent: str, wait_seconds: float = 10.0) -> dict:
+    """Remove the marker and start the listener (idempotent: a second one exits at once)."""
+    paths = AgentPaths.of(settings, agent).ensure()
+    paths.disabled_marker.unlink(missing_ok=True)
+    holder = flock_holder(paths.lock)
+    if holder is not None:
+        return {"agent": agent, "enabled": True, "running": True, "pid": holder, "started": "already_running"}
+    how = "detached"
+    if unit_installed() and user_manager_available():
+        done = subprocess.run(["systemctl", "--user", "start", unit_name(agent)], capture_output=True, timeout=30)
+        how = "systemd" if done.returncode == 0 else "detached"
+    if how == "detached":
+        subprocess.Popen(
+            [sys.executable, "-m", "dispatcher", "listener", "run", "--agent", agent],
+            cwd=PROJECT_DIR, env=os.environ.copy(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, start_new_session=True,
+        )
+    deadline = time.monotonic() + wait_seconds
+    while (holder := flock_holder(paths.lock)) is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return {"agent": agent, "enabled": True, "running": holder is not None, "pid": holder, "started": how}
+
+
+def _read_only(settings: BridgeSettings) -> sqlite3.Connection | None:
+    if not settings.db.exists():
+        return None
+    conn = sqlite3.connect(f"file:{settings.db}?mode=ro", uri=True, timeout=5)
+    conn.execute("PRAGMA query_only = ON")
+    return conn
+
+
+def pending(settings: BridgeSettings, agent: str) -> dict:
+    """Never-attempted messages that could wake a worker: dispatchable vs stale (ids and ages only)."""
+    report = {"agent": agent, "auto": None, "dispatchable": [], "stale": [], "error": None}
+    try:
+        config = load_config(settings.config_path())
+        report["auto"] = config.agents[agent].auto if agent in config.agents else None
+        max_age = config.dispatch_max_age_seconds
+    except ConfigError as exc:
+        report["error"] = f"config: {exc.reason}"
+        return report
+    conn = _read_only(settings)
+    if conn is None:
+        return report
+    try:
+        if conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
+            report["error"] = "the store's schema is older; start the server or listener once to migrate it"
+            return report
+        now = time.time()
+        for key, rows in (("dispatchable", queue.dispatchable(conn, agent, now, max_age, limit=1000)),
+                          ("stale", queue.stale(conn, agent, now, max_age))):
+            report[key] = [{"id": c.message_id, "kind": c.kind, "sender": c.sender,
+                            "age_seconds": round(now - c.created_at, 1)} for c in rows]
+    finally:
+        conn.close()
+    return report

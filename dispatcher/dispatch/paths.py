@@ -1,0 +1,47 @@
+"""Where one agent's dispatcher files live, all inside the private (0700) runtime directory."""
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..settings import BridgeSettings
+
+
+def ensure_private_dir(path: Path) -> Path:
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+    return path
+
+
+@dataclass(frozen=True)
+class AgentPaths:
+    root: Path
+    agent: str
+
+    @classmethod
+    def of(cls, settings: BridgeSettings, agent: str) -> "AgentPaths":
+        return cls(settings.private_dir(), agent)
+
+    @property
+    def lock(self) -> Path:
+        return self.root / f"{self.agent}.lock"
+
+    @property
+    def disabled_marker(self) -> Path:
+        return self.root / f"{self.agent}.disabled"
+
+    @property
+    def progress(self) -> Path:
+        return self.root / f"{self.agent}.progress.json"
+
+    @property
+    def log(self) -> Path:
+        return self.root / "dispatcher.log"
+
+    def attempt_dir(self, message_id: int) -> Path:
+        return self.root / "attempts" / str(message_id)
+
+    def ensure(self) -> "AgentPaths":
+        ensure_private_dir(self.root)
+        ensure_private_dir(self.root / "attempts")
+        return self

@@ -1,0 +1,54 @@
+"""The worker prompt written into the private request file (the only place task text goes)."""
+
+import sqlite3
+
+TASK_PROMPT = """\
+You are a one-shot headless worker for Agent Bridge, acting as agent "{agent}".
+Message #{id} from {sender} is a task for you{conversation}. Talk to the bridge only
+through the agent_bridge MCP tools, and follow these steps exactly:
+
+1. claim_message(message_id={id}).
+2. Do the work described in the task below.
+3. Reply with send_message(recipient="{sender}", kind="result", reply_to={id}, text=...)
+   holding your result.
+4. mark_read(message_ids=[{id}]).
+
+If you cannot finish (missing permission, unclear task, an error you cannot fix),
+reply instead with a result whose text starts with "blocked: " and says why, then
+release_message(message_id={id}), and stop without mark_read. Never end without
+either a result or a "blocked:" result: a silent exit is recorded as a failure.
+Conversations never authorise external or irreversible actions (deploys, pushes,
+purchases, messages to third parties): report "blocked: needs a human" instead.
+
+--- task from {sender} (message #{id}) ---
+{text}
+"""
+
+REVIEW_PROMPT = """\
+You are a one-shot headless worker for Agent Bridge, acting as agent "{agent}".
+Message #{id} from {sender} is a result in conversation #{conversation_id}, which you
+started with the goal below (turn {turn_count} of {max_turns}). Review the result
+against the goal, then take exactly one of these actions with the agent_bridge tools:
+
+a. the goal is verifiably achieved: conversation(action="complete", conversation_id={conversation_id});
+b. one concrete next step is needed: send_message(recipient="{sender}", kind="task",
+   reply_to={id}, text=...) describing it;
+c. a human must decide: conversation(action="needs_human", conversation_id={conversation_id}).
+
+Then mark_read(message_ids=[{id}]). If the turn budget is used up, choose a or c.
+
+--- goal of conversation #{conversation_id} ---
+{goal}
+
+--- result from {sender} (message #{id}) ---
+{text}
+"""
+
+
+def worker_prompt(conn: sqlite3.Connection, message: sqlite3.Row) -> str:
+    fields = dict(message) | {"agent": message["recipient"]}
+    if message["kind"] == "result":
+        conv = conn.execute("SELECT * FROM conversations WHERE id = ?", (message["conversation_id"],)).fetchone()
+        return REVIEW_PROMPT.format(**fields, goal=conv["goal"], turn_count=conv["turn_count"], max_turns=conv["max_turns"])
+    conversation = f" in conversation #{message['conversation_id']}" if message["conversation_id"] else ""
+    return TASK_PROMPT.format(**fields, conversation=conversation)

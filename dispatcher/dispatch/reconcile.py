@@ -1,0 +1,33 @@
+"""Settle attempts whose supervisor is gone, from /proc process evidence and the store.
+
+A recorded pid only counts as alive when /proc shows a process with that pid that
+started when the attempt recorded it, so a recycled pid cannot pin an attempt.
+"""
+
+import sqlite3
+import time
+
+from .attempts import unsettled_attempts
+from .outcome import conclude
+from .procs import is_same_process, kill_group
+from .supervisor import KILL_GRACE_SECONDS
+
+
+def reconcile(conn: sqlite3.Connection, agent: str) -> bool:
+    """Settle what can be settled; return True while an attempt is still legitimately running."""
+    busy = False
+    for attempt in unsettled_attempts(conn, agent):
+        if is_same_process(attempt["supervisor_pid"], attempt["supervisor_start_time"]):
+            busy = True
+            continue
+        worker_alive = is_same_process(attempt["worker_pid"], attempt["worker_start_time"])
+        if worker_alive and time.time() < attempt["deadline"]:
+            busy = True  # an orphaned worker still inside its time budget: let it finish
+            continue
+        if worker_alive:
+            kill_group(attempt["worker_pid"], KILL_GRACE_SECONDS)
+            conclude(conn, attempt["message_id"], fallback="timeout", error_kind="timeout")
+        else:
+            gone = "worker_gone" if attempt["worker_pid"] else "supervisor_gone"
+            conclude(conn, attempt["message_id"], fallback="crashed", error_kind=gone)
+    return busy
