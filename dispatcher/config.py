@@ -21,7 +21,7 @@ class AgentConfig(BaseModel):
 
     launcher: str = Field(min_length=1)
     auto: bool = False
-    worker_timeout_seconds: int = Field(default=1800, ge=10, le=86400)
+    worker_timeout_seconds: int = Field(default=1800, ge=1, le=86400)
 
 
 class BridgeConfig(BaseModel):

@@ -128,7 +128,7 @@ class Listener:
             if self.config is None:
                 self._wait_for_change(store)
                 continue
-            if reconcile(conn, self.agent):
+            if reconcile(conn, self.paths):
                 self._set(stage="supervising")  # an orphaned worker from before is still running
                 self._wait_for_change(store, timeout=1.0)
                 continue
@@ -169,7 +169,7 @@ class Listener:
         log.info("supervisor_exited", agent=self.agent, message_id=candidate.message_id,
                  supervisor_pid=pid, status=os.waitstatus_to_exitcode(status))
         conn = store.connection()
-        reconcile(conn, self.agent)  # settles the attempt if the supervisor died mid-way
+        reconcile(conn, self.paths)  # settles the attempt if the supervisor died mid-way
         attempt = get_attempt(conn, candidate.message_id)
         if attempt is not None and attempt["state"] == "finished":
             self._set(last={

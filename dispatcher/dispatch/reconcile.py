@@ -9,14 +9,15 @@ import time
 
 from .attempts import unsettled_attempts
 from .outcome import conclude
+from .paths import AgentPaths
 from .procs import is_same_process, kill_group
-from .supervisor import KILL_GRACE_SECONDS
+from .supervisor import KILL_GRACE_SECONDS, REQUEST_NAME
 
 
-def reconcile(conn: sqlite3.Connection, agent: str) -> bool:
+def reconcile(conn: sqlite3.Connection, paths: AgentPaths) -> bool:
     """Settle what can be settled; return True while an attempt is still legitimately running."""
     busy = False
-    for attempt in unsettled_attempts(conn, agent):
+    for attempt in unsettled_attempts(conn, paths.agent):
         if is_same_process(attempt["supervisor_pid"], attempt["supervisor_start_time"]):
             busy = True
             continue
@@ -30,4 +31,6 @@ def reconcile(conn: sqlite3.Connection, agent: str) -> bool:
         else:
             gone = "worker_gone" if attempt["worker_pid"] else "supervisor_gone"
             conclude(conn, attempt["message_id"], fallback="crashed", error_kind=gone)
+        # A supervisor killed mid-way could not remove the task text it wrote.
+        (paths.attempt_dir(attempt["message_id"]) / REQUEST_NAME).unlink(missing_ok=True)
     return busy

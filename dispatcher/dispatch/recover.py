@@ -56,7 +56,7 @@ def recover(settings: BridgeSettings, agent: str, *, dispatch: bool = False) -> 
     except ConfigError as exc:
         return {"agent": agent, "error": f"config: {exc.reason}"}
     conn = open_store(settings.db)
-    still_running = reconcile(conn, agent)
+    still_running = reconcile(conn, AgentPaths.of(settings, agent))
     now = time.time()
     ready = queue.dispatchable(conn, agent, now, config.dispatch_max_age_seconds, limit=1000)
     report = {

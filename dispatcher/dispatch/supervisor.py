@@ -22,6 +22,7 @@ from .procs import group_alive, kill_group, start_time
 from .prompts import worker_prompt
 
 KILL_GRACE_SECONDS = 5.0
+REQUEST_NAME = "request.md"
 log = get_logger("agent_bridge.dispatch")
 
 
@@ -34,7 +35,6 @@ class DispatchRefused(Exception):
 @dataclass
 class Launch:
     proc: subprocess.Popen
-    request: Path
     diagnostics: Path
 
 
@@ -47,7 +47,7 @@ def _write_private(path: Path, text: str) -> None:
 def _launch(settings: BridgeSettings, config: BridgeConfig, paths: AgentPaths, message, prompt: str) -> Launch:
     agent, message_id = message["recipient"], message["id"]
     attempt_dir = ensure_private_dir(paths.attempt_dir(message_id))
-    request = attempt_dir / "request.md"
+    request = attempt_dir / REQUEST_NAME
     diagnostics = attempt_dir / "diagnostics.json"
     _write_private(request, prompt)
     workspace = settings.workspace
@@ -74,7 +74,7 @@ def _launch(settings: BridgeSettings, config: BridgeConfig, paths: AgentPaths, m
         )
     finally:
         os.close(log_fd)
-    return Launch(proc, request, diagnostics)
+    return Launch(proc, diagnostics)
 
 
 def _read_diagnostics(path: Path) -> dict | None:
@@ -121,6 +121,15 @@ def _supervise(conn, settings: BridgeSettings, config: BridgeConfig, message_id:
 
     paths = AgentPaths.of(settings, agent).ensure()
     try:
+        return _run_worker(conn, settings, config, paths, message, timeout, deadline=now + timeout)
+    finally:
+        # The request file is the only copy of the task text outside the store.
+        (paths.attempt_dir(message_id) / REQUEST_NAME).unlink(missing_ok=True)
+
+
+def _run_worker(conn, settings, config, paths, message, timeout: int, deadline: float) -> str:
+    message_id = message["id"]
+    try:
         launch = _launch(settings, config, paths, message, worker_prompt(conn, message))
     except OSError as exc:
         log.warning("spawn_failed", message_id=message_id, error=type(exc).__name__)
@@ -131,7 +140,7 @@ def _supervise(conn, settings: BridgeSettings, config: BridgeConfig, message_id:
 
     timed_out = False
     try:
-        launch.proc.wait(timeout=max(0.0, now + timeout - time.time()))
+        launch.proc.wait(timeout=max(0.0, deadline - time.time()))
     except subprocess.TimeoutExpired:
         timed_out = True
         log.warning("worker_timeout", message_id=message_id, worker_pid=pid, timeout_seconds=timeout)
@@ -139,7 +148,6 @@ def _supervise(conn, settings: BridgeSettings, config: BridgeConfig, message_id:
         launch.proc.wait()
     if group_alive(pid):  # the leader is gone but something it started is still in the group
         kill_group(pid, KILL_GRACE_SECONDS)
-    launch.request.unlink(missing_ok=True)
     return conclude(
         conn, message_id, fallback="timeout" if timed_out else "failed",
         error_kind="timeout" if timed_out else None,

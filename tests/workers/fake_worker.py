@@ -1,8 +1,10 @@
 """A stand-in for a headless Claude/Kimi worker, driving the real bridge over MCP stdio.
 
 Usage (from a launcher): fake_worker.py REQUEST_FILE, with FAKE_WORKER_MODE one of
-succeed, block, crash, hang, noop, ignore_term; the supervisor's environment tells it
-which message and store. Like a real CLI it starts server.py as its MCP server.
+succeed, slow (succeeds after FAKE_WORKER_DELAY seconds), block, crash, hang, noop,
+ignore_term; the supervisor's environment tells it which message and store. Like a
+real CLI it starts server.py as its MCP server. With FAKE_WORKER_LAUNCHES set, it
+appends its message id to that file first, so tests can count launches.
 """
 
 import os
@@ -16,10 +18,15 @@ MESSAGE_ID = int(os.environ["AGENT_BRIDGE_MESSAGE_ID"])
 
 
 def main() -> int:
+    if launches := os.environ.get("FAKE_WORKER_LAUNCHES"):
+        with open(launches, "a") as fh:
+            fh.write(f"{MESSAGE_ID}\n")
     request = Path(sys.argv[1])
     assert f"#{MESSAGE_ID}" in request.read_text(), "request file does not name the message"
     if MODE == "noop":
         return 0
+    if MODE == "slow":
+        time.sleep(float(os.environ.get("FAKE_WORKER_DELAY", "3")))
     if MODE == "hang":
         time.sleep(3600)
     if MODE == "ignore_term":
