@@ -8,6 +8,7 @@ loses the insert and launches nothing. Attempts are never retried automatically.
 import json
 import re
 import sqlite3
+import time
 from typing import Any
 
 from ..store import write_transaction
@@ -41,8 +42,9 @@ def record_attempt(
 def mark_spawned(conn: sqlite3.Connection, message_id: int, worker_pid: int, worker_start: float | None) -> None:
     with write_transaction(conn):
         conn.execute(
-            "UPDATE dispatch_attempts SET state = 'spawned', worker_pid = ?, worker_start_time = ? WHERE message_id = ?",
-            (worker_pid, worker_start, message_id),
+            "UPDATE dispatch_attempts SET state = 'spawned', worker_pid = ?, worker_start_time = ?,"
+            " worker_started_at = ? WHERE message_id = ?",
+            (worker_pid, worker_start, time.time(), message_id),
         )
 
 

@@ -26,7 +26,7 @@ from .progress import write_progress
 from .reconcile import reconcile
 from .supervisor import DispatchRefused, supervise
 
-POLL_SECONDS = 0.05
+POLL_SECONDS = 0.02
 RESCAN_SECONDS = 5.0  # also look again without a signal: leases expire, orphans finish
 log = get_logger("agent_bridge.listener")
 
@@ -125,12 +125,14 @@ class Listener:
         while not self.paths.disabled_marker.exists():
             self._reload_config()
             conn = store.connection()
+            # Read the change counter before looking, so a commit landing in between still wakes us.
+            seen = conn.execute("PRAGMA data_version").fetchone()[0]
             if self.config is None:
-                self._wait_for_change(store)
+                self._wait_for_change(store, seen)
                 continue
             if reconcile(conn, self.paths):
                 self._set(stage="supervising")  # an orphaned worker from before is still running
-                self._wait_for_change(store, timeout=1.0)
+                self._wait_for_change(store, seen, timeout=1.0)
                 continue
             picked = None
             if self.config.agents[self.agent].auto:
@@ -139,12 +141,10 @@ class Listener:
                 self._dispatch(store, picked[0])
                 continue
             self._set(stage="idle", current=None)
-            self._wait_for_change(store)
+            self._wait_for_change(store, seen)
         log.info("listener_stopping", agent=self.agent, reason="disabled")
 
-    def _wait_for_change(self, store: Store, timeout: float = RESCAN_SECONDS) -> None:
-        conn = store.connection()
-        seen = conn.execute("PRAGMA data_version").fetchone()[0]
+    def _wait_for_change(self, store: Store, seen: int, timeout: float = RESCAN_SECONDS) -> None:
         marker = self.paths.disabled_marker
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -70,7 +70,8 @@ MIGRATIONS: tuple[str, ...] = (
         supervisor_pid INTEGER,
         supervisor_start_time REAL,
         worker_pid INTEGER,
-        worker_start_time REAL,
+        worker_start_time REAL,  -- the process's /proc start time, to recognise a recycled pid
+        worker_started_at REAL,  -- wall clock when the launcher was running
         deadline REAL,
         exit_code INTEGER,
         duration_seconds REAL,

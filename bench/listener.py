@@ -1,0 +1,116 @@
+"""Dispatcher figures: send-to-supervisor-start and send-to-worker-start latency, and the
+idle listener's CPU and RSS. ``uv run python -m bench.listener [--messages N] [--idle-seconds S]``.
+
+A real listener process runs against a temporary store; messages are sent one at a time
+through the domain layer (the send path is measured elsewhere), each after the previous
+attempt settled, with a launcher that exits at once. Supervisor start is the attempt's
+``started_at`` (written by the forked supervisor behind the barrier); worker start is
+the moment the launcher was running (Popen returned after exec).
+"""
+
+import argparse
+import json
+import os
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+PROJECT = Path(__file__).resolve().parent.parent
+AGENTS = {"claude", "kimi"}
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def _wait(predicate, deadline: float = 60.0):
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        if value := predicate():
+            return value
+        time.sleep(0.005)
+    raise TimeoutError("benchmark wait timed out")
+
+
+def _setup(root: Path) -> dict[str, str]:
+    launcher = root / "instant.sh"
+    launcher.write_text("#!/bin/sh\nexit 0\n")
+    launcher.chmod(0o755)
+    (root / "config.json").write_text(json.dumps({"agents": {
+        "claude": {"auto": True, "launcher": str(launcher), "worker_timeout_seconds": 60},
+        "kimi": {"auto": False, "launcher": str(launcher)}}}))
+    return {**os.environ, "AGENT_BRIDGE_DB": str(root / "bridge.db"), "AGENT_BRIDGE_CONFIG": str(root / "config.json"),
+            "AGENT_BRIDGE_RUNTIME_DIR": str(root / "runtime"), "AGENT_BRIDGE_WORKSPACE": str(root)}
+
+
+def measure(messages: int = 100, idle_seconds: float = 20.0) -> dict:
+    sys.path.insert(0, str(PROJECT))
+    from dispatcher.messages import send_message
+    from dispatcher.store import open_store
+
+    with tempfile.TemporaryDirectory(prefix="bench-listener-") as tmp:
+        root = Path(tmp)
+        env = _setup(root)
+        conn = open_store(root / "bridge.db")
+        listener = subprocess.Popen([sys.executable, "-m", "dispatcher", "listener", "run", "--agent", "claude"],
+                                    cwd=PROJECT, env=env, stdin=subprocess.DEVNULL)
+        try:
+            progress = root / "runtime" / "claude.progress.json"
+            _wait(lambda: progress.exists() and json.loads(progress.read_text()).get("stage") == "idle")
+            proc = psutil.Process(listener.pid)
+            time.sleep(1.0)  # let start-up settle before the idle sample
+            cpu_before, wall_before = proc.cpu_times(), time.monotonic()
+            time.sleep(idle_seconds)
+            cpu_after, wall = proc.cpu_times(), time.monotonic() - wall_before
+            idle_cpu = (cpu_after.user + cpu_after.system - cpu_before.user - cpu_before.system) / wall * 100
+            rss_mib = proc.memory_info().rss / 2**20
+
+            to_supervisor, to_worker = [], []
+            reader = sqlite3.connect(root / "bridge.db")
+            for n in range(messages):
+                sent = send_message(conn, sender="kimi", recipient="claude", text=f"bench {n}", kind="task", agents=AGENTS)
+                created = reader.execute("SELECT created_at FROM messages WHERE id = ?", (sent["id"],)).fetchone()[0]
+                row = _wait(lambda: reader.execute(
+                    "SELECT started_at, worker_start_time, state FROM dispatch_attempts WHERE message_id = ?",
+                    (sent["id"],)).fetchone())
+                to_supervisor.append((row[0] - created) * 1000)
+                done = _wait(lambda: (r := reader.execute(
+                    "SELECT worker_started_at, state FROM dispatch_attempts WHERE message_id = ?", (sent["id"],)
+                ).fetchone()) and r[1] == "finished" and r)
+                if done[0]:
+                    to_worker.append((done[0] - created) * 1000)
+                # The listener goes back to idle waiting before the next send.
+                _wait(lambda: json.loads(progress.read_text()).get("current") is None)
+        finally:
+            listener.terminate()
+            listener.wait(30)
+    return {
+        "messages": messages,
+        "send_to_supervisor_ms": {"median": statistics.median(to_supervisor), "p99": _percentile(to_supervisor, 0.99)},
+        "send_to_worker_ms": {"median": statistics.median(to_worker), "p99": _percentile(to_worker, 0.99)},
+        "idle_listener": {"cpu_percent": round(idle_cpu, 3), "rss_mib": round(rss_mib, 1), "seconds": idle_seconds},
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=100)
+    parser.add_argument("--idle-seconds", type=float, default=20.0)
+    args = parser.parse_args()
+    result = measure(args.messages, args.idle_seconds)
+    print(json.dumps(result, indent=2))
+    s, w, i = result["send_to_supervisor_ms"], result["send_to_worker_ms"], result["idle_listener"]
+    print(f"send -> supervisor start: median {s['median']:.1f} ms, p99 {s['p99']:.1f} ms (target: median < 100 ms)")
+    print(f"send -> worker start:     median {w['median']:.1f} ms, p99 {w['p99']:.1f} ms")
+    print(f"idle listener: {i['cpu_percent']:.2f}% of a core, RSS {i['rss_mib']:.1f} MiB (target: < 1% CPU)")
+
+
+if __name__ == "__main__":
+    main()
