@@ -40,3 +40,9 @@ def claude(pair):
 @pytest.fixture(scope="module")
 def kimi(pair):
     return pair[1]
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "slow: a long fault-injection or load test (still part of the default run)"
+    )

@@ -76,6 +76,7 @@ def test_kill_supervisor_and_worker_is_settled_as_crashed(slow_config, env, db_p
     try:
         task = kimi.ok("send_message", recipient="claude", text="both die", kind="task")["id"]
         running = spawned(db_path, task)
+        wait_until(lambda: launch_count(launches, task) == 1, what="worker running")
         os.kill(running["supervisor_pid"], signal.SIGKILL)
         os.killpg(running["worker_pid"], signal.SIGKILL)
         done = wait_finished(db_path, task)
