@@ -6,13 +6,14 @@ import time
 
 import click
 
-from .settings import BridgeSettings
 from .validation import AGENT_ID_PATTERN
 
 agent_option = click.option("--agent", required=True, help="Agent id, as declared in config.json.")
 
 
-def _settings() -> BridgeSettings:
+def _settings():
+    from .settings import BridgeSettings
+
     return BridgeSettings()
 
 
@@ -154,7 +155,7 @@ def statusline(agents: tuple[str, ...]) -> None:
     """One line for Claude Code's statusLine setting. Always exits 0, never touches the store."""
     from .dispatch.statusline import statusline_text
 
-    click.echo(statusline_text(_settings, agents))
+    click.echo(statusline_text(agents))
 
 
 @main.group()
@@ -169,7 +170,7 @@ def systemd_install(agent: str) -> None:
     from pathlib import Path
 
     from .dispatch.systemd_unit import install_unit
-    from .settings import PROJECT_DIR
+    from .locations import PROJECT_DIR
 
     try:
         result = install_unit(_check_agent(agent), Path(sys.executable), PROJECT_DIR)

@@ -17,8 +17,8 @@ MAX_ACK_IDS = 500
 
 
 def check_recipient(sender: str, recipient: object, agents: Collection[str]) -> str:
-    valid = sorted(a for a in agents if a != sender)
     if not isinstance(recipient, str) or recipient not in agents or recipient == sender:
+        valid = sorted(a for a in agents if a != sender)
         raise BridgeError(
             "unknown_recipient",
             f"recipient must be another declared agent: one of {', '.join(valid) or '(none declared)'}.",
@@ -84,6 +84,12 @@ def send_message(
     if response_timeout_seconds is not None:
         deadline = now + clamp(response_timeout_seconds, *RESPONSE_TIMEOUT_RANGE, "response_timeout_seconds")
 
+    if dedup_key is None and reply_to is None and conversation_id is None and kind != "result":
+        # Nothing to look up first: one INSERT is its own atomic transaction.
+        message_id = insert_message(
+            conn, sender=sender, recipient=recipient, text=text, kind=kind, created_at=now, response_deadline=deadline
+        )
+        return _sent(message_id, None, kind, now, deadline)
     with write_transaction(conn):
         existing = find_dedup(conn, sender, dedup_key)
         if existing is not None:
@@ -118,6 +124,10 @@ def send_message(
         )
         if takes_turn:
             take_turn(conn, conversation_id, message_id, now)
+    return _sent(message_id, conversation_id, kind, now, deadline)
+
+
+def _sent(message_id: int, conversation_id: int | None, kind: str | None, now: float, deadline: float | None) -> dict:
     return {
         "id": message_id,
         "duplicate": False,

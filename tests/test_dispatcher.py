@@ -4,7 +4,8 @@ talk MCP to server.py, real process groups and signals, verdicts read from the s
 import json
 import os
 import re
-import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 from dispatch_harness import (
     attempt, cli, make_launcher, start_listener, status, wait_finished, wait_until, write_config_atomic,
 )
-from harness import McpAgent, sql
+from harness import PROJECT, sql
 
 
 @pytest.fixture(scope="module")
@@ -198,6 +199,16 @@ def test_secret_task_text_appears_in_no_log_progress_status_or_attempt(
     assert not list((bridge_root / "runtime").rglob("request.md"))  # removed after each attempt
     for path in (bridge_root / "runtime").rglob("*"):
         assert path.stat().st_mode & (0o077 if path.is_file() else 0o077) == 0, path
+
+
+def test_statusline_path_stays_lean(env):
+    # Speed is measured in bench/; here: the status line never loads pydantic, psutil or the MCP SDK.
+    probe = ("import sys; from dispatcher.dispatch.statusline import statusline_text; print(statusline_text()); "
+             "print(sorted(m for m in ('pydantic', 'psutil', 'mcp', 'click') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=PROJECT, env={**os.environ, **env},
+                          capture_output=True, text=True, timeout=60)
+    line, loaded = done.stdout.splitlines()
+    assert line.startswith("[claude]") and loaded == "[]"
 
 
 def test_statusline_is_quick_and_safe(env, bridge_root, tmp_path):

@@ -11,20 +11,21 @@ import subprocess
 import sys
 import time
 
-from ..config import ConfigError, load_config
-from ..settings import PROJECT_DIR, BridgeSettings
-from ..store import SCHEMA_VERSION
-from . import queue
+from ..locations import PROJECT_DIR, Locations
 from .paths import AgentPaths
 from .procs import flock_holder, start_time
 from .progress import read_progress, render_line
-from .systemd_unit import unit_installed, unit_name, user_manager_available
+
+# The status line imports this module: pydantic, the store and systemd helpers are
+# imported inside the functions that need them, to keep that path fast.
 
 # A live listener writes its first document at once; missing after this long means old code.
 STARTUP_GRACE_SECONDS = 5.0
 
 
-def _config_error(settings: BridgeSettings, agent: str) -> str | None:
+def _config_error(settings: Locations, agent: str) -> str | None:
+    from ..config import ConfigError, load_config
+
     try:
         config = load_config(settings.config_path())
     except ConfigError as exc:
@@ -32,11 +33,13 @@ def _config_error(settings: BridgeSettings, agent: str) -> str | None:
     return None if agent in config.agents else f"agent {agent!r} is not declared in {settings.config_path()}"
 
 
-def listener_status(settings: BridgeSettings, agent: str) -> dict:
+def listener_status(settings: Locations, agent: str, check_config: bool = True) -> dict:
+    """``check_config=False`` skips validating config.json (the status line's fast path);
+    a running listener still reports an invalid config through its ``error`` stage."""
     paths = AgentPaths.of(settings, agent)
     holder = flock_holder(paths.lock)
     doc, problem = read_progress(paths.progress)
-    config_error = _config_error(settings, agent)
+    config_error = _config_error(settings, agent) if check_config else None
     state: str | None = None
     if holder is None:
         stage = "stopped"
@@ -68,8 +71,8 @@ def listener_status(settings: BridgeSettings, agent: str) -> dict:
     }
 
 
-def progress_line(settings: BridgeSettings, agent: str) -> str:
-    status = listener_status(settings, agent)
+def progress_line(settings: Locations, agent: str, check_config: bool = True) -> str:
+    status = listener_status(settings, agent, check_config)
     detail = None
     if status["config_error"]:
         detail = "config invalid: see `agent-bridge listener status`"
@@ -77,20 +80,24 @@ def progress_line(settings: BridgeSettings, agent: str) -> str:
         detail = status["progress_state"]
     elif not status["enabled"]:
         detail = "disabled"
+    elif status["stage"] == "error" and status["progress"]:
+        detail = "config invalid: see `agent-bridge listener status`"
     elif status["progress"] and status["progress"].get("auto") is False:
         detail = "auto off"
     return render_line(agent, status["stage"], status["progress"], detail)
 
 
-def disable(settings: BridgeSettings, agent: str) -> dict:
+def disable(settings: Locations, agent: str) -> dict:
     paths = AgentPaths.of(settings, agent).ensure()
     paths.disabled_marker.touch(mode=0o600)
     return {"agent": agent, "enabled": False, "running": flock_holder(paths.lock) is not None,
             "note": "the listener takes no new task, lets a running worker finish, and exits"}
 
 
-def enable(settings: BridgeSettings, agent: str, wait_seconds: float = 10.0) -> dict:
+def enable(settings: Locations, agent: str, wait_seconds: float = 10.0) -> dict:
     """Remove the marker and start the listener (idempotent: a second one exits at once)."""
+    from .systemd_unit import unit_installed, unit_name, user_manager_available
+
     paths = AgentPaths.of(settings, agent).ensure()
     paths.disabled_marker.unlink(missing_ok=True)
     holder = flock_holder(paths.lock)
@@ -112,7 +119,7 @@ def enable(settings: BridgeSettings, agent: str, wait_seconds: float = 10.0) -> 
     return {"agent": agent, "enabled": True, "running": holder is not None, "pid": holder, "started": how}
 
 
-def _read_only(settings: BridgeSettings) -> sqlite3.Connection | None:
+def _read_only(settings: Locations) -> sqlite3.Connection | None:
     if not settings.db.exists():
         return None
     conn = sqlite3.connect(f"file:{settings.db}?mode=ro", uri=True, timeout=5)
@@ -120,8 +127,12 @@ def _read_only(settings: BridgeSettings) -> sqlite3.Connection | None:
     return conn
 
 
-def pending(settings: BridgeSettings, agent: str) -> dict:
+def pending(settings: Locations, agent: str) -> dict:
     """Never-attempted messages that could wake a worker: dispatchable vs stale (ids and ages only)."""
+    from ..config import ConfigError, load_config
+    from ..store import SCHEMA_VERSION
+    from . import queue
+
     report = {"agent": agent, "auto": None, "dispatchable": [], "stale": [], "error": None}
     try:
         config = load_config(settings.config_path())

@@ -4,7 +4,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..settings import BridgeSettings
+from ..locations import Locations
 
 
 def ensure_private_dir(path: Path) -> Path:
@@ -19,7 +19,8 @@ class AgentPaths:
     agent: str
 
     @classmethod
-    def of(cls, settings: BridgeSettings, agent: str) -> "AgentPaths":
+    def of(cls, settings: Locations, agent: str) -> "AgentPaths":
+        """``settings``: a BridgeSettings or Locations (anything with ``private_dir()``)."""
         return cls(settings.private_dir(), agent)
 
     @property

@@ -4,13 +4,13 @@ import os
 import signal
 import time
 
-import psutil
-
 # create_time comes from /proc/<pid>/stat in clock ticks; equal processes agree far closer.
 _SAME_START_TOLERANCE = 0.05
 
 
 def start_time(pid: int) -> float | None:
+    import psutil  # imported here: the status line's path should not pay for it
+
     try:
         return psutil.Process(pid).create_time()
     except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
@@ -19,6 +19,8 @@ def start_time(pid: int) -> float | None:
 
 def is_same_process(pid: int | None, recorded_start: float | None) -> bool:
     """True when ``pid`` is alive, not a zombie, and started when we recorded it (not a recycled pid)."""
+    import psutil
+
     if not pid or recorded_start is None:
         return False
     try:

@@ -11,6 +11,10 @@ from ..errors import BridgeError, StateChangedError
 from .migrations import MIGRATIONS, SCHEMA_VERSION
 
 BUSY_TIMEOUT_MS = 15_000
+# Small pages: a send commits one table page and one index page to the WAL, and with
+# 1 KiB pages that is ~20% faster than the 4 KiB default; messages are mostly small.
+# (bench/ measures it: domain-layer sends went from ~45% to ~53% of raw inserts.)
+PAGE_SIZE = 1024
 WAL_SWITCH_DEADLINE_SECONDS = 30.0
 
 
@@ -78,6 +82,8 @@ def open_store(path: Path | str, *, target_version: int = SCHEMA_VERSION) -> sql
         found = schema_version(conn)
         if found > SCHEMA_VERSION:
             raise SchemaTooNewError(path, found)
+        if found == 0:
+            conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")  # only takes effect on a new, empty file
         _switch_to_wal(conn)
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
