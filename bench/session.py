@@ -20,6 +20,7 @@ class CallOutcome:
     ok: bool
     value: int | None  # the new id for a send, the number of messages for a receive
     error: str | None = None
+    ids: list[int] | None = None  # the ids a receive returned
 
 
 class Session:
@@ -37,6 +38,19 @@ class Session:
         args = self.target.recv_args(self.agent, limit, self.state)
         return await self._call(self.target.recv_tool, args, self.target.received)
 
+    async def consume(self, limit: int = 20) -> CallOutcome:
+        """Take up to ``limit`` messages out of the inbox for good: receive, then acknowledge
+        them where the system needs a separate call for that (ours: mark_read)."""
+        args = self.target.recv_args(self.agent, limit, self.state)
+        got = await self._call(self.target.recv_tool, args, self.target.received_ids)
+        if not got.ok or self.target.ack_tool is None:
+            return CallOutcome(got.ok, len(got.ids or []), got.error)
+        if got.ids:
+            acked = await self._call(self.target.ack_tool, self.target.ack_args(got.ids, self.state), lambda _: 0)
+            if not acked.ok:
+                return acked
+        return CallOutcome(True, len(got.ids))
+
     async def _call(self, tool: str, args: dict[str, Any], extract) -> CallOutcome:
         try:
             r = await self.client.call_tool(tool, args)
@@ -45,7 +59,10 @@ class Session:
         if r.is_error:
             text = " ".join(getattr(c, "text", "") for c in r.content)
             return CallOutcome(False, None, text[:300] or "tool error")
-        return CallOutcome(True, extract(r.structured_content))
+        value = extract(r.structured_content)
+        if isinstance(value, list):
+            return CallOutcome(True, len(value), ids=value)
+        return CallOutcome(True, value)
 
     async def tool_schemas(self, names: list[str]) -> dict[str, Any]:
         listed = await self.client.list_tools()

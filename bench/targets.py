@@ -119,6 +119,10 @@ class Target:
             raise RuntimeError(f"{self.key}: {code!r} failed: {proc.stderr.strip()[-2000:]}")
         return proc.stdout
 
+    # WHERE clauses (one ? for the recipient) for an inbox's unread rows and its handled history.
+    unread_where: str = ""
+    handled_where: str = ""
+
     def row(self, m: LogicalRow) -> tuple:
         """The tuple for ``insert_sql`` that stores ``m``."""
         raise NotImplementedError
@@ -138,6 +142,15 @@ class Target:
         raise NotImplementedError
 
     def received(self, structured: Any) -> int:
+        return len(self.received_ids(structured))
+
+    def received_ids(self, structured: Any) -> list[int]:
+        raise NotImplementedError
+
+    # Acknowledging what was received, where that is a separate call (None: the read did it).
+    ack_tool: str | None = None
+
+    def ack_args(self, ids: list[int], state: Any) -> dict[str, Any]:
         raise NotImplementedError
 
 
@@ -152,14 +165,12 @@ class Ours(Target):
         "INSERT INTO messages (sender, recipient, kind, text, created_at, delivered_at, acknowledged_at)"
         " VALUES (?, ?, ?, ?, ?, ?, ?)"
     )
+    unread_where = "recipient = ? AND acknowledged_at IS NULL"
+    handled_where = "recipient = ? AND acknowledged_at IS NOT NULL"
 
     def unavailable_reason(self) -> str | None:
-        missing = [p for p in ("server.py", "dispatcher/store.py", "dispatcher/messages.py") if not (REPO / p).exists()]
-        if missing and not (REPO / "dispatcher/store/__init__.py").exists():
-            return f"not in the repository yet: {', '.join(missing)}"
-        if not (REPO / "server.py").exists():
-            return "server.py is not in the repository yet"
-        return None
+        missing = [p for p in ("server.py", "dispatcher/messages.py", "dispatcher/store") if not (REPO / p).exists()]
+        return f"not in the repository yet: {', '.join(missing)}" if missing else None
 
     def python(self) -> str:
         venv = REPO / ".venv" / "bin" / "python"
@@ -189,7 +200,7 @@ class Ours(Target):
 
     def row(self, m: LogicalRow) -> tuple:
         done = m.created_at + 1.0 if m.acknowledged else None
-        return (m.sender, m.recipient, "message", m.text, m.created_at, done, done)
+        return (m.sender, m.recipient, None, m.text, m.created_at, done, done)
 
     def send_args(self, agent: str, recipient: str, text: str, state: Any) -> dict[str, Any]:
         return {"recipient": recipient, "text": text}
@@ -200,8 +211,14 @@ class Ours(Target):
     def sent_id(self, structured: Any) -> int | None:
         return structured.get("id") if isinstance(structured, dict) else None
 
-    def received(self, structured: Any) -> int:
-        return len(structured.get("messages") or []) if isinstance(structured, dict) else 0
+    def received_ids(self, structured: Any) -> list[int]:
+        return [m["id"] for m in structured.get("messages") or []] if isinstance(structured, dict) else []
+
+    # receive_messages leaves messages in the inbox until mark_read acknowledges them.
+    ack_tool = "mark_read"
+
+    def ack_args(self, ids: list[int], state: Any) -> dict[str, Any]:
+        return {"message_ids": ids}
 
 
 class Dlb(Target):
@@ -215,6 +232,8 @@ class Dlb(Target):
         "INSERT INTO messages (recipient_name, sender_name, subject, body, sent_at_ms, read_at_ms,"
         " expires_at_ms, authenticated) VALUES (?, ?, NULL, ?, ?, ?, ?, 0)"
     )
+    unread_where = "recipient_name = ? AND read_at_ms IS NULL"
+    handled_where = "recipient_name = ? AND read_at_ms IS NOT NULL"
 
     def __init__(self, venv: Path) -> None:
         self.venv = venv
@@ -261,10 +280,10 @@ class Dlb(Target):
     def sent_id(self, structured: Any) -> int | None:
         return structured.get("id") if isinstance(structured, dict) else None
 
-    def received(self, structured: Any) -> int:
-        if isinstance(structured, dict):
-            return len(structured.get("result") or [])
-        return 0
+    def received_ids(self, structured: Any) -> list[int]:
+        # FastMCP wraps a list return value as {"result": [...]}; a registered reader's
+        # read marks what it returns as read, so no separate acknowledgement is needed.
+        return [m["id"] for m in structured.get("result") or []] if isinstance(structured, dict) else []
 
 
 def ensure_dlb(cache_dir: Path, log=print) -> Path:

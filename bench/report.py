@@ -1,0 +1,224 @@
+"""Turn the raw results into the side-by-side table, our pass/fail targets and the chart."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+MS = 1000.0
+
+
+def _get(d: Any, *path: Any) -> Any:
+    for p in path:
+        if not isinstance(d, dict) or p not in d:
+            return None
+        d = d[p]
+    return d
+
+
+def _ms(v: float | None) -> float | None:
+    return None if v is None else v * MS
+
+
+def rows(results: dict) -> list[dict]:
+    """One row per figure: name, unit, which direction is better, value per system."""
+    systems = results["systems"]
+    out: list[dict] = []
+
+    def add(name: str, unit: str, better: str, fn, ratio: bool = True) -> None:
+        vals = {k: fn(v) for k, v in systems.items()}
+        if any(x is not None for x in vals.values()):
+            out.append({"figure": name, "unit": unit, "better": better, "values": vals, "ratio": ratio})
+
+    add("cold start: spawn -> first tool result (median)", "ms", "lower",
+        lambda s: _ms(_get(s, "cold_start", "server_to_first_result", "median")))
+    add("  bare `python -c 'import mcp.server.*'` (median)", "ms", "lower",
+        lambda s: _ms(_get(s, "cold_start", "bare_import", "median")))
+    add("  same import, exit skipping teardown (median)", "ms", "lower",
+        lambda s: _ms(_get(s, "cold_start", "import_only", "median")))
+    add("  cold start minus bare import", "ms", "lower",
+        lambda s: _ms(_get(s, "cold_start", "over_bare_import_median")), ratio=False)
+    add("  cold start minus import without teardown", "ms", "lower",
+        lambda s: _ms(_get(s, "cold_start", "over_import_only_median")), ratio=False)
+    names = {"send": "send", "receive": "receive(20)", "consume": "consume 20 (receive + ack)"}
+    for op in ("send", "receive", "consume"):
+        for stat in ("median", "p99"):
+            add(f"{names[op]} latency over stdio ({stat})", "ms", "lower", lambda s, op=op, stat=stat: _ms(_get(s, "latency", op, stat)))
+    conc = sorted({int(c) for s in systems.values() for c in (_get(s, "throughput") or {})})
+    for c in conc:
+        add(f"throughput, {c} client process{'es' if c > 1 else ''}", "sends/s", "higher",
+            lambda s, c=c: _get(s, "throughput", str(c), "sends_per_second"))
+        add(f"  send p99 with {c} client process{'es' if c > 1 else ''}", "ms", "lower",
+            lambda s, c=c: _ms(_get(s, "throughput", str(c), "call_latency", "p99")))
+        add(f"  errors, {c} client process{'es' if c > 1 else ''}", "count", "lower",
+            lambda s, c=c: _get(s, "throughput", str(c), "errors"), ratio=False)
+    add("domain layer sends, no MCP", "sends/s", "higher", lambda s: _get(s, "domain", "domain_per_second"))
+    add("single-row inserts into its own schema", "rows/s", "higher",
+        lambda s: _get(s, "domain", "raw_into_own_schema_per_second"))
+    add("domain layer / raw SQLite reference", "%", "higher",
+        lambda s: _pct(_get(s, "domain", "fraction_of_raw_reference")))
+    sizes = sorted({int(b) for s in systems.values() for b in (_get(s, "backlog") or {})})
+    for b in sizes:
+        add(f"receive(20) with {b:,} backlog (median)", "ms", "lower",
+            lambda s, b=b: _ms(_get(s, "backlog", str(b), "full_page", "median")))
+    for b in sizes:
+        add(f"empty-inbox poll with {b:,} backlog (median)", "ms", "lower",
+            lambda s, b=b: _ms(_get(s, "backlog", str(b), "after_drain", "median")))
+    if len(sizes) >= 2:
+        add(f"receive(20): {sizes[-1]:,} backlog / {sizes[0]:,}", "x", "lower", lambda s: _get(s, "backlog_ratio"))
+    for what, key in (("supervisor", "send_to_supervisor_ms"), ("worker", "send_to_worker_ms")):
+        for stat in ("median", "p99"):
+            add(f"send -> {what} start ({stat}; ours only)", "ms", "lower",
+                lambda s, key=key, stat=stat: _get(s, "dispatch", key, stat), ratio=False)
+    add("idle listener CPU (ours only)", "% core", "lower",
+        lambda s: _get(s, "dispatch", "idle_listener", "cpu_percent"), ratio=False)
+    add("idle listener RSS (ours only)", "MiB", "lower",
+        lambda s: _get(s, "dispatch", "idle_listener", "rss_mib"), ratio=False)
+    return out
+
+
+def _pct(v: float | None) -> float | None:
+    return None if v is None else v * 100
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, int):
+        return f"{v:,}"
+    if abs(v) >= 100:
+        return f"{v:,.0f}"
+    if abs(v) >= 10:
+        return f"{v:.1f}"
+    return f"{v:.2f}"
+
+
+def table(results: dict) -> str:
+    keys = list(results["systems"])
+    labels = {k: results["systems"][k].get("label", k) for k in keys}
+    header = ["figure", "unit", *[labels[k] for k in keys]]
+    two = len(keys) == 2
+    if two:
+        header += [f"{keys[0]}/{keys[1]}", "better"]
+    lines = [header]
+    for r in rows(results):
+        vals = [r["values"].get(k) for k in keys]
+        line = [r["figure"], r["unit"], *[_fmt(v) for v in vals]]
+        if two:
+            a, b = vals
+            if a is None or b is None:
+                line += ["-", "-"]
+            else:
+                line.append(f"{a / b:.2f}" if r["ratio"] and b > 0 and a >= 0 else "-")
+                line.append("=" if a == b else (keys[0] if (a < b) == (r["better"] == "lower") else keys[1]))
+        lines.append(line)
+    raw = results.get("raw_sqlite") or {}
+    widths = [max(len(str(row[i])) for row in lines) for i in range(len(header))]
+    text = []
+    for n, row in enumerate(lines):
+        text.append("  ".join(str(c).ljust(widths[i]) if i < 2 else str(c).rjust(widths[i]) for i, c in enumerate(row)))
+        if n == 0:
+            text.append("  ".join("-" * w for w in widths))
+    if raw.get("per_second"):
+        text.append("")
+        text.append(f"raw SQLite reference (WAL, synchronous=NORMAL, one connection, one row per transaction): "
+                    f"{raw['per_second']:,.0f} inserts/s (median of {len(raw.get('rounds', []))} rounds)")
+    return "\n".join(text)
+
+
+def targets(results: dict, key: str = "ours") -> list[dict]:
+    """Our own pass/fail targets, evaluated for every system for comparison."""
+    out = []
+    for k, s in results["systems"].items():
+        checks = []
+        over = _get(s, "cold_start", "over_bare_import_median")
+        if over is not None:
+            checks.append(("cold start <= 100 ms above bare import", f"{over * MS:.0f} ms", over <= 0.100))
+        strict = _get(s, "cold_start", "over_import_only_median")
+        if strict is not None:
+            checks.append(("  same, bare import timed without interpreter teardown", f"{strict * MS:.0f} ms",
+                           strict <= 0.100))
+        tp = _get(s, "throughput") or {}
+        if tp:
+            errs = sum(v.get("errors", 0) for v in tp.values())
+            checks.append(("zero errors under concurrency", f"{errs} errors", errs == 0))
+        frac = _get(s, "domain", "fraction_of_raw_reference")
+        if frac is not None:
+            checks.append(("domain sends >= 50% of raw inserts", f"{frac * 100:.0f}%", frac >= 0.5))
+        ratio = _get(s, "backlog_ratio")
+        if ratio is not None:
+            checks.append(("receive at largest backlog <= 2x smallest", f"{ratio:.2f}x", ratio <= 2.0))
+        wake = _get(s, "dispatch", "send_to_supervisor_ms", "median")
+        if wake is not None:
+            checks.append(("send -> supervisor start median < 100 ms", f"{wake:.1f} ms", wake < 100))
+        idle = _get(s, "dispatch", "idle_listener", "cpu_percent")
+        if idle is not None:
+            checks.append(("idle listener < 1% of a core", f"{idle:.2f}%", idle < 1.0))
+        for name, value, ok in checks:
+            out.append({"system": k, "target": name, "value": value, "pass": ok, "ours": k == key})
+    return out
+
+
+def targets_text(results: dict) -> str:
+    lines = []
+    for t in targets(results):
+        lines.append(f"  [{'PASS' if t['pass'] else 'FAIL'}] {t['system']:<5} {t['target']}: {t['value']}")
+    return "\n".join(lines)
+
+
+def chart(results: dict, path: Path) -> str | None:
+    """Two panels: receive latency vs backlog, throughput vs concurrency. None if written."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib is not installed (uv run --group bench ...); no chart written"
+    systems = results["systems"]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8))
+    colors = {"ours": "tab:blue", "dlb": "tab:orange"}
+    top = 0.0
+    for k, s in systems.items():
+        color = colors.get(k)
+        bl = s.get("backlog") or {}
+        if bl:
+            sizes = sorted(int(b) for b in bl)
+            med = [bl[str(b)]["full_page"]["median"] * MS for b in sizes]
+            p99 = [bl[str(b)]["full_page"]["p99"] * MS for b in sizes]
+            left.plot(sizes, med, "o-", color=color, label=f"{s.get('label', k)} median")
+            left.plot(sizes, p99, "x--", color=color, alpha=0.6, label=f"{s.get('label', k)} p99")
+        tp = s.get("throughput") or {}
+        if tp:
+            conc = sorted(int(c) for c in tp)
+            rate = [tp[str(c)]["sends_per_second"] or 0 for c in conc]
+            right.plot(conc, rate, "o-", color=color, label=s.get("label", k))
+            top = max(top, *rate)
+            for c, r in zip(conc, rate):
+                errs = tp[str(c)]["errors"]
+                right.annotate(f"{r:.0f}/s" + (f"\n{errs} err" if errs else ""), (c, r),
+                               textcoords="offset points", xytext=(0, 7), ha="center", fontsize=8, color=color)
+    left.set_xscale("log")
+    left.set_xlabel("messages already in the store (backlog)")
+    left.set_ylabel("receive / read (limit 20) latency, ms")
+    left.set_title("Inbox read latency vs backlog (MCP over stdio)")
+    left.set_ylim(bottom=0)
+    left.grid(True, alpha=0.3)
+    if left.get_legend_handles_labels()[0]:
+        left.legend(fontsize=8)
+    right.set_xscale("log", base=2)
+    right.set_xticks([1, 2, 4, 8, 16])
+    right.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    right.set_xlabel("concurrent client processes (one server each, one store)")
+    right.set_ylabel("successful sends per second (all clients)")
+    right.set_title("Send throughput vs concurrency")
+    right.set_ylim(0, top * 1.2 or 1)
+    right.grid(True, alpha=0.3)
+    if right.get_legend_handles_labels()[0]:
+        right.legend(fontsize=8)
+    fig.suptitle(f"Agent Bridge vs dlb-mcp - {results['meta'].get('machine', '')}", fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return None
