@@ -57,7 +57,7 @@ def listener_status(settings: Locations, agent: str, check_config: bool = True) 
         stage = doc.get("stage", "unknown")
     if config_error:
         stage = "error"
-    trusted = doc if problem is None else None
+    trusted = doc if problem is None and state is None else None
     return {
         "agent": agent,
         "enabled": not paths.disabled_marker.exists(),

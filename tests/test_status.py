@@ -1,0 +1,82 @@
+"""listener status never guesses: each odd progress document is reported as what it is."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from dispatcher.dispatch.control import listener_status, progress_line
+from dispatcher.dispatch.paths import AgentPaths
+from dispatcher.dispatch.progress import write_progress
+from dispatcher.locations import Locations
+
+HOLD = "import fcntl, sys, time; f = open(sys.argv[1], 'a'); fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); sys.stdin.read()"
+
+
+@pytest.fixture
+def setup(tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"agents": {"claude": {"launcher": "x"}, "kimi": {"launcher": "x"}}}))
+    where = Locations(db=tmp_path / "bridge.db", config=config, runtime_dir=tmp_path / "runtime")
+    return where, AgentPaths.of(where, "claude").ensure()
+
+
+@pytest.fixture
+def holder(setup):
+    """A process holding the listener's flock, as a running listener would."""
+    _, paths = setup
+    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(paths.lock)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "held"
+    yield proc
+    proc.stdin.close()
+    proc.wait(30)
+
+
+def test_stopped_when_nobody_holds_the_lock(setup):
+    where, paths = setup
+    write_progress(paths.progress, agent="claude", listener_pid=1, stage="idle", last=None)
+    st = listener_status(where, "claude")
+    assert (st["running"], st["pid"], st["stage"], st["progress_state"]) == (False, None, "stopped", None)
+    assert progress_line(where, "claude") == "[claude] stopped"
+
+
+def test_running_listener_with_its_own_document(setup, holder):
+    where, paths = setup
+    last = {"message_id": 43, "sender": "kimi", "result": "succeeded", "duration_seconds": 21.5, "exit_code": 0}
+    write_progress(paths.progress, agent="claude", listener_pid=holder.pid, stage="idle", last=last, current=None)
+    st = listener_status(where, "claude")
+    assert (st["running"], st["pid"], st["stage"], st["progress_state"]) == (True, holder.pid, "idle", None)
+    assert progress_line(where, "claude") == "[claude] idle | last msg#43 sender=kimi result=succeeded in 21.5s rc=0"
+
+
+@pytest.mark.parametrize(
+    ("content", "stage", "state"),
+    [
+        ("{not json", "unknown", "unreadable"),
+        ('["a list"]', "unknown", "unreadable"),
+        ('{"stage": "idle", "listener_pid": 1}', "legacy", "no_format_version"),
+        ('{"format_version": 2, "stage": "idle", "listener_pid": 1}', "unknown", "stale_pid"),
+    ],
+)
+def test_odd_documents_are_named_not_guessed(setup, holder, content, stage, state):
+    where, paths = setup
+    paths.progress.write_text(content)
+    st = listener_status(where, "claude")
+    assert (st["stage"], st["progress_state"], st["progress"]) == (stage, state, None)
+    assert progress_line(where, "claude").startswith(f"[claude] {stage} ({state})")
+
+
+def test_missing_document_from_a_long_running_listener(setup, holder, monkeypatch):
+    where, _ = setup
+    monkeypatch.setattr("dispatcher.dispatch.control.STARTUP_GRACE_SECONDS", 0.0)
+    st = listener_status(where, "claude")
+    assert (st["stage"], st["progress_state"]) == ("unknown", "missing_file")
+
+
+def test_config_error_is_reported(setup):
+    where, _ = setup
+    where.config.write_text('{"agents": {"claude": {"auto": 1}}}')
+    st = listener_status(where, "claude")
+    assert st["stage"] == "error" and "launcher" in st["config_error"]
