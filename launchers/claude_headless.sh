@@ -19,29 +19,14 @@ set -euo pipefail
 umask 077
 
 prog=claude_headless.sh
-fail() { # fail CODE MESSAGE...
-    local code=$1
-    shift
-    printf '%s: %s\n' "$prog" "$*" >&2
-    exit "$code"
-}
+# shellcheck source=SCRIPTDIR/_common.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/_common.sh"
 
-[[ $# -eq 1 ]] || fail 2 "usage: $prog REQUEST_FILE"
-request_file=$1
-[[ -f $request_file && -r $request_file ]] || fail 2 "request file is not a readable file: $request_file"
+take_request_file "$@"
 
-for name in AGENT_ID AGENT_BRIDGE_MESSAGE_ID AGENT_BRIDGE_DB AGENT_BRIDGE_CONFIG \
-    AGENT_BRIDGE_PROJECT AGENT_BRIDGE_PYTHON AGENT_BRIDGE_ATTEMPT_DIR; do
-    [[ -n ${!name:-} ]] || fail 2 "required environment variable $name is not set"
-done
-attempt_dir=$AGENT_BRIDGE_ATTEMPT_DIR
-[[ -d $attempt_dir ]] || fail 2 "AGENT_BRIDGE_ATTEMPT_DIR is not a directory: $attempt_dir"
-[[ -x $AGENT_BRIDGE_PYTHON ]] || fail 2 "AGENT_BRIDGE_PYTHON is not executable: $AGENT_BRIDGE_PYTHON"
+require_bridge_env
 
-max_turns=${AGENT_BRIDGE_MAX_TURNS:-}
-if [[ -n $max_turns && ! $max_turns =~ ^[1-9][0-9]*$ ]]; then
-    fail 2 "AGENT_BRIDGE_MAX_TURNS must be a positive integer, got: $max_turns"
-fi
+read_max_turns
 
 claude_bin=${CLAUDE_BIN:-claude}
 command -v -- "$claude_bin" >/dev/null 2>&1 \

@@ -75,17 +75,10 @@
 set -euo pipefail
 
 prog=command_headless.sh
-fail() { # fail CODE MESSAGE...
-    local code=$1
-    shift
-    printf '%s: %s\n' "$prog" "$*" >&2
-    exit "$code"
-}
+# shellcheck source=SCRIPTDIR/_common.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/_common.sh"
 
-[[ $# -eq 1 ]] || fail 2 "usage: $prog REQUEST_FILE"
-request_file=$1
-[[ -f $request_file && -r $request_file ]] || fail 2 "request file is not a readable file: $request_file"
-[[ $request_file == /* ]] || request_file=$PWD/$request_file
+take_request_file "$@"
 
 if [[ -z ${AGENT_BRIDGE_WORKER_COMMAND:-} ]]; then
     fail 2 "AGENT_BRIDGE_WORKER_COMMAND is not set: set it to the shell command that runs your worker (it receives the request file path as its first argument)"

@@ -1,0 +1,39 @@
+# shellcheck shell=bash
+# Shared preamble of the worker launchers; sourced, never run. The caller sets `prog`
+# and calls `take_request_file "$@"`, then `require_bridge_env` and `read_max_turns`
+# as it needs. Everything here exits with 2 on a bad invocation.
+
+fail() { # fail CODE MESSAGE...
+    local code=$1
+    shift
+    printf '%s: %s\n' "$prog" "$*" >&2
+    exit "$code"
+}
+
+# Sets request_file to the absolute path of the one argument, a readable file.
+take_request_file() {
+    [[ $# -eq 1 ]] || fail 2 "usage: $prog REQUEST_FILE"
+    request_file=$1
+    [[ -f $request_file && -r $request_file ]] || fail 2 "request file is not a readable file: $request_file"
+    [[ $request_file == /* ]] || request_file=$PWD/$request_file
+}
+
+# The supervisor's environment; sets attempt_dir.
+require_bridge_env() {
+    local name
+    for name in AGENT_ID AGENT_BRIDGE_MESSAGE_ID AGENT_BRIDGE_DB AGENT_BRIDGE_CONFIG \
+        AGENT_BRIDGE_PROJECT AGENT_BRIDGE_PYTHON AGENT_BRIDGE_ATTEMPT_DIR; do
+        [[ -n ${!name:-} ]] || fail 2 "required environment variable $name is not set"
+    done
+    attempt_dir=$AGENT_BRIDGE_ATTEMPT_DIR
+    [[ -d $attempt_dir ]] || fail 2 "AGENT_BRIDGE_ATTEMPT_DIR is not a directory: $attempt_dir"
+    [[ -x $AGENT_BRIDGE_PYTHON ]] || fail 2 "AGENT_BRIDGE_PYTHON is not executable: $AGENT_BRIDGE_PYTHON"
+}
+
+# Sets max_turns from AGENT_BRIDGE_MAX_TURNS (empty when unset).
+read_max_turns() {
+    max_turns=${AGENT_BRIDGE_MAX_TURNS:-}
+    if [[ -n $max_turns && ! $max_turns =~ ^[1-9][0-9]*$ ]]; then
+        fail 2 "AGENT_BRIDGE_MAX_TURNS must be a positive integer, got: $max_turns"
+    fi
+}
