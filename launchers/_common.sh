@@ -6,7 +6,7 @@
 fail() { # fail CODE MESSAGE...
     local code=$1
     shift
-    printf '%s: %s\n' "$prog" "$*" >&2
+    printf '%s: %s\n' "${prog:-agent-bridge-launcher}" "$*" >&2
     exit "$code"
 }
 
