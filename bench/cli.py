@@ -29,7 +29,7 @@ RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 FULL = dict(latency_calls=1000, latency_warmup=20, cold_reps=15, concurrency="1,4,16", tp_seconds=5.0,
             tp_max_sends=100_000, domain_seconds=2.0, domain_rounds=3, backlogs="100,100000,1000000",
-            backlog_calls=200, backlog_warmup=5, empty_calls=50)
+            backlog_calls=200, backlog_warmup=5, empty_calls=50, dispatch_messages=100, idle_seconds=20.0)
 QUICK = dict(latency_calls=100, latency_warmup=5, cold_reps=3, concurrency="1,4", tp_seconds=1.5,
              tp_max_sends=10_000, domain_seconds=0.5, domain_rounds=1, backlogs="100,10000",
              backlog_calls=10, backlog_warmup=1, empty_calls=5, dispatch_messages=20, idle_seconds=5.0)
