@@ -21,7 +21,13 @@ import anyio
 
 from . import listener, measure, report
 from .session import open_session
-from .targets import READER, SENDERS, Target, default_cache_dir, make_targets, package_version
+from .targets import (
+    READER,
+    Target,
+    default_cache_dir,
+    make_targets,
+    package_version,
+)
 
 PARTS = ["cold", "latency", "throughput", "domain", "backlog", "dispatch"]
 ALIASES = {"cold-start": "cold", "coldstart": "cold", "tp": "throughput", "sqlite": "domain", "raw": "domain"}

@@ -21,7 +21,17 @@ from typing import Any
 
 from .session import open_session, server_log_tail
 from .stats import summarize
-from .targets import READER, RECIPIENTS, REPO, SENDERS, TEXT, LogicalRow, Store, Target, spec_of
+from .targets import (
+    READER,
+    RECIPIENTS,
+    REPO,
+    SENDERS,
+    TEXT,
+    LogicalRow,
+    Store,
+    Target,
+    spec_of,
+)
 
 HERE = Path(__file__).resolve().parent
 PROBE = HERE / "probe_domain.py"

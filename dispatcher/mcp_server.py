@@ -54,8 +54,9 @@ class Bridge:
         except BridgeError as exc:
             log.info("tool_refused", tool=tool, code=exc.code, agent=self.agent)
             raise ToolError(str(exc)) from None
-        except sqlite3.Error as exc:
-            # Locked past the busy timeout, read-only file, full disk, corrupt file: say so.
+        except (sqlite3.Error, OSError) as exc:
+            # Locked past the busy timeout, read-only file, full disk, corrupt file, or a
+            # store file that cannot be (re)opened: say so.
             log.warning("store_error", tool=tool, error=type(exc).__name__, detail=str(exc), agent=self.agent)
             raise ToolError(
                 f"store_unavailable: the bridge store could not complete this call ({exc}); nothing "

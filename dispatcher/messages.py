@@ -7,9 +7,22 @@ from .clock import iso
 from .clock import now as clock_now
 from .conversations import check_conversation_send, take_turn
 from .errors import BridgeError
-from .rows import KINDS, claim_is_active, fetch_message, find_dedup, insert_message, message_view
+from .rows import (
+    KINDS,
+    claim_is_active,
+    fetch_message,
+    find_dedup,
+    insert_message,
+    message_view,
+)
 from .store import write_transaction
-from .validation import check_agent_id, check_body, check_dedup_key, check_message_id, clamp
+from .validation import (
+    check_agent_id,
+    check_body,
+    check_dedup_key,
+    check_message_id,
+    clamp,
+)
 
 RESPONSE_TIMEOUT_RANGE = (1, 3600)
 RECEIVE_LIMIT_RANGE = (1, 100)

@@ -1,6 +1,7 @@
 """Start the per-agent MCP stdio server (``server.py`` and ``agent-bridge serve``)."""
 
 import logging
+import sqlite3
 import sys
 
 from .config import ConfigError, load_config
@@ -42,8 +43,16 @@ def run_server() -> int:
     except BridgeError as exc:
         print(f"agent-bridge: {exc}", file=sys.stderr)
         return 2
+    except (OSError, sqlite3.Error) as exc:  # e.g. a read-only file system, a full disk
+        print(
+            f"agent-bridge: store_unavailable: cannot open the store {settings.db} ({exc}); nothing was "
+            "changed. Check its disk and permissions.",
+            file=sys.stderr,
+        )
+        return 2
 
     from .mcp_server import build_server  # the SDK import is the slow part of start-up
+    from .mcp_stdio import run_stdio
 
-    build_server(settings.agent_id, store, config, settings).run("stdio")
+    run_stdio(build_server(settings.agent_id, store, config, settings))
     return 0

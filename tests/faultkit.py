@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import psutil
 from harness import PROJECT
@@ -93,13 +93,18 @@ def kill9(pid: int) -> bool:
         return False
 
 
+def kill_process(proc: psutil.Process) -> bool:
+    """SIGKILL a process found earlier; psutil refuses if its pid now names another process."""
+    try:
+        proc.kill()
+        return True
+    except psutil.NoSuchProcess:
+        return False
+
+
 def kill_marked(marker: str) -> list[int]:
     """SIGKILL every process still carrying the marker (test teardown)."""
-    killed = []
-    for proc in marked_processes(marker):
-        if kill9(proc.pid):
-            killed.append(proc.pid)
-    return killed
+    return [proc.pid for proc in marked_processes(marker) if kill_process(proc)]
 
 
 def scripted_launcher(directory: Path) -> Path:
@@ -143,5 +148,3 @@ def stop(proc: subprocess.Popen, timeout: float = 30) -> int | None:
     return proc.returncode
 
 
-def json_rpc_env(env: dict[str, str], **extra: Any) -> dict[str, str]:
-    return {**os.environ, **env, **{k: str(v) for k, v in extra.items()}}

@@ -11,7 +11,14 @@ from pathlib import Path
 
 import pytest
 from dispatch_harness import (
-    attempt, cli, make_launcher, start_listener, status, wait_finished, wait_until, write_config_atomic,
+    attempt,
+    cli,
+    make_launcher,
+    start_listener,
+    status,
+    wait_finished,
+    wait_until,
+    write_config_atomic,
 )
 from harness import PROJECT, sql
 

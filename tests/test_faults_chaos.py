@@ -21,10 +21,22 @@ from collections import Counter
 from concurrent.futures import Future
 from pathlib import Path
 
+import psutil
 import pytest
 from faultkit import (
-    fault_seed, integrity, kill9, kill_marked, marked_processes, mcp_server_pid, new_marker, query,
-    scripted_launcher, start_listener, stop, wait_until,
+    fault_seed,
+    integrity,
+    kill9,
+    kill_marked,
+    kill_process,
+    marked_processes,
+    mcp_server_pid,
+    new_marker,
+    query,
+    scripted_launcher,
+    start_listener,
+    stop,
+    wait_until,
 )
 from harness import McpAgent, bridge_env, write_config
 
@@ -66,6 +78,7 @@ class Chaos:
         self.observer_call: Future | None = None
         self.next_task = 0
         self.kills = Counter()
+        self.unattempted_at_kill: set[int] = set()
         self.events: list[str] = []
 
     # -- processes --------------------------------------------------------------------
@@ -133,14 +146,29 @@ class Chaos:
             self.observer_call = self.servers["observer"].call_async("receive_messages", limit=5, wait_seconds=2)
 
     # -- faults -----------------------------------------------------------------------
-    def _target(self, cmd: str, exclude: set[int], timeout: float = 1.5) -> int | None:
+    def _target(self, cmd: str, exclude: set[int], timeout: float = 1.5) -> psutil.Process | None:
+        """A random live process of ours to kill; with none running, send a task to make one."""
         deadline = time.monotonic() + timeout
+        first = True
         while time.monotonic() < deadline:
-            pids = sorted(p.pid for p in marked_processes(self.marker, cmd) if p.pid not in exclude)
-            if pids:
-                return self.rng.choice(pids)
+            if not first and not self.pending_dispatch():
+                self.send(self.task_key(self.next_task))
+                self.next_task += 1
+            first = False
+            procs = sorted((p for p in marked_processes(self.marker, cmd) if p.pid not in exclude),
+                           key=lambda p: p.pid)
+            if procs:
+                return self.rng.choice(procs)
             time.sleep(0.02)
         return None
+
+    def pending_dispatch(self) -> bool:
+        """Whether some confirmed task is not yet attempted (or a send is still in flight)."""
+        self.collect_sends()
+        if self.sends:
+            return True
+        attempted = {r[0] for r in query(self.db, "SELECT message_id FROM dispatch_attempts")}
+        return any(i not in attempted for i in self.confirmed.values())
 
     def kill_listener(self) -> None:
         running = [a for a, p in self.listeners.items() if p is not None]
@@ -150,23 +178,27 @@ class Chaos:
         proc = self.listeners[agent]
         kill9(proc.pid)
         proc.wait(30)
+        # Tasks the dead listener had not yet recorded an attempt for: the restart must take them.
+        attempted = {r[0] for r in query(self.db, "SELECT message_id FROM dispatch_attempts")}
+        self.unattempted_at_kill |= {i for k, i in self.confirmed.items()
+                                     if self.recipient(k) == agent and i not in attempted}
         self.listeners[agent] = None
         self.restart_in[agent] = self.rng.randint(0, 3)
         self.kills["listener"] += 1
 
     def kill_supervisor(self) -> None:
         listener_pids = {p.pid for p in self.listeners.values() if p is not None}
-        pid = self._target("listener run", listener_pids)
-        if pid is not None:
+        proc = self._target("listener run", listener_pids)
+        if proc is not None:
             time.sleep(self.rng.uniform(0, 0.1))
-            if kill9(pid):
+            if kill_process(proc):
                 self.kills["supervisor"] += 1
 
     def kill_worker(self) -> None:
-        pid = self._target("scripted_worker.py", set())
-        if pid is not None:
+        proc = self._target("scripted_worker.py", set())
+        if proc is not None:
             time.sleep(self.rng.uniform(0, 0.08))
-            if kill9(pid):
+            if kill_process(proc):
                 self.kills["worker"] += 1
 
     def kill_server(self, role: str) -> None:
@@ -268,6 +300,7 @@ def test_random_kill9_then_restart_every_task_settles_once(chaos):
     injected = time.monotonic() - started
     wait_until(lambda: not chaos.unsettled(), SETTLE_DEADLINE, "every task to have a finished attempt")
     print(f"[chaos] {len(chaos.confirmed)} tasks, kills {dict(chaos.kills)}, "
+          f"{len(chaos.unattempted_at_kill)} tasks not yet attempted when their listener died, "
           f"injection {injected:.1f} s, total {time.monotonic() - started:.1f} s")
 
     db = chaos.db

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from harness import PROJECT
 
-from dispatcher.store import SCHEMA_VERSION, SchemaTooNewError, Store, open_store
 from dispatcher.errors import BridgeError
+from dispatcher.store import SCHEMA_VERSION, SchemaTooNewError, Store, open_store
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from ..config import BridgeConfig, ConfigError, load_config
+from ..errors import BridgeError
 from ..logs import configure_logging, get_logger
 from ..settings import BridgeSettings
 from ..store import Store
@@ -28,6 +29,7 @@ from .supervisor import DispatchRefused, supervise
 
 POLL_SECONDS = 0.02
 RESCAN_SECONDS = 5.0  # also look again without a signal: leases expire, orphans finish
+STORE_RETRY_SECONDS = 1.0  # how often to look for a deleted or replaced store file
 log = get_logger("agent_bridge.listener")
 
 
@@ -111,7 +113,7 @@ class Listener:
         self._set(stage="starting")
         store = Store(self.settings.db)
         try:
-            self._loop(store)
+            self._loop_while_store_missing(store)
         except _Stop:
             log.info("listener_stopping", agent=self.agent, reason="signal")
         finally:
@@ -120,6 +122,31 @@ class Listener:
             self._set(stage="stopped", current=None)
             store.close()
         return 0
+
+    def _loop_while_store_missing(self, store: Store) -> None:
+        """Run the loop; while the store file is deleted or being replaced, say so and wait.
+
+        Exiting instead would have systemd start a fresh listener, which would create a new,
+        empty store next to the old file's -wal/-shm (or read the old store through them).
+        """
+        while True:
+            try:
+                return self._loop(store)
+            except BridgeError as exc:
+                if exc.code != "store_missing":
+                    raise
+                log.warning("store_missing", agent=self.agent)
+                self._set(stage="error", current=None, error=str(exc))
+            while not self.paths.disabled_marker.exists():
+                time.sleep(STORE_RETRY_SECONDS)
+                try:
+                    store.connection()
+                except BridgeError as exc:
+                    if exc.code != "store_missing":
+                        raise
+                    continue
+                self._set(error=f"config: {self.config_error}" if self.config_error else None)
+                break
 
     def _loop(self, store: Store) -> None:
         while not self.paths.disabled_marker.exists():
