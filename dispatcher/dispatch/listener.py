@@ -14,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+import psutil  # noqa: F401  (loaded before fork, so each supervisor starts with it: see procs)
+
 from ..config import BridgeConfig, ConfigError, load_config
 from ..errors import BridgeError
 from ..logs import configure_logging, get_logger
@@ -28,6 +30,7 @@ from .reconcile import reconcile
 from .supervisor import DispatchRefused, supervise
 
 POLL_SECONDS = 0.02
+FILE_CHECK_EVERY = 10  # polls between looks at config.json, the disabled marker and the store file
 RESCAN_SECONDS = 5.0  # also look again without a signal: leases expire, orphans finish
 STORE_RETRY_SECONDS = 1.0  # how often to look for a deleted or replaced store file
 log = get_logger("agent_bridge.listener")
@@ -174,11 +177,16 @@ class Listener:
     def _wait_for_change(self, store: Store, seen: int, timeout: float = RESCAN_SECONDS) -> None:
         marker = self.paths.disabled_marker
         deadline = time.monotonic() + timeout
+        conn, polls = store.connection(), 0
         while time.monotonic() < deadline:
             time.sleep(POLL_SECONDS)
-            if marker.exists() or _file_key(self.config_path) != self._config_key:
-                return
-            if store.connection().execute("PRAGMA data_version").fetchone()[0] != seen:
+            polls += 1
+            # Files change by hand, so they are looked at less often than the store.
+            if polls % FILE_CHECK_EVERY == 0:
+                if marker.exists() or _file_key(self.config_path) != self._config_key:
+                    return
+                conn = store.connection()  # notices a deleted or replaced store file
+            if conn.execute("PRAGMA data_version").fetchone()[0] != seen:
                 return
 
     def _dispatch(self, store: Store, candidate: queue.Candidate) -> None:
