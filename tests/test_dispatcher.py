@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from dispatch_harness import (
+    FAKE_WORKER,
     attempt,
     cli,
     make_launcher,
@@ -101,6 +102,20 @@ def test_launcher_that_cannot_start(listener, db_path, config_path, launchers, k
     done = wait_finished(db_path, task)
     assert (done["outcome"], done["error_kind"], done["worker_pid"]) == ("failed", error_kind, None)
     assert [n["kind"] for n in notices_about(kimi, task)] == ["notice"]
+
+
+def test_cli_diagnostics_are_kept_without_text(listener, db_path, config_path, launchers, kimi):
+    diagnostics = {"is_error": False, "num_turns": 3, "terminal_reason": "completed", "total_cost_usd": 0.01,
+                   "result": "the model answer, with SECRET words", "subtype": "free text is dropped"}
+    launcher = launchers / "launch_diag.sh"
+    launcher.write_text(f"#!/bin/sh\nFAKE_WORKER_DIAGNOSTICS='{json.dumps(diagnostics)}' exec "
+                        f'"$AGENT_BRIDGE_PYTHON" {FAKE_WORKER} "$@"\n')
+    launcher.chmod(0o755)
+    use(config_path, launchers, "succeed", launcher=launcher)
+    done = wait_finished(db_path, send_task(kimi))
+    assert done["outcome"] == "succeeded"
+    assert json.loads(done["diagnostics"]) == {"is_error": False, "num_turns": 3, "terminal_reason": "completed",
+                                               "total_cost_usd": 0.01}
 
 
 def test_failed_dispatch_freezes_the_conversation(listener, db_path, config_path, launchers, kimi):

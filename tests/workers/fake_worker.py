@@ -4,7 +4,8 @@ Usage (from a launcher): fake_worker.py REQUEST_FILE, with FAKE_WORKER_MODE one 
 succeed, slow (succeeds after FAKE_WORKER_DELAY seconds), block, crash, hang, noop,
 ignore_term; the supervisor's environment tells it which message and store. The
 well-behaved path is the package's scripted worker; the rest misbehave on purpose.
-With FAKE_WORKER_LAUNCHES set, it appends its message id to that file first.
+With FAKE_WORKER_LAUNCHES set, it appends its message id to that file first; with
+FAKE_WORKER_DIAGNOSTICS set, it writes that JSON to the diagnostics file, as a launcher would.
 """
 
 import os
@@ -42,6 +43,8 @@ def main() -> int:
         with open(launches, "a") as fh:
             fh.write(f"{MESSAGE_ID}\n")
     assert f"#{MESSAGE_ID}" in Path(sys.argv[1]).read_text(), "request file does not name the message"
+    if diagnostics := os.environ.get("FAKE_WORKER_DIAGNOSTICS"):  # what a CLI's result JSON yields
+        Path(os.environ["AGENT_BRIDGE_DIAGNOSTICS_FILE"]).write_text(diagnostics)
     if MODE == "noop":
         return 0
     if MODE == "ignore_term":
