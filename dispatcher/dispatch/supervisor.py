@@ -50,6 +50,7 @@ def _launch(settings: BridgeSettings, config: BridgeConfig, paths: AgentPaths, m
     request = attempt_dir / REQUEST_NAME
     diagnostics = attempt_dir / "diagnostics.json"
     _write_private(request, prompt)
+    _write_private(diagnostics, "")  # exists as 0600 before the launcher writes into it
     workspace = settings.workspace
     if not workspace.is_dir():
         raise NotADirectoryError(workspace)
