@@ -142,7 +142,7 @@ def check_conversation_send(
     (nothing written) or StateChangedError (an expiry or turn-limit move is kept).
     """
     conv = _settle_expiry(conn, _load(conn, conversation_id, sender), sender, now)
-    if conv["state"] == "expired" and conv["expires_at"] <= now:
+    if conv["state"] == "expired":
         raise StateChangedError(
             "conversation_expired",
             f"conversation #{conversation_id} expired at {iso(conv['expires_at'])} and accepts nothing; "

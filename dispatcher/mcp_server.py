@@ -45,8 +45,6 @@ class Bridge:
     agent: str
     worker_id: str
     store: Store
-    config: BridgeConfig
-    max_body_bytes: int
 
     def call(self, tool: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
         try:
@@ -104,8 +102,6 @@ def build_server(agent: str, store: Store, config: BridgeConfig, settings: Bridg
         agent=agent,
         worker_id=f"{agent}-{os.getpid()}-{secrets.token_hex(4)}",
         store=store,
-        config=config,
-        max_body_bytes=max_body_bytes,
     )
     agents = frozenset(config.agents)
     mcp = MCPServer(

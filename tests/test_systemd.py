@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from harness import bridge_env, write_config
 
 from dispatcher.dispatch import systemd_unit as su
 
@@ -44,22 +45,13 @@ def exec_start_argv(rendered: str, agent: str) -> list[str]:
 
 def isolated_env(root: Path) -> dict[str, str]:
     """Roughly what a user manager gives a unit: a bare environment plus the env-file settings."""
-    config = root / "config.json"
-    config.write_text(
-        json.dumps({"agents": {"claude": {"auto": True, "launcher": "launchers/claude_headless.sh"}}})
-    )
+    config = write_config(root / "config.json", {"claude": {"auto": True, "launcher": "launchers/claude_headless.sh"}})
     return {
         "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
         "HOME": str(root / "home"),
         "LANG": "C.UTF-8",
         "PYTHONUNBUFFERED": "1",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "AGENT_BRIDGE_DB": str(root / "state" / "bridge.db"),
-        "AGENT_BRIDGE_CONFIG": str(config),
-        "AGENT_BRIDGE_RUNTIME_DIR": str(root / "runtime"),
-        "AGENT_BRIDGE_WORKSPACE": str(root),
-        "XDG_STATE_HOME": str(root / "xdg-state"),
-        "XDG_CONFIG_HOME": str(root / "xdg-config"),
+        **bridge_env(root, config),
     }
 
 

@@ -4,6 +4,8 @@ import os
 import signal
 import time
 
+from ..proclocks import lock_holders
+
 # create_time comes from /proc/<pid>/stat in clock ticks; equal processes agree far closer.
 _SAME_START_TOLERANCE = 0.05
 
@@ -67,19 +69,9 @@ def _reap(pgid: int) -> None:
 
 
 def flock_holder(path: str | os.PathLike) -> int | None:
-    """The pid holding a flock on ``path``, read from /proc/locks (read-only: takes no lock)."""
+    """The pid holding a flock on ``path`` (read-only: takes no lock)."""
     try:
-        st = os.stat(path)
-        with open("/proc/locks") as locks:
-            lines = locks.read().splitlines()
+        holders = lock_holders(os.stat(path), "FLOCK")
     except OSError:
         return None
-    wanted = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
-    for line in lines:
-        fields = line.split()
-        # "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"; blocked waiters carry "->".
-        if "->" in fields or len(fields) < 6 or fields[1] != "FLOCK":
-            continue
-        if fields[5] == wanted:
-            return int(fields[4])
-    return None
+    return holders[0] if holders else None

@@ -15,6 +15,7 @@ SELECT m.id, m.sender, m.kind, m.conversation_id, m.created_at
 FROM messages AS m
 LEFT JOIN conversations AS c ON c.id = m.conversation_id
 WHERE m.recipient = :agent
+  AND (:id IS NULL OR m.id = :id)
   AND m.acknowledged_at IS NULL
   AND (m.claim_owner IS NULL OR m.claim_expires_at <= :now)
   AND NOT EXISTS (SELECT 1 FROM dispatch_attempts AS a WHERE a.message_id = m.id)
@@ -40,7 +41,7 @@ class Candidate:
 
 
 def _query(conn: sqlite3.Connection, sql: str, agent: str, now: float, max_age: float, limit: int) -> list[Candidate]:
-    rows = conn.execute(sql, {"agent": agent, "now": now, "oldest": now - max_age, "limit": limit})
+    rows = conn.execute(sql, {"agent": agent, "now": now, "oldest": now - max_age, "limit": limit, "id": None})
     return [Candidate(*row) for row in rows]
 
 
@@ -54,6 +55,5 @@ def stale(conn: sqlite3.Connection, agent: str, now: float, max_age: float, limi
 
 def is_candidate(conn: sqlite3.Connection, agent: str, message_id: int, now: float) -> bool:
     """Whether one message is in the dispatch set, ignoring age (for a deliberate manual dispatch)."""
-    sql = _CANDIDATES.format(age_test=">=").replace("WHERE m.recipient", "WHERE m.id = :id AND m.recipient")
-    row = conn.execute(sql, {"agent": agent, "now": now, "oldest": float("-inf"), "limit": 1, "id": message_id})
+    row = conn.execute(_DISPATCHABLE, {"agent": agent, "now": now, "oldest": float("-inf"), "limit": 1, "id": message_id})
     return row.fetchone() is not None

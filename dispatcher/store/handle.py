@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ..errors import BridgeError
 from ..logs import get_logger
+from ..proclocks import lock_holders
 from .connection import open_store
 
 SIDECARS = ("-wal", "-shm")
@@ -33,21 +34,9 @@ def _file_id(st: os.stat_result) -> tuple[int, int]:
 
 
 def _locked_by_other_process(st: os.stat_result) -> bool:
-    """Whether /proc/locks shows another process's lock on this file (SQLite's -shm locks)."""
-    try:
-        with open("/proc/locks") as fh:
-            lines = fh.read().splitlines()
-    except OSError:
-        return True  # cannot tell: assume it is in use
-    wanted = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
-    for line in lines:
-        # "1: POSIX  ADVISORY  READ 1234 08:01:5678 128 128"; blocked waiters carry "->".
-        fields = line.split()
-        if "->" in fields or len(fields) < 6:
-            continue
-        if fields[5] == wanted and fields[4] != str(os.getpid()):
-            return True
-    return False
+    """Whether another process holds a lock on this file (SQLite's -shm locks)."""
+    holders = lock_holders(st)
+    return holders is None or any(pid != os.getpid() for pid in holders)  # unknown: assume in use
 
 
 class Store:
