@@ -11,6 +11,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
+from .errors import ConfigError
 from .validation import AGENT_ID_PATTERN
 
 AgentId = Annotated[str, StringConstraints(pattern=f"^{AGENT_ID_PATTERN}$")]
@@ -33,13 +34,6 @@ class BridgeConfig(BaseModel):
     def launcher_path(self, agent: str, project_dir: Path) -> Path:
         path = Path(self.agents[agent].launcher).expanduser()
         return path if path.is_absolute() else project_dir / path
-
-
-class ConfigError(Exception):
-    def __init__(self, path: Path, reason: str) -> None:
-        super().__init__(f"config {path} is invalid: {reason}")
-        self.path = path
-        self.reason = reason
 
 
 def load_config(path: Path) -> BridgeConfig:

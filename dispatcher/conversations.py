@@ -248,13 +248,14 @@ def conversation_action(
 
 
 def block_conversation(
-    conn: sqlite3.Connection, conversation_id: int, actor: str, reason: str, now: float | None = None
+    conn: sqlite3.Connection, conversation_id: int, actor: str, reason: str, now: float
 ) -> bool:
-    """Freeze an active conversation after a failed dispatch (the dispatcher's move)."""
-    now = clock_now() if now is None else now
-    with write_transaction(conn):
-        conv = conn.execute("SELECT * FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
-        if conv is None or conv["state"] != "active":
-            return False
-        _record_transition(conn, conv, "blocked", actor, reason, now)
-        return True
+    """Freeze an active conversation after a failed dispatch (the dispatcher's move).
+
+    Runs inside the caller's write transaction: it commits with the verdict it follows from.
+    """
+    conv = conn.execute("SELECT * FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
+    if conv is None or conv["state"] != "active":
+        return False
+    _record_transition(conn, conv, "blocked", actor, reason, now)
+    return True

@@ -1,10 +1,18 @@
-"""Typed refusals shared by every layer.
+"""One error root for everything the bridge reports, with families under it.
 
-A ``BridgeError`` carries a stable machine ``code`` (snake_case, part of the public
+``BridgeError`` carries a stable machine ``code`` (snake_case, part of the public
 contract) and a message saying what was wrong and what to do. Domain functions raise
 it *before* writing anything, or inside a transaction that is then rolled back, so a
-refusal never leaves a partial write behind.
+refusal never leaves a partial write behind. The MCP layer turns it into a tool error,
+the CLI's one top-level handler into ``agent-bridge: <code>: <message>`` and an exit code.
+
+Families: ``StateChangedError`` (a refusal whose transaction still commits a rule's
+move), ``ConfigError`` (config.json), ``DispatchRefused`` (nothing was launched) with
+``AlreadyAttempted``, and ``StoreUnavailable`` (sqlite3 and OS errors wrapped at the
+store boundary).
 """
+
+from pathlib import Path
 
 
 class BridgeError(Exception):
@@ -25,3 +33,28 @@ class StateChangedError(BridgeError):
     expired conversation settles it as ``expired``, and a send past the turn budget
     moves it to ``needs_human``. The transaction commits that move, then raises.
     """
+
+
+class ConfigError(BridgeError):
+    """config.json is unusable; ``reason`` says why (the listener shows it as its error)."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__("config_invalid", f"config {path} is invalid: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+class DispatchRefused(BridgeError):
+    """A dispatch was refused before anything was launched."""
+
+
+class AlreadyAttempted(DispatchRefused):
+    def __init__(self, message_id: int) -> None:
+        super().__init__(
+            "already_attempted", f"message #{message_id} was already attempted; attempts are never repeated."
+        )
+        self.message_id = message_id
+
+
+class StoreUnavailable(BridgeError):
+    """The store could not complete an operation (locked, full, read-only, corrupt, unreadable)."""

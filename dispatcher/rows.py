@@ -19,11 +19,13 @@ def insert_message(
     conversation_id: int | None = None,
     dedup_key: str | None = None,
     response_deadline: float | None = None,
+    origin: str = "agent",
 ) -> int:
+    """``origin='system'`` marks the dispatcher's own notices; no tool can write one."""
     cur = conn.execute(
         "INSERT INTO messages (sender, recipient, kind, text, reply_to, conversation_id,"
-        " dedup_key, created_at, response_deadline) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (sender, recipient, kind, text, reply_to, conversation_id, dedup_key, created_at, response_deadline),
+        " dedup_key, created_at, response_deadline, origin) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (sender, recipient, kind, text, reply_to, conversation_id, dedup_key, created_at, response_deadline, origin),
     )
     return cur.lastrowid
 
@@ -52,6 +54,7 @@ def message_view(row: sqlite3.Row, worker_id: str, now: float) -> dict:
         "recipient": row["recipient"],
         "text": row["text"],
         "kind": row["kind"],
+        "origin": row["origin"],
         "reply_to": row["reply_to"],
         "conversation_id": row["conversation_id"],
         "created_at": iso(row["created_at"]),

@@ -413,7 +413,9 @@ def test_v1_store_is_migrated_by_a_running_server_and_listener(tmp_path):
     with contextlib.closing(sqlite3.connect(db)) as conn:
         conn.executescript((FIXTURES / "store_v1.sql").read_text())
         conn.execute("PRAGMA user_version = 1")
-    before = query(db, "SELECT * FROM messages ORDER BY id")
+    v1_columns = ("id, sender, recipient, kind, text, reply_to, conversation_id, dedup_key, created_at,"
+                  " response_deadline, delivered_at, acknowledged_at, claim_owner, claim_expires_at")
+    before = query(db, f"SELECT {v1_columns} FROM messages ORDER BY id")
     conversations = query(db, "SELECT * FROM conversations ORDER BY id")
 
     # Everyone starts at once on the old store: the first to take the write lock migrates.
@@ -423,7 +425,7 @@ def test_v1_store_is_migrated_by_a_running_server_and_listener(tmp_path):
     try:
         kimi.wait_ready(), claude.wait_ready()
         assert query(db, "PRAGMA user_version")[0][0] == SCHEMA_VERSION
-        assert query(db, "SELECT * FROM messages ORDER BY id") == before
+        assert query(db, f"SELECT {v1_columns} FROM messages ORDER BY id") == before
         assert query(db, "SELECT * FROM conversations ORDER BY id") == conversations
         # The old messages read back through the tools, text intact.
         for message_id, text in ((1, "standalone task"), (2, "fixture goal"), (3, "plain reply ✓")):

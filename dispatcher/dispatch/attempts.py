@@ -11,7 +11,11 @@ import sqlite3
 import time
 from typing import Any
 
+from ..config import BridgeConfig
+from ..errors import AlreadyAttempted, DispatchRefused
+from ..rows import fetch_message
 from ..store import write_transaction
+from . import queue
 
 FAILURE_OUTCOMES = ("failed", "timeout", "crashed")
 OUTCOMES = ("succeeded", "blocked", *FAILURE_OUTCOMES)
@@ -20,23 +24,42 @@ _ENUM_WORD = re.compile(r"[A-Za-z0-9_.:-]{1,40}")
 MAX_DIAGNOSTIC_KEYS = 32
 
 
-class AlreadyAttempted(Exception):
-    pass
+def begin_attempt(
+    conn: sqlite3.Connection, *, message_id: int, config: BridgeConfig, now: float, manual: bool,
+    supervisor_pid: int, supervisor_start: float | None, worker_token: str,
+) -> sqlite3.Row:
+    """The barrier: in one BEGIN IMMEDIATE, check the message is dispatchable and record the attempt.
 
-
-def record_attempt(
-    conn: sqlite3.Connection, *, message_id: int, agent: str, supervisor_pid: int,
-    supervisor_start: float | None, deadline: float, now: float,
-) -> None:
-    try:
-        with write_transaction(conn):
-            conn.execute(
-                "INSERT INTO dispatch_attempts (message_id, agent, state, started_at, supervisor_pid,"
-                " supervisor_start_time, deadline) VALUES (?, ?, 'recorded', ?, ?, ?, ?)",
-                (message_id, agent, now, supervisor_pid, supervisor_start, deadline),
+    Returns the message row. Raises DispatchRefused (nothing recorded, nothing launched);
+    AlreadyAttempted when an attempt exists, whoever recorded it.
+    """
+    with write_transaction(conn):
+        message = fetch_message(conn, message_id)
+        if message is None:
+            raise DispatchRefused("message_not_found", f"there is no message #{message_id}.")
+        agent = message["recipient"]
+        if agent not in config.agents:
+            raise DispatchRefused(
+                "unknown_agent", f"message #{message_id} is for {agent}, which config.json does not declare."
             )
-    except sqlite3.IntegrityError:
-        raise AlreadyAttempted(message_id) from None
+        if get_attempt(conn, message_id) is not None:
+            raise AlreadyAttempted(message_id)
+        if not queue.is_candidate(conn, agent, message_id, now):
+            raise DispatchRefused(
+                "not_dispatchable",
+                f"message #{message_id} is not dispatchable: it must be an unacknowledged, unclaimed task (or a "
+                "review result in an active conversation) that was never attempted. See `agent-bridge listener "
+                "pending`.",
+            )
+        if not manual and message["created_at"] < now - config.dispatch_max_age_seconds:
+            raise DispatchRefused("stale", f"message #{message_id} is older than dispatch_max_age_seconds.")
+        deadline = now + config.agents[agent].worker_timeout_seconds
+        conn.execute(
+            "INSERT INTO dispatch_attempts (message_id, agent, state, started_at, supervisor_pid,"
+            " supervisor_start_time, deadline, worker_token) VALUES (?, ?, 'recorded', ?, ?, ?, ?, ?)",
+            (message_id, agent, now, supervisor_pid, supervisor_start, deadline, worker_token),
+        )
+    return message
 
 
 def mark_spawned(conn: sqlite3.Connection, message_id: int, worker_pid: int, worker_start: float | None) -> None:
@@ -52,15 +75,14 @@ def finish_attempt(
     conn: sqlite3.Connection, message_id: int, *, outcome: str, now: float, exit_code: int | None = None,
     error_kind: str | None = None, diagnostics: dict[str, Any] | None = None,
 ) -> bool:
-    """Settle an attempt once; returns False if someone else settled it first."""
-    with write_transaction(conn):
-        cur = conn.execute(
-            "UPDATE dispatch_attempts SET state = 'finished', outcome = ?, exit_code = ?, error_kind = ?,"
-            " finished_at = ?, duration_seconds = ? - started_at, diagnostics = ?"
-            " WHERE message_id = ? AND state != 'finished'",
-            (outcome, exit_code, error_kind, now, now, json.dumps(diagnostics) if diagnostics else None, message_id),
-        )
-        return cur.rowcount == 1
+    """Settle an attempt once, inside the caller's write transaction; False if already settled."""
+    cur = conn.execute(
+        "UPDATE dispatch_attempts SET state = 'finished', outcome = ?, exit_code = ?, error_kind = ?,"
+        " finished_at = ?, duration_seconds = ? - started_at, diagnostics = ?"
+        " WHERE message_id = ? AND state != 'finished'",
+        (outcome, exit_code, error_kind, now, now, json.dumps(diagnostics) if diagnostics else None, message_id),
+    )
+    return cur.rowcount == 1
 
 
 def get_attempt(conn: sqlite3.Connection, message_id: int) -> sqlite3.Row | None:

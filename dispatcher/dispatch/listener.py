@@ -16,8 +16,8 @@ from pathlib import Path
 
 import psutil  # noqa: F401  (loaded before fork, so each supervisor starts with it: see procs)
 
-from ..config import BridgeConfig, ConfigError, load_config
-from ..errors import BridgeError
+from ..config import BridgeConfig, load_config
+from ..errors import BridgeError, ConfigError, DispatchRefused
 from ..logs import configure_logging, get_logger
 from ..settings import BridgeSettings
 from ..store import Store
@@ -27,7 +27,7 @@ from .paths import AgentPaths
 from .procs import flock_holder
 from .progress import write_progress
 from .reconcile import reconcile
-from .supervisor import DispatchRefused, supervise
+from .supervisor import supervise
 
 POLL_SECONDS = 0.02
 FILE_CHECK_EVERY = 10  # polls between looks at config.json, the disabled marker and the store file

@@ -1,16 +1,10 @@
 """Where one agent's dispatcher files live, all inside the private (0700) runtime directory."""
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..locations import Locations
-
-
-def ensure_private_dir(path: Path) -> Path:
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.chmod(path, 0o700)
-    return path
+from ..private_files import ensure_private_dir
 
 
 @dataclass(frozen=True)

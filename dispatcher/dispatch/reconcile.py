@@ -8,7 +8,7 @@ import sqlite3
 import time
 
 from .attempts import unsettled_attempts
-from .outcome import conclude
+from .outcome import settle
 from .paths import AgentPaths
 from .procs import is_same_process, kill_group
 from .supervisor import KILL_GRACE_SECONDS, REQUEST_NAME
@@ -27,10 +27,10 @@ def reconcile(conn: sqlite3.Connection, paths: AgentPaths) -> bool:
             continue
         if worker_alive:
             kill_group(attempt["worker_pid"], KILL_GRACE_SECONDS)
-            conclude(conn, attempt["message_id"], fallback="timeout", error_kind="timeout")
+            settle(conn, attempt["message_id"], fallback="timeout", error_kind="timeout")
         else:
             gone = "worker_gone" if attempt["worker_pid"] else "supervisor_gone"
-            conclude(conn, attempt["message_id"], fallback="crashed", error_kind=gone)
+            settle(conn, attempt["message_id"], fallback="crashed", error_kind=gone)
         # A supervisor killed mid-way could not remove the task text it wrote.
         (paths.attempt_dir(attempt["message_id"]) / REQUEST_NAME).unlink(missing_ok=True)
     return busy

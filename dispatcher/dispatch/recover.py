@@ -5,6 +5,7 @@ import logging
 import time
 
 from ..config import ConfigError, load_config
+from ..errors import DispatchRefused
 from ..logs import configure_logging
 from ..settings import BridgeSettings
 from ..store import open_store
@@ -12,7 +13,7 @@ from . import queue
 from .attempts import get_attempt
 from .paths import AgentPaths
 from .reconcile import reconcile
-from .supervisor import DispatchRefused, supervise
+from .supervisor import supervise
 
 
 def _log_to(settings: BridgeSettings, agent: str) -> None:

@@ -3,6 +3,7 @@ timeout, and a verdict from the store's evidence."""
 
 import json
 import os
+import secrets
 import subprocess
 import sys
 import time
@@ -11,13 +12,12 @@ from pathlib import Path
 
 from ..config import BridgeConfig
 from ..logs import get_logger
-from ..rows import fetch_message
+from ..private_files import create_private_file, ensure_private_dir, open_private_append
 from ..settings import PROJECT_DIR, BridgeSettings
 from ..store import open_store
-from . import queue
-from .attempts import AlreadyAttempted, clean_diagnostics, mark_spawned, record_attempt
-from .outcome import conclude
-from .paths import AgentPaths, ensure_private_dir
+from .attempts import begin_attempt, clean_diagnostics, mark_spawned
+from .outcome import settle
+from .paths import AgentPaths
 from .procs import group_alive, kill_group, start_time
 from .prompts import worker_prompt
 
@@ -26,22 +26,10 @@ REQUEST_NAME = "request.md"
 log = get_logger("agent_bridge.dispatch")
 
 
-class DispatchRefused(Exception):
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(f"{code}: {message}")
-        self.code = code
-
-
 @dataclass
 class Launch:
     proc: subprocess.Popen
     diagnostics: Path
-
-
-def _write_private(path: Path, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
 
 
 def _launch(settings: BridgeSettings, config: BridgeConfig, paths: AgentPaths, message, prompt: str) -> Launch:
@@ -49,8 +37,8 @@ def _launch(settings: BridgeSettings, config: BridgeConfig, paths: AgentPaths, m
     attempt_dir = ensure_private_dir(paths.attempt_dir(message_id))
     request = attempt_dir / REQUEST_NAME
     diagnostics = attempt_dir / "diagnostics.json"
-    _write_private(request, prompt)
-    _write_private(diagnostics, "")  # exists as 0600 before the launcher writes into it
+    create_private_file(request, prompt)
+    create_private_file(diagnostics, "")  # exists as 0600 before the launcher writes into it
     workspace = settings.workspace
     if not workspace.is_dir():
         raise NotADirectoryError(workspace)
@@ -66,7 +54,7 @@ def _launch(settings: BridgeSettings, config: BridgeConfig, paths: AgentPaths, m
         "AGENT_BRIDGE_DIAGNOSTICS_FILE": str(diagnostics),
         "AGENT_BRIDGE_WORKSPACE": str(workspace),
     }
-    log_fd = os.open(attempt_dir / "worker.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    log_fd = open_private_append(attempt_dir / "worker.log")
     try:
         proc = subprocess.Popen(
             [str(config.launcher_path(agent, PROJECT_DIR)), str(request)],
@@ -96,28 +84,12 @@ def supervise(settings: BridgeSettings, config: BridgeConfig, message_id: int, *
 
 def _supervise(conn, settings: BridgeSettings, config: BridgeConfig, message_id: int, manual: bool) -> str:
     now = time.time()
-    message = fetch_message(conn, message_id)
-    if message is None:
-        raise DispatchRefused("message_not_found", f"there is no message #{message_id}.")
+    message = begin_attempt(
+        conn, message_id=message_id, config=config, now=now, manual=manual, supervisor_pid=os.getpid(),
+        supervisor_start=start_time(os.getpid()), worker_token=secrets.token_hex(16),
+    )
     agent = message["recipient"]
-    if agent not in config.agents:
-        raise DispatchRefused("unknown_agent", f"message #{message_id} is for {agent}, which config.json does not declare.")
-    if not queue.is_candidate(conn, agent, message_id, now):
-        raise DispatchRefused(
-            "not_dispatchable",
-            f"message #{message_id} is not dispatchable: it must be an unacknowledged, unclaimed task (or a review "
-            "result in an active conversation) that was never attempted. See `agent-bridge listener pending`.",
-        )
-    if not manual and message["created_at"] < now - config.dispatch_max_age_seconds:
-        raise DispatchRefused("stale", f"message #{message_id} is older than dispatch_max_age_seconds.")
     timeout = config.agents[agent].worker_timeout_seconds
-    try:
-        record_attempt(
-            conn, message_id=message_id, agent=agent, supervisor_pid=os.getpid(),
-            supervisor_start=start_time(os.getpid()), deadline=now + timeout, now=now,
-        )
-    except AlreadyAttempted:
-        raise DispatchRefused("already_attempted", f"message #{message_id} was already attempted; attempts are never repeated.") from None
     log.info("attempt_recorded", message_id=message_id, agent=agent, sender=message["sender"], manual=manual)
 
     paths = AgentPaths.of(settings, agent).ensure()
@@ -134,7 +106,7 @@ def _run_worker(conn, settings, config, paths, message, timeout: int, deadline: 
         launch = _launch(settings, config, paths, message, worker_prompt(conn, message))
     except OSError as exc:
         log.warning("spawn_failed", message_id=message_id, error=type(exc).__name__)
-        return conclude(conn, message_id, fallback="failed", error_kind=f"spawn:{type(exc).__name__}")
+        return settle(conn, message_id, fallback="failed", error_kind=f"spawn:{type(exc).__name__}")
     pid = launch.proc.pid
     mark_spawned(conn, message_id, pid, start_time(pid))
     log.info("worker_started", message_id=message_id, worker_pid=pid)
@@ -149,7 +121,7 @@ def _run_worker(conn, settings, config, paths, message, timeout: int, deadline: 
         launch.proc.wait()
     if group_alive(pid):  # the leader is gone but something it started is still in the group
         kill_group(pid, KILL_GRACE_SECONDS)
-    return conclude(
+    return settle(
         conn, message_id, fallback="timeout" if timed_out else "failed",
         error_kind="timeout" if timed_out else None,
         exit_code=launch.proc.returncode, diagnostics=_read_diagnostics(launch.diagnostics),

@@ -80,6 +80,25 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX dispatch_attempts_unsettled ON dispatch_attempts (agent)
         WHERE state != 'finished';
     """,
+    # 3: system notices in their own namespace, a per-attempt token marking the worker's
+    # process tree, and the store-side listener lease (one listener per agent per store).
+    """
+    ALTER TABLE messages ADD COLUMN origin TEXT NOT NULL DEFAULT 'agent'
+        CHECK (origin IN ('agent', 'system'));
+    UPDATE messages SET origin = 'system', dedup_key = NULL
+        WHERE kind = 'notice' AND dedup_key = 'agent-bridge:dispatch-notice:' || reply_to
+          AND EXISTS (SELECT 1 FROM dispatch_attempts AS a
+                      WHERE a.message_id = messages.reply_to AND a.outcome IN ('failed', 'timeout', 'crashed'));
+    ALTER TABLE dispatch_attempts ADD COLUMN worker_token TEXT;
+    CREATE TABLE listeners (
+        agent TEXT PRIMARY KEY,
+        pid INTEGER NOT NULL,
+        start_time REAL,   -- the process's /proc start time, to recognise a recycled pid
+        host TEXT NOT NULL,
+        runtime_dir TEXT NOT NULL,
+        started_at REAL NOT NULL
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
