@@ -27,6 +27,8 @@ class BridgeSettings(BaseSettings):
     runtime_dir: Path | None = None
     # What reaches stderr; the private log files always take INFO (dispatcher) or WARNING (server).
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
+    # "worker": a server started for a headless worker offers only the tools a worker needs.
+    role: Literal["session", "worker"] = "session"
     # The MCP server's identity; read here so that AGENT_ID is documented with the rest.
     agent_id: str | None = Field(default=None, validation_alias="AGENT_ID")
 
