@@ -2,11 +2,9 @@
 
 A conversation alternates task -> result -> follow-up task -> result ..., with exactly
 one task or result in flight. Every task and result takes a turn; a notice takes none.
-Only ``active`` conversations accept messages. States:
-
-    active --complete--> completed        active/blocked/needs_human --cancel--> cancelled
-    active --needs_human / turn limit--> needs_human
-    active --dispatch failure--> blocked  active (past expiry, when touched) --> expired
+The budget rule: a task is accepted only when a turn is left for its result, so the
+last turn is always a result and its sender's review can still decide. Only ``active``
+conversations accept messages. Every state change is one row of ``TRANSITIONS``.
 """
 
 import sqlite3
@@ -18,17 +16,46 @@ from .rows import find_dedup, insert_message
 from .store import write_transaction
 from .validation import check_body, check_dedup_key, check_message_id, clamp
 
-TERMINAL_STATES = ("completed", "cancelled", "expired")
-ACTIONS = ("status", "cancel", "complete", "needs_human")
-# action -> (target state, states it may be taken from)
-_TRANSITIONS = {
-    "cancel": ("cancelled", ("active", "blocked", "needs_human")),
+# event -> (target state, states it may happen in). The agents' actions (complete,
+# needs_human, cancel) and the rules' moves (expire when touched past the expiry,
+# turn_limit on a send past the budget, dispatch_failed after a failed dispatch).
+TRANSITIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     "complete": ("completed", ("active",)),
     "needs_human": ("needs_human", ("active",)),
+    "cancel": ("cancelled", ("active", "blocked", "needs_human")),
+    "expire": ("expired", ("active",)),
+    "turn_limit": ("needs_human", ("active",)),
+    "dispatch_failed": ("blocked", ("active",)),
 }
+STATES = ("active", "blocked", "needs_human", "completed", "cancelled", "expired")
+ACCEPTS_MESSAGES = ("active",)
+ACTIONS = ("status", "cancel", "complete", "needs_human")
 MAX_TURNS_RANGE = (2, 20)
 EXPIRY_RANGE_SECONDS = (60, 86400)
 RECENT_TRANSITIONS = 10
+
+
+def next_state(state: str, event: str) -> str | None:
+    """The state ``event`` moves a conversation in ``state`` to; None when it may not happen there."""
+    target, allowed_from = TRANSITIONS[event]
+    return target if state in allowed_from else None
+
+
+def effective_state(state: str, expires_at: float, now: float) -> str:
+    """The state as the next touch will see it: an active conversation past its expiry is expired."""
+    if expires_at <= now and next_state(state, "expire") is not None:
+        return TRANSITIONS["expire"][0]
+    return state
+
+
+def accepts_messages(state: str) -> bool:
+    return state in ACCEPTS_MESSAGES
+
+
+def turn_available(kind: str, turn_count: int, max_turns: int) -> bool:
+    """The budget rule: a result needs one turn left, a task two (its own and its result's)."""
+    needed = 2 if kind == "task" else 1
+    return turn_count + needed <= max_turns
 
 
 def _record_transition(
@@ -57,8 +84,9 @@ def _load(conn: sqlite3.Connection, conversation_id: int, agent: str) -> sqlite3
 
 def _settle_expiry(conn: sqlite3.Connection, conv: sqlite3.Row, actor: str, now: float) -> sqlite3.Row:
     """An active conversation past its expiry becomes ``expired`` when it is touched."""
-    if conv["state"] == "active" and conv["expires_at"] <= now:
-        _record_transition(conn, conv, "expired", actor, "expired", now)
+    state = effective_state(conv["state"], conv["expires_at"], now)
+    if state != conv["state"]:
+        _record_transition(conn, conv, state, actor, "expired", now)
         return conn.execute("SELECT * FROM conversations WHERE id = ?", (conv["id"],)).fetchone()
     return conv
 
@@ -148,7 +176,7 @@ def check_conversation_send(
             f"conversation #{conversation_id} expired at {iso(conv['expires_at'])} and accepts nothing; "
             "start a new conversation if the goal still matters.",
         )
-    if conv["state"] != "active":
+    if not accepts_messages(conv["state"]):
         raise BridgeError(
             "conversation_not_active",
             f"conversation #{conversation_id} is {conv['state']} and accepts no messages; "
@@ -179,12 +207,13 @@ def check_conversation_send(
             f"a {kind} must answer a {expected} sent to you. "
             + ("Wait for the result." if in_flight["recipient"] != sender else ""),
         )
-    if conv["turn_count"] + 1 > conv["max_turns"]:
-        _record_transition(conn, conv, "needs_human", sender, "turn_limit", now)
+    if not turn_available(kind, conv["turn_count"], conv["max_turns"]):
+        _record_transition(conn, conv, next_state(conv["state"], "turn_limit"), sender, "turn_limit", now)
+        room = " (a task needs a turn left for its result)" if kind == "task" else ""
         raise StateChangedError(
             "turn_limit_reached",
-            f"conversation #{conversation_id} has used all {conv['max_turns']} turns; it is now "
-            "needs_human and a human decides what happens next.",
+            f"conversation #{conversation_id} has used {conv['turn_count']} of {conv['max_turns']} turns, "
+            f"too many for another {kind}{room}; it is now needs_human and a human decides what happens next.",
         )
     return True
 
@@ -233,10 +262,10 @@ def conversation_action(
         conv = _settle_expiry(conn, _load(conn, conversation_id, agent), agent, now)
         if action == "status":
             return _status(conn, conv)
-        target, allowed_from = _TRANSITIONS[action]
+        target, allowed_from = TRANSITIONS[action]
         if conv["state"] == target:
             return {**_status(conn, conv), "changed": False}
-        if conv["state"] not in allowed_from:
+        if next_state(conv["state"], action) is None:
             raise BridgeError(
                 "invalid_transition",
                 f"conversation #{conversation_id} is {conv['state']}; '{action}' is allowed only from "
@@ -255,7 +284,11 @@ def block_conversation(
     Runs inside the caller's write transaction: it commits with the verdict it follows from.
     """
     conv = conn.execute("SELECT * FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
-    if conv is None or conv["state"] != "active":
+    if conv is None:
         return False
-    _record_transition(conn, conv, "blocked", actor, reason, now)
+    conv = _settle_expiry(conn, conv, actor, now)
+    target = next_state(conv["state"], "dispatch_failed")
+    if target is None:
+        return False
+    _record_transition(conn, conv, target, actor, reason, now)
     return True

@@ -3,6 +3,9 @@
 ``dispatch_attempts.message_id`` is the primary key, so inserting the row *is* the
 decision to launch: a rescan, a restart, a duplicate listener or a second supervisor
 loses the insert and launches nothing. Attempts are never retried automatically.
+An attempt's state only moves along ``TRANSITIONS``: recorded -> spawned -> finished,
+or recorded -> finished (nothing was started, or it was settled before its spawn was
+recorded); a finished attempt never moves again.
 """
 
 import json
@@ -17,11 +20,27 @@ from ..rows import fetch_message
 from ..store import write_transaction
 from . import queue
 
+# event -> (target state, states it may happen in)
+TRANSITIONS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "spawn": ("spawned", ("recorded",)),
+    "finish": ("finished", ("recorded", "spawned")),
+}
 FAILURE_OUTCOMES = ("failed", "timeout", "crashed")
 OUTCOMES = ("succeeded", "blocked", *FAILURE_OUTCOMES)
 # Launcher diagnostics we keep: numbers, booleans and enum-like words, never free text.
 _ENUM_WORD = re.compile(r"[A-Za-z0-9_.:-]{1,40}")
 MAX_DIAGNOSTIC_KEYS = 32
+
+
+def _move(conn: sqlite3.Connection, message_id: int, event: str, assignments: str, params: tuple) -> bool:
+    """One guarded UPDATE along ``TRANSITIONS``; False when the attempt is in no state ``event`` leaves."""
+    target, allowed_from = TRANSITIONS[event]
+    marks = ", ".join("?" * len(allowed_from))
+    cur = conn.execute(
+        f"UPDATE dispatch_attempts SET state = ?, {assignments} WHERE message_id = ? AND state IN ({marks})",
+        (target, *params, message_id, *allowed_from),
+    )
+    return cur.rowcount == 1
 
 
 def begin_attempt(
@@ -30,44 +49,35 @@ def begin_attempt(
 ) -> sqlite3.Row:
     """The barrier: in one BEGIN IMMEDIATE, check the message is dispatchable and record the attempt.
 
-    Returns the message row. Raises DispatchRefused (nothing recorded, nothing launched);
-    AlreadyAttempted when an attempt exists, whoever recorded it.
+    ``manual`` (an explicit ``agent-bridge dispatch ID``) skips the ``auto`` and age tests,
+    nothing else. Returns the message row. Raises DispatchRefused (nothing recorded,
+    nothing launched); AlreadyAttempted when an attempt exists, whoever recorded it.
     """
     with write_transaction(conn):
-        message = fetch_message(conn, message_id)
-        if message is None:
-            raise DispatchRefused("message_not_found", f"there is no message #{message_id}.")
-        agent = message["recipient"]
-        if agent not in config.agents:
-            raise DispatchRefused(
-                "unknown_agent", f"message #{message_id} is for {agent}, which config.json does not declare."
-            )
-        if get_attempt(conn, message_id) is not None:
+        facts = queue.message_facts(conn, message_id, now)
+        if facts is None:
+            raise DispatchRefused("message_not_found", f"there is no message #{message_id}; check the id.")
+        refusal = queue.dispatch_refusal(facts, now, config, manual)
+        if refusal == "already_attempted":
             raise AlreadyAttempted(message_id)
-        if not queue.is_candidate(conn, agent, message_id, now):
-            raise DispatchRefused(
-                "not_dispatchable",
-                f"message #{message_id} is not dispatchable: it must be an unacknowledged, unclaimed task (or a "
-                "review result in an active conversation) that was never attempted. See `agent-bridge listener "
-                "pending`.",
-            )
-        if not manual and message["created_at"] < now - config.dispatch_max_age_seconds:
-            raise DispatchRefused("stale", f"message #{message_id} is older than dispatch_max_age_seconds.")
+        if refusal is not None:
+            raise DispatchRefused(refusal, queue.refusal_text(refusal, facts, config))
+        agent = facts.recipient
         deadline = now + config.agents[agent].worker_timeout_seconds
         conn.execute(
             "INSERT INTO dispatch_attempts (message_id, agent, state, started_at, supervisor_pid,"
             " supervisor_start_time, deadline, worker_token) VALUES (?, ?, 'recorded', ?, ?, ?, ?, ?)",
             (message_id, agent, now, supervisor_pid, supervisor_start, deadline, worker_token),
         )
-    return message
+        return fetch_message(conn, message_id)
 
 
-def mark_spawned(conn: sqlite3.Connection, message_id: int, worker_pid: int, worker_start: float | None) -> None:
+def mark_spawned(conn: sqlite3.Connection, message_id: int, worker_pid: int, worker_start: float | None) -> bool:
+    """Record the worker; False when the attempt was settled meanwhile (it stays as settled)."""
     with write_transaction(conn):
-        conn.execute(
-            "UPDATE dispatch_attempts SET state = 'spawned', worker_pid = ?, worker_start_time = ?,"
-            " worker_started_at = ? WHERE message_id = ?",
-            (worker_pid, worker_start, time.time(), message_id),
+        return _move(
+            conn, message_id, "spawn", "worker_pid = ?, worker_start_time = ?, worker_started_at = ?",
+            (worker_pid, worker_start, time.time()),
         )
 
 
@@ -76,13 +86,12 @@ def finish_attempt(
     error_kind: str | None = None, diagnostics: dict[str, Any] | None = None,
 ) -> bool:
     """Settle an attempt once, inside the caller's write transaction; False if already settled."""
-    cur = conn.execute(
-        "UPDATE dispatch_attempts SET state = 'finished', outcome = ?, exit_code = ?, error_kind = ?,"
-        " finished_at = ?, duration_seconds = ? - started_at, diagnostics = ?"
-        " WHERE message_id = ? AND state != 'finished'",
-        (outcome, exit_code, error_kind, now, now, json.dumps(diagnostics) if diagnostics else None, message_id),
+    return _move(
+        conn, message_id, "finish",
+        "outcome = ?, exit_code = ?, error_kind = ?, finished_at = ?, duration_seconds = ? - started_at,"
+        " diagnostics = ?",
+        (outcome, exit_code, error_kind, now, now, json.dumps(diagnostics) if diagnostics else None),
     )
-    return cur.rowcount == 1
 
 
 def get_attempt(conn: sqlite3.Connection, message_id: int) -> sqlite3.Row | None:

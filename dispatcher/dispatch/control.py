@@ -128,19 +128,20 @@ def _read_only(settings: Locations) -> sqlite3.Connection | None:
 
 
 def pending(settings: Locations, agent: str) -> dict:
-    """Never-attempted messages that could wake a worker: dispatchable vs stale (ids and ages only)."""
+    """Never-attempted messages by what the listener would do with them (ids and ages only):
+    ``dispatchable`` now, ``held_auto_off`` (the agent's ``auto`` is false: left for a
+    human), ``stale`` (older than ``dispatch_max_age_seconds``: left for a human)."""
     from ..config import ConfigError, load_config
     from ..store import SCHEMA_VERSION
     from . import queue
 
-    report = {"agent": agent, "auto": None, "dispatchable": [], "stale": [], "error": None}
+    report = {"agent": agent, "auto": None, "dispatchable": [], "held_auto_off": [], "stale": [], "error": None}
     try:
         config = load_config(settings.config_path())
-        report["auto"] = config.agents[agent].auto if agent in config.agents else None
-        max_age = config.dispatch_max_age_seconds
     except ConfigError as exc:
         report["error"] = f"config: {exc.reason}"
         return report
+    report["auto"] = config.agents[agent].auto if agent in config.agents else None
     conn = _read_only(settings)
     if conn is None:
         return report
@@ -149,10 +150,10 @@ def pending(settings: Locations, agent: str) -> dict:
             report["error"] = "the store's schema is older; start the server or listener once to migrate it"
             return report
         now = time.time()
-        for key, rows in (("dispatchable", queue.dispatchable(conn, agent, now, max_age, limit=1000)),
-                          ("stale", queue.stale(conn, agent, now, max_age))):
+        backlog = queue.classify(conn, agent, config, now)
+        for key in ("dispatchable", "held_auto_off", "stale"):
             report[key] = [{"id": c.message_id, "kind": c.kind, "sender": c.sender,
-                            "age_seconds": round(now - c.created_at, 1)} for c in rows]
+                            "age_seconds": round(now - c.created_at, 1)} for c in getattr(backlog, key)]
     finally:
         conn.close()
     return report

@@ -1,54 +1,108 @@
 """Judge an attempt by what the worker left in the store, never by its exit code alone.
 
-- succeeded: the original is acknowledged and the fitting reply exists: a result to
-  the task's sender, or for a review turn a follow-up task or a conversation moved to
-  completed / needs_human;
-- blocked: a result starting ``blocked:`` and the claim released (an honest stop);
-- None: no such evidence (the caller decides between failed, timeout and crashed).
+``gather`` reads the evidence for one message into a small frozen record; ``judge`` is
+the verdict, a pure function of that record:
+
+- a task turn (a task, standalone or in a conversation):
+  succeeded: acknowledged, at least one result to the sender and no ``blocked:`` result;
+  blocked: a ``blocked:`` result and the claim released or the task acknowledged (an
+  honest stop; a ``blocked:`` result is never outweighed by another result);
+- a review turn (a result going back to the conversation's initiator):
+  succeeded: acknowledged and a decision taken: a follow-up task, or the conversation
+  moved to completed, needs_human or cancelled;
+- otherwise no outcome (None) and an ``error_kind`` saying what is missing; the caller
+  decides between failed, timeout and crashed.
 """
 
 import sqlite3
+from dataclasses import dataclass
 
+from ..conversations import TRANSITIONS, effective_state
 from ..rows import claim_is_active, fetch_message
 
 BLOCKED_PREFIX = "blocked:"
+# The states a reviewer's own action leaves behind (complete, needs_human, cancel; a
+# follow-up past the budget also lands in needs_human).
+DECISION_STATES = frozenset(TRANSITIONS[action][0] for action in ("complete", "needs_human", "cancel"))
 
 
-def judge(conn: sqlite3.Connection, message_id: int, now: float) -> tuple[str | None, str | None]:
+def is_blocked_text(text: str) -> bool:
+    """A result is an honest stop when it starts with ``blocked:`` (any case, after whitespace)."""
+    return text.lstrip().lower().startswith(BLOCKED_PREFIX)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    is_review: bool  # a result back to the conversation's initiator, not a task
+    acknowledged: bool
+    claim_active: bool  # still held by someone; False once released, expired or acknowledged
+    results: int  # results to the sender answering it, not starting with ``blocked:``
+    blocked_results: int  # results to the sender answering it, starting with ``blocked:``
+    follow_up: bool  # a task answering it, from its recipient (a review's decision)
+    conversation_state: str | None  # after the turn (expiry applied); None when standalone
+
+
+def judge(ev: Evidence) -> tuple[str | None, str | None]:
     """Returns (outcome or None, error_kind or None)."""
-    msg = fetch_message(conn, message_id)
-    if msg is None:
-        return None, "message_gone"
-    acknowledged = msg["acknowledged_at"] is not None
-    if msg["kind"] == "result":
-        return _judge_review(conn, msg, acknowledged)
-    replies = conn.execute(
-        "SELECT text FROM messages WHERE reply_to = ? AND sender = ? AND recipient = ? AND kind = 'result'",
-        (message_id, msg["recipient"], msg["sender"]),
-    ).fetchall()
-    blocked = any(r["text"].lstrip().lower().startswith(BLOCKED_PREFIX) for r in replies)
-    answered = len(replies) > (1 if blocked else 0) or (replies and not blocked)
-    if acknowledged and answered:
-        return "succeeded", None
-    if blocked:
-        if acknowledged or not claim_is_active(msg, now):
+    return _judge_review(ev) if ev.is_review else _judge_task(ev)
+
+
+def _judge_task(ev: Evidence) -> tuple[str | None, str | None]:
+    if ev.blocked_results:
+        if ev.acknowledged or not ev.claim_active:
             return "blocked", None
         return None, "blocked_without_release"
-    if replies and not acknowledged:
-        return None, "result_without_ack"
-    if acknowledged:
+    if ev.results:
+        return ("succeeded", None) if ev.acknowledged else (None, "result_without_ack")
+    if ev.acknowledged:
         return None, "ack_without_result"
-    return None, "no_evidence"
+    return None, _no_evidence(ev)
 
 
-def _judge_review(conn: sqlite3.Connection, msg: sqlite3.Row, acknowledged: bool) -> tuple[str | None, str | None]:
-    follow_up = conn.execute(
-        "SELECT 1 FROM messages WHERE reply_to = ? AND sender = ? AND kind = 'task'", (msg["id"], msg["recipient"])
-    ).fetchone()
-    state = conn.execute("SELECT state FROM conversations WHERE id = ?", (msg["conversation_id"],)).fetchone()
-    decided = follow_up is not None or (state is not None and state["state"] in ("completed", "needs_human"))
-    if acknowledged and decided:
-        return "succeeded", None
+def _judge_review(ev: Evidence) -> tuple[str | None, str | None]:
+    decided = ev.follow_up or ev.conversation_state in DECISION_STATES
     if decided:
-        return None, "decision_without_ack"
-    return None, "no_evidence"
+        return ("succeeded", None) if ev.acknowledged else (None, "decision_without_ack")
+    if ev.acknowledged:
+        return None, "ack_without_decision"
+    return None, _no_evidence(ev)
+
+
+def _no_evidence(ev: Evidence) -> str:
+    """Nothing done: say so, or say that the conversation left the worker nothing to do."""
+    if ev.conversation_state in (None, "active"):
+        return "no_evidence"
+    return f"conversation_{ev.conversation_state}"
+
+
+def gather(conn: sqlite3.Connection, message_id: int, now: float) -> Evidence | None:
+    """The evidence for one message; None when the message is gone."""
+    msg = fetch_message(conn, message_id)
+    if msg is None:
+        return None
+    replies = conn.execute(
+        "SELECT kind, text FROM messages WHERE reply_to = ? AND sender = ? AND recipient = ?"
+        " AND kind IN ('task', 'result') AND origin = 'agent'",
+        (message_id, msg["recipient"], msg["sender"]),
+    ).fetchall()
+    results = [r["text"] for r in replies if r["kind"] == "result"]
+    blocked = sum(is_blocked_text(t) for t in results)
+    conv = None
+    if msg["conversation_id"] is not None:
+        conv = conn.execute(
+            "SELECT state, expires_at FROM conversations WHERE id = ?", (msg["conversation_id"],)
+        ).fetchone()
+    return Evidence(
+        is_review=msg["kind"] == "result",
+        acknowledged=msg["acknowledged_at"] is not None,
+        claim_active=claim_is_active(msg, now),
+        results=len(results) - blocked,
+        blocked_results=blocked,
+        follow_up=any(r["kind"] == "task" for r in replies),
+        conversation_state=None if conv is None else effective_state(conv["state"], conv["expires_at"], now),
+    )
+
+
+def verdict(conn: sqlite3.Connection, message_id: int, now: float) -> tuple[str | None, str | None]:
+    ev = gather(conn, message_id, now)
+    return (None, "message_gone") if ev is None else judge(ev)

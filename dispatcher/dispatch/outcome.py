@@ -8,13 +8,14 @@ settles the attempt). Shared by the supervisor and by reconciliation.
 
 import sqlite3
 import time
+from collections.abc import Callable
 
 from ..conversations import block_conversation
 from ..logs import get_logger
 from ..rows import fetch_message, insert_message
 from ..store import write_transaction
 from .attempts import FAILURE_OUTCOMES, finish_attempt
-from .evidence import judge
+from .evidence import verdict
 
 log = get_logger("agent_bridge.dispatch")
 
@@ -45,14 +46,16 @@ def settle(
     exit_code: int | None = None,
     diagnostics: dict | None = None,
     now: float | None = None,
+    before_commit: Callable[[], None] | None = None,
 ) -> str:
     """Settle one attempt from the store's evidence; ``fallback`` applies when there is none.
 
     Returns the outcome; when another process settled the attempt first, theirs.
+    ``before_commit`` runs inside the transaction just before COMMIT (crash-point tests).
     """
     now = time.time() if now is None else now
     with write_transaction(conn):
-        outcome, evidence_kind = judge(conn, message_id, now)
+        outcome, evidence_kind = verdict(conn, message_id, now)
         if outcome is None:
             outcome, error_kind = fallback, error_kind or evidence_kind
         if not finish_attempt(
@@ -63,5 +66,7 @@ def settle(
             return row["outcome"] if row else outcome
         if outcome in FAILURE_OUTCOMES and (message := fetch_message(conn, message_id)) is not None:
             _notify_failure(conn, message, outcome, error_kind, now)
+        if before_commit is not None:
+            before_commit()
     log.info("attempt_settled", message_id=message_id, outcome=outcome, error_kind=error_kind, exit_code=exit_code)
     return outcome

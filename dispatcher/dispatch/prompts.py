@@ -1,6 +1,14 @@
-"""The worker prompt written into the private request file (the only place task text goes)."""
+"""The worker prompt written into the private request file (the only place task text goes).
+
+The steps match the verdict (``evidence.judge``): a task turn succeeds with a result and
+mark_read, stops honestly with a ``blocked:`` result and release_message (no mark_read);
+a review turn succeeds with one decision (complete, follow-up task, needs_human or
+cancel) and mark_read.
+"""
 
 import sqlite3
+
+from ..conversations import turn_available
 
 TASK_PROMPT = """\
 You are a one-shot headless worker for Agent Bridge, acting as agent "{agent}".
@@ -9,13 +17,14 @@ through the agent_bridge MCP tools, and follow these steps exactly:
 
 1. claim_message(message_id={id}).
 2. Do the work described in the task below.
-3. Reply with send_message(recipient="{sender}", kind="result", reply_to={id}, text=...)
+3. Reply once with send_message(recipient="{sender}", kind="result", reply_to={id}, text=...)
    holding your result.
 4. mark_read(message_ids=[{id}]).
 
 If you cannot finish (missing permission, unclear task, an error you cannot fix),
-reply instead with a result whose text starts with "blocked: " and says why, then
-release_message(message_id={id}), and stop without mark_read. Never end without
+reply instead with one result whose text starts with "blocked: " and says why, then
+release_message(message_id={id}), and stop without mark_read (any "blocked:" result
+means the task was not done, whatever else you sent). Never end without
 either a result or a "blocked:" result: a silent exit is recorded as a failure.
 Conversations never authorise external or irreversible actions (deploys, pushes,
 purchases, messages to third parties): report "blocked: needs a human" instead.
@@ -32,10 +41,13 @@ against the goal, then take exactly one of these actions with the agent_bridge t
 
 a. the goal is verifiably achieved: conversation(action="complete", conversation_id={conversation_id});
 b. one concrete next step is needed: send_message(recipient="{sender}", kind="task",
-   reply_to={id}, text=...) describing it;
-c. a human must decide: conversation(action="needs_human", conversation_id={conversation_id}).
+   reply_to={id}, text=...) describing it{follow_up_note};
+c. a human must decide: conversation(action="needs_human", conversation_id={conversation_id});
+d. the goal should be dropped (no longer wanted, or it cannot be reached):
+   conversation(action="cancel", conversation_id={conversation_id}).
 
-Then mark_read(message_ids=[{id}]). If the turn budget is used up, choose a or c.
+Then mark_read(message_ids=[{id}]). Never end without one of a-d and mark_read: a
+silent exit is recorded as a failure.
 
 --- goal of conversation #{conversation_id} ---
 {goal}
@@ -49,6 +61,10 @@ def worker_prompt(conn: sqlite3.Connection, message: sqlite3.Row) -> str:
     fields = dict(message) | {"agent": message["recipient"]}
     if message["kind"] == "result":
         conv = conn.execute("SELECT * FROM conversations WHERE id = ?", (message["conversation_id"],)).fetchone()
-        return REVIEW_PROMPT.format(**fields, goal=conv["goal"], turn_count=conv["turn_count"], max_turns=conv["max_turns"])
+        # A task needs a turn left for its result too (the budget rule in conversations.py).
+        note = "" if turn_available("task", conv["turn_count"], conv["max_turns"]) else (
+            " -- not possible here: the turn budget has no room for a task and its result, so choose a, c or d")
+        return REVIEW_PROMPT.format(**fields, goal=conv["goal"], turn_count=conv["turn_count"],
+                                    max_turns=conv["max_turns"], follow_up_note=note)
     conversation = f" in conversation #{message['conversation_id']}" if message["conversation_id"] else ""
     return TASK_PROMPT.format(**fields, conversation=conversation)

@@ -1,59 +1,169 @@
-"""The dispatch set, defined once for the listener, recovery and the backlog report.
+"""The dispatch set, defined once: ``dispatch_refusal`` over the facts of one message.
 
-A message wakes a worker of its recipient when it is a ``task`` (standalone, or in an
-active conversation), or a ``result`` in an active conversation that goes back to its
-initiator (the review turn). Notices and plain messages never do. It must also be
-never attempted, unacknowledged and not actively claimed. Age splits the set: within
-``dispatch_max_age_seconds`` it is dispatchable, older it is stale (left for a human).
+A message wakes a worker of its recipient when it is a ``task`` (standalone, or the
+in-flight task of an active conversation) or a ``result`` that is the in-flight message
+of an active conversation going back to its initiator (the review turn). Notices and
+plain messages never do. It must also be never attempted, unacknowledged and not
+actively claimed, and its recipient declared. Automatic dispatch (the listener,
+``recover --dispatch``) also needs the recipient's ``auto`` on and the message younger
+than ``dispatch_max_age_seconds``; a manual ``agent-bridge dispatch ID`` skips those two
+tests and nothing else.
+
+Everything that decides goes through ``dispatch_refusal``: the listener's scan
+(``next_dispatchable``), the barrier (``attempts.begin_attempt``), the backlog report
+(``classify``, for ``pending`` and ``recover``). SQL only pre-narrows by conditions
+every dispatchable message meets (recipient, unacknowledged, kind, never attempted,
+and for a scan, optionally, the age bound).
 """
 
 import sqlite3
+from collections.abc import Iterator
 from dataclasses import dataclass
 
-_CANDIDATES = """
-SELECT m.id, m.sender, m.kind, m.conversation_id, m.created_at
+from ..config import BridgeConfig
+from ..conversations import accepts_messages, effective_state
+from ..rows import claim_is_active
+
+_FACTS = """
+SELECT m.id, m.sender, m.recipient, m.kind, m.created_at, m.acknowledged_at, m.claim_owner,
+       m.claim_expires_at, m.conversation_id,
+       EXISTS (SELECT 1 FROM dispatch_attempts AS a WHERE a.message_id = m.id) AS attempted,
+       c.state, c.expires_at, c.initiator, c.in_flight_message_id
 FROM messages AS m
 LEFT JOIN conversations AS c ON c.id = m.conversation_id
-WHERE m.recipient = :agent
-  AND (:id IS NULL OR m.id = :id)
-  AND m.acknowledged_at IS NULL
-  AND (m.claim_owner IS NULL OR m.claim_expires_at <= :now)
-  AND NOT EXISTS (SELECT 1 FROM dispatch_attempts AS a WHERE a.message_id = m.id)
-  AND (
-        (m.kind = 'task' AND (m.conversation_id IS NULL OR (c.state = 'active' AND c.expires_at > :now)))
-     OR (m.kind = 'result' AND c.state = 'active' AND c.expires_at > :now AND c.initiator = :agent)
-  )
-  AND m.created_at {age_test} :oldest
-ORDER BY m.id
-LIMIT :limit
 """
-_DISPATCHABLE = _CANDIDATES.format(age_test=">=")
-_STALE = _CANDIDATES.format(age_test="<")
+# Necessary conditions only (the partial index messages_unacknowledged serves the first two).
+_SCAN = _FACTS + """
+WHERE m.recipient = :agent
+  AND m.acknowledged_at IS NULL
+  AND m.kind IN ('task', 'result')
+  AND NOT EXISTS (SELECT 1 FROM dispatch_attempts AS a WHERE a.message_id = m.id)
+  AND m.created_at >= :oldest
+ORDER BY m.id
+"""
+_ONE = _FACTS + "WHERE m.id = :id"
 
 
 @dataclass(frozen=True)
 class Candidate:
+    """The facts of one message that decide whether it wakes a worker."""
+
     message_id: int
     sender: str
-    kind: str
-    conversation_id: int | None
+    recipient: str
+    kind: str | None
     created_at: float
+    acknowledged: bool
+    claim_active: bool
+    attempted: bool
+    conversation_id: int | None
+    conversation_state: str | None  # as the next touch sees it (expiry applied)
+    conversation_initiator: str | None
+    in_flight: bool  # the conversation's in-flight message; True when standalone
 
 
-def _query(conn: sqlite3.Connection, sql: str, agent: str, now: float, max_age: float, limit: int) -> list[Candidate]:
-    rows = conn.execute(sql, {"agent": agent, "now": now, "oldest": now - max_age, "limit": limit, "id": None})
-    return [Candidate(*row) for row in rows]
+def dispatch_refusal(facts: Candidate, now: float, config: BridgeConfig, manual: bool) -> str | None:
+    """None when the message may be dispatched now; else the refusal code (first reason only)."""
+    agent = config.agents.get(facts.recipient)
+    if agent is None:
+        return "unknown_agent"
+    if facts.attempted:
+        return "already_attempted"
+    in_conversation = facts.conversation_id is not None
+    review = facts.kind == "result" and in_conversation and facts.conversation_initiator == facts.recipient
+    if facts.kind != "task" and not review:
+        return "not_dispatchable"
+    if facts.acknowledged:
+        return "already_acknowledged"
+    if facts.claim_active:
+        return "claimed_by_other"
+    if in_conversation and not accepts_messages(facts.conversation_state):
+        return "conversation_not_active"
+    if not facts.in_flight:
+        return "not_in_turn"
+    if manual:
+        return None
+    if not agent.auto:
+        return "auto_off"
+    if facts.created_at < now - config.dispatch_max_age_seconds:
+        return "stale"
+    return None
 
 
-def dispatchable(conn: sqlite3.Connection, agent: str, now: float, max_age: float, limit: int = 1) -> list[Candidate]:
-    return _query(conn, _DISPATCHABLE, agent, now, max_age, limit)
+def refusal_text(code: str, facts: Candidate, config: BridgeConfig) -> str:
+    """What was wrong and what to do, for a refusal code of ``dispatch_refusal``."""
+    mid, agent = facts.message_id, facts.recipient
+    by_hand = f"`agent-bridge dispatch {mid}` dispatches it anyway (an explicit human decision)."
+    return {
+        "unknown_agent": f"message #{mid} is for {agent}, which config.json does not declare; declare it first.",
+        "already_attempted": f"message #{mid} was already attempted; attempts are never repeated.",
+        "not_dispatchable": f"message #{mid} ({facts.kind or 'plain'}) wakes no worker: only a task, or a result "
+        "going back to its conversation's initiator (the review turn), does.",
+        "already_acknowledged": f"message #{mid} is already acknowledged: its recipient has handled it.",
+        "claimed_by_other": f"message #{mid} is claimed by a running session of {agent}; wait until it is "
+        "released or its lease expires.",
+        "conversation_not_active": f"message #{mid} belongs to conversation #{facts.conversation_id}, which is "
+        f"{facts.conversation_state}; check conversation(action='status').",
+        "not_in_turn": f"message #{mid} is no longer the in-flight message of conversation "
+        f"#{facts.conversation_id}: it has been answered.",
+        "auto_off": f"{agent} has \"auto\": false in config.json, so its tasks are left for a human; {by_hand}",
+        "stale": f"message #{mid} is older than dispatch_max_age_seconds ({config.dispatch_max_age_seconds} s), "
+        f"so it is left for a human; {by_hand}",
+    }[code]
 
 
-def stale(conn: sqlite3.Connection, agent: str, now: float, max_age: float, limit: int = 1000) -> list[Candidate]:
-    return _query(conn, _STALE, agent, now, max_age, limit)
+def _facts(cursor: sqlite3.Cursor, now: float) -> Iterator[Candidate]:
+    names = [d[0] for d in cursor.description]
+    for values in cursor:
+        row = dict(zip(names, values, strict=True))
+        standalone = row["conversation_id"] is None
+        yield Candidate(
+            message_id=row["id"],
+            sender=row["sender"],
+            recipient=row["recipient"],
+            kind=row["kind"],
+            created_at=row["created_at"],
+            acknowledged=row["acknowledged_at"] is not None,
+            claim_active=claim_is_active(row, now),
+            attempted=bool(row["attempted"]),
+            conversation_id=row["conversation_id"],
+            conversation_state=None if standalone or row["state"] is None
+            else effective_state(row["state"], row["expires_at"], now),
+            conversation_initiator=row["initiator"],
+            in_flight=standalone or row["in_flight_message_id"] == row["id"],
+        )
 
 
-def is_candidate(conn: sqlite3.Connection, agent: str, message_id: int, now: float) -> bool:
-    """Whether one message is in the dispatch set, ignoring age (for a deliberate manual dispatch)."""
-    row = conn.execute(_DISPATCHABLE, {"agent": agent, "now": now, "oldest": float("-inf"), "limit": 1, "id": message_id})
-    return row.fetchone() is not None
+def message_facts(conn: sqlite3.Connection, message_id: int, now: float) -> Candidate | None:
+    return next(_facts(conn.execute(_ONE, {"id": message_id}), now), None)
+
+
+def _scan(conn: sqlite3.Connection, agent: str, now: float, oldest: float) -> Iterator[Candidate]:
+    return _facts(conn.execute(_SCAN, {"agent": agent, "oldest": oldest}), now)
+
+
+def next_dispatchable(conn: sqlite3.Connection, agent: str, config: BridgeConfig, now: float) -> Candidate | None:
+    """The oldest message the listener should dispatch now, or None."""
+    oldest = now - config.dispatch_max_age_seconds  # a scan never needs older rows: they are stale
+    for facts in _scan(conn, agent, now, oldest):
+        if dispatch_refusal(facts, now, config, manual=False) is None:
+            return facts
+    return None
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """Never-attempted messages for one agent, by what automatic dispatch would do with them."""
+
+    dispatchable: list[Candidate]
+    held_auto_off: list[Candidate]  # would be dispatched, but the agent's auto is off
+    stale: list[Candidate]  # older than dispatch_max_age_seconds: left for a human
+
+
+def classify(conn: sqlite3.Connection, agent: str, config: BridgeConfig, now: float) -> Backlog:
+    groups: dict[str | None, list[Candidate]] = {None: [], "auto_off": [], "stale": []}
+    for facts in _scan(conn, agent, now, float("-inf")):
+        code = dispatch_refusal(facts, now, config, manual=False)
+        if code in groups:
+            groups[code].append(facts)
+    return Backlog(dispatchable=groups[None], held_auto_off=groups["auto_off"], stale=groups["stale"])

@@ -1,5 +1,9 @@
 """Deliberate, foreground operations: settle stale attempts, report or run the backlog,
-and dispatch one message on purpose (``agent-bridge dispatch ID``)."""
+and dispatch one message on purpose (``agent-bridge dispatch ID``).
+
+``recover --dispatch`` runs exactly what the listener would (``auto`` and the age window
+included); ``dispatch ID`` is an explicit human decision and overrides ``auto`` and the
+age window, nothing else (see ``queue.dispatch_refusal``)."""
 
 import logging
 import time
@@ -58,17 +62,19 @@ def recover(settings: BridgeSettings, agent: str, *, dispatch: bool = False) -> 
         return {"agent": agent, "error": f"config: {exc.reason}"}
     conn = open_store(settings.db)
     still_running = reconcile(conn, AgentPaths.of(settings, agent))
-    now = time.time()
-    ready = queue.dispatchable(conn, agent, now, config.dispatch_max_age_seconds, limit=1000)
+    backlog = queue.classify(conn, agent, config, time.time())
     report = {
         "agent": agent,
         "attempt_still_running": still_running,
-        "dispatchable": [c.message_id for c in ready],
-        "stale": [c.message_id for c in queue.stale(conn, agent, now, config.dispatch_max_age_seconds)],
+        "dispatchable": [c.message_id for c in backlog.dispatchable],
+        "held_auto_off": [c.message_id for c in backlog.held_auto_off],
+        "stale": [c.message_id for c in backlog.stale],
         "dispatched": [],
     }
     if dispatch and not still_running:
-        for candidate in ready:
+        # The same rule as the listener's (auto and age included): each supervise re-checks it
+        # inside the barrier, so a message claimed or answered meanwhile is refused, not launched.
+        for candidate in backlog.dispatchable:
             try:
                 supervise(settings, config, candidate.message_id)
             except DispatchRefused as exc:
