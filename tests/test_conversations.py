@@ -87,6 +87,34 @@ def test_turn_limit_moves_to_needs_human(claude, kimi):
     assert claude.ok("conversation", action="cancel", conversation_id=cid)["state"] == "cancelled"
 
 
+@pytest.mark.parametrize("max_turns", [3, 5])
+def test_a_task_needs_a_turn_left_for_its_result(claude, kimi, max_turns):
+    """The budget rule: with an odd budget the last turn would be a task nobody could answer,
+    so that task is refused and the reviewer's decision goes to a human instead."""
+    conv = start(claude, max_turns=max_turns)
+    cid, task = conv["conversation_id"], conv["message_id"]
+    while True:
+        res = kimi.ok("send_message", recipient="claude", text="r", kind="result", reply_to=task)
+        sent = claude.call("send_message", recipient="kimi", text="next", kind="task", reply_to=res["id"])
+        if sent.code is not None:
+            break
+        task = sent.data["id"]
+    assert sent.code == "turn_limit_reached" and "result" in sent.text
+    st = status(claude, cid)
+    # Every task got its result; the turn left over is never a task without one.
+    assert (st["state"], st["turn_count"], st["in_flight"]["kind"]) == ("needs_human", max_turns - 1, "result")
+    assert st["transitions"][-1]["reason"] == "turn_limit"
+
+
+def test_an_even_budget_is_used_to_the_last_turn(claude, kimi):
+    conv = start(claude, max_turns=4)
+    res = kimi.ok("send_message", recipient="claude", text="r", kind="result", reply_to=conv["message_id"])
+    task = claude.ok("send_message", recipient="kimi", text="next", kind="task", reply_to=res["id"])
+    kimi.ok("send_message", recipient="claude", text="r2", kind="result", reply_to=task["id"])
+    st = status(claude, conv["conversation_id"])
+    assert (st["state"], st["turn_count"]) == ("active", 4)
+
+
 def test_expiry_settles_when_touched(claude, kimi, db_path):
     conv = start(claude)
     cid = conv["conversation_id"]
