@@ -398,6 +398,72 @@ def test_replaced_store_is_reopened_cleanly_or_refused(tmp_path):
         run.close()
 
 
+class Senders:
+    """Servers sending numbered messages; every id a server reported is kept with its text."""
+
+    def __init__(self) -> None:
+        self.sent: dict[int, str] = {}
+        self.refusals = 0
+
+    def send(self, agent: McpAgent, recipient: str) -> bool:
+        text = f"from {agent.agent} #{len(self.sent) + self.refusals}"
+        result = agent.call("send_message", recipient=recipient, text=text)
+        if result.is_error:
+            assert result.text.startswith("store_missing: ") and "-shm" in result.text, result.text
+            self.refusals += 1
+            return False
+        message_id = result.data["id"]
+        assert message_id not in self.sent, f"#{message_id} handed out twice: {self.sent[message_id]!r}, {text!r}"
+        self.sent[message_id] = text
+        return True
+
+
+def _start_server(env: dict[str, str], agent: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(PROJECT / "server.py")], env={**os.environ, **env, "AGENT_ID": agent},
+                          cwd=PROJECT, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("deleted", [("-shm",), ("-wal", "-shm")], ids=["shm", "wal+shm"])
+def test_deleted_sidecars_never_split_the_store(tmp_path, deleted):
+    db = tmp_path / "state" / "bridge.db"
+    env = _env(tmp_path, db)
+    kimi = McpAgent("kimi", env, tmp_path / "servers.stderr")
+    claude = McpAgent("claude", env, tmp_path / "servers.stderr")
+    third = None
+    senders = Senders()
+    try:
+        kimi.wait_ready(), claude.wait_ready()
+        for _ in range(3):  # committed to the WAL, not yet checkpointed into the file
+            assert senders.send(kimi, "claude") and senders.send(claude, "kimi")
+        for suffix in deleted:
+            os.unlink(f"{db}{suffix}")
+
+        # A server started now would make a second -shm (and -wal): it refuses, saying why.
+        started = _start_server(env, "kimi")
+        assert started.returncode == 2 and started.stdout == "", started.stderr
+        assert started.stderr.startswith("agent-bridge: store_missing: ") and "-shm" in started.stderr, started.stderr
+
+        # The running servers notice on their next call; once both have let go of the deleted
+        # files (the last one checkpoints them into the store), each reopens cleanly.
+        wait_until(lambda: senders.send(kimi, "claude") & senders.send(claude, "kimi"), 60,
+                   "both running servers to reopen the store")
+        assert senders.refusals >= 1, "nobody noticed the deleted files"
+        third = McpAgent("kimi", env, tmp_path / "servers.stderr")
+        third.wait_ready()
+        for _ in range(3):
+            for agent, recipient in ((third, "claude"), (kimi, "claude"), (claude, "kimi")):
+                assert senders.send(agent, recipient)
+        seen = {m["id"] for m in claude.ok("receive_messages", limit=100)["messages"]}
+        assert seen == {i for i, text in senders.sent.items() if not text.startswith("from claude")}
+    finally:
+        for agent in (kimi, claude, third):
+            if agent is not None:
+                agent.close()
+    assert dict((m[0], m[3]) for m in _messages(db)) == senders.sent
+    assert integrity(db) == "ok"
+
+
 # -- 5. a store left by an older schema version ------------------------------------------------
 
 
