@@ -30,7 +30,7 @@ from faultkit import (
     stop,
     wait_until,
 )
-from harness import PROJECT, McpAgent, bridge_env, write_config
+from harness import PROJECT, McpAgent, bridge_env, db_snapshot, write_config
 
 from dispatcher.errors import BridgeError
 from dispatcher.store import SCHEMA_VERSION
@@ -160,6 +160,51 @@ def test_full_disk_is_a_clear_error_and_service_returns_with_space(tmp_path):
             got = claude.ok("receive_messages", limit=10)["messages"]
             assert [m["id"] for m in got] == [first, after]
             assert claude.ok("mark_read", message_ids=[first, after])["acknowledged"] == [first, after]
+            assert integrity(db) == "ok"
+        finally:
+            kimi.close()
+            claude.close()
+
+
+@pytest.mark.slow
+def test_full_disk_refuses_every_transactional_send_cleanly(tmp_path):
+    """The BEGIN IMMEDIATE paths: a deduplicated task, a result, a conversation turn, a new conversation."""
+    with tmpfs(tmp_path / "small", "4m") as small:
+        db = small / "bridge.db"
+        env = _env(tmp_path, db)
+        kimi = McpAgent("kimi", env, tmp_path / "servers.stderr")
+        claude = McpAgent("claude", env, tmp_path / "servers.stderr")
+        try:
+            kimi.wait_ready(), claude.wait_ready()
+            task = kimi.ok("send_message", recipient="claude", text="a task to answer", kind="task")["id"]
+            started = kimi.ok("start_conversation", recipient="claude", goal="a goal to answer")
+            sends = {
+                "task with dedup_key": (kimi, "send_message",
+                                        {"recipient": "claude", "text": BIG, "kind": "task", "dedup_key": "full-1"}),
+                "result": (claude, "send_message",
+                           {"recipient": "kimi", "text": BIG, "kind": "result", "reply_to": task}),
+                "conversation turn": (claude, "send_message",
+                                      {"recipient": "kimi", "text": BIG, "kind": "result",
+                                       "reply_to": started["message_id"]}),
+                "start_conversation": (kimi, "start_conversation", {"recipient": "claude", "goal": BIG}),
+            }
+            before = db_snapshot(db)
+            filler = _fill(small)
+            for what, (agent, tool, args) in sends.items():
+                refused = agent.call(tool, **args)
+                assert refused.is_error and refused.text.startswith("store_unavailable: "), (what, refused.text)
+                assert "full" in refused.text, (what, refused.text)
+            assert db_snapshot(db) == before  # nothing half-done: no message, no turn, no conversation
+            assert integrity(db) == "ok"
+
+            filler.unlink()  # space returns: each works, once
+            for what, (agent, tool, args) in sends.items():
+                assert not agent.call(tool, **args).is_error, what
+            repeat = kimi.ok("send_message", **sends["task with dedup_key"][2])
+            assert repeat["duplicate"] is True
+            conv = kimi.ok("conversation", action="status", conversation_id=started["conversation_id"])
+            assert conv["turn_count"] == 2
+            assert len(_messages(db)) == len(before[[t for t, _ in before].index("messages")][1]) + 4
             assert integrity(db) == "ok"
         finally:
             kimi.close()
