@@ -217,7 +217,7 @@ def mark_read(
     return {"acknowledged": acknowledged, "skipped": skipped}
 
 
-def _late_result_ids(conn: sqlite3.Connection, message_id: int, attempt: sqlite3.Row) -> list[int]:
+def late_result_ids(conn: sqlite3.Connection, message_id: int, attempt: sqlite3.Row) -> list[int]:
     """Results that answered the message after a verdict other than success: the worker
     (or someone) did reply after all, and the verdict must not silently contradict it."""
     if attempt["finished_at"] is None or attempt["outcome"] == "succeeded":
@@ -239,7 +239,7 @@ def _dispatch_summary(conn: sqlite3.Connection, message_id: int) -> dict | None:
         **dict(row),
         "started_at": iso(row["started_at"]),
         "finished_at": iso(row["finished_at"]),
-        "late_result_ids": _late_result_ids(conn, message_id, row),
+        "late_result_ids": late_result_ids(conn, message_id, row),
     }
 
 
