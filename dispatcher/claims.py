@@ -9,11 +9,18 @@ import sqlite3
 from .clock import iso
 from .clock import now as clock_now
 from .errors import BridgeError
-from .rows import claim_is_active, fetch_message
+from .rows import LEASE_CAP_SECONDS, cap_far_lease, claim_is_active, fetch_message
 from .store import write_transaction
 from .validation import check_message_id, clamp
 
-LEASE_RANGE_SECONDS = (30, 3600)
+LEASE_RANGE_SECONDS = (30, LEASE_CAP_SECONDS)
+
+
+def _cap_lease(conn: sqlite3.Connection, message_id: int, now: float) -> None:
+    """In its own transaction: a refusal below rolls back, and the cap must stay."""
+    row = fetch_message(conn, message_id)
+    if row is not None:
+        cap_far_lease(conn, row, now)
 
 
 def _load_own_message(conn: sqlite3.Connection, message_id: int, agent: str) -> sqlite3.Row:
@@ -37,6 +44,7 @@ def claim_message(
     now = clock_now() if now is None else now
     check_message_id(message_id)
     lease = clamp(lease_seconds, *LEASE_RANGE_SECONDS, "lease_seconds")
+    _cap_lease(conn, message_id, now)
     with write_transaction(conn):
         row = _load_own_message(conn, message_id, agent)
         if row["acknowledged_at"] is not None:
@@ -62,6 +70,7 @@ def release_message(
 ) -> dict:
     now = clock_now() if now is None else now
     check_message_id(message_id)
+    _cap_lease(conn, message_id, now)
     with write_transaction(conn):
         row = _load_own_message(conn, message_id, agent)
         if not claim_is_active(row, now) or row["claim_owner"] != worker_id:

@@ -9,6 +9,11 @@ def now() -> float:
 
 
 def iso(ts: float | None) -> str | None:
-    if ts is None:
+    """ISO 8601 UTC, or None for no time and for a stored value no calendar date can show
+    (NaN, infinities, 1e300, text): one odd row must not break a whole inbox."""
+    if isinstance(ts, bool) or not isinstance(ts, int | float):
         return None
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    try:
+        return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    except (OverflowError, OSError, ValueError):
+        return None

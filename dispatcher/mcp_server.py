@@ -16,14 +16,15 @@ from typing import Any
 
 import anyio
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from pydantic import StrictFloat, StrictInt, StrictStr, ValidationError
 
 from . import claims, conversations, messages
 from .config import BridgeConfig
-from .errors import BridgeError
+from .errors import BridgeError, StoreUnavailable
 from .logs import get_logger
 from .settings import BridgeSettings
-from .store import Store
+from .store import Store, store_errors
 
 MAX_WAIT_SECONDS = 30
 POLL_INTERVAL_SECONDS = 0.05
@@ -48,18 +49,17 @@ class Bridge:
 
     def call(self, tool: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
         try:
-            return fn(self.store.connection(), **kwargs)
+            with store_errors():
+                return fn(self.store.connection(), **kwargs)
+        except StoreUnavailable as exc:
+            # Locked past the busy timeout, read-only file, full disk, corrupt file, or a
+            # store file that cannot be (re)opened.
+            cause = exc.__cause__
+            log.warning("store_error", tool=tool, error=type(cause).__name__, detail=str(cause), agent=self.agent)
+            raise ToolError(str(exc)) from None
         except BridgeError as exc:
             log.info("tool_refused", tool=tool, code=exc.code, agent=self.agent)
             raise ToolError(str(exc)) from None
-        except (sqlite3.Error, OSError) as exc:
-            # Locked past the busy timeout, read-only file, full disk, corrupt file, or a
-            # store file that cannot be (re)opened: say so.
-            log.warning("store_error", tool=tool, error=type(exc).__name__, detail=str(exc), agent=self.agent)
-            raise ToolError(
-                f"store_unavailable: the bridge store could not complete this call ({exc}); nothing "
-                "was changed. Retry shortly; if it persists, check the store's disk and permissions."
-            ) from None
 
 
 _SDK_PREFIX = re.compile(r"^Error executing tool [\w-]+: ?")
@@ -67,18 +67,14 @@ _OUR_CODE = re.compile(r"^[a-z][a-z_]+: ")
 
 
 def _error_code_for(text: str) -> str:
-    if text.startswith("Unknown tool"):
-        return "unknown_tool"
-    if "validation error" in text:
-        return "invalid_arguments"
-    return "internal_error"
+    return "unknown_tool" if text.startswith("Unknown tool") else "internal_error"
 
 
 async def _coded_tool_errors(ctx: Any, call_next: Callable[[Any], Any]) -> Any:
     """Make every tool error start with a stable code, including the SDK's own refusals.
 
     Our refusals already read ``code: message``; the SDK prefixes them with
-    "Error executing tool X:", and its argument-validation errors carry no code.
+    "Error executing tool X:", and its own refusals (an unknown tool, a crash) carry no code.
     """
     result = await call_next(ctx)
     if ctx.method == "tools/call" and isinstance(result, dict) and result.get("isError"):
@@ -89,6 +85,33 @@ async def _coded_tool_errors(ctx: Any, call_next: Callable[[Any], Any]) -> Any:
                     text = f"{_error_code_for(text)}: {text or 'the tool failed unexpectedly; see the server log.'}"
                 block["text"] = text
     return result
+
+
+MAX_ARGUMENT_PROBLEMS = 5
+
+
+def _argument_problems(exc: ValidationError) -> str:
+    """``field: problem; ...`` on one line, without the rejected values or pydantic's links."""
+    problems = []
+    for err in exc.errors(include_url=False, include_input=False, include_context=False):
+        field = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in err["loc"]).lstrip(".")
+        problems.append(f"{field or 'arguments'}: {' '.join(err['msg'].split())}")
+    more = len(problems) - MAX_ARGUMENT_PROBLEMS
+    return "; ".join(problems[:MAX_ARGUMENT_PROBLEMS]) + (f"; and {more} more" if more > 0 else "")
+
+
+class _BridgeMCPServer(MCPServer):
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        """Arguments the input schema refuses become one clean ``invalid_arguments`` line."""
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc, UnexpectedToolError) or not isinstance(exc.__cause__, ValidationError):
+                raise
+            raise ToolError(
+                f"invalid_arguments: {_argument_problems(exc.__cause__)}. Nothing was changed; ids and "
+                "counts are JSON integers (not strings, booleans or decimals): see the tool's input schema."
+            ) from exc.__cause__
 
 
 def _data_version(conn: sqlite3.Connection) -> int:
@@ -104,20 +127,20 @@ def build_server(agent: str, store: Store, config: BridgeConfig, settings: Bridg
         store=store,
     )
     agents = frozenset(config.agents)
-    mcp = MCPServer(
+    mcp = _BridgeMCPServer(
         name="agent_bridge", instructions=INSTRUCTIONS, version="0.1.0", middleware=[_coded_tool_errors]
     )
     logging.getLogger("mcp").setLevel(logging.WARNING)
 
     @mcp.tool()
     async def send_message(
-        recipient: str,
-        text: str,
-        reply_to: int | None = None,
-        dedup_key: str | None = None,
-        response_timeout_seconds: int | None = None,
-        conversation_id: int | None = None,
-        kind: str | None = None,
+        recipient: StrictStr,
+        text: StrictStr,
+        reply_to: StrictInt | None = None,
+        dedup_key: StrictStr | None = None,
+        response_timeout_seconds: StrictInt | None = None,
+        conversation_id: StrictInt | None = None,
+        kind: StrictStr | None = None,
     ) -> dict[str, Any]:
         """Send a message to another agent; you are always the sender.
 
@@ -126,7 +149,8 @@ def build_server(agent: str, store: Store, config: BridgeConfig, settings: Bridg
         start the text with 'blocked:' if you could not finish); 'notice' informs, never wakes.
         In a conversation, conversation_id is inherited from reply_to; a task/result must
         answer the in-flight message and takes one turn. dedup_key makes retries safe: a
-        repeat returns the first id with duplicate=true. response_timeout_seconds (1..3600)
+        repeat returns the first id with duplicate=true (the same key to another recipient is
+        dedup_conflict; keys starting 'agent-bridge:' are reserved). response_timeout_seconds (1..3600)
         only records a deadline. Returns {id, duplicate, conversation_id}. Errors name the
         rule broken (e.g. unknown_recipient lists valid agents).
         """
@@ -146,7 +170,7 @@ def build_server(agent: str, store: Store, config: BridgeConfig, settings: Bridg
         )
 
     @mcp.tool()
-    async def receive_messages(limit: int = 20, wait_seconds: float = 0) -> dict[str, Any]:
+    async def receive_messages(limit: StrictInt = 20, wait_seconds: StrictFloat = 0) -> dict[str, Any]:
         """Return your unacknowledged messages, oldest first (limit 1..100).
 
         Messages claimed by another process are hidden. wait_seconds (0..30) long-polls:
@@ -169,7 +193,7 @@ def build_server(agent: str, store: Store, config: BridgeConfig, settings: Bridg
                 await anyio.sleep(POLL_INTERVAL_SECONDS)
 
     @mcp.tool()
-    async def claim_message(message_id: int, lease_seconds: int = 300) -> dict[str, Any]:
+    async def claim_message(message_id: StrictInt, lease_seconds: StrictInt = 300) -> dict[str, Any]:
         """Claim a message addressed to you before working on it, so no other process does.
 
         Repeat to renew. lease_seconds is clamped to 30..3600; an expired lease can be taken
@@ -186,14 +210,14 @@ def build_server(agent: str, store: Store, config: BridgeConfig, settings: Bridg
         )
 
     @mcp.tool()
-    async def release_message(message_id: int) -> dict[str, Any]:
+    async def release_message(message_id: StrictInt) -> dict[str, Any]:
         """Give up your own active claim without acknowledging (e.g. after a 'blocked:' result)."""
         return bridge.call(
             "release_message", claims.release_message, agent=agent, worker_id=bridge.worker_id, message_id=message_id
         )
 
     @mcp.tool()
-    async def mark_read(message_ids: list[int]) -> dict[str, Any]:
+    async def mark_read(message_ids: list[StrictInt]) -> dict[str, Any]:
         """Acknowledge messages addressed to you once handled (up to 500 ids).
 
         Returns {acknowledged: [ids], skipped: [{id, reason}]}, reason being not_found,
@@ -204,7 +228,7 @@ def build_server(agent: str, store: Store, config: BridgeConfig, settings: Bridg
         )
 
     @mcp.tool()
-    async def get_message(message_id: int) -> dict[str, Any]:
+    async def get_message(message_id: StrictInt) -> dict[str, Any]:
         """Look up one message you sent or received, with its lifecycle.
 
         Answers "was my task picked up?": delivered_at, acknowledged_at, active claim owner
@@ -216,11 +240,11 @@ def build_server(agent: str, store: Store, config: BridgeConfig, settings: Bridg
 
     @mcp.tool()
     async def start_conversation(
-        recipient: str,
-        goal: str,
-        max_turns: int = 6,
-        expires_in_seconds: int = 14400,
-        dedup_key: str | None = None,
+        recipient: StrictStr,
+        goal: StrictStr,
+        max_turns: StrictInt = 6,
+        expires_in_seconds: StrictInt = 14400,
+        dedup_key: StrictStr | None = None,
     ) -> dict[str, Any]:
         """Start a bounded conversation: posts the goal as its root task (turn 1).
 
@@ -243,7 +267,7 @@ def build_server(agent: str, store: Store, config: BridgeConfig, settings: Bridg
         )
 
     @mcp.tool()
-    async def conversation(action: str, conversation_id: int) -> dict[str, Any]:
+    async def conversation(action: StrictStr, conversation_id: StrictInt) -> dict[str, Any]:
         """Inspect or end one of your conversations.
 
         action: status (state, turns, expiry, recent transitions, in-flight message id and
@@ -259,8 +283,11 @@ def build_server(agent: str, store: Store, config: BridgeConfig, settings: Bridg
             conversation_id=conversation_id,
         )
 
+    if settings.role == "worker":
+        return mcp  # a headless worker must not be able to switch its own listener off
+
     @mcp.tool()
-    async def listener(action: str) -> dict[str, Any]:
+    async def listener(action: StrictStr) -> dict[str, Any]:
         """Your own background listener (this agent only), which runs headless workers for tasks.
 
         action: status (enabled, running, pid, stage, last outcome), progress ({line}: the

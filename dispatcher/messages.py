@@ -9,6 +9,9 @@ from .conversations import check_conversation_send, take_turn
 from .errors import BridgeError
 from .rows import (
     KINDS,
+    active_claim_sql,
+    cap_far_lease,
+    cap_far_leases,
     claim_is_active,
     fetch_message,
     find_dedup,
@@ -104,7 +107,7 @@ def send_message(
         )
         return _sent(message_id, None, kind, now, deadline)
     with write_transaction(conn):
-        existing = find_dedup(conn, sender, dedup_key)
+        existing = find_dedup(conn, sender, dedup_key, recipient=recipient)
         if existing is not None:
             return {"id": existing["id"], "duplicate": True, "conversation_id": existing["conversation_id"]}
         reply = _load_reply_target(conn, reply_to, sender) if reply_to is not None else None
@@ -157,11 +160,12 @@ def receive_messages(
     """Unacknowledged messages for ``agent``, oldest first, minus those another process holds."""
     now = clock_now() if now is None else now
     limit = clamp(limit, *RECEIVE_LIMIT_RANGE, "limit")
+    cap_far_leases(conn, agent, now)
     rows = conn.execute(
-        "SELECT * FROM messages WHERE recipient = ? AND acknowledged_at IS NULL"
-        " AND (claim_owner IS NULL OR claim_owner = ? OR claim_expires_at <= ?)"
-        " ORDER BY id LIMIT ?",
-        (agent, worker_id, now, limit),
+        "SELECT * FROM messages WHERE recipient = :agent AND acknowledged_at IS NULL"
+        f" AND (NOT {active_claim_sql()} OR claim_owner = :worker)"
+        " ORDER BY id LIMIT :limit",
+        {"agent": agent, "worker": worker_id, "now": now, "limit": limit},
     ).fetchall()
     undelivered = [r["id"] for r in rows if r["delivered_at"] is None]
     if undelivered:
@@ -198,7 +202,9 @@ def mark_read(
     acknowledged, skipped = [], []
     with write_transaction(conn):
         for message_id in ids:
-            reason = _ack_skip_reason(fetch_message(conn, message_id), agent, worker_id, now)
+            row = fetch_message(conn, message_id)
+            row = cap_far_lease(conn, row, now) if row is not None else None
+            reason = _ack_skip_reason(row, agent, worker_id, now)
             if reason:
                 skipped.append({"id": message_id, "reason": reason})
                 continue
@@ -211,6 +217,17 @@ def mark_read(
     return {"acknowledged": acknowledged, "skipped": skipped}
 
 
+def late_result_ids(conn: sqlite3.Connection, message_id: int, attempt: sqlite3.Row) -> list[int]:
+    """Results that answered the message after a verdict other than success: the worker
+    (or someone) did reply after all, and the verdict must not silently contradict it."""
+    if attempt["finished_at"] is None or attempt["outcome"] == "succeeded":
+        return []
+    return [r[0] for r in conn.execute(
+        "SELECT id FROM messages WHERE reply_to = ? AND kind = 'result' AND created_at > ? ORDER BY id",
+        (message_id, attempt["finished_at"]),
+    )]
+
+
 def _dispatch_summary(conn: sqlite3.Connection, message_id: int) -> dict | None:
     row = conn.execute(
         "SELECT state, outcome, error_kind, started_at, finished_at FROM dispatch_attempts WHERE message_id = ?",
@@ -218,7 +235,12 @@ def _dispatch_summary(conn: sqlite3.Connection, message_id: int) -> dict | None:
     ).fetchone()
     if row is None:
         return None
-    return {**dict(row), "started_at": iso(row["started_at"]), "finished_at": iso(row["finished_at"])}
+    return {
+        **dict(row),
+        "started_at": iso(row["started_at"]),
+        "finished_at": iso(row["finished_at"]),
+        "late_result_ids": late_result_ids(conn, message_id, row),
+    }
 
 
 def get_message(
@@ -229,6 +251,7 @@ def get_message(
     row = fetch_message(conn, message_id)
     if row is None or agent not in (row["sender"], row["recipient"]):
         raise BridgeError("message_not_found", f"no message #{message_id} sent to or by you ({agent}).")
+    row = cap_far_lease(conn, row, now)
     replies = [r[0] for r in conn.execute("SELECT id FROM messages WHERE reply_to = ? ORDER BY id", (message_id,))]
     return {
         **message_view(row, worker_id, now),

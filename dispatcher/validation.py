@@ -10,6 +10,8 @@ _AGENT_ID_RE = re.compile(AGENT_ID_PATTERN)
 # Unicode line and paragraph separators are not category Cc but still break lines.
 _LINE_BREAKS = {"\u2028", "\u2029", "\x85"}
 MAX_DEDUP_KEY_CHARS = 200
+# The dispatcher's own keys live here; an agent's key there could suppress or forge a notice.
+SYSTEM_DEDUP_PREFIX = "agent-bridge:"
 
 
 def has_control_chars(value: str) -> bool:
@@ -40,6 +42,12 @@ def check_dedup_key(value: object) -> str | None:
         raise BridgeError(
             "invalid_dedup_key",
             "dedup_key must not contain control characters or line breaks.",
+        )
+    if value.casefold().startswith(SYSTEM_DEDUP_PREFIX):
+        raise BridgeError(
+            "invalid_dedup_key",
+            f"dedup_key must not start with '{SYSTEM_DEDUP_PREFIX}': that namespace is reserved for the "
+            "bridge's own notices. Pick another key.",
         )
     return value
 

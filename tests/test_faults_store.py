@@ -30,7 +30,7 @@ from faultkit import (
     stop,
     wait_until,
 )
-from harness import PROJECT, McpAgent, bridge_env, write_config
+from harness import PROJECT, McpAgent, bridge_env, db_snapshot, write_config
 
 from dispatcher.errors import BridgeError
 from dispatcher.store import SCHEMA_VERSION
@@ -160,6 +160,51 @@ def test_full_disk_is_a_clear_error_and_service_returns_with_space(tmp_path):
             got = claude.ok("receive_messages", limit=10)["messages"]
             assert [m["id"] for m in got] == [first, after]
             assert claude.ok("mark_read", message_ids=[first, after])["acknowledged"] == [first, after]
+            assert integrity(db) == "ok"
+        finally:
+            kimi.close()
+            claude.close()
+
+
+@pytest.mark.slow
+def test_full_disk_refuses_every_transactional_send_cleanly(tmp_path):
+    """The BEGIN IMMEDIATE paths: a deduplicated task, a result, a conversation turn, a new conversation."""
+    with tmpfs(tmp_path / "small", "4m") as small:
+        db = small / "bridge.db"
+        env = _env(tmp_path, db)
+        kimi = McpAgent("kimi", env, tmp_path / "servers.stderr")
+        claude = McpAgent("claude", env, tmp_path / "servers.stderr")
+        try:
+            kimi.wait_ready(), claude.wait_ready()
+            task = kimi.ok("send_message", recipient="claude", text="a task to answer", kind="task")["id"]
+            started = kimi.ok("start_conversation", recipient="claude", goal="a goal to answer")
+            sends = {
+                "task with dedup_key": (kimi, "send_message",
+                                        {"recipient": "claude", "text": BIG, "kind": "task", "dedup_key": "full-1"}),
+                "result": (claude, "send_message",
+                           {"recipient": "kimi", "text": BIG, "kind": "result", "reply_to": task}),
+                "conversation turn": (claude, "send_message",
+                                      {"recipient": "kimi", "text": BIG, "kind": "result",
+                                       "reply_to": started["message_id"]}),
+                "start_conversation": (kimi, "start_conversation", {"recipient": "claude", "goal": BIG}),
+            }
+            before = db_snapshot(db)
+            filler = _fill(small)
+            for what, (agent, tool, args) in sends.items():
+                refused = agent.call(tool, **args)
+                assert refused.is_error and refused.text.startswith("store_unavailable: "), (what, refused.text)
+                assert "full" in refused.text, (what, refused.text)
+            assert db_snapshot(db) == before  # nothing half-done: no message, no turn, no conversation
+            assert integrity(db) == "ok"
+
+            filler.unlink()  # space returns: each works, once
+            for what, (agent, tool, args) in sends.items():
+                assert not agent.call(tool, **args).is_error, what
+            repeat = kimi.ok("send_message", **sends["task with dedup_key"][2])
+            assert repeat["duplicate"] is True
+            conv = kimi.ok("conversation", action="status", conversation_id=started["conversation_id"])
+            assert conv["turn_count"] == 2
+            assert len(_messages(db)) == len(before[[t for t, _ in before].index("messages")][1]) + 4
             assert integrity(db) == "ok"
         finally:
             kimi.close()
@@ -396,6 +441,72 @@ def test_replaced_store_is_reopened_cleanly_or_refused(tmp_path):
         assert integrity(run.db) == "ok"
     finally:
         run.close()
+
+
+class Senders:
+    """Servers sending numbered messages; every id a server reported is kept with its text."""
+
+    def __init__(self) -> None:
+        self.sent: dict[int, str] = {}
+        self.refusals = 0
+
+    def send(self, agent: McpAgent, recipient: str) -> bool:
+        text = f"from {agent.agent} #{len(self.sent) + self.refusals}"
+        result = agent.call("send_message", recipient=recipient, text=text)
+        if result.is_error:
+            assert result.text.startswith("store_missing: ") and "-shm" in result.text, result.text
+            self.refusals += 1
+            return False
+        message_id = result.data["id"]
+        assert message_id not in self.sent, f"#{message_id} handed out twice: {self.sent[message_id]!r}, {text!r}"
+        self.sent[message_id] = text
+        return True
+
+
+def _start_server(env: dict[str, str], agent: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(PROJECT / "server.py")], env={**os.environ, **env, "AGENT_ID": agent},
+                          cwd=PROJECT, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("deleted", [("-shm",), ("-wal", "-shm")], ids=["shm", "wal+shm"])
+def test_deleted_sidecars_never_split_the_store(tmp_path, deleted):
+    db = tmp_path / "state" / "bridge.db"
+    env = _env(tmp_path, db)
+    kimi = McpAgent("kimi", env, tmp_path / "servers.stderr")
+    claude = McpAgent("claude", env, tmp_path / "servers.stderr")
+    third = None
+    senders = Senders()
+    try:
+        kimi.wait_ready(), claude.wait_ready()
+        for _ in range(3):  # committed to the WAL, not yet checkpointed into the file
+            assert senders.send(kimi, "claude") and senders.send(claude, "kimi")
+        for suffix in deleted:
+            os.unlink(f"{db}{suffix}")
+
+        # A server started now would make a second -shm (and -wal): it refuses, saying why.
+        started = _start_server(env, "kimi")
+        assert started.returncode == 2 and started.stdout == "", started.stderr
+        assert started.stderr.startswith("agent-bridge: store_missing: ") and "-shm" in started.stderr, started.stderr
+
+        # The running servers notice on their next call; once both have let go of the deleted
+        # files (the last one checkpoints them into the store), each reopens cleanly.
+        wait_until(lambda: senders.send(kimi, "claude") & senders.send(claude, "kimi"), 60,
+                   "both running servers to reopen the store")
+        assert senders.refusals >= 1, "nobody noticed the deleted files"
+        third = McpAgent("kimi", env, tmp_path / "servers.stderr")
+        third.wait_ready()
+        for _ in range(3):
+            for agent, recipient in ((third, "claude"), (kimi, "claude"), (claude, "kimi")):
+                assert senders.send(agent, recipient)
+        seen = {m["id"] for m in claude.ok("receive_messages", limit=100)["messages"]}
+        assert seen == {i for i, text in senders.sent.items() if not text.startswith("from claude")}
+    finally:
+        for agent in (kimi, claude, third):
+            if agent is not None:
+                agent.close()
+    assert dict((m[0], m[3]) for m in _messages(db)) == senders.sent
+    assert integrity(db) == "ok"
 
 
 # -- 5. a store left by an older schema version ------------------------------------------------

@@ -102,7 +102,10 @@ def test_migrates_every_released_schema_keeping_messages(tmp_path, fixture, vers
     before = sqlite3.connect(db).execute("SELECT * FROM messages ORDER BY id").fetchall()
     conn = open_store(db)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
-    assert [tuple(r) for r in conn.execute("SELECT * FROM messages ORDER BY id")] == before
+    # Every old column keeps its value; later migrations only add columns (with defaults).
+    old_columns = len(before[0])
+    assert [tuple(r)[:old_columns] for r in conn.execute("SELECT * FROM messages ORDER BY id")] == before
+    assert {r[0] for r in conn.execute("SELECT origin FROM messages")} == {"agent"}
     assert conn.execute("SELECT count(*) FROM dispatch_attempts").fetchone()[0] == 0
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
@@ -132,3 +135,58 @@ def test_deleted_store_is_an_error_and_replaced_store_is_reopened(tmp_path):
     open_store(db).close()  # someone restores a (new) store file
     conn = store.connection()
     assert conn.execute("SELECT count(*) FROM messages").fetchone()[0] == 0
+
+
+HOLD_OPEN = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("INSERT INTO messages (sender, recipient, text, created_at) VALUES ('kimi', 'claude', 'held', 0)")
+print("holding", flush=True)
+sys.stdin.readline()
+conn.close()
+"""
+
+
+@pytest.mark.parametrize("deleted", [("-shm",), ("-wal",), ("-wal", "-shm")])
+def test_a_handle_lets_go_of_deleted_sidecars_and_reopens_once_nobody_uses_them(tmp_path, deleted):
+    db = tmp_path / "bridge.db"
+    store = Store(db)
+    store.connection().execute("INSERT INTO messages (sender, recipient, text, created_at) VALUES ('a','b','mine',0)")
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_OPEN, str(db)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        for suffix in deleted:
+            os.unlink(f"{db}{suffix}")
+        for _ in range(2):  # noticed, and refused for as long as the holder uses the old files
+            with pytest.raises(BridgeError) as refused:
+                store.connection()
+            assert refused.value.code == "store_missing" and "-shm" in refused.value.message
+        # Another handle opening now would make a second pair: it refuses too.
+        with pytest.raises(BridgeError) as refused:
+            Store(db).connection()
+        assert refused.value.code == "store_missing"
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        assert holder.wait(60) == 0  # the last one out checkpoints what it wrote into the file
+        texts = [r[0] for r in store.connection().execute("SELECT text FROM messages ORDER BY id")]
+        assert texts == ["mine", "held"]
+        assert store.connection().execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
+        store.close()
+
+
+def test_a_fresh_open_with_no_sidecars_and_nobody_else_is_fine(tmp_path):
+    db = tmp_path / "bridge.db"
+    first = Store(db)
+    first.connection()
+    first.close()  # the last close removes -wal and -shm
+    assert not Path(f"{db}-wal").exists()
+    second = Store(db)
+    try:
+        assert second.connection().execute("SELECT count(*) FROM messages").fetchone()[0] == 0
+    finally:
+        second.close()
