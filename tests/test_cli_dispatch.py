@@ -58,8 +58,9 @@ def test_the_help_says_it_overrides_auto_and_never_repeats(env):
     assert "never a second attempt" in text
 
 
-def test_serve_help_names_agent_id(env):
-    assert "AGENT_ID" in cli(env, "serve", "--help").stdout
+def test_serve_help_says_agent_id_is_required_and_declared(env):
+    text = " ".join(cli(env, "serve", "--help").stdout.split())
+    assert "AGENT_ID is required and must be declared in config.json" in text
 
 
 def test_the_exit_statuses_are_in_the_help(env):
