@@ -153,3 +153,9 @@ def test_a_bug_is_one_internal_error_line_with_the_traceback_in_the_log(env):
 def test_a_usage_error_is_one_line_too(env):
     line = one_line(cli(env, "listener", "explode"), "usage_error", 2)
     assert "explode" in line
+
+
+def test_a_bare_group_shows_its_help_and_one_line(env):
+    done = cli(env, "listener")
+    one_line(done, "usage_error", 2)
+    assert "Commands:" in done.stdout and "enable" in done.stdout
