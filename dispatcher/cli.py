@@ -1,14 +1,80 @@
-"""The ``agent-bridge`` command. Keeps the MCP SDK out of every path except ``serve`` and ``demo``."""
+"""The ``agent-bridge`` command. Keeps the MCP SDK out of every path except ``serve`` and ``demo``.
+
+One top-level handler (``BridgeGroup.main``) ends every failure with one line
+``agent-bridge: <code>: <what to do>`` on stderr and the exit status from ``exits``.
+Commands raise ``BridgeError``s; they never print errors themselves.
+"""
 
 import json
+import math
+import os
+import re
 import sys
 import time
 
 import click
 
+from .errors import BridgeError
+from .exits import EXIT_INTERRUPTED, EXIT_USAGE, report
 from .validation import AGENT_ID_PATTERN
 
-agent_option = click.option("--agent", required=True, help="Agent id, as declared in config.json.")
+MAX_MESSAGE_ID = 2**63 - 1  # SQLite's largest integer
+WATCH_INTERVAL_RANGE = (0.05, 3600.0)
+
+EXIT_STATUS_HELP = """\b
+Exit status (on failure, one line on stderr: `agent-bridge: <code>: <what to do>`):
+  0  done
+  1  the store, a file or agent-bridge itself failed (store_unavailable, store_corrupt,
+     store_missing, file_unavailable, unsafe_path, internal_error, ...)
+  2  wrong command line, setting, config.json or agent id; nothing was done
+     (usage_error, invalid_setting, config_invalid, unknown_agent)
+  3  dispatch refused before anything was launched (already_attempted, ...)
+  4  dispatch: the attempt ran and ended failed, timeout or crashed
+  130 interrupted
+"""
+
+
+class BridgeGroup(click.Group):
+    """The one top-level handler: no traceback ever reaches the user."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        try:
+            done = super().main(args, prog_name or "agent-bridge", complete_var, standalone_mode=False, **extra)
+        except click.exceptions.Abort:  # Ctrl-C (click turns KeyboardInterrupt into Abort)
+            print("agent-bridge: interrupted: stopped by Ctrl-C; nothing more was done.", file=sys.stderr)
+            sys.exit(EXIT_INTERRUPTED)
+        except click.ClickException as exc:
+            sys.exit(_usage_error(exc))
+        except Exception as exc:
+            sys.exit(report(exc))
+        sys.exit(done if isinstance(done, int) else 0)
+
+
+def _usage_error(exc: click.ClickException) -> int:
+    ctx = getattr(exc, "ctx", None)
+    helper = f" See `{ctx.command_path} --help`." if ctx is not None else ""
+    text = " ".join(exc.format_message().split())
+    if isinstance(exc, click.exceptions.NoArgsIsHelpError):  # a bare group: its help, then the one line
+        click.echo(ctx.get_help())
+        text, helper = "a command is missing; pick one of those listed above.", ""
+    print(f"agent-bridge: usage_error: {text}{helper}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _agent_id(ctx, param, value: str) -> str:
+    if not re.fullmatch(AGENT_ID_PATTERN, value):
+        raise click.BadParameter(f"{value!r} is not an agent id ({AGENT_ID_PATTERN}).")
+    return value
+
+
+def _seconds(ctx, param, value: float) -> float:
+    low, high = WATCH_INTERVAL_RANGE
+    if not (math.isfinite(value) and low <= value <= high):
+        raise click.BadParameter(f"{value} is not a number of seconds from {low} to {high}.")
+    return value
+
+
+agent_option = click.option("--agent", required=True, callback=_agent_id, help="Agent id, as declared in config.json.")
 
 
 def _settings():
@@ -17,26 +83,42 @@ def _settings():
     return BridgeSettings()
 
 
+def _declared(settings, agent: str, *, config_required: bool = True):
+    """Refuse an agent that a valid config.json does not declare (``unknown_agent``).
+
+    An invalid config.json is refused too (``config_invalid``), except where
+    ``config_required`` is False: a listener started then reports stage ``error`` and
+    picks up the fixed file, and status, progress and disable must keep working.
+    """
+    from .config import ConfigError, load_config, require_agent
+
+    path = settings.config_path()
+    try:
+        config = load_config(path)
+    except ConfigError:
+        if config_required:
+            raise
+        return None
+    require_agent(config, agent, path)
+    return config
+
+
 def _print_json(data: object) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=True))
 
 
-def _check_agent(agent: str) -> str:
-    import re
-
-    if not re.fullmatch(AGENT_ID_PATTERN, agent):
-        raise click.BadParameter(f"{agent!r} is not an agent id ({AGENT_ID_PATTERN}).", param_hint="--agent")
-    return agent
-
-
-@click.group()
+@click.group(cls=BridgeGroup, epilog=EXIT_STATUS_HELP)
 def main() -> None:
     """Agent Bridge: local message bridge and headless dispatcher for AI coding agents."""
 
 
 @main.command()
 def serve() -> None:
-    """Run the MCP stdio server for AGENT_ID (what server.py does)."""
+    """Run the MCP stdio server for the agent named by AGENT_ID (what server.py does).
+
+    AGENT_ID is required and must be declared in config.json; a bad setting, config or
+    store ends it with one line on stderr and exit status 2, before the MCP handshake.
+    """
     from .serve import run_server
 
     sys.exit(run_server())
@@ -50,19 +132,29 @@ def listener() -> None:
 @listener.command("run")
 @agent_option
 def listener_run(agent: str) -> None:
-    """Run the listener in the foreground (what the systemd unit runs)."""
+    """Run the listener in the foreground (what the systemd unit runs).
+
+    An undeclared agent is refused. With an invalid config.json it starts anyway, in
+    stage `error`, and dispatches nothing until the file is fixed.
+    """
     from .dispatch.listener import run_listener
 
-    sys.exit(run_listener(_settings(), _check_agent(agent)))
+    settings = _settings()
+    _declared(settings, agent, config_required=False)
+    click.echo(f"agent-bridge listener for {agent}: pid {os.getpid()}, store {settings.db}, "
+               f"runtime {settings.private_dir()}", err=True)
+    sys.exit(run_listener(settings, agent))
 
 
 @listener.command("status")
 @agent_option
 def listener_status(agent: str) -> None:
-    """JSON: enabled, running, pid, stage, progress_state, progress, last, config_error."""
+    """JSON: enabled, running, pid, stage, progress_state, progress, last (with late_result_ids), config_error."""
     from .dispatch.control import listener_status as status
 
-    _print_json(status(_settings(), _check_agent(agent)))
+    settings = _settings()
+    _declared(settings, agent, config_required=False)
+    _print_json(status(settings, agent))
 
 
 @listener.command("progress")
@@ -72,27 +164,31 @@ def listener_progress(agent: str, once: bool) -> None:
     """One payload-free line, e.g. `[claude] idle | last msg#43 sender=kimi result=succeeded in 21.5s rc=0`."""
     from .dispatch.control import progress_line
 
+    settings = _settings()
+    _declared(settings, agent, config_required=False)
     if once:
-        click.echo(progress_line(_settings(), _check_agent(agent)))
+        click.echo(progress_line(settings, agent))
     else:
-        _watch(agent)
+        _watch(settings, agent)
 
 
 @listener.command("watch")
 @agent_option
-@click.option("--interval", default=0.5, show_default=True, help="Seconds between checks.")
+@click.option("--interval", default=0.5, show_default=True, callback=_seconds, help="Seconds between checks.")
 def listener_watch(agent: str, interval: float) -> None:
     """Print a new progress line at each change, until interrupted."""
-    _watch(agent, interval)
+    settings = _settings()
+    _declared(settings, agent, config_required=False)
+    _watch(settings, agent, interval)
 
 
-def _watch(agent: str, interval: float = 0.5) -> None:
+def _watch(settings, agent: str, interval: float = 0.5) -> None:
     from .dispatch.control import progress_line
 
-    settings, last = _settings(), None
+    last = None
     try:
         while True:
-            line = progress_line(settings, _check_agent(agent))
+            line = progress_line(settings, agent)
             if line != last:
                 click.echo(line)
                 last = line
@@ -107,7 +203,9 @@ def listener_pending(agent: str) -> None:
     """Read-only backlog: never-attempted messages that could wake a worker (dispatchable vs stale)."""
     from .dispatch.control import pending
 
-    _print_json(pending(_settings(), _check_agent(agent)))
+    settings = _settings()
+    _declared(settings, agent)
+    _print_json(pending(settings, agent))
 
 
 @listener.command("enable")
@@ -116,7 +214,9 @@ def listener_enable(agent: str) -> None:
     """Remove the disabled marker and start the listener (through systemd when its unit is installed)."""
     from .dispatch.control import enable
 
-    _print_json(enable(_settings(), _check_agent(agent)))
+    settings = _settings()
+    _declared(settings, agent)
+    _print_json(enable(settings, agent))
 
 
 @listener.command("disable")
@@ -125,7 +225,9 @@ def listener_disable(agent: str) -> None:
     """Stop taking new tasks: the listener lets the current worker finish and exits; survives reboots."""
     from .dispatch.control import disable
 
-    _print_json(disable(_settings(), _check_agent(agent)))
+    settings = _settings()
+    _declared(settings, agent, config_required=False)
+    _print_json(disable(settings, agent))
 
 
 @listener.command("recover")
@@ -135,18 +237,41 @@ def listener_recover(agent: str, run_now: bool) -> None:
     """Settle stale attempts, then report (or dispatch) never-attempted messages in the dispatch set."""
     from .dispatch.recover import recover
 
-    _print_json(recover(_settings(), _check_agent(agent), dispatch=run_now))
+    settings = _settings()
+    _declared(settings, agent)
+    _print_json(recover(settings, agent, dispatch=run_now))
 
 
 @main.command()
-@click.argument("message_id", type=int)
+@click.argument("message_id", type=click.IntRange(1, MAX_MESSAGE_ID))
 def dispatch(message_id: int) -> None:
-    """Run one attempt at MESSAGE_ID now, in the foreground (also outside the age window)."""
-    from .dispatch.recover import dispatch_one
+    """Run one attempt at MESSAGE_ID now, in the foreground, and print its outcome as JSON.
 
-    result = dispatch_one(_settings(), message_id)
+    An explicit human action: it runs even when the agent's `auto` is off and outside
+    the age window; never a second attempt (a message already attempted is refused,
+    exit status 3). Exit status 4 when the attempt ran and ended failed, timeout or crashed.
+    """
+    from .config import load_config
+    from .dispatch.recover import dispatch_one
+    from .errors import DispatchRefused
+
+    settings = _settings()
+    load_config(settings.config_path())
+    result = dispatch_one(settings, message_id)
+    if result.get("error"):  # dispatch_one reports a refusal as "<code>: <message>"
+        code, _, message = result["error"].partition(": ")
+        raise DispatchRefused(code, message)
+    if result.get("duration_seconds") is not None:
+        result["duration_seconds"] = round(result["duration_seconds"], 1)
     _print_json(result)
-    sys.exit(0 if result.get("outcome") in ("succeeded", "blocked") else 1)
+    outcome = result.get("outcome")
+    if outcome not in ("succeeded", "blocked"):
+        why = f" ({result['error_kind']})" if result.get("error_kind") else ""
+        raise BridgeError(
+            "attempt_failed",
+            f"the attempt at message #{message_id} ended {outcome or 'without an outcome'}{why}; the sender was "
+            "notified and it is never repeated. The JSON on stdout has its exit code and duration.",
+        )
 
 
 @main.command()
@@ -172,10 +297,11 @@ def systemd_install(agent: str) -> None:
     from .dispatch.systemd_unit import install_unit
     from .locations import PROJECT_DIR
 
+    _declared(_settings(), agent)
     try:
-        result = install_unit(_check_agent(agent), Path(sys.executable), PROJECT_DIR)
+        result = install_unit(agent, Path(sys.executable), PROJECT_DIR)
     except ValueError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise BridgeError("unit_refused", f"{exc}; nothing was installed.") from None
     click.echo(result.instructions())
 
 
@@ -185,4 +311,4 @@ def demo(keep: bool) -> None:
     """A self-contained demo on a temporary store: a task, a listener dispatching a worker, a conversation."""
     from .demo import run_demo
 
-    sys.exit(run_demo(keep=keep))
+    run_demo(keep=keep)

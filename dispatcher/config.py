@@ -3,6 +3,7 @@
 Agents are data: declaring ``codex`` is one more entry. A malformed file raises
 ``ConfigError`` with the reason; callers decide what failing closed means for them
 (the server refuses to start, the listener dispatches nothing and keeps running).
+An agent id that a valid file does not declare raises ``UnknownAgent`` (``unknown_agent``).
 """
 
 import json
@@ -11,7 +12,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from .errors import ConfigError
+from .errors import BridgeError, ConfigError
 from .validation import AGENT_ID_PATTERN
 
 AgentId = Annotated[str, StringConstraints(pattern=f"^{AGENT_ID_PATTERN}$")]
@@ -34,6 +35,23 @@ class BridgeConfig(BaseModel):
     def launcher_path(self, agent: str, project_dir: Path) -> Path:
         path = Path(self.agents[agent].launcher).expanduser()
         return path if path.is_absolute() else project_dir / path
+
+
+class UnknownAgent(BridgeError):
+    """An agent id (``--agent`` or ``AGENT_ID``) that config.json does not declare."""
+
+    def __init__(self, agent: str, declared: list[str], path: Path, source: str = "--agent") -> None:
+        super().__init__(
+            "unknown_agent",
+            f"{source} {agent!r} is not declared in {path}; declared agents: {', '.join(sorted(declared))}. "
+            "Use one of them, or declare it in that file.",
+        )
+        self.agent = agent
+
+
+def require_agent(config: BridgeConfig, agent: str, path: Path, source: str = "--agent") -> None:
+    if agent not in config.agents:
+        raise UnknownAgent(agent, list(config.agents), path, source)
 
 
 def load_config(path: Path) -> BridgeConfig:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import anyio
 
+from .errors import BridgeError
 from .settings import PROJECT_DIR, BridgeSettings
 
 
@@ -120,7 +121,8 @@ async def _script(env: dict[str, str]) -> None:
         _say("claude", f"  {listener['line']}")
 
 
-def run_demo(keep: bool = False) -> int:
+def run_demo(keep: bool = False) -> None:
+    """Raises ``BridgeError("demo_failed")`` (after cleaning up) when a step fails."""
     root = Path(tempfile.mkdtemp(prefix="agent-bridge-demo-"))
     env = {**os.environ, **_environment(root)}
     os.environ.update(_environment(root))  # the status watcher reads the same settings
@@ -132,10 +134,9 @@ def run_demo(keep: bool = False) -> int:
     try:
         anyio.run(_script, env)
         time.sleep(0.3)  # let the watcher print the final idle line
-        return 0
     except Exception as exc:
-        _say("demo", f"failed: {exc}")
-        return 1
+        hint = f"its files are in {root}" if keep else "run it again with --keep to inspect its files"
+        raise BridgeError("demo_failed", f"{type(exc).__name__}: {exc}; {hint}.") from exc
     finally:
         watcher.stop.set()
         listener.terminate()

@@ -1,20 +1,58 @@
 """Where the bridge's files live, resolved from the environment without pydantic.
 
 ``BridgeSettings`` (pydantic-settings) is the documented settings object; it uses these
-functions for its defaults. The status line reads the same three variables through
-``Locations.from_env`` because it must answer well within 200 ms, and importing
-pydantic-settings alone costs a good part of that.
+functions for its defaults and its path rule. The status line reads the same three
+variables through ``Locations.from_env`` because it must answer well within 200 ms, and
+importing pydantic-settings alone costs a good part of that.
+
+Path settings must be absolute (``~`` is expanded): the same variables are read by
+servers that MCP clients start in any working directory, by the systemd unit and by the
+CLI, and a relative path would quietly name a different file in each.
 """
 
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from .errors import BridgeError
+
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 
 
+class InvalidSetting(BridgeError):
+    """An environment setting is unusable; ``variable`` names it (e.g. AGENT_BRIDGE_LOG_LEVEL)."""
+
+    def __init__(self, variable: str, value: object, reason: str, more: str = "") -> None:
+        shown = repr(value)[:80]
+        super().__init__("invalid_setting", f"{variable}={shown} is invalid: {reason}{more}; fix or unset it.")
+        self.variable = variable
+
+
+def absolute_path(value: str | os.PathLike) -> Path:
+    """The rule for every path setting: ``~`` expanded, then absolute, else ``ValueError``."""
+    path = Path(value).expanduser()
+    if not path.is_absolute():
+        raise ValueError(
+            "it must be an absolute path (~ is expanded): a relative one would be resolved against each process's "
+            "working directory, so sessions started in different folders would use different files"
+        )
+    return path
+
+
+def _env_path(variable: str) -> Path | None:
+    value = os.environ.get(variable)
+    if not value:
+        return None
+    try:
+        return absolute_path(value)
+    except ValueError as exc:
+        raise InvalidSetting(variable, value, str(exc)) from None
+
+
 def _xdg(var: str, fallback: str) -> Path:
-    return Path(os.environ.get(var) or Path.home() / fallback)
+    value = os.environ.get(var)
+    # The XDG spec says relative values are invalid and must be ignored.
+    return Path(value) if value and os.path.isabs(value) else Path.home() / fallback
 
 
 def default_db() -> Path:
@@ -41,11 +79,11 @@ class Locations:
 
     @classmethod
     def from_env(cls) -> "Locations":
-        env = os.environ.get
+        """Raises ``InvalidSetting`` for a relative path, like ``BridgeSettings``."""
         return cls(
-            db=Path(env("AGENT_BRIDGE_DB") or default_db()),
-            config=Path(p) if (p := env("AGENT_BRIDGE_CONFIG")) else None,
-            runtime_dir=Path(p) if (p := env("AGENT_BRIDGE_RUNTIME_DIR")) else None,
+            db=_env_path("AGENT_BRIDGE_DB") or default_db(),
+            config=_env_path("AGENT_BRIDGE_CONFIG"),
+            runtime_dir=_env_path("AGENT_BRIDGE_RUNTIME_DIR"),
         )
 
     def private_dir(self) -> Path:

@@ -1,34 +1,33 @@
-"""Start the per-agent MCP stdio server (``server.py`` and ``agent-bridge serve``)."""
+"""Start the per-agent MCP stdio server (``server.py`` and ``agent-bridge serve``).
+
+Anything that stops it before the MCP handshake (a bad setting, an unset or undeclared
+AGENT_ID, an invalid config.json, an unusable store) ends it with one line
+``agent-bridge: <code>: <what to do>`` on stderr and exit status 2; stdout, the
+protocol stream, stays empty.
+"""
 
 import logging
-import sqlite3
-import sys
 
-from .config import ConfigError, load_config
 from .errors import BridgeError
-from .logs import configure_logging
-from .settings import BridgeSettings
+from .exits import EXIT_USAGE, report
 
 
-def run_server() -> int:
+def _prepare():
+    """Settings, config, identity and an open store, or the first reason there are none."""
+    from .config import load_config, require_agent
+    from .logs import configure_logging
+    from .settings import BridgeSettings
+
     settings = BridgeSettings()
     config_path = settings.config_path()
-    try:
-        config = load_config(config_path)
-    except ConfigError as exc:
-        print(f"agent-bridge: {exc}", file=sys.stderr)
-        return 2
-    declared = ", ".join(sorted(config.agents))
+    config = load_config(config_path)
     if not settings.agent_id:
-        print(f"agent-bridge: set AGENT_ID to one of the declared agents: {declared} ({config_path}).", file=sys.stderr)
-        return 2
-    if settings.agent_id not in config.agents:
-        print(
-            f"agent-bridge: AGENT_ID={settings.agent_id!r} is not a declared agent; declared agents: "
-            f"{declared} ({config_path}).",
-            file=sys.stderr,
+        raise BridgeError(
+            "unknown_agent",
+            f"AGENT_ID is not set; set it to one of the agents declared in {config_path}: "
+            f"{', '.join(sorted(config.agents))}.",
         )
-        return 2
+    require_agent(config, settings.agent_id, config_path, source="AGENT_ID")
     configure_logging(
         stderr_level=logging.getLevelName(settings.log_level),
         log_file=settings.private_dir() / "errors.log",
@@ -38,21 +37,21 @@ def run_server() -> int:
     from .store import Store
 
     store = Store(settings.db)
-    try:
-        store.connection()  # fail before the handshake on an unusable or too-new store
-    except BridgeError as exc:
-        print(f"agent-bridge: {exc}", file=sys.stderr)
-        return 2
-    except (OSError, sqlite3.Error) as exc:  # e.g. a read-only file system, a full disk
-        print(
-            f"agent-bridge: store_unavailable: cannot open the store {settings.db} ({exc}); nothing was "
-            "changed. Check its disk and permissions.",
-            file=sys.stderr,
-        )
-        return 2
+    store.connection()  # fail before the handshake on an unusable or too-new store
+    return settings, config, store
 
+
+def run_server() -> int:
+    try:
+        settings, config, store = _prepare()
+    except Exception as exc:
+        report(exc)
+        return EXIT_USAGE
     from .mcp_server import build_server  # the SDK import is the slow part of start-up
     from .mcp_stdio import run_stdio
 
-    run_stdio(build_server(settings.agent_id, store, config, settings))
+    try:
+        run_stdio(build_server(settings.agent_id, store, config, settings))
+    except Exception as exc:
+        return report(exc)
     return 0

@@ -17,3 +17,19 @@ def test_demo_runs_end_to_end(tmp_path):
     assert "completed after 4/4 turns" in out
     assert "[claude] idle | last msg#" in out and "result=succeeded" in out
     assert not list(tmp_path.iterdir())  # the temporary store is cleaned up
+
+
+FAILING_STEP = ("import sys, dispatcher.demo as demo\n"
+                "async def broken(env):\n    raise RuntimeError('step two went wrong')\n"
+                "demo._script = broken\n"
+                "from dispatcher.cli import main; main(['demo'])")
+
+
+def test_a_failed_demo_ends_with_one_line_and_cleans_up(tmp_path):
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", FAILING_STEP], cwd=PROJECT, env=env, capture_output=True, text=True,
+                          timeout=300, stdin=subprocess.DEVNULL)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.splitlines()[-1] == ("agent-bridge: demo_failed: RuntimeError: step two went wrong; run it "
+                                            "again with --keep to inspect its files.")
+    assert not list(tmp_path.iterdir())

@@ -80,3 +80,43 @@ def test_config_error_is_reported(setup):
     where.config.write_text('{"agents": {"claude": {"auto": 1}}}')
     st = listener_status(where, "claude")
     assert st["stage"] == "error" and "launcher" in st["config_error"]
+
+
+def _store_with_a_settled_attempt(where: Locations, outcome: str) -> tuple[int, int, int]:
+    """A task to claude whose attempt ended ``outcome`` at t=1000, and replies at t=990 and t=1010."""
+    from dispatcher.rows import insert_message
+    from dispatcher.store import open_store
+
+    conn = open_store(where.db)
+    try:
+        task = insert_message(conn, sender="kimi", recipient="claude", text="t", kind="task", created_at=900.0)
+        conn.execute("INSERT INTO dispatch_attempts (message_id, agent, state, outcome, started_at, finished_at)"
+                     " VALUES (?, 'claude', 'finished', ?, 950.0, 1000.0)", (task, outcome))
+        early = insert_message(conn, sender="claude", recipient="kimi", text="r", kind="result", reply_to=task,
+                               created_at=990.0)
+        late = insert_message(conn, sender="claude", recipient="kimi", text="r", kind="result", reply_to=task,
+                              created_at=1010.0)
+    finally:
+        conn.close()
+    return task, early, late
+
+
+@pytest.mark.parametrize(("outcome", "late_shown"), [("crashed", True), ("timeout", True), ("failed", True),
+                                                      ("succeeded", False), ("blocked", False)])
+def test_last_attempt_shows_replies_that_came_after_a_failed_verdict(setup, outcome, late_shown):
+    where, paths = setup
+    task, _, late = _store_with_a_settled_attempt(where, outcome)
+    last = {"message_id": task, "sender": "kimi", "result": outcome, "duration_seconds": 50.0, "exit_code": None}
+    write_progress(paths.progress, agent="claude", listener_pid=1, stage="idle", last=last, current=None)
+    st = listener_status(where, "claude")
+    assert st["last"]["late_result_ids"] == ([late] if late_shown else [])
+    assert "late_result_ids" not in st["progress"]["last"]  # the listener's document is shown as written
+
+
+def test_late_replies_are_unknown_not_an_error_when_the_store_is_unreadable(setup):
+    where, paths = setup
+    where.db.write_bytes(b"not a database\n" * 100)
+    last = {"message_id": 7, "sender": "kimi", "result": "crashed"}
+    write_progress(paths.progress, agent="claude", listener_pid=1, stage="idle", last=last, current=None)
+    assert listener_status(where, "claude")["last"]["late_result_ids"] is None
+    assert progress_line(where, "claude") == "[claude] stopped | last msg#7 sender=kimi result=crashed"

@@ -33,9 +33,37 @@ def _config_error(settings: Locations, agent: str) -> str | None:
     return None if agent in config.agents else f"agent {agent!r} is not declared in {settings.config_path()}"
 
 
-def listener_status(settings: Locations, agent: str, check_config: bool = True) -> dict:
+# Replies from the agent to the message of its last attempt, written after a verdict that
+# said it did not answer: the late answer is shown, not silently contradicted.
+LATE_REPLIES = """
+    SELECT m.id FROM messages AS m JOIN dispatch_attempts AS a ON a.message_id = m.reply_to
+    WHERE m.reply_to = ? AND a.state = 'finished' AND m.sender = a.agent AND m.kind != 'notice'
+      AND m.created_at > a.finished_at
+    ORDER BY m.id
+"""
+SUCCESS_OUTCOMES = ("succeeded", "blocked")
+
+
+def _late_reply_ids(settings: Locations, last: dict) -> list[int] | None:
+    """Ids of late replies after a non-success verdict; None when the store cannot tell."""
+    if last.get("result") in SUCCESS_OUTCOMES or not isinstance(last.get("message_id"), int):
+        return []
+    try:
+        conn = _read_only(settings)
+        if conn is None:
+            return None
+        try:
+            return [row[0] for row in conn.execute(LATE_REPLIES, (last["message_id"],))]
+        finally:
+            conn.close()
+    except sqlite3.Error:  # status is how one looks at a broken store: it never fails on one
+        return None
+
+
+def listener_status(settings: Locations, agent: str, check_config: bool = True, late_results: bool = True) -> dict:
     """``check_config=False`` skips validating config.json (the status line's fast path);
-    a running listener still reports an invalid config through its ``error`` stage."""
+    a running listener still reports an invalid config through its ``error`` stage.
+    ``late_results=False`` skips the one read-only store query behind ``last.late_result_ids``."""
     paths = AgentPaths.of(settings, agent)
     holder = flock_holder(paths.lock)
     doc, problem = read_progress(paths.progress)
@@ -58,6 +86,9 @@ def listener_status(settings: Locations, agent: str, check_config: bool = True) 
     if config_error:
         stage = "error"
     trusted = doc if problem is None and state is None else None
+    last = (trusted or {}).get("last")
+    if late_results and isinstance(last, dict):
+        last = {**last, "late_result_ids": _late_reply_ids(settings, last)}
     return {
         "agent": agent,
         "enabled": not paths.disabled_marker.exists(),
@@ -66,13 +97,13 @@ def listener_status(settings: Locations, agent: str, check_config: bool = True) 
         "stage": stage,
         "progress_state": state,
         "progress": trusted,
-        "last": (trusted or {}).get("last"),
+        "last": last,
         "config_error": config_error,
     }
 
 
 def progress_line(settings: Locations, agent: str, check_config: bool = True) -> str:
-    status = listener_status(settings, agent, check_config)
+    status = listener_status(settings, agent, check_config, late_results=False)
     detail = None
     if status["config_error"]:
         detail = "config invalid: see `agent-bridge listener status`"
@@ -122,7 +153,7 @@ def enable(settings: Locations, agent: str, wait_seconds: float = 10.0) -> dict:
 def _read_only(settings: Locations) -> sqlite3.Connection | None:
     if not settings.db.exists():
         return None
-    conn = sqlite3.connect(f"file:{settings.db}?mode=ro", uri=True, timeout=5)
+    conn = sqlite3.connect(f"{settings.db.as_uri()}?mode=ro", uri=True, timeout=5)
     conn.execute("PRAGMA query_only = ON")
     return conn
 

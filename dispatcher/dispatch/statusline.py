@@ -2,14 +2,14 @@
 
 It must answer fast and never fail: it reads only the environment, config.json (as
 plain JSON, no validation), /proc/locks and the progress documents; it imports neither
-pydantic nor the MCP SDK. Any error becomes a short word. ``agent-bridge-statusline``
+pydantic nor the MCP SDK. Any error becomes a short word (an invalid setting: its name). ``agent-bridge-statusline``
 runs it without even loading the CLI.
 """
 
 import json
 import sys
 
-from ..locations import Locations
+from ..locations import InvalidSetting, Locations
 
 SEPARATOR = "  ·  "
 
@@ -17,6 +17,9 @@ SEPARATOR = "  ·  "
 def statusline_text(only: tuple[str, ...] = ()) -> str:
     try:
         locations = Locations.from_env()
+    except InvalidSetting as exc:  # e.g. a relative AGENT_BRIDGE_DB
+        return f"[agent-bridge] unavailable (invalid_setting {exc.variable})"
+    try:
         agents = list(only) or sorted(json.loads(locations.config_path().read_text())["agents"])
         from .control import progress_line
 
