@@ -253,16 +253,10 @@ def dispatch(message_id: int) -> None:
     """
     from .config import load_config
     from .dispatch.recover import dispatch_one
-    from .errors import DispatchRefused
 
     settings = _settings()
     load_config(settings.config_path())
     result = dispatch_one(settings, message_id)
-    if result.get("error"):  # dispatch_one reports a refusal as "<code>: <message>"
-        code, _, message = result["error"].partition(": ")
-        raise DispatchRefused(code, message)
-    if result.get("duration_seconds") is not None:
-        result["duration_seconds"] = round(result["duration_seconds"], 1)
     _print_json(result)
     outcome = result.get("outcome")
     if outcome not in ("succeeded", "blocked"):

@@ -113,7 +113,7 @@ def start_conversation(
     turns = clamp(max_turns, *MAX_TURNS_RANGE, "max_turns")
     lifetime = clamp(expires_in_seconds, *EXPIRY_RANGE_SECONDS, "expires_in_seconds")
     with write_transaction(conn):
-        existing = find_dedup(conn, initiator, dedup_key)
+        existing = find_dedup(conn, initiator, dedup_key, recipient=recipient)
         if existing is not None:
             return {
                 "conversation_id": existing["conversation_id"],

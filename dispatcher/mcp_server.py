@@ -306,6 +306,9 @@ def build_server(agent: str, store: Store, config: BridgeConfig, settings: Bridg
             return {"error": f"invalid_action: action must be one of {', '.join(actions)}."}
         try:
             return await anyio.to_thread.run_sync(actions[action], settings, agent)
+        except BridgeError as exc:  # e.g. unsafe_path: its text says what to do
+            log.warning("listener_tool_failed", action=action, code=exc.code)
+            return {"error": str(exc)}
         except Exception as exc:  # this tool reports, it never raises
             log.warning("listener_tool_failed", action=action, error=type(exc).__name__)
             return {"error": f"listener_unavailable: {type(exc).__name__}; try `agent-bridge listener status --agent {agent}`."}

@@ -217,10 +217,14 @@ def mark_read(
     return {"acknowledged": acknowledged, "skipped": skipped}
 
 
+# Verdicts after which a result is news: the sender was told the attempt failed.
+_FAILED_VERDICTS = ("failed", "timeout", "crashed")
+
+
 def late_result_ids(conn: sqlite3.Connection, message_id: int, attempt: sqlite3.Row) -> list[int]:
-    """Results that answered the message after a verdict other than success: the worker
-    (or someone) did reply after all, and the verdict must not silently contradict it."""
-    if attempt["finished_at"] is None or attempt["outcome"] == "succeeded":
+    """Results that answered the message after a failed verdict: the worker (or someone)
+    did reply after all, and the verdict must not silently contradict it."""
+    if attempt["finished_at"] is None or attempt["outcome"] not in _FAILED_VERDICTS:
         return []
     return [r[0] for r in conn.execute(
         "SELECT id FROM messages WHERE reply_to = ? AND kind = 'result' AND created_at > ? ORDER BY id",

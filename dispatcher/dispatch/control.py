@@ -33,27 +33,22 @@ def _config_error(settings: Locations, agent: str) -> str | None:
     return None if agent in config.agents else f"agent {agent!r} is not declared in {settings.config_path()}"
 
 
-# Replies from the agent to the message of its last attempt, written after a verdict that
-# said it did not answer: the late answer is shown, not silently contradicted.
-LATE_REPLIES = """
-    SELECT m.id FROM messages AS m JOIN dispatch_attempts AS a ON a.message_id = m.reply_to
-    WHERE m.reply_to = ? AND a.state = 'finished' AND m.sender = a.agent AND m.kind != 'notice'
-      AND m.created_at > a.finished_at
-    ORDER BY m.id
-"""
-SUCCESS_OUTCOMES = ("succeeded", "blocked")
+def _late_result_ids(settings: Locations, last: dict) -> list[int] | None:
+    """Results that came after the last attempt's non-success verdict; None when the store cannot tell."""
+    from ..messages import late_result_ids  # the one definition, shared with get_message
 
-
-def _late_reply_ids(settings: Locations, last: dict) -> list[int] | None:
-    """Ids of late replies after a non-success verdict; None when the store cannot tell."""
-    if last.get("result") in SUCCESS_OUTCOMES or not isinstance(last.get("message_id"), int):
+    if not isinstance(last.get("message_id"), int) or isinstance(last.get("message_id"), bool):
         return []
     try:
         conn = _read_only(settings)
         if conn is None:
             return None
         try:
-            return [row[0] for row in conn.execute(LATE_REPLIES, (last["message_id"],))]
+            conn.row_factory = sqlite3.Row
+            attempt = conn.execute(
+                "SELECT outcome, finished_at FROM dispatch_attempts WHERE message_id = ?", (last["message_id"],)
+            ).fetchone()
+            return late_result_ids(conn, last["message_id"], attempt) if attempt else []
         finally:
             conn.close()
     except sqlite3.Error:  # status is how one looks at a broken store: it never fails on one
@@ -88,7 +83,7 @@ def listener_status(settings: Locations, agent: str, check_config: bool = True, 
     trusted = doc if problem is None and state is None else None
     last = (trusted or {}).get("last")
     if late_results and isinstance(last, dict):
-        last = {**last, "late_result_ids": _late_reply_ids(settings, last)}
+        last = {**last, "late_result_ids": _late_result_ids(settings, last)}
     return {
         "agent": agent,
         "enabled": not paths.disabled_marker.exists(),

@@ -32,15 +32,13 @@ def _attempt_summary(conn, message_id: int) -> dict:
     return {
         "message_id": message_id, "state": attempt["state"], "outcome": attempt["outcome"],
         "error_kind": attempt["error_kind"], "exit_code": attempt["exit_code"],
-        "duration_seconds": attempt["duration_seconds"],
+        "duration_seconds": None if attempt["duration_seconds"] is None else round(attempt["duration_seconds"], 1),
     }
 
 
 def dispatch_one(settings: BridgeSettings, message_id: int) -> dict:
-    try:
-        config = load_config(settings.config_path())
-    except ConfigError as exc:
-        return {"message_id": message_id, "outcome": None, "error": f"config: {exc.reason}"}
+    """One manual attempt; raises ConfigError or DispatchRefused (nothing launched)."""
+    config = load_config(settings.config_path())
     conn = open_store(settings.db)
     try:
         row = conn.execute("SELECT recipient FROM messages WHERE id = ?", (message_id,)).fetchone()
@@ -48,8 +46,6 @@ def dispatch_one(settings: BridgeSettings, message_id: int) -> dict:
             _log_to(settings, row[0])
         supervise(settings, config, message_id, manual=True)
         return _attempt_summary(conn, message_id)
-    except DispatchRefused as exc:
-        return {"message_id": message_id, "outcome": None, "error": str(exc)}
     finally:
         conn.close()
 
