@@ -135,6 +135,8 @@ class McpAgent:
             pass
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
+        if not self._thread.is_alive():
+            self._loop.close()
         if self._errlog is not sys.stderr:
             self._errlog.close()
 

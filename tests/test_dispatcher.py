@@ -45,7 +45,7 @@ def listener(env, config_path, launchers):
     yield proc
     if proc.poll() is None:
         proc.terminate()
-        proc.wait(30)
+    proc.communicate(timeout=30)  # also closes its pipes
 
 
 def use(config_path, launchers, mode, **kw):
@@ -190,8 +190,8 @@ def test_progress_line_and_status(listener, env, db_path, config_path, launchers
 
 def test_second_listener_exits_and_names_the_holder(listener, env):
     second = start_listener(env)
-    assert second.wait(60) == 0
-    assert str(listener.pid) in second.stderr.read()
+    _, stderr = second.communicate(timeout=60)
+    assert second.returncode == 0 and str(listener.pid) in stderr
     assert listener.poll() is None
 
 
