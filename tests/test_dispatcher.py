@@ -95,9 +95,9 @@ def test_each_worker_behaviour_is_classified(
     assert done["duration_seconds"] > 0 and done["worker_pid"] and done["supervisor_pid"]
     notices = notices_about(kimi, task)
     if outcome in ("succeeded", "blocked"):
-        assert [n["kind"] for n in notices] == ["result"]
-    else:
-        assert [n["kind"] for n in notices] == ["notice"]
+        assert [(n["kind"], n["origin"]) for n in notices] == [("result", "agent")]
+    else:  # the dispatcher's own notice, which no agent can write
+        assert [(n["kind"], n["origin"]) for n in notices] == [("notice", "system")]
         assert outcome in notices[0]["text"] and mode not in notices[0]["text"]
     # The worker's whole process group is gone, whatever it did.
     with pytest.raises(ProcessLookupError):
