@@ -41,8 +41,3 @@ def claude(pair):
 def kimi(pair):
     return pair[1]
 
-
-def pytest_configure(config):
-    config.addinivalue_line(
-        "markers", "slow: a long fault-injection or load test (still part of the default run)"
-    )

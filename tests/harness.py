@@ -9,6 +9,7 @@ import json
 import sqlite3
 import sys
 import threading
+import time
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,6 +98,20 @@ class McpAgent:
         self.wait_ready()
         return asyncio.run_coroutine_threadsafe(self._client.call_tool(tool, arguments), self._loop)
 
+    def call_at_barrier(self, barrier: threading.Barrier, tool: str, **arguments: Any) -> Future:
+        """Start a call that waits on ``barrier`` in this agent's loop thread, then sends at once.
+
+        The future's result is ``(ToolResult, sent_at, answered_at)`` (monotonic seconds)."""
+        self.wait_ready()
+
+        async def go() -> tuple[ToolResult, float, float]:
+            barrier.wait(CALL_TIMEOUT)  # blocks only this agent's own loop thread, on purpose
+            sent_at = time.monotonic()
+            result = await self._client.call_tool(tool, arguments)
+            return self._convert(result), sent_at, time.monotonic()
+
+        return asyncio.run_coroutine_threadsafe(go(), self._loop)
+
     @staticmethod
     def _convert(result: Any) -> ToolResult:
         text = "".join(getattr(block, "text", "") for block in result.content or [])
@@ -120,6 +135,8 @@ class McpAgent:
             pass
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
+        if not self._thread.is_alive():
+            self._loop.close()
         if self._errlog is not sys.stderr:
             self._errlog.close()
 
@@ -130,6 +147,18 @@ def start_agents(names: list[str], env: dict[str, str]) -> list[McpAgent]:
     for agent in agents:
         agent.wait_ready()
     return agents
+
+
+def race(agents: list[McpAgent], tool: str, **arguments: Any) -> tuple[list[ToolResult], bool]:
+    """The same call from every agent, released together by one barrier.
+
+    Returns the results in agent order, and whether the calls really overlapped: every
+    request was sent before the first answer came back."""
+    barrier = threading.Barrier(len(agents))
+    futures = [agent.call_at_barrier(barrier, tool, **arguments) for agent in agents]
+    done = [f.result(CALL_TIMEOUT) for f in futures]
+    overlapped = max(sent for _, sent, _ in done) < min(answered for _, _, answered in done)
+    return [result for result, _, _ in done], overlapped
 
 
 def db_snapshot(db_path: Path | str) -> list[tuple]:

@@ -1,9 +1,7 @@
 """Leases across processes: expiry, takeover, and exactly one winner in a claim race."""
 
-from concurrent.futures import wait
-
 import pytest
-from harness import McpAgent, sql, start_agents
+from harness import race, sql, start_agents
 
 RACERS = 8
 ROUNDS = 50
@@ -38,11 +36,16 @@ def test_expired_claim_can_be_taken_over_by_another_process(racers, db_path):
 
 def test_exactly_one_winner_per_claim_race(racers):
     claude, kimis = racers
+    overlapped_rounds = 0
     for round_no in range(ROUNDS):
         task = claude.ok("send_message", recipient="kimi", text=f"race {round_no}", kind="task")["id"]
-        futures = [k.call_async("claim_message", message_id=task) for k in kimis]
-        wait(futures, timeout=120)
-        results = [McpAgent._convert(f.result()) for f in futures]
-        winners = [r for r in results if not r.is_error]
+        results, overlapped = race(kimis, "claim_message", message_id=task)
+        overlapped_rounds += overlapped
+        winners = [k for k, r in zip(kimis, results) if not r.is_error]
         assert len(winners) == 1, [r.text for r in results]
-        assert {r.code for r in results if r.is_error} == {"claimed_by_other"}
+        assert [r.code for r in results if r.is_error] == ["claimed_by_other"] * (RACERS - 1)
+        # The store agrees with the answers: the lease is the winner's and no loser's.
+        owners = [k.ok("get_message", message_id=task)["owned_by_current_worker"] for k in kimis]
+        assert owners == [k is winners[0] for k in kimis]
+    # A race needs all eight requests in flight together: every one sent before the first answer.
+    assert overlapped_rounds >= ROUNDS // 2, f"only {overlapped_rounds}/{ROUNDS} rounds really overlapped"

@@ -4,6 +4,7 @@ talk MCP to server.py, real process groups and signals, verdicts read from the s
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -44,7 +45,7 @@ def listener(env, config_path, launchers):
     yield proc
     if proc.poll() is None:
         proc.terminate()
-        proc.wait(30)
+    proc.communicate(timeout=30)  # also closes its pipes
 
 
 def use(config_path, launchers, mode, **kw):
@@ -56,35 +57,47 @@ def send_task(kimi, text="please handle this"):
     return kimi.ok("send_message", recipient="claude", text=text, kind="task")["id"]
 
 
+def insert_task(db_path, text, *, created_at, response_deadline=None) -> int:
+    """A task from kimi to claude written with its timestamps already set, in one statement."""
+    return sql(db_path, "INSERT INTO messages (sender, recipient, kind, text, created_at, response_deadline)"
+                        " VALUES ('kimi', 'claude', 'task', ?, ?, ?) RETURNING id", (text, created_at, response_deadline))[0][0]
+
+
 def notices_about(kimi, task_id):
     found = [m for m in kimi.ok("receive_messages", limit=100)["messages"] if m["reply_to"] == task_id]
     kimi.ok("mark_read", message_ids=[m["id"] for m in found]) if found else None
     return found
 
 
+TIMEOUT_STATUS_XFAIL = pytest.mark.xfail(
+    strict=True, reason="fixed by core: kill_group reaps the leader behind Popen's back, so a timeout records 0")
+
+
 @pytest.mark.parametrize(
-    ("mode", "outcome", "error_kind"),
+    ("mode", "outcome", "error_kind", "exit_code"),
     [
-        ("succeed", "succeeded", None),
-        ("block", "blocked", None),
-        ("crash", "failed", "blocked_without_release|no_evidence"),
-        ("noop", "failed", "no_evidence"),
-        ("hang", "timeout", "timeout"),
-        ("ignore_term", "timeout", "timeout"),
+        ("succeed", "succeeded", None, 0),
+        ("block", "blocked", None, 0),
+        # It claims and dies without a word: no result, no acknowledgement, a non-zero exit.
+        ("crash", "failed", "no_evidence", 3),
+        ("noop", "failed", "no_evidence", 0),
+        # The real status of the killed worker: TERM worked, or KILL was needed.
+        pytest.param("hang", "timeout", "timeout", -signal.SIGTERM, marks=TIMEOUT_STATUS_XFAIL),
+        pytest.param("ignore_term", "timeout", "timeout", -signal.SIGKILL, marks=TIMEOUT_STATUS_XFAIL),
     ],
 )
-def test_each_worker_behaviour_is_classified(listener, env, db_path, config_path, launchers, kimi, mode, outcome, error_kind):
+def test_each_worker_behaviour_is_classified(
+        listener, env, db_path, config_path, launchers, kimi, mode, outcome, error_kind, exit_code):
     use(config_path, launchers, mode, timeout=3 if mode in ("hang", "ignore_term") else 90)
     task = send_task(kimi, f"task for a {mode} worker")
     done = wait_finished(db_path, task)
-    assert done["outcome"] == outcome, done
-    assert re.fullmatch(error_kind, done["error_kind"] or "") if error_kind else done["error_kind"] is None
+    assert (done["outcome"], done["error_kind"], done["exit_code"]) == (outcome, error_kind, exit_code), done
     assert done["duration_seconds"] > 0 and done["worker_pid"] and done["supervisor_pid"]
     notices = notices_about(kimi, task)
     if outcome in ("succeeded", "blocked"):
-        assert [n["kind"] for n in notices] == ["result"]
-    else:
-        assert [n["kind"] for n in notices] == ["notice"]
+        assert [(n["kind"], n["origin"]) for n in notices] == [("result", "agent")]
+    else:  # the dispatcher's own notice, which no agent can write
+        assert [(n["kind"], n["origin"]) for n in notices] == [("notice", "system")]
         assert outcome in notices[0]["text"] and mode not in notices[0]["text"]
     # The worker's whole process group is gone, whatever it did.
     with pytest.raises(ProcessLookupError):
@@ -140,8 +153,8 @@ def test_only_tasks_wake_workers_and_stale_ones_wait_for_a_human(listener, env, 
     use(config_path, launchers, "succeed")
     notice = kimi.ok("send_message", recipient="claude", text="fyi", kind="notice")["id"]
     plain = kimi.ok("send_message", recipient="claude", text="hello")["id"]
-    old = kimi.ok("send_message", recipient="claude", text="old task", kind="task")["id"]
-    sql(db_path, "UPDATE messages SET created_at = created_at - 2 * 86400 WHERE id = ?", (old,))
+    # Born old in one statement, so the listener never sees it young (it polls every 20 ms).
+    old = insert_task(db_path, "old task", created_at=time.time() - 2 * 86400)
     fresh = send_task(kimi)
     wait_finished(db_path, fresh)
     # The older ids would have been taken first had they been dispatchable.
@@ -158,8 +171,8 @@ def test_only_tasks_wake_workers_and_stale_ones_wait_for_a_human(listener, env, 
 
 def test_backlog_past_its_response_deadline_is_still_dispatched(listener, db_path, config_path, launchers, kimi):
     use(config_path, launchers, "succeed")
-    task = kimi.ok("send_message", recipient="claude", text="late", kind="task", response_timeout_seconds=1)["id"]
-    sql(db_path, "UPDATE messages SET response_deadline = 0 WHERE id = ?", (task,))
+    # Past its deadline from the moment the listener can first see it.
+    task = insert_task(db_path, "late", created_at=time.time(), response_deadline=time.time() - 3600)
     assert wait_finished(db_path, task)["outcome"] == "succeeded"
 
 
@@ -177,8 +190,8 @@ def test_progress_line_and_status(listener, env, db_path, config_path, launchers
 
 def test_second_listener_exits_and_names_the_holder(listener, env):
     second = start_listener(env)
-    assert second.wait(60) == 0
-    assert str(listener.pid) in second.stderr.read()
+    _, stderr = second.communicate(timeout=60)
+    assert second.returncode == 0 and str(listener.pid) in stderr
     assert listener.poll() is None
 
 
@@ -220,7 +233,7 @@ def test_secret_task_text_appears_in_no_log_progress_status_or_attempt(
     assert not [o for o in outputs if secret in o]
     assert not list((bridge_root / "runtime").rglob("request.md"))  # removed after each attempt
     for path in (bridge_root / "runtime").rglob("*"):
-        assert path.stat().st_mode & (0o077 if path.is_file() else 0o077) == 0, path
+        assert path.stat().st_mode & 0o077 == 0, path
 
 
 def test_statusline_path_stays_lean(env):
@@ -233,10 +246,12 @@ def test_statusline_path_stays_lean(env):
     assert line.startswith("[claude]") and loaded == "[]"
 
 
-def test_statusline_is_quick_and_safe(env, bridge_root, tmp_path):
-    done = cli({**env, "AGENT_BRIDGE_DB": str(tmp_path / "missing" / "bridge.db")}, "statusline")
-    assert done.returncode == 0 and done.stdout.startswith("[claude]")
+def test_statusline_without_a_store_or_config_prints_one_line_and_creates_nothing(env, tmp_path):
+    missing = tmp_path / "missing"
+    done = cli({**env, "AGENT_BRIDGE_DB": str(missing / "bridge.db")}, "statusline")
+    assert (done.returncode, done.stdout.count("\n"), done.stderr) == (0, 1, "")
+    assert done.stdout.startswith("[claude]") and not missing.exists()  # it only reads, never creates a store
     broken = tmp_path / "broken.json"
     broken.write_text("{nope")
     done = cli({**env, "AGENT_BRIDGE_CONFIG": str(broken)}, "statusline")
-    assert done.returncode == 0 and "unavailable" in done.stdout
+    assert (done.returncode, done.stdout, done.stderr) == (0, "[agent-bridge] unavailable (JSONDecodeError)\n", "")

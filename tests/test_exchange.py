@@ -1,7 +1,6 @@
 """The basic exchange and message tools, over real MCP stdio against real server.py processes."""
 
 import json
-import threading
 import time
 
 import pytest
@@ -56,9 +55,9 @@ def test_sender_is_always_agent_id(claude, kimi):
     drain(kimi)
     sent = claude.ok("send_message", recipient="kimi", text="who am I")
     assert kimi.ok("get_message", message_id=sent["id"])["sender"] == "claude"
-    # There is no argument that could name another sender.
-    result = claude.call("send_message", recipient="kimi", text="x", sender="kimi")
-    assert result.is_error or kimi.ok("receive_messages")["messages"][-1]["sender"] == "claude"
+    # There is no argument that could name another sender: an extra one is ignored.
+    spoofed = claude.ok("send_message", recipient="kimi", text="x", sender="kimi")
+    assert kimi.ok("get_message", message_id=spoofed["id"])["sender"] == "claude"
 
 
 @pytest.mark.parametrize(
@@ -143,16 +142,22 @@ def test_claim_rules(claude, kimi, db_path):
     assert kimi.call("claim_message", message_id=10**9).code == "message_not_found"
 
 
-def test_long_poll_returns_when_a_message_arrives(claude, kimi):
+def test_long_poll_waits_for_a_message_sent_after_it_began(claude, kimi):
     drain(kimi)
-    started = time.monotonic()
     pending = kimi.call_async("receive_messages", wait_seconds=25)
-    threading.Timer(1.0, lambda: claude.ok("send_message", recipient="kimi", text="wake up")).start()
+    # The server reads requests in order and serves them concurrently: once this later call is
+    # answered, the poll has been read, is still waiting, and the inbox was empty after it began.
+    assert kimi.ok("receive_messages")["messages"] == []
+    assert not pending.done()
+    sent_at = time.monotonic()
+    sent = claude.ok("send_message", recipient="kimi", text="wake up")
     result = pending.result(60)
-    elapsed = time.monotonic() - started
-    assert result.structured_content["messages"][0]["text"] == "wake up"
+    answered_after = time.monotonic() - sent_at
+    assert not result.is_error
+    assert [(m["id"], m["text"]) for m in result.structured_content["messages"]] == [(sent["id"], "wake up")]
     # It came back with the message, not at the end of the 25 s wait.
-    assert elapsed < 20
+    assert answered_after < 20, answered_after
+    kimi.ok("mark_read", message_ids=[sent["id"]])
 
 
 def test_long_poll_with_nothing_returns_empty(kimi):
@@ -163,10 +168,10 @@ def test_long_poll_with_nothing_returns_empty(kimi):
 
 def test_tool_list_is_complete_and_compact(claude):
     tools = claude.list_tools()
-    names = {t.name for t in tools}
-    assert names >= {
-        "send_message", "receive_messages", "claim_message", "release_message",
-        "mark_read", "start_conversation", "conversation", "get_message",
-    }
+    # A session server offers exactly the nine tools the README lists (a worker's lacks listener).
+    assert sorted(t.name for t in tools) == sorted([
+        "send_message", "receive_messages", "claim_message", "release_message", "mark_read",
+        "get_message", "start_conversation", "conversation", "listener",
+    ])
     size = len(json.dumps([t.model_dump(mode="json", exclude_none=True) for t in tools]))
     assert size < 12000, size
