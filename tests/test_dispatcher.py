@@ -166,7 +166,8 @@ def test_only_tasks_wake_workers_and_stale_ones_wait_for_a_human(listener, env, 
     done = cli(env, "dispatch", str(old))
     assert done.returncode == 0 and json.loads(done.stdout)["outcome"] == "succeeded"
     again = cli(env, "dispatch", str(old))
-    assert again.returncode == 1 and "already_attempted" in json.loads(again.stdout)["error"]
+    assert again.returncode == 3 and again.stderr.startswith("agent-bridge: already_attempted: ")
+    assert again.stdout == ""
 
 
 def test_backlog_past_its_response_deadline_is_still_dispatched(listener, db_path, config_path, launchers, kimi):

@@ -387,9 +387,8 @@ def test_store_handle_reopens_a_replaced_file_only_once_the_old_one_is_let_go(tm
         with pytest.raises(BridgeError) as refused:  # the old file is still open elsewhere
             store.connection()
         assert refused.value.code == "store_missing" and "replaced" in refused.value.message
-        holder.stdin.write("\n")
-        holder.stdin.flush()
-        assert holder.wait(60) == 0
+        holder.communicate("\n", timeout=60)
+        assert holder.returncode == 0
         assert _sidecars(db), "SQLite cleaned up after all: this test no longer shows the hazard"
         # Nobody holds the old -wal/-shm now: the handle removes them and opens the new file.
         texts = [r[0] for r in store.connection().execute("SELECT text FROM messages")]
@@ -398,7 +397,7 @@ def test_store_handle_reopens_a_replaced_file_only_once_the_old_one_is_let_go(tm
     finally:
         if holder.poll() is None:
             holder.kill()
-            holder.wait()
+            holder.communicate()
         store.close()
 
 

@@ -116,8 +116,9 @@ def test_busy_storm_every_message_acknowledged_exactly_once(tmp_path):
         proc_env = {**os.environ, **env, "PYTHONPATH": str(PROJECT)}
 
         def spawn(*args: str) -> None:
-            procs.append(subprocess.Popen([sys.executable, str(STORM_WORKER), *args], cwd=PROJECT, env=proc_env,
-                                          stdin=subprocess.DEVNULL, stderr=open(tmp_path / "workers.stderr", "ab")))
+            with open(tmp_path / "workers.stderr", "ab") as err:  # Popen keeps its own copy
+                procs.append(subprocess.Popen([sys.executable, str(STORM_WORKER), *args], cwd=PROJECT, env=proc_env,
+                                              stdin=subprocess.DEVNULL, stderr=err))
 
         for i in range(READERS - MCP_READERS):
             spawn("reader", "sink", str(stop_file), str(out / f"reader-{i}.json"))

@@ -30,8 +30,7 @@ def holder(setup):
                             stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "held"
     yield proc
-    proc.stdin.close()
-    proc.wait(30)
+    proc.communicate(timeout=30)
 
 
 def test_stopped_when_nobody_holds_the_lock(setup):

@@ -49,9 +49,8 @@ def test_eight_processes_open_a_fresh_store_while_another_holds_a_write_lock(tmp
     # Once all have started opening they are spinning on the WAL switch; release the lock.
     for proc in openers:
         assert proc.stdout.readline().strip() == "opening"
-    holder.stdin.write("\n")
-    holder.stdin.flush()
-    assert holder.wait(60) == 0
+    holder.communicate("\n", timeout=60)
+    assert holder.returncode == 0
     for proc in openers:
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err
