@@ -106,12 +106,14 @@ def create_private_file(path: Path, text: str = "") -> Path:
 
 
 def _open_own_regular_file(path: Path, flags: int) -> int:
-    """Open (creating 0600 if missing) a regular file of ours, never through a link.
+    """Open a regular file of ours (created 0600 if ``flags`` say O_CREAT), never through a link.
 
     O_NONBLOCK: a planted FIFO must fail the check, not block the open.
     """
     try:
-        fd = os.open(path, flags | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, FILE_MODE)
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, FILE_MODE)
+    except FileNotFoundError:
+        raise
     except OSError as exc:
         if os.path.islink(path):
             raise UnsafePath(
@@ -140,9 +142,19 @@ def _open_own_regular_file(path: Path, flags: int) -> int:
 
 def open_private_append(path: Path) -> int:
     """A write-only, append-mode descriptor on a 0600 log file of ours (created if missing)."""
-    return _open_own_regular_file(path, os.O_WRONLY | os.O_APPEND)
+    return _open_own_regular_file(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
 
 
 def open_private_lock(path: Path) -> int:
     """A read-write descriptor on a 0600 lock file of ours (created if missing), for flock."""
-    return _open_own_regular_file(path, os.O_RDWR)
+    return _open_own_regular_file(path, os.O_RDWR | os.O_CREAT)
+
+
+def read_private_text(path: Path, max_bytes: int) -> str | None:
+    """The first ``max_bytes`` of a file of ours as text (bad UTF-8 replaced), or None if missing."""
+    try:
+        fd = _open_own_regular_file(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read(max_bytes).decode("utf-8", errors="replace")
