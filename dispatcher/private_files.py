@@ -12,7 +12,6 @@ modes, ownership and planted links live in one place:
   checked on the open descriptor: a regular file of ours with no second hard link.
 """
 
-import contextlib
 import os
 import stat
 from pathlib import Path
@@ -83,8 +82,16 @@ def ensure_private_dir(path: Path, what: str = "directory", *, tighten: bool = T
     """
     chain = _missing_chain(path)
     for missing in chain:
-        with contextlib.suppress(FileExistsError):
+        try:
             os.mkdir(missing, DIR_MODE)
+        except FileExistsError:
+            pass  # made by someone else meanwhile: checked below like one of ours
+        except OSError as exc:
+            raise BridgeError(
+                "path_unusable",
+                f"cannot create {missing} ({what}: {exc.strerror}); nothing was written. Check that its parent "
+                "exists and is writable, or choose another location (AGENT_BRIDGE_DB, AGENT_BRIDGE_RUNTIME_DIR).",
+            ) from None
         _check_dir(missing, what if missing == path else "parent directory", tighten=True)
     if not chain:
         _check_dir(path, what, tighten)

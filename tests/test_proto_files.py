@@ -272,3 +272,16 @@ def test_progress_refuses_a_runtime_directory_planted_as_a_link(tmp_path):
         write_progress(tmp_path / "runtime" / "claude.progress.json", agent="claude", stage="idle")
     assert_unsafe(exc_info, tmp_path / "runtime")
     assert list(elsewhere.iterdir()) == []
+
+
+@pytest.mark.parametrize("blocker", ["file", "dangling-link"])
+def test_a_directory_that_cannot_be_created_is_a_clear_error(tmp_path, blocker):
+    if blocker == "file":
+        (tmp_path / "state").write_text("not a directory")
+    else:
+        (tmp_path / "state").symlink_to(tmp_path / "gone")
+    with pytest.raises(BridgeError) as exc_info:
+        AgentPaths.of(Locations(db=tmp_path / "state" / "store" / "bridge.db"), "claude").ensure()
+    assert exc_info.value.code == "path_unusable"
+    assert str(tmp_path / "state" / "store") in exc_info.value.message
+    assert not (tmp_path / "gone").exists()
