@@ -168,27 +168,24 @@ def _scan_line(line: str) -> _Scanned:
 
 def _id_json(raw: str | None) -> str:
     """The id to answer with, as JSON text: the request's own number or string, else null."""
-    if raw is None:
-        return "null"
-    if _NUMBER.fullmatch(raw):
+    if raw is not None and _NUMBER.fullmatch(raw):
         return raw
-    if raw.startswith('"'):
+    if raw is not None and raw.startswith('"'):
         try:
             return json.dumps(json.loads(raw, strict=False))
         except ValueError:
-            return "null"
+            pass
     return "null"
 
 
 def _expects_answer(scanned: _Scanned) -> bool:
-    """Notifications (a string method, no id) and responses are never answered."""
+    """Everything is answered but a response and a notification."""
     if scanned.kind != "object":
         return True
-    if "id" in scanned.keys:
-        return "method" in scanned.keys or not scanned.keys & {"result", "error"}
-    method = scanned.members.get("method", "")
-    if method.startswith('"') or scanned.keys & {"result", "error"}:
-        return False
+    if "method" not in scanned.keys and scanned.keys & {"result", "error"}:
+        return False  # a response (result or error, no method)
+    if "id" not in scanned.keys and scanned.members.get("method", "").startswith('"'):
+        return False  # a notification (a string method, no id)
     return True
 
 
