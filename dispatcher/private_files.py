@@ -53,12 +53,15 @@ def _check_dir(path: Path, what: str, tighten: bool) -> None:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
-        if os.path.islink(path):
+        st = os.lstat(path)
+        if stat.S_ISLNK(st.st_mode):
             raise UnsafePath(
                 path, f"({what}) is a symbolic link",
                 "A link here could send private files anywhere: remove it (and check who created it), "
                 "or point the bridge at the real directory.",
             ) from None
+        if st.st_uid != os.geteuid():  # e.g. another user's 0700 directory we cannot even open
+            raise _not_ours(what, path, st) from None
         raise UnsafePath(
             path, f"({what}) is not a usable directory ({exc.strerror})", "Remove it or choose another location."
         ) from None
