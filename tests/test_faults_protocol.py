@@ -38,7 +38,8 @@ class RawServer:
         )
         self._inbox: queue.Queue = queue.Queue()
         self._early: dict = {}
-        threading.Thread(target=self._read, daemon=True).start()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
         self._next_id = 1000
 
     def _read(self) -> None:
@@ -86,6 +87,8 @@ class RawServer:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        self._reader.join(30)
+        self.proc.stdout.close()
         self._stderr.close()
 
 
