@@ -7,20 +7,27 @@ is a ``basicConfig`` that does nothing once the root logger has handlers.
 """
 
 import logging
-import os
 import sys
 from pathlib import Path
 
 import structlog
 
+from .private_files import ensure_private_dir, open_private_append
 
-def _private_file_handler(path: Path, level: int) -> logging.Handler:
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
-    os.chmod(path, 0o600)
-    handler = logging.FileHandler(path, encoding="utf-8")
-    handler.setLevel(level)
-    return handler
+
+class _PrivateFileHandler(logging.StreamHandler):
+    """A handler on a log file opened once, without following links (see private_files)."""
+
+    def __init__(self, path: Path, level: int) -> None:
+        ensure_private_dir(path.parent, "runtime directory")
+        super().__init__(open(open_private_append(path), "a", encoding="utf-8", buffering=1))
+        self.setLevel(level)
+
+    def close(self) -> None:
+        try:
+            self.stream.close()
+        finally:
+            super().close()
 
 
 def configure_logging(
@@ -43,10 +50,12 @@ def configure_logging(
     stderr.setLevel(stderr_level)
     handlers = [stderr]
     if log_file is not None:
-        handlers.append(_private_file_handler(log_file, file_level))
+        handlers.append(_PrivateFileHandler(log_file, file_level))
     root = logging.getLogger()
     for old in root.handlers[:]:
         root.removeHandler(old)
+        if isinstance(old, _PrivateFileHandler):
+            old.close()
     for handler in handlers:
         handler.setFormatter(formatter)
         root.addHandler(handler)

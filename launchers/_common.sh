@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # Shared preamble of the worker launchers; sourced, never run. The caller sets `prog`
-# and calls `take_request_file "$@"`, then `require_bridge_env` and `read_max_turns`
-# as it needs. Everything here exits with 2 on a bad invocation.
+# and calls `take_request_file "$@"`, then `require_bridge_env`, `read_max_turns` and
+# `write_bridge_mcp_config` as it needs. Everything here exits with 2 on a bad invocation.
 
 fail() { # fail CODE MESSAGE...
     local code=$1
@@ -36,4 +36,44 @@ read_max_turns() {
     if [[ -n $max_turns && ! $max_turns =~ ^[1-9][0-9]*$ ]]; then
         fail 2 "AGENT_BRIDGE_MAX_TURNS must be a positive integer, got: $max_turns"
     fi
+}
+
+# The bridge tools a worker may call, by name: what its prompts use (claim, result,
+# acknowledge, release, conversation moves) plus reading messages. Not `listener` (a task
+# text must not be able to switch dispatching off) and not `start_conversation` (an
+# unattended worker answers its task; it does not open new threads to other agents).
+# shellcheck disable=SC2034  # used by the launchers that source this file
+worker_tools=(send_message receive_messages claim_message release_message mark_read get_message conversation)
+
+# write_bridge_mcp_config FILE [TYPE]: an MCP config with exactly one stdio server,
+# agent_bridge, running as a worker (AGENT_BRIDGE_ROLE=worker) on the supervisor's
+# resolved store, config, runtime directory and limits. Written by Python so that paths
+# are JSON-escaped; created with O_EXCL|O_NOFOLLOW, so never through a planted name.
+write_bridge_mcp_config() {
+    "$AGENT_BRIDGE_PYTHON" - "$@" <<'PY'
+import json, os, sys
+
+env = os.environ
+server_env = {
+    "AGENT_ID": env["AGENT_ID"],
+    "AGENT_BRIDGE_DB": env["AGENT_BRIDGE_DB"],
+    "AGENT_BRIDGE_CONFIG": env["AGENT_BRIDGE_CONFIG"],
+    "AGENT_BRIDGE_ROLE": "worker",
+}
+for name in ("AGENT_BRIDGE_RUNTIME_DIR", "AGENT_BRIDGE_MAX_BODY_BYTES", "AGENT_BRIDGE_LOG_LEVEL",
+             "AGENT_BRIDGE_WORKER_TOKEN"):
+    if env.get(name):
+        server_env[name] = env[name]
+server = {
+    "command": env["AGENT_BRIDGE_PYTHON"],
+    "args": [os.path.join(env["AGENT_BRIDGE_PROJECT"], "server.py")],
+    "env": server_env,
+}
+if len(sys.argv) > 2:
+    server = {"type": sys.argv[2], **server}
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+with os.fdopen(fd, "w", encoding="utf-8") as fh:
+    json.dump({"mcpServers": {"agent_bridge": server}}, fh, indent=2)
+    fh.write("\n")
+PY
 }

@@ -11,11 +11,15 @@
 #   handed to Claude on stdin only: never in argv, never in the environment.
 # Environment: AGENT_ID, AGENT_BRIDGE_MESSAGE_ID, AGENT_BRIDGE_DB, AGENT_BRIDGE_CONFIG,
 #   AGENT_BRIDGE_PROJECT, AGENT_BRIDGE_PYTHON, AGENT_BRIDGE_ATTEMPT_DIR (required);
-#   AGENT_BRIDGE_DIAGNOSTICS_FILE (optional: payload-free outcome JSON is written there);
+#   AGENT_BRIDGE_RUNTIME_DIR, AGENT_BRIDGE_MAX_BODY_BYTES, AGENT_BRIDGE_LOG_LEVEL,
+#   AGENT_BRIDGE_WORKER_TOKEN (optional: passed on to the worker's bridge server);
 #   CLAUDE_BIN (optional, default `claude` on PATH);
 #   AGENT_BRIDGE_MAX_TURNS (optional positive integer -> --max-turns).
+# The launcher ends by exec-ing Claude: its output goes to claude-result.json in the
+# attempt dir, and the supervisor derives the diagnostics from it afterwards.
 # Exit code: Claude's own exit code; 2 for a bad invocation; 127 if the CLI is missing.
 set -euo pipefail
+set -o noclobber  # a `>` redirect never reuses an existing name (a planted file or link)
 umask 077
 
 prog=claude_headless.sh
@@ -32,32 +36,13 @@ claude_bin=${CLAUDE_BIN:-claude}
 command -v -- "$claude_bin" >/dev/null 2>&1 \
     || fail 127 "Claude Code CLI not found: '$claude_bin' (install it, or set CLAUDE_BIN to its path)"
 
-# MCP config with exactly one server, agent_bridge. Written by Python so that paths
-# are JSON-escaped correctly; lives in the private attempt directory (0600 via umask).
+# The bridge as the only MCP server, in the private attempt directory.
 mcp_config=$attempt_dir/claude-mcp-config.json
-"$AGENT_BRIDGE_PYTHON" - "$mcp_config" <<'PY'
-import json, os, sys
+write_bridge_mcp_config "$mcp_config" stdio
 
-env = os.environ
-config = {
-    "mcpServers": {
-        "agent_bridge": {
-            "type": "stdio",
-            "command": env["AGENT_BRIDGE_PYTHON"],
-            "args": [os.path.join(env["AGENT_BRIDGE_PROJECT"], "server.py")],
-            "env": {
-                "AGENT_ID": env["AGENT_ID"],
-                "AGENT_BRIDGE_DB": env["AGENT_BRIDGE_DB"],
-                "AGENT_BRIDGE_CONFIG": env["AGENT_BRIDGE_CONFIG"],
-            },
-        }
-    }
-}
-fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-with os.fdopen(fd, "w", encoding="utf-8") as fh:
-    json.dump(config, fh, indent=2)
-    fh.write("\n")
-PY
+# The worker tools by name, never `mcp__agent_bridge__*` (which would include `listener`).
+allowed_tools=$(printf 'mcp__agent_bridge__%s,' "${worker_tools[@]}")
+allowed_tools=${allowed_tools%,}
 
 # Why each flag (Claude Code 2.1.332):
 #   -p                          non-interactive; the prompt is read from stdin (no positional).
@@ -65,7 +50,7 @@ PY
 #   --mcp-config FILE           load the bridge server from the generated file ...
 #   --strict-mcp-config         ... and ignore every other MCP configuration.
 #   --tools ""                  no built-in tools at all (no Bash, Edit, Read, WebFetch ...).
-#   --allowedTools PATTERN      pre-approve only the bridge's tools.
+#   --allowedTools LIST         pre-approve only the worker's bridge tools, by name.
 #   --permission-mode dontAsk   anything not pre-approved is denied instead of asked.
 #   --permission-prompts none   nobody answers prompts in -p: a would-be prompt is a denial.
 # Not used: bypassPermissions / --dangerously-skip-permissions (Claude Code refuses
@@ -79,7 +64,7 @@ args=(
     --mcp-config "$mcp_config"
     --strict-mcp-config
     --tools ""
-    --allowedTools "mcp__agent_bridge__*"
+    --allowedTools "$allowed_tools"
     --permission-mode dontAsk
     --permission-prompts none
 )
@@ -92,77 +77,9 @@ fi
 export ENABLE_TOOL_SEARCH=false
 export CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1
 
-# The raw result JSON contains model text: keep it in the private attempt dir only.
-result_json=$attempt_dir/claude-result.json
-rc=0
-"$claude_bin" "${args[@]}" <"$request_file" >"$result_json" || rc=$?
-
-if [[ -n ${AGENT_BRIDGE_DIAGNOSTICS_FILE:-} ]]; then
-    "$AGENT_BRIDGE_PYTHON" - "$result_json" "$AGENT_BRIDGE_DIAGNOSTICS_FILE" <<'PY' \
-        || printf '%s: warning: could not write diagnostics\n' "$prog" >&2
-import json, os, re, sys
-
-src, dst = sys.argv[1], sys.argv[2]
-ENUM = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
-
-
-def load_result(path):
-    """Return (status, result-object). Only the final type=result object counts."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            text = fh.read()
-    except OSError:
-        return "missing", None
-    if not text.strip():
-        return "missing", None
-    candidates = []
-    try:
-        candidates.append(json.loads(text))
-    except ValueError:
-        for line in reversed(text.splitlines()):
-            try:
-                candidates.append(json.loads(line))
-            except ValueError:
-                continue
-    for obj in candidates:
-        if isinstance(obj, dict) and obj.get("type") == "result":
-            return "ok", obj
-    return "invalid", None
-
-
-def enum(v):
-    return v if isinstance(v, str) and ENUM.match(v) else None
-
-
-def number(v):
-    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
-
-def integer(v):
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
-
-
-status, res = load_result(src)
-res = res or {}
-denials = res.get("permission_denials")
-diag = {
-    "result_json": status,
-    "is_error": res.get("is_error") if isinstance(res.get("is_error"), bool) else None,
-    "subtype": enum(res.get("subtype")),
-    "terminal_reason": enum(res.get("terminal_reason")),
-    "num_turns": integer(res.get("num_turns")),
-    "total_cost_usd": number(res.get("total_cost_usd")),
-    "duration_ms": number(res.get("duration_ms")),
-    "api_error_status": integer(res.get("api_error_status")),
-    "permission_denials_count": len(denials) if isinstance(denials, list) else None,
-}
-tmp = "%s.tmp.%d" % (dst, os.getpid())
-fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-with os.fdopen(fd, "w", encoding="utf-8") as fh:
-    json.dump(diag, fh, sort_keys=True)
-    fh.write("\n")
-os.replace(tmp, dst)
-PY
-fi
-
-exit "$rc"
+# exec: the CLI replaces this shell, so the worker's process-group leader is the CLI
+# itself and no launcher process is left to outlive it or to be killed in its place.
+# The raw result JSON holds model text: it goes to the private attempt dir only, under
+# a fixed name from which the supervisor takes the payload-free diagnostics once the
+# worker is gone (dispatcher/dispatch/cli_results.py). noclobber: never an existing name.
+exec "$claude_bin" "${args[@]}" <"$request_file" >"$attempt_dir/claude-result.json"

@@ -14,7 +14,11 @@
 # `/path/to/worker.sh` receives it as $1). The full environment is passed through
 # (AGENT_ID, AGENT_BRIDGE_MESSAGE_ID, AGENT_BRIDGE_DB, AGENT_BRIDGE_CONFIG,
 # AGENT_BRIDGE_PROJECT, AGENT_BRIDGE_PYTHON, AGENT_BRIDGE_ATTEMPT_DIR,
-# AGENT_BRIDGE_DIAGNOSTICS_FILE), plus AGENT_BRIDGE_REQUEST_FILE = the same path.
+# AGENT_BRIDGE_DIAGNOSTICS_FILE, AGENT_BRIDGE_ROLE, AGENT_BRIDGE_RUNTIME_DIR ...), plus
+# AGENT_BRIDGE_REQUEST_FILE = the same path. Give the worker's bridge server at least
+# AGENT_BRIDGE_ROLE=worker (no `listener` tool) and the runtime directory, as below.
+# A wrapper should end with `exec <cli>`: the worker's process-group leader is then the
+# CLI itself (this launcher execs the command, and `bash -c` execs a single command).
 # The command must keep the task text out of argv and the environment itself: read it
 # from the file or feed it on stdin. For anything beyond one word, point the variable
 # at a small wrapper script, as in the examples below.
@@ -33,7 +37,7 @@
 #   exec codex exec --json --skip-git-repo-check \
 #     -c "mcp_servers.agent_bridge.command=\"$AGENT_BRIDGE_PYTHON\"" \
 #     -c "mcp_servers.agent_bridge.args=[\"$AGENT_BRIDGE_PROJECT/server.py\"]" \
-#     -c "mcp_servers.agent_bridge.env={AGENT_ID=\"$AGENT_ID\",AGENT_BRIDGE_DB=\"$AGENT_BRIDGE_DB\",AGENT_BRIDGE_CONFIG=\"$AGENT_BRIDGE_CONFIG\"}" \
+#     -c "mcp_servers.agent_bridge.env={AGENT_ID=\"$AGENT_ID\",AGENT_BRIDGE_DB=\"$AGENT_BRIDGE_DB\",AGENT_BRIDGE_CONFIG=\"$AGENT_BRIDGE_CONFIG\",AGENT_BRIDGE_ROLE=\"worker\",AGENT_BRIDGE_RUNTIME_DIR=\"$AGENT_BRIDGE_RUNTIME_DIR\"}" \
 #     -c 'mcp_servers.agent_bridge.default_tools_approval_mode="approve"' \
 #     - <"$1" >"$AGENT_BRIDGE_ATTEMPT_DIR/codex-events.jsonl"
 #   # Optional isolation: export CODEX_HOME to a per-attempt directory first (then it
@@ -55,7 +59,8 @@
 #       "mcpServers": {"agent_bridge": {
 #           "command": e["AGENT_BRIDGE_PYTHON"],
 #           "args": [os.path.join(e["AGENT_BRIDGE_PROJECT"], "server.py")],
-#           "env": {k: e[k] for k in ("AGENT_ID", "AGENT_BRIDGE_DB", "AGENT_BRIDGE_CONFIG")},
+#           "env": {"AGENT_BRIDGE_ROLE": "worker", **{k: e[k] for k in ("AGENT_ID", "AGENT_BRIDGE_DB",
+#                   "AGENT_BRIDGE_CONFIG", "AGENT_BRIDGE_RUNTIME_DIR") if e.get(k)}},
 #           "trust": True}},
 #       "security": {"auth": {"selectedType": "gemini-api-key"}},
 #       "privacy": {"usageStatisticsEnabled": False},

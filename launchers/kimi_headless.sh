@@ -15,7 +15,8 @@
 #   message id and the request file path; the task text itself never reaches argv/env.
 # Environment: AGENT_ID, AGENT_BRIDGE_MESSAGE_ID, AGENT_BRIDGE_DB, AGENT_BRIDGE_CONFIG,
 #   AGENT_BRIDGE_PROJECT, AGENT_BRIDGE_PYTHON, AGENT_BRIDGE_ATTEMPT_DIR (required);
-#   AGENT_BRIDGE_DIAGNOSTICS_FILE (optional: payload-free outcome JSON is written there);
+#   AGENT_BRIDGE_RUNTIME_DIR, AGENT_BRIDGE_MAX_BODY_BYTES, AGENT_BRIDGE_LOG_LEVEL,
+#   AGENT_BRIDGE_WORKER_TOKEN (optional: passed on to the worker's bridge server);
 #   KIMI_BIN (optional, default `kimi` on PATH);
 #   KIMI_NODE (optional: a Node >= 22.19 binary used to run KIMI_BIN, for npm installs
 #     whose `kimi` script would otherwise pick up an older `node` from PATH);
@@ -25,6 +26,7 @@
 #     unless that is already set; Kimi counts steps, not turns, so this is approximate).
 # Exit code: Kimi's own exit code; 2 for a bad invocation; 127 if the CLI is missing.
 set -euo pipefail
+set -o noclobber  # a `>` redirect never reuses an existing name (a planted file or link)
 umask 077
 
 prog=kimi_headless.sh
@@ -61,7 +63,7 @@ fi
 # trust records (so the workspace counts as untrusted and its project MCP files are ignored).
 user_home=${KIMI_CODE_HOME:-${HOME:-}/.kimi-code}
 worker_home=$attempt_dir/kimi-code-home
-mkdir -p -- "$worker_home"
+mkdir -m 700 -- "$worker_home"  # must be new: an existing name (say, a planted link) fails the launch
 for item in config.toml credentials device_id region; do
     if [[ -e $user_home/$item && ! -e $worker_home/$item ]]; then
         ln -s -- "$user_home/$item" "$worker_home/$item"
@@ -72,18 +74,18 @@ if [[ ! -e $worker_home/config.toml ]]; then
         "$prog" "$user_home/config.toml" >&2
 fi
 
-# Agent profile: the worker sees only the bridge's MCP tools plus the read-only Read
-# tool (needed to read REQUEST_FILE). Kimi matches MCP entries in `tools` as globs and
-# built-in tools by exact name, so Bash, Write, Edit, FetchURL, Agent, Skill ... are not
-# offered to the model at all. ${base_prompt} keeps Kimi's default system prompt.
+# Agent profile: the worker sees only the worker's bridge tools, listed by name (never
+# the `mcp__agent_bridge__*` glob, which would include `listener`), plus the read-only
+# Read tool (needed to read REQUEST_FILE). Kimi matches built-in tools by exact name, so
+# Bash, Write, Edit, FetchURL, Agent, Skill ... are not offered to the model at all.
+# ${base_prompt} keeps Kimi's default system prompt.
 agent_file=$attempt_dir/kimi-agent-bridge-worker.md
-cat >"$agent_file" <<'MD'
----
-name: agent-bridge-worker
-description: One-shot Agent Bridge worker limited to the agent_bridge MCP tools and Read.
-tools:
-  - Read
-  - "mcp__agent_bridge__*"
+{
+    printf '%s\n' --- "name: agent-bridge-worker" \
+        "description: One-shot Agent Bridge worker limited to the agent_bridge MCP tools and Read." \
+        "tools:" "  - Read"
+    printf '  - mcp__agent_bridge__%s\n' "${worker_tools[@]}"
+    cat <<'MD'
 ---
 ${base_prompt}
 
@@ -91,29 +93,9 @@ You are running as a one-shot, non-interactive Agent Bridge worker. Your only to
 the agent_bridge MCP tools and Read. Nobody is watching this session: do not ask
 questions; report results and problems through the agent_bridge tools.
 MD
+} >"$agent_file"
 
-"$AGENT_BRIDGE_PYTHON" - "$worker_home/mcp.json" <<'PY'
-import json, os, sys
-
-env = os.environ
-config = {
-    "mcpServers": {
-        "agent_bridge": {
-            "command": env["AGENT_BRIDGE_PYTHON"],
-            "args": [os.path.join(env["AGENT_BRIDGE_PROJECT"], "server.py")],
-            "env": {
-                "AGENT_ID": env["AGENT_ID"],
-                "AGENT_BRIDGE_DB": env["AGENT_BRIDGE_DB"],
-                "AGENT_BRIDGE_CONFIG": env["AGENT_BRIDGE_CONFIG"],
-            },
-        }
-    }
-}
-fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-with os.fdopen(fd, "w", encoding="utf-8") as fh:
-    json.dump(config, fh, indent=2)
-    fh.write("\n")
-PY
+write_bridge_mcp_config "$worker_home/mcp.json"
 
 # The fixed instruction: message id and file path only, never the task text.
 instruction="You are the Agent Bridge worker for agent '$AGENT_ID', working on message $AGENT_BRIDGE_MESSAGE_ID. \
@@ -133,104 +115,9 @@ fi
 #   -p INSTRUCTION                prompt mode: run one prompt and exit. Last, so that
 #                                 nothing can be mistaken for its value.
 # Not used: --yolo / --auto / --plan (rejected together with -p in 2.1.0).
-# The raw stream contains model text: keep it in the private attempt dir only.
-stream_out=$attempt_dir/kimi-stream.jsonl
-rc=0
-"${kimi_cmd[@]}" --agent-file "$agent_file" --output-format stream-json -p "$instruction" \
-    </dev/null >"$stream_out" || rc=$?
-
-# Diagnostics come from two machine-readable sources, both private to the attempt:
-# the stream-json output (counts only) and the session's wire.jsonl event log in the
-# private home (the final turn.ended reason and error code/name, all enums).
-if [[ -n ${AGENT_BRIDGE_DIAGNOSTICS_FILE:-} ]]; then
-    "$AGENT_BRIDGE_PYTHON" - "$stream_out" "$AGENT_BRIDGE_DIAGNOSTICS_FILE" "$rc" "$worker_home" <<'PY' \
-        || printf '%s: warning: could not write diagnostics\n' "$prog" >&2
-import glob, json, os, re, sys
-
-src, dst, rc, home = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-ENUM = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
-
-
-def enum(v):
-    return v if isinstance(v, str) and ENUM.match(v) else None
-
-
-diag = {
-    "stream_json": "missing",
-    "exit_code": rc,
-    "cli_version": None,
-    "assistant_messages": 0,
-    "tool_calls": 0,
-    "bridge_tool_calls": 0,
-    "tool_results": 0,
-    "retries": 0,
-    "last_retry_error_name": None,
-    "last_retry_status_code": None,
-    "completed_with_resume_hint": False,
-    "unparsed_lines": 0,
-    "turn_reason": None,
-    "turn_error_code": None,
-    "turn_error_name": None,
-}
-try:
-    with open(src, encoding="utf-8", errors="replace") as fh:
-        lines = fh.read().splitlines()
-except OSError:
-    lines = []
-for line in lines:
-    if not line.strip():
-        continue
-    try:
-        obj = json.loads(line)
-    except ValueError:
-        diag["unparsed_lines"] += 1
-        continue
-    if not isinstance(obj, dict):
-        diag["unparsed_lines"] += 1
-        continue
-    role, kind = obj.get("role"), obj.get("type")
-    if role == "meta" and kind == "system.version":
-        diag["cli_version"] = enum(obj.get("version"))
-    elif role == "meta" and kind == "turn.step.retrying":
-        diag["retries"] += 1
-        diag["last_retry_error_name"] = enum(obj.get("error_name"))
-        code = obj.get("status_code")
-        diag["last_retry_status_code"] = code if isinstance(code, int) and not isinstance(code, bool) else None
-    elif role == "meta" and kind == "session.resume_hint":
-        diag["completed_with_resume_hint"] = True
-    elif role == "assistant":
-        diag["assistant_messages"] += 1
-        for call in obj.get("tool_calls") or []:
-            diag["tool_calls"] += 1
-            name = ((call or {}).get("function") or {}).get("name")
-            if isinstance(name, str) and name.startswith("mcp__agent_bridge__"):
-                diag["bridge_tool_calls"] += 1
-    elif role == "tool":
-        diag["tool_results"] += 1
-wires = sorted(glob.glob(os.path.join(home, "sessions", "*", "*", "agents", "main", "wire.jsonl")),
-               key=os.path.getmtime)
-if wires:
-    with open(wires[-1], encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(event, dict) and event.get("type") == "turn.ended":
-                error = event.get("error") if isinstance(event.get("error"), dict) else {}
-                diag["turn_reason"] = enum(event.get("reason"))
-                diag["turn_error_code"] = enum(error.get("code"))
-                diag["turn_error_name"] = enum(error.get("name"))
-if lines:
-    parsed = len([l for l in lines if l.strip()]) - diag["unparsed_lines"]
-    diag["stream_json"] = "ok" if parsed > 0 else "invalid"
-tmp = "%s.tmp.%d" % (dst, os.getpid())
-fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-with os.fdopen(fd, "w", encoding="utf-8") as fh:
-    json.dump(diag, fh, sort_keys=True)
-    fh.write("\n")
-os.replace(tmp, dst)
-PY
-fi
-
-exit "$rc"
+# exec: Kimi replaces this shell, so the worker's process-group leader is the CLI itself.
+# The raw stream holds model text: it goes to the private attempt dir only, under a fixed
+# name. Once the worker is gone the supervisor takes the payload-free diagnostics from it
+# and from the session's wire.jsonl in the private home (dispatcher/dispatch/cli_results.py).
+exec "${kimi_cmd[@]}" --agent-file "$agent_file" --output-format stream-json -p "$instruction" \
+    </dev/null >"$attempt_dir/kimi-stream.jsonl"

@@ -1,9 +1,10 @@
 """Fault injection, part 6: bad input on the server's stdin, spoken raw (newline-delimited JSON-RPC).
 
 No MCP client here: a subprocess pipe, so the test controls every byte. The server must
-stay up and answer every request that carries an id (with a JSON-RPC error or a tool
-error) - never leave its caller waiting. Lines that name no id (garbage, notifications)
-get no answer, which is what JSON-RPC asks for.
+stay up and answer every request line (with a JSON-RPC error or a tool error) - never
+leave its caller waiting. The reply carries the request's id when it can be read (also
+a float or an overlong integer, echoed as written), else null, as JSON-RPC 2.0 asks.
+Only notifications, responses and blank lines get no answer.
 """
 
 import json
@@ -20,6 +21,12 @@ from harness import PROJECT
 
 READ_TIMEOUT = 90.0
 INVALID_REQUEST = -32600
+PARSE_ERROR = -32700
+
+
+def _int_or_digits(token: str) -> int | str:
+    """An echoed 5000-digit id stays text: int() refuses more than 4300 digits."""
+    return int(token) if len(token) <= 4300 else token
 
 
 class RawServer:
@@ -31,12 +38,13 @@ class RawServer:
         )
         self._inbox: queue.Queue = queue.Queue()
         self._early: dict = {}
-        threading.Thread(target=self._read, daemon=True).start()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
         self._next_id = 1000
 
     def _read(self) -> None:
         for line in self.proc.stdout:
-            self._inbox.put(json.loads(line))
+            self._inbox.put(json.loads(line, parse_int=_int_or_digits))
         self._inbox.put(None)  # EOF
 
     def write(self, raw: bytes) -> None:
@@ -79,6 +87,8 @@ class RawServer:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        self._reader.join(30)
+        self.proc.stdout.close()
         self._stderr.close()
 
 
@@ -104,21 +114,88 @@ def message_count(db_path) -> int:
     return query(db_path, "SELECT count(*) FROM messages")[0][0]
 
 
-def test_garbage_lines_get_no_answer_and_the_server_keeps_serving(server):
+@pytest.mark.parametrize(("raw", "code"), [
+    (b"this is not json", PARSE_ERROR),
+    (b"\xff\xfe\x00 binary \x80", PARSE_ERROR),
+    (b"[" * 100_000, INVALID_REQUEST),  # absurdly deep
+    (b"42", INVALID_REQUEST),
+    (b'"a string"', INVALID_REQUEST),
+    (b"null", INVALID_REQUEST),
+    (b"[]", INVALID_REQUEST),
+    (b'{"hello": "world"}', INVALID_REQUEST),  # JSON, no id, no method
+    (b'{"jsonrpc":"2.0","id":null,"method":"tools/list"}', INVALID_REQUEST),  # MCP ids are never null
+])
+def test_garbage_is_answered_with_a_null_id(server, raw, code):
+    server.write(raw)
+    reply = server.next_message()
+    assert reply["id"] is None and reply["error"]["code"] == code, reply
+    server.ping_ok()
+
+
+def test_a_cut_off_request_is_answered_with_its_id(server):
+    server.write(b'{"jsonrpc":"2.0","id":2,"method":')
+    assert server.response(2)["error"]["code"] == PARSE_ERROR
+    server.ping_ok()
+
+
+def test_notifications_and_blank_lines_get_no_answer(server):
     for raw in (
-        b"this is not json",
-        b'{"jsonrpc":"2.0","id":2,"method":',  # cut short: no id can be read
-        b"42", b'"a string"', b"null", b"[1, 2, 3]", b"[]",
-        b'{"hello": "world"}',  # JSON, no id
-        b'{"jsonrpc":"2.0","id":null,"method":"tools/list"}',  # a null id is no id
-        b"\xff\xfe\x00 binary \x80",
         b"   ",
-        b"[" * 100_000,  # absurdly deep
+        b"",
+        b'{"jsonrpc":"2.0","method":"notifications/no_such_thing"}',
+        b'{"jsonrpc":"2.0","method":"notifications/x","params":[1]}',  # a broken notification
+        b'{"jsonrpc":"2.0","id":12345,"result":{}}',  # a response to nothing
     ):
         server.write(raw)
     # Nothing came back for any of them: the very next message answers this ping.
     server.send({"jsonrpc": "2.0", "id": "after-garbage", "method": "ping"})
     assert server.next_message() == {"jsonrpc": "2.0", "id": "after-garbage", "result": {}}
+
+
+def deep(levels: int, request_id: str = "7") -> bytes:
+    """A send_message call whose text argument is nested ``levels`` lists deep, id last."""
+    text = "[" * levels + "]" * levels
+    return (b'{"jsonrpc":"2.0","method":"tools/call","params":{"name":"send_message","arguments":'
+            b'{"recipient":"kimi","text":' + text.encode() + b'}},"id":' + request_id.encode() + b"}")
+
+
+@pytest.mark.parametrize(("raw", "echoed", "code", "prefix"), [
+    (b'{"jsonrpc":"2.0","id":1.5,"method":"ping"}', 1.5, INVALID_REQUEST, "invalid_request: "),
+    (b'{"jsonrpc":"2.0","id":3.0,"method":"tools/list"}', 3.0, INVALID_REQUEST, "invalid_request: "),
+    (b'{"jsonrpc":"2.0","id":true,"method":"ping"}', None, INVALID_REQUEST, "invalid_request: "),
+    (b'{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}', None, INVALID_REQUEST, "invalid_request: "),
+    (deep(900, "71"), 71, INVALID_REQUEST, "invalid_request: "),
+    (deep(250, "72"), 72, INVALID_REQUEST, "invalid_request: "),
+    (deep(200_000, '"deep"'), "deep", INVALID_REQUEST, "invalid_request: "),
+    (tool_call("mark_read", {"message_ids": [1]}, 73).replace(b"[1]", b"[" + b"9" * 4301 + b"]"),
+     73, INVALID_REQUEST, "invalid_request: "),
+    (b'{"jsonrpc":"2.0","id":' + b"5" * 5000 + b',"method":"ping"}', "5" * 5000, INVALID_REQUEST, "invalid_request: "),
+    (tool_call("send_message", {"recipient": "kimi", "text": "a\rb"}, 74).replace(b"\\r", b"\r"),
+     74, PARSE_ERROR, "parse_error: "),
+    (b'{"jsonrpc":"2.0","id":"\\ud800x","method":"ping"}', "\ud800x", INVALID_REQUEST, "invalid_text: "),
+], ids=["float", "integral-float", "bool", "object", "nested-900", "nested-250", "nested-200000",
+        "int-4301-digits", "id-5000-digits", "bare-cr-in-string", "lone-surrogate-id"])
+def test_every_request_line_gets_an_answer(server, db_path, raw, echoed, code, prefix):
+    """Defect 15: each of these requests used to get no reply at all."""
+    before = message_count(db_path)
+    server.write(raw)
+    reply = server.next_message()
+    assert reply["id"] == echoed, reply["id"] if not isinstance(reply["id"], str) else reply["id"][:40]
+    assert reply["error"]["code"] == code
+    assert reply["error"]["message"].startswith(prefix)
+    assert message_count(db_path) == before
+    server.ping_ok()
+
+
+def test_lines_end_at_newline_only(server, db_path):
+    """A CR between tokens is whitespace, and a CRLF line ending still works."""
+    server.write(b'{"jsonrpc":"2.0",\r"id":"cr","method":"ping"}\r')
+    assert server.next_message() == {"jsonrpc": "2.0", "id": "cr", "result": {}}
+    before = message_count(db_path)
+    server.write(tool_call("send_message", {"recipient": "kimi", "text": "escaped \r is fine"}, 75))
+    assert server.response(75)["result"]["isError"] is False
+    assert query(db_path, "SELECT text FROM messages ORDER BY id DESC LIMIT 1") == [("escaped \r is fine",)]
+    assert message_count(db_path) == before + 1
 
 
 @pytest.mark.parametrize(("raw", "request_id"), [

@@ -1,19 +1,25 @@
 """Tests for the worker launch scripts in launchers/.
 
 No real agent CLI is needed: each test puts a small fake CLI (a Python script) in
-tmp_path that records its argv, environment, stdin and cwd, and prints canned output.
+tmp_path that records its argv, environment, stdin, cwd and process ids, and prints
+canned output. Each run gets a fresh attempt directory, as each dispatch does. The
+diagnostics are derived afterwards by ``cli_results.cli_diagnostics``, as the
+supervisor does once the worker is gone (the launchers exec the CLI).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from dispatcher.dispatch.cli_results import cli_diagnostics
 
 ROOT = Path(__file__).resolve().parent.parent
 LAUNCHERS = ROOT / "launchers"
@@ -24,6 +30,8 @@ COMMAND = LAUNCHERS / "command_headless.sh"
 TASK_TEXT = "TOP-SECRET-TASK-7f3a: please rename the widget"
 MODEL_TEXT = "MODEL-TEXT-SECRET-91c2"
 TOOL_INPUT = "TOOL-INPUT-SECRET-55d0"
+WORKER_TOOLS = ["send_message", "receive_messages", "claim_message", "release_message", "mark_read",
+                "get_message", "conversation"]
 
 CLAUDE_DIAG_KEYS = {
     "result_json",
@@ -41,7 +49,8 @@ FAKE_CLI = r'''#!{python}
 """Fake agent CLI: records what it was given, prints canned output."""
 import json, os, sys
 stdin = sys.stdin.read()
-record = {{"argv": sys.argv[1:], "env": dict(os.environ), "stdin": stdin, "cwd": os.getcwd()}}
+record = {{"argv": sys.argv[1:], "env": dict(os.environ), "stdin": stdin, "cwd": os.getcwd(),
+          "pid": os.getpid(), "ppid": os.getppid(), "pgid": os.getpgid(0)}}
 home = os.environ.get("KIMI_CODE_HOME")
 if home:
     files = {{}}
@@ -78,8 +87,6 @@ def ctx(tmp_path: Path):
     """A workspace, a private request file and attempt dir, and the supervisor env."""
     workspace = tmp_path / "ws"
     workspace.mkdir()
-    attempt = tmp_path / "attempt"
-    attempt.mkdir(mode=0o700)
     request = tmp_path / "request.txt"
     request.write_text(TASK_TEXT + "\n")
     request.chmod(0o600)
@@ -94,25 +101,42 @@ def ctx(tmp_path: Path):
         "AGENT_BRIDGE_CONFIG": str(tmp_path / "config.json"),
         "AGENT_BRIDGE_PROJECT": str(ROOT),
         "AGENT_BRIDGE_PYTHON": sys.executable,
-        "AGENT_BRIDGE_ATTEMPT_DIR": str(attempt),
         "AGENT_BRIDGE_DIAGNOSTICS_FILE": str(tmp_path / "diagnostics.json"),
+        "AGENT_BRIDGE_RUNTIME_DIR": str(tmp_path / "runtime"),
+        "AGENT_BRIDGE_MAX_BODY_BYTES": "65536",
+        "AGENT_BRIDGE_LOG_LEVEL": "INFO",
+        "AGENT_BRIDGE_WORKER_TOKEN": "tok-4711",
         "FAKE_RECORD": str(tmp_path / "record.json"),
     }
-    return {
+    s = {
         "tmp": tmp_path,
         "ws": workspace,
-        "attempt": attempt,
+        "runs": 0,
         "request": request,
         "home": home,
         "env": env,
         "fake": make_fake(tmp_path / "fake-cli"),
     }
+    new_attempt(s)
+    return s
 
 
-def run(script: Path, s: dict, **extra: str) -> subprocess.CompletedProcess:
+def new_attempt(s: dict) -> Path:
+    """A fresh private attempt directory, as the supervisor makes for each dispatch."""
+    s["runs"] += 1
+    s["attempt"] = s["tmp"] / f"attempt-{s['runs']}"
+    s["attempt"].mkdir(mode=0o700)
+    s["env"]["AGENT_BRIDGE_ATTEMPT_DIR"] = str(s["attempt"])
+    return s["attempt"]
+
+
+def run(script: Path, s: dict, *, fresh: bool = True, **extra: str) -> subprocess.CompletedProcess:
+    """Run the launcher in its own session, as the supervisor does."""
+    if fresh:
+        new_attempt(s)
     env = dict(s["env"])
     env.update(extra)
-    return subprocess.run(
+    proc = subprocess.run(
         [str(script), str(s["request"])],
         cwd=s["ws"],
         env=env,
@@ -120,7 +144,10 @@ def run(script: Path, s: dict, **extra: str) -> subprocess.CompletedProcess:
         capture_output=True,
         text=True,
         timeout=60,
+        start_new_session=True,
     )
+    s["rc"] = proc.returncode
+    return proc
 
 
 def record(s: dict) -> dict:
@@ -128,7 +155,8 @@ def record(s: dict) -> dict:
 
 
 def diagnostics(s: dict) -> dict:
-    return json.loads(Path(s["env"]["AGENT_BRIDGE_DIAGNOSTICS_FILE"]).read_text())
+    """What the supervisor records once the worker of the last run is gone."""
+    return cli_diagnostics(s["attempt"], s["rc"])
 
 
 def assert_task_not_exposed(rec: dict) -> None:
@@ -180,7 +208,9 @@ def test_claude_prompt_only_on_stdin_and_policy_flags(ctx):
     assert argv[argv.index("--output-format") + 1] == "json"
     assert "--strict-mcp-config" in argv
     assert argv[argv.index("--tools") + 1] == ""
-    assert argv[argv.index("--allowedTools") + 1] == "mcp__agent_bridge__*"
+    allowed = argv[argv.index("--allowedTools") + 1].split(",")
+    assert allowed == [f"mcp__agent_bridge__{name}" for name in WORKER_TOOLS]
+    assert not any("*" in name or name.endswith(("__listener", "__start_conversation")) for name in allowed)
     assert argv[argv.index("--permission-mode") + 1] == "dontAsk"
     assert argv[argv.index("--permission-prompts") + 1] == "none"
     assert "--max-turns" not in argv
@@ -210,11 +240,59 @@ def test_claude_mcp_config_has_only_the_bridge(ctx):
     server = config["mcpServers"]["agent_bridge"]
     assert server["command"] == sys.executable
     assert server["args"] == [str(ROOT / "server.py")]
-    assert server["env"] == {
-        "AGENT_ID": "claude",
-        "AGENT_BRIDGE_DB": s["env"]["AGENT_BRIDGE_DB"],
-        "AGENT_BRIDGE_CONFIG": s["env"]["AGENT_BRIDGE_CONFIG"],
+    assert server["type"] == "stdio"
+    assert server["env"] == worker_server_env(s)
+
+
+def worker_server_env(s: dict, agent: str = "claude") -> dict:
+    """The worker's bridge server runs as a worker, on exactly the supervisor's resolved settings."""
+    passed = ("AGENT_BRIDGE_DB", "AGENT_BRIDGE_CONFIG", "AGENT_BRIDGE_RUNTIME_DIR", "AGENT_BRIDGE_MAX_BODY_BYTES",
+              "AGENT_BRIDGE_LOG_LEVEL", "AGENT_BRIDGE_WORKER_TOKEN")
+    return {"AGENT_ID": agent, "AGENT_BRIDGE_ROLE": "worker", **{name: s["env"][name] for name in passed}}
+
+
+def test_the_launchers_exec_the_cli_so_it_leads_the_process_group(ctx):
+    """Defect 6: nothing of the launcher stays between the supervisor and the CLI."""
+    s = ctx
+    for script, extra in ((CLAUDE, {"CLAUDE_BIN": str(s["fake"])}), (KIMI, {"KIMI_BIN": str(s["fake"])}),
+                          (COMMAND, {"AGENT_BRIDGE_WORKER_COMMAND": str(s["fake"])})):
+        proc = run(script, s, **extra)
+        assert proc.returncode == 0, proc.stderr
+        rec = record(s)
+        assert rec["pid"] == rec["pgid"], script.name  # the session's leader is the CLI itself
+        assert rec["ppid"] == os.getpid(), script.name  # ... started directly, with no shell left above it
+
+
+def test_optional_worker_settings_are_left_out_when_unset(ctx):
+    s = ctx
+    for name in ("AGENT_BRIDGE_RUNTIME_DIR", "AGENT_BRIDGE_MAX_BODY_BYTES", "AGENT_BRIDGE_LOG_LEVEL",
+                 "AGENT_BRIDGE_WORKER_TOKEN"):
+        del s["env"][name]
+    run(CLAUDE, s, CLAUDE_BIN=str(s["fake"]))
+    config = json.loads((s["attempt"] / "claude-mcp-config.json").read_text())
+    assert config["mcpServers"]["agent_bridge"]["env"] == {
+        "AGENT_ID": "claude", "AGENT_BRIDGE_ROLE": "worker",
+        "AGENT_BRIDGE_DB": s["env"]["AGENT_BRIDGE_DB"], "AGENT_BRIDGE_CONFIG": s["env"]["AGENT_BRIDGE_CONFIG"],
     }
+
+
+@pytest.mark.parametrize(("script", "name"), [
+    (CLAUDE, "claude-mcp-config.json"), (CLAUDE, "claude-result.json"),
+    (KIMI, "kimi-code-home"), (KIMI, "kimi-agent-bridge-worker.md"), (KIMI, "kimi-stream.jsonl"),
+])
+def test_a_planted_name_in_the_attempt_dir_stops_the_launch(ctx, script, name):
+    s = ctx
+    victim_dir = s["tmp"] / "victim-dir"
+    victim_dir.mkdir()
+    victim = victim_dir / "victim.txt"
+    victim.write_text("victim\n")
+    attempt = new_attempt(s)
+    (attempt / name).symlink_to(victim_dir if name == "kimi-code-home" else victim)
+    proc = run(script, s, fresh=False, CLAUDE_BIN=str(s["fake"]), KIMI_BIN=str(s["fake"]))
+    assert proc.returncode != 0
+    assert victim.read_text() == "victim\n"
+    assert [p.name for p in victim_dir.iterdir()] == ["victim.txt"]
+    assert not Path(s["env"]["FAKE_RECORD"]).exists()  # the CLI never ran
 
 
 def test_claude_diagnostics_are_payload_free(ctx):
@@ -234,7 +312,7 @@ def test_claude_diagnostics_are_payload_free(ctx):
         "api_error_status": None,
         "permission_denials_count": 2,
     }
-    raw = Path(s["env"]["AGENT_BRIDGE_DIAGNOSTICS_FILE"]).read_text()
+    raw = json.dumps(diag)
     for secret in (MODEL_TEXT, TOOL_INPUT, TASK_TEXT):
         assert secret not in raw
         assert secret not in proc.stdout and secret not in proc.stderr
@@ -376,7 +454,7 @@ def test_kimi_fixed_instruction_and_private_home(ctx):
     server = rec["kimi_mcp"]["mcpServers"]["agent_bridge"]
     assert server["command"] == sys.executable
     assert server["args"] == [str(ROOT / "server.py")]
-    assert server["env"]["AGENT_ID"] == "kimi"
+    assert server["env"] == worker_server_env(s, "kimi")
     assert rec["kimi_home"]["config.toml"]["link"] == str(user_home / "config.toml")
     assert rec["kimi_home"]["credentials"]["link"] == str(user_home / "credentials")
     assert rec["kimi_home"]["region"]["link"] == str(user_home / "region")
@@ -396,8 +474,8 @@ def test_kimi_agent_file_limits_tools(ctx):
     assert agent_file.parent == s["attempt"]
     text = agent_file.read_text()
     front = text.split("---")[1]
-    assert "tools:" in front and "- Read" in front and '"mcp__agent_bridge__*"' in front
-    assert "Bash" not in front and "Write" not in front
+    tools = [line.removeprefix("  - ") for line in front.splitlines() if line.startswith("  - ")]
+    assert tools == ["Read"] + [f"mcp__agent_bridge__{name}" for name in WORKER_TOOLS]
     assert "${base_prompt}" in text
     assert TASK_TEXT not in text
 
@@ -430,7 +508,7 @@ def test_kimi_diagnostics(ctx):
         "turn_error_code": "provider.api_error",
         "turn_error_name": "APIStatusError",
     }
-    raw = Path(s["env"]["AGENT_BRIDGE_DIAGNOSTICS_FILE"]).read_text()
+    raw = json.dumps(diag)
     for secret in (MODEL_TEXT, TOOL_INPUT, TASK_TEXT):
         assert secret not in raw
         assert secret not in proc.stdout and secret not in proc.stderr
@@ -502,6 +580,13 @@ def test_scripts_are_executable_strict_bash(script):
     assert text.startswith("#!/usr/bin/env bash\n")
     assert "set -euo pipefail" in text
     subprocess.run(["bash", "-n", str(script)], check=True)
+
+
+@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck is not installed")
+def test_scripts_are_shellcheck_clean():
+    proc = subprocess.run(["shellcheck", "-x", *map(str, sorted(LAUNCHERS.glob("*.sh")))],
+                          cwd=LAUNCHERS, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout
 
 
 @pytest.mark.parametrize("script", [CLAUDE, KIMI, COMMAND])

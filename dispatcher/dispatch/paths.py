@@ -37,6 +37,6 @@ class AgentPaths:
         return self.root / "attempts" / str(message_id)
 
     def ensure(self) -> "AgentPaths":
-        ensure_private_dir(self.root)
-        ensure_private_dir(self.root / "attempts")
+        ensure_private_dir(self.root, "runtime directory")
+        ensure_private_dir(self.root / "attempts", "attempts directory")
         return self

@@ -11,12 +11,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..private_files import ensure_private_dir
+
 FORMAT_VERSION = 2
 STAGES = ("stopped", "starting", "idle", "received", "supervising", "error")
 
 
 def write_progress(path: Path, **fields: Any) -> dict:
     doc = {"format_version": FORMAT_VERSION, **fields, "updated_at": round(time.time(), 3)}
+    # mkstemp (O_EXCL) and a rename never write through a planted link; the directory
+    # holding the temp file must still be ours, not a link or another user's.
+    ensure_private_dir(path.parent, "runtime directory")
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as fh:

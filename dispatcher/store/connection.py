@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import BridgeError, StateChangedError
+from ..private_files import ensure_private_dir
 from .migrations import MIGRATIONS, SCHEMA_VERSION
 
 BUSY_TIMEOUT_MS = 15_000
@@ -28,7 +29,9 @@ class SchemaTooNewError(BridgeError):
 
 
 def _prepare_file(path: Path) -> None:
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    # The store's directory: created 0700 with every missing parent, refused if it is a
+    # link or another user's; an existing one is not narrowed (it may be a shared folder).
+    ensure_private_dir(path.parent, "store directory", tighten=False)
     # Create the file ourselves so it is 0600 from its first byte; SQLite gives the
     # -wal and -shm files the same mode as the database file.
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
