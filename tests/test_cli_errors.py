@@ -110,8 +110,8 @@ def test_the_status_line_still_answers_with_a_relative_store_path(env):
 @pytest.mark.parametrize(
     ("args", "code", "before"),
     [
-        (("listener", "run", "--agent", "claude"), "file_unavailable", 1),  # the runtime dir is made first
-        (("dispatch", "1"), "store_unavailable", 0),
+        (("listener", "run", "--agent", "claude"), "path_unusable", 1),  # the runtime dir is made first
+        (("dispatch", "1"), "path_unusable", 0),
     ],
 )
 def test_a_store_directory_under_a_regular_file(env, tmp_path, args, code, before):
@@ -122,7 +122,6 @@ def test_a_store_directory_under_a_regular_file(env, tmp_path, args, code, befor
     assert str(tmp_path / "plain-file") in line and "Not a directory" in line
 
 
-@pytest.mark.xfail(strict=True, reason="needs the ownership check in private_files (branch i7-proto)")
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to chown a directory to another user")
 def test_a_runtime_directory_owned_by_another_user_is_refused(env):
     runtime = Path(env["AGENT_BRIDGE_RUNTIME_DIR"])

@@ -87,6 +87,7 @@ class RawServer:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        self.proc.stdout.close()
         self._reader.join(30)
         self.proc.stdout.close()
         self._stderr.close()

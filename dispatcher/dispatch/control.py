@@ -12,6 +12,7 @@ import sys
 import time
 
 from ..locations import PROJECT_DIR, Locations
+from ..private_files import open_private_lock
 from .paths import AgentPaths
 from .procs import flock_holder, start_time
 from .progress import read_progress, render_line
@@ -115,7 +116,7 @@ def progress_line(settings: Locations, agent: str, check_config: bool = True) ->
 
 def disable(settings: Locations, agent: str) -> dict:
     paths = AgentPaths.of(settings, agent).ensure()
-    paths.disabled_marker.touch(mode=0o600)
+    os.close(open_private_lock(paths.disabled_marker))  # a planted link or FIFO is refused
     return {"agent": agent, "enabled": False, "running": flock_holder(paths.lock) is not None,
             "note": "the listener takes no new task, lets a running worker finish, and exits"}
 
