@@ -5,7 +5,8 @@ succeed, slow (succeeds after FAKE_WORKER_DELAY seconds), block, crash, hang, no
 ignore_term, late_noop (exits 0 after FAKE_WORKER_DELAY seconds, answering nothing),
 claim_and_wait (claims with the shortest lease, waits FAKE_WORKER_DELAY seconds, then
 succeeds), daemonize (exits at once, leaving a setsid'd grandchild that posts a result
-after FAKE_WORKER_DELAY seconds and notes that in FAKE_WORKER_LATE_FILE); the
+after FAKE_WORKER_DELAY seconds and notes that in FAKE_WORKER_LATE_FILE; with
+FAKE_WORKER_LEADER=hang the leader then hangs); the
 supervisor's environment tells it which message and store. The
 well-behaved path is the package's scripted worker; the rest misbehave on purpose.
 With FAKE_WORKER_LAUNCHES set, it appends its message id to that file first; with
@@ -85,6 +86,8 @@ def main() -> int:
         return 0
     if MODE == "daemonize":
         daemonize()
+        if os.environ.get("FAKE_WORKER_LEADER") == "hang":
+            time.sleep(3600)
         return 0
     if MODE == "claim_and_wait":
         anyio.run(claim_and_wait)
