@@ -54,7 +54,8 @@ Action = Stop | Wait | Dispatch | BackOff
 
 def backoff_seconds(failures: int) -> float:
     """Capped exponential: 0.5, 1, 2, 4 ... 30 s."""
-    return min(BACKOFF_CAP_SECONDS, BACKOFF_BASE_SECONDS * 2 ** max(0, failures - 1))
+    doublings = min(max(0, failures - 1), 16)  # bounded: a long outage must not overflow
+    return min(BACKOFF_CAP_SECONDS, BACKOFF_BASE_SECONDS * 2**doublings)
 
 
 def step(obs: Observation, now: float) -> Action:
