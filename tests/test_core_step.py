@@ -3,6 +3,7 @@ reconciliation, claim renewal, the listener lease, connection tracking and fault
 No listener, no supervisor: pure functions and single transactions on a real SQLite file."""
 
 import os
+import signal
 import socket
 import sqlite3
 import subprocess
@@ -225,3 +226,37 @@ def test_a_kill_fault_before_commit_leaves_the_transaction_uncommitted(tmp_path)
     check = sqlite3.connect(db)
     assert check.execute("SELECT count(*) FROM messages").fetchone()[0] == 0
     check.close()
+
+
+# -- signals ---------------------------------------------------------------------------------
+def test_sigterm_only_sets_a_flag_and_never_cuts_a_transaction_short(tmp_path):
+    from dispatcher.dispatch.listener import Listener
+    from dispatcher.settings import BridgeSettings
+    from dispatcher.store import write_transaction
+
+    settings = BridgeSettings(db=tmp_path / "bridge.db", runtime_dir=tmp_path / "runtime")
+    listener = Listener(settings, "claude")
+    conn = open_store(settings.db)
+    previous = signal.signal(signal.SIGTERM, listener._request_stop)
+    try:
+        with write_transaction(conn):
+            conn.execute("INSERT INTO messages (sender, recipient, text, created_at) VALUES ('a', 'b', '1', 0)")
+            os.kill(os.getpid(), signal.SIGTERM)  # the handler runs here, between the two writes
+            conn.execute("INSERT INTO messages (sender, recipient, text, created_at) VALUES ('a', 'b', '2', 0)")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert conn.execute("SELECT count(*) FROM messages").fetchone()[0] == 2
+    assert listener._stop_requested
+    conn.close()
+
+
+def test_the_worker_gets_the_resolved_settings_and_its_token(tmp_path):
+    from dispatcher.dispatch.supervisor import worker_env
+    from dispatcher.settings import BridgeSettings
+
+    settings = BridgeSettings(db=tmp_path / "bridge.db", runtime_dir=tmp_path / "rt", max_body_bytes=1000,
+                              log_level="INFO")
+    env = worker_env(settings, "claude", 5, tmp_path, tmp_path / "d.json", "tok")
+    assert env["AGENT_BRIDGE_RUNTIME_DIR"] == str((tmp_path / "rt").resolve())
+    assert (env["AGENT_BRIDGE_MAX_BODY_BYTES"], env["AGENT_BRIDGE_LOG_LEVEL"]) == ("1000", "INFO")
+    assert (env["AGENT_BRIDGE_ROLE"], env["AGENT_BRIDGE_WORKER_TOKEN"], env["AGENT_ID"]) == ("worker", "tok", "claude")

@@ -137,20 +137,22 @@ class Listener:
         signal.signal(signal.SIGTERM, self._request_stop)
         signal.signal(signal.SIGINT, self._request_stop)
         store = Store(self.settings.db)
+        other: int | None = None
         try:
             self._first_lease(store)  # before any progress write: a running listener's file is not ours
             log.info("listener_started", agent=self.agent, pid=os.getpid())
             self._set(stage="starting")
             self._loop(store)
         except _AlreadyRunning as exc:
-            return self._already_running(exc.pid)
+            other = exc.pid
         finally:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             self._release_lease(store)
             store.close()
-        self._set(stage="stopped", current=None)
-        return 0
+            if other is None:
+                self._set(stage="stopped", current=None)
+        return 0 if other is None else self._already_running(other)
 
     def _already_running(self, pid: int | None) -> int:
         print(f"agent-bridge: the {self.agent} listener is already running (pid {pid}).", file=sys.stderr)
@@ -262,12 +264,11 @@ class Listener:
                 conn = None  # looking the handle up again notices a deleted or replaced store file
             if not watch_store:
                 continue
-            try:
-                with store_errors():
-                    conn = conn or store.connection()
-                    if conn.execute("PRAGMA data_version").fetchone()[0] != self._seen:
-                        return
-            except BridgeError:
+            try:  # (a plain try: this runs 50 times a second while idle)
+                conn = conn or store.connection()
+                if conn.execute("PRAGMA data_version").fetchone()[0] != self._seen:
+                    return
+            except (sqlite3.Error, OSError, BridgeError):
                 return  # the next observation reports it
 
     def _dispatch(self, store: Store, candidate: queue.Candidate) -> None:
