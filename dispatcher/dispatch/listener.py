@@ -298,8 +298,9 @@ class Listener:
     def _after_supervisor(self, store: Store, candidate: queue.Candidate, code: int) -> None:
         conn = store.connection()
         reconcile(conn, self.paths)  # settles the attempt if the supervisor died mid-way
-        remove_request(self.paths, candidate.message_id)  # even if it died after its verdict
         attempt = get_attempt(conn, candidate.message_id)
+        if attempt is None or attempt["state"] == "finished":  # (an orphaned worker may still read it)
+            remove_request(self.paths, candidate.message_id)  # even if it died after its verdict
         if attempt is None:  # refused, or could not record its attempt: try again later, not at once
             self._note_failure(_supervisor_failure(candidate.message_id, code))
             return

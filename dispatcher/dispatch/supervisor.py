@@ -133,7 +133,11 @@ def remove_request(paths: AgentPaths, message_id: int) -> None:
 
 
 def supervise(settings: BridgeSettings, config: BridgeConfig, message_id: int, *, manual: bool = False) -> str:
-    """Run one attempt and return its outcome. Raises DispatchRefused before any launch."""
+    """Run one attempt and return its outcome. Raises DispatchRefused before any launch.
+
+    Call it in a process of its own (the listener's forked supervisor, or the CLI): it
+    becomes a subreaper and ends every descendant once the worker is done.
+    """
     become_subreaper()
     conn = open_store(settings.db)
     try:
