@@ -81,3 +81,87 @@ def status(env: dict, agent: str = "claude") -> dict:
     done = cli(env, "listener", "status", "--agent", agent)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
+
+
+def post_task(db: Path, text: str, *, conversation: bool = False, sender: str = "kimi",
+              recipient: str = "claude", kind: str | None = "task") -> int:
+    """Send a task through the domain layer on a connection that is closed again at once, so
+    the test process holds nothing open on the store."""
+    from dispatcher import conversations, messages
+    from dispatcher.store import open_store
+
+    conn = open_store(db)
+    try:
+        agents = {sender, recipient}
+        if conversation:
+            return conversations.start_conversation(
+                conn, initiator=sender, recipient=recipient, goal=text, agents=agents, max_body_bytes=65536,
+            )["message_id"]
+        return messages.send_message(conn, sender=sender, recipient=recipient, text=text, kind=kind,
+                                     agents=agents)["id"]
+    finally:
+        conn.close()
+
+
+def query(db: Path, statement: str, params: tuple = ()) -> list[sqlite3.Row]:
+    conn = sqlite3.connect(db, timeout=30)
+    conn.row_factory = sqlite3.Row
+    try:
+        return conn.execute(statement, params).fetchall()
+    finally:
+        conn.close()
+
+
+def integrity(db: Path) -> str:
+    return query(db, "PRAGMA integrity_check")[0][0]
+
+
+def notices_for(db: Path, message_id: int) -> list[sqlite3.Row]:
+    return query(db, "SELECT * FROM messages WHERE reply_to = ? AND kind = 'notice' AND origin = 'system'",
+                 (message_id,))
+
+
+def log_events(env: dict, event: str) -> list[dict]:
+    """The listener's and supervisors' JSON log lines with this event name."""
+    path = Path(env["AGENT_BRIDGE_RUNTIME_DIR"]) / "dispatcher.log"
+    if not path.exists():
+        return []
+    found = []
+    for line in path.read_text().splitlines():
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            continue
+        if doc.get("event") == event:
+            found.append(doc)
+    return found
+
+
+def stop_listener(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        proc.wait(60)
+
+
+def tree_of(token: str) -> list[int]:
+    """Live processes whose environment carries this worker token (read from /proc here,
+    independently of the dispatcher's own scan)."""
+    needle, found = f"AGENT_BRIDGE_WORKER_TOKEN={token}".encode(), []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and needle in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def alive(pid: int | None, start: float | None) -> bool:
+    """The process recorded as (pid, start time) is still running (not a zombie, not a reused pid)."""
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+        return proc.status() != psutil.STATUS_ZOMBIE and abs(proc.create_time() - start) < 0.05
+    except (psutil.Error, TypeError, ValueError):
+        return False

@@ -1,15 +1,21 @@
-"""The long-running listener: one per agent, dispatching one message at a time.
+"""The long-running listener: one per agent per store, dispatching one message at a time.
 
-It holds an exclusive flock for its agent, wakes on any commit to the store (``PRAGMA
-data_version``, polled cheaply) or a change to config.json or the disabled marker, and
-forks a supervisor for the oldest dispatchable message, waiting for it before looking
-again. Stale attempts are reconciled on start and after every supervisor.
+It holds an exclusive flock for its agent (per runtime directory) and the agent's row in
+``listeners`` (per store), wakes on any commit to the store (``PRAGMA data_version``,
+polled cheaply) or a change to config.json or the disabled marker, and forks a
+supervisor for the oldest dispatchable message, waiting for it before looking again.
+Each round it observes, asks the pure ``step`` what to do, and does it. Transient store
+and supervisor failures back off (capped, exponential) with stage ``error``; signals only
+set a flag the loop checks, so nothing is cut short mid-transaction. No store connection
+is open across the fork: the listener closes its own before and reopens after.
 """
 
 import fcntl
 import logging
 import os
+import select
 import signal
+import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -20,28 +26,27 @@ from ..config import BridgeConfig, load_config
 from ..errors import BridgeError, ConfigError, DispatchRefused
 from ..logs import configure_logging, get_logger
 from ..settings import BridgeSettings
-from ..store import Store
-from . import queue
+from ..store import Store, store_errors
+from . import lease, queue
 from .attempts import get_attempt
 from .paths import AgentPaths
-from .procs import flock_holder
+from .procs import flock_holder, fork_without_store
 from .progress import write_progress
 from .reconcile import reconcile
-from .supervisor import supervise
+from .step import BackOff, Dispatch, Observation, Stop, Wait, step
+from .supervisor import remove_request, supervise
 
 POLL_SECONDS = 0.02
 FILE_CHECK_EVERY = 10  # polls between looks at config.json, the disabled marker and the store file
-RESCAN_SECONDS = 5.0  # also look again without a signal: leases expire, orphans finish
-STORE_RETRY_SECONDS = 1.0  # how often to look for a deleted or replaced store file
+SUPERVISOR_STOP_CHECK_SECONDS = 0.25
+# Supervisor exit codes (the listener's only channel from its forked child).
+EXIT_REFUSED, EXIT_STORE = 3, 4
 log = get_logger("agent_bridge.listener")
 
 
-class _Stop(Exception):
-    pass
-
-
-def _raise_stop(signum, frame):
-    raise _Stop()
+class _AlreadyRunning(Exception):
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
 
 
 def _file_key(path: Path) -> tuple | None:
@@ -64,14 +69,36 @@ class Listener:
         self._progress: dict = {"stage": "starting", "current": None, "last": None, "error": None, "auto": None}
         self._lock_fd: int | None = None
         self._written = False
+        self._progress_failing = False
+        self._stop_requested = False
+        self._lease_held = False
+        self._seen: int | None = None  # PRAGMA data_version read before the last observation
+        self._candidate: queue.Candidate | None = None
+        self._failures = 0  # consecutive transient failures
+        self._fresh_failure: str | None = None  # a failure not yet backed off from
+        self._backoff_until = 0.0
+
+    def _request_stop(self, signum, frame) -> None:
+        self._stop_requested = True  # only a flag: the loop stops at its next check
 
     # -- progress ---------------------------------------------------------------------
     def _set(self, **changes) -> None:
-        """Update the progress document; rewrite it only when something changed."""
+        """Update the progress document; rewrite it only when something changed. A failed
+        write (a full or read-only runtime directory) is logged, never fatal: it is retried
+        with the next change."""
         updated = {**self._progress, **changes}
-        if updated != self._progress or not self._written:
-            self._progress, self._written = updated, True
+        if updated == self._progress and self._written:
+            return
+        self._progress = updated
+        try:
             write_progress(self.paths.progress, agent=self.agent, listener_pid=os.getpid(), **updated)
+        except OSError as exc:
+            self._written = False
+            if not self._progress_failing:
+                log.warning("progress_write_failed", agent=self.agent, error=type(exc).__name__, errno=exc.errno)
+            self._progress_failing = True
+            return
+        self._written, self._progress_failing = True, False
 
     # -- configuration ------------------------------------------------------------------
     def _reload_config(self) -> None:
@@ -86,10 +113,9 @@ class Listener:
         except ConfigError as exc:
             self.config, self.config_error = None, exc.reason
             log.warning("config_invalid", agent=self.agent, path=str(self.config_path))
-            self._set(stage="error", error=f"config: {exc.reason}")
             return
         self.config, self.config_error = config, None
-        self._set(error=None, auto=config.agents[self.agent].auto)
+        self._set(auto=config.agents[self.agent].auto)
 
     # -- main loop ------------------------------------------------------------------------
     def run(self) -> int:
@@ -97,9 +123,7 @@ class Listener:
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = flock_holder(self.paths.lock)
-            print(f"agent-bridge: the {self.agent} listener is already running (pid {holder}).", file=sys.stderr)
-            return 0
+            return self._already_running(flock_holder(self.paths.lock))
         os.ftruncate(self._lock_fd, 0)
         os.write(self._lock_fd, f"{os.getpid()}\n".encode())
         if self.paths.disabled_marker.exists():
@@ -110,109 +134,199 @@ class Listener:
             )
             self._set(stage="stopped")
             return 0
-        signal.signal(signal.SIGTERM, _raise_stop)
-        signal.signal(signal.SIGINT, _raise_stop)
-        log.info("listener_started", agent=self.agent, pid=os.getpid())
-        self._set(stage="starting")
+        signal.signal(signal.SIGTERM, self._request_stop)
+        signal.signal(signal.SIGINT, self._request_stop)
         store = Store(self.settings.db)
+        other: int | None = None
         try:
-            self._loop_while_store_missing(store)
-        except _Stop:
-            log.info("listener_stopping", agent=self.agent, reason="signal")
+            self._first_lease(store)  # before any progress write: a running listener's file is not ours
+            log.info("listener_started", agent=self.agent, pid=os.getpid())
+            self._set(stage="starting")
+            self._loop(store)
+        except _AlreadyRunning as exc:
+            other = exc.pid
         finally:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
-            self._set(stage="stopped", current=None)
+            self._release_lease(store)
             store.close()
+            if other is None:
+                self._set(stage="stopped", current=None)
+        return 0 if other is None else self._already_running(other)
+
+    def _already_running(self, pid: int | None) -> int:
+        print(f"agent-bridge: the {self.agent} listener is already running (pid {pid}).", file=sys.stderr)
         return 0
 
-    def _loop_while_store_missing(self, store: Store) -> None:
-        """Run the loop; while the store file is deleted or being replaced, say so and wait.
-
-        Exiting instead would have systemd start a fresh listener, which would create a new,
-        empty store next to the old file's -wal/-shm (or read the old store through them).
-        """
-        while True:
-            try:
-                return self._loop(store)
-            except BridgeError as exc:
-                if exc.code != "store_missing":
-                    raise
-                log.warning("store_missing", agent=self.agent)
-                self._set(stage="error", current=None, error=str(exc))
-            while not self.paths.disabled_marker.exists():
-                time.sleep(STORE_RETRY_SECONDS)
-                try:
-                    store.connection()
-                except BridgeError as exc:
-                    if exc.code != "store_missing":
-                        raise
-                    continue
-                self._set(error=f"config: {self.config_error}" if self.config_error else None)
-                break
-
     def _loop(self, store: Store) -> None:
-        while not self.paths.disabled_marker.exists():
-            self._reload_config()
-            conn = store.connection()
-            # Read the change counter before looking, so a commit landing in between still wakes us.
-            seen = conn.execute("PRAGMA data_version").fetchone()[0]
-            if self.config is None:
-                self._wait_for_change(store, seen)
-                continue
-            if reconcile(conn, self.paths):
-                self._set(stage="supervising")  # an orphaned worker from before is still running
-                self._wait_for_change(store, seen, timeout=1.0)
-                continue
-            picked = None
-            if self.config.agents[self.agent].auto:
-                picked = queue.dispatchable(conn, self.agent, time.time(), self.config.dispatch_max_age_seconds)
-            if picked:
-                self._dispatch(store, picked[0])
-                continue
-            self._set(stage="idle", current=None)
-            self._wait_for_change(store, seen)
-        log.info("listener_stopping", agent=self.agent, reason="disabled")
+        while True:
+            action = step(self._observe(store), time.time())
+            if isinstance(action, Stop):
+                log.info("listener_stopping", agent=self.agent, reason=action.reason)
+                return
+            if isinstance(action, BackOff):
+                self._back_off(action)
+            elif isinstance(action, Dispatch):
+                self._dispatch(store, self._candidate)
+            elif isinstance(action, Wait):
+                if action.wake_on_commit:  # (a backoff keeps showing its reason)
+                    self._show_waiting(action.stage)
+                self._wait(store, action.timeout, watch_store=action.wake_on_commit)
 
-    def _wait_for_change(self, store: Store, seen: int, timeout: float = RESCAN_SECONDS) -> None:
+    # -- observing ------------------------------------------------------------------------
+    def _observe(self, store: Store) -> Observation:
+        disabled = self.paths.disabled_marker.exists()
+        if self._stop_requested or disabled:
+            return Observation(stop_requested=self._stop_requested, disabled=disabled)
+        if time.time() < self._backoff_until:
+            return Observation(backoff_until=self._backoff_until, failures=self._failures)
+        self._reload_config()
+        self._candidate = None
+        try:
+            with store_errors():
+                conn = store.connection()
+                # Read the change counter before looking, so a commit landing in between still wakes us.
+                self._seen = conn.execute("PRAGMA data_version").fetchone()[0]
+                self._take_lease(conn)
+                if self.config is None:
+                    return Observation(config_error=self.config_error)
+                busy = reconcile(conn, self.paths)
+                if not busy and self.config.agents[self.agent].auto:
+                    self._candidate = self._next_candidate(conn, self.config)
+        except BridgeError as exc:
+            self._failures += 1
+            self._seen = None
+            log.warning("store_error", agent=self.agent, code=exc.code, failures=self._failures)
+            return Observation(store_error=str(exc), failures=self._failures)
+        if not busy and self._candidate is None and self._fresh_failure is None:
+            self._failures = 0  # nothing pending and nothing failing
+        return Observation(
+            busy=busy, candidate=self._candidate.message_id if self._candidate else None,
+            failures=self._failures, failure_reason=self._fresh_failure,
+        )
+
+    def _next_candidate(self, conn: sqlite3.Connection, config: BridgeConfig) -> queue.Candidate | None:
+        """The dispatch rule, called in this one place."""
+        picked = queue.dispatchable(conn, self.agent, time.time(), config.dispatch_max_age_seconds)
+        return picked[0] if picked else None
+
+    def _take_lease(self, conn: sqlite3.Connection) -> None:
+        if self._lease_held:
+            return
+        holder = lease.acquire(conn, self.agent, str(self.paths.root), time.time())
+        if holder is not None:
+            raise _AlreadyRunning(holder)
+        self._lease_held = True
+
+    def _first_lease(self, store: Store) -> None:
+        try:
+            with store_errors():
+                self._take_lease(store.connection())
+        except BridgeError:
+            pass  # the loop reports the store's state, backs off and takes the lease later
+
+    def _release_lease(self, store: Store) -> None:
+        if not self._lease_held:
+            return
+        try:
+            with store_errors():
+                lease.release(store.connection(), self.agent)
+        except BridgeError as exc:  # the row names a dead pid now; the next listener takes it over
+            log.warning("lease_release_failed", agent=self.agent, code=exc.code)
+
+    # -- acting ---------------------------------------------------------------------------
+    def _show_waiting(self, stage: str) -> None:
+        error = f"config: {self.config_error}" if self.config_error else None
+        if stage == "supervising":
+            self._set(stage=stage, error=error)  # an orphaned worker from before is still running
+        else:
+            self._set(stage="error" if error else stage, current=None, error=error)
+
+    def _back_off(self, action: BackOff) -> None:
+        self._backoff_until = time.time() + action.seconds
+        self._fresh_failure = None
+        log.warning("listener_backoff", agent=self.agent, seconds=action.seconds, failures=self._failures)
+        self._set(stage="error", current=None, error=action.reason)
+
+    def _wait(self, store: Store, timeout: float, watch_store: bool) -> None:
+        """Until the timeout, a stop, the disabled marker, a config change or (if watched) a commit."""
         marker = self.paths.disabled_marker
         deadline = time.monotonic() + timeout
-        conn, polls = store.connection(), 0
-        while time.monotonic() < deadline:
+        conn, polls = None, 0
+        watch_store = watch_store and self._seen is not None
+        while time.monotonic() < deadline and not self._stop_requested:
             time.sleep(POLL_SECONDS)
             polls += 1
             # Files change by hand, so they are looked at less often than the store.
             if polls % FILE_CHECK_EVERY == 0:
                 if marker.exists() or _file_key(self.config_path) != self._config_key:
                     return
-                conn = store.connection()  # notices a deleted or replaced store file
-            if conn.execute("PRAGMA data_version").fetchone()[0] != seen:
-                return
+                conn = None  # looking the handle up again notices a deleted or replaced store file
+            if not watch_store:
+                continue
+            try:  # (a plain try: this runs 50 times a second while idle)
+                conn = conn or store.connection()
+                if conn.execute("PRAGMA data_version").fetchone()[0] != self._seen:
+                    return
+            except (sqlite3.Error, OSError, BridgeError):
+                return  # the next observation reports it
 
     def _dispatch(self, store: Store, candidate: queue.Candidate) -> None:
         current = {"message_id": candidate.message_id, "sender": candidate.sender, "supervisor_pid": None,
                    "started_at": round(time.time(), 3)}
-        self._set(stage="received", current=current)
+        self._set(stage="received", current=current, error=None)
         log.info("dispatch_received", agent=self.agent, message_id=candidate.message_id, sender=candidate.sender)
         sys.stdout.flush()
         sys.stderr.flush()
-        pid = os.fork()
+        store.close()  # no SQLite connection may cross a fork (reopened lazily after)
+        pid = fork_without_store()
         if pid == 0:
             self._run_supervisor_child(candidate.message_id)
         self._set(stage="supervising", current={**current, "supervisor_pid": pid})
-        _, status = os.waitpid(pid, 0)
+        code = self._wait_for_supervisor(pid)
+        if code is None:
+            return  # stopping: the supervisor, in its own session, carries on alone
         log.info("supervisor_exited", agent=self.agent, message_id=candidate.message_id,
-                 supervisor_pid=pid, status=os.waitstatus_to_exitcode(status))
+                 supervisor_pid=pid, status=code)
+        try:
+            with store_errors():
+                self._after_supervisor(store, candidate, code)
+        except BridgeError as exc:
+            self._note_failure(f"after msg#{candidate.message_id}: {exc}")
+        self._set(current=None)
+
+    def _after_supervisor(self, store: Store, candidate: queue.Candidate, code: int) -> None:
         conn = store.connection()
         reconcile(conn, self.paths)  # settles the attempt if the supervisor died mid-way
         attempt = get_attempt(conn, candidate.message_id)
-        if attempt is not None and attempt["state"] == "finished":
+        if attempt is None or attempt["state"] == "finished":  # (an orphaned worker may still read it)
+            remove_request(self.paths, candidate.message_id)  # even if it died after its verdict
+        if attempt is None:  # refused, or could not record its attempt: try again later, not at once
+            self._note_failure(_supervisor_failure(candidate.message_id, code))
+            return
+        self._failures = 0
+        if attempt["state"] == "finished":
             self._set(last={
                 "message_id": candidate.message_id, "sender": candidate.sender, "result": attempt["outcome"],
                 "error_kind": attempt["error_kind"], "exit_code": attempt["exit_code"],
                 "duration_seconds": round(attempt["duration_seconds"] or 0.0, 1),
             })
-        self._set(current=None)
+
+    def _note_failure(self, reason: str) -> None:
+        self._failures += 1
+        self._fresh_failure = reason
+        log.warning("dispatch_failed", agent=self.agent, reason=reason, failures=self._failures)
+
+    def _wait_for_supervisor(self, pid: int) -> int | None:
+        """The supervisor's exit code, or None when a stop was requested first."""
+        pidfd = os.pidfd_open(pid)
+        try:
+            while not select.select([pidfd], [], [], SUPERVISOR_STOP_CHECK_SECONDS)[0]:
+                if self._stop_requested:
+                    return None
+        finally:
+            os.close(pidfd)
+        return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 
     def _run_supervisor_child(self, message_id: int) -> None:
         code = 0
@@ -224,12 +338,21 @@ class Listener:
             supervise(self.settings, self.config, message_id)
         except DispatchRefused as exc:
             log.info("dispatch_refused", message_id=message_id, code=exc.code)
-            code = 3
+            code = EXIT_REFUSED
+        except sqlite3.Error as exc:
+            log.warning("supervisor_store_error", message_id=message_id, error=type(exc).__name__)
+            code = EXIT_STORE
         except BaseException:
             log.exception("supervisor_failed", message_id=message_id)
             code = 1
         finally:
             os._exit(code)
+
+
+def _supervisor_failure(message_id: int, code: int) -> str:
+    why = {EXIT_REFUSED: "its dispatch was refused", EXIT_STORE: "the store refused the attempt record"}
+    return (f"supervisor for msg#{message_id} exited {code} without recording an attempt "
+            f"({why.get(code, 'see dispatcher.log')}); retrying after a pause")
 
 
 def run_listener(settings: BridgeSettings, agent: str) -> int:

@@ -1,8 +1,14 @@
-"""Process evidence from /proc (via psutil): is the process we recorded still the same one?"""
+"""Process evidence from /proc (via psutil): is the process we recorded still the same one?
+And containment: the supervisor adopts everything its worker leaves behind (a child
+subreaper) and ends the whole tree; every process of a worker carries the attempt's token
+in its environment, so a later listener finds the tree even without its supervisor.
+"""
 
+import ctypes
 import os
 import signal
-import time
+import subprocess
+from pathlib import Path
 
 from ..proclocks import lock_holders
 
@@ -34,38 +40,98 @@ def is_same_process(pid: int | None, recorded_start: float | None) -> bool:
         return False
 
 
-def group_alive(pgid: int) -> bool:
+TOKEN_ENV = "AGENT_BRIDGE_WORKER_TOKEN"
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> bool:
+    """Orphans of our descendants (a daemonised grandchild) are re-parented to us, not init."""
     try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
         return False
-    except PermissionError:
-        return True
-    return True
 
 
-def kill_group(pgid: int, grace_seconds: float) -> None:
-    """TERM the process group, wait up to ``grace_seconds``, then KILL what is left."""
-    for sig, wait in ((signal.SIGTERM, grace_seconds), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(pgid, sig)
-        except ProcessLookupError:
-            return
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            _reap(pgid)
-            if not group_alive(pgid):
-                return
-            time.sleep(0.05)
-
-
-def _reap(pgid: int) -> None:
-    # Our own children in that group would stay zombies (and "alive" to killpg) until reaped.
+def _signal_group(pgid: int, sig: int) -> None:
     try:
-        while os.waitpid(-pgid, os.WNOHANG)[0]:
-            pass
-    except ChildProcessError:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
         pass
+
+
+def end_worker(proc: subprocess.Popen, grace_seconds: float) -> None:
+    """TERM the worker's group, KILL it after ``grace_seconds``; Popen reaps the leader, so its
+    ``returncode`` is the real status (-15, -9)."""
+    _signal_group(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(grace_seconds)
+    except subprocess.TimeoutExpired:
+        _signal_group(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def sweep_descendants(grace_seconds: float) -> int:
+    """End every process below us (the worker's leftovers, adopted as subreaper) and reap
+    them. Returns how many there were."""
+    import psutil
+
+    try:
+        left = psutil.Process().children(recursive=True)
+    except psutil.Error:
+        return 0
+    return _terminate(left, grace_seconds)
+
+
+def _terminate(procs: list, grace_seconds: float) -> int:
+    import psutil
+
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for proc in procs:
+            try:
+                proc.send_signal(sig)
+            except psutil.Error:
+                pass
+        procs = psutil.wait_procs(procs, timeout=grace_seconds if sig == signal.SIGTERM else 5.0)[1]
+        if not procs:
+            break
+    return len(procs)
+
+
+def token_processes(token: str | None) -> list[int]:
+    """Pids of this user's live processes whose environment carries ``token`` (a worker tree;
+    a zombie's environ reads empty, so finished processes never match)."""
+    if not token:
+        return []
+    needle, uid, found = f"{TOKEN_ENV}={token}".encode(), os.getuid(), []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if entry.stat().st_uid != uid:
+                continue
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if needle in environ.split(b"\0"):
+            found.append(int(entry.name))
+    return found
+
+
+def kill_processes(pids: list[int], grace_seconds: float) -> None:
+    """TERM these processes (if alive, not zombies), KILL them after ``grace_seconds``."""
+    import psutil
+
+    procs = []
+    for pid in pids:
+        try:
+            proc = psutil.Process(pid)
+            if proc.status() != psutil.STATUS_ZOMBIE:
+                procs.append(proc)
+        except psutil.Error:
+            continue
+    _terminate(procs, grace_seconds)
+
 
 
 def flock_holder(path: str | os.PathLike) -> int | None:
@@ -75,3 +141,13 @@ def flock_holder(path: str | os.PathLike) -> int | None:
     except OSError:
         return None
     return holders[0] if holders else None
+
+
+def fork_without_store() -> int:
+    """``os.fork()``, refused while this process has a store connection open: SQLite's
+    in-process lock bookkeeping would be copied without the locks behind it."""
+    from ..store.connection import open_connections
+
+    if count := open_connections():
+        raise RuntimeError(f"refusing to fork with {count} store connection(s) open; close them first")
+    return os.fork()

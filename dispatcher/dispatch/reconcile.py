@@ -1,7 +1,9 @@
 """Settle attempts whose supervisor is gone, from /proc process evidence and the store.
 
 A recorded pid only counts as alive when /proc shows a process with that pid that
-started when the attempt recorded it, so a recycled pid cannot pin an attempt.
+started when the attempt recorded it, so a recycled pid cannot pin an attempt. A worker
+is alive while any process of its tree is: the leader, or anything carrying the
+attempt's token in its environment (a daemonised grandchild too).
 """
 
 import sqlite3
@@ -10,27 +12,43 @@ import time
 from .attempts import unsettled_attempts
 from .outcome import settle
 from .paths import AgentPaths
-from .procs import is_same_process, kill_group
-from .supervisor import KILL_GRACE_SECONDS, REQUEST_NAME
+from .procs import is_same_process, kill_processes, token_processes
+from .supervisor import KILL_GRACE_SECONDS, remove_request
+
+BUSY, KILL, CRASHED = "busy", "kill", "crashed"
+
+
+def decide(*, supervisor_alive: bool, worker_alive: bool, now: float, deadline: float) -> str:
+    """What to do with one unsettled attempt: leave it running, end its worker as timed
+    out, or settle it as crashed."""
+    if supervisor_alive:
+        return BUSY
+    if worker_alive:
+        return BUSY if now < deadline else KILL  # an orphaned worker may use its whole budget
+    return CRASHED
 
 
 def reconcile(conn: sqlite3.Connection, paths: AgentPaths) -> bool:
     """Settle what can be settled; return True while an attempt is still legitimately running."""
     busy = False
     for attempt in unsettled_attempts(conn, paths.agent):
-        if is_same_process(attempt["supervisor_pid"], attempt["supervisor_start_time"]):
+        supervisor_alive = is_same_process(attempt["supervisor_pid"], attempt["supervisor_start_time"])
+        tree: list[int] = []
+        leader_alive = False
+        if not supervisor_alive:
+            tree = token_processes(attempt["worker_token"])
+            leader_alive = is_same_process(attempt["worker_pid"], attempt["worker_start_time"])
+        action = decide(supervisor_alive=supervisor_alive, worker_alive=leader_alive or bool(tree),
+                        now=time.time(), deadline=attempt["deadline"])
+        if action == BUSY:
             busy = True
             continue
-        worker_alive = is_same_process(attempt["worker_pid"], attempt["worker_start_time"])
-        if worker_alive and time.time() < attempt["deadline"]:
-            busy = True  # an orphaned worker still inside its time budget: let it finish
-            continue
-        if worker_alive:
-            kill_group(attempt["worker_pid"], KILL_GRACE_SECONDS)
+        if action == KILL:
+            kill_processes(sorted({*tree, *([attempt["worker_pid"]] if leader_alive else [])}), KILL_GRACE_SECONDS)
             settle(conn, attempt["message_id"], fallback="timeout", error_kind="timeout")
         else:
             gone = "worker_gone" if attempt["worker_pid"] else "supervisor_gone"
             settle(conn, attempt["message_id"], fallback="crashed", error_kind=gone)
-        # A supervisor killed mid-way could not remove the task text it wrote.
-        (paths.attempt_dir(attempt["message_id"]) / REQUEST_NAME).unlink(missing_ok=True)
+        remove_request(paths, attempt["message_id"])  # a supervisor killed mid-way could not
     return busy
+

@@ -1,9 +1,17 @@
-"""One attempt at one message: barrier, request file, worker in its own process group,
-timeout, and a verdict from the store's evidence."""
+"""One attempt at one message: barrier, request file, a gated worker in its own process
+group, claim renewal, timeout, containment, and a verdict from the store's evidence.
 
+The worker's identity is durable before it can act: it starts behind a gate (a shell
+waiting for one line on its stdin), its pid and start time are committed, and only then
+is the gate opened. If recording fails or the supervisor dies first, the pipe closes and
+the gate exits without ever running the launcher.
+"""
+
+import errno
 import json
 import os
 import secrets
+import sqlite3
 import subprocess
 import sys
 import time
@@ -11,18 +19,24 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import BridgeConfig
+from ..errors import BridgeError
 from ..logs import get_logger
 from ..private_files import create_private_file, ensure_private_dir, open_private_append
 from ..settings import PROJECT_DIR, BridgeSettings
 from ..store import open_store
+from . import faults
 from .attempts import begin_attempt, clean_diagnostics, mark_spawned
+from .faults import fault_point
 from .outcome import settle
 from .paths import AgentPaths
-from .procs import group_alive, kill_group, start_time
+from .procs import TOKEN_ENV, become_subreaper, end_worker, start_time, sweep_descendants, token_processes
 from .prompts import worker_prompt
+from .renewal import LEASE_AHEAD_SECONDS, RENEW_EVERY_SECONDS, renew_worker_claim
 
 KILL_GRACE_SECONDS = 5.0
 REQUEST_NAME = "request.md"
+# $0 is the launcher, $1 the request file. EOF instead of a line: exit, launching nothing.
+GATE_SCRIPT = 'IFS= read -r go || exit 111; exec "$0" "$@" </dev/null'
 log = get_logger("agent_bridge.dispatch")
 
 
@@ -30,9 +44,53 @@ log = get_logger("agent_bridge.dispatch")
 class Launch:
     proc: subprocess.Popen
     diagnostics: Path
+    gate: int  # write end of the pipe the gate waits on
+
+    def open_gate(self) -> None:
+        try:
+            os.write(self.gate, b"go\n")
+        except BrokenPipeError:
+            pass  # the gate is gone already; the wait will show it
+        self.close_gate()
+
+    def close_gate(self) -> None:
+        if self.gate >= 0:
+            os.close(self.gate)
+            self.gate = -1
 
 
-def _launch(settings: BridgeSettings, config: BridgeConfig, paths: AgentPaths, message, prompt: str) -> Launch:
+def _check_launcher(path: Path) -> None:
+    # The gate would only report these as exit 126/127; say what is wrong instead.
+    if not path.is_file():
+        raise FileNotFoundError(errno.ENOENT, "launcher not found", str(path))
+    if not os.access(path, os.X_OK):
+        raise PermissionError(errno.EACCES, "launcher is not executable", str(path))
+
+
+def worker_env(settings: BridgeSettings, agent: str, message_id: int, attempt_dir: Path, diagnostics: Path,
+               token: str) -> dict[str, str]:
+    """The launcher's environment: resolved values, so the worker's own server agrees with ours."""
+    return {
+        **os.environ,
+        "AGENT_ID": agent,
+        "AGENT_BRIDGE_ROLE": "worker",
+        "AGENT_BRIDGE_MESSAGE_ID": str(message_id),
+        "AGENT_BRIDGE_DB": str(settings.db.resolve()),
+        "AGENT_BRIDGE_CONFIG": str(settings.config_path().resolve()),
+        "AGENT_BRIDGE_RUNTIME_DIR": str(settings.private_dir().resolve()),
+        "AGENT_BRIDGE_MAX_BODY_BYTES": str(settings.max_body_bytes),
+        "AGENT_BRIDGE_LOG_LEVEL": settings.log_level,
+        "AGENT_BRIDGE_PROJECT": str(PROJECT_DIR),
+        "AGENT_BRIDGE_PYTHON": sys.executable,
+        "AGENT_BRIDGE_ATTEMPT_DIR": str(attempt_dir),
+        "AGENT_BRIDGE_DIAGNOSTICS_FILE": str(diagnostics),
+        "AGENT_BRIDGE_WORKSPACE": str(settings.workspace),
+        TOKEN_ENV: token,  # marks every process of this worker's tree
+    }
+
+
+def _launch(settings: BridgeSettings, config: BridgeConfig, paths: AgentPaths, message, prompt: str,
+            token: str) -> Launch:
     agent, message_id = message["recipient"], message["id"]
     attempt_dir = ensure_private_dir(paths.attempt_dir(message_id))
     request = attempt_dir / REQUEST_NAME
@@ -42,28 +100,24 @@ def _launch(settings: BridgeSettings, config: BridgeConfig, paths: AgentPaths, m
     workspace = settings.workspace
     if not workspace.is_dir():
         raise NotADirectoryError(workspace)
-    env = {
-        **os.environ,
-        "AGENT_ID": agent,
-        "AGENT_BRIDGE_MESSAGE_ID": str(message_id),
-        "AGENT_BRIDGE_DB": str(settings.db.resolve()),
-        "AGENT_BRIDGE_CONFIG": str(settings.config_path().resolve()),
-        "AGENT_BRIDGE_PROJECT": str(PROJECT_DIR),
-        "AGENT_BRIDGE_PYTHON": sys.executable,
-        "AGENT_BRIDGE_ATTEMPT_DIR": str(attempt_dir),
-        "AGENT_BRIDGE_DIAGNOSTICS_FILE": str(diagnostics),
-        "AGENT_BRIDGE_WORKSPACE": str(workspace),
-    }
+    launcher = config.launcher_path(agent, PROJECT_DIR)
+    _check_launcher(launcher)
+    env = worker_env(settings, agent, message_id, attempt_dir, diagnostics, token)
     log_fd = open_private_append(attempt_dir / "worker.log")
+    gate_in, gate_out = os.pipe()
     try:
         proc = subprocess.Popen(
-            [str(config.launcher_path(agent, PROJECT_DIR)), str(request)],
-            cwd=workspace, env=env, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=subprocess.STDOUT,
+            ["/bin/sh", "-c", GATE_SCRIPT, str(launcher), str(request)],
+            cwd=workspace, env=env, stdin=gate_in, stdout=log_fd, stderr=subprocess.STDOUT,
             start_new_session=True,  # own session and process group: a timeout kills exactly this
         )
+    except BaseException:
+        os.close(gate_out)
+        raise
     finally:
         os.close(log_fd)
-    return Launch(proc, diagnostics)
+        os.close(gate_in)
+    return Launch(proc, diagnostics, gate_out)
 
 
 def _read_diagnostics(path: Path) -> dict | None:
@@ -73,8 +127,18 @@ def _read_diagnostics(path: Path) -> dict | None:
         return None
 
 
+def remove_request(paths: AgentPaths, message_id: int) -> None:
+    """The request file is the only copy of the task text outside the store."""
+    (paths.attempt_dir(message_id) / REQUEST_NAME).unlink(missing_ok=True)
+
+
 def supervise(settings: BridgeSettings, config: BridgeConfig, message_id: int, *, manual: bool = False) -> str:
-    """Run one attempt and return its outcome. Raises DispatchRefused before any launch."""
+    """Run one attempt and return its outcome. Raises DispatchRefused before any launch.
+
+    Call it in a process of its own (the listener's forked supervisor, or the CLI): it
+    becomes a subreaper and ends every descendant once the worker is done.
+    """
+    become_subreaper()
     conn = open_store(settings.db)
     try:
         return _supervise(conn, settings, config, message_id, manual)
@@ -84,45 +148,89 @@ def supervise(settings: BridgeSettings, config: BridgeConfig, message_id: int, *
 
 def _supervise(conn, settings: BridgeSettings, config: BridgeConfig, message_id: int, manual: bool) -> str:
     now = time.time()
+    token = secrets.token_hex(16)
     message = begin_attempt(
         conn, message_id=message_id, config=config, now=now, manual=manual, supervisor_pid=os.getpid(),
-        supervisor_start=start_time(os.getpid()), worker_token=secrets.token_hex(16),
+        supervisor_start=start_time(os.getpid()), worker_token=token,
     )
+    fault_point("after_barrier")
     agent = message["recipient"]
     timeout = config.agents[agent].worker_timeout_seconds
     log.info("attempt_recorded", message_id=message_id, agent=agent, sender=message["sender"], manual=manual)
 
     paths = AgentPaths.of(settings, agent).ensure()
     try:
-        return _run_worker(conn, settings, config, paths, message, timeout, deadline=now + timeout)
+        outcome = _run_worker(conn, settings, config, paths, message, token, timeout, deadline=now + timeout)
     finally:
-        # The request file is the only copy of the task text outside the store.
-        (paths.attempt_dir(message_id) / REQUEST_NAME).unlink(missing_ok=True)
+        remove_request(paths, message_id)
+    fault_point("after_request_removed")
+    return outcome
 
 
-def _run_worker(conn, settings, config, paths, message, timeout: int, deadline: float) -> str:
+def _settle(conn, message_id: int, **verdict) -> str:
+    with faults.before_commit(conn, "before_verdict_commit"):
+        outcome = settle(conn, message_id, **verdict)
+    fault_point("after_verdict_commit")
+    return outcome
+
+
+def _run_worker(conn, settings, config, paths, message, token: str, timeout: int, deadline: float) -> str:
     message_id = message["id"]
     try:
-        launch = _launch(settings, config, paths, message, worker_prompt(conn, message))
+        launch = _launch(settings, config, paths, message, worker_prompt(conn, message), token)
     except OSError as exc:
         log.warning("spawn_failed", message_id=message_id, error=type(exc).__name__)
-        return settle(conn, message_id, fallback="failed", error_kind=f"spawn:{type(exc).__name__}")
+        return _settle(conn, message_id, fallback="failed", error_kind=f"spawn:{type(exc).__name__}")
+    fault_point("after_spawn")
     pid = launch.proc.pid
-    mark_spawned(conn, message_id, pid, start_time(pid))
+    try:
+        fault_point("record_pid")
+        mark_spawned(conn, message_id, pid, start_time(pid))
+    except (sqlite3.Error, BridgeError) as exc:
+        # Nothing may run that the store does not know of: the gate exits, launching nothing.
+        log.warning("spawn_unrecorded", message_id=message_id, error=type(exc).__name__)
+        launch.close_gate()
+        end_worker(launch.proc, KILL_GRACE_SECONDS)
+        return _settle(conn, message_id, fallback="failed", error_kind="spawn_unrecorded",
+                       exit_code=launch.proc.returncode)
+    fault_point("after_pid_recorded")
+    launch.open_gate()
     log.info("worker_started", message_id=message_id, worker_pid=pid)
 
-    timed_out = False
-    try:
-        launch.proc.wait(timeout=max(0.0, deadline - time.time()))
-    except subprocess.TimeoutExpired:
-        timed_out = True
+    timed_out = _wait_renewing_claim(conn, launch.proc, message_id, token, deadline)
+    if timed_out:
         log.warning("worker_timeout", message_id=message_id, worker_pid=pid, timeout_seconds=timeout)
-        kill_group(pid, KILL_GRACE_SECONDS)
-        launch.proc.wait()
-    if group_alive(pid):  # the leader is gone but something it started is still in the group
-        kill_group(pid, KILL_GRACE_SECONDS)
-    return settle(
+        end_worker(launch.proc, KILL_GRACE_SECONDS)
+    # Whatever the worker left behind (in its group or daemonised, adopted by us) ends with it.
+    if left := sweep_descendants(KILL_GRACE_SECONDS):
+        log.warning("worker_leftovers_killed", message_id=message_id, count=left)
+    return _settle(
         conn, message_id, fallback="timeout" if timed_out else "failed",
         error_kind="timeout" if timed_out else None,
         exit_code=launch.proc.returncode, diagnostics=_read_diagnostics(launch.diagnostics),
     )
+
+
+def _wait_renewing_claim(conn, proc: subprocess.Popen, message_id: int, token: str, deadline: float) -> bool:
+    """Wait for the worker until ``deadline``, renewing its claim; True when it timed out."""
+    interval = faults.renew_interval(RENEW_EVERY_SECONDS)
+    while proc.poll() is None:
+        remaining = deadline - time.time()
+        if remaining <= 0:
+            return True
+        try:
+            proc.wait(timeout=min(interval, remaining))
+        except subprocess.TimeoutExpired:
+            _renew(conn, message_id, token, deadline)
+    return False
+
+
+def _renew(conn, message_id: int, token: str, deadline: float) -> None:
+    now = time.time()
+    if now >= deadline:
+        return
+    try:
+        renew_worker_claim(conn, message_id, worker_pids=set(token_processes(token)),
+                           until=min(now + LEASE_AHEAD_SECONDS, deadline + KILL_GRACE_SECONDS), now=now)
+    except sqlite3.Error as exc:  # a busy or full store: the next round tries again
+        log.warning("claim_renewal_failed", message_id=message_id, error=type(exc).__name__)

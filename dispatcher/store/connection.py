@@ -3,6 +3,7 @@
 import os
 import sqlite3
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,6 +37,32 @@ def _prepare_file(path: Path) -> None:
     # -wal and -shm files the same mode as the database file.
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     os.close(fd)
+
+
+class TrackedConnection(sqlite3.Connection):
+    """A store connection that this process can count, so nothing forks while one is open.
+
+    SQLite keeps per-process lock bookkeeping for every open file; a forked child inherits
+    that bookkeeping but not the POSIX locks behind it, so the child's own connections would
+    run unlocked. ``open_connections()`` lets a forking caller refuse instead.
+    """
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        _open_connections.add(self)
+
+    def close(self) -> None:
+        _open_connections.discard(self)
+        super().close()
+
+
+# Weak: a connection dropped without close() is closed by SQLite when collected.
+_open_connections: "weakref.WeakSet[TrackedConnection]" = weakref.WeakSet()
+
+
+def open_connections() -> int:
+    """How many store connections this process has open."""
+    return len(_open_connections)
 
 
 def _switch_to_wal(conn: sqlite3.Connection) -> None:
@@ -77,7 +104,10 @@ def open_store(path: Path | str, *, target_version: int = SCHEMA_VERSION) -> sql
     """Open (creating if needed) and migrate the store; safe for many processes at once."""
     path = Path(path)
     _prepare_file(path)
-    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
+    conn = sqlite3.connect(
+        path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False,
+        factory=TrackedConnection,
+    )
     try:
         conn.row_factory = sqlite3.Row
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")

@@ -2,7 +2,12 @@
 
 Usage (from a launcher): fake_worker.py REQUEST_FILE, with FAKE_WORKER_MODE one of
 succeed, slow (succeeds after FAKE_WORKER_DELAY seconds), block, crash, hang, noop,
-ignore_term; the supervisor's environment tells it which message and store. The
+ignore_term, late_noop (exits 0 after FAKE_WORKER_DELAY seconds, answering nothing),
+claim_and_wait (claims with the shortest lease, waits FAKE_WORKER_DELAY seconds, then
+succeeds), daemonize (exits at once, leaving a setsid'd grandchild that posts a result
+after FAKE_WORKER_DELAY seconds and notes that in FAKE_WORKER_LATE_FILE; with
+FAKE_WORKER_LEADER=hang the leader then hangs); the
+supervisor's environment tells it which message and store. The
 well-behaved path is the package's scripted worker; the rest misbehave on purpose.
 With FAKE_WORKER_LAUNCHES set, it appends its message id to that file first; with
 FAKE_WORKER_DIAGNOSTICS set, it writes that JSON to the diagnostics file, as a launcher would.
@@ -20,6 +25,7 @@ from dispatcher.demo_worker import answer, bridge_tools
 
 MODE = os.environ.get("FAKE_WORKER_MODE", "succeed")
 MESSAGE_ID = int(os.environ["AGENT_BRIDGE_MESSAGE_ID"])
+DELAY = float(os.environ.get("FAKE_WORKER_DELAY", "3"))
 
 
 async def misbehave() -> None:
@@ -31,6 +37,34 @@ async def misbehave() -> None:
         await call("send_message", recipient=message["sender"], kind="result", reply_to=MESSAGE_ID,
                    text="blocked: the fake worker may not do this")
         await call("release_message", message_id=MESSAGE_ID)
+
+
+async def claim_and_wait() -> None:
+    async with bridge_tools() as call:
+        await call("claim_message", message_id=MESSAGE_ID, lease_seconds=30)
+        await anyio.sleep(DELAY)
+        await answer(call, MESSAGE_ID, lambda m: f"done: handled message {m['id']} slowly")
+
+
+def daemonize() -> None:
+    """Double fork + setsid: the grandchild leaves the worker's process group and session."""
+    if os.fork():
+        return
+    os.setsid()
+    if os.fork():
+        os._exit(0)
+    time.sleep(DELAY)
+    with open(os.environ["FAKE_WORKER_LATE_FILE"], "a") as fh:
+        fh.write(f"{MESSAGE_ID}\n")
+    from dispatcher.messages import send_message
+    from dispatcher.store import open_store
+
+    conn = open_store(os.environ["AGENT_BRIDGE_DB"])
+    message = conn.execute("SELECT sender FROM messages WHERE id = ?", (MESSAGE_ID,)).fetchone()
+    send_message(conn, sender=os.environ["AGENT_ID"], recipient=message["sender"], kind="result",
+                 reply_to=MESSAGE_ID, text="done: a late answer from an escaped grandchild",
+                 agents={os.environ["AGENT_ID"], message["sender"]})
+    os._exit(0)
 
 
 async def behave() -> None:
@@ -47,12 +81,23 @@ def main() -> int:
         Path(os.environ["AGENT_BRIDGE_DIAGNOSTICS_FILE"]).write_text(diagnostics)
     if MODE == "noop":
         return 0
+    if MODE == "late_noop":
+        time.sleep(DELAY)
+        return 0
+    if MODE == "daemonize":
+        daemonize()
+        if os.environ.get("FAKE_WORKER_LEADER") == "hang":
+            time.sleep(3600)
+        return 0
+    if MODE == "claim_and_wait":
+        anyio.run(claim_and_wait)
+        return 0
     if MODE == "ignore_term":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if MODE in ("hang", "ignore_term"):
         time.sleep(3600)
     if MODE == "slow":
-        time.sleep(float(os.environ.get("FAKE_WORKER_DELAY", "3")))
+        time.sleep(DELAY)
     anyio.run(misbehave if MODE in ("crash", "block") else behave)
     return 0
 

@@ -1,0 +1,74 @@
+"""Named crash points on the dispatch path, armed only by tests.
+
+``AGENT_BRIDGE_FAULT_POINT=<name>`` makes the process SIGKILL itself exactly at that point
+(nothing after it runs, no cleanup, no ``finally``); ``<name>:error`` raises an injected
+``sqlite3.OperationalError`` there instead, as a full disk or a held lock would. This
+module is the only reader of the variable. Unset (always, outside tests), every point is
+a no-op costing one dictionary lookup.
+"""
+
+import os
+import signal
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+ENV = "AGENT_BRIDGE_FAULT_POINT"
+RENEW_ENV = "AGENT_BRIDGE_TEST_RENEW_SECONDS"
+POINTS = (
+    "after_barrier",  # the attempt row is committed, nothing else exists yet
+    "after_spawn",  # the gated worker exists, its pid is not recorded
+    "record_pid",  # just before recording the worker's pid (use with :error)
+    "after_pid_recorded",  # recorded, the gate not yet opened
+    "before_verdict_commit",  # inside the settling transaction, before COMMIT
+    "after_verdict_commit",
+    "after_request_removed",
+)
+
+
+def _armed() -> tuple[str, str] | None:
+    value = os.environ.get(ENV)
+    if not value:
+        return None
+    name, _, action = value.partition(":")
+    return name, action or "kill"
+
+
+def fault_point(name: str) -> None:
+    armed = _armed()
+    if armed is None or armed[0] != name:
+        return
+    if armed[1] == "error":
+        raise sqlite3.OperationalError(f"injected fault at {name}")
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@contextmanager
+def before_commit(conn: sqlite3.Connection, name: str) -> Iterator[None]:
+    """Arm ``name`` to fire when ``conn`` starts its next COMMIT (i.e. inside the transaction).
+
+    SQLite's statement trace runs as a statement begins, before it takes effect, so a kill
+    there leaves the transaction uncommitted, as a crash before COMMIT would.
+    """
+    armed = _armed()
+    if armed is None or armed[0] != name:
+        yield
+        return
+
+    def trace(statement: str) -> None:
+        if statement.strip().upper().startswith(("COMMIT", "END")):
+            fault_point(name)
+
+    conn.set_trace_callback(trace)
+    try:
+        yield
+    finally:
+        conn.set_trace_callback(None)
+
+
+def renew_interval(default: float) -> float:
+    """How often the supervisor renews the worker's claim; tests shorten it."""
+    try:
+        return float(os.environ.get(RENEW_ENV) or default)
+    except ValueError:
+        return default

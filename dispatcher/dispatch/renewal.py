@@ -1,0 +1,36 @@
+"""The supervisor keeps its worker's claim alive for the worker's whole budget.
+
+A worker claims its message with an ordinary lease (300 s by default), shorter than a
+worker budget (1800 s by default); without renewal, interactive sessions of the same
+agent would see the task as unclaimed half-way through. Only a claim that is still
+active, on an unacknowledged message, and owned by one of the worker's own processes
+is extended; a released or expired claim is never revived and no lease is shortened.
+"""
+
+import sqlite3
+
+from ..store.connection import write_transaction
+
+RENEW_EVERY_SECONDS = 30.0
+LEASE_AHEAD_SECONDS = 300.0
+
+
+def owner_pid(claim_owner: str | None) -> int | None:
+    """A server's claim owner is ``<agent>-<pid>-<random>``."""
+    parts = (claim_owner or "").rsplit("-", 2)
+    return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else None
+
+
+def renew_worker_claim(
+    conn: sqlite3.Connection, message_id: int, *, worker_pids: set[int], until: float, now: float
+) -> bool:
+    """Extend the worker's active claim on ``message_id`` to ``until``; True if extended."""
+    with write_transaction(conn):
+        row = conn.execute(
+            "SELECT claim_owner, claim_expires_at FROM messages WHERE id = ? AND acknowledged_at IS NULL"
+            " AND claim_owner IS NOT NULL AND claim_expires_at > ?", (message_id, now),
+        ).fetchone()
+        if row is None or owner_pid(row[0]) not in worker_pids or row[1] >= until:
+            return False
+        conn.execute("UPDATE messages SET claim_expires_at = ? WHERE id = ?", (until, message_id))
+    return True
