@@ -197,9 +197,6 @@ def test_fault_points_do_nothing_unless_armed(monkeypatch, conn):
     monkeypatch.delenv(faults.ENV, raising=False)
     for point in faults.POINTS:
         faults.fault_point(point)
-    with faults.before_commit(conn, "before_verdict_commit"):
-        conn.execute("BEGIN IMMEDIATE")
-        conn.execute("COMMIT")
 
 
 def test_an_error_fault_raises_a_store_error_at_its_point(monkeypatch):
@@ -207,25 +204,6 @@ def test_an_error_fault_raises_a_store_error_at_its_point(monkeypatch):
     faults.fault_point("after_spawn")  # another point: nothing
     with pytest.raises(sqlite3.OperationalError, match="record_pid"):
         faults.fault_point("record_pid")
-
-
-def test_a_kill_fault_before_commit_leaves_the_transaction_uncommitted(tmp_path):
-    db = tmp_path / "bridge.db"
-    open_store(db).close()
-    script = (
-        "import sys; from dispatcher.store.connection import open_store; from dispatcher.dispatch import faults\n"
-        f"conn = open_store({str(db)!r})\n"
-        "with faults.before_commit(conn, 'before_verdict_commit'):\n"
-        "    conn.execute('BEGIN IMMEDIATE')\n"
-        "    conn.execute(\"INSERT INTO messages (sender, recipient, text, created_at) VALUES ('a', 'b', 't', 0)\")\n"
-        "    conn.execute('COMMIT')\n"
-    )
-    done = subprocess.run([sys.executable, "-c", script], env={**os.environ, faults.ENV: "before_verdict_commit"},
-                          cwd=os.path.dirname(os.path.dirname(__file__)))
-    assert done.returncode == -9
-    check = sqlite3.connect(db)
-    assert check.execute("SELECT count(*) FROM messages").fetchone()[0] == 0
-    check.close()
 
 
 # -- signals ---------------------------------------------------------------------------------

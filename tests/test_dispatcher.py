@@ -69,10 +69,6 @@ def notices_about(kimi, task_id):
     return found
 
 
-TIMEOUT_STATUS_XFAIL = pytest.mark.xfail(
-    strict=True, reason="fixed by core: kill_group reaps the leader behind Popen's back, so a timeout records 0")
-
-
 @pytest.mark.parametrize(
     ("mode", "outcome", "error_kind", "exit_code"),
     [
@@ -82,8 +78,8 @@ TIMEOUT_STATUS_XFAIL = pytest.mark.xfail(
         ("crash", "failed", "no_evidence", 3),
         ("noop", "failed", "no_evidence", 0),
         # The real status of the killed worker: TERM worked, or KILL was needed.
-        pytest.param("hang", "timeout", "timeout", -signal.SIGTERM, marks=TIMEOUT_STATUS_XFAIL),
-        pytest.param("ignore_term", "timeout", "timeout", -signal.SIGKILL, marks=TIMEOUT_STATUS_XFAIL),
+        ("hang", "timeout", "timeout", -signal.SIGTERM),
+        ("ignore_term", "timeout", "timeout", -signal.SIGKILL),
     ],
 )
 def test_each_worker_behaviour_is_classified(

@@ -98,6 +98,16 @@ def listener_status(settings: Locations, agent: str, check_config: bool = True, 
     }
 
 
+def _error_head(error: object) -> str:
+    """A short name for the listener's error: ``config invalid``, or the code it starts with."""
+    if not isinstance(error, str) or not error:
+        return "error"
+    if error.startswith("config: "):
+        return "config invalid"
+    head = error.split(":", 1)[0].strip()
+    return head[:40] if head.replace("_", "").replace(" ", "").isalnum() else "error"
+
+
 def progress_line(settings: Locations, agent: str, check_config: bool = True) -> str:
     status = listener_status(settings, agent, check_config, late_results=False)
     detail = None
@@ -108,7 +118,7 @@ def progress_line(settings: Locations, agent: str, check_config: bool = True) ->
     elif not status["enabled"]:
         detail = "disabled"
     elif status["stage"] == "error" and status["progress"]:
-        detail = "config invalid: see `agent-bridge listener status`"
+        detail = f"{_error_head(status['progress'].get('error'))}: see `agent-bridge listener status`"
     elif status["progress"] and status["progress"].get("auto") is False:
         detail = "auto off"
     return render_line(agent, status["stage"], status["progress"], detail)

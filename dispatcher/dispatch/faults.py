@@ -10,8 +10,6 @@ a no-op costing one dictionary lookup.
 import os
 import signal
 import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 ENV = "AGENT_BRIDGE_FAULT_POINT"
 RENEW_ENV = "AGENT_BRIDGE_TEST_RENEW_SECONDS"
@@ -41,29 +39,6 @@ def fault_point(name: str) -> None:
     if armed[1] == "error":
         raise sqlite3.OperationalError(f"injected fault at {name}")
     os.kill(os.getpid(), signal.SIGKILL)
-
-
-@contextmanager
-def before_commit(conn: sqlite3.Connection, name: str) -> Iterator[None]:
-    """Arm ``name`` to fire when ``conn`` starts its next COMMIT (i.e. inside the transaction).
-
-    SQLite's statement trace runs as a statement begins, before it takes effect, so a kill
-    there leaves the transaction uncommitted, as a crash before COMMIT would.
-    """
-    armed = _armed()
-    if armed is None or armed[0] != name:
-        yield
-        return
-
-    def trace(statement: str) -> None:
-        if statement.strip().upper().startswith(("COMMIT", "END")):
-            fault_point(name)
-
-    conn.set_trace_callback(trace)
-    try:
-        yield
-    finally:
-        conn.set_trace_callback(None)
 
 
 def renew_interval(default: float) -> float:

@@ -25,6 +25,8 @@ import psutil  # noqa: F401  (loaded before fork, so each supervisor starts with
 from ..config import BridgeConfig, load_config
 from ..errors import BridgeError, ConfigError, DispatchRefused
 from ..logs import configure_logging, get_logger
+from ..private_files import open_private_lock
+from ..rows import cap_far_leases
 from ..settings import BridgeSettings
 from ..store import Store, store_errors
 from . import lease, queue
@@ -92,10 +94,11 @@ class Listener:
         self._progress = updated
         try:
             write_progress(self.paths.progress, agent=self.agent, listener_pid=os.getpid(), **updated)
-        except OSError as exc:
+        except (OSError, BridgeError) as exc:  # full, read-only, or no longer ours (unsafe_path)
             self._written = False
             if not self._progress_failing:
-                log.warning("progress_write_failed", agent=self.agent, error=type(exc).__name__, errno=exc.errno)
+                log.warning("progress_write_failed", agent=self.agent, error=type(exc).__name__,
+                            errno=getattr(exc, "errno", None), code=getattr(exc, "code", None))
             self._progress_failing = True
             return
         self._written, self._progress_failing = True, False
@@ -119,7 +122,7 @@ class Listener:
 
     # -- main loop ------------------------------------------------------------------------
     def run(self) -> int:
-        self._lock_fd = os.open(self.paths.lock, os.O_RDWR | os.O_CREAT, 0o600)
+        self._lock_fd = open_private_lock(self.paths.lock)
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -191,7 +194,7 @@ class Listener:
                 if self.config is None:
                     return Observation(config_error=self.config_error)
                 busy = reconcile(conn, self.paths)
-                if not busy and self.config.agents[self.agent].auto:
+                if not busy:
                     self._candidate = self._next_candidate(conn, self.config)
         except BridgeError as exc:
             self._failures += 1
@@ -206,9 +209,10 @@ class Listener:
         )
 
     def _next_candidate(self, conn: sqlite3.Connection, config: BridgeConfig) -> queue.Candidate | None:
-        """The dispatch rule, called in this one place."""
-        picked = queue.dispatchable(conn, self.agent, time.time(), config.dispatch_max_age_seconds)
-        return picked[0] if picked else None
+        """The dispatch rule (``auto`` and the age window included), called in this one place."""
+        now = time.time()
+        cap_far_leases(conn, self.agent, now)  # a lease from a clock far ahead must not hide a task for long
+        return queue.next_dispatchable(conn, self.agent, config, now)
 
     def _take_lease(self, conn: sqlite3.Connection) -> None:
         if self._lease_held:

@@ -26,6 +26,7 @@ from ..settings import PROJECT_DIR, BridgeSettings
 from ..store import open_store
 from . import faults
 from .attempts import begin_attempt, clean_diagnostics, mark_spawned
+from .cli_results import cli_diagnostics
 from .faults import fault_point
 from .outcome import settle
 from .paths import AgentPaths
@@ -168,8 +169,7 @@ def _supervise(conn, settings: BridgeSettings, config: BridgeConfig, message_id:
 
 
 def _settle(conn, message_id: int, **verdict) -> str:
-    with faults.before_commit(conn, "before_verdict_commit"):
-        outcome = settle(conn, message_id, **verdict)
+    outcome = settle(conn, message_id, before_commit=lambda: fault_point("before_verdict_commit"), **verdict)
     fault_point("after_verdict_commit")
     return outcome
 
@@ -185,7 +185,8 @@ def _run_worker(conn, settings, config, paths, message, token: str, timeout: int
     pid = launch.proc.pid
     try:
         fault_point("record_pid")
-        mark_spawned(conn, message_id, pid, start_time(pid))
+        if not mark_spawned(conn, message_id, pid, start_time(pid)):
+            raise BridgeError("attempt_settled", f"the attempt at message #{message_id} was settled meanwhile.")
     except (sqlite3.Error, BridgeError) as exc:
         # Nothing may run that the store does not know of: the gate exits, launching nothing.
         log.warning("spawn_unrecorded", message_id=message_id, error=type(exc).__name__)
@@ -204,10 +205,13 @@ def _run_worker(conn, settings, config, paths, message, token: str, timeout: int
     # Whatever the worker left behind (in its group or daemonised, adopted by us) ends with it.
     if left := sweep_descendants(KILL_GRACE_SECONDS):
         log.warning("worker_leftovers_killed", message_id=message_id, count=left)
+    exit_code = launch.proc.returncode
+    diagnostics = _read_diagnostics(launch.diagnostics) or clean_diagnostics(
+        cli_diagnostics(launch.diagnostics.parent, exit_code)  # a CLI's own result file, read once it is gone
+    )
     return _settle(
         conn, message_id, fallback="timeout" if timed_out else "failed",
-        error_kind="timeout" if timed_out else None,
-        exit_code=launch.proc.returncode, diagnostics=_read_diagnostics(launch.diagnostics),
+        error_kind="timeout" if timed_out else None, exit_code=exit_code, diagnostics=diagnostics,
     )
 
 
