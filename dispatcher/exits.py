@@ -58,7 +58,8 @@ def _chain(exc: BaseException):
         exc = exc.__cause__ or exc.__context__
 
 
-def _corruption(exc: BaseException) -> sqlite3.DatabaseError | None:
+def store_corruption(exc: BaseException) -> sqlite3.DatabaseError | None:
+    """The SQLite error saying the file is not a (sound) database, anywhere in the cause chain."""
     for link in _chain(exc):
         if isinstance(link, sqlite3.DatabaseError) and any(m in str(link) for m in _CORRUPTION):
             return link
@@ -100,7 +101,7 @@ def _os_failure(exc: OSError, where: Where) -> Failure:
 
 def describe(exc: BaseException, where: Where = Where()) -> Failure:
     """The one line and exit status for any exception that ends a command."""
-    corrupt = _corruption(exc)
+    corrupt = store_corruption(exc)
     if corrupt is not None and (not isinstance(exc, BridgeError) or exc.code == "store_unavailable"):
         return Failure("store_corrupt", f"{_store_name(where)} is not a SQLite database or is damaged ({corrupt}); "
                        "nothing was changed. Move it aside (with any -wal and -shm file next to it) and restore a "

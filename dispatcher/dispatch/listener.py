@@ -24,6 +24,7 @@ import psutil  # noqa: F401  (loaded before fork, so each supervisor starts with
 
 from ..config import BridgeConfig, load_config
 from ..errors import BridgeError, ConfigError, DispatchRefused
+from ..exits import store_corruption
 from ..logs import configure_logging, get_logger
 from ..private_files import open_private_lock
 from ..rows import cap_far_leases
@@ -226,8 +227,12 @@ class Listener:
         try:
             with store_errors():
                 self._take_lease(store.connection())
-        except BridgeError:
-            pass  # the loop reports the store's state, backs off and takes the lease later
+        except BridgeError as exc:
+            # A store that waiting cannot fix (not a database, damaged, newer than this code)
+            # ends the listener with one line; the loop reports anything else (full, locked,
+            # missing), backs off and takes the lease later.
+            if exc.code == "schema_too_new" or store_corruption(exc) is not None:
+                raise
 
     def _release_lease(self, store: Store) -> None:
         if not self._lease_held:
