@@ -41,3 +41,14 @@ def claude(pair):
 def kimi(pair):
     return pair[1]
 
+
+
+@pytest.fixture(autouse=True)
+def _end_listeners_started_by_the_test():
+    import dispatch_harness
+
+    before = len(dispatch_harness.STARTED)
+    yield
+    started = dispatch_harness.STARTED[before:]
+    del dispatch_harness.STARTED[before:]
+    dispatch_harness.end_listeners(started)

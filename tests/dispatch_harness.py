@@ -43,11 +43,31 @@ def cli(env: dict, *args: str, timeout: float = DEADLINE) -> subprocess.Complete
     )
 
 
+# Every listener a test starts; conftest's autouse fixture ends those a test left behind
+# and closes their pipes (an unclosed pipe is a ResourceWarning, and warnings are errors).
+STARTED: list[subprocess.Popen] = []
+
+
 def start_listener(env: dict, agent: str = "claude") -> subprocess.Popen:
-    return subprocess.Popen(
+    proc = subprocess.Popen(
         [sys.executable, "-m", "dispatcher", "listener", "run", "--agent", agent], cwd=PROJECT,
         env={**os.environ, **env}, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
+    STARTED.append(proc)
+    return proc
+
+
+def end_listeners(procs: list[subprocess.Popen]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+        try:
+            proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+        except ValueError:  # its pipes were already read to the end and closed
+            pass
 
 
 def wait_until(predicate, deadline: float = DEADLINE, interval: float = 0.05, what: str = "condition"):

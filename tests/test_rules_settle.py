@@ -11,6 +11,8 @@ from dispatcher import claims, conversations, messages
 from dispatcher.config import AgentConfig, BridgeConfig
 from dispatcher.dispatch.attempts import begin_attempt, get_attempt
 from dispatcher.dispatch.outcome import settle
+from dispatcher.errors import BridgeError
+from dispatcher.rows import insert_message
 from dispatcher.store import open_store
 
 AGENTS = {"claude", "kimi"}
@@ -168,9 +170,14 @@ def test_settling_twice_sends_one_notice(conn):
 def test_a_worker_cannot_suppress_the_system_notice(conn):
     task = _task(conn)
     _attempt(conn, task)
-    forged = messages.send_message(conn, sender="claude", recipient="kimi", text="all fine", agents=AGENTS,
-                                   kind="notice", reply_to=task,
-                                   dedup_key=f"agent-bridge:dispatch-notice:{task}")
+    key = f"agent-bridge:dispatch-notice:{task}"
+    with pytest.raises(BridgeError) as refused:  # the tools refuse the system's key namespace ...
+        messages.send_message(conn, sender="claude", recipient="kimi", text="all fine", agents=AGENTS,
+                              kind="notice", reply_to=task, dedup_key=key)
+    assert refused.value.code == "invalid_dedup_key"
+    # ... and even a row written past the tools, with the old notice's key, suppresses nothing.
+    forged = {"id": insert_message(conn, sender="claude", recipient="kimi", text="all fine", kind="notice",
+                                   reply_to=task, dedup_key=key, created_at=time.time())}
     assert settle(conn, task, fallback="failed") == "failed"
     notices = _notices(conn)
     assert [n["id"] for n in notices if n["id"] != forged["id"]], "the real notice was suppressed"

@@ -165,16 +165,15 @@ def test_a_handle_lets_go_of_deleted_sidecars_and_reopens_once_nobody_uses_them(
         with pytest.raises(BridgeError) as refused:
             Store(db).connection()
         assert refused.value.code == "store_missing"
-        holder.stdin.write("\n")
-        holder.stdin.flush()
-        assert holder.wait(60) == 0  # the last one out checkpoints what it wrote into the file
+        holder.communicate("\n", timeout=60)
+        assert holder.returncode == 0  # the last one out checkpoints what it wrote into the file
         texts = [r[0] for r in store.connection().execute("SELECT text FROM messages ORDER BY id")]
         assert texts == ["mine", "held"]
         assert store.connection().execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     finally:
         if holder.poll() is None:
             holder.kill()
-            holder.wait()
+            holder.communicate()
         store.close()
 
 

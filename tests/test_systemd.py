@@ -288,4 +288,4 @@ def test_exec_start_runs_the_listener(tmp_path):
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            proc.communicate()
