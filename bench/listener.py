@@ -5,7 +5,7 @@ A real listener process runs against a temporary store; messages are sent one at
 through the domain layer (the send path is measured elsewhere), each after the previous
 attempt settled, with a launcher that exits at once. Supervisor start is the attempt's
 ``started_at`` (written by the forked supervisor behind the barrier); worker start is
-the moment the launcher was running (Popen returned after exec).
+the moment its pid and start time were recorded (the gate opens right after, see supervisor.py).
 """
 
 import argparse
