@@ -171,3 +171,32 @@ def test_recover_dispatch_launches_nothing_for_an_auto_off_agent(conn, tmp_path)
     report = recover(_settings(tmp_path, CONFIG), "kimi", dispatch=True)
     assert report["dispatched"] == [] and report["dispatchable"] == [] and report["held_auto_off"] == [held]
     assert get_attempt(conn, held) is None
+
+
+def test_no_claim_lands_between_the_barriers_check_and_its_insert(conn, tmp_path):
+    """Defect 4: the rule is checked inside the barrier's transaction. A session that tries to
+    claim the task while the barrier is reading its facts waits for the barrier's commit, so
+    the message is never both claimed by a session and given a worker."""
+    task = _task(conn)
+    session = open_store(tmp_path / "bridge.db")
+    session.execute("PRAGMA busy_timeout = 100")
+    tried = []
+
+    def claim_meanwhile(statement: str) -> None:
+        if not tried and "FROM messages" in statement:  # the barrier is reading the message's facts
+            try:
+                tried.append(claims.claim_message(session, agent="claude", worker_id="session", message_id=task))
+            except Exception as exc:  # the barrier holds the write lock: the claim has to wait
+                tried.append(exc)
+
+    conn.set_trace_callback(claim_meanwhile)
+    try:
+        _begin(conn, task)
+    finally:
+        conn.set_trace_callback(None)
+    assert tried and isinstance(tried[0], Exception) and "locked" in str(tried[0])
+    assert get_attempt(conn, task) is not None
+    # Afterwards the session sees the attempt's worker as the one to leave it to (no double work).
+    refused = queue.dispatch_refusal(queue.message_facts(conn, task, time.time()), time.time(), CONFIG, manual=False)
+    assert refused == "already_attempted"
+    session.close()
