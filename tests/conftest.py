@@ -19,6 +19,19 @@ def env(bridge_root) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
+def config_path(env) -> Path:
+    return Path(env["AGENT_BRIDGE_CONFIG"])
+
+
+@pytest.fixture(scope="module")
+def launchers(bridge_root) -> Path:
+    """Where a dispatcher test module writes its fake launchers."""
+    directory = bridge_root / "launchers"
+    directory.mkdir()
+    return directory
+
+
+@pytest.fixture(scope="module")
 def db_path(env) -> Path:
     return Path(env["AGENT_BRIDGE_DB"])
 

@@ -30,18 +30,6 @@ from dispatch_harness import (
 from dispatcher.dispatch.progress import render_last
 
 
-@pytest.fixture(scope="module")
-def launchers(bridge_root) -> Path:
-    directory = bridge_root / "launchers"
-    directory.mkdir()
-    return directory
-
-
-@pytest.fixture(scope="module")
-def config_path(env) -> Path:
-    return Path(env["AGENT_BRIDGE_CONFIG"])
-
-
 def use(config_path: Path, launchers: Path, mode: str, timeout: int = 60, **env: str) -> None:
     write_config_atomic(config_path, make_launcher(launchers, mode, **env), timeout=timeout)
 

@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 from dispatch_harness import (
@@ -23,18 +22,6 @@ from dispatch_harness import (
     write_config_atomic,
 )
 from harness import PROJECT, sql
-
-
-@pytest.fixture(scope="module")
-def launchers(bridge_root) -> Path:
-    directory = bridge_root / "launchers"
-    directory.mkdir()
-    return directory
-
-
-@pytest.fixture(scope="module")
-def config_path(env) -> Path:
-    return Path(env["AGENT_BRIDGE_CONFIG"])
 
 
 @pytest.fixture(scope="module")
