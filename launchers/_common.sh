@@ -44,6 +44,10 @@ read_max_turns() {
 # unattended worker answers its task; it does not open new threads to other agents).
 # shellcheck disable=SC2034  # used by the launchers that source this file
 worker_tools=(send_message receive_messages claim_message release_message mark_read get_message conversation)
+# The bridge tools a worker must not even see (a CLI that offers every tool of a server
+# gets these denied by name, so the model is never offered them).
+# shellcheck disable=SC2034  # used by the launchers that source this file
+non_worker_tools=(start_conversation listener)
 
 # write_bridge_mcp_config FILE [TYPE]: an MCP config with exactly one stdio server,
 # agent_bridge, running as a worker (AGENT_BRIDGE_ROLE=worker) on the supervisor's

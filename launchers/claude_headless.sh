@@ -14,7 +14,12 @@
 #   AGENT_BRIDGE_RUNTIME_DIR, AGENT_BRIDGE_MAX_BODY_BYTES, AGENT_BRIDGE_LOG_LEVEL,
 #   AGENT_BRIDGE_WORKER_TOKEN (optional: passed on to the worker's bridge server);
 #   CLAUDE_BIN (optional, default `claude` on PATH);
-#   AGENT_BRIDGE_MAX_TURNS (optional positive integer -> --max-turns).
+#   AGENT_BRIDGE_MAX_TURNS (optional positive integer -> --max-turns);
+#   AGENT_BRIDGE_MAX_COST_USD (optional number > 0 -> --max-budget-usd: the agent's
+#   per-task budget, set by the supervisor from config.json; Claude checks it between
+#   turns, so a run can end somewhat above it).
+#   CLAUDE_CONFIG_DIR is left as it is: the user's login lives there. The run keeps no
+#   session transcript in it (--no-session-persistence).
 # The launcher ends by exec-ing Claude: its output goes to claude-result.json in the
 # attempt dir, and the supervisor derives the diagnostics from it afterwards.
 # Exit code: Claude's own exit code; 2 for a bad invocation; 127 if the CLI is missing.
@@ -32,6 +37,11 @@ require_bridge_env
 
 read_max_turns
 
+max_cost_usd=${AGENT_BRIDGE_MAX_COST_USD:-}
+if [[ -n $max_cost_usd ]] && { [[ ! $max_cost_usd =~ ^[0-9]*\.?[0-9]+$ ]] || [[ $max_cost_usd =~ ^[0.]*$ ]]; }; then
+    fail 2 "AGENT_BRIDGE_MAX_COST_USD must be a number greater than 0, got: $max_cost_usd"
+fi
+
 claude_bin=${CLAUDE_BIN:-claude}
 command -v -- "$claude_bin" >/dev/null 2>&1 \
     || fail 127 "Claude Code CLI not found: '$claude_bin' (install it, or set CLAUDE_BIN to its path)"
@@ -43,6 +53,9 @@ write_bridge_mcp_config "$mcp_config" stdio
 # The worker tools by name, never `mcp__agent_bridge__*` (which would include `listener`).
 allowed_tools=$(printf 'mcp__agent_bridge__%s,' "${worker_tools[@]}")
 allowed_tools=${allowed_tools%,}
+# The bridge tools a worker must not use are not even offered to the model.
+disallowed_tools=$(printf 'mcp__agent_bridge__%s,' "${non_worker_tools[@]}")
+disallowed_tools=${disallowed_tools%,}
 
 # Why each flag (Claude Code 2.1.332):
 #   -p                          non-interactive; the prompt is read from stdin (no positional).
@@ -51,11 +64,16 @@ allowed_tools=${allowed_tools%,}
 #   --strict-mcp-config         ... and ignore every other MCP configuration.
 #   --tools ""                  no built-in tools at all (no Bash, Edit, Read, WebFetch ...).
 #   --allowedTools LIST         pre-approve only the worker's bridge tools, by name.
+#   --disallowedTools LIST      remove start_conversation and listener from the tools the
+#                               model is offered (the server offers them; --allowedTools
+#                               only decides approval, not what is offered).
+#   --no-session-persistence    no transcript (task text included) under
+#                               $CLAUDE_CONFIG_DIR/projects/, next to the user's sessions.
 #   --permission-mode dontAsk   anything not pre-approved is denied instead of asked.
 #   --permission-prompts none   nobody answers prompts in -p: a would-be prompt is a denial.
 # Not used: bypassPermissions / --dangerously-skip-permissions (Claude Code refuses
 # them as root, and they would lift the policy above).
-# Variadic flags (--mcp-config, --tools, --allowedTools) swallow following words that
+# Variadic flags (--mcp-config, --tools, --allowedTools, --disallowedTools) swallow following words that
 # do not start with '-'; each one is followed by another option here, and there is no
 # positional prompt for them to swallow: the prompt goes on stdin.
 args=(
@@ -65,11 +83,16 @@ args=(
     --strict-mcp-config
     --tools ""
     --allowedTools "$allowed_tools"
+    --disallowedTools "$disallowed_tools"
+    --no-session-persistence
     --permission-mode dontAsk
     --permission-prompts none
 )
 if [[ -n $max_turns ]]; then
     args+=(--max-turns "$max_turns")
+fi
+if [[ -n $max_cost_usd ]]; then
+    args+=(--max-budget-usd "$max_cost_usd")
 fi
 
 # ENABLE_TOOL_SEARCH=false: 2.1.332 otherwise hides MCP tools behind ToolSearch.

@@ -1,0 +1,197 @@
+"""Claude Code 2.1.332 end to end: the real listener, the real launchers/claude_headless.sh,
+the real pinned binary and the real worker server.py, driven by the scripted model on
+127.0.0.1 (tests/models/anthropic.py). A kimi session over MCP stdio sends the tasks.
+
+One listener and one model server per module; the three runs (succeed, block, silent) go
+back to back in one module fixture, and each test asserts one part of what they left."""
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from cli_harness import require_cli
+from dispatch_harness import attempt, cli, notices_for, status, wait_finished, wait_until
+from harness import PROJECT, McpAgent, write_config
+from models.anthropic import AnthropicModel, offered_tools
+
+pytestmark = pytest.mark.cli
+
+LAUNCHER = PROJECT / "launchers" / "claude_headless.sh"
+WORKER_TOOLS = ("send_message", "receive_messages", "claim_message", "release_message", "mark_read",
+                "get_message", "conversation")
+RUN_DEADLINE = 150.0
+CANARY = "canary-" + os.urandom(12).hex()
+
+
+@dataclass
+class Run:
+    task: int
+    attempt: dict  # the dispatch_attempts row
+    status: dict  # `listener status` right after this attempt
+    progress: str  # `listener progress --once`
+    message: dict  # get_message(task) as the sender sees it
+
+
+@pytest.fixture(scope="module")
+def claude_bin() -> Path:
+    return require_cli("claude")
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    # Outside the bridge root: it records the prompts, so the canary is expected in it.
+    with AnthropicModel(tmp_path_factory.mktemp("anthropic") / "requests.jsonl") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def claude_env(env, bridge_root, model, claude_bin) -> dict[str, str]:
+    """The bridge env plus Claude's: the scripted endpoint, fail-fast retries, and a private
+    HOME, config dir and TMPDIR inside the bridge root (all scanned for the canary)."""
+    home = bridge_root / "home"
+    config_dir = home / ".claude"
+    tmp = bridge_root / "tmp"
+    for directory in (home, config_dir, tmp):
+        directory.mkdir(parents=True, exist_ok=True)
+    (config_dir / ".claude.json").write_text(json.dumps({"hasCompletedOnboarding": True}))
+    write_config(Path(env["AGENT_BRIDGE_CONFIG"]), agents={
+        "claude": {"auto": True, "launcher": str(LAUNCHER), "worker_timeout_seconds": 120},
+        "kimi": {"auto": False, "launcher": "launchers/kimi_headless.sh"},
+    })
+    return {
+        **env,
+        "CLAUDE_BIN": str(claude_bin),
+        "ANTHROPIC_BASE_URL": model.base_url,
+        "ANTHROPIC_API_KEY": "dummy",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "CLAUDE_CODE_MAX_RETRIES": "0",
+        "CLAUDE_CONFIG_DIR": str(config_dir),
+        "HOME": str(home),
+        "TMPDIR": str(tmp),
+    }
+
+
+@pytest.fixture(scope="module")
+def listener(claude_env):
+    # The user's own Claude settings (a login, a base URL) must not leak into the test's CLI.
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_"))}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dispatcher", "listener", "run", "--agent", "claude"], cwd=PROJECT,
+        env={**inherited, **claude_env}, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        wait_until(lambda: status(claude_env)["stage"] == "idle", what="listener idle")
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+        proc.communicate(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def runs(claude_env, db_path, listener) -> dict[str, Run]:
+    """The three scripted modes, one task each, back to back through the one listener."""
+    sender = McpAgent("kimi", claude_env)
+    done: dict[str, Run] = {}
+    try:
+        sender.wait_ready()
+        for mode in ("succeed", "block", "silent"):
+            text = f"Please handle {CANARY} for me.\nMODE={mode}\n"
+            task = sender.ok("send_message", recipient="claude", text=text, kind="task")["id"]
+            row = wait_finished(db_path, task, deadline=RUN_DEADLINE)
+            after = wait_until(lambda t=task: (s := status(claude_env))["last"]
+                               and s["last"]["message_id"] == t and s, what=f"listener status of #{task}")
+            progress = cli(claude_env, "listener", "progress", "--agent", "claude", "--once")
+            assert progress.returncode == 0, progress.stderr
+            done[mode] = Run(task, row, after, progress.stdout, sender.ok("get_message", message_id=task))
+    finally:
+        sender.close()
+    return done
+
+
+def diagnostics(run: Run) -> dict:
+    return json.loads(run.attempt["diagnostics"] or "{}")
+
+
+def test_a_task_comes_back_as_the_scripted_result_and_succeeds_everywhere(runs, db_path):
+    run = runs["succeed"]
+    results = [r for r in _replies(db_path, run.task) if r["kind"] == "result"]
+    assert [(r["sender"], r["origin"], r["text"]) for r in results] == [
+        ("claude", "agent", f"done: handled message {run.task}")]
+    assert (run.attempt["outcome"], run.attempt["error_kind"], run.attempt["exit_code"]) == ("succeeded", None, 0)
+    assert run.message["dispatch"]["outcome"] == "succeeded"
+    assert run.message["acknowledged_at"] is not None
+    assert run.status["last"]["result"] == "succeeded"
+    diag = diagnostics(run)
+    # The named allowlist really let the worker tools through (no denial), and Claude priced the run.
+    assert diag["result_json"] == "ok" and diag["is_error"] is False and diag["subtype"] == "success"
+    assert diag["terminal_reason"] == "completed" and diag["permission_denials_count"] == 0
+    assert diag["num_turns"] >= 4 and diag["total_cost_usd"] > 0
+
+
+def test_a_block_task_ends_blocked(runs, db_path):
+    run = runs["block"]
+    results = [r for r in _replies(db_path, run.task) if r["kind"] == "result"]
+    assert [r["text"] for r in results] == ["blocked: the scripted model was told to stop here"]
+    assert run.attempt["outcome"] == "blocked" and run.message["dispatch"]["outcome"] == "blocked"
+    assert run.status["last"]["result"] == "blocked"
+    assert run.message["acknowledged_at"] is None  # released, not marked read
+    assert diagnostics(run)["permission_denials_count"] == 0
+
+
+def test_a_silent_run_fails_without_evidence_and_one_payload_free_notice(runs, db_path):
+    run = runs["silent"]
+    assert (run.attempt["outcome"], run.attempt["error_kind"]) == ("failed", "no_evidence")
+    assert run.message["dispatch"]["outcome"] == "failed" and run.status["last"]["result"] == "failed"
+    assert diagnostics(run)["is_error"] is False  # Claude itself saw nothing wrong
+    replies = _replies(db_path, run.task)
+    assert [(r["kind"], r["origin"], r["recipient"]) for r in replies] == [("notice", "system", "kimi")]
+    assert len(notices_for(db_path, run.task)) == 1
+    assert CANARY not in replies[0]["text"] and "MODE" not in replies[0]["text"]
+
+
+def test_the_model_was_offered_only_the_bridge_worker_tools(runs, model):
+    allowed = {f"mcp__agent_bridge__{tool}" for tool in WORKER_TOOLS} | {"ToolSearch"}
+    bodies = model.messages_requests()
+    task_bodies = [b for b in bodies if CANARY in json.dumps(b.get("messages"))]
+    assert len(task_bodies) >= 4 + 3 + 1  # every scripted step was one model request
+    offered = {name for body in bodies for name in offered_tools(body)}
+    assert offered <= allowed, f"offered beyond the worker tools: {sorted(offered - allowed)}"
+    assert {f"mcp__agent_bridge__{t}" for t in ("claim_message", "send_message", "mark_read",
+                                                 "release_message")} <= offered
+    assert model.errors == []
+
+
+def test_the_canary_is_left_in_no_file_log_status_or_diagnostics(runs, bridge_root, claude_env, db_path, model):
+    assert CANARY in model.record_path.read_text()  # it really went through Claude to the model
+    runtime = Path(claude_env["AGENT_BRIDGE_RUNTIME_DIR"])
+    for run in runs.values():
+        attempt_dir = runtime / "attempts" / str(run.task)
+        assert attempt_dir.is_dir() and not (attempt_dir / "request.md").exists()
+        assert (attempt_dir / "claude-result.json").is_file()
+        row = attempt(db_path, run.task)
+        assert CANARY not in json.dumps(row) and CANARY not in json.dumps(run.status)
+        assert CANARY not in run.progress
+    state = Path(claude_env["AGENT_BRIDGE_DB"]).parent
+    scanned, found = 0, []
+    for path in bridge_root.rglob("*"):
+        if path.is_symlink() or not path.is_file() or path.parent == state:  # the store holds the task
+            continue
+        scanned += 1
+        if CANARY.encode() in path.read_bytes():
+            found.append(str(path.relative_to(bridge_root)))
+    assert found == []
+    assert scanned > 0 and (runtime / "dispatcher.log").is_file()
+    assert any(Path(claude_env["CLAUDE_CONFIG_DIR"]).iterdir())  # Claude did write its own files there
+    assert CANARY not in json.dumps(status(claude_env))
+
+
+def _replies(db_path: Path, task: int) -> list[dict]:
+    from dispatch_harness import query
+
+    return [dict(r) for r in query(db_path, "SELECT * FROM messages WHERE reply_to = ? ORDER BY id", (task,))]
