@@ -126,7 +126,8 @@ class AnthropicModel:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        daemon=True)
         self._thread.start()
 
     @property
@@ -271,3 +272,22 @@ class AnthropicModel:
         if not head:
             handler.wfile.write(payload)
         handler.wfile.flush()
+
+
+def main() -> None:
+    """Serve by hand until SIGINT/SIGTERM: ``cd tests && python -m models.anthropic RECORD.jsonl``."""
+    import argparse
+    import signal
+
+    parser = argparse.ArgumentParser(description="The scripted Anthropic Messages server on 127.0.0.1.")
+    parser.add_argument("record", type=Path, help="JSONL file that receives every request")
+    args = parser.parse_args()
+    stop = {signal.SIGINT, signal.SIGTERM}
+    signal.pthread_sigmask(signal.SIG_BLOCK, stop)  # before the server threads start: they inherit it
+    with AnthropicModel(args.record) as model:
+        print(f"ANTHROPIC_BASE_URL={model.base_url}", flush=True)
+        signal.sigwait(stop)
+
+
+if __name__ == "__main__":
+    main()
