@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from cli_harness import require_cli
-from dispatch_harness import attempt, cli, notices_for, status, wait_finished, wait_until
+from dispatch_harness import attempt, cli, notices_for, query, status, wait_until
 from harness import PROJECT, McpAgent, write_config
 from models.anthropic import AnthropicModel, offered_tools
 
@@ -34,6 +34,7 @@ class Run:
     status: dict  # `listener status` right after this attempt
     progress: str  # `listener progress --once`
     message: dict  # get_message(task) as the sender sees it
+    request_seen: bool  # the request file held the canary while the worker ran
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +72,8 @@ def claude_env(env, bridge_root, model, claude_bin) -> dict[str, str]:
         "CLAUDE_CODE_MAX_RETRIES": "0",
         "CLAUDE_CONFIG_DIR": str(config_dir),
         "HOME": str(home),
+        "XDG_CACHE_HOME": str(home / ".cache"),  # Claude's MCP logs go here
+        "XDG_DATA_HOME": str(home / ".local" / "share"),
         "TMPDIR": str(tmp),
     }
 
@@ -103,15 +106,45 @@ def runs(claude_env, db_path, listener) -> dict[str, Run]:
         for mode in ("succeed", "block", "silent"):
             text = f"Please handle {CANARY} for me.\nMODE={mode}\n"
             task = sender.ok("send_message", recipient="claude", text=text, kind="task")["id"]
-            row = wait_finished(db_path, task, deadline=RUN_DEADLINE)
+            row, seen = _finished_peeking(claude_env, db_path, task)
             after = wait_until(lambda t=task: (s := status(claude_env))["last"]
                                and s["last"]["message_id"] == t and s, what=f"listener status of #{task}")
             progress = cli(claude_env, "listener", "progress", "--agent", "claude", "--once")
             assert progress.returncode == 0, progress.stderr
-            done[mode] = Run(task, row, after, progress.stdout, sender.ok("get_message", message_id=task))
+            done[mode] = Run(task, row, after, progress.stdout, sender.ok("get_message", message_id=task), seen)
     finally:
         sender.close()
     return done
+
+
+def _finished_peeking(claude_env: dict, db_path: Path, task: int) -> tuple[dict, bool]:
+    """The finished attempt row, and whether the private request file was seen holding the
+    canary meanwhile. On a timeout, the worker's own log and result say why."""
+    attempt_dir = Path(claude_env["AGENT_BRIDGE_RUNTIME_DIR"]) / "attempts" / str(task)
+    seen = []
+
+    def finished():
+        try:
+            seen.append(CANARY in (attempt_dir / "request.md").read_text())
+        except OSError:
+            pass
+        row = attempt(db_path, task)
+        return row if row and row["state"] == "finished" else None
+
+    try:
+        return wait_until(finished, RUN_DEADLINE, what=f"attempt on #{task} to finish"), any(seen)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{_worker_files(attempt_dir)}") from None
+
+
+def _worker_files(attempt_dir: Path) -> str:
+    parts = []
+    for name in ("worker.log", "claude-result.json"):
+        try:
+            parts.append(f"--- {name}\n{(attempt_dir / name).read_text()[-4000:]}")
+        except OSError as exc:
+            parts.append(f"--- {name}: {exc}")
+    return "\n".join(parts)
 
 
 def diagnostics(run: Run) -> dict:
@@ -169,6 +202,7 @@ def test_the_model_was_offered_only_the_bridge_worker_tools(runs, model):
 
 def test_the_canary_is_left_in_no_file_log_status_or_diagnostics(runs, bridge_root, claude_env, db_path, model):
     assert CANARY in model.record_path.read_text()  # it really went through Claude to the model
+    assert any(run.request_seen for run in runs.values())  # ... from the private request file
     runtime = Path(claude_env["AGENT_BRIDGE_RUNTIME_DIR"])
     for run in runs.values():
         attempt_dir = runtime / "attempts" / str(run.task)
@@ -192,6 +226,4 @@ def test_the_canary_is_left_in_no_file_log_status_or_diagnostics(runs, bridge_ro
 
 
 def _replies(db_path: Path, task: int) -> list[dict]:
-    from dispatch_harness import query
-
     return [dict(r) for r in query(db_path, "SELECT * FROM messages WHERE reply_to = ? ORDER BY id", (task,))]
