@@ -198,6 +198,7 @@ def test_the_model_was_offered_only_the_bridge_worker_tools(runs, model):
     assert {f"mcp__agent_bridge__{t}" for t in ("claim_message", "send_message", "mark_read",
                                                  "release_message")} <= offered
     assert model.errors == []
+    assert "dummy" not in model.record_path.read_text()  # the API key header is not recorded
 
 
 def test_the_canary_is_left_in_no_file_log_status_or_diagnostics(runs, bridge_root, claude_env, db_path, model):
