@@ -28,6 +28,9 @@ WORKER_TOOLS = ("send_message", "receive_messages", "claim_message", "release_me
 OFFERED = {"Read", *(f"mcp__agent_bridge__{tool}" for tool in WORKER_TOOLS)}
 DEADLINE = 180.0
 ATTEMPTS = 2  # Kimi's attempts per model request (default 10, about 140 s of backoff)
+# The user's config.toml (linked into each worker's private home): a failing model ends the
+# run after ATTEMPTS attempts, in seconds.
+USER_CONFIG = f"[loop_control]\nmax_attempts_per_step = {ATTEMPTS}\n"
 _REQUEST_FILE = re.compile(r"from the file (/\S+) with the Read tool")
 _LINE_NUMBER = re.compile(r"^\s*\d+\t", re.MULTILINE)
 _MODEL_STATUS = re.compile(r"^MODEL_STATUS=(\d{3})\s*$", re.MULTILINE)
@@ -84,9 +87,14 @@ def kimi_run(tmp_path_factory):
         "claude": {"auto": False, "launcher": "launchers/claude_headless.sh"},
         "kimi": {"auto": True, "launcher": str(LAUNCHER), "worker_timeout_seconds": 150},
     })
-    env = bridge_env(root, config)
+    # The workspace (the worker's cwd) is not where the request file is: Read must reach outside it.
+    env = {**bridge_env(root, config), "AGENT_BRIDGE_WORKSPACE": str(root / "workspace")}
+    (root / "workspace").mkdir()
     home, tmp = root / "user-home", root / "tmp"
-    home.mkdir()
+    user_kimi = home / ".kimi-code"  # the user's own Kimi home: the launcher links into it
+    (user_kimi / "credentials").mkdir(parents=True)
+    (user_kimi / "config.toml").write_text(USER_CONFIG)
+    (user_kimi / "device_id").write_text("00000000-0000-4000-8000-000000000000")
     tmp.mkdir()
     model_dir = tmp_path_factory.mktemp("kimi-model")  # the model's own recording (holds prompts)
     with KimiModel(model_dir / "requests.jsonl") as model:
@@ -95,13 +103,13 @@ def kimi_run(tmp_path_factory):
             "KIMI_BIN": str(kimi_bin), "KIMI_NODE": str(node),
             "KIMI_MODEL_PROVIDER_TYPE": "anthropic", "KIMI_MODEL_BASE_URL": model.base_url,
             "KIMI_MODEL_NAME": "scripted-model", "KIMI_MODEL_API_KEY": "scripted-key",
-            "KIMI_LOOP_MAX_ATTEMPTS_PER_STEP": str(ATTEMPTS),  # a failing model ends the run in seconds
         }
         listener = start_listener(listener_env, agent="kimi")
         sender = McpAgent("claude", env)
         try:
             sender.wait_ready()
-            run = {"root": root, "env": env, "home": home, "tmp": tmp, "model": model, "sender": sender,
+            run = {"root": root, "env": env, "home": home, "home_before": tree(home), "tmp": tmp, "model": model,
+                   "sender": sender,
                    "runtime": Path(env["AGENT_BRIDGE_RUNTIME_DIR"]), "db": Path(env["AGENT_BRIDGE_DB"]),
                    "canaries": []}
             yield run
@@ -122,6 +130,12 @@ def attempt_dir(run: dict, message_id: int) -> Path:
     return run["runtime"] / "attempts" / str(message_id)
 
 
+def tree(root: Path) -> dict[str, tuple]:
+    """Every entry under root: link target or bytes, and mtime (to see that nothing changed)."""
+    return {p.relative_to(root).as_posix(): (os.readlink(p) if p.is_symlink() else p.is_dir() or p.read_bytes(),
+                                             p.lstat().st_mtime_ns) for p in sorted(root.rglob("*"))}
+
+
 def files_containing(root: Path, needle: str) -> list[Path]:
     found = []
     for path in root.rglob("*"):
@@ -139,7 +153,8 @@ def requests_for(run: dict, message_id: int) -> list[dict]:
 def check_private(run: dict, message_id: int, text: str) -> None:
     """Outside the store, the task text is only in the private attempt directory, and there
     only in Kimi's raw stream and its private home's session files: in no log, progress,
-    status or diagnostics file, not in the user's HOME or TMPDIR (both stay empty)."""
+    status or diagnostics file; the user's HOME (with its Kimi home) is left as it was and
+    TMPDIR and the workspace stay empty."""
     run["canaries"].append(text)
     attempt = attempt_dir(run, message_id)
     store = Path(run["env"]["AGENT_BRIDGE_DB"]).parent
@@ -150,7 +165,8 @@ def check_private(run: dict, message_id: int, text: str) -> None:
     assert "kimi-stream.jsonl" in inside  # the Read result: the stream does hold it, privately
     for name in inside:
         assert name == "kimi-stream.jsonl" or name.startswith("kimi-code-home/sessions/"), name
-    assert list(run["home"].iterdir()) == [] and list(run["tmp"].iterdir()) == []
+    assert tree(run["home"]) == run["home_before"]  # the user's HOME and Kimi home: untouched
+    assert list(run["tmp"].iterdir()) == [] and list((run["root"] / "workspace").iterdir()) == []
     assert text not in json.dumps(status(run["env"], "kimi"))
 
 
@@ -229,7 +245,7 @@ def test_a_failing_model_ends_the_run_after_the_configured_attempts(kimi_run):
     assert (done["outcome"], done["error_kind"], done["exit_code"]) == ("failed", "no_evidence", 1), done
     diag = diagnostics(done)
     assert (diag["turn_reason"], diag["turn_error_code"]) == ("failed", "provider.api_error"), diag
-    # KIMI_LOOP_MAX_ATTEMPTS_PER_STEP=2: one retry, then the run ends (the default is 10 attempts).
+    # max_attempts_per_step = 2 in the user's (linked) config.toml: one retry, then the run ends.
     assert (diag["retries"], diag["last_retry_status_code"]) == (ATTEMPTS - 1, 500), diag
     assert len(notices_for(kimi_run["db"], task)) == 1
     check_private(kimi_run, task, text)
