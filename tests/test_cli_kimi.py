@@ -34,6 +34,7 @@ USER_CONFIG = f"[loop_control]\nmax_attempts_per_step = {ATTEMPTS}\n"
 _REQUEST_FILE = re.compile(r"from the file (/\S+) with the Read tool")
 _LINE_NUMBER = re.compile(r"^\s*\d+\t", re.MULTILINE)
 _MODEL_STATUS = re.compile(r"^MODEL_STATUS=(\d{3})\s*$", re.MULTILINE)
+_WIRE = re.compile(r"kimi-code-home/sessions/[^/]+/session_[^/]+/agents/main/wire\.jsonl")
 _READ_STATUS = re.compile(r"\n?<system>.*?</system>\s*$", re.DOTALL)
 
 
@@ -152,7 +153,7 @@ def requests_for(run: dict, message_id: int) -> list[dict]:
 
 def check_private(run: dict, message_id: int, text: str) -> None:
     """Outside the store, the task text is only in the private attempt directory, and there
-    only in Kimi's raw stream and its private home's session files: in no log, progress,
+    only in Kimi's raw stream and its session's wire.jsonl: in no log, progress,
     status or diagnostics file; the user's HOME (with its Kimi home) is left as it was and
     TMPDIR and the workspace stay empty."""
     run["canaries"].append(text)
@@ -164,7 +165,7 @@ def check_private(run: dict, message_id: int, text: str) -> None:
     inside = sorted(p.relative_to(attempt).as_posix() for p in files_containing(attempt, text))
     assert "kimi-stream.jsonl" in inside  # the Read result: the stream does hold it, privately
     for name in inside:
-        assert name == "kimi-stream.jsonl" or name.startswith("kimi-code-home/sessions/"), name
+        assert name == "kimi-stream.jsonl" or _WIRE.fullmatch(name), name
     assert tree(run["home"]) == run["home_before"]  # the user's HOME and Kimi home: untouched
     assert list(run["tmp"].iterdir()) == [] and list((run["root"] / "workspace").iterdir()) == []
     assert text not in json.dumps(status(run["env"], "kimi"))
