@@ -2,12 +2,16 @@
 # Agent Bridge worker launcher: Kimi Code, one non-interactive run (prompt mode).
 #
 # Checked against Kimi Code 2.1.0 (npm @moonshot-ai/kimi-code; `kimi --version` -> "2.1.0"):
-# every flag below appears in `kimi --help` of that version.
+# every flag below appears in `kimi --help` of that version, and tests/test_cli_kimi.py runs
+# this launcher end to end (the real listener, the 2.1.0 binary on Node 22, the real bridge
+# server, a scripted Anthropic-style model on 127.0.0.1).
 #
 # Kimi automation is OFF by default in config.json ("kimi": {"auto": false}). In prompt
 # mode (-p) Kimi Code 2.1.0 runs under its automatic permission policy: every tool the
 # agent can see is approved without asking, and -p cannot be combined with
-# --yolo/--auto/--plan. Turning it on is a deliberate local decision; see docs/launchers.md.
+# --yolo/--auto/--plan. [[permission.rules]] in config.toml are parsed but not applied in
+# 2.1.0 (a deny rule for Read did not stop a Read): what the model can *see* is the only
+# control. Turning it on is a deliberate local decision; see docs/launchers.md.
 #
 # Contract (fixed by the dispatcher):  kimi_headless.sh REQUEST_FILE
 #   cwd = workspace, stdin = /dev/null, stdout/stderr = private per-attempt log.
@@ -54,7 +58,7 @@ fi
 # workspace trusted in its home's trust records). The worker therefore gets its own
 # home in the attempt dir, containing:
 #   mcp.json      generated: only the agent_bridge server.
-#   config.toml   symlink to the user's file: providers, default model, [[permission.rules]].
+#   config.toml   symlink to the user's file: providers, default model, [loop_control].
 #   credentials/  symlink to the user's directory: `kimi login` OAuth tokens. A symlink,
 #                 not a copy, so a token refreshed by the worker is saved for the user too.
 #   device_id, region   symlinks (device identity; the mainland-cn/global login region).
@@ -77,7 +81,10 @@ fi
 # Agent profile: the worker sees only the worker's bridge tools, listed by name (never
 # the `mcp__agent_bridge__*` glob, which would include `listener`), plus the read-only
 # Read tool (needed to read REQUEST_FILE). Kimi matches built-in tools by exact name, so
-# Bash, Write, Edit, FetchURL, Agent, Skill ... are not offered to the model at all.
+# Bash, Write, Edit, FetchURL, Agent, Skill ... are not offered to the model at all (every
+# model request of the real runs offered exactly these eight tools). Read is not limited to
+# REQUEST_FILE: it opens any file the user can read whose name Kimi does not treat as a
+# secret (.env*, id_rsa*, credentials* ...); the token files inside credentials/ pass.
 # ${base_prompt} keeps Kimi's default system prompt.
 agent_file=$attempt_dir/kimi-agent-bridge-worker.md
 {
