@@ -23,7 +23,11 @@
 #   AGENT_BRIDGE_CODEX_ENV_KEY (optional, with the base URL: the NAME of the environment
 #     variable that holds that endpoint's API key; without it no key is sent);
 #   AGENT_BRIDGE_CODEX_MAX_RETRIES (optional, with the base URL: request and stream retries,
-#     default 2; 0 makes a failing endpoint end the run within seconds).
+#     default 2; 0 makes a failing endpoint end the run within seconds);
+#   AGENT_BRIDGE_CODEX_OVERRIDES (optional: newline-separated `key=value` lines, each passed
+#     as one `-c key=value`, which wins over the generated config.toml; for settings of your
+#     own such as model_reasoning_effort="low". It can also undo this launcher's choices, so
+#     treat it as local policy).
 # The launcher ends by exec-ing Codex: its --json event stream goes to codex-events.jsonl
 # in the attempt dir, and the supervisor derives the diagnostics from it afterwards.
 # Exit code: Codex's own exit code; 2 for a bad invocation; 127 if the CLI is missing.
@@ -108,6 +112,8 @@ lines = [
     "[analytics]", "enabled = false",
     "[history]", 'persistence = "none"',
     "[features]", "shell_tool = false", "view_image = false", "goals = false", "memories = false",
+    "apps = false", "plugins = false", "remote_plugin = false", "tool_suggest = false", "image_generation = false",
+    "computer_use = false", "browser_use = false", "in_app_browser = false",
     "[agents]", "enabled = false",
     "[tools.experimental_request_user_input]", "enabled = false",
     "[tools.update_plan]", "enabled = false",
@@ -147,12 +153,20 @@ export CODEX_HOME=$worker_home
 #   --ephemeral             no session files (the transcript with the task text) on disk.
 #   --skip-git-repo-check   the workspace need not be a git repository.
 #   --ignore-rules          no user or project execpolicy .rules files.
+#   -c key=value            only the lines of AGENT_BRIDGE_CODEX_OVERRIDES.
 #   -m MODEL                only when AGENT_BRIDGE_CODEX_MODEL is set.
 #   -                       the prompt is read from stdin (the request file). Last.
 # Sandbox: exec's default `read-only`; with the shell tool off it has nothing to run.
 # Not used: --dangerously-bypass-approvals-and-sandbox (the worker tools are approved by
 # name in config.toml instead), --trust (it would persist trust for the workspace).
 args=(exec --json --ephemeral --skip-git-repo-check --ignore-rules)
+if [[ -n ${AGENT_BRIDGE_CODEX_OVERRIDES:-} ]]; then
+    while IFS= read -r override; do
+        [[ -z $override ]] && continue
+        [[ $override =~ ^[A-Za-z0-9_.\"-]+= ]] || fail 2 "AGENT_BRIDGE_CODEX_OVERRIDES: not a key=value line: $override"
+        args+=(-c "$override")
+    done <<<"$AGENT_BRIDGE_CODEX_OVERRIDES"
+fi
 if [[ -n ${AGENT_BRIDGE_CODEX_MODEL:-} ]]; then
     args+=(-m "$AGENT_BRIDGE_CODEX_MODEL")
 fi

@@ -7,7 +7,12 @@ silent, a failing model endpoint, what Codex offered the model, and the privacy 
 over every file the run left (the test's HOME and Codex homes included).
 """
 
+import base64
 import json
+import os
+import subprocess
+import sys
+import time
 import tomllib
 import uuid
 from pathlib import Path
@@ -110,7 +115,10 @@ def events(env: dict, message_id: int) -> list[dict]:
 
 
 def save_fixture(env: dict, message_id: int, name: str) -> None:
-    """The real raw event stream, canary replaced, for the ledger's fixture tests."""
+    """With AGENT_BRIDGE_SAVE_CLI_FIXTURES=1: the real raw event stream, canary replaced, for
+    the ledger's fixture tests (off by default, so a test run leaves the tree clean)."""
+    if os.environ.get("AGENT_BRIDGE_SAVE_CLI_FIXTURES") != "1":
+        return
     text = (attempt_dir(env, message_id) / "codex-events.jsonl").read_text()
     FIXTURES.mkdir(parents=True, exist_ok=True)
     (FIXTURES / name).write_text(text.replace(CANARY, "<canary>"))
@@ -189,6 +197,64 @@ def test_the_model_was_offered_only_the_bridge_worker_tools(model, listener):
         assert others <= CODEX_MCP_RESOURCE_TOOLS, others
     assert {bridge_name(f"mcp__agent_bridge__{t}") for t in WORKER_TOOLS} <= set(BRIDGE_TOOLS)
     assert not [r for r in model.requests() if r["headers"].get("upgrade")], "codex tried a WebSocket"
+
+
+def _chatgpt_login(home: Path) -> dict:
+    """A `codex login` (ChatGPT) file with unexpired, unsigned tokens: nothing to refresh."""
+    def jwt(claims: dict) -> str:
+        part = lambda doc: base64.urlsafe_b64encode(json.dumps(doc).encode()).rstrip(b"=").decode()  # noqa: E731
+        return f"{part({'alg': 'none'})}.{part(claims)}.sig"
+
+    claims = {"exp": int(time.time()) + 86400, "email": "worker@example.invalid",
+              "https://api.openai.com/auth": {"chatgpt_account_id": "acc", "chatgpt_plan_type": "plus"}}
+    doc = {"OPENAI_API_KEY": None, "last_refresh": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+           "tokens": {"id_token": jwt(claims), "access_token": jwt(claims), "refresh_token": "r", "account_id": "acc"}}
+    home.mkdir(parents=True)
+    (home / "auth.json").write_text(json.dumps(doc))
+    return doc
+
+
+def test_under_a_chatgpt_login_the_model_still_sees_only_the_bridge_tools(codex_env, tmp_path_factory, listener):
+    """A ChatGPT login switches on Codex's apps, plugins and image generation (more tools, more
+    traffic); the launcher switches them off. The launcher runs directly here (its own user
+    home and attempt dir), on the built-in OpenAI provider with its endpoints overridden to
+    loopback, and the login linked in."""
+    side = tmp_path_factory.mktemp("codex-chatgpt")
+    user_home = side / "home" / ".codex"
+    login = _chatgpt_login(user_home)
+    attempt = side / "attempt"
+    attempt.mkdir(mode=0o700)
+    request = attempt / "request.md"
+    request.write_text(f"Message #999 from kimi is a task for you.\nMODE=silent\n{CANARY}\n")
+    with ResponsesServer(side / "model-requests.jsonl") as server:
+        base = server.base_url.removesuffix("/v1")
+        env = {**os.environ, **codex_env, "HOME": str(side / "home"), "CODEX_HOME": str(user_home),
+               "AGENT_ID": "codex", "AGENT_BRIDGE_MESSAGE_ID": "999", "AGENT_BRIDGE_PROJECT": str(PROJECT),
+               "AGENT_BRIDGE_PYTHON": sys.executable, "AGENT_BRIDGE_ATTEMPT_DIR": str(attempt),
+               "AGENT_BRIDGE_CODEX_OVERRIDES": "\n".join([
+                   f'chatgpt_base_url="{base}/backend-api/"', f'openai_base_url="{server.base_url}"',
+                   "features.enable_request_compression=false"])}
+        for name in ("AGENT_BRIDGE_CODEX_BASE_URL", "AGENT_BRIDGE_CODEX_MAX_RETRIES"):
+            env.pop(name)
+        done = subprocess.run([str(LAUNCHER), str(request)], cwd=side, env=env, stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, timeout=DEADLINE)
+        requests = server.requests()
+    assert done.returncode == 0, done.stderr
+    posts = [r for r in requests if r["method"] == "POST" and r["path"].endswith("/responses")]
+    assert posts and all(r["headers"].get("authorization") == "Bearer <redacted>" for r in posts)
+    for request_doc in posts:
+        tools = request_doc["body"]["tools"]
+        assert {t["name"]: {i["name"] for i in t["tools"]} for t in tools if t["type"] == "namespace"} == {
+            "mcp__agent_bridge": WORKER_TOOLS}
+        assert {t.get("name") or t["type"] for t in tools if t["type"] != "namespace"} <= CODEX_MCP_RESOURCE_TOOLS
+    assert not [r for r in requests if "/plugins/" in r["path"] or r["path"].endswith("/ps/mcp")
+                or "analytics" in r["path"]], [r["path"] for r in requests]
+    assert json.loads((user_home / "auth.json").read_text()) == login
+    assert (attempt / "codex-home" / "auth.json").is_symlink()
+    assert sorted(p.name for p in user_home.iterdir()) == ["auth.json"]
+    leaks = [p for p in side.rglob("*") if p.is_file() and not p.is_symlink() and CANARY.encode() in p.read_bytes()
+             and not p.is_relative_to(attempt) and p.name != "model-requests.jsonl"]
+    assert not leaks, leaks
 
 
 def test_the_worker_home_config_requires_the_bridge_and_spells_out_its_environment(codex_env, listener):
