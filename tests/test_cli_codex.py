@@ -291,7 +291,10 @@ def test_the_canary_stays_in_the_store_and_the_private_attempt_dirs(codex_env, r
                 continue
             (private if path.is_relative_to(attempts) else leaks).append(path)
     assert not leaks, f"task text outside the store and the attempt dirs: {leaks}"
-    assert private, "the canary should at least be in an attempt's raw event stream"
+    # Inside an attempt dir only the raw event stream has it (tool results carry the message
+    # text): not the private home's sqlite files, config or skills, not worker.log.
+    assert private and {p.name for p in private} == {"codex-events.jsonl"}, private
+    assert CANARY not in json.dumps(status(codex_env, "codex"))
     for path in private:
         assert path.name != "diagnostics.json", path
         attempt = attempts / path.relative_to(attempts).parts[0]
@@ -302,3 +305,78 @@ def test_the_canary_stays_in_the_store_and_the_private_attempt_dirs(codex_env, r
     assert linked and all(p.is_symlink() and p.resolve() == user_codex_home / "auth.json" for p in linked)
     # Codex kept no session transcript (exec --ephemeral).
     assert not list(attempts.glob("*/codex-home/sessions/**/*.jsonl"))
+
+
+FAKE_CODEX = '''#!{python}
+import json, os, sys
+home = os.environ["CODEX_HOME"]
+record = {{"argv": sys.argv[1:], "stdin": sys.stdin.read(), "codex_home": home, "cwd": os.getcwd(),
+          "home_files": sorted(os.listdir(home)), "env": dict(os.environ)}}
+open(os.environ["FAKE_CODEX_RECORD"], "w").write(json.dumps(record))
+print(json.dumps({{"type": "thread.started", "thread_id": "t"}}))
+sys.exit(int(os.environ.get("FAKE_CODEX_EXIT", "0")))
+'''
+
+
+def test_launcher_contract_with_a_recording_cli(tmp_path, codex_env):
+    """The launcher's own promises, with a fake `codex` that records what it was given: the
+    prompt on stdin only, fixed argv, a private home, the exit code passed on, and refusals."""
+    fake = tmp_path / "codex"
+    fake.write_text(FAKE_CODEX.format(python=sys.executable))
+    fake.chmod(0o755)
+    secret = f"Message #5 from kimi is a task for you.\n{CANARY}\n"
+
+    def run(name: str, **extra: str) -> tuple[subprocess.CompletedProcess, Path]:
+        attempt = tmp_path / name
+        attempt.mkdir(mode=0o700)
+        request = attempt / "request.md"
+        request.write_text(secret)
+        env = {**os.environ, **codex_env, "CODEX_BIN": str(fake), "AGENT_ID": "codex",
+               "AGENT_BRIDGE_MESSAGE_ID": "5", "AGENT_BRIDGE_PROJECT": str(PROJECT),
+               "AGENT_BRIDGE_PYTHON": sys.executable, "AGENT_BRIDGE_ATTEMPT_DIR": str(attempt),
+               "FAKE_CODEX_RECORD": str(attempt / "record.json"), **extra}
+        return subprocess.run([str(LAUNCHER), str(request)], cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, timeout=DEADLINE), attempt
+
+    done, attempt = run("plain", FAKE_CODEX_EXIT="3", AGENT_BRIDGE_CODEX_OVERRIDES='model_reasoning_effort="low"\n')
+    assert done.returncode == 3, done.stderr
+    record = json.loads((attempt / "record.json").read_text())
+    assert record["argv"] == ["exec", "--json", "--ephemeral", "--skip-git-repo-check", "--ignore-rules",
+                              "-c", 'model_reasoning_effort="low"', "-m", "scripted-model", "-"]
+    assert record["stdin"] == secret
+    assert CANARY not in json.dumps(record["argv"]) and CANARY not in json.dumps(record["env"])
+    assert record["codex_home"] == str(attempt / "codex-home")
+    assert record["home_files"] == ["auth.json", "config.toml"]
+    assert (attempt / "codex-home").stat().st_mode & 0o777 == 0o700
+    assert (attempt / "codex-home" / "config.toml").stat().st_mode & 0o777 == 0o600
+    assert json.loads((attempt / "codex-events.jsonl").read_text())["type"] == "thread.started"
+
+    # No user login: no link; a fixed error for each bad setting; a missing CLI is 127.
+    done, attempt = run("no-login", CODEX_HOME=str(tmp_path / "nowhere"))
+    assert done.returncode == 0 and json.loads((attempt / "record.json").read_text())["home_files"] == ["config.toml"]
+    for name, extra in {"retries": {"AGENT_BRIDGE_CODEX_MAX_RETRIES": "-1"},
+                        "envkey": {"AGENT_BRIDGE_CODEX_ENV_KEY": "A B"},
+                        "override": {"AGENT_BRIDGE_CODEX_OVERRIDES": "not an override"}}.items():
+        done, attempt = run(name, **extra)
+        assert done.returncode == 2 and not (attempt / "record.json").exists(), (name, done.stderr)
+    done, _ = run("missing", CODEX_BIN=str(tmp_path / "no-such-codex"))
+    assert done.returncode == 127, done.stderr
+
+    # A planted name stops the launch, and nothing is written through it.
+    for planted in ("codex-home", "codex-events.jsonl"):
+        target = tmp_path / f"target-{planted}"
+        target.mkdir() if planted == "codex-home" else target.write_text("")
+        attempt = tmp_path / f"planted-{planted}"
+        attempt.mkdir(mode=0o700)
+        (attempt / planted).symlink_to(target)
+        request = attempt / "request.md"
+        request.write_text(secret)
+        env = {**os.environ, **codex_env, "CODEX_BIN": str(fake), "AGENT_ID": "codex",
+               "AGENT_BRIDGE_MESSAGE_ID": "5", "AGENT_BRIDGE_PROJECT": str(PROJECT),
+               "AGENT_BRIDGE_PYTHON": sys.executable, "AGENT_BRIDGE_ATTEMPT_DIR": str(attempt),
+               "FAKE_CODEX_RECORD": str(attempt / "record.json")}
+        done = subprocess.run([str(LAUNCHER), str(request)], cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, timeout=DEADLINE)
+        assert done.returncode != 0, planted
+        assert not (attempt / "record.json").exists(), planted  # the CLI never ran
+        assert (list(target.iterdir()) == []) if target.is_dir() else target.read_text() == "", planted
