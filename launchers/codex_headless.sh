@@ -75,7 +75,8 @@ fi
 # environment spelled out (Codex hands MCP servers a filtered environment), only the
 # worker tools by name, pre-approved (`codex exec` runs with approval `never`, which
 # rejects every MCP call that is not approved). Built-in tools switched off: no shell,
-# no image viewer, no sub-agents, no goals, no web search, no user questions, no plan.
+# no image viewer, no sub-agents, no goals, no web search, no user questions, no plan, no
+# apps/plugins/image generation (a ChatGPT login turns those on), no bundled skills.
 # Written by Python so that every string is TOML-escaped; O_EXCL|O_NOFOLLOW, 0600.
 "$AGENT_BRIDGE_PYTHON" - "$worker_home/config.toml" "${worker_tools[@]}" <<'PY'
 import json, os, sys
@@ -111,13 +112,14 @@ lines = [
     'web_search = "disabled"',
     "[analytics]", "enabled = false",
     "[history]", 'persistence = "none"',
-    "[features]", "shell_tool = false", "view_image = false", "goals = false", "memories = false",
+    "[features]", "shell_tool = false", "shell_snapshot = false", "view_image = false", "goals = false", "memories = false",
     "apps = false", "plugins = false", "remote_plugin = false", "tool_suggest = false", "image_generation = false",
     "computer_use = false", "browser_use = false", "in_app_browser = false",
     "[agents]", "enabled = false",
     "[tools.experimental_request_user_input]", "enabled = false",
     "[tools.update_plan]", "enabled = false",
     "[skills]", "include_instructions = false",
+    "[skills.bundled]", "enabled = false",
 ]
 base_url = env.get("AGENT_BRIDGE_CODEX_BASE_URL")
 if base_url:

@@ -170,6 +170,7 @@ def test_a_silent_run_fails_no_evidence_with_one_payload_free_notice(codex_env, 
     assert len(notices) == 1, [dict(n) for n in notices]
     assert CANARY not in notices[0]["text"] and "MODE=silent" not in notices[0]["text"]
     assert [e["type"] for e in events(codex_env, task)][-1] == "turn.completed"
+    save_fixture(codex_env, task, "silent_turn_completed.jsonl")
 
 
 def test_a_failing_model_endpoint_ends_the_turn_failed_within_seconds(codex_env, db, kimi, listener, model):
