@@ -112,9 +112,10 @@ lines = [
     'web_search = "disabled"',
     "[analytics]", "enabled = false",
     "[history]", 'persistence = "none"',
-    "[features]", "shell_tool = false", "shell_snapshot = false", "view_image = false", "goals = false", "memories = false",
-    "apps = false", "plugins = false", "remote_plugin = false", "tool_suggest = false", "image_generation = false",
-    "computer_use = false", "browser_use = false", "in_app_browser = false",
+    "[features]",
+    *(f"{feature} = false" for feature in (
+        "shell_tool", "shell_snapshot", "view_image", "goals", "memories", "apps", "plugins", "remote_plugin",
+        "tool_suggest", "image_generation", "computer_use", "browser_use", "in_app_browser")),
     "[agents]", "enabled = false",
     "[tools.experimental_request_user_input]", "enabled = false",
     "[tools.update_plan]", "enabled = false",
