@@ -224,3 +224,25 @@ class ResponsesServer:
                 self.close_connection = True
 
         return Handler
+
+
+def main() -> None:
+    """``uv run python -m tests.models.openai_responses --record FILE``: serve until interrupted."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--record", type=Path, required=True, help="JSONL file every request is appended to")
+    parser.add_argument("--fail-status", type=int, help="answer every POST with this HTTP status")
+    args = parser.parse_args()
+    server = ResponsesServer(args.record, fail_status=args.fail_status).start()
+    print(server.base_url, flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()
