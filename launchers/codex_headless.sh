@@ -28,6 +28,8 @@
 #     as one `-c key=value`, which wins over the generated config.toml; for settings of your
 #     own such as model_reasoning_effort="low". It can also undo this launcher's choices, so
 #     treat it as local policy).
+# AGENT_BRIDGE_MAX_TURNS is not used: codex-cli 0.171.0 has no turn cap (`exec` runs one turn
+# until the model stops; the dispatcher's worker timeout bounds it).
 # The launcher ends by exec-ing Codex: its --json event stream goes to codex-events.jsonl
 # in the attempt dir, and the supervisor derives the diagnostics from it afterwards.
 # Exit code: Codex's own exit code; 2 for a bad invocation; 127 if the CLI is missing.
