@@ -3,8 +3,9 @@
 
 One listener for the agent `codex` and one model server serve the whole module; a kimi
 McpAgent sends the tasks over MCP stdio. The cases run back to back: succeed, block,
-silent, a failing model endpoint, what Codex offered the model, and the privacy canary
-over every file the run left (the test's HOME and Codex homes included).
+silent, a failing model endpoint, what Codex offered the model (also under a ChatGPT
+login), the generated config, the privacy canary over every file the runs left (the
+test's HOME and Codex homes included), and the launcher's contract with a fake codex.
 """
 
 import base64
@@ -21,8 +22,8 @@ import pytest
 from cli_harness import require_cli
 from dispatch_harness import end_listeners, notices_for, query, start_listener, status, wait_finished, wait_until
 from harness import PROJECT, McpAgent, bridge_env
-from models.openai_responses import ResponsesServer
-from models.script import BRIDGE_TOOLS, RESULT_PREFIX, bridge_name
+from models.openai_responses import ResponsesServer, to_turn
+from models.script import RESULT_PREFIX, bridge_name
 
 pytestmark = pytest.mark.cli
 
@@ -196,7 +197,9 @@ def test_the_model_was_offered_only_the_bridge_worker_tools(model, listener):
         assert namespaces == {"mcp__agent_bridge": WORKER_TOOLS}, namespaces
         others = {t.get("name") or t["type"] for t in tools if t["type"] != "namespace"}
         assert others <= CODEX_MCP_RESOURCE_TOOLS, others
-    assert {bridge_name(f"mcp__agent_bridge__{t}") for t in WORKER_TOOLS} <= set(BRIDGE_TOOLS)
+    # The adapter's view of the first request: the script sees the bridge tools by Codex's names.
+    turn, offered = to_turn(posts[0]["body"])
+    assert {bridge_name(name) for name in turn.tools if offered[name][0] == "mcp__agent_bridge"} == WORKER_TOOLS
     assert not [r for r in model.requests() if r["headers"].get("upgrade")], "codex tried a WebSocket"
 
 
