@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# Agent Bridge worker launcher: OpenAI Codex CLI, one non-interactive run (`codex exec`).
+#
+# Checked against codex-cli 0.171.0 (npm @openai/codex; `codex --version` -> "codex-cli 0.171.0"):
+# every flag below appears in `codex exec --help` of that version, and the whole launcher
+# was run end to end against a scripted Responses API server (tests/test_cli_codex.py).
+#
+# Contract (fixed by the dispatcher):  codex_headless.sh REQUEST_FILE
+#   cwd = workspace, stdin = /dev/null, stdout/stderr = private per-attempt log.
+#   REQUEST_FILE is a 0600 file with the complete worker prompt. Its content is handed to
+#   Codex on stdin only (`codex exec -`): never in argv, never in the environment.
+# Environment: AGENT_ID, AGENT_BRIDGE_MESSAGE_ID, AGENT_BRIDGE_DB, AGENT_BRIDGE_CONFIG,
+#   AGENT_BRIDGE_PROJECT, AGENT_BRIDGE_PYTHON, AGENT_BRIDGE_ATTEMPT_DIR (required);
+#   AGENT_BRIDGE_RUNTIME_DIR, AGENT_BRIDGE_MAX_BODY_BYTES, AGENT_BRIDGE_LOG_LEVEL,
+#   AGENT_BRIDGE_WORKER_TOKEN (optional: passed on to the worker's bridge server);
+#   CODEX_BIN (optional, default `codex` on PATH);
+#   CODEX_HOME (optional: the user's real Codex home, default ~/.codex; only its auth.json
+#     is used, see below; the worker itself gets a private home);
+#   AGENT_BRIDGE_CODEX_MODEL (optional -> `-m`);
+#   AGENT_BRIDGE_CODEX_BASE_URL (optional: a Responses API base URL such as
+#     http://127.0.0.1:8080/v1; the run then uses a provider of its own with that URL,
+#     plain HTTP(S) server-sent events, no WebSocket);
+#   AGENT_BRIDGE_CODEX_ENV_KEY (optional, with the base URL: the NAME of the environment
+#     variable that holds that endpoint's API key; without it no key is sent);
+#   AGENT_BRIDGE_CODEX_MAX_RETRIES (optional, with the base URL: request and stream retries,
+#     default 2; 0 makes a failing endpoint end the run within seconds);
+#   AGENT_BRIDGE_CODEX_OVERRIDES (optional: newline-separated `key=value` lines, each passed
+#     as one `-c key=value`, which wins over the generated config.toml; for settings of your
+#     own such as model_reasoning_effort="low". It can also undo this launcher's choices, so
+#     treat it as local policy).
+# AGENT_BRIDGE_MAX_TURNS is not used: codex-cli 0.171.0 has no turn cap (`exec` runs one turn
+# until the model stops; the dispatcher's worker timeout bounds it).
+# The launcher ends by exec-ing Codex: its --json event stream goes to codex-events.jsonl
+# in the attempt dir, and the supervisor derives the diagnostics from it afterwards.
+# Exit code: Codex's own exit code; 2 for a bad invocation; 127 if the CLI is missing.
+set -euo pipefail
+set -o noclobber  # a `>` redirect never reuses an existing name (a planted file or link)
+umask 077
+
+prog=codex_headless.sh
+# shellcheck source=SCRIPTDIR/_common.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/_common.sh"
+
+take_request_file "$@"
+
+require_bridge_env
+
+codex_bin=${CODEX_BIN:-codex}
+command -v -- "$codex_bin" >/dev/null 2>&1 \
+    || fail 127 "Codex CLI not found: '$codex_bin' (install @openai/codex, or set CODEX_BIN to its path)"
+
+max_retries=${AGENT_BRIDGE_CODEX_MAX_RETRIES:-2}
+[[ $max_retries =~ ^[0-9]{1,2}$ ]] \
+    || fail 2 "AGENT_BRIDGE_CODEX_MAX_RETRIES must be a small non-negative integer, got: $max_retries"
+if [[ -n ${AGENT_BRIDGE_CODEX_ENV_KEY:-} && ! $AGENT_BRIDGE_CODEX_ENV_KEY =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]]; then
+    fail 2 "AGENT_BRIDGE_CODEX_ENV_KEY must be an environment variable name, got: $AGENT_BRIDGE_CODEX_ENV_KEY"
+fi
+
+# --- Private CODEX_HOME --------------------------------------------------------------
+# Codex keeps its state under $CODEX_HOME: sqlite databases (state, logs, goals, queue,
+# memories), installed skills and, without --ephemeral, the session transcripts. The
+# worker gets its own home in the attempt dir, so whatever Codex keeps of this run stays
+# there and goes when the attempt dir is pruned. Its config.toml is generated below;
+# the user's config.toml is NOT loaded (it may add MCP servers, tools, hooks, profiles).
+#   auth.json  symlink to the user's file, when it exists: the `codex login` credentials
+#              (ChatGPT tokens or an API key). A link, not a copy, so no second copy of
+#              the credentials is made; API-key users may set CODEX_API_KEY instead.
+user_home=${CODEX_HOME:-${HOME:-}/.codex}
+worker_home=$attempt_dir/codex-home
+mkdir -m 700 -- "$worker_home"  # must be new: an existing name (say, a planted link) fails the launch
+if [[ -e $user_home/auth.json ]]; then
+    ln -s -- "$user_home/auth.json" "$worker_home/auth.json"
+fi
+
+# config.toml: the bridge as the only MCP server, required (Codex otherwise sends its first
+# model request before a slow server is up, without the bridge tools), with the worker
+# environment spelled out (Codex hands MCP servers a filtered environment), only the
+# worker tools by name, pre-approved (`codex exec` runs with approval `never`, which
+# rejects every MCP call that is not approved). Built-in tools switched off: no shell,
+# no image viewer, no sub-agents, no goals, no web search, no user questions, no plan, no
+# apps/plugins/image generation (a ChatGPT login turns those on), no bundled skills.
+# Written by Python so that every string is TOML-escaped; O_EXCL|O_NOFOLLOW, 0600.
+"$AGENT_BRIDGE_PYTHON" - "$worker_home/config.toml" "${worker_tools[@]}" <<'PY'
+import json, os, sys
+
+env = os.environ
+
+
+def toml(value):
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(toml(v) for v in value) + "]"
+    # A JSON string is a TOML basic string, once DEL (which JSON leaves raw) is escaped.
+    return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
+
+
+server_env = {
+    "AGENT_ID": env["AGENT_ID"],
+    "AGENT_BRIDGE_DB": env["AGENT_BRIDGE_DB"],
+    "AGENT_BRIDGE_CONFIG": env["AGENT_BRIDGE_CONFIG"],
+    "AGENT_BRIDGE_ROLE": "worker",
+}
+for name in ("AGENT_BRIDGE_RUNTIME_DIR", "AGENT_BRIDGE_MAX_BODY_BYTES", "AGENT_BRIDGE_LOG_LEVEL",
+             "AGENT_BRIDGE_WORKER_TOKEN"):
+    if env.get(name):
+        server_env[name] = env[name]
+
+lines = [
+    "# Generated by codex_headless.sh for one Agent Bridge worker run.",
+    "check_for_update_on_startup = false",
+    'web_search = "disabled"',
+    "[analytics]", "enabled = false",
+    "[history]", 'persistence = "none"',
+    "[features]",
+    *(f"{feature} = false" for feature in (
+        "shell_tool", "shell_snapshot", "view_image", "goals", "memories", "apps", "plugins", "remote_plugin",
+        "tool_suggest", "image_generation", "computer_use", "browser_use", "in_app_browser")),
+    "[agents]", "enabled = false",
+    "[tools.experimental_request_user_input]", "enabled = false",
+    "[tools.update_plan]", "enabled = false",
+    "[skills]", "include_instructions = false",
+    "[skills.bundled]", "enabled = false",
+]
+base_url = env.get("AGENT_BRIDGE_CODEX_BASE_URL")
+if base_url:
+    retries = int(env.get("AGENT_BRIDGE_CODEX_MAX_RETRIES") or 2)
+    provider = {"name": "agent-bridge-endpoint", "base_url": base_url, "wire_api": "responses",
+                "supports_websockets": False, "request_max_retries": retries, "stream_max_retries": retries}
+    if env.get("AGENT_BRIDGE_CODEX_ENV_KEY"):
+        provider["env_key"] = env["AGENT_BRIDGE_CODEX_ENV_KEY"]
+    lines[1:1] = ['model_provider = "agent_bridge_endpoint"']
+    lines += ["[model_providers.agent_bridge_endpoint]", *(f"{k} = {toml(v)}" for k, v in provider.items())]
+lines += [
+    "[mcp_servers.agent_bridge]",
+    f"command = {toml(env['AGENT_BRIDGE_PYTHON'])}",
+    f"args = {toml([os.path.join(env['AGENT_BRIDGE_PROJECT'], 'server.py')])}",
+    "required = true",
+    "startup_timeout_sec = 60",
+    "tool_timeout_sec = 120",
+    f"enabled_tools = {toml(sys.argv[2:])}",
+    'default_tools_approval_mode = "approve"',
+    "[mcp_servers.agent_bridge.env]",
+    *(f"{k} = {toml(v)}" for k, v in server_env.items()),
+]
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+with os.fdopen(fd, "w", encoding="utf-8") as fh:
+    fh.write("\n".join(lines) + "\n")
+PY
+
+export CODEX_HOME=$worker_home
+
+# Why each flag (codex-cli 0.171.0):
+#   exec                    non-interactive: one turn, then exit (approval `never`).
+#   --json                  JSONL events on stdout (turn.completed usage, turn.failed ...).
+#   --ephemeral             no session files (the transcript with the task text) on disk.
+#   --skip-git-repo-check   the workspace need not be a git repository.
+#   --ignore-rules          no user or project execpolicy .rules files.
+#   -c key=value            only the lines of AGENT_BRIDGE_CODEX_OVERRIDES.
+#   -m MODEL                only when AGENT_BRIDGE_CODEX_MODEL is set.
+#   -                       the prompt is read from stdin (the request file). Last.
+# Sandbox: exec's default `read-only`; with the shell tool off it has nothing to run.
+# Not used: --dangerously-bypass-approvals-and-sandbox (the worker tools are approved by
+# name in config.toml instead), --trust (it would persist trust for the workspace).
+args=(exec --json --ephemeral --skip-git-repo-check --ignore-rules)
+if [[ -n ${AGENT_BRIDGE_CODEX_OVERRIDES:-} ]]; then
+    while IFS= read -r override; do
+        [[ -z $override ]] && continue
+        [[ $override =~ ^[A-Za-z0-9_.\"-]+= ]] || fail 2 "AGENT_BRIDGE_CODEX_OVERRIDES: not a key=value line: $override"
+        args+=(-c "$override")
+    done <<<"$AGENT_BRIDGE_CODEX_OVERRIDES"
+fi
+if [[ -n ${AGENT_BRIDGE_CODEX_MODEL:-} ]]; then
+    args+=(-m "$AGENT_BRIDGE_CODEX_MODEL")
+fi
+args+=(-)
+
+# exec: the CLI replaces this shell, so the worker's process-group leader is the CLI
+# itself. The event stream holds model text: it goes to the private attempt dir only,
+# under a fixed name from which the supervisor takes the payload-free diagnostics once
+# the worker is gone (dispatcher/dispatch/cli_results.py). noclobber: never an existing name.
+exec "$codex_bin" "${args[@]}" <"$request_file" >"$attempt_dir/codex-events.jsonl"
