@@ -7,6 +7,7 @@ but the store and the private attempt directory (and the model server, which is 
 """
 
 import json
+import os
 import uuid
 from pathlib import Path
 
@@ -127,7 +128,10 @@ def result_json(world, message_id: int) -> dict | None:
 
 
 def save_fixture(name: str, doc_text: str, canary: str) -> None:
-    """Keep a real raw `-o json` output (canary replaced) for the ledger's fixture tests."""
+    """With AGENT_BRIDGE_SAVE_FIXTURES=1: keep a real raw output (canary replaced) for the ledger's
+    fixture tests (tests/fixtures/cli_results/gemini/README.md)."""
+    if os.environ.get("AGENT_BRIDGE_SAVE_FIXTURES") != "1":
+        return
     FIXTURES.mkdir(parents=True, exist_ok=True)
     (FIXTURES / name).write_text(doc_text.replace(canary, CANARY_PLACEHOLDER))
 
@@ -206,7 +210,7 @@ def test_a_failing_model_api_ends_the_run_in_seconds_with_gemini_error_json(worl
     error_text = log[log.rindex("\n{\n") + 1:]
     error = json.loads(error_text)["error"]
     assert (error["code"], error["type"]) == (500, "Error") and "500" in error["message"]
-    save_fixture("error-http-500.stderr.json", error_text, canary)
+    save_fixture("error-http-500.worker.log", log, canary)
     reports = list((attempt_dir(world, message_id) / "tmp").glob("gemini-client-error-*.json"))
     assert reports, "Gemini's error report should be in the private TMPDIR"
     assert_canary_private(world, message_id, canary)
