@@ -60,6 +60,9 @@ def world(tmp_path_factory, gemini_bin, model):
     home = root / "home"
     home.mkdir()
     (root / "tmp").mkdir()
+    # A workspace's own Gemini settings that would offer built-in tools: the worker must not load them.
+    (root / ".gemini").mkdir()
+    (root / ".gemini" / "settings.json").write_text(json.dumps({"tools": {"core": ["read_file", "glob"]}}))
     env = {
         **bridge_env(root, config),
         "HOME": str(home),  # the CLI must leave nothing here: it gets a private home per attempt

@@ -191,3 +191,23 @@ class GeminiServer:
                 self.wfile.write(data)
 
         return Handler
+
+
+def main() -> None:
+    """``PYTHONPATH=tests python -m models.gemini RECORDING``: serve until interrupted, base URL on stdout."""
+    import sys
+    import time
+
+    if len(sys.argv) != 2:
+        sys.exit("usage: python -m models.gemini RECORDING.jsonl")
+    with GeminiServer(Path(sys.argv[1])) as server:
+        print(server.base_url, flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    main()
