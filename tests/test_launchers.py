@@ -25,6 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 LAUNCHERS = ROOT / "launchers"
 CLAUDE = LAUNCHERS / "claude_headless.sh"
 KIMI = LAUNCHERS / "kimi_headless.sh"
+CODEX = LAUNCHERS / "codex_headless.sh"
+GEMINI = LAUNCHERS / "gemini_headless.sh"
 COMMAND = LAUNCHERS / "command_headless.sh"
 
 TASK_TEXT = "TOP-SECRET-TASK-7f3a: please rename the widget"
@@ -255,6 +257,7 @@ def test_the_launchers_exec_the_cli_so_it_leads_the_process_group(ctx):
     """Defect 6: nothing of the launcher stays between the supervisor and the CLI."""
     s = ctx
     for script, extra in ((CLAUDE, {"CLAUDE_BIN": str(s["fake"])}), (KIMI, {"KIMI_BIN": str(s["fake"])}),
+                          (CODEX, {"CODEX_BIN": str(s["fake"])}), (GEMINI, {"GEMINI_BIN": str(s["fake"])}),
                           (COMMAND, {"AGENT_BRIDGE_WORKER_COMMAND": str(s["fake"])})):
         proc = run(script, s, **extra)
         assert proc.returncode == 0, proc.stderr
@@ -279,6 +282,8 @@ def test_optional_worker_settings_are_left_out_when_unset(ctx):
 @pytest.mark.parametrize(("script", "name"), [
     (CLAUDE, "claude-mcp-config.json"), (CLAUDE, "claude-result.json"),
     (KIMI, "kimi-code-home"), (KIMI, "kimi-agent-bridge-worker.md"), (KIMI, "kimi-stream.jsonl"),
+    (CODEX, "codex-home"), (CODEX, "codex-events.jsonl"),
+    (GEMINI, "gemini-home"), (GEMINI, "gemini-mcp-config.json"), (GEMINI, "gemini-result.json"), (GEMINI, "tmp"),
 ])
 def test_a_planted_name_in_the_attempt_dir_stops_the_launch(ctx, script, name):
     s = ctx
@@ -287,8 +292,10 @@ def test_a_planted_name_in_the_attempt_dir_stops_the_launch(ctx, script, name):
     victim = victim_dir / "victim.txt"
     victim.write_text("victim\n")
     attempt = new_attempt(s)
-    (attempt / name).symlink_to(victim_dir if name == "kimi-code-home" else victim)
-    proc = run(script, s, fresh=False, CLAUDE_BIN=str(s["fake"]), KIMI_BIN=str(s["fake"]))
+    is_dir = name in ("kimi-code-home", "codex-home", "gemini-home", "tmp")
+    (attempt / name).symlink_to(victim_dir if is_dir else victim)
+    proc = run(script, s, fresh=False, CLAUDE_BIN=str(s["fake"]), KIMI_BIN=str(s["fake"]), CODEX_BIN=str(s["fake"]),
+               GEMINI_BIN=str(s["fake"]))
     assert proc.returncode != 0
     assert victim.read_text() == "victim\n"
     assert [p.name for p in victim_dir.iterdir()] == ["victim.txt"]
@@ -573,7 +580,7 @@ def test_command_not_found_exits_127(ctx):
 # ------------------------------------------------------------------------ all three
 
 
-@pytest.mark.parametrize("script", [CLAUDE, KIMI, COMMAND])
+@pytest.mark.parametrize("script", [CLAUDE, KIMI, CODEX, GEMINI, COMMAND])
 def test_scripts_are_executable_strict_bash(script):
     assert os.access(script, os.X_OK)
     text = script.read_text()
@@ -589,7 +596,7 @@ def test_scripts_are_shellcheck_clean():
     assert proc.returncode == 0, proc.stdout
 
 
-@pytest.mark.parametrize("script", [CLAUDE, KIMI, COMMAND])
+@pytest.mark.parametrize("script", [CLAUDE, KIMI, CODEX, GEMINI, COMMAND])
 def test_bad_request_file_exits_2(ctx, script):
     s = ctx
     env = dict(s["env"], AGENT_BRIDGE_WORKER_COMMAND="true")
