@@ -74,8 +74,13 @@ def test_a_conversation_over_its_cost_cap_needs_a_human_and_the_totals_show_ever
     notices = [m for m in kimi.ok("receive_messages")["messages"] if m["kind"] == "notice"]
     assert len(notices) == 1 and "reached its cost cap" in notices[0]["text"]
     assert "CANARY" not in notices[0]["text"]
-    totals = status(env)["totals"]
+    report = status(env)
+    totals = report["totals"]
     assert totals["all_time"]["cost_usd"] >= 0.0731 and totals["today"]["attempts"] >= 1
+    runtime = Path(env["AGENT_BRIDGE_RUNTIME_DIR"])
+    for text in (json.dumps(report), (runtime / "dispatcher.log").read_text(),
+                 (runtime / "claude.progress.json").read_text(), json.dumps(dict(row))):
+        assert "CANARY" not in text  # the ledger is payload-free: the task text stays in the store
 
     # The claude worker's result is the in-flight review turn for kimi; kimi is not dispatched
     # (auto off), and neither is anything more in a conversation that needs a human.
