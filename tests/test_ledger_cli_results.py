@@ -111,6 +111,9 @@ def test_claude_status(result_json, subtype, reason, is_error, api_status, statu
     ("ok", 1, "error", "provider.api_error", "api_error"),
     ("ok", 1, None, None, "error"),
     ("ok", 0, "error", "tool.failed", "error"),
+    ("ok", 0, "failed", None, "error"),
+    ("ok", 0, "end_turn", None, "ok"),  # an unknown success word is not a failure
+    ("ok", 1, "max_steps_reached", None, "max_turns"),
     ("missing", None, None, None, "no_result"),
 ])
 def test_kimi_status(stream, exit_code, reason, error_code, status):

@@ -170,6 +170,7 @@ def _count_stream_line(diag: dict[str, Any], obj: dict) -> None:
 
 
 KIMI_RETRYABLE_EXIT = 75
+_KIMI_FAILED_REASONS = ("failed", "error", "cancelled", "aborted", "interrupted")
 
 
 def kimi_status(stream_json: str, exit_code: int | None, turn_reason: str | None,
@@ -177,7 +178,9 @@ def kimi_status(stream_json: str, exit_code: int | None, turn_reason: str | None
     """Kimi has no result object: its exit code (75: retryable), then the wire's last turn."""
     if exit_code == KIMI_RETRYABLE_EXIT:
         return "retryable"
-    if exit_code == 0 and turn_error_code is None and turn_reason in (None, "completed", "done", "end_turn"):
+    if turn_reason is not None and ("max_step" in turn_reason or "step_limit" in turn_reason):
+        return "max_turns"
+    if exit_code == 0 and turn_error_code is None and turn_reason not in _KIMI_FAILED_REASONS:
         return "ok"
     if exit_code is None and stream_json == "missing":
         return "no_result"
