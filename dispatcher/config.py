@@ -24,6 +24,9 @@ class AgentConfig(BaseModel):
     launcher: str = Field(min_length=1)
     auto: bool = False
     worker_timeout_seconds: int = Field(default=1800, ge=1, le=86400)
+    # Passed to the launcher as AGENT_BRIDGE_MAX_COST_USD (Claude: --max-budget-usd). Claude
+    # checks it between turns, so an attempt can overshoot it; the ledger records by how much.
+    max_cost_usd_per_task: float | None = Field(default=None, gt=0, le=10000, allow_inf_nan=False)
 
 
 class BridgeConfig(BaseModel):
@@ -31,6 +34,9 @@ class BridgeConfig(BaseModel):
 
     agents: dict[AgentId, AgentConfig] = Field(min_length=1)
     dispatch_max_age_seconds: int = Field(default=86400, ge=60, le=30 * 86400)
+    # Finished attempt directories (worker.log, diagnostics, the CLI's raw output and
+    # private home) older than this are removed by the agent's listener when idle.
+    attempt_retention_days: int = Field(default=7, ge=0, le=3650)
 
     def launcher_path(self, agent: str, project_dir: Path) -> Path:
         path = Path(self.agents[agent].launcher).expanduser()

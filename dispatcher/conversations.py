@@ -18,7 +18,8 @@ from .validation import check_body, check_dedup_key, check_message_id, clamp
 
 # event -> (target state, states it may happen in). The agents' actions (complete,
 # needs_human, cancel) and the rules' moves (expire when touched past the expiry,
-# turn_limit on a send past the budget, dispatch_failed after a failed dispatch).
+# turn_limit on a send past the budget, dispatch_failed after a failed dispatch,
+# budget_exhausted once the recorded cost of its attempts reaches its max_cost_usd).
 TRANSITIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     "complete": ("completed", ("active",)),
     "needs_human": ("needs_human", ("active",)),
@@ -26,12 +27,14 @@ TRANSITIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     "expire": ("expired", ("active",)),
     "turn_limit": ("needs_human", ("active",)),
     "dispatch_failed": ("blocked", ("active",)),
+    "budget_exhausted": ("needs_human", ("active",)),
 }
 STATES = ("active", "blocked", "needs_human", "completed", "cancelled", "expired")
 ACCEPTS_MESSAGES = ("active",)
 ACTIONS = ("status", "cancel", "complete", "needs_human")
 MAX_TURNS_RANGE = (2, 20)
 EXPIRY_RANGE_SECONDS = (60, 86400)
+MAX_COST_USD_LIMIT = 10000.0
 RECENT_TRANSITIONS = 10
 
 
@@ -102,6 +105,7 @@ def start_conversation(
     max_turns: int = 6,
     expires_in_seconds: int = 14400,
     dedup_key: str | None = None,
+    max_cost_usd: float | None = None,
     now: float | None = None,
 ) -> dict:
     from .messages import check_recipient
@@ -112,6 +116,7 @@ def start_conversation(
     dedup_key = check_dedup_key(dedup_key)
     turns = clamp(max_turns, *MAX_TURNS_RANGE, "max_turns")
     lifetime = clamp(expires_in_seconds, *EXPIRY_RANGE_SECONDS, "expires_in_seconds")
+    cap = check_max_cost(max_cost_usd)
     with write_transaction(conn):
         existing = find_dedup(conn, initiator, dedup_key, recipient=recipient)
         if existing is not None:
@@ -122,8 +127,8 @@ def start_conversation(
             }
         cur = conn.execute(
             "INSERT INTO conversations (initiator, recipient, goal, state, max_turns, turn_count,"
-            " created_at, expires_at, updated_at) VALUES (?, ?, ?, 'active', ?, 1, ?, ?, ?)",
-            (initiator, recipient, goal, turns, now, now + lifetime, now),
+            " created_at, expires_at, updated_at, max_cost_usd) VALUES (?, ?, ?, 'active', ?, 1, ?, ?, ?, ?)",
+            (initiator, recipient, goal, turns, now, now + lifetime, now, cap),
         )
         conversation_id = cur.lastrowid
         message_id = insert_message(
@@ -150,8 +155,53 @@ def start_conversation(
         "duplicate": False,
         "state": "active",
         "max_turns": turns,
+        "max_cost_usd": cap,
         "expires_at": iso(now + lifetime),
     }
+
+
+def check_max_cost(value: object) -> float | None:
+    """A conversation's cost cap: None, or a finite number of US dollars above 0 (not clamped)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= MAX_COST_USD_LIMIT:
+        raise BridgeError(
+            "invalid_number",
+            f"max_cost_usd must be a number of US dollars above 0 and at most {MAX_COST_USD_LIMIT:g}, or omitted.",
+        )
+    return float(value)
+
+
+def conversation_totals(conn: sqlite3.Connection, conversation_id: int) -> dict:
+    """The ledger of a conversation's attempts: how many, their recorded cost and tokens."""
+    row = conn.execute(
+        "SELECT count(*), sum(a.cost_usd), sum(a.input_tokens), sum(a.output_tokens)"
+        " FROM dispatch_attempts AS a JOIN messages AS m ON m.id = a.message_id WHERE m.conversation_id = ?",
+        (conversation_id,),
+    ).fetchone()
+    return {"attempts": row[0], "cost_usd": None if row[1] is None else round(row[1], 6),
+            "input_tokens": row[2], "output_tokens": row[3]}
+
+
+def budget_exhausted(state: str, max_cost_usd: float | None, cost_usd: float | None) -> bool:
+    """The conversation cost rule (pure): an active conversation with a cap whose recorded cost reached it."""
+    return (max_cost_usd is not None and cost_usd is not None and cost_usd >= max_cost_usd
+            and next_state(state, "budget_exhausted") is not None)
+
+
+def exhaust_budget(conn: sqlite3.Connection, conversation_id: int, actor: str, now: float) -> dict | None:
+    """Move the conversation to needs_human when its recorded cost reached its cap (the dispatcher's
+    move, inside the caller's write transaction: it commits with the verdict that recorded the cost).
+    Returns the totals and cap when it moved, else None."""
+    conv = conn.execute("SELECT * FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
+    if conv is None or conv["max_cost_usd"] is None:
+        return None
+    conv = _settle_expiry(conn, conv, actor, now)
+    totals = conversation_totals(conn, conversation_id)
+    if not budget_exhausted(conv["state"], conv["max_cost_usd"], totals["cost_usd"]):
+        return None
+    _record_transition(conn, conv, next_state(conv["state"], "budget_exhausted"), actor, "budget_exhausted", now)
+    return {**totals, "max_cost_usd": conv["max_cost_usd"]}
 
 
 def check_conversation_send(
@@ -245,6 +295,8 @@ def _status(conn: sqlite3.Connection, conv: sqlite3.Row) -> dict:
         "created_at": iso(conv["created_at"]),
         "expires_at": iso(conv["expires_at"]),
         "in_flight": dict(in_flight) if in_flight else None,
+        "max_cost_usd": conv["max_cost_usd"],
+        "totals": conversation_totals(conn, conv["id"]),
         "transitions": [
             {**dict(t), "at": iso(t["at"])} for t in reversed(transitions)
         ],

@@ -245,13 +245,16 @@ def build_server(agent: str, store: Store, config: BridgeConfig, settings: Bridg
         max_turns: StrictInt = 6,
         expires_in_seconds: StrictInt = 14400,
         dedup_key: StrictStr | None = None,
+        max_cost_usd: StrictFloat | None = None,
     ) -> dict[str, Any]:
         """Start a bounded conversation: posts the goal as its root task (turn 1).
 
         The two agents then alternate task -> result -> follow-up task ... until one calls
         conversation(complete | needs_human | cancel), the turn budget (2..20) runs out
         (-> needs_human) or it expires (60..86400 s). After each result the initiator either
-        completes, sends one follow-up task, or escalates. Returns {conversation_id, message_id}.
+        completes, sends one follow-up task, or escalates. max_cost_usd (optional, > 0): once the
+        recorded cost of its dispatched attempts reaches it, the conversation becomes needs_human
+        and nothing more is dispatched. Returns {conversation_id, message_id}.
         """
         return bridge.call(
             "start_conversation",
@@ -264,6 +267,7 @@ def build_server(agent: str, store: Store, config: BridgeConfig, settings: Bridg
             max_turns=max_turns,
             expires_in_seconds=expires_in_seconds,
             dedup_key=dedup_key,
+            max_cost_usd=max_cost_usd,
         )
 
     @mcp.tool()

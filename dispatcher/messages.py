@@ -218,7 +218,7 @@ def mark_read(
 
 
 # Verdicts after which a result is news: the sender was told the attempt failed.
-_FAILED_VERDICTS = ("failed", "timeout", "crashed")
+_FAILED_VERDICTS = ("failed", "timeout", "crashed", "budget_exceeded")  # = attempts.FAILURE_OUTCOMES
 
 
 def late_result_ids(conn: sqlite3.Connection, message_id: int, attempt: sqlite3.Row) -> list[int]:
@@ -234,7 +234,9 @@ def late_result_ids(conn: sqlite3.Connection, message_id: int, attempt: sqlite3.
 
 def _dispatch_summary(conn: sqlite3.Connection, message_id: int) -> dict | None:
     row = conn.execute(
-        "SELECT state, outcome, error_kind, started_at, finished_at FROM dispatch_attempts WHERE message_id = ?",
+        "SELECT state, outcome, error_kind, started_at, finished_at, cli_status, cost_usd, input_tokens,"
+        " output_tokens, cache_read_tokens, cache_write_tokens, max_cost_usd, cost_overshoot_usd"
+        " FROM dispatch_attempts WHERE message_id = ?",
         (message_id,),
     ).fetchone()
     if row is None:

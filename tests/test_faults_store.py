@@ -526,7 +526,9 @@ def test_v1_store_is_migrated_by_a_running_server_and_listener(tmp_path):
     v1_columns = ("id, sender, recipient, kind, text, reply_to, conversation_id, dedup_key, created_at,"
                   " response_deadline, delivered_at, acknowledged_at, claim_owner, claim_expires_at")
     before = query(db, f"SELECT {v1_columns} FROM messages ORDER BY id")
-    conversations = query(db, "SELECT * FROM conversations ORDER BY id")
+    conv_columns = ("id, initiator, recipient, goal, state, max_turns, turn_count, in_flight_message_id,"
+                    " created_at, expires_at, updated_at")  # the v1 columns (schema 4 adds max_cost_usd)
+    conversations = query(db, f"SELECT {conv_columns} FROM conversations ORDER BY id")
 
     # Everyone starts at once on the old store: the first to take the write lock migrates.
     kimi = McpAgent("kimi", env, tmp_path / "servers.stderr")
@@ -536,7 +538,7 @@ def test_v1_store_is_migrated_by_a_running_server_and_listener(tmp_path):
         kimi.wait_ready(), claude.wait_ready()
         assert query(db, "PRAGMA user_version")[0][0] == SCHEMA_VERSION
         assert query(db, f"SELECT {v1_columns} FROM messages ORDER BY id") == before
-        assert query(db, "SELECT * FROM conversations ORDER BY id") == conversations
+        assert query(db, f"SELECT {conv_columns} FROM conversations ORDER BY id") == conversations
         # The old messages read back through the tools, text intact.
         for message_id, text in ((1, "standalone task"), (2, "fixture goal"), (3, "plain reply ✓")):
             assert claude.ok("get_message", message_id=message_id)["text"] == text

@@ -45,6 +45,8 @@ CLAUDE_DIAG_KEYS = {
     "duration_ms",
     "api_error_status",
     "permission_denials_count",
+    # the ledger's common keys (cli_results.LEDGER_KEYS)
+    "cli", "cli_status", "cost_usd", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
 }
 
 FAKE_CLI = r'''#!{python}
@@ -318,6 +320,8 @@ def test_claude_diagnostics_are_payload_free(ctx):
         "duration_ms": 1234,
         "api_error_status": None,
         "permission_denials_count": 2,
+        "cli": "claude", "cli_status": "ok", "cost_usd": 0.0042, "input_tokens": None, "output_tokens": None,
+        "cache_read_tokens": None, "cache_write_tokens": None,
     }
     raw = json.dumps(diag)
     for secret in (MODEL_TEXT, TOOL_INPUT, TASK_TEXT):
@@ -514,6 +518,8 @@ def test_kimi_diagnostics(ctx):
         "turn_reason": "failed",
         "turn_error_code": "provider.api_error",
         "turn_error_name": "APIStatusError",
+        "cli": "kimi", "cli_status": "api_error", "cost_usd": None, "input_tokens": None, "output_tokens": None,
+        "cache_read_tokens": None, "cache_write_tokens": None,
     }
     raw = json.dumps(diag)
     for secret in (MODEL_TEXT, TOOL_INPUT, TASK_TEXT):

@@ -14,16 +14,16 @@ from dispatcher.store import open_store, write_transaction
 AGENTS = {"claude", "kimi"}
 _ = None  # not allowed from this state
 
-#          event:      complete     needs_human    cancel       expire     turn_limit     dispatch_failed
+#   event:   complete     needs_human    cancel       expire     turn_limit     dispatch_failed  budget_exhausted
 CONVERSATION_TABLE = {
-    "active":      ("completed", "needs_human", "cancelled", "expired", "needs_human", "blocked"),
-    "blocked":     (_,           _,             "cancelled", _,         _,             _),
-    "needs_human": (_,           _,             "cancelled", _,         _,             _),
-    "completed":   (_,           _,             _,           _,         _,             _),
-    "cancelled":   (_,           _,             _,           _,         _,             _),
-    "expired":     (_,           _,             _,           _,         _,             _),
+    "active":      ("completed", "needs_human", "cancelled", "expired", "needs_human", "blocked", "needs_human"),
+    "blocked":     (_,           _,             "cancelled", _,         _,             _,         _),
+    "needs_human": (_,           _,             "cancelled", _,         _,             _,         _),
+    "completed":   (_,           _,             _,           _,         _,             _,         _),
+    "cancelled":   (_,           _,             _,           _,         _,             _,         _),
+    "expired":     (_,           _,             _,           _,         _,             _,         _),
 }
-EVENTS = ("complete", "needs_human", "cancel", "expire", "turn_limit", "dispatch_failed")
+EVENTS = ("complete", "needs_human", "cancel", "expire", "turn_limit", "dispatch_failed", "budget_exhausted")
 CONVERSATION_CASES = [(s, e, CONVERSATION_TABLE[s][i]) for s in CONVERSATION_TABLE for i, e in enumerate(EVENTS)]
 
 

@@ -25,8 +25,13 @@ TRANSITIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     "spawn": ("spawned", ("recorded",)),
     "finish": ("finished", ("recorded", "spawned")),
 }
-FAILURE_OUTCOMES = ("failed", "timeout", "crashed")
+# budget_exceeded: no evidence, and the CLI said it stopped at its cost cap (its own kind of
+# stop, told apart from a generic failure; the sender is told like after any failure).
+FAILURE_OUTCOMES = ("failed", "timeout", "crashed", "budget_exceeded")
 OUTCOMES = ("succeeded", "blocked", *FAILURE_OUTCOMES)
+# The ledger columns of an attempt (schema 4), filled from the CLI's diagnostics when it settles.
+LEDGER_COLUMNS = ("cli_status", "cost_usd", "input_tokens", "output_tokens", "cache_read_tokens",
+                  "cache_write_tokens", "cost_overshoot_usd")
 # Launcher diagnostics we keep: numbers, booleans and enum-like words, never free text.
 _ENUM_WORD = re.compile(r"[A-Za-z0-9_.:-]{1,40}")
 MAX_DIAGNOSTIC_KEYS = 32
@@ -66,8 +71,10 @@ def begin_attempt(
         deadline = now + config.agents[agent].worker_timeout_seconds
         conn.execute(
             "INSERT INTO dispatch_attempts (message_id, agent, state, started_at, supervisor_pid,"
-            " supervisor_start_time, deadline, worker_token) VALUES (?, ?, 'recorded', ?, ?, ?, ?, ?)",
-            (message_id, agent, now, supervisor_pid, supervisor_start, deadline, worker_token),
+            " supervisor_start_time, deadline, worker_token, max_cost_usd)"
+            " VALUES (?, ?, 'recorded', ?, ?, ?, ?, ?, ?)",
+            (message_id, agent, now, supervisor_pid, supervisor_start, deadline, worker_token,
+             config.agents[agent].max_cost_usd_per_task),
         )
         return fetch_message(conn, message_id)
 
@@ -81,16 +88,42 @@ def mark_spawned(conn: sqlite3.Connection, message_id: int, worker_pid: int, wor
         )
 
 
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _usd(value: Any) -> float | None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < 1e9
+    return float(value) if ok else None
+
+
+def ledger_fields(diagnostics: dict[str, Any] | None, max_cost_usd: float | None) -> dict[str, Any]:
+    """The ledger columns from an attempt's diagnostics (pure). ``max_cost_usd`` is the per-task
+    cap in force: the overshoot is the cost above it (0.0 within it; None when either is unknown)."""
+    d = diagnostics or {}
+    status = d.get("cli_status")
+    cost = _usd(d.get("cost_usd"))
+    return {
+        "cli_status": status if isinstance(status, str) and _ENUM_WORD.fullmatch(status) else None,
+        "cost_usd": cost,
+        **{k: _count(d.get(k)) for k in ("input_tokens", "output_tokens", "cache_read_tokens",
+                                          "cache_write_tokens")},
+        "cost_overshoot_usd": None if cost is None or max_cost_usd is None else round(max(0.0, cost - max_cost_usd), 6),
+    }
+
+
 def finish_attempt(
     conn: sqlite3.Connection, message_id: int, *, outcome: str, now: float, exit_code: int | None = None,
-    error_kind: str | None = None, diagnostics: dict[str, Any] | None = None,
+    error_kind: str | None = None, diagnostics: dict[str, Any] | None = None, ledger: dict[str, Any] | None = None,
 ) -> bool:
     """Settle an attempt once, inside the caller's write transaction; False if already settled."""
+    ledger = ledger or {}
     return _move(
         conn, message_id, "finish",
         "outcome = ?, exit_code = ?, error_kind = ?, finished_at = ?, duration_seconds = ? - started_at,"
-        " diagnostics = ?",
-        (outcome, exit_code, error_kind, now, now, json.dumps(diagnostics) if diagnostics else None),
+        " diagnostics = ?, " + ", ".join(f"{c} = ?" for c in LEDGER_COLUMNS),
+        (outcome, exit_code, error_kind, now, now, json.dumps(diagnostics) if diagnostics else None,
+         *(ledger.get(c) for c in LEDGER_COLUMNS)),
     )
 
 

@@ -7,6 +7,12 @@ attempt directory, and the supervisor calls ``cli_diagnostics`` once the worker'
 tree is gone. Only booleans, numbers, counts and short enum words come out; the raw
 files (model text) stay in the attempt directory.
 
+Every CLI's diagnostics also carry the ledger's common keys (``LEDGER_KEYS``): ``cli``,
+``cli_status`` (one word of ``CLI_STATUSES``, decided by a pure ``*_status`` function per
+CLI), ``cost_usd`` (only Claude reports one), and ``input_tokens``, ``output_tokens``,
+``cache_read_tokens``, ``cache_write_tokens`` (None when the CLI did not say). The
+settle transaction copies them into the attempt's ledger columns.
+
 The files were written by the worker, so they are read as untrusted input: no links,
 a size cap, and any parse failure is a status, never an exception.
 """
@@ -23,6 +29,26 @@ from ..private_files import read_private_text
 CLAUDE_OUTPUT = "claude-result.json"
 KIMI_OUTPUT = "kimi-stream.jsonl"
 KIMI_HOME = "kimi-code-home"
+CODEX_OUTPUT = "codex-events.jsonl"
+GEMINI_OUTPUT = "gemini-result.json"
+
+# What the CLI itself said about its run, one word (never the verdict: the store decides that).
+CLI_STATUSES = (
+    "ok",               # it completed its turn normally
+    "api_error",        # the model API failed (connection, 4xx/5xx after the CLI's retries)
+    "budget_exceeded",  # it stopped at its cost cap (Claude --max-budget-usd)
+    "max_turns",        # it stopped at its turn cap (Claude --max-turns, Gemini exit 53)
+    "retryable",        # it said trying again later may work (Kimi exit 75)
+    "auth_error",       # no usable credentials (Gemini exit 41)
+    "input_error",      # its input or arguments were refused (Gemini exit 42)
+    "config_error",     # its configuration was refused (Gemini exit 52)
+    "untrusted_workspace",  # Gemini exit 55
+    "cancelled",        # Gemini exit 130
+    "error",            # any other failure it reported
+    "no_result",        # it left no readable result (killed, crashed, or never started)
+)
+LEDGER_KEYS = ("cli", "cli_status", "cost_usd", "input_tokens", "output_tokens", "cache_read_tokens",
+               "cache_write_tokens")
 MAX_OUTPUT_BYTES = 64 * 1024 * 1024
 _ENUM = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 
@@ -47,6 +73,41 @@ def _json(text: str) -> Any:
         return None
 
 
+def _tokens(usage: Any, *names: str) -> int | None:
+    """The first of ``names`` that ``usage`` holds as a non-negative integer."""
+    if isinstance(usage, dict):
+        for name in names:
+            value = _integer(usage.get(name))
+            if value is not None and value >= 0:
+                return value
+    return None
+
+
+def _sum(values: list[int | None]) -> int | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def claude_status(result_json: str, subtype: str | None, terminal_reason: str | None, is_error: bool | None,
+                  api_error_status: int | None = None) -> str:
+    """Claude's own status, on ``subtype`` plus ``terminal_reason`` (never ``is_error`` alone).
+
+    Traps: an API failure arrives as ``subtype: success`` with ``is_error: true`` and
+    ``terminal_reason: api_error``; a budget stop is a budget stop whatever ``is_error`` says.
+    """
+    if result_json != "ok":
+        return "no_result"
+    if subtype == "error_max_budget_usd" or terminal_reason in ("budget_exhausted", "max_budget_usd"):
+        return "budget_exceeded"
+    if subtype == "error_max_turns" or terminal_reason == "max_turns":
+        return "max_turns"
+    if terminal_reason == "api_error" or api_error_status is not None:
+        return "api_error"
+    if subtype == "success" and is_error is False and terminal_reason in (None, "completed"):
+        return "ok"
+    return "error"
+
+
 def claude_diagnostics(text: str | None) -> dict[str, Any]:
     """From ``claude -p --output-format json``: only the final ``type: result`` object counts."""
     result, status = None, "missing"
@@ -59,7 +120,8 @@ def claude_diagnostics(text: str | None) -> dict[str, Any]:
             status = "ok"
     result = result or {}
     denials = result.get("permission_denials")
-    return {
+    usage = result.get("usage")
+    diag = {
         "result_json": status,
         "is_error": result.get("is_error") if isinstance(result.get("is_error"), bool) else None,
         "subtype": _enum(result.get("subtype")),
@@ -69,6 +131,18 @@ def claude_diagnostics(text: str | None) -> dict[str, Any]:
         "duration_ms": _number(result.get("duration_ms")),
         "api_error_status": _integer(result.get("api_error_status")),
         "permission_denials_count": len(denials) if isinstance(denials, list) else None,
+    }
+    cost = diag["total_cost_usd"]
+    return {
+        **diag,
+        "cli": "claude",
+        "cli_status": claude_status(status, diag["subtype"], diag["terminal_reason"], diag["is_error"],
+                                    diag["api_error_status"]),
+        "cost_usd": cost if cost is not None and cost >= 0 else None,
+        "input_tokens": _tokens(usage, "input_tokens"),
+        "output_tokens": _tokens(usage, "output_tokens"),
+        "cache_read_tokens": _tokens(usage, "cache_read_input_tokens"),
+        "cache_write_tokens": _tokens(usage, "cache_creation_input_tokens"),
     }
 
 
@@ -95,6 +169,26 @@ def _count_stream_line(diag: dict[str, Any], obj: dict) -> None:
         diag["tool_results"] += 1
 
 
+KIMI_RETRYABLE_EXIT = 75
+_KIMI_FAILED_REASONS = ("failed", "error", "cancelled", "aborted", "interrupted")
+
+
+def kimi_status(stream_json: str, exit_code: int | None, turn_reason: str | None,
+                turn_error_code: str | None) -> str:
+    """Kimi has no result object: its exit code (75: retryable), then the wire's last turn."""
+    if exit_code == KIMI_RETRYABLE_EXIT:
+        return "retryable"
+    if turn_reason is not None and ("max_step" in turn_reason or "step_limit" in turn_reason):
+        return "max_turns"
+    if exit_code == 0 and turn_error_code is None and turn_reason not in _KIMI_FAILED_REASONS:
+        return "ok"
+    if exit_code is None and stream_json == "missing":
+        return "no_result"
+    if turn_error_code is not None and ("api" in turn_error_code or "provider" in turn_error_code):
+        return "api_error"
+    return "error"
+
+
 def kimi_diagnostics(stream: str | None, wire: str | None, exit_code: int | None) -> dict[str, Any]:
     """From Kimi's ``--output-format stream-json`` lines (counts) and its session's wire.jsonl (the last turn)."""
     diag: dict[str, Any] = {
@@ -119,7 +213,143 @@ def kimi_diagnostics(stream: str | None, wire: str | None, exit_code: int | None
             diag["turn_reason"] = _enum(event.get("reason"))
             diag["turn_error_code"] = _enum(error.get("code"))
             diag["turn_error_name"] = _enum(error.get("name"))
+    diag.update(
+        cli="kimi",
+        cli_status=kimi_status(diag["stream_json"], exit_code, diag["turn_reason"], diag["turn_error_code"]),
+        cost_usd=None, input_tokens=None, output_tokens=None, cache_read_tokens=None, cache_write_tokens=None,
+    )
     return diag
+
+
+def codex_status(events: str, exit_code: int | None, completed: int, failed: int, errors: int) -> str:
+    """Codex's ``--json`` stream: a ``turn.failed`` (or a top-level ``error``) is a failed turn."""
+    if events == "missing" or (completed == 0 and failed == 0 and errors == 0):
+        return "no_result"
+    if failed or errors:
+        return "api_error" if completed == 0 else "error"
+    return "ok" if exit_code in (0, None) else "error"
+
+
+def codex_diagnostics(text: str | None, exit_code: int | None) -> dict[str, Any]:
+    """From ``codex exec --json``: counts of events, usage summed over ``turn.completed``."""
+    diag: dict[str, Any] = {
+        "events_json": "missing", "exit_code": exit_code, "turns_completed": 0, "turns_failed": 0,
+        "error_events": 0, "warning_items": 0, "tool_calls": 0, "failed_tool_calls": 0, "unparsed_lines": 0,
+        "reasoning_tokens": None,
+    }
+    usage: dict[str, list[int | None]] = {k: [] for k in ("input", "cached", "cache_write", "output", "reasoning")}
+    lines = [line for line in (text or "").splitlines() if line.strip()]
+    for line in lines:
+        event = _json(line)
+        if not isinstance(event, dict):
+            diag["unparsed_lines"] += 1
+            continue
+        kind = event.get("type")
+        item = event.get("item") if isinstance(event.get("item"), dict) else {}
+        if kind == "turn.completed":
+            diag["turns_completed"] += 1
+            u = event.get("usage")
+            usage["input"].append(_tokens(u, "input_tokens"))
+            usage["cached"].append(_tokens(u, "cached_input_tokens"))
+            usage["cache_write"].append(_tokens(u, "cache_write_input_tokens"))
+            usage["output"].append(_tokens(u, "output_tokens"))
+            usage["reasoning"].append(_tokens(u, "reasoning_output_tokens"))
+        elif kind == "turn.failed":
+            diag["turns_failed"] += 1
+        elif kind == "error":
+            diag["error_events"] += 1
+        elif kind == "item.completed" and item.get("type") == "error":
+            diag["warning_items"] += 1
+        elif kind == "item.completed" and item.get("type") == "mcp_tool_call":
+            diag["tool_calls"] += 1
+            diag["failed_tool_calls"] += item.get("status") == "failed"
+    if lines:
+        diag["events_json"] = "ok" if diag["unparsed_lines"] < len(lines) else "invalid"
+    diag["reasoning_tokens"] = _sum(usage["reasoning"])
+    diag.update(
+        cli="codex",
+        cli_status=codex_status(diag["events_json"], exit_code, diag["turns_completed"], diag["turns_failed"],
+                                diag["error_events"]),
+        cost_usd=None, input_tokens=_sum(usage["input"]), output_tokens=_sum(usage["output"]),
+        cache_read_tokens=_sum(usage["cached"]), cache_write_tokens=_sum(usage["cache_write"]),
+    )
+    return diag
+
+
+# Gemini CLI's documented exit codes; an API failure exits with its HTTP status mod 256.
+GEMINI_EXIT_STATUSES = {
+    0: "ok", 41: "auth_error", 42: "input_error", 44: "error", 52: "config_error", 53: "max_turns",
+    54: "error", 55: "untrusted_workspace", 130: "cancelled",
+}
+_HTTP_EXITS = {status % 256 for status in range(400, 512)}  # 144..255: never a documented code
+
+
+def _objects(text: str) -> list[Any]:
+    """The whole text as JSON; else each line, last first; else each (pretty-printed) object
+    starting at the beginning of a line, last first (stderr lines around it are skipped)."""
+    whole = _json(text)
+    if whole is not None:
+        return [whole]
+    found = [_json(line) for line in reversed(text.splitlines())]
+    decoder = json.JSONDecoder()
+    starts = [0] if text.startswith("{") else []
+    starts += [i + 1 for i, ch in enumerate(text) if ch == "\n" and text[i + 1:i + 2] == "{"]
+    for start in reversed(starts[-64:]):
+        try:
+            found.append(decoder.raw_decode(text, start)[0])
+        except (ValueError, RecursionError):
+            continue
+    return found
+
+
+def gemini_status(result_json: str, exit_code: int | None, error_code: int | None) -> str:
+    """Gemini: its exit code first (42 input, 53 turn limit, ...), then the JSON ``error.code``."""
+    code = exit_code if exit_code not in (None, 1) else error_code if error_code is not None else exit_code
+    if code in GEMINI_EXIT_STATUSES:
+        status = GEMINI_EXIT_STATUSES[code]
+        return "no_result" if status == "ok" and result_json != "ok" else status
+    if code is not None and code in _HTTP_EXITS:
+        return "api_error"
+    if code is None and result_json != "ok":
+        return "no_result"
+    return "error"
+
+
+def gemini_diagnostics(text: str | None, exit_code: int | None) -> dict[str, Any]:
+    """From ``gemini -o json`` (one object: ``stats`` or ``error``) or the ``result`` line of stream-json."""
+    status, doc = "missing", None
+    if text is not None and text.strip():
+        status = "invalid"
+        doc = next((c for c in _objects(text) if isinstance(c, dict)
+                    and ("stats" in c or "error" in c or c.get("type") == "result")), None)
+        if doc is not None:
+            status = "ok"
+    doc = doc or {}
+    stats = doc.get("stats") if isinstance(doc.get("stats"), dict) else {}
+    error = doc.get("error") if isinstance(doc.get("error"), dict) else {}
+    models = stats.get("models") if isinstance(stats.get("models"), dict) else {}
+    per_model = [m.get("tokens") for m in models.values() if isinstance(m, dict)]
+    tools = stats.get("tools") if isinstance(stats.get("tools"), dict) else {}
+    if per_model:  # -o json: tokens per model
+        inputs = _sum([_tokens(t, "input", "prompt") for t in per_model])
+        outputs = _sum([_tokens(t, "candidates", "output") for t in per_model])
+        cached = _sum([_tokens(t, "cached") for t in per_model])
+    else:  # stream-json's result line: flat totals
+        inputs, outputs, cached = (_tokens(stats, "input_tokens"), _tokens(stats, "output_tokens"),
+                                   _tokens(stats, "cached"))
+    error_code = _integer(error.get("code"))
+    api = [m.get("api") for m in models.values() if isinstance(m, dict)]
+    return {
+        "result_json": status, "exit_code": exit_code, "error_type": _enum(error.get("type")),
+        "error_code": error_code, "models": len(models),
+        "api_requests": _sum([_tokens(a, "totalRequests") for a in api]),
+        "api_errors": _sum([_tokens(a, "totalErrors") for a in api]),
+        "tool_calls": _integer(tools.get("totalCalls")) if tools else _integer(stats.get("tool_calls")),
+        "tool_failures": _integer(tools.get("totalFail")) if tools else None,
+        "cli": "gemini", "cli_status": gemini_status(status, exit_code, error_code),
+        "cost_usd": None, "input_tokens": inputs, "output_tokens": outputs,
+        "cache_read_tokens": cached, "cache_write_tokens": None,
+    }
 
 
 def _read(path: Path) -> str | None:
@@ -142,8 +372,18 @@ def _kimi(attempt_dir: Path, exit_code: int | None) -> dict[str, Any]:
     return kimi_diagnostics(_read(attempt_dir / KIMI_OUTPUT), _last_kimi_wire(attempt_dir / KIMI_HOME), exit_code)
 
 
+def _codex(attempt_dir: Path, exit_code: int | None) -> dict[str, Any]:
+    return codex_diagnostics(_read(attempt_dir / CODEX_OUTPUT), exit_code)
+
+
+def _gemini(attempt_dir: Path, exit_code: int | None) -> dict[str, Any]:
+    return gemini_diagnostics(_read(attempt_dir / GEMINI_OUTPUT), exit_code)
+
+
 # The output file a launcher leaves in the attempt directory, and how to read it.
-_PARSERS: dict[str, Callable[[Path, int | None], dict[str, Any]]] = {CLAUDE_OUTPUT: _claude, KIMI_OUTPUT: _kimi}
+_PARSERS: dict[str, Callable[[Path, int | None], dict[str, Any]]] = {
+    CLAUDE_OUTPUT: _claude, KIMI_OUTPUT: _kimi, CODEX_OUTPUT: _codex, GEMINI_OUTPUT: _gemini,
+}
 
 
 def cli_diagnostics(attempt_dir: Path, exit_code: int | None) -> dict[str, Any] | None:

@@ -56,10 +56,52 @@ def _late_result_ids(settings: Locations, last: dict) -> list[int] | None:
         return None
 
 
-def listener_status(settings: Locations, agent: str, check_config: bool = True, late_results: bool = True) -> dict:
+_TOTALS = """
+SELECT count(*), sum(cost_usd), sum(input_tokens), sum(output_tokens), sum(cost_overshoot_usd),
+       sum(finished_at >= :day), sum(CASE WHEN finished_at >= :day THEN cost_usd END),
+       sum(CASE WHEN finished_at >= :day THEN input_tokens END),
+       sum(CASE WHEN finished_at >= :day THEN output_tokens END),
+       sum(CASE WHEN finished_at >= :day THEN cost_overshoot_usd END)
+FROM dispatch_attempts WHERE agent = :agent AND state = 'finished'
+"""
+
+
+def _money(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)
+
+
+def agent_totals(conn: sqlite3.Connection, agent: str, now: float) -> dict:
+    """The agent's ledger: finished attempts, cost and tokens, today (since 00:00 UTC) and all time."""
+    day = now - now % 86400
+    row = conn.execute(_TOTALS, {"agent": agent, "day": day}).fetchone()
+
+    def part(n, cost, tokens_in, tokens_out, overshoot):
+        return {"attempts": n or 0, "cost_usd": _money(cost), "input_tokens": tokens_in, "output_tokens": tokens_out,
+                "overshoot_usd": _money(overshoot)}
+
+    return {"all_time": part(*row[0:5]), "today": part(*row[5:10])}
+
+
+def _agent_totals(settings: Locations, agent: str) -> dict | None:
+    """None when the store cannot tell (missing, older schema, unreadable)."""
+    try:
+        conn = _read_only(settings)
+        if conn is None:
+            return None
+        try:
+            return agent_totals(conn, agent, time.time())
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return None
+
+
+def listener_status(settings: Locations, agent: str, check_config: bool = True, late_results: bool = True,
+                    totals: bool = True) -> dict:
     """``check_config=False`` skips validating config.json (the status line's fast path);
     a running listener still reports an invalid config through its ``error`` stage.
-    ``late_results=False`` skips the one read-only store query behind ``last.late_result_ids``."""
+    ``late_results=False`` skips the one read-only store query behind ``last.late_result_ids``;
+    ``totals=False`` the one behind ``totals`` (the agent's cost and tokens, today and all time)."""
     paths = AgentPaths.of(settings, agent)
     holder = flock_holder(paths.lock)
     doc, problem = read_progress(paths.progress)
@@ -95,6 +137,7 @@ def listener_status(settings: Locations, agent: str, check_config: bool = True, 
         "progress": trusted,
         "last": last,
         "config_error": config_error,
+        "totals": _agent_totals(settings, agent) if totals else None,
     }
 
 
@@ -109,7 +152,7 @@ def _error_head(error: object) -> str:
 
 
 def progress_line(settings: Locations, agent: str, check_config: bool = True) -> str:
-    status = listener_status(settings, agent, check_config, late_results=False)
+    status = listener_status(settings, agent, check_config, late_results=False, totals=False)
     detail = None
     if status["config_error"]:
         detail = "config invalid: see `agent-bridge listener status`"

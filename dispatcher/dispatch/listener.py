@@ -7,7 +7,8 @@ supervisor for the oldest dispatchable message, waiting for it before looking ag
 Each round it observes, asks the pure ``step`` what to do, and does it. Transient store
 and supervisor failures back off (capped, exponential) with stage ``error``; signals only
 set a flag the loop checks, so nothing is cut short mid-transaction. No store connection
-is open across the fork: the listener closes its own before and reopens after.
+is open across the fork: the listener closes its own before and reopens after. When idle,
+at most once an hour, it prunes old attempt directories (``retention``).
 """
 
 import fcntl
@@ -36,6 +37,7 @@ from .paths import AgentPaths
 from .procs import flock_holder, fork_without_store
 from .progress import write_progress
 from .reconcile import reconcile
+from .retention import PRUNE_EVERY_SECONDS, prune_attempt_dirs
 from .step import BackOff, Dispatch, Observation, Stop, Wait, step
 from .supervisor import remove_request, supervise
 
@@ -80,6 +82,7 @@ class Listener:
         self._failures = 0  # consecutive transient failures
         self._fresh_failure: str | None = None  # a failure not yet backed off from
         self._backoff_until = 0.0
+        self._next_prune = 0.0  # monotonic: the first idle moment prunes, then once an hour
 
     def _request_stop(self, signum, frame) -> None:
         self._stop_requested = True  # only a flag: the loop stops at its next check
@@ -175,6 +178,8 @@ class Listener:
             elif isinstance(action, Wait):
                 if action.wake_on_commit:  # (a backoff keeps showing its reason)
                     self._show_waiting(action.stage)
+                if action.stage == "idle":
+                    self._prune(store)
                 self._wait(store, action.timeout, watch_store=action.wake_on_commit)
 
     # -- observing ------------------------------------------------------------------------
@@ -250,6 +255,18 @@ class Listener:
             self._set(stage=stage, error=error)  # an orphaned worker from before is still running
         else:
             self._set(stage="error" if error else stage, current=None, error=error)
+
+    def _prune(self, store: Store) -> None:
+        """The retention schedule: finished attempts' directories past ``attempt_retention_days``."""
+        if time.monotonic() < self._next_prune or self.config is None:
+            return
+        self._next_prune = time.monotonic() + PRUNE_EVERY_SECONDS
+        try:
+            with store_errors():
+                prune_attempt_dirs(store.connection(), self.paths.root / "attempts", self.agent, time.time(),
+                                   self.config.attempt_retention_days)
+        except (BridgeError, OSError) as exc:  # tried again in an hour; never stops the listener
+            log.warning("attempt_prune_failed", agent=self.agent, error=type(exc).__name__)
 
     def _back_off(self, action: BackOff) -> None:
         self._backoff_until = time.time() + action.seconds

@@ -4,37 +4,73 @@ Everything that follows from a verdict commits with it, in one transaction: the
 attempt row, the sender's system notice and a conversation frozen as ``blocked``. A
 crash at any point leaves either all of it or none of it (and then reconciliation
 settles the attempt). Shared by the supervisor and by reconciliation.
+
+The same transaction writes the attempt's ledger (the CLI's status word, cost, tokens
+and the overshoot of the per-task cap) and applies a conversation's cost cap: once the
+recorded cost of its attempts reaches ``max_cost_usd`` it moves to ``needs_human``
+(event ``budget_exhausted``), so the dispatch rule refuses its next message.
+
+``decide`` is the verdict's last step, pure: the store's evidence wins; without it, a
+worker that exited after its CLI said ``budget_exceeded`` ends ``budget_exceeded`` (its
+own outcome kind, a failure: the sender gets a system notice), anything else ``fallback``.
 """
 
 import sqlite3
 import time
 from collections.abc import Callable
 
-from ..conversations import block_conversation
+from ..conversations import block_conversation, exhaust_budget
 from ..logs import get_logger
 from ..rows import fetch_message, insert_message
 from ..store import write_transaction
-from .attempts import FAILURE_OUTCOMES, finish_attempt
+from .attempts import FAILURE_OUTCOMES, finish_attempt, ledger_fields
 from .evidence import verdict
 
 log = get_logger("agent_bridge.dispatch")
 
 
-def _notify_failure(conn: sqlite3.Connection, message: sqlite3.Row, outcome: str, error_kind: str | None,
-                    now: float) -> None:
-    """A short payload-free system notice to the sender; a conversation is frozen as ``blocked``."""
-    agent = message["recipient"]
-    reason = f" ({error_kind})" if error_kind else ""
-    text = (
-        f"Dispatch of message #{message['id']} to {agent} ended: {outcome}{reason}. It is not retried "
-        f"automatically; see `agent-bridge listener status --agent {agent}` and decide what to do."
-    )
+def decide(evidence_outcome: str | None, evidence_kind: str | None, fallback: str, error_kind: str | None,
+           cli_status: str | None) -> tuple[str, str | None]:
+    """(outcome, error_kind) from the evidence's verdict, the caller's fallback and the CLI's own status."""
+    if evidence_outcome is not None:
+        return evidence_outcome, error_kind
+    if fallback == "failed" and cli_status == "budget_exceeded":
+        return "budget_exceeded", error_kind or evidence_kind
+    return fallback, error_kind or evidence_kind
+
+
+def _usd(value: float | None) -> str:
+    return "unknown" if value is None else f"${value:.4f}"
+
+
+def _notify(conn: sqlite3.Connection, message: sqlite3.Row, text: str, now: float) -> None:
     insert_message(
-        conn, sender=agent, recipient=message["sender"], text=text, kind="notice",
+        conn, sender=message["recipient"], recipient=message["sender"], text=text, kind="notice",
         reply_to=message["id"], created_at=now, origin="system",
     )
-    if message["conversation_id"] is not None:
-        block_conversation(conn, message["conversation_id"], agent, f"dispatch_{outcome}", now)
+
+
+def _failure_text(message: sqlite3.Row, outcome: str, error_kind: str | None, ledger: dict,
+                  max_cost: float | None) -> str:
+    agent = message["recipient"]
+    reason = f" ({error_kind})" if error_kind else ""
+    budget = ""
+    if outcome == "budget_exceeded":
+        budget = (f" The worker's CLI stopped at its cost cap: cost {_usd(ledger.get('cost_usd'))}, "
+                  f"max_cost_usd_per_task {_usd(max_cost)}.")
+    return (
+        f"Dispatch of message #{message['id']} to {agent} ended: {outcome}{reason}.{budget} It is not retried "
+        f"automatically; see `agent-bridge listener status --agent {agent}` and decide what to do."
+    )
+
+
+def _budget_text(message: sqlite3.Row, spent: dict) -> str:
+    return (
+        f"Conversation #{message['conversation_id']} reached its cost cap after message #{message['id']}: "
+        f"recorded cost {_usd(spent['cost_usd'])} of max_cost_usd {_usd(spent['max_cost_usd'])} over "
+        f"{spent['attempts']} attempts. It is now needs_human and no further task is dispatched; "
+        "a human decides what happens next."
+    )
 
 
 def settle(
@@ -55,18 +91,31 @@ def settle(
     """
     now = time.time() if now is None else now
     with write_transaction(conn):
-        outcome, evidence_kind = verdict(conn, message_id, now)
-        if outcome is None:
-            outcome, error_kind = fallback, error_kind or evidence_kind
+        found, evidence_kind = verdict(conn, message_id, now)
+        outcome, error_kind = decide(found, evidence_kind, fallback, error_kind, (diagnostics or {}).get("cli_status"))
+        cap_row = conn.execute("SELECT max_cost_usd FROM dispatch_attempts WHERE message_id = ?",
+                               (message_id,)).fetchone()
+        max_cost = cap_row["max_cost_usd"] if cap_row else None
+        ledger = ledger_fields(diagnostics, max_cost)
         if not finish_attempt(
             conn, message_id, outcome=outcome, now=now, exit_code=exit_code, error_kind=error_kind,
-            diagnostics=diagnostics,
+            diagnostics=diagnostics, ledger=ledger,
         ):
             row = conn.execute("SELECT outcome FROM dispatch_attempts WHERE message_id = ?", (message_id,)).fetchone()
             return row["outcome"] if row else outcome
-        if outcome in FAILURE_OUTCOMES and (message := fetch_message(conn, message_id)) is not None:
-            _notify_failure(conn, message, outcome, error_kind, now)
+        message = fetch_message(conn, message_id)
+        conversation_id = message["conversation_id"] if message is not None else None
+        # The cost cap first: a conversation it stops is needs_human, not blocked by the failure below.
+        spent = exhaust_budget(conn, conversation_id, message["recipient"], now) if conversation_id else None
+        if outcome in FAILURE_OUTCOMES and message is not None:
+            text = _failure_text(message, outcome, error_kind, ledger, max_cost)
+            _notify(conn, message, text + (" " + _budget_text(message, spent) if spent else ""), now)
+            if conversation_id is not None:
+                block_conversation(conn, conversation_id, message["recipient"], f"dispatch_{outcome}", now)
+        elif spent:
+            _notify(conn, message, _budget_text(message, spent), now)
         if before_commit is not None:
             before_commit()
-    log.info("attempt_settled", message_id=message_id, outcome=outcome, error_kind=error_kind, exit_code=exit_code)
+    log.info("attempt_settled", message_id=message_id, outcome=outcome, error_kind=error_kind, exit_code=exit_code,
+             cli_status=ledger["cli_status"], cost_usd=ledger["cost_usd"], overshoot_usd=ledger["cost_overshoot_usd"])
     return outcome

@@ -68,11 +68,24 @@ def _check_launcher(path: Path) -> None:
         raise PermissionError(errno.EACCES, "launcher is not executable", str(path))
 
 
+MAX_COST_ENV = "AGENT_BRIDGE_MAX_COST_USD"
+
+
+def usd_text(value: float) -> str:
+    """A plain decimal (never an exponent) that a CLI flag parses: 0.5, 2, 0.0001."""
+    return f"{value:.6f}".rstrip("0").rstrip(".") or "0"
+
+
 def worker_env(settings: BridgeSettings, agent: str, message_id: int, attempt_dir: Path, diagnostics: Path,
-               token: str) -> dict[str, str]:
-    """The launcher's environment: resolved values, so the worker's own server agrees with ours."""
+               token: str, max_cost_usd: float | None = None) -> dict[str, str]:
+    """The launcher's environment: resolved values, so the worker's own server agrees with ours.
+
+    ``AGENT_BRIDGE_MAX_COST_USD`` is the agent's ``max_cost_usd_per_task``, and absent when it
+    has none (an inherited value is dropped, never passed on)."""
+    inherited = {k: v for k, v in os.environ.items() if k != MAX_COST_ENV}
     return {
-        **os.environ,
+        **inherited,
+        **({MAX_COST_ENV: usd_text(max_cost_usd)} if max_cost_usd is not None else {}),
         "AGENT_ID": agent,
         "AGENT_BRIDGE_ROLE": "worker",
         "AGENT_BRIDGE_MESSAGE_ID": str(message_id),
@@ -103,7 +116,8 @@ def _launch(settings: BridgeSettings, config: BridgeConfig, paths: AgentPaths, m
         raise NotADirectoryError(workspace)
     launcher = config.launcher_path(agent, PROJECT_DIR)
     _check_launcher(launcher)
-    env = worker_env(settings, agent, message_id, attempt_dir, diagnostics, token)
+    env = worker_env(settings, agent, message_id, attempt_dir, diagnostics, token,
+                     config.agents[agent].max_cost_usd_per_task)
     log_fd = open_private_append(attempt_dir / "worker.log")
     gate_in, gate_out = os.pipe()
     try:

@@ -99,6 +99,28 @@ MIGRATIONS: tuple[str, ...] = (
         started_at REAL NOT NULL
     );
     """,
+    # 4: the outcome and cost ledger: what each attempt's CLI reported (its own status word,
+    # cost and tokens), the per-task cap in force and how far the CLI overshot it, and an
+    # optional cost cap per conversation. Totals are sums over these columns.
+    """
+    ALTER TABLE dispatch_attempts ADD COLUMN cli_status TEXT;
+    ALTER TABLE dispatch_attempts ADD COLUMN cost_usd REAL;
+    ALTER TABLE dispatch_attempts ADD COLUMN input_tokens INTEGER;
+    ALTER TABLE dispatch_attempts ADD COLUMN output_tokens INTEGER;
+    ALTER TABLE dispatch_attempts ADD COLUMN cache_read_tokens INTEGER;
+    ALTER TABLE dispatch_attempts ADD COLUMN cache_write_tokens INTEGER;
+    ALTER TABLE dispatch_attempts ADD COLUMN max_cost_usd REAL;
+    ALTER TABLE dispatch_attempts ADD COLUMN cost_overshoot_usd REAL;
+    -- Claude's attempts settled before this kept their cost only inside the diagnostics JSON.
+    UPDATE dispatch_attempts SET cost_usd = json_extract(diagnostics, '$.total_cost_usd')
+        WHERE json_valid(diagnostics)
+          AND json_type(diagnostics, '$.total_cost_usd') IN ('real', 'integer')
+          AND json_extract(diagnostics, '$.total_cost_usd') >= 0;
+    CREATE INDEX dispatch_attempts_by_agent ON dispatch_attempts (agent, finished_at);
+    ALTER TABLE conversations ADD COLUMN max_cost_usd REAL;
+    CREATE INDEX messages_by_conversation ON messages (conversation_id)
+        WHERE conversation_id IS NOT NULL;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
