@@ -26,7 +26,7 @@ class AgentConfig(BaseModel):
     worker_timeout_seconds: int = Field(default=1800, ge=1, le=86400)
     # Passed to the launcher as AGENT_BRIDGE_MAX_COST_USD (Claude: --max-budget-usd). Claude
     # checks it between turns, so an attempt can overshoot it; the ledger records by how much.
-    max_cost_usd_per_task: float | None = Field(default=None, gt=0, le=10000, allow_inf_nan=False)
+    max_cost_usd_per_task: float | None = Field(default=None, ge=0.000001, le=10000, allow_inf_nan=False)
 
 
 class BridgeConfig(BaseModel):

@@ -31,7 +31,7 @@ OUTPUT_NAME = {"claude": CLAUDE_OUTPUT, "kimi": KIMI_OUTPUT, "codex": CODEX_OUTP
 CANARY = "CANARY-7f3e"
 RUNS = sorted(
     str(p.relative_to(CORPUS)) for p in CORPUS.glob("*/*")
-    if p.is_file() and not p.name.endswith(".wire.jsonl") and p.parent.name in OUTPUT_NAME
+    if p.is_file() and not p.name.endswith(".wire.jsonl") and p.name != "README.md" and p.parent.name in OUTPUT_NAME
 )
 
 
@@ -41,7 +41,11 @@ def _diagnostics(tmp_path: Path, run: str, exit_code: int | None) -> dict:
     cli = source.parent.name
     attempt = tmp_path / "attempt"
     attempt.mkdir(mode=0o700)
-    shutil.copyfile(source, attempt / OUTPUT_NAME[cli])
+    if cli == "gemini" and source.suffix == ".log":  # an error: stdout empty, the error object on stderr
+        (attempt / OUTPUT_NAME[cli]).write_text("")
+        shutil.copyfile(source, attempt / "worker.log")
+    else:
+        shutil.copyfile(source, attempt / OUTPUT_NAME[cli])
     wire = source.with_name(source.name.replace(".stream.jsonl", ".wire.jsonl"))
     if cli == "kimi" and wire != source and wire.exists():
         main = attempt / KIMI_HOME / "sessions" / "h" / "s" / "agents" / "main"

@@ -245,3 +245,18 @@ def test_agent_totals_today_and_all_time(conn):
                                "overshoot_usd": 0.0}
     assert agent_totals(conn, "kimi", now)["all_time"] == {
         "attempts": 0, "cost_usd": None, "input_tokens": None, "output_tokens": None, "overshoot_usd": None}
+
+
+@pytest.mark.parametrize(("cap", "accepted"), [(0.000001, True), (0.0000001, False), (0, False), (10000, True),
+                                                (10001, False)])
+def test_a_per_task_cap_is_one_the_launchers_can_pass_on(cap, accepted):
+    """The supervisor writes the cap with six decimals; below a millionth it would read as 0,
+    which Claude's --max-budget-usd (and the launcher) refuse."""
+    from pydantic import ValidationError
+
+    try:
+        AgentConfig(launcher="x", max_cost_usd_per_task=cap)
+    except ValidationError:
+        assert not accepted
+    else:
+        assert accepted

@@ -108,6 +108,22 @@ def claude_status(result_json: str, subtype: str | None, terminal_reason: str | 
     return "error"
 
 
+def _claude_usage(usage: Any, model_usage: Any) -> Any:
+    """``usage``, unless it is all zeros while ``modelUsage`` counted tokens: a budget stop
+    (2.1.332) reports ``usage`` as zeros and the real counts only per model."""
+    if _tokens(usage, "input_tokens") or _tokens(usage, "output_tokens") or not isinstance(model_usage, dict):
+        return usage
+    per_model = [m for m in model_usage.values() if isinstance(m, dict)]
+    if not per_model:
+        return usage
+    return {
+        "input_tokens": _sum([_tokens(m, "inputTokens") for m in per_model]),
+        "output_tokens": _sum([_tokens(m, "outputTokens") for m in per_model]),
+        "cache_read_input_tokens": _sum([_tokens(m, "cacheReadInputTokens") for m in per_model]),
+        "cache_creation_input_tokens": _sum([_tokens(m, "cacheCreationInputTokens") for m in per_model]),
+    }
+
+
 def claude_diagnostics(text: str | None) -> dict[str, Any]:
     """From ``claude -p --output-format json``: only the final ``type: result`` object counts."""
     result, status = None, "missing"
@@ -133,6 +149,7 @@ def claude_diagnostics(text: str | None) -> dict[str, Any]:
         "permission_denials_count": len(denials) if isinstance(denials, list) else None,
     }
     cost = diag["total_cost_usd"]
+    usage = _claude_usage(usage, result.get("modelUsage"))
     return {
         **diag,
         "cli": "claude",
@@ -174,11 +191,16 @@ _KIMI_FAILED_REASONS = ("failed", "error", "cancelled", "aborted", "interrupted"
 
 
 def kimi_status(stream_json: str, exit_code: int | None, turn_reason: str | None,
-                turn_error_code: str | None) -> str:
-    """Kimi has no result object: its exit code (75: retryable), then the wire's last turn."""
-    if exit_code == KIMI_RETRYABLE_EXIT:
+                turn_error_code: str | None, retryable: bool | None = None) -> str:
+    """Kimi has no result object: its exit code (75: retryable), then the wire's last turn.
+
+    Kimi 2.1.0 exits 0 or 1 only; whether a failed turn is worth retrying is the wire's
+    ``turn.ended.error.retryable`` (a rate limit, a refused connection).
+    """
+    if exit_code == KIMI_RETRYABLE_EXIT or (exit_code != 0 and retryable is True):
         return "retryable"
-    if turn_reason is not None and ("max_step" in turn_reason or "step_limit" in turn_reason):
+    stepped_out = [r for r in (turn_reason, turn_error_code) if r and ("max_step" in r or "step_limit" in r)]
+    if stepped_out:
         return "max_turns"
     if exit_code == 0 and turn_error_code is None and turn_reason not in _KIMI_FAILED_REASONS:
         return "ok"
@@ -195,8 +217,9 @@ def kimi_diagnostics(stream: str | None, wire: str | None, exit_code: int | None
         "stream_json": "missing", "exit_code": exit_code, "cli_version": None, "assistant_messages": 0,
         "tool_calls": 0, "bridge_tool_calls": 0, "tool_results": 0, "retries": 0, "last_retry_error_name": None,
         "last_retry_status_code": None, "completed_with_resume_hint": False, "unparsed_lines": 0,
-        "turn_reason": None, "turn_error_code": None, "turn_error_name": None,
+        "turn_reason": None, "turn_error_code": None, "turn_error_name": None, "turn_error_retryable": None,
     }
+    usage: list[dict] = []
     lines = [line for line in (stream or "").splitlines() if line.strip()]
     for line in lines:
         obj = _json(line)
@@ -213,10 +236,18 @@ def kimi_diagnostics(stream: str | None, wire: str | None, exit_code: int | None
             diag["turn_reason"] = _enum(event.get("reason"))
             diag["turn_error_code"] = _enum(error.get("code"))
             diag["turn_error_name"] = _enum(error.get("name"))
+            diag["turn_error_retryable"] = error.get("retryable") if isinstance(error.get("retryable"), bool) else None
+        elif isinstance(event, dict) and event.get("type") == "usage.record" and isinstance(event.get("usage"), dict):
+            usage.append(event["usage"])
     diag.update(
         cli="kimi",
-        cli_status=kimi_status(diag["stream_json"], exit_code, diag["turn_reason"], diag["turn_error_code"]),
-        cost_usd=None, input_tokens=None, output_tokens=None, cache_read_tokens=None, cache_write_tokens=None,
+        cli_status=kimi_status(diag["stream_json"], exit_code, diag["turn_reason"], diag["turn_error_code"],
+                               diag["turn_error_retryable"]),
+        cost_usd=None,  # Kimi reports tokens, never a price
+        input_tokens=_sum([_tokens(u, "inputOther") for u in usage]),
+        output_tokens=_sum([_tokens(u, "output") for u in usage]),
+        cache_read_tokens=_sum([_tokens(u, "inputCacheRead") for u in usage]),
+        cache_write_tokens=_sum([_tokens(u, "inputCacheCreation") for u in usage]),
     )
     return diag
 
@@ -376,8 +407,15 @@ def _codex(attempt_dir: Path, exit_code: int | None) -> dict[str, Any]:
     return codex_diagnostics(_read(attempt_dir / CODEX_OUTPUT), exit_code)
 
 
+WORKER_LOG = "worker.log"
+
+
 def _gemini(attempt_dir: Path, exit_code: int | None) -> dict[str, Any]:
-    return gemini_diagnostics(_read(attempt_dir / GEMINI_OUTPUT), exit_code)
+    # On an error Gemini leaves stdout empty and prints its error object on stderr (worker.log).
+    text = _read(attempt_dir / GEMINI_OUTPUT)
+    if not (text or "").strip():
+        text = _read(attempt_dir / WORKER_LOG)
+    return gemini_diagnostics(text, exit_code)
 
 
 # The output file a launcher leaves in the attempt directory, and how to read it.
