@@ -228,3 +228,33 @@ def test_the_canary_is_left_in_no_file_log_status_or_diagnostics(runs, bridge_ro
 
 def _replies(db_path: Path, task: int) -> list[dict]:
     return [dict(r) for r in query(db_path, "SELECT * FROM messages WHERE reply_to = ? ORDER BY id", (task,))]
+
+
+def test_a_per_task_cost_cap_stops_claude_and_is_its_own_outcome(runs, claude_env, db_path):
+    """max_cost_usd_per_task reaches --max-budget-usd; Claude stops between turns (past the cap:
+    the overshoot is recorded) and the attempt ends budget_exceeded, with one system notice."""
+    config = Path(claude_env["AGENT_BRIDGE_CONFIG"])
+    original = config.read_text()
+    capped = json.loads(original)
+    capped["agents"]["claude"]["max_cost_usd_per_task"] = 0.01  # one scripted turn costs about that
+    staged = config.with_suffix(".staged")
+    staged.write_text(json.dumps(capped))
+    os.replace(staged, config)  # atomically: the listener never reads half a file
+    sender = McpAgent("kimi", claude_env)
+    try:
+        sender.wait_ready()
+        # The listener picks the new config up before it looks at the store again.
+        wait_until(lambda: status(claude_env)["stage"] == "idle", what="listener idle")
+        task = sender.ok("send_message", recipient="claude", text="A costly task.\nMODE=succeed\n",
+                         kind="task")["id"]
+        row, _ = _finished_peeking(claude_env, db_path, task)
+        dispatch = sender.ok("get_message", message_id=task)["dispatch"]
+    finally:
+        sender.close()
+        staged.write_text(original)
+        os.replace(staged, config)
+    assert (row["outcome"], row["cli_status"], row["max_cost_usd"]) == ("budget_exceeded", "budget_exceeded", 0.01)
+    assert row["cost_usd"] > 0.01 and row["cost_overshoot_usd"] == pytest.approx(row["cost_usd"] - 0.01)
+    assert dispatch["outcome"] == "budget_exceeded" and dispatch["cost_usd"] == row["cost_usd"]
+    notices = notices_for(db_path, task)
+    assert len(notices) == 1 and "budget_exceeded" in notices[0]["text"] and "costly" not in notices[0]["text"]
