@@ -518,6 +518,7 @@ def test_kimi_diagnostics(ctx):
         "turn_reason": "failed",
         "turn_error_code": "provider.api_error",
         "turn_error_name": "APIStatusError",
+        "turn_error_retryable": None,
         "cli": "kimi", "cli_status": "api_error", "cost_usd": None, "input_tokens": None, "output_tokens": None,
         "cache_read_tokens": None, "cache_write_tokens": None,
     }
