@@ -20,13 +20,13 @@ short fixed text answer and ``end_turn``.
 
 import itertools
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from . import script
+from .loopback import LoopbackServer
 
 MODEL = "claude-sonnet-4-5"
 SIDE_ANSWER = "ok"
@@ -96,15 +96,11 @@ def _tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
 
-class AnthropicModel:
-    """The server, in a background thread; a context manager (``close`` on exit)."""
+class AnthropicModel(LoopbackServer):
+    """The server, started at once in a background thread; a context manager (``close`` on exit)."""
 
     def __init__(self, record_path: Path | str, model: str = MODEL) -> None:
-        self.record_path = Path(record_path)
-        self.record_path.parent.mkdir(parents=True, exist_ok=True)
-        self.record_path.touch()
         self.model = model
-        self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self.errors: list[str] = []  # unexpected failures while answering (tests may assert it empty)
         owner = self
@@ -124,50 +120,31 @@ class AnthropicModel:
             def do_POST(self) -> None:
                 owner._handle(self, "POST")
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        daemon=True)
-        self._thread.start()
+        super().__init__(record_path, Handler)
+        self.start()
 
     @property
-    def port(self) -> int:
-        return self._server.server_address[1]
+    def record_path(self) -> Path:
+        return self.recording
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def __enter__(self) -> "AnthropicModel":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
     def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(10)
+        self.stop()
 
     # -- recording -------------------------------------------------------------------
-
-    def requests(self) -> list[dict]:
-        """Every recorded request, oldest first: ``{"method", "path", "headers", "body"}``."""
-        with self._lock:
-            lines = self.record_path.read_text(encoding="utf-8").splitlines()
-        return [json.loads(line) for line in lines if line.strip()]
 
     def messages_requests(self) -> list[dict]:
         """The bodies of the ``POST /v1/messages`` requests, oldest first."""
         return [r["body"] for r in self.requests()
                 if r["method"] == "POST" and urlsplit(r["path"]).path == "/v1/messages"]
 
-    def _record(self, method: str, path: str, headers: dict, body: Any) -> None:
+    def _record_request(self, method: str, path: str, headers: dict, body: Any) -> None:
         safe = {k.lower(): v for k, v in headers.items()
                 if not any(marker in k.lower() for marker in _SECRET_MARKERS)}
-        line = json.dumps({"method": method, "path": path, "headers": safe, "body": body})
-        with self._lock, self.record_path.open("a", encoding="utf-8") as fh:
-            fh.write(line + "\n")
+        self._record({"method": method, "path": path, "headers": safe, "body": body})
 
     # -- answering -------------------------------------------------------------------
 
@@ -181,7 +158,7 @@ class AnthropicModel:
                 body = json.loads(raw)
             except ValueError:
                 body = {"unparsed_bytes": len(raw)}
-        self._record(method, handler.path, dict(handler.headers.items()), body)
+        self._record_request(method, handler.path, dict(handler.headers.items()), body)
         try:
             if path == "/api/hello" and method in ("HEAD", "GET"):
                 self._send(handler, 200, "application/json", b"{}" if method == "GET" else b"", head=method == "HEAD")

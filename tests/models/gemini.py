@@ -15,11 +15,11 @@ still answered, so only the main model call fails.
 """
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 from . import script
+from .loopback import LoopbackServer
 
 MODEL_VERSION = "scripted-gemini"
 
@@ -86,45 +86,16 @@ def _wants_json(body: dict) -> bool:
         or "responseSchema" in config
 
 
-class GeminiServer:
+class GeminiServer(LoopbackServer):
     """``with GeminiServer(recording) as server:`` … ``server.base_url`` for GOOGLE_GEMINI_BASE_URL."""
 
     def __init__(self, recording: Path) -> None:
-        self.recording = Path(recording)
         self.fail_with: int | None = None  # an HTTP status every main chat call answers with, when set
-        self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        super().__init__(recording, self._handler())
 
     @property
     def base_url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def start(self) -> "GeminiServer":
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(10)
-
-    def __enter__(self) -> "GeminiServer":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-    def requests(self) -> list[dict]:
-        if not self.recording.exists():
-            return []
-        return [json.loads(line) for line in self.recording.read_text().splitlines() if line.strip()]
-
-    def _record(self, entry: dict) -> None:
-        with self._lock, self.recording.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps(entry) + "\n")
+        return f"http://127.0.0.1:{self.port}"
 
     def _handler(self):
         server = self

@@ -24,11 +24,12 @@ with ``wire_api = "responses"``) use it directly; a WebSocket upgrade is refused
 import itertools
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 from . import script
+from .loopback import LoopbackServer
 
 _RECORDED_HEADERS = ("content-type", "accept", "authorization", "originator", "user-agent", "upgrade",
                      "content-encoding", "session-id", "thread-id")
@@ -88,50 +89,17 @@ def _usage(body: dict, output: list[dict]) -> dict:
     }
 
 
-class ResponsesServer:
+class ResponsesServer(LoopbackServer):
     """``with ResponsesServer(recording) as server:`` ... ``server.base_url`` ends in ``/v1``."""
 
     def __init__(self, recording: Path, *, fail_status: int | None = None) -> None:
-        self.recording = Path(recording)
         self.fail_status = fail_status
         self._ids = itertools.count(1)
-        self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
-
-    @property
-    def port(self) -> int:
-        return self._httpd.server_address[1]
+        super().__init__(recording, self._handler())
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
-
-    def start(self) -> "ResponsesServer":
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(10)
-
-    def __enter__(self) -> "ResponsesServer":
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def requests(self) -> list[dict]:
-        """Everything recorded so far, oldest first."""
-        if not self.recording.exists():
-            return []
-        return [json.loads(line) for line in self.recording.read_text().splitlines() if line.strip()]
-
-    def _record(self, entry: dict) -> None:
-        with self._lock, self.recording.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps(entry) + "\n")
 
     def _next_id(self) -> int:
         with self._lock:
