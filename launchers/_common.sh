@@ -57,27 +57,13 @@ write_bridge_mcp_config() {
     "$AGENT_BRIDGE_PYTHON" - "$@" <<'PY'
 import json, os, sys
 
-env = os.environ
-server_env = {
-    "AGENT_ID": env["AGENT_ID"],
-    "AGENT_BRIDGE_DB": env["AGENT_BRIDGE_DB"],
-    "AGENT_BRIDGE_CONFIG": env["AGENT_BRIDGE_CONFIG"],
-    "AGENT_BRIDGE_ROLE": "worker",
-}
-for name in ("AGENT_BRIDGE_RUNTIME_DIR", "AGENT_BRIDGE_MAX_BODY_BYTES", "AGENT_BRIDGE_LOG_LEVEL",
-             "AGENT_BRIDGE_WORKER_TOKEN"):
-    if env.get(name):
-        server_env[name] = env[name]
-server = {
-    "command": env["AGENT_BRIDGE_PYTHON"],
-    "args": [os.path.join(env["AGENT_BRIDGE_PROJECT"], "server.py")],
-    "env": server_env,
-}
+sys.path.insert(0, os.environ["AGENT_BRIDGE_PROJECT"])
+from dispatcher.dispatch.worker_mcp import bridge_server
+from dispatcher.private_files import create_private_file
+
+server = bridge_server(os.environ)
 if len(sys.argv) > 2:
     server = {"type": sys.argv[2], **server}
-fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-with os.fdopen(fd, "w", encoding="utf-8") as fh:
-    json.dump({"mcpServers": {"agent_bridge": server}}, fh, indent=2)
-    fh.write("\n")
+create_private_file(sys.argv[1], json.dumps({"mcpServers": {"agent_bridge": server}}, indent=2) + "\n")
 PY
 }

@@ -80,6 +80,9 @@ settings=$worker_home/.gemini/settings.json
     "${worker_tools[@]}" <<'PY'
 import json, os, sys
 
+sys.path.insert(0, os.environ["AGENT_BRIDGE_PROJECT"])
+from dispatcher.private_files import create_private_file
+
 mcp_path, settings_path, user_settings, max_turns, *tools = sys.argv[1:]
 with open(mcp_path, encoding="utf-8") as fh:
     server = json.load(fh)["mcpServers"]["agent_bridge"]
@@ -125,10 +128,7 @@ if model_name:
     settings["model"]["name"] = model_name
 if max_turns:
     settings["model"]["maxSessionTurns"] = int(max_turns)
-fd = os.open(settings_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-with os.fdopen(fd, "w", encoding="utf-8") as fh:
-    json.dump(settings, fh, indent=2)
-    fh.write("\n")
+create_private_file(settings_path, json.dumps(settings, indent=2) + "\n")
 PY
 
 # The fixed instruction: message id and agent only. Gemini puts stdin (the request file,
