@@ -84,24 +84,30 @@ def check_store(ctx: Context) -> list[Finding]:
             found.append(Finding("store_mode", ERROR, f"{path.name} is {_mode(path):04o}, not 0600: other "
                                  "users can read the messages", f"chmod 600 {path}"))
     try:
-        conn = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=5)
+        conn, idle = _open_read_only(db)
     except sqlite3.Error as exc:
         return found + [Finding("store_unreadable", ERROR, f"cannot open {db} read-only ({_one_line(exc)})",
                                 "check the file's and its directory's permissions")]
     try:
-        conn.execute("PRAGMA query_only = ON")
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         check = [row[0] for row in conn.execute("PRAGMA quick_check").fetchmany(5)]
     except sqlite3.Error as exc:
         conn.close()
         from .exits import store_corruption
 
+        if idle and Path(f"{db}-wal").exists():  # a writer started while we read the file as immutable
+            return found + [Finding("store_busy", WARN, f"{db} came into use while doctor read it",
+                                    "run agent-bridge doctor again")]
         if store_corruption(exc) is not None:
             return found + [Finding("store_corrupt", ERROR, f"{db} is not a SQLite database or is damaged "
                                     f"({_one_line(exc)})", "move it aside with its -wal and -shm files and "
                                     "restore a backup (without one, the next start creates an empty store)")]
         return found + [Finding("store_unreadable", ERROR, f"cannot read {db} ({_one_line(exc)})",
                                 "retry; if it persists, check the store's disk and permissions")]
+    if check != ["ok"] and idle and Path(f"{db}-wal").exists():
+        conn.close()
+        return found + [Finding("store_busy", WARN, f"{db} came into use while doctor read it",
+                                "run agent-bridge doctor again")]
     if check != ["ok"]:
         conn.close()
         return found + [Finding("store_corrupt", ERROR, f"PRAGMA quick_check on {db} failed: "
@@ -120,6 +126,21 @@ def check_store(ctx: Context) -> list[Finding]:
     if not [f for f in found if f.level == ERROR]:
         found.append(Finding("store_ok", OK, f"{db}: schema {version}, quick_check ok, mode 0600, yours"))
     return found
+
+
+def _open_read_only(db: Path) -> tuple[sqlite3.Connection, bool]:
+    """A read-only connection that creates no file; True when the store was idle.
+
+    A ``mode=ro`` connection to a WAL store creates (and leaves behind) its -wal and -shm
+    files when they do not exist, that is when no connection is open. An idle store has
+    everything in the main file, so it is read as ``immutable`` (no locks, no side files);
+    a store in use (both side files there) is read the ordinary read-only way.
+    """
+    idle = not (Path(f"{db}-wal").exists() and Path(f"{db}-shm").exists())
+    uri = f"{db.as_uri()}?{'immutable=1' if idle else 'mode=ro'}"
+    conn = sqlite3.connect(uri, uri=True, timeout=5)
+    conn.execute("PRAGMA query_only = ON")
+    return conn, idle
 
 
 def _disk(directory: Path) -> list[Finding]:
