@@ -187,3 +187,30 @@ def test_doctor_changes_nothing(setup):
     rc, report = doctor(setup["env"], "--json")
     assert rc == 1 and {"stale_attempt", "conversation_blocked"} <= codes(report, "error")
     assert snapshot(setup["root"]) == before
+
+
+def test_old_unread_message_warns(setup):
+    store_rows(setup["db"], ("INSERT INTO messages (sender, recipient, kind, text, created_at) VALUES "
+                             "('kimi', 'claude', 'task', 'x', ?)", (time.time() - 2 * 86400,)))
+    rc, report = doctor(setup["env"], "--json")
+    assert rc == 0 and "unread_old" in codes(report, "warn"), report
+    found = next(f for f in report["findings"] if f["code"] == "unread_old")
+    assert found["agent"] == "claude" and "2.0 d" in found["message"]
+
+
+def test_running_listener_is_seen(setup):
+    """A live listener holds the store open (its -wal and -shm exist): doctor reads it the ordinary read-only way."""
+    listener = subprocess.Popen([sys.executable, "-m", "dispatcher", "listener", "run", "--agent", "kimi"],
+                                cwd=PROJECT, env=setup["env"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline, report = time.monotonic() + 30, None
+        while time.monotonic() < deadline:
+            rc, report = doctor(setup["env"], "--json")
+            if any(f["code"] == "listener_ok" and f["agent"] == "kimi" for f in report["findings"]):
+                break
+            time.sleep(0.2)
+        assert any(f["code"] == "listener_ok" and f["agent"] == "kimi" for f in report["findings"]), report
+        assert rc == 0 and "store_ok" in codes(report), report
+    finally:
+        listener.terminate()
+        listener.wait(30)
