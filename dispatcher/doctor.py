@@ -420,17 +420,28 @@ def run_checks() -> list[Finding]:
     except InvalidSetting as exc:
         return [Finding("invalid_setting", ERROR, _one_line(exc.message), f"fix or unset {exc.variable}")]
     ctx = Context(locations)
-    findings = check_store(ctx) + check_runtime(ctx) + check_config(ctx)
     try:
+        findings = _safe(check_store, ctx) + _safe(check_runtime, ctx) + _safe(check_config, ctx)
         if ctx.config is not None:
-            findings += check_launchers(ctx) + check_clis(ctx) + check_listeners(ctx) + check_units(ctx)
-        findings += check_statusline(ctx)
+            for check in (check_launchers, check_clis, check_listeners, check_units):
+                findings += _safe(check, ctx)
+        findings += _safe(check_statusline, ctx)
         if ctx.conn is not None and ctx.schema_current:
-            findings += check_stale(ctx)
+            findings += _safe(check_stale, ctx)
     finally:
         if ctx.conn is not None:
             ctx.conn.close()
     return findings
+
+
+def _safe(check, ctx: Context) -> list[Finding]:
+    """A check that fails unexpectedly is one finding, not the end of the report."""
+    try:
+        return check(ctx)
+    except Exception as exc:
+        name = check.__name__.removeprefix("check_")
+        return [Finding("check_failed", ERROR, f"the {name} check failed ({type(exc).__name__}: "
+                        f"{_one_line(exc)[:160]})", "run again with AGENT_BRIDGE_LOG_LEVEL=DEBUG and report it")]
 
 
 def report(findings: list[Finding]) -> dict:
