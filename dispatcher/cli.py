@@ -306,3 +306,20 @@ def demo(keep: bool) -> None:
     from .demo import run_demo
 
     run_demo(keep=keep)
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
+def doctor(as_json: bool) -> None:
+    """Check the store, config.json, the CLIs, the listeners, the status line and stale items (read-only).
+
+    One line per finding: level, code, what is wrong and the fix. Exit status 0 when
+    nothing is an error (warnings allowed), 1 when something is.
+    """
+    from .doctor import render, report, run_checks
+
+    findings = run_checks()
+    result = report(findings)
+    click.echo(json.dumps(result, indent=2) if as_json else render(findings))
+    if not result["ok"]:
+        sys.exit(1)
