@@ -74,7 +74,28 @@ def server_registration(agent: str, environ: dict[str, str] | None = None) -> Re
     for name in ("AGENT_BRIDGE_DB", "AGENT_BRIDGE_CONFIG"):
         if environ.get(name):
             env[name] = os.path.abspath(os.path.expanduser(environ[name]))
-    return Registration(agent, os.path.abspath(sys.executable), ["-m", "dispatcher", "serve"], env)
+    return Registration(agent, os.path.abspath(sys.executable), server_args(), env)
+
+
+def server_args() -> list[str]:
+    """``-m dispatcher serve`` when this Python imports the package from anywhere (an install, editable or not).
+
+    A checkout run with a Python that only finds the package from the current directory gets the
+    checkout's ``server.py`` instead, which puts its own directory on ``sys.path``.
+    """
+    from .locations import PROJECT_DIR
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # Codex would not pass it on
+    try:
+        probe = subprocess.run([sys.executable, "-c", "import dispatcher.serve"], cwd="/", env=env,
+                               capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+        importable = probe.returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        importable = True  # cannot tell: the documented form
+    script = PROJECT_DIR / "server.py"
+    if not importable and script.is_file():
+        return [str(script)]
+    return ["-m", "dispatcher", "serve"]
 
 
 # --- the shared "edit a config file safely" helper -------------------------------------------
@@ -250,7 +271,7 @@ def _stdio(reg: Registration) -> dict:
     return {"command": reg.command, "args": reg.args, "env": reg.env}
 
 
-def _run_claude(binary: str, args: list[str]) -> None:
+def _run_claude(binary: str, args: list[str], backup: Path | None) -> None:
     env = dict(os.environ, CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
     try:
         done = subprocess.run([binary, *args], capture_output=True, text=True, timeout=120, env=env,
@@ -261,8 +282,9 @@ def _run_claude(binary: str, args: list[str]) -> None:
                           "claude, or unset it and remove claude from PATH to write the file directly.") from None
     if done.returncode != 0:
         said = " ".join((done.stderr or done.stdout).split())[:500]
+        kept = f" The file as it was is in {backup}." if backup else ""
         raise BridgeError("registration_failed",
-                          f"`claude {' '.join(args[:3])} ...` exited {done.returncode}: {said}")
+                          f"`claude {' '.join(args[:3])} ...` exited {done.returncode}: {said}.{kept}")
 
 
 def register_claude(reg: Registration, dry_run: bool, force: bool) -> list[str]:
@@ -283,12 +305,16 @@ def register_claude(reg: Registration, dry_run: bool, force: bool) -> list[str]:
     outcome = Outcome(real, changed=True, diff=diff_text(real, old, new), created=old is None)
     if dry_run:
         return [outcome.line("claude", what, dry_run)]
-    if old is not None:
+    if old is None:
+        _make_dirs(real.parent)  # 0700, before claude creates them
+    else:
         outcome.backup = _backup(real, old)
         existing = _load_json_object(real, old).get("mcpServers", {})
         if isinstance(existing, dict) and SERVER_NAME in existing:
-            _run_claude(binary, ["mcp", "remove", SERVER_NAME, "-s", "user"])
-    _run_claude(binary, ["mcp", "add-json", SERVER_NAME, "-s", "user", json.dumps(wanted)])
+            _run_claude(binary, ["mcp", "remove", SERVER_NAME, "-s", "user"], outcome.backup)
+    _run_claude(binary, ["mcp", "add-json", SERVER_NAME, "-s", "user", json.dumps(wanted)], outcome.backup)
+    if old is None:
+        os.chmod(real, 0o600)  # a file this command had created
     after = _load_json_object(real, _read(real)).get("mcpServers", {})
     if not _same(after.get(SERVER_NAME) if isinstance(after, dict) else None, wanted, ("command", "args", "env")):
         raise BridgeError("registration_failed",

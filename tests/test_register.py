@@ -244,6 +244,7 @@ def test_claude_registers_through_its_own_binary_and_mcp_list_connects(env, tmp_
     assert any(line.startswith("agent_bridge:") and "✔ Connected" in line for line in listed.stdout.splitlines()), \
         listed.stdout
     path = target(env, "claude")
+    assert mode(path) == 0o600 and mode(path.parent) == 0o700
     assert "nothing changed" in register(env, "claude", "--agent", "claude").stdout
 
     assert register(env, "claude", "--agent", "kimi").returncode == 1
@@ -274,3 +275,15 @@ def test_gemini_mcp_list_connects_the_registered_server(env, tmp_path):
     assert listed.returncode == 0, listed.stderr
     said = listed.stdout + listed.stderr  # 0.61.0 prints the list through its logger, on stderr
     assert any("agent_bridge" in line and "- Connected" in line for line in said.splitlines()), said
+
+
+def test_the_server_is_the_package_when_importable_and_the_checkouts_server_py_otherwise(tmp_path, monkeypatch):
+    from dispatcher import register as reg
+    from dispatcher.locations import PROJECT_DIR
+
+    assert reg.server_args() == ["-m", "dispatcher", "serve"]
+    cannot_import = tmp_path / "python"
+    cannot_import.write_text("#!/bin/sh\nexit 1\n")
+    cannot_import.chmod(0o700)
+    monkeypatch.setattr(sys, "executable", str(cannot_import))
+    assert reg.server_args() == [str(PROJECT_DIR / "server.py")]
