@@ -435,7 +435,11 @@ def codex_transform(reg: Registration, path: Path, force: bool) -> Callable[[str
         new = rest + ("\n" if rest.strip() else "") + codex_table(reg)
         expected = dict(doc)
         expected["mcp_servers"] = {**(servers if isinstance(servers, dict) else {}), SERVER_NAME: wanted}
-        if parse(new) != expected:
+        try:
+            edited = tomllib.loads(new)
+        except tomllib.TOMLDecodeError:
+            edited = None
+        if edited != expected:
             raise BridgeError(
                 "registration_file_invalid",
                 f"{path} defines mcp_servers or {SERVER_NAME} in a form this command does not edit (inline or dotted "

@@ -287,3 +287,15 @@ def test_the_server_is_the_package_when_importable_and_the_checkouts_server_py_o
     cannot_import.chmod(0o700)
     monkeypatch.setattr(sys, "executable", str(cannot_import))
     assert reg.server_args() == [str(PROJECT_DIR / "server.py")]
+
+
+def test_codex_entries_in_a_form_it_does_not_edit_are_left_for_the_user(env):
+    path = target(env, "codex")
+    path.parent.mkdir(parents=True)
+    for text in ('[mcp_servers]\nagent_bridge.command = "/old/python"\n',
+                 'mcp_servers = { agent_bridge = { command = "/old/python" } }\n'):
+        path.write_text(text)
+        done = register(env, "codex", "--agent", "codex", "--force")
+        assert done.returncode == 1 and "registration_file_invalid" in done.stderr, done.stderr
+        assert "[mcp_servers.agent_bridge]" in done.stderr  # the table to add by hand
+        assert path.read_text() == text and backups(path) == []
