@@ -323,3 +323,22 @@ def doctor(as_json: bool) -> None:
     click.echo(json.dumps(result, indent=2) if as_json else render(findings))
     if not result["ok"]:
         sys.exit(1)
+
+
+@main.command()
+@click.argument("cli_name", metavar="CLI", type=click.Choice(["claude", "kimi", "codex", "gemini"]))
+@agent_option
+@click.option("--dry-run", is_flag=True, help="Print the unified diff of what would change; write nothing.")
+@click.option("--force", is_flag=True, help="Replace an existing agent_bridge entry that points elsewhere.")
+@click.option("--statusline", is_flag=True, help="Claude only: also set statusLine in Claude's settings.json.")
+def register(cli_name: str, agent: str, dry_run: bool, force: bool, statusline: bool) -> None:
+    """Register this installation's MCP server (as AGENT) in CLI's own config; safe to rerun.
+
+    Edited files are backed up to <file>.bak-<timestamp> first; an entry of the same name
+    that points elsewhere is refused (registration_conflict) unless --force.
+    """
+    from .register import register as do_register
+
+    _declared(_settings(), agent)
+    for line in do_register(cli_name, agent, dry_run=dry_run, force=force, statusline=statusline):
+        click.echo(line)
