@@ -70,6 +70,7 @@ class Listener:
         self.config_path = settings.config_path()
         self.config: BridgeConfig | None = None
         self.config_error: str | None = None
+        self.workspace_error: str | None = None
         self._config_key: tuple | None = ()
         self._progress: dict = {"stage": "starting", "current": None, "last": None, "error": None, "auto": None}
         self._lock_fd: int | None = None
@@ -190,6 +191,7 @@ class Listener:
         if time.time() < self._backoff_until:
             return Observation(backoff_until=self._backoff_until, failures=self._failures)
         self._reload_config()
+        self.workspace_error = self._workspace_error()
         self._candidate = None
         try:
             with store_errors():
@@ -197,8 +199,9 @@ class Listener:
                 # Read the change counter before looking, so a commit landing in between still wakes us.
                 self._seen = conn.execute("PRAGMA data_version").fetchone()[0]
                 self._take_lease(conn)
-                if self.config is None:
-                    return Observation(config_error=self.config_error)
+                if self.config is None or self.workspace_error:
+                    # A missing workspace is refused like a bad config: nothing is dispatched.
+                    return Observation(config_error=self.config_error or self.workspace_error)
                 busy = reconcile(conn, self.paths)
                 if not busy:
                     self._candidate = self._next_candidate(conn, self.config)
@@ -213,6 +216,15 @@ class Listener:
             busy=busy, candidate=self._candidate.message_id if self._candidate else None,
             failures=self._failures, failure_reason=self._fresh_failure,
         )
+
+    def _workspace_error(self) -> str | None:
+        if self.config is None:
+            return None
+        workspace = self.config.workspace(self.agent, self.settings.workspace)
+        if workspace.is_dir():
+            return None
+        return (f"workspace {workspace} of agent {self.agent!r} is not an existing directory; "
+                f"create it, or set agents.{self.agent}.workspace in {self.config_path}")
 
     def _next_candidate(self, conn: sqlite3.Connection, config: BridgeConfig) -> queue.Candidate | None:
         """The dispatch rule (``auto`` and the age window included), called in this one place."""
@@ -250,7 +262,8 @@ class Listener:
 
     # -- acting ---------------------------------------------------------------------------
     def _show_waiting(self, stage: str) -> None:
-        error = f"config: {self.config_error}" if self.config_error else None
+        problem = self.config_error or self.workspace_error
+        error = f"config: {problem}" if problem else None
         if stage == "supervising":
             self._set(stage=stage, error=error)  # an orphaned worker from before is still running
         else:
