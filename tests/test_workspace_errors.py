@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from dispatch_harness import (
+    cli,
     log_events,
     make_launcher,
     notices_for,
@@ -98,6 +99,8 @@ def test_launcher_exit_code_reaches_status_and_notice(env, db_path, config_path,
         last = wait_until(lambda: (status(env).get("last") or {}).get("message_id") == task and status(env)["last"],
                           what="status shows the attempt")
         assert last["error_kind"] == kind
+        assert "result=failed in " in cli(env, "listener", "progress", "--once", "--agent", "claude").stdout
+        assert f"rc={code} error_kind={kind}" in cli(env, "listener", "progress", "--once", "--agent", "claude").stdout
     finally:
         stop_listener(listener)
 
@@ -112,6 +115,9 @@ def test_missing_launcher_is_named_in_the_log(env, db_path, config_path, launche
         assert done["error_kind"] == "spawn:FileNotFoundError"
         events = [e for e in log_events(env, "spawn_failed") if e.get("message_id") == task]
         assert events and events[0]["path"] == str(missing) and events[0]["reason"] == "launcher not found"
+        last = wait_until(lambda: (status(env).get("last") or {}).get("message_id") == task and status(env)["last"],
+                          what="status shows the attempt")
+        assert (last["error_kind"], last["path"]) == ("spawn:FileNotFoundError", str(missing))
     finally:
         stop_listener(listener)
 

@@ -26,6 +26,7 @@ import psutil  # noqa: F401  (loaded before fork, so each supervisor starts with
 from ..config import BridgeConfig, load_config
 from ..errors import BridgeError, ConfigError, DispatchRefused
 from ..exits import store_corruption
+from ..locations import PROJECT_DIR
 from ..logs import configure_logging, get_logger
 from ..private_files import open_private_lock
 from ..rows import cap_far_leases
@@ -349,7 +350,17 @@ class Listener:
                 "message_id": candidate.message_id, "sender": candidate.sender, "result": attempt["outcome"],
                 "error_kind": attempt["error_kind"], "exit_code": attempt["exit_code"],
                 "duration_seconds": round(attempt["duration_seconds"] or 0.0, 1),
+                **self._spawn_path(attempt["error_kind"]),
             })
+
+    def _spawn_path(self, error_kind: str | None) -> dict:
+        """For a failed spawn, the configured path it names (the launcher, or the workspace):
+        configuration, never payload. The supervisor's ``spawn_failed`` log line has the same."""
+        if self.config is None or not (error_kind or "").startswith("spawn:"):
+            return {}
+        if error_kind == "spawn:NotADirectoryError":
+            return {"path": str(self.config.workspace(self.agent, self.settings.workspace))}
+        return {"path": str(self.config.launcher_path(self.agent, PROJECT_DIR))}
 
     def _note_failure(self, reason: str) -> None:
         self._failures += 1
