@@ -124,7 +124,13 @@ def test_missing_launcher_is_named_in_the_log(env, db_path, config_path, launche
 
 def test_listener_refuses_an_agent_whose_workspace_is_missing(env, db_path, config_path, launchers, tmp_path):
     gone = tmp_path / "no-such-workspace"
-    _write_config(config_path, make_launcher(launchers, "succeed"), workspace=gone)
+    launcher = make_launcher(launchers, "succeed")
+    where = tmp_path / "where.txt"  # the worker's cwd and AGENT_BRIDGE_WORKSPACE
+    text = launcher.read_text().replace("#!/bin/sh\n", f'#!/bin/sh\necho "$PWD $AGENT_BRIDGE_WORKSPACE" > {where}\n')
+    launcher = launchers / "launch_where.sh"
+    launcher.write_text(text)
+    launcher.chmod(0o755)
+    _write_config(config_path, launcher, workspace=gone)
     listener = start_listener(env)
     try:
         task = post_task(db_path, "not dispatched while the workspace is missing")
@@ -134,5 +140,6 @@ def test_listener_refuses_an_agent_whose_workspace_is_missing(env, db_path, conf
         gone.mkdir()  # fixed: the listener dispatches into it
         done = wait_finished(db_path, task)
         assert done["outcome"] == "succeeded", done
+        assert where.read_text().split() == [str(gone), str(gone)]
     finally:
         stop_listener(listener)
