@@ -108,6 +108,19 @@ def test_init_then_serve(installed: Path, home) -> None:
     assert {"send_message", "receive_messages", "mark_read", "get_message", "listener"} <= set(names)
 
 
+def test_systemd_unit_from_the_package(installed: Path, home) -> None:
+    env, work = home
+    assert _run(["agent-bridge", "init"], env, work).returncode == 0
+    done = _run(["agent-bridge", "systemd", "install", "--agent", "claude"], env, work)
+    assert done.returncode == 0, done.stderr
+    unit = (Path(env["XDG_CONFIG_HOME"]) / "systemd" / "user" / "agent-bridge-listener@.service").read_text()
+    data = _run([installed / "python", "-c", "from dispatcher.locations import PACKAGE_DATA; print(PACKAGE_DATA)"],
+                env, work).stdout.strip()
+    assert f"WorkingDirectory={data}\n" in unit
+    assert f"ExecStart={installed / 'python'} -m dispatcher listener run --agent %i" in unit
+    assert str(PROJECT) not in unit
+
+
 def test_init_without_any_cli(installed: Path, home) -> None:
     env, work = home
     env = {**env, "PATH": os.pathsep.join([str(installed), "/nonexistent"])}
