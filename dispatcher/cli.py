@@ -27,7 +27,7 @@ Exit status (on failure, one line on stderr: `agent-bridge: <code>: <what to do>
   1  the store, a file or agent-bridge itself failed (store_unavailable, store_corrupt,
      store_missing, file_unavailable, unsafe_path, internal_error, ...)
   2  wrong command line, setting, config.json or agent id; nothing was done
-     (usage_error, invalid_setting, config_invalid, unknown_agent)
+     (usage_error, invalid_setting, config_invalid, unknown_agent, config_exists)
   3  dispatch refused before anything was launched (already_attempted, ...)
   4  dispatch: the attempt ran and ended failed, timeout or crashed
   130 interrupted
@@ -108,6 +108,7 @@ def _print_json(data: object) -> None:
 
 
 @click.group(cls=BridgeGroup, epilog=EXIT_STATUS_HELP)
+@click.version_option(package_name="agent-bridge", prog_name="agent-bridge")
 def main() -> None:
     """Agent Bridge: local message bridge and headless dispatcher for AI coding agents."""
 
@@ -342,3 +343,16 @@ def register(cli_name: str, agent: str, dry_run: bool, force: bool, statusline: 
     _declared(_settings(), agent)
     for line in do_register(cli_name, agent, dry_run=dry_run, force=force, statusline=statusline):
         click.echo(line)
+
+
+@main.command()
+@click.option("--force", is_flag=True, help="Replace an existing config.json.")
+@click.option("--workspace", type=click.Path(file_okay=False), default=".", show_default=True,
+              help="The directory workers run in, for every agent declared.")
+def init(force: bool, workspace: str) -> None:
+    """Write $XDG_CONFIG_HOME/agent-bridge/config.json declaring the agent CLIs found on PATH."""
+    from pathlib import Path
+
+    from .init import run_init
+
+    run_init(force=force, workspace=Path(workspace), echo=click.echo)

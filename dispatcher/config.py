@@ -10,9 +10,10 @@ import json
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
 
 from .errors import BridgeError, ConfigError
+from .locations import PACKAGE_DATA
 from .validation import AGENT_ID_PATTERN
 
 AgentId = Annotated[str, StringConstraints(pattern=f"^{AGENT_ID_PATTERN}$")]
@@ -27,6 +28,15 @@ class AgentConfig(BaseModel):
     # Passed to the launcher as AGENT_BRIDGE_MAX_COST_USD (Claude: --max-budget-usd). Claude
     # checks it between turns, so an attempt can overshoot it; the ledger records by how much.
     max_cost_usd_per_task: float | None = Field(default=None, ge=0.000001, le=10000, allow_inf_nan=False)
+    # Where this agent's workers run (absolute). Absent: AGENT_BRIDGE_WORKSPACE or its default.
+    workspace: str | None = Field(default=None, min_length=1)
+
+    @field_validator("workspace")
+    @classmethod
+    def _absolute_workspace(cls, value: str | None) -> str | None:
+        if value is not None and not Path(value).expanduser().is_absolute():
+            raise ValueError("workspace must be an absolute path (~ is expanded)")
+        return value
 
 
 class BridgeConfig(BaseModel):
@@ -39,8 +49,20 @@ class BridgeConfig(BaseModel):
     attempt_retention_days: int = Field(default=7, ge=0, le=3650)
 
     def launcher_path(self, agent: str, project_dir: Path) -> Path:
+        """Absolute as written; relative: ``project_dir`` first (the checkout), then the
+        installed package's launchers; when neither exists, the project-relative path."""
         path = Path(self.agents[agent].launcher).expanduser()
-        return path if path.is_absolute() else project_dir / path
+        if path.is_absolute():
+            return path
+        for base in (project_dir, PACKAGE_DATA):
+            if (base / path).is_file():
+                return base / path
+        return project_dir / path
+
+    def workspace(self, agent: str, default: Path) -> Path:
+        """The agent's declared workspace, else ``default`` (AGENT_BRIDGE_WORKSPACE or its default)."""
+        declared = self.agents[agent].workspace
+        return Path(declared).expanduser() if declared is not None else default
 
 
 class UnknownAgent(BridgeError):

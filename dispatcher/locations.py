@@ -16,7 +16,27 @@ from pathlib import Path
 
 from .errors import BridgeError
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
+# The installed wheel carries server.py, launchers/, systemd/, docs/systemd.md and a default
+# config.json here (pyproject's force-include); a checkout has them at its root.
+PACKAGE_DATA = Path(__file__).resolve().parent / "_data"
+CHECKOUT_DIR = Path(__file__).resolve().parent.parent
+
+
+def _project_dir() -> Path:
+    """The checkout when running from one (its files win), else the installed package's data."""
+    if (CHECKOUT_DIR / "server.py").is_file() and (CHECKOUT_DIR / "launchers").is_dir():
+        return CHECKOUT_DIR
+    return PACKAGE_DATA if PACKAGE_DATA.is_dir() else CHECKOUT_DIR
+
+
+PROJECT_DIR = _project_dir()
+INSTALLED = PROJECT_DIR == PACKAGE_DATA
+
+
+def default_workspace() -> Path:
+    """Where workers run when neither config.json nor AGENT_BRIDGE_WORKSPACE says: the checkout's
+    parent (the old rule); installed, the home directory (``agent-bridge init`` writes it explicitly)."""
+    return Path.home() if INSTALLED else CHECKOUT_DIR.parent
 
 
 class InvalidSetting(BridgeError):

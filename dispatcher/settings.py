@@ -11,7 +11,15 @@ from typing import Literal
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
-from .locations import PROJECT_DIR, InvalidSetting, absolute_path, default_db, private_dir, resolve_config
+from .locations import (
+    PROJECT_DIR,
+    InvalidSetting,
+    absolute_path,
+    default_db,
+    default_workspace,
+    private_dir,
+    resolve_config,
+)
 
 __all__ = ["PROJECT_DIR", "BridgeSettings", "InvalidSetting"]
 
@@ -25,8 +33,9 @@ class BridgeSettings(BaseSettings):
     db: Path = Field(default_factory=default_db)
     config: Path | None = None
     max_body_bytes: int = Field(default=262144, ge=1, le=16 * 1024 * 1024)
-    # Where workers run: the project the agents work on. Default: the checkout's parent.
-    workspace: Path = Field(default_factory=lambda: PROJECT_DIR.parent)
+    # Where workers run when the agent's config.json entry names no ``workspace``.
+    # Default: the checkout's parent (installed: the home directory).
+    workspace: Path = Field(default_factory=default_workspace)
     # Private directory for locks, progress documents, request files and logs.
     runtime_dir: Path | None = None
     # What reaches stderr; the private log files always take INFO (dispatcher) or WARNING (server).

@@ -26,6 +26,7 @@ import psutil  # noqa: F401  (loaded before fork, so each supervisor starts with
 from ..config import BridgeConfig, load_config
 from ..errors import BridgeError, ConfigError, DispatchRefused
 from ..exits import store_corruption
+from ..locations import PROJECT_DIR
 from ..logs import configure_logging, get_logger
 from ..private_files import open_private_lock
 from ..rows import cap_far_leases
@@ -70,6 +71,7 @@ class Listener:
         self.config_path = settings.config_path()
         self.config: BridgeConfig | None = None
         self.config_error: str | None = None
+        self.workspace_error: str | None = None
         self._config_key: tuple | None = ()
         self._progress: dict = {"stage": "starting", "current": None, "last": None, "error": None, "auto": None}
         self._lock_fd: int | None = None
@@ -190,6 +192,7 @@ class Listener:
         if time.time() < self._backoff_until:
             return Observation(backoff_until=self._backoff_until, failures=self._failures)
         self._reload_config()
+        self.workspace_error = self._workspace_error()
         self._candidate = None
         try:
             with store_errors():
@@ -197,8 +200,9 @@ class Listener:
                 # Read the change counter before looking, so a commit landing in between still wakes us.
                 self._seen = conn.execute("PRAGMA data_version").fetchone()[0]
                 self._take_lease(conn)
-                if self.config is None:
-                    return Observation(config_error=self.config_error)
+                if self.config is None or self.workspace_error:
+                    # A missing workspace is refused like a bad config: nothing is dispatched.
+                    return Observation(config_error=self.config_error or self.workspace_error)
                 busy = reconcile(conn, self.paths)
                 if not busy:
                     self._candidate = self._next_candidate(conn, self.config)
@@ -213,6 +217,15 @@ class Listener:
             busy=busy, candidate=self._candidate.message_id if self._candidate else None,
             failures=self._failures, failure_reason=self._fresh_failure,
         )
+
+    def _workspace_error(self) -> str | None:
+        if self.config is None:
+            return None
+        workspace = self.config.workspace(self.agent, self.settings.workspace)
+        if workspace.is_dir():
+            return None
+        return (f"workspace {workspace} of agent {self.agent!r} is not an existing directory; "
+                f"create it, or set agents.{self.agent}.workspace in {self.config_path}")
 
     def _next_candidate(self, conn: sqlite3.Connection, config: BridgeConfig) -> queue.Candidate | None:
         """The dispatch rule (``auto`` and the age window included), called in this one place."""
@@ -250,7 +263,8 @@ class Listener:
 
     # -- acting ---------------------------------------------------------------------------
     def _show_waiting(self, stage: str) -> None:
-        error = f"config: {self.config_error}" if self.config_error else None
+        problem = self.config_error or self.workspace_error
+        error = f"config: {problem}" if problem else None
         if stage == "supervising":
             self._set(stage=stage, error=error)  # an orphaned worker from before is still running
         else:
@@ -336,7 +350,17 @@ class Listener:
                 "message_id": candidate.message_id, "sender": candidate.sender, "result": attempt["outcome"],
                 "error_kind": attempt["error_kind"], "exit_code": attempt["exit_code"],
                 "duration_seconds": round(attempt["duration_seconds"] or 0.0, 1),
+                **self._spawn_path(attempt["error_kind"]),
             })
+
+    def _spawn_path(self, error_kind: str | None) -> dict:
+        """For a failed spawn, the configured path it names (the launcher, or the workspace):
+        configuration, never payload. The supervisor's ``spawn_failed`` log line has the same."""
+        if self.config is None or not (error_kind or "").startswith("spawn:"):
+            return {}
+        if error_kind == "spawn:NotADirectoryError":
+            return {"path": str(self.config.workspace(self.agent, self.settings.workspace))}
+        return {"path": str(self.config.launcher_path(self.agent, PROJECT_DIR))}
 
     def _note_failure(self, reason: str) -> None:
         self._failures += 1

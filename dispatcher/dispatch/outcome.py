@@ -29,13 +29,20 @@ from .evidence import verdict
 log = get_logger("agent_bridge.dispatch")
 
 
+# The launcher contract's own exit codes (docs/launchers.md): with nothing done, they say why.
+LAUNCHER_EXIT_KINDS = {127: "cli_not_found", 2: "launcher_usage"}
+
+
 def decide(evidence_outcome: str | None, evidence_kind: str | None, fallback: str, error_kind: str | None,
-           cli_status: str | None) -> tuple[str, str | None]:
-    """(outcome, error_kind) from the evidence's verdict, the caller's fallback and the CLI's own status."""
+           cli_status: str | None, exit_code: int | None = None) -> tuple[str, str | None]:
+    """(outcome, error_kind) from the evidence's verdict, the caller's fallback, the CLI's own status
+    and the worker's exit code (127: the launcher found no CLI; 2: it was invoked wrongly)."""
     if evidence_outcome is not None:
         return evidence_outcome, error_kind
     if fallback == "failed" and cli_status == "budget_exceeded":
         return "budget_exceeded", error_kind or evidence_kind
+    if fallback == "failed" and error_kind is None and evidence_kind == "no_evidence" and cli_status is None:
+        return fallback, LAUNCHER_EXIT_KINDS.get(exit_code, evidence_kind)
     return fallback, error_kind or evidence_kind
 
 
@@ -92,7 +99,8 @@ def settle(
     now = time.time() if now is None else now
     with write_transaction(conn):
         found, evidence_kind = verdict(conn, message_id, now)
-        outcome, error_kind = decide(found, evidence_kind, fallback, error_kind, (diagnostics or {}).get("cli_status"))
+        outcome, error_kind = decide(found, evidence_kind, fallback, error_kind, (diagnostics or {}).get("cli_status"),
+                                     exit_code)
         cap_row = conn.execute("SELECT max_cost_usd FROM dispatch_attempts WHERE message_id = ?",
                                (message_id,)).fetchone()
         max_cost = cap_row["max_cost_usd"] if cap_row else None

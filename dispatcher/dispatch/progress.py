@@ -56,6 +56,8 @@ def render_last(last: dict | None) -> str:
         parts.append(f"in {last['duration_seconds']:.1f}s")
     if last.get("exit_code") is not None:
         parts.append(f"rc={last['exit_code']}")
+    if last.get("error_kind"):
+        parts.append(f"error_kind={last['error_kind']}")
     return " | " + " ".join(parts)
 
 

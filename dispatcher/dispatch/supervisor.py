@@ -77,7 +77,7 @@ def usd_text(value: float) -> str:
 
 
 def worker_env(settings: BridgeSettings, agent: str, message_id: int, attempt_dir: Path, diagnostics: Path,
-               token: str, max_cost_usd: float | None = None) -> dict[str, str]:
+               token: str, max_cost_usd: float | None = None, workspace: Path | None = None) -> dict[str, str]:
     """The launcher's environment: resolved values, so the worker's own server agrees with ours.
 
     ``AGENT_BRIDGE_MAX_COST_USD`` is the agent's ``max_cost_usd_per_task``, and absent when it
@@ -98,7 +98,7 @@ def worker_env(settings: BridgeSettings, agent: str, message_id: int, attempt_di
         "AGENT_BRIDGE_PYTHON": sys.executable,
         "AGENT_BRIDGE_ATTEMPT_DIR": str(attempt_dir),
         "AGENT_BRIDGE_DIAGNOSTICS_FILE": str(diagnostics),
-        "AGENT_BRIDGE_WORKSPACE": str(settings.workspace),
+        "AGENT_BRIDGE_WORKSPACE": str(workspace or settings.workspace),
         TOKEN_ENV: token,  # marks every process of this worker's tree
     }
 
@@ -111,13 +111,13 @@ def _launch(settings: BridgeSettings, config: BridgeConfig, paths: AgentPaths, m
     diagnostics = attempt_dir / "diagnostics.json"
     create_private_file(request, prompt)
     create_private_file(diagnostics, "")  # exists as 0600 before the launcher writes into it
-    workspace = settings.workspace
+    workspace = config.workspace(agent, settings.workspace)
     if not workspace.is_dir():
-        raise NotADirectoryError(workspace)
+        raise NotADirectoryError(errno.ENOTDIR, "workspace is not a directory", str(workspace))
     launcher = config.launcher_path(agent, PROJECT_DIR)
     _check_launcher(launcher)
     env = worker_env(settings, agent, message_id, attempt_dir, diagnostics, token,
-                     config.agents[agent].max_cost_usd_per_task)
+                     config.agents[agent].max_cost_usd_per_task, workspace)
     log_fd = open_private_append(attempt_dir / "worker.log")
     gate_in, gate_out = os.pipe()
     try:
@@ -193,7 +193,9 @@ def _run_worker(conn, settings, config, paths, message, token: str, timeout: int
     try:
         launch = _launch(settings, config, paths, message, worker_prompt(conn, message), token)
     except OSError as exc:
-        log.warning("spawn_failed", message_id=message_id, error=type(exc).__name__)
+        # The path (launcher or workspace) is configuration, not payload: the log names it.
+        log.warning("spawn_failed", message_id=message_id, error=type(exc).__name__, path=exc.filename,
+                    reason=exc.strerror)
         return _settle(conn, message_id, fallback="failed", error_kind=f"spawn:{type(exc).__name__}")
     fault_point("after_spawn")
     pid = launch.proc.pid

@@ -1,0 +1,138 @@
+"""The wheel, installed into a fresh venv and run outside the checkout: --version, init, serve, demo."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+pytestmark = pytest.mark.slow
+
+PROJECT = Path(__file__).resolve().parent.parent
+TIMEOUT = 120
+
+
+def _run(args: list, env: dict, cwd: Path, timeout: float = TIMEOUT) -> subprocess.CompletedProcess:
+    return subprocess.run([str(a) for a in args], env=env, cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> Path:
+    """The venv's bin directory, with the wheel built from this checkout installed into it."""
+    uv = shutil.which("uv")
+    if uv is None:
+        pytest.fail("uv is not on PATH; it builds and installs the wheel")
+    root = tmp_path_factory.mktemp("pkg")
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    built = _run([uv, "build", "--wheel", "-o", root / "dist"], env, PROJECT)
+    assert built.returncode == 0, built.stderr
+    (wheel,) = (root / "dist").glob("agent_bridge-*.whl")
+    venv = root / "venv"
+    made = _run([uv, "venv", "--python", sys.executable, venv], env, root)
+    assert made.returncode == 0, made.stderr
+    install = [uv, "pip", "install", "--python", venv / "bin" / "python", wheel]
+    done = _run(install + ["--offline"], env, root)
+    if done.returncode != 0:  # a dependency missing from the uv cache: fetch it from the index
+        done = _run(install, env, root)
+    assert done.returncode == 0, done.stderr
+    return venv / "bin"
+
+
+@pytest.fixture
+def home(installed: Path, tmp_path: Path) -> tuple[dict, Path]:
+    """A clean environment (no checkout on any path) and a working directory outside the checkout."""
+    fake = tmp_path / "fakebin"
+    fake.mkdir()
+    claude = fake / "claude"
+    claude.write_text('#!/bin/sh\necho "2.1.332 (Claude Code)"\n')
+    claude.chmod(0o755)
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {
+        "PATH": os.pathsep.join([str(fake), str(installed), "/usr/bin", "/bin"]),
+        "HOME": str(tmp_path / "home"),
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "LANG": "C.UTF-8",
+    }
+    (tmp_path / "home").mkdir()
+    return env, work
+
+
+def test_version(installed: Path, home) -> None:
+    env, work = home
+    done = _run(["agent-bridge", "--version"], env, work)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "agent-bridge, version 0.1.0"
+
+
+def test_wheel_carries_package_data(installed: Path) -> None:
+    probe = ("from dispatcher.locations import INSTALLED, PROJECT_DIR; import os;"
+             "print(INSTALLED, os.access(PROJECT_DIR / 'launchers/claude_headless.sh', os.X_OK),"
+             " (PROJECT_DIR / 'systemd/agent-bridge-listener@.service').is_file(), (PROJECT_DIR / 'server.py').is_file())")
+    done = _run([installed / "python", "-c", probe], {"PATH": "/usr/bin:/bin"}, installed)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True", "True", "True"]
+
+
+def test_init_then_serve(installed: Path, home) -> None:
+    env, work = home
+    done = _run(["agent-bridge", "init"], env, work)
+    assert done.returncode == 0, done.stderr
+    path = Path(env["XDG_CONFIG_HOME"]) / "agent-bridge" / "config.json"
+    config = json.loads(path.read_text())
+    assert config["agents"] == {"claude": {"auto": True, "launcher": "launchers/claude_headless.sh",
+                                           "workspace": str(work), "worker_timeout_seconds": 1800}}
+    assert "2.1.332 (tested)" in done.stdout and f"Workers run in {work}" in done.stdout
+
+    again = _run(["agent-bridge", "init"], env, work)
+    assert again.returncode == 2
+    assert again.stderr.startswith("agent-bridge: config_exists: ")
+
+    async def tools() -> list[str]:
+        from mcp import Client
+        from mcp.client.stdio import StdioServerParameters, stdio_client
+
+        params = StdioServerParameters(command=str(installed / "agent-bridge"), args=["serve"],
+                                       env={**env, "AGENT_ID": "claude"}, cwd=str(work))
+        with anyio.fail_after(60), open(work / "serve.stderr", "w") as errlog:
+            async with Client(stdio_client(params, errlog=errlog)) as client:
+                return sorted(tool.name for tool in (await client.list_tools()).tools)
+
+    names = anyio.run(tools)
+    assert {"send_message", "receive_messages", "mark_read", "get_message", "listener"} <= set(names)
+
+
+def test_systemd_unit_from_the_package(installed: Path, home) -> None:
+    env, work = home
+    assert _run(["agent-bridge", "init"], env, work).returncode == 0
+    done = _run(["agent-bridge", "systemd", "install", "--agent", "claude"], env, work)
+    assert done.returncode == 0, done.stderr
+    unit = (Path(env["XDG_CONFIG_HOME"]) / "systemd" / "user" / "agent-bridge-listener@.service").read_text()
+    data = _run([installed / "python", "-c", "from dispatcher.locations import PACKAGE_DATA; print(PACKAGE_DATA)"],
+                env, work).stdout.strip()
+    assert f"WorkingDirectory={data}\n" in unit
+    assert f"ExecStart={installed / 'python'} -m dispatcher listener run --agent %i" in unit
+    assert str(PROJECT) not in unit
+
+
+def test_init_without_any_cli(installed: Path, home) -> None:
+    env, work = home
+    env = {**env, "PATH": os.pathsep.join([str(installed), "/nonexistent"])}
+    done = _run([installed / "agent-bridge", "init", "--workspace", work], env, work)
+    assert done.returncode == 0, done.stderr
+    config = json.loads((Path(env["XDG_CONFIG_HOME"]) / "agent-bridge" / "config.json").read_text())
+    assert config["agents"]["claude"]["auto"] is False
+    assert "No agent CLI found" in done.stdout
+
+
+def test_demo(installed: Path, home) -> None:
+    env, work = home
+    done = _run(["agent-bridge", "demo"], env, work)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "dispatch=succeeded" in done.stdout
