@@ -136,3 +136,16 @@ def test_demo(installed: Path, home) -> None:
     done = _run(["agent-bridge", "demo"], env, work)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "dispatch=succeeded" in done.stdout
+
+
+def test_doctor_outside_the_checkout(installed: Path, home) -> None:
+    """After init, doctor finds the installed launchers and the fake CLI, and reports no error
+    (the listener not running and no systemd unit are warnings)."""
+    env, work = home
+    assert _run(["agent-bridge", "init"], env, work).returncode == 0
+    done = _run(["agent-bridge", "doctor", "--json"], env, work)
+    report = json.loads(done.stdout)
+    errors = [f for f in report["findings"] if f["level"] == "error"]
+    assert done.returncode == 0 and report["ok"] and not errors, (errors, done.stderr)
+    codes = {f["code"] for f in report["findings"]}
+    assert {"config_ok", "launcher_ok", "cli_ok"} <= codes
