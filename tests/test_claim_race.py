@@ -36,9 +36,9 @@ def test_expired_claim_can_be_taken_over_by_another_process(racers, db_path):
 
 
 def test_exactly_one_winner_per_claim_race(racers):
-    """ROUNDS rounds, at least ROUNDS // 2 of them rounds in which all eight requests were really in flight together
-    (every one sent before the first answer); on a loaded machine that can take more rounds,
-    so it races until it has them (or gives up after MAX_ROUNDS). Every round is checked."""
+    """ROUNDS rounds, at least ROUNDS // 2 of them with all eight requests really in flight
+    together (every one sent before the first answer); on a loaded machine that can take more
+    rounds, so it races until it has them (or gives up after MAX_ROUNDS). Every round is checked."""
     claude, kimis = racers
     overlapped_rounds = rounds = 0
     while (rounds < ROUNDS or overlapped_rounds < ROUNDS // 2) and rounds < MAX_ROUNDS:
