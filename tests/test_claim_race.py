@@ -5,6 +5,7 @@ from harness import race, sql, start_agents
 
 RACERS = 8
 ROUNDS = 50
+MAX_ROUNDS = 400  # a bound, not a target: on an idle machine the first ROUNDS suffice
 
 
 @pytest.fixture(scope="module")
@@ -35,10 +36,14 @@ def test_expired_claim_can_be_taken_over_by_another_process(racers, db_path):
 
 
 def test_exactly_one_winner_per_claim_race(racers):
+    """ROUNDS rounds, at least ROUNDS // 2 of them with all eight requests really in flight
+    together (every one sent before the first answer); on a loaded machine that can take more
+    rounds, so it races until it has them (or gives up after MAX_ROUNDS). Every round is checked."""
     claude, kimis = racers
-    overlapped_rounds = 0
-    for round_no in range(ROUNDS):
-        task = claude.ok("send_message", recipient="kimi", text=f"race {round_no}", kind="task")["id"]
+    overlapped_rounds = rounds = 0
+    while (rounds < ROUNDS or overlapped_rounds < ROUNDS // 2) and rounds < MAX_ROUNDS:
+        rounds += 1
+        task = claude.ok("send_message", recipient="kimi", text=f"race {rounds}", kind="task")["id"]
         results, overlapped = race(kimis, "claim_message", message_id=task)
         overlapped_rounds += overlapped
         winners = [k for k, r in zip(kimis, results) if not r.is_error]
@@ -47,5 +52,4 @@ def test_exactly_one_winner_per_claim_race(racers):
         # The store agrees with the answers: the lease is the winner's and no loser's.
         owners = [k.ok("get_message", message_id=task)["owned_by_current_worker"] for k in kimis]
         assert owners == [k is winners[0] for k in kimis]
-    # A race needs all eight requests in flight together: every one sent before the first answer.
-    assert overlapped_rounds >= ROUNDS // 2, f"only {overlapped_rounds}/{ROUNDS} rounds really overlapped"
+    assert overlapped_rounds >= ROUNDS // 2, f"only {overlapped_rounds}/{rounds} rounds really overlapped"

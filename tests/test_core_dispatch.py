@@ -140,7 +140,11 @@ def test_a_worker_whose_pid_cannot_be_recorded_never_runs(env, db_path, config_p
 
 def test_supervisor_renews_the_workers_claim(env, db_path, config_path, launchers):
     # Defect 9: a 30 s claim must not lapse while the worker is still inside its budget.
-    use(config_path, launchers, "claim_and_wait", timeout=90, FAKE_WORKER_DELAY="6")
+    release = launchers / "release-claim-and-wait"
+    release.unlink(missing_ok=True)
+    # The worker holds its claim until the test has seen it renewed (at most 80 s).
+    use(config_path, launchers, "claim_and_wait", timeout=90, FAKE_WORKER_DELAY="80",
+        FAKE_WORKER_RELEASE_FILE=str(release))
     listener = running_listener(env, AGENT_BRIDGE_TEST_RENEW_SECONDS="0.5")
     try:
         task = post_task(db_path, "hold the claim")
@@ -153,6 +157,7 @@ def test_supervisor_renews_the_workers_claim(env, db_path, config_path, launcher
                                                  (task,))[0][0]) and r > claimed[1] + 30 and r,
                              what="claim renewed")
         assert renewed <= started + 90 + 5 + 1
+        release.touch()
         assert wait_finished(db_path, task)["outcome"] == "succeeded"
     finally:
         stop_listener(listener)
