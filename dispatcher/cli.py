@@ -306,3 +306,20 @@ def demo(keep: bool) -> None:
     from .demo import run_demo
 
     run_demo(keep=keep)
+
+
+@main.command()
+@click.option("--older-than", "older_than", required=True, metavar="AGE",
+              help="Age cutoff: a whole number and d, h, m or s (30d, 12h, 90m, 3600s).")
+@click.option("--dry-run", is_flag=True, help="Only count what would go; change nothing.")
+@click.option("--compact", is_flag=True, help="VACUUM afterwards (holds the write lock while it runs).")
+def prune(older_than: str, dry_run: bool, compact: bool) -> None:
+    """Remove acknowledged messages, finished attempts (and their directories) and terminal
+    conversations older than AGE; print the counts as JSON.
+
+    Never touches unacknowledged, claimed or in-flight messages, unfinished attempts,
+    conversations that are not terminal, or a message a kept message replies to.
+    """
+    from .prune import run_prune
+
+    _print_json(run_prune(_settings(), older_than, dry_run=dry_run, compact=compact))
