@@ -44,7 +44,9 @@ from pathlib import Path
 
 from .errors import BridgeError
 
-BATCH_ROWS = 1000
+BATCH_ROWS = 1000  # at most this many messages per write transaction
+MIN_BATCH_ROWS = 50
+TARGET_HOLD_SECONDS = 0.05
 TERMINAL_STATES = ("completed", "cancelled", "expired")
 UNIT_SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 MAX_DURATION_SECONDS = 100 * 365 * 86400
@@ -124,9 +126,9 @@ def _window(conn: sqlite3.Connection, lo: int, hi: int, params: dict) -> list[in
     # Replies to a candidate; one from a message that stays (not going now, not already gone)
     # keeps its parent, and that parent then keeps its own parent, and so on.
     refs = conn.execute(
-        "SELECT id, reply_to FROM messages WHERE reply_to IS NOT NULL"
-        " AND reply_to IN (SELECT value FROM json_each(?))"
-        " AND id NOT IN (SELECT id FROM temp.prune_gone)", (_ids_json(going),),
+        "SELECT r.id, r.reply_to FROM json_each(?) AS j CROSS JOIN messages AS r"
+        " WHERE r.reply_to IS NOT NULL AND r.reply_to = j.value"
+        " AND r.id NOT IN (SELECT id FROM temp.prune_gone)", (_ids_json(going),),
     ).fetchall()
     changed = True
     while changed:
@@ -138,10 +140,10 @@ def _window(conn: sqlite3.Connection, lo: int, hi: int, params: dict) -> list[in
     return sorted(going)
 
 
-def _next_window(conn: sqlite3.Connection, cursor: int) -> tuple[int, int] | None:
-    """The next ``BATCH_ROWS`` existing ids at or below ``cursor``, as (lo, hi)."""
+def _next_window(conn: sqlite3.Connection, cursor: int, size: int) -> tuple[int, int] | None:
+    """The next ``size`` existing ids at or below ``cursor``, as (lo, hi)."""
     rows = conn.execute(
-        "SELECT id FROM messages WHERE id <= ? ORDER BY id DESC LIMIT ?", (cursor, BATCH_ROWS)
+        "SELECT id FROM messages WHERE id <= ? ORDER BY id DESC LIMIT ?", (cursor, size)
     ).fetchall()
     if not rows:
         return None
@@ -149,15 +151,24 @@ def _next_window(conn: sqlite3.Connection, cursor: int) -> tuple[int, int] | Non
 
 
 class _Pacer:
-    """Release the write lock between batches for at least as long as the batch held it."""
+    """Between batches: checkpoint the WAL (PASSIVE: it takes no write lock) so no sender's
+    commit inherits a big auto-checkpoint, then leave the lock free for at least as long as
+    the batch held it. Batches shrink while one holds the lock longer than ``TARGET_HOLD_SECONDS``."""
 
-    def __init__(self, report: PruneReport) -> None:
-        self.report = report
+    def __init__(self, conn: sqlite3.Connection, report: PruneReport, dry_run: bool) -> None:
+        self.conn, self.report, self.dry_run = conn, report, dry_run
+        self.size = BATCH_ROWS
 
     def held(self, started: float) -> None:
         took = time.monotonic() - started
         self.report.batches += 1
         self.report.max_batch_seconds = max(self.report.max_batch_seconds, took)
+        if took > TARGET_HOLD_SECONDS:
+            self.size = max(MIN_BATCH_ROWS, self.size // 2)
+        elif took < TARGET_HOLD_SECONDS / 4:
+            self.size = min(BATCH_ROWS, self.size * 2)
+        if not self.dry_run:
+            self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
         time.sleep(max(0.002, took))
 
 
@@ -171,7 +182,7 @@ def _prune_messages(conn, params, report: PruneReport, pacer: _Pacer, dry_run: b
     top = conn.execute("SELECT MAX(id) FROM messages").fetchone()[0]
     cursor = top if top is not None else 0
     while cursor > 0:
-        window = _next_window(conn, cursor)
+        window = _next_window(conn, cursor, pacer.size)
         if window is None:
             break
         lo, hi = window
@@ -211,7 +222,7 @@ def _prune_conversations(conn, params, report: PruneReport, pacer: _Pacer, dry_r
         try:
             ids = [r[0] for r in conn.execute(
                 f"SELECT c.id FROM conversations AS c WHERE c.id > :last AND {CONVERSATION_MAY_GO}"
-                " ORDER BY c.id LIMIT :batch", {**params, "last": last, "batch": BATCH_ROWS},
+                " ORDER BY c.id LIMIT :batch", {**params, "last": last, "batch": pacer.size},
             )]
             if ids:
                 ids_json = _ids_json(ids)
@@ -270,7 +281,7 @@ def prune(conn: sqlite3.Connection, older_than_seconds: float, *, now: float | N
     cutoff = now - older_than_seconds
     report = PruneReport(older_than_seconds=older_than_seconds, cutoff=cutoff, dry_run=dry_run)
     params = {"cutoff": cutoff, "now": now}
-    pacer = _Pacer(report)
+    pacer = _Pacer(conn, report, dry_run)
     conn.execute("CREATE TEMP TABLE IF NOT EXISTS prune_gone (id INTEGER PRIMARY KEY)")
     conn.execute("DELETE FROM temp.prune_gone")
     try:

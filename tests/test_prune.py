@@ -268,22 +268,23 @@ def test_cli_prune_refuses_bad_durations(tmp_path):
 # ---- scale: 1,000,000 messages, a sender inserting all along -----------------------------
 
 SENDER = r"""
-import sqlite3, sys, time, os
+import sys, time, os
+from dispatcher.store import open_store, write_transaction
 db, stop = sys.argv[1], sys.argv[2]
-conn = sqlite3.connect(db, timeout=15, isolation_level=None)
-conn.execute("PRAGMA busy_timeout = 15000")
-waits = []
+conn = open_store(db)  # the bridge's own recipe: WAL, synchronous=NORMAL, busy_timeout 15 s
+locks, sends = [], []
 while not os.path.exists(stop):
     t = time.monotonic()
-    conn.execute("BEGIN IMMEDIATE")
-    conn.execute("INSERT INTO messages (sender, recipient, kind, text, created_at) VALUES ('kimi','claude','task','x',?)",
-                 (time.time(),))
-    conn.execute("COMMIT")
-    waits.append(time.monotonic() - t)
+    with write_transaction(conn):
+        locks.append(time.monotonic() - t)  # waiting for the write lock
+        conn.execute("INSERT INTO messages (sender, recipient, kind, text, created_at)"
+                     " VALUES ('kimi', 'claude', 'task', 'x', ?)", (time.time(),))
+    sends.append(time.monotonic() - t)  # the whole send, commit included
     time.sleep(0.002)
 conn.close()
-waits.sort()
-print(len(waits), waits[-1], waits[len(waits) // 2], waits[int(len(waits) * 0.99)])
+locks.sort()
+sends.sort()
+print(len(sends), locks[-1], sends[-1], sends[len(sends) // 2], sends[int(len(sends) * 0.99)])
 """
 
 N = 1_000_000
@@ -303,7 +304,7 @@ def test_million_messages_pruned_in_batches_without_blocking_a_sender(tmp_path):
     )
     build = time.monotonic() - t0
     stop = tmp_path / "stop"
-    sender = subprocess.Popen([sys.executable, "-c", SENDER, str(db), str(stop)],
+    sender = subprocess.Popen([sys.executable, "-c", SENDER, str(db), str(stop)], cwd=PROJECT,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         time.sleep(0.5)
@@ -314,15 +315,16 @@ def test_million_messages_pruned_in_batches_without_blocking_a_sender(tmp_path):
         stop.touch()
         out, err = sender.communicate(timeout=60)
     assert sender.returncode == 0, err
-    count, max_wait, median, p99 = out.split()
-    kept = N - N // 10 - N // 10  # the unacknowledged, and the messages they answer
+    count, max_lock, max_send, median, p99 = (float(v) for v in out.split())
+    kept = N // 10 + N // 10  # the unacknowledged, and the messages they answer
     assert report.messages == N - kept
     assert conn.execute("SELECT COUNT(*) FROM messages WHERE id <= ?", (N,)).fetchone()[0] == kept
     assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
     conn.close()
     print(f"\nbuild {build:.1f}s prune {took:.1f}s batches {report.batches} max batch "
-          f"{report.max_batch_seconds * 1000:.1f}ms; sender inserts {count}, max wait {float(max_wait) * 1000:.1f}ms, "
-          f"median {float(median) * 1000:.2f}ms, p99 {float(p99) * 1000:.1f}ms")
-    assert int(count) > 100
+          f"{report.max_batch_seconds * 1000:.1f}ms; sender: {count:.0f} sends, max lock wait {max_lock * 1000:.1f}ms, "
+          f"max send {max_send * 1000:.1f}ms, median {median * 1000:.2f}ms, p99 {p99 * 1000:.1f}ms")
+    assert count > 100
     assert took < 300
-    assert float(max_wait) < 1.0
+    assert max_lock < 1.0  # the issue's bound is 100 ms; generous here for a loaded machine
+    assert max_send < 1.0
