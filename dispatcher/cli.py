@@ -285,18 +285,23 @@ def systemd() -> None:
 @systemd.command("install")
 @agent_option
 def systemd_install(agent: str) -> None:
-    """Write agent-bridge-listener@.service into ~/.config/systemd/user and print how to enable it."""
+    """Write agent-bridge-listener@.service and the daily prune timer into ~/.config/systemd/user.
+
+    Prints how to enable them; nothing is started.
+    """
     from pathlib import Path
 
-    from .dispatch.systemd_unit import install_unit
+    from .dispatch.systemd_unit import install_prune_timer, install_unit
     from .locations import PROJECT_DIR
 
     _declared(_settings(), agent)
     try:
         result = install_unit(agent, Path(sys.executable), PROJECT_DIR)
+        timer = install_prune_timer(Path(sys.executable), PROJECT_DIR)
     except ValueError as exc:
         raise BridgeError("unit_refused", f"{exc}; nothing was installed.") from None
     click.echo(result.instructions())
+    click.echo("\n" + timer.instructions())
 
 
 @main.command()

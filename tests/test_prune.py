@@ -3,6 +3,7 @@ end, and a 1,000,000-message store pruned in batches while a sender keeps insert
 
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -328,3 +329,50 @@ def test_million_messages_pruned_in_batches_without_blocking_a_sender(tmp_path):
     assert took < 300
     assert max_lock < 1.0  # the bound is 100 ms; generous here for a loaded machine
     assert max_send < 1.0
+
+
+# ---- the daily timer ----------------------------------------------------------------------
+
+def test_prune_timer_is_written_idempotently_next_to_the_listener_unit(tmp_path):
+    from dispatcher.dispatch import systemd_unit as su
+
+    units = tmp_path / "units"
+    first = su.install_prune_timer(Path(sys.executable), PROJECT, target_dir=units)
+    assert first.changed and first.commands == ["systemctl --user enable --now agent-bridge-prune.timer"]
+    service = (units / "agent-bridge-prune.service").read_text()
+    timer = (units / "agent-bridge-prune.timer").read_text()
+    assert f"ExecStart={os.path.abspath(sys.executable)} -m dispatcher prune --older-than 30d" in service
+    assert "Type=oneshot" in service and "@" not in service.replace("@PROJECT@", "")
+    assert "OnCalendar=daily" in timer and "Persistent=true" in timer and "@PROJECT@" not in timer
+    assert not su.install_prune_timer(Path(sys.executable), PROJECT, target_dir=units).changed
+    assert sorted(p.name for p in units.iterdir()) == ["agent-bridge-prune.service", "agent-bridge-prune.timer"]
+
+
+def test_systemd_install_offers_the_prune_timer(tmp_path):
+    env = bridge_env(tmp_path, write_config(tmp_path / "config.json"))
+    proc = subprocess.run([sys.executable, "-m", "dispatcher", "systemd", "install", "--agent", "claude"],
+                          cwd=PROJECT, env={**os.environ, **env}, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "systemctl --user enable --now agent-bridge-listener@claude.service" in proc.stdout
+    assert "(optional) systemctl --user enable --now agent-bridge-prune.timer" in proc.stdout
+    units = Path(env["XDG_CONFIG_HOME"]) / "systemd" / "user"
+    assert sorted(p.name for p in units.iterdir()) == [
+        "agent-bridge-listener@.service", "agent-bridge-prune.service", "agent-bridge-prune.timer"]
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
+def test_systemd_analyze_verify_accepts_the_prune_timer(tmp_path):
+    from test_systemd import analyze_verify
+
+    from dispatcher.dispatch import systemd_unit as su
+
+    units = tmp_path / "units"
+    su.install_prune_timer(Path(sys.executable), PROJECT, target_dir=units)
+    for name in ("agent-bridge-prune.timer", "agent-bridge-prune.service"):
+        proc = analyze_verify(units, name, tmp_path)
+        assert (proc.returncode, proc.stderr) == (0, ""), (name, proc.stderr)
+    # A real check: a service whose interpreter is missing is refused.
+    service = units / "agent-bridge-prune.service"
+    service.write_text(service.read_text().replace(os.path.abspath(sys.executable), str(tmp_path / "no-python")))
+    bad = analyze_verify(units, "agent-bridge-prune.service", tmp_path)
+    assert bad.returncode != 0 and "no-python" in bad.stderr
