@@ -95,13 +95,15 @@ class PruneReport:
     conversations: int = 0
     transitions: int = 0
     batches: int = 0
-    max_batch_seconds: float = 0.0
+    max_batch_seconds: float = 0.0  # longest batch, waiting for the write lock included
+    max_hold_seconds: float = 0.0  # longest time the write lock was held (what a sender may wait)
     compacted: bool = False
     seconds: float = 0.0
 
     def as_dict(self) -> dict:
         data = asdict(self)
         data["max_batch_seconds"] = round(self.max_batch_seconds, 4)
+        data["max_hold_seconds"] = round(self.max_hold_seconds, 4)
         data["seconds"] = round(self.seconds, 3)
         return data
 
@@ -159,21 +161,24 @@ class _Pacer:
         self.conn, self.report, self.dry_run = conn, report, dry_run
         self.size = BATCH_ROWS
 
-    def held(self, started: float) -> None:
-        took = time.monotonic() - started
+    def held(self, started: float, acquired: float) -> None:
+        ended = time.monotonic()
+        took, hold = ended - started, ended - acquired
         self.report.batches += 1
         self.report.max_batch_seconds = max(self.report.max_batch_seconds, took)
-        if took > TARGET_HOLD_SECONDS:
+        self.report.max_hold_seconds = max(self.report.max_hold_seconds, hold)
+        if hold > TARGET_HOLD_SECONDS:
             self.size = max(MIN_BATCH_ROWS, self.size // 2)
-        elif took < TARGET_HOLD_SECONDS / 4:
+        elif hold < TARGET_HOLD_SECONDS / 4:
             self.size = min(BATCH_ROWS, self.size * 2)
         if not self.dry_run:
             self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-        time.sleep(max(0.002, took))
+        time.sleep(max(0.002, hold))
 
 
-def _begin(conn: sqlite3.Connection, dry_run: bool) -> None:
+def _begin(conn: sqlite3.Connection, dry_run: bool) -> float:
     conn.execute("BEGIN" if dry_run else "BEGIN IMMEDIATE")
+    return time.monotonic()
 
 
 def _prune_messages(conn, params, report: PruneReport, pacer: _Pacer, dry_run: bool) -> list[int]:
@@ -187,7 +192,7 @@ def _prune_messages(conn, params, report: PruneReport, pacer: _Pacer, dry_run: b
             break
         lo, hi = window
         started = time.monotonic()
-        _begin(conn, dry_run)
+        acquired = _begin(conn, dry_run)
         try:
             ids = _window(conn, lo, hi, params)
             if ids:
@@ -209,7 +214,7 @@ def _prune_messages(conn, params, report: PruneReport, pacer: _Pacer, dry_run: b
         except BaseException:
             conn.execute("ROLLBACK")
             raise
-        pacer.held(started)
+        pacer.held(started, acquired)
         cursor = lo - 1
     return attempt_ids
 
@@ -218,7 +223,7 @@ def _prune_conversations(conn, params, report: PruneReport, pacer: _Pacer, dry_r
     last = 0
     while True:
         started = time.monotonic()
-        _begin(conn, dry_run)
+        acquired = _begin(conn, dry_run)
         try:
             ids = [r[0] for r in conn.execute(
                 f"SELECT c.id FROM conversations AS c WHERE c.id > :last AND {CONVERSATION_MAY_GO}"
@@ -243,7 +248,7 @@ def _prune_conversations(conn, params, report: PruneReport, pacer: _Pacer, dry_r
             raise
         if not ids:
             return
-        pacer.held(started)
+        pacer.held(started, acquired)
         last = ids[-1]
 
 
