@@ -20,9 +20,13 @@ without its message: it is the barrier that keeps a message from being attempted
 
 Batches: messages are walked by id, highest first (a reply always has a higher id than
 what it answers, so children go before parents), ``BATCH_ROWS`` ids per ``BEGIN
-IMMEDIATE`` transaction; the decision is re-made inside each transaction, so a reply sent
-meanwhile keeps its parent. Between batches the write lock is released and the pruner
-pauses at least as long as it held it, so a sender waits at most about one batch.
+IMMEDIATE`` transaction (halved, down to ``MIN_BATCH_ROWS``, while a batch holds the lock
+longer than ``TARGET_HOLD_SECONDS``); the decision is re-made inside each transaction, so a
+reply sent meanwhile keeps its parent. Between batches the write lock is released, the
+pruner runs a PASSIVE WAL checkpoint (no lock taken, so no sender's commit inherits a big
+auto-checkpoint) and pauses at least as long as it held the lock: a sender waits at most
+about one batch. On 1,000,000 messages a batch holds the lock ~2 ms (median), ~80 ms at
+worst on a loaded 2-core machine (tests/test_prune.py prints the measured figures).
 
 ``--dry-run`` walks the same batches read-only and records what would go in a TEMP table
 (connection-local) so later decisions see it as gone: the counts equal a real run's on an
