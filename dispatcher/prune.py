@@ -132,9 +132,8 @@ def _window(conn: sqlite3.Connection, lo: int, hi: int, params: dict) -> list[in
     # Replies to a candidate; one from a message that stays (not going now, not already gone)
     # keeps its parent, and that parent then keeps its own parent, and so on.
     refs = conn.execute(
-        "SELECT r.id, r.reply_to FROM json_each(?) AS j CROSS JOIN messages AS r"
-        " WHERE r.reply_to IS NOT NULL AND r.reply_to = j.value"
-        " AND r.id NOT IN (SELECT id FROM temp.prune_gone)", (_ids_json(going),),
+        "SELECT r.id, r.reply_to FROM messages AS r WHERE r.reply_to BETWEEN ? AND ?"
+        " AND r.id NOT IN (SELECT id FROM temp.prune_gone)", (lo, hi),
     ).fetchall()
     changed = True
     while changed:
