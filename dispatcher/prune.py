@@ -46,6 +46,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .clock import iso
 from .errors import BridgeError
 
 BATCH_ROWS = 1000  # at most this many messages per write transaction
@@ -109,6 +110,7 @@ class PruneReport:
         data["max_batch_seconds"] = round(self.max_batch_seconds, 4)
         data["max_hold_seconds"] = round(self.max_hold_seconds, 4)
         data["seconds"] = round(self.seconds, 3)
+        data["cutoff"] = iso(self.cutoff)
         return data
 
 
