@@ -25,11 +25,11 @@ EXIT_STATUS_HELP = """\b
 Exit status (on failure, one line on stderr: `agent-bridge: <code>: <what to do>`):
   0  done
   1  the store, a file or agent-bridge itself failed (store_unavailable, store_corrupt,
-     store_missing, file_unavailable, unsafe_path, internal_error, ...)
+     store_missing, file_unavailable, unsafe_path, internal_error, ...); doctor found an error
   2  wrong command line, setting, config.json or agent id; nothing was done
-     (usage_error, invalid_setting, config_invalid, unknown_agent, config_exists)
+     (usage_error, invalid_setting, config_invalid, unknown_agent, config_exists, invalid_duration)
   3  dispatch refused before anything was launched (already_attempted, ...)
-  4  dispatch: the attempt ran and ended failed, timeout or crashed
+  4  dispatch: the attempt ran and ended failed, timeout, crashed or budget_exceeded
   130 interrupted
 """
 
@@ -286,18 +286,23 @@ def systemd() -> None:
 @systemd.command("install")
 @agent_option
 def systemd_install(agent: str) -> None:
-    """Write agent-bridge-listener@.service into ~/.config/systemd/user and print how to enable it."""
+    """Write agent-bridge-listener@.service and the daily prune timer into ~/.config/systemd/user.
+
+    Prints how to enable them; nothing is started.
+    """
     from pathlib import Path
 
-    from .dispatch.systemd_unit import install_unit
+    from .dispatch.systemd_unit import install_prune_timer, install_unit
     from .locations import PROJECT_DIR
 
     _declared(_settings(), agent)
     try:
         result = install_unit(agent, Path(sys.executable), PROJECT_DIR)
+        timer = install_prune_timer(Path(sys.executable), PROJECT_DIR)
     except ValueError as exc:
         raise BridgeError("unit_refused", f"{exc}; nothing was installed.") from None
     click.echo(result.instructions())
+    click.echo("\n" + timer.instructions())
 
 
 @main.command()
@@ -356,3 +361,20 @@ def init(force: bool, workspace: str) -> None:
     from .init import run_init
 
     run_init(force=force, workspace=Path(workspace), echo=click.echo)
+
+
+@main.command()
+@click.option("--older-than", "older_than", required=True, metavar="AGE",
+              help="Age cutoff: a whole number and d, h, m or s (30d, 12h, 90m, 3600s).")
+@click.option("--dry-run", is_flag=True, help="Only count what would go; change nothing.")
+@click.option("--compact", is_flag=True, help="VACUUM afterwards (holds the write lock while it runs).")
+def prune(older_than: str, dry_run: bool, compact: bool) -> None:
+    """Remove acknowledged messages, finished attempts (and their directories) and terminal
+    conversations older than AGE; print the counts as JSON.
+
+    Never touches unacknowledged, claimed or in-flight messages, unfinished attempts,
+    conversations that are not terminal, or a message a kept message replies to.
+    """
+    from .prune import run_prune
+
+    _print_json(run_prune(_settings(), older_than, dry_run=dry_run, compact=compact))

@@ -25,7 +25,8 @@ EXIT_REFUSED = 3  # a dispatch was refused before anything was launched
 EXIT_ATTEMPT_FAILED = 4  # `dispatch`: the attempt ran and ended failed, timeout or crashed
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
 
-USAGE_CODES = frozenset({"usage_error", "invalid_setting", "config_invalid", "unknown_agent", "config_exists"})
+USAGE_CODES = frozenset({"usage_error", "invalid_setting", "config_invalid", "unknown_agent", "config_exists",
+                         "invalid_duration"})
 # What SQLite says about a file that is not a (sound) database: retrying cannot help.
 _CORRUPTION = ("file is not a database", "database disk image is malformed", "file is encrypted")
 

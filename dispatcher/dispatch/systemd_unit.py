@@ -106,22 +106,23 @@ def _checked_path(kind: str, path: Path | str) -> str:
     return os.path.abspath(text)
 
 
-def template_path(project: Path) -> Path:
-    return Path(project) / TEMPLATE_RELPATH
+def template_path(project: Path, name: str = TEMPLATE_NAME) -> Path:
+    return Path(project) / "systemd" / name
 
 
-def render_unit(python: Path, project: Path) -> str:
-    """The template from ``<project>/systemd/`` with @PYTHON@ and @PROJECT@ filled in."""
+def render_unit(python: Path, project: Path, name: str = TEMPLATE_NAME,
+                placeholders: tuple[str, ...] = PLACEHOLDERS) -> str:
+    """The template ``name`` from ``<project>/systemd/`` with @PYTHON@ and @PROJECT@ filled in."""
     python_s = _checked_path("python", python)
     project_s = _checked_path("project", project)
-    template = template_path(Path(project_s))
+    template = template_path(Path(project_s), name)
     try:
         text = template.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ValueError(
             f"unit template not found: {template} (is {project_s} the Agent Bridge project?)"
         ) from None
-    missing = [p for p in PLACEHOLDERS if p not in text]
+    missing = [p for p in placeholders if p not in text]
     if missing:
         raise ValueError(f"unit template {template} lacks placeholder(s) {', '.join(missing)}")
     rendered = text.replace("@PYTHON@", python_s).replace("@PROJECT@", project_s)
@@ -199,6 +200,32 @@ def install_unit(agent: str, python: Path, project: Path, target_dir: Path | Non
     elif (path.stat().st_mode & 0o777) != 0o644:
         os.chmod(path, 0o644)
     return InstallResult(path=path, unit=unit_name(agent), changed=changed, steps=install_steps(agent))
+
+
+PRUNE_UNITS = (("agent-bridge-prune.service", PLACEHOLDERS), ("agent-bridge-prune.timer", ("@PROJECT@",)))
+PRUNE_TIMER = "agent-bridge-prune.timer"
+
+
+def install_prune_timer(python: Path, project: Path, target_dir: Path | None = None) -> InstallResult:
+    """Write the daily retention service and timer (``agent-bridge prune --older-than 30d``)
+    next to the listener's unit; atomic, 0644, idempotent. Enabling it is left to the user."""
+    texts = [(name, render_unit(python, project, name, placeholders)) for name, placeholders in PRUNE_UNITS]
+    target = Path(target_dir if target_dir is not None else unit_dir())
+    changed = False
+    for name, text in texts:
+        path = target / name
+        try:
+            current = path.read_text(encoding="utf-8")
+        except (FileNotFoundError, UnicodeDecodeError):
+            current = None
+        if current != text:
+            _write_atomic(path, text)
+            changed = True
+        elif (path.stat().st_mode & 0o777) != 0o644:
+            os.chmod(path, 0o644)
+    step = Step(f"systemctl --user enable --now {PRUNE_TIMER}", True,
+                "daily: prune acknowledged messages, finished attempts and terminal conversations older than 30 days")
+    return InstallResult(path=target / PRUNE_TIMER, unit=PRUNE_TIMER, changed=changed, steps=(step,))
 
 
 def unit_installed(target_dir: Path | None = None) -> bool:
