@@ -1,0 +1,123 @@
+"""The README matches the code (documentation meta-tests, as sqlite-utils does them).
+
+The tool table lists exactly the tools a real server registers, every `agent-bridge`
+command is documented and every documented command exists, every error code the README
+names is raised somewhere in dispatcher/, and every code exits.py gives a special exit
+status is in the exit-status table. Each failure names the missing items.
+"""
+
+import re
+from pathlib import Path
+
+import click
+from harness import PROJECT, McpAgent, bridge_env, write_config
+
+from dispatcher import exits
+from dispatcher.cli import main
+
+README = (PROJECT / "README.md").read_text()
+DOCS = {path.name: path.read_text() for path in (PROJECT / "docs").glob("*.md")}
+SOURCE = "\n".join(path.read_text() for path in (PROJECT / "dispatcher").rglob("*.py"))
+
+
+def section(title: str) -> str:
+    """The README text under one `## ` heading, up to the next one."""
+    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", README, re.M | re.S)
+    assert match, f"README has no '## {title}' section"
+    return match.group(1)
+
+
+def table_rows(text: str) -> list[list[str]]:
+    rows = [[cell.strip() for cell in line.strip().strip("|").split("|")]
+            for line in text.splitlines() if line.lstrip().startswith("|")]
+    return rows[2:]
+
+
+def documented_tools() -> list[str]:
+    text = section("Using it: the tools")
+    rows = table_rows(text[text.index("| Tool |"):].split("\n\n", 1)[0])
+    return [re.match(r"`(\w+)", row[0]).group(1) for row in rows]
+
+
+def server_tools(tmp_path: Path, role: str) -> set[str]:
+    env = bridge_env(tmp_path, write_config(tmp_path / "config.json"))
+    agent = McpAgent("claude", {**env, "AGENT_BRIDGE_ROLE": role}, stderr_path=tmp_path / "server.err")
+    try:
+        return {tool.name for tool in agent.list_tools()}
+    finally:
+        agent.close()
+
+
+def test_the_tool_table_lists_exactly_the_tools_a_session_server_offers(tmp_path):
+    documented = documented_tools()
+    offered = server_tools(tmp_path, "session")
+    assert len(documented) == len(set(documented)), f"a tool is listed twice: {documented}"
+    assert not offered - set(documented), f"tools the server offers but the README's table lacks: {sorted(offered - set(documented))}"
+    assert not set(documented) - offered, f"tools in the README's table the server does not offer: {sorted(set(documented) - offered)}"
+    words = {9: "nine", 8: "eight"}
+    assert f"the {words[len(offered)]} tools below" in section("Using it: the tools")
+    assert re.search(rf"the {words[len(offered)]}\s+`agent_bridge` tools", README), "Setup's tool count is wrong"
+
+
+def test_a_worker_server_offers_the_same_tools_without_listener(tmp_path):
+    offered = server_tools(tmp_path, "worker")
+    assert offered == set(documented_tools()) - {"listener"}, sorted(offered)
+    assert f"it offers {len(offered)} tools, everything except `listener`" in README
+    assert "eight tools" in DOCS["launchers.md"] and "nine without `listener`" in DOCS["launchers.md"]
+
+
+def cli_commands(group: click.Group = main, prefix: str = "agent-bridge") -> list[str]:
+    names = []
+    for name, command in group.commands.items():
+        names.append(f"{prefix} {name}")
+        if isinstance(command, click.Group):
+            names += cli_commands(command, f"{prefix} {name}")
+    return names
+
+
+def test_every_command_is_in_the_readme():
+    missing = [name for name in cli_commands() if not re.search(rf"{re.escape(name)}(?![\w-])", README)]
+    assert not missing, f"agent-bridge commands the README never mentions: {missing}"
+
+
+def test_every_command_the_docs_mention_exists():
+    known = set(cli_commands())
+    unknown = set()
+    for name, text in {"README.md": README, **DOCS}.items():
+        code = re.findall(r"```.*?```|`[^`\n]+`", text, re.S)  # commands are written as code
+        for match in re.finditer(r"agent-bridge((?: [a-z][a-z-]*)+)", "\n".join(code)):
+            words = match.group(1).split()
+            command = "agent-bridge " + words[0]
+            if command not in known:
+                unknown.add(f"{name}: {command}")
+            elif isinstance(main.commands[words[0]], click.Group) and len(words) > 1:
+                sub = f"{command} {words[1]}"
+                if sub not in known:
+                    unknown.add(f"{name}: {sub}")
+    assert not unknown, f"commands the docs mention that do not exist: {sorted(unknown)}"
+
+
+def readme_error_codes() -> set[str]:
+    codes = set()
+    tools = section("Using it: the tools")
+    listed = tools[tools.index("Error codes:"):]
+    codes |= set(re.findall(r"`([a-z][a-z_]+)`", listed.split("\n\n")[0]))
+    for row in table_rows(section("Command errors and exit status")):
+        codes |= set(re.findall(r"`([a-z][a-z_]+)`", row[2]))
+    return codes
+
+
+def test_every_documented_error_code_is_raised_somewhere():
+    codes = readme_error_codes()
+    assert len(codes) > 40, sorted(codes)
+    missing = sorted(code for code in codes if not re.search(rf"[\"']{code}[\"':]", SOURCE))
+    assert not missing, f"error codes the README lists but dispatcher/ never names in quotes: {missing}"
+
+
+def test_every_code_with_its_own_exit_status_is_in_the_table():
+    rows = {row[0]: set(re.findall(r"`([a-z][a-z_]+)`", row[2])) for row in table_rows(section("Command errors and exit status"))}
+    missing = sorted(code for code in exits.USAGE_CODES if code not in rows["2"])
+    assert not missing, f"codes that exit 2 but are not in the README's exit-status row for 2: {missing}"
+    statuses = {int(status) for status in rows}
+    expected = {0, exits.EXIT_FAILURE, exits.EXIT_USAGE, exits.EXIT_REFUSED, exits.EXIT_ATTEMPT_FAILED, exits.EXIT_INTERRUPTED}
+    assert statuses == expected, f"exit statuses: README {sorted(statuses)}, exits.py {sorted(expected)}"
