@@ -21,9 +21,12 @@ import anyio
 from .errors import BridgeError
 from .settings import PROJECT_DIR, BridgeSettings
 
+_PRINT = threading.Lock()
+
 
 def _say(actor: str, text: str) -> None:
-    print(f"{actor:>8} | {text}", flush=True)
+    with _PRINT:  # the status watcher prints from its own thread
+        print(f"{actor:>8} | {text}", flush=True)
 
 
 class _StatusWatcher(threading.Thread):
@@ -75,11 +78,12 @@ async def _script(env: dict[str, str]) -> None:
 
     async with server("kimi") as kimi, server("claude") as claude:
         async def call(client, who, tool, **args):
+            # Printed before the call: the status watcher may report the message it sends at once.
+            shown = ", ".join(f"{k}={v!r}" for k, v in args.items())
+            _say(who, f"{tool}({shown})")
             result = await client.call_tool(tool, args)
             if result.is_error:
                 raise RuntimeError(f"{tool}: {result.content[0].text}")
-            shown = ", ".join(f"{k}={v!r}" for k, v in args.items())
-            _say(who, f"{tool}({shown})")
             return result.structured_content
 
         async def settled(client, message_id):

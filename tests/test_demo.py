@@ -1,6 +1,7 @@
 """The README's first command works and shows the whole flow."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -17,6 +18,14 @@ def test_demo_runs_end_to_end(tmp_path):
     assert "completed after 4/4 turns" in out
     assert "[claude] idle | last msg#" in out and "result=succeeded" in out
     assert not list(tmp_path.iterdir())  # the temporary store is cleaned up
+    lines = out.splitlines()
+    # Kimi's sends create messages 1 (task), 3 (the conversation's root) and 5 (the follow-up task): the
+    # status line may mention each one only after the line that sent it.
+    sends = [i for i, line in enumerate(lines) if re.match(r" *kimi \| (send_message|start_conversation)\(", line)]
+    assert len(sends) == 3, out
+    for sent_at, message_id in zip(sends, (1, 3, 5)):
+        first = next(i for i, line in enumerate(lines) if line.lstrip().startswith("status |") and f"msg#{message_id} " in line)
+        assert first > sent_at, f"a status line about msg#{message_id} came before the line that sent it:\n{out}"
 
 
 FAILING_STEP = ("import sys, dispatcher.demo as demo\n"
