@@ -4,7 +4,7 @@
 # For agents without a dedicated launcher (Codex, Gemini, a local script ...).
 # No agent CLI is invoked here directly; the Codex and Gemini examples below cite
 # flags as documented for codex-cli 0.171.0 and Gemini CLI 0.61.0 in the project's
-# CLI reference (agent-clis.md). They were not re-run for this launcher.
+# CLIs' own --help (summarised in docs/agent-clis.md). They were not re-run for this launcher.
 #
 # Contract (fixed by the dispatcher):  command_headless.sh REQUEST_FILE
 #   cwd = workspace, stdin = /dev/null, stdout/stderr = private per-attempt log.

@@ -121,3 +121,23 @@ def test_every_code_with_its_own_exit_status_is_in_the_table():
     statuses = {int(status) for status in rows}
     expected = {0, exits.EXIT_FAILURE, exits.EXIT_USAGE, exits.EXIT_REFUSED, exits.EXIT_ATTEMPT_FAILED, exits.EXIT_INTERRUPTED}
     assert statuses == expected, f"exit statuses: README {sorted(statuses)}, exits.py {sorted(expected)}"
+
+
+def test_every_link_in_the_docs_points_at_a_file_in_the_repository():
+    broken = []
+    for doc in [PROJECT / "README.md", *sorted((PROJECT / "docs").glob("*.md"))]:
+        for target in re.findall(r"\]\(([^)\s]+)\)", doc.read_text()):
+            if re.match(r"[a-z]+:", target):
+                continue
+            path = target.split("#", 1)[0]
+            if path and not (doc.parent / path).exists():
+                broken.append(f"{doc.name}: {target}")
+    assert not broken, f"links to files that are not in the repository: {broken}"
+
+
+def test_no_doc_cites_a_reference_outside_the_repository():
+    texts = {"README.md": README, **DOCS}
+    found = [f"{name}: {hit}" for name, text in texts.items()
+             for hit in re.findall(r".{0,30}(?:\breference,? ?§|the reference\b|CLI reference).{0,30}", text)]
+    assert not found, f"citations of a reference this repository does not contain (use docs/agent-clis.md): {found}"
+    assert "agent-clis.md" in README and (PROJECT / "docs" / "agent-clis.md").exists()
