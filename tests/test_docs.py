@@ -138,6 +138,37 @@ def test_every_link_in_the_docs_points_at_a_file_in_the_repository():
 def test_no_doc_cites_a_reference_outside_the_repository():
     texts = {"README.md": README, **DOCS}
     found = [f"{name}: {hit}" for name, text in texts.items()
-             for hit in re.findall(r".{0,30}(?:\breference,? ?§|the reference\b|CLI reference).{0,30}", text)]
+             for hit in re.findall(r".{0,30}(?:\breference,? ?§|the reference\b|CLI reference).{0,30}", text, re.I)]
     assert not found, f"citations of a reference this repository does not contain (use docs/agent-clis.md): {found}"
     assert "agent-clis.md" in README and (PROJECT / "docs" / "agent-clis.md").exists()
+
+
+def _bounds(field) -> tuple[str, str]:
+    def written(x: float) -> str:
+        return str(int(x)) if float(x).is_integer() else format(x, "f").rstrip("0")
+
+    low = next(m.ge for m in field.metadata if hasattr(m, "ge"))
+    high = next(m.le for m in field.metadata if hasattr(m, "le"))
+    return written(low), written(high)
+
+
+def test_the_config_bounds_in_the_readme_are_the_validated_ones():
+    from dispatcher.config import AgentConfig, BridgeConfig
+
+    fields = {**BridgeConfig.model_fields, **AgentConfig.model_fields}
+    wrong = []
+    for name in ("dispatch_max_age_seconds", "attempt_retention_days", "max_cost_usd_per_task"):
+        low, high = _bounds(fields[name])
+        written = f"`{name}`{' (per agent, optional, ' if name == 'max_cost_usd_per_task' else ' ('}{low}..{high}"
+        if written not in README:
+            wrong.append(f"{name}: README should say {low}..{high}")
+    assert not wrong, wrong
+
+
+def test_serve_help_names_agent_id():
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "dispatcher", "serve", "--help"], cwd=PROJECT, capture_output=True,
+                          text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0 and "AGENT_ID" in done.stdout, done.stdout + done.stderr
