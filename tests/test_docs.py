@@ -61,7 +61,9 @@ def test_the_tool_table_lists_exactly_the_tools_a_session_server_offers(tmp_path
 
 def test_a_worker_server_offers_the_same_tools_without_listener(tmp_path):
     offered = server_tools(tmp_path, "worker")
-    assert offered == set(documented_tools()) - {"listener"}, sorted(offered)
+    expected = set(documented_tools()) - {"listener"}
+    assert offered == expected, (f"a worker server offers {sorted(offered - expected)} beyond the README's table "
+                                 f"without `listener`, and lacks {sorted(expected - offered)}")
     assert f"it offers {len(offered)} tools, everything except `listener`" in README
     assert "eight tools" in DOCS["launchers.md"] and "nine without `listener`" in DOCS["launchers.md"]
 
