@@ -174,3 +174,9 @@ def test_serve_help_names_agent_id():
     done = subprocess.run([sys.executable, "-m", "dispatcher", "serve", "--help"], cwd=PROJECT, capture_output=True,
                           text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert done.returncode == 0 and "AGENT_ID" in done.stdout, done.stdout + done.stderr
+
+
+def test_the_status_line_is_described_as_one_line_with_its_separator():
+    from dispatcher.dispatch.statusline import SEPARATOR
+
+    assert f"prints one line (each declared agent's status joined by `{SEPARATOR}`)" in README
