@@ -179,4 +179,6 @@ def test_serve_help_names_agent_id():
 def test_the_status_line_is_described_as_one_line_with_its_separator():
     from dispatcher.dispatch.statusline import SEPARATOR
 
-    assert f"prints one line (each declared agent's status joined by `{SEPARATOR}`)" in README
+    said = re.search(r"prints one line \(each declared\s+agent's status joined by `([^`]+)`\)", README)
+    assert said, "README's status line section no longer says it prints one line joined by a separator"
+    assert said.group(1) == SEPARATOR, f"README says the separator is {said.group(1)!r}, the code uses {SEPARATOR!r}"
