@@ -19,7 +19,7 @@ from typing import Any
 
 import anyio
 
-from . import listener, measure, report
+from . import floor, listener, measure, report, startup
 from .session import open_session
 from .targets import (
     READER,
@@ -29,16 +29,16 @@ from .targets import (
     package_version,
 )
 
-PARTS = ["cold", "latency", "throughput", "domain", "backlog", "dispatch"]
+PARTS = ["cold", "latency", "floor", "startup", "throughput", "domain", "backlog", "dispatch"]
 ALIASES = {"cold-start": "cold", "coldstart": "cold", "tp": "throughput", "sqlite": "domain", "raw": "domain"}
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 FULL = dict(latency_calls=1000, latency_warmup=20, cold_reps=15, concurrency="1,4,16", tp_seconds=5.0,
             tp_max_sends=100_000, domain_seconds=2.0, domain_rounds=3, backlogs="100,100000,1000000",
-            backlog_calls=200, backlog_warmup=5, empty_calls=50, dispatch_messages=100, idle_seconds=20.0)
+            backlog_calls=200, backlog_warmup=5, empty_calls=50, statusline_runs=100, dispatch_messages=100, idle_seconds=20.0)
 QUICK = dict(latency_calls=100, latency_warmup=5, cold_reps=3, concurrency="1,4", tp_seconds=1.5,
              tp_max_sends=10_000, domain_seconds=0.5, domain_rounds=1, backlogs="100,10000",
-             backlog_calls=10, backlog_warmup=1, empty_calls=5, dispatch_messages=20, idle_seconds=5.0)
+             backlog_calls=10, backlog_warmup=1, empty_calls=5, statusline_runs=10, dispatch_messages=20, idle_seconds=5.0)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -59,6 +59,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--backlog-calls", type=int, help="full-page receives per backlog size (full: 200)")
     p.add_argument("--backlog-warmup", type=int)
     p.add_argument("--empty-calls", type=int, help="polls of the drained inbox per backlog size (full: 50)")
+    p.add_argument("--statusline-runs", type=int, help="agent-bridge-statusline runs (full: 100)")
     p.add_argument("--dispatch-messages", type=int, help="messages for send-to-worker latency (full: 100)")
     p.add_argument("--idle-seconds", type=float, help="seconds to sample the idle listener's CPU (full: 20)")
     p.add_argument("--max-phase-seconds", type=float, default=300.0, help="time bound for each timed call loop")
@@ -160,6 +161,41 @@ class Runner:
                          f"receive {res['receive']['median'] * 1000:.2f}/{res['receive']['p99'] * 1000:.2f} ms "
                          f"(median/p99), {res['receive']['mean_value']} msgs per receive; consume "
                          f"{res['consume']['median'] * 1000:.2f}/{res['consume']['p99'] * 1000:.2f} ms")
+
+    def floor(self) -> None:
+        """Ours only: send/receive medians as a ratio to a no-op tool on a bare MCPServer."""
+        if "ours" not in self.targets:
+            return
+        a, t = self.a, self.targets["ours"]
+        def go():
+            store = self.store(t, "floor")
+            measure.fill_store(t, store, background=0, unread_for_reader=measure.STEADY_UNREAD)
+            out = anyio.run(lambda: floor.floor(t, store, calls=a.latency_calls, warmup=a.latency_warmup,
+                                                limit=20, max_seconds=a.max_phase_seconds))
+            self.drop(store)
+            return out
+        res = self.sys("ours")["floor"] = self.guarded("floor", "ours", go)
+        if "noop" in res:
+            self.log(f"floor: noop {res['noop']['median'] * 1000:.2f} ms; send {res['send']['median'] * 1000:.2f} ms"
+                     f" = {res['send_over_noop']:.2f}x, receive {res['receive']['median'] * 1000:.2f} ms"
+                     f" = {res['receive_over_noop']:.2f}x the floor")
+
+    def startup(self) -> None:
+        """Ours only: a truly cold first call, the status line and doctor --json (bench/startup.py)."""
+        if "ours" not in self.targets:
+            return
+        a, t = self.a, self.targets["ours"]
+        def go():
+            store = self.store(t, "startup")
+            out = startup.measure(t, store, runs=a.statusline_runs, cold_reps=a.cold_reps,
+                                  max_seconds=a.max_phase_seconds)
+            self.drop(store)
+            return out
+        res = self.sys("ours")["startup"] = self.guarded("startup", "ours", go)
+        for k, what in (("cold_store", "cold start on a new store, first send"), ("statusline", "statusline"),
+                        ("doctor_json", "doctor --json")):
+            if res.get(k, {}).get("n"):
+                self.log(f"startup: {what} median {res[k]['median'] * 1000:.0f} ms, p99 {res[k]['p99'] * 1000:.0f} ms")
 
     def throughput(self) -> None:
         a = self.a
