@@ -19,7 +19,7 @@ from typing import Any
 
 import anyio
 
-from . import floor, listener, measure, report, startup
+from . import floor, listener, measure, paths, report, startup
 from .session import open_session
 from .targets import (
     READER,
@@ -29,7 +29,7 @@ from .targets import (
     package_version,
 )
 
-PARTS = ["cold", "latency", "floor", "startup", "throughput", "domain", "backlog", "dispatch"]
+PARTS = ["cold", "latency", "floor", "paths", "startup", "throughput", "domain", "backlog", "dispatch"]
 ALIASES = {"cold-start": "cold", "coldstart": "cold", "tp": "throughput", "sqlite": "domain", "raw": "domain"}
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
@@ -179,6 +179,25 @@ class Runner:
             self.log(f"floor: noop {res['noop']['median'] * 1000:.2f} ms; send {res['send']['median'] * 1000:.2f} ms"
                      f" = {res['send_over_noop']:.2f}x, receive {res['receive']['median'] * 1000:.2f} ms"
                      f" = {res['receive_over_noop']:.2f}x the floor")
+
+    def paths(self) -> None:
+        """Ours only: every send path over stdio, in process and as raw SQL (bench/paths.py)."""
+        if "ours" not in self.targets:
+            return
+        a, t = self.a, self.targets["ours"]
+        def go():
+            stores = {lvl: self.store(t, f"paths-{lvl}") for lvl in ("stdio", "domain", "raw")}
+            out = paths.measure(t, stores, calls=a.latency_calls, warmup=a.latency_warmup,
+                                max_seconds=a.max_phase_seconds)
+            for st in stores.values():
+                self.drop(st)
+            return out
+        res = self.sys("ours")["paths"] = self.guarded("paths", "ours", go)
+        for p in paths.PATHS if "ratios" in res else ():
+            f = {lvl: res[lvl][p]["median"] * 1000 for lvl in ("stdio", "domain", "raw")}
+            self.log(f"path {p}: stdio {f['stdio']:.2f} ms (p99 {res['stdio'][p]['p99'] * 1000:.2f}), "
+                     f"domain {f['domain']:.3f} ms, raw SQL {f['raw']:.3f} ms; stdio/raw "
+                     f"{res['ratios'][p]['stdio']:.1f}x, domain/raw {res['ratios'][p]['domain']:.1f}x")
 
     def startup(self) -> None:
         """Ours only: a truly cold first call, the status line and doctor --json (bench/startup.py)."""
