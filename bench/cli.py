@@ -19,7 +19,7 @@ from typing import Any
 
 import anyio
 
-from . import floor, listener, measure, paths, report, startup
+from . import floor, listener, measure, paths, real_worker, report, startup
 from .session import open_session
 from .targets import (
     READER,
@@ -29,16 +29,16 @@ from .targets import (
     package_version,
 )
 
-PARTS = ["cold", "latency", "floor", "paths", "startup", "throughput", "domain", "backlog", "dispatch"]
+PARTS = ["cold", "latency", "floor", "paths", "startup", "throughput", "domain", "backlog", "dispatch", "worker"]
 ALIASES = {"cold-start": "cold", "coldstart": "cold", "tp": "throughput", "sqlite": "domain", "raw": "domain"}
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 FULL = dict(latency_calls=1000, latency_warmup=20, cold_reps=15, concurrency="1,4,16", tp_seconds=5.0,
             tp_max_sends=100_000, domain_seconds=2.0, domain_rounds=3, backlogs="100,100000,1000000",
-            backlog_calls=200, backlog_warmup=5, empty_calls=50, statusline_runs=100, dispatch_messages=100, idle_seconds=20.0)
+            backlog_calls=200, backlog_warmup=5, empty_calls=50, statusline_runs=100, dispatch_messages=100, real_worker_messages=30, idle_seconds=20.0)
 QUICK = dict(latency_calls=100, latency_warmup=5, cold_reps=3, concurrency="1,4", tp_seconds=1.5,
              tp_max_sends=10_000, domain_seconds=0.5, domain_rounds=1, backlogs="100,10000",
-             backlog_calls=10, backlog_warmup=1, empty_calls=5, statusline_runs=10, dispatch_messages=20, idle_seconds=5.0)
+             backlog_calls=10, backlog_warmup=1, empty_calls=5, statusline_runs=10, dispatch_messages=20, real_worker_messages=3, idle_seconds=5.0)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -61,6 +61,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--empty-calls", type=int, help="polls of the drained inbox per backlog size (full: 50)")
     p.add_argument("--statusline-runs", type=int, help="agent-bridge-statusline runs (full: 100)")
     p.add_argument("--dispatch-messages", type=int, help="messages for send-to-worker latency (full: 100)")
+    p.add_argument("--real-worker-messages", type=int, help="messages for send-to-real-worker (full: 30)")
     p.add_argument("--idle-seconds", type=float, help="seconds to sample the idle listener's CPU (full: 20)")
     p.add_argument("--max-phase-seconds", type=float, default=300.0, help="time bound for each timed call loop")
     p.add_argument("--cache-dir", type=Path, default=default_cache_dir(), help="where the dlb-mcp venv lives")
@@ -311,6 +312,18 @@ class Runner:
         if "send_to_supervisor_ms" in out:
             self.log(f"dispatch: send->supervisor median {out['send_to_supervisor_ms']['median']:.1f} ms, "
                      f"idle CPU {out['idle_listener']['cpu_percent']:.2f}%")
+
+    def worker(self) -> None:
+        """Agent Bridge only: send -> a real worker's first receive_messages answer (bench/real_worker.py)."""
+        if "ours" not in self.targets:
+            return
+        out = self.guarded("worker", "ours", lambda: real_worker.measure(self.a.real_worker_messages))
+        self.sys("ours")["real_worker"] = out
+        if out.get("send_to_first_receive", {}).get("n"):
+            r, w = out["send_to_first_receive"], out["send_to_worker_recorded"]
+            self.log(f"real worker: send->first receive answer median {r['median'] * 1000:.0f} ms, p99 "
+                     f"{r['p99'] * 1000:.0f} ms (send->worker recorded {w['median'] * 1000:.0f} ms); "
+                     f"{out['failures']} failures")
 
 
 def main(argv: list[str] | None = None) -> int:
