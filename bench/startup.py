@@ -1,11 +1,13 @@
 """Start-up figures (Agent Bridge only), each the wall time of a new process.
 
-* ``cold_store``: a new ``server.py`` process on a store that does not exist yet (config.json
-  only, no database file), MCP handshake and the first ``send_message`` result included:
-  what the first agent on a fresh install waits for.
-* ``statusline``: ``agent-bridge-statusline`` from spawn to exit, on a store with every
+* ``cold_store`` (every system): a new server process on a store that does not exist yet
+  (ours: config.json only, no database file; dlb-mcp: DLB_STORE names a missing file), MCP
+  handshake and the first send result included: what the first agent on a fresh install
+  waits for. Each rep also times the bare SDK import (``python -c "import <server module>;
+  import os; os._exit(0)"``) just before, so the two are measured side by side.
+* ``statusline`` (ours): ``agent-bridge-statusline`` from spawn to exit, on a store with every
   declared agent (17) in config.json: what Claude Code waits for at each status refresh.
-* ``doctor_json``: ``agent-bridge doctor --json`` from spawn to exit on the same store.
+* ``doctor_json`` (ours): ``agent-bridge doctor --json`` from spawn to exit on the same store.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import time
 from pathlib import Path
@@ -20,7 +23,7 @@ from typing import Any
 
 import anyio
 
-from .measure import _round, cold_start_seconds
+from .measure import _round, bare_import_seconds, cold_start_seconds
 from .stats import summarize
 from .targets import RECIPIENTS, REPO, Store, Target
 
@@ -47,32 +50,38 @@ def _process_figure(argv: list[str], env: dict[str, str], runs: int, deadline: f
 
 
 def cold_store(target: Target, parent: Path, reps: int, deadline: float) -> dict[str, Any]:
-    samples, errors = [], []
+    """Rep by rep: the bare SDK import (exit without teardown), then the server on a new store."""
+    samples, imports, errors = [], [], []
     for rep in range(reps + 1):
         if time.monotonic() > deadline:
             break
         d = parent / f"cold-store-{rep}"
         d.mkdir(parents=True)
-        store = Store(dir=d, db=d / "bridge.db", config=d / "config.json")
-        agents = {name: {"auto": False, "launcher": "launchers/none.sh"} for name in RECIPIENTS}
-        store.config.write_text(json.dumps({"agents": agents}))
+        store = target._store_paths(d)
+        if store.config is not None:
+            agents = {name: {"auto": False, "launcher": "launchers/none.sh"} for name in RECIPIENTS}
+            store.config.write_text(json.dumps({"agents": agents}))
+        imp = bare_import_seconds(target, teardown=False)
         elapsed, ok, err = anyio.run(cold_start_seconds, target, store)
         created = store.db.exists()
         shutil.rmtree(d, ignore_errors=True)
         if rep == 0:
             continue  # the first rep warms the page cache for the interpreter and the SDK
         samples.append(elapsed)
+        imports.append(imp)
         if not ok or not created:
             errors.append(err or "the store was not created")
-    return {**summarize(samples), "errors": len(errors), "error_samples": errors[:3], "samples": _round(samples)}
+    imp_summary = summarize(imports)
+    return {**summarize(samples), "errors": len(errors), "error_samples": errors[:3], "samples": _round(samples),
+            "bare_import_without_teardown": {**imp_summary, "samples": _round(imports)},
+            "over_bare_import_median": (statistics.median(samples) - imp_summary["median"]) if samples else None}
 
 
-def measure(target: Target, store: Store, *, runs: int, cold_reps: int, max_seconds: float) -> dict[str, Any]:
+def measure(target: Target, store: Store, *, runs: int, max_seconds: float) -> dict[str, Any]:
     deadline = time.monotonic() + max_seconds
     env = {**os.environ, **target.env(store, "reader")}
     bindir = Path(target.python()).parent
     return {
-        "cold_store": cold_store(target, store.dir / "cold", cold_reps, deadline),
         "statusline": _process_figure([str(bindir / "agent-bridge-statusline")], env, runs, deadline),
         "doctor_json": _process_figure([str(bindir / "agent-bridge"), "doctor", "--json"], env,
                                        max(3, runs // 4), deadline),
