@@ -62,8 +62,10 @@ def rows(results: dict) -> list[dict]:
         for stat in ("median", "p99"):
             add(f"{label} over stdio ({stat}; ours only)", "ms", "lower",
                 lambda s, p=p, stat=stat: _ms(_get(s, "paths", "stdio", p, stat)), ratio=False)
-        add(f"  {label}: raw SQL, same transaction form (median)", "ms", "lower",
-            lambda s, p=p: _ms(_get(s, "paths", "raw", p, "median")), ratio=False)
+        add(f"  {label}: raw SQL, same transaction form (median)", "µs", "lower",
+            lambda s, p=p: _us(_get(s, "paths", "raw", p, "median")), ratio=False)
+        add(f"  {label}: domain call, no MCP (median)", "µs", "lower",
+            lambda s, p=p: _us(_get(s, "paths", "domain", p, "median")), ratio=False)
         add(f"  {label}: stdio / raw SQL", "x", "lower", lambda s, p=p: _get(s, "paths", "ratios", p, "stdio"),
             ratio=False)
         add(f"  {label}: domain call / raw SQL", "x", "lower", lambda s, p=p: _get(s, "paths", "ratios", p, "domain"),
@@ -108,6 +110,10 @@ def rows(results: dict) -> list[dict]:
     add("idle listener RSS (ours only)", "MiB", "lower",
         lambda s: _get(s, "dispatch", "idle_listener", "rss_mib"), ratio=False)
     return out
+
+
+def _us(v: float | None) -> float | None:
+    return None if v is None else v * 1e6
 
 
 def _pct(v: float | None) -> float | None:
