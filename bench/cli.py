@@ -19,7 +19,7 @@ from typing import Any
 
 import anyio
 
-from . import listener, measure, report
+from . import floor, listener, measure, paths, real_worker, report, startup
 from .session import open_session
 from .targets import (
     READER,
@@ -29,16 +29,16 @@ from .targets import (
     package_version,
 )
 
-PARTS = ["cold", "latency", "throughput", "domain", "backlog", "dispatch"]
+PARTS = ["cold", "latency", "floor", "paths", "startup", "throughput", "domain", "backlog", "dispatch", "worker"]
 ALIASES = {"cold-start": "cold", "coldstart": "cold", "tp": "throughput", "sqlite": "domain", "raw": "domain"}
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 FULL = dict(latency_calls=1000, latency_warmup=20, cold_reps=15, concurrency="1,4,16", tp_seconds=5.0,
             tp_max_sends=100_000, domain_seconds=2.0, domain_rounds=3, backlogs="100,100000,1000000",
-            backlog_calls=200, backlog_warmup=5, empty_calls=50, dispatch_messages=100, idle_seconds=20.0)
+            backlog_calls=200, backlog_warmup=5, empty_calls=50, statusline_runs=100, dispatch_messages=100, real_worker_messages=30, idle_seconds=20.0)
 QUICK = dict(latency_calls=100, latency_warmup=5, cold_reps=3, concurrency="1,4", tp_seconds=1.5,
              tp_max_sends=10_000, domain_seconds=0.5, domain_rounds=1, backlogs="100,10000",
-             backlog_calls=10, backlog_warmup=1, empty_calls=5, dispatch_messages=20, idle_seconds=5.0)
+             backlog_calls=10, backlog_warmup=1, empty_calls=5, statusline_runs=10, dispatch_messages=20, real_worker_messages=3, idle_seconds=5.0)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -59,7 +59,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--backlog-calls", type=int, help="full-page receives per backlog size (full: 200)")
     p.add_argument("--backlog-warmup", type=int)
     p.add_argument("--empty-calls", type=int, help="polls of the drained inbox per backlog size (full: 50)")
+    p.add_argument("--statusline-runs", type=int, help="agent-bridge-statusline runs (full: 100)")
     p.add_argument("--dispatch-messages", type=int, help="messages for send-to-worker latency (full: 100)")
+    p.add_argument("--real-worker-messages", type=int, help="messages for send-to-real-worker (full: 30)")
     p.add_argument("--idle-seconds", type=float, help="seconds to sample the idle listener's CPU (full: 20)")
     p.add_argument("--max-phase-seconds", type=float, default=300.0, help="time bound for each timed call loop")
     p.add_argument("--cache-dir", type=Path, default=default_cache_dir(), help="where the dlb-mcp venv lives")
@@ -161,6 +163,70 @@ class Runner:
                          f"(median/p99), {res['receive']['mean_value']} msgs per receive; consume "
                          f"{res['consume']['median'] * 1000:.2f}/{res['consume']['p99'] * 1000:.2f} ms")
 
+    def floor(self) -> None:
+        """Ours only: send/receive medians as a ratio to a no-op tool on a bare MCPServer."""
+        if "ours" not in self.targets:
+            return
+        a, t = self.a, self.targets["ours"]
+        def go():
+            store = self.store(t, "floor")
+            measure.fill_store(t, store, background=0, unread_for_reader=measure.STEADY_UNREAD)
+            out = anyio.run(lambda: floor.floor(t, store, calls=a.latency_calls, warmup=a.latency_warmup,
+                                                limit=20, max_seconds=a.max_phase_seconds))
+            self.drop(store)
+            return out
+        res = self.sys("ours")["floor"] = self.guarded("floor", "ours", go)
+        if "noop" in res:
+            self.log(f"floor: noop {res['noop']['median'] * 1000:.2f} ms; send {res['send']['median'] * 1000:.2f} ms"
+                     f" = {res['send_over_noop']:.2f}x, receive {res['receive']['median'] * 1000:.2f} ms"
+                     f" = {res['receive_over_noop']:.2f}x the floor")
+
+    def paths(self) -> None:
+        """Ours only: every send path over stdio, in process and as raw SQL (bench/paths.py)."""
+        if "ours" not in self.targets:
+            return
+        a, t = self.a, self.targets["ours"]
+        def go():
+            stores = {lvl: self.store(t, f"paths-{lvl}") for lvl in ("stdio", "domain", "raw")}
+            out = paths.measure(t, stores, calls=a.latency_calls, warmup=a.latency_warmup,
+                                max_seconds=a.max_phase_seconds)
+            for st in stores.values():
+                self.drop(st)
+            return out
+        res = self.sys("ours")["paths"] = self.guarded("paths", "ours", go)
+        for p in paths.PATHS if "ratios" in res else ():
+            f = {lvl: res[lvl][p]["median"] * 1000 for lvl in ("stdio", "domain", "raw")}
+            self.log(f"path {p}: stdio {f['stdio']:.2f} ms (p99 {res['stdio'][p]['p99'] * 1000:.2f}), "
+                     f"domain {f['domain']:.3f} ms, raw SQL {f['raw']:.3f} ms; stdio/raw "
+                     f"{res['ratios'][p]['stdio']:.1f}x, domain/raw {res['ratios'][p]['domain']:.1f}x")
+
+    def startup(self) -> None:
+        """A truly cold first call (every system); ours: the status line and doctor --json (bench/startup.py)."""
+        a = self.a
+        for key, t in self.targets.items():
+            def cold(t=t):
+                parent = self.tmp / f"{t.key}-cold-store"
+                out = startup.cold_store(t, parent, a.cold_reps, time.monotonic() + a.max_phase_seconds)
+                shutil.rmtree(parent, ignore_errors=True)
+                return out
+            res = self.sys(key)["cold_store"] = self.guarded("cold store", key, cold)
+            if res.get("n"):
+                imp = res["bare_import_without_teardown"]
+                self.log(f"startup {key}: new store, spawn -> first send result median {res['median'] * 1000:.0f} ms,"
+                         f" p99 {res['p99'] * 1000:.0f} ms; bare import {imp['median'] * 1000:.0f} ms")
+        if "ours" not in self.targets:
+            return
+        t = self.targets["ours"]
+        def go():
+            store = self.store(t, "startup")
+            out = startup.measure(t, store, runs=a.statusline_runs, max_seconds=a.max_phase_seconds)
+            self.drop(store)
+            return out
+        res = self.sys("ours")["startup"] = self.guarded("startup", "ours", go)
+        for k, what in (("statusline", "statusline"), ("doctor_json", "doctor --json")):
+            if res.get(k, {}).get("n"):
+                self.log(f"startup: {what} median {res[k]['median'] * 1000:.0f} ms, p99 {res[k]['p99'] * 1000:.0f} ms")
+
     def throughput(self) -> None:
         a = self.a
         for c in a.concurrency:
@@ -194,8 +260,9 @@ class Runner:
                 per[key].append(self.guarded("domain", key, go))
         raw_med = statistics.median(x["per_second"] for x in raw_rounds)
         self.results["raw_sqlite"] = {"per_second": raw_med, "rounds": raw_rounds,
-                                      "definition": "WAL, synchronous=NORMAL, one connection, one row per "
-                                                    "transaction, plain table with our messages columns"}
+                                      "definition": "WAL, synchronous=NORMAL, one connection, one autocommit "
+                                                    "INSERT per row (the form of a plain send), plain table "
+                                                    "with our messages columns"}
         self.log(f"raw SQLite reference: {raw_med:,.0f} inserts/s")
         for key, rounds in per.items():
             good = [x for x in rounds if "domain" in x]
@@ -256,6 +323,18 @@ class Runner:
         if "send_to_supervisor_ms" in out:
             self.log(f"dispatch: send->supervisor median {out['send_to_supervisor_ms']['median']:.1f} ms, "
                      f"idle CPU {out['idle_listener']['cpu_percent']:.2f}%")
+
+    def worker(self) -> None:
+        """Agent Bridge only: send -> a real worker's first receive_messages answer (bench/real_worker.py)."""
+        if "ours" not in self.targets:
+            return
+        out = self.guarded("worker", "ours", lambda: real_worker.measure(self.a.real_worker_messages))
+        self.sys("ours")["real_worker"] = out
+        if out.get("send_to_first_receive", {}).get("n"):
+            r, w = out["send_to_first_receive"], out["send_to_worker_recorded"]
+            self.log(f"real worker: send->first receive answer median {r['median'] * 1000:.0f} ms, p99 "
+                     f"{r['p99'] * 1000:.0f} ms (send->worker recorded {w['median'] * 1000:.0f} ms); "
+                     f"{out['failures']} failures")
 
 
 def main(argv: list[str] | None = None) -> int:

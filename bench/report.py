@@ -40,10 +40,36 @@ def rows(results: dict) -> list[dict]:
         lambda s: _ms(_get(s, "cold_start", "over_bare_import_median")), ratio=False)
     add("  cold start minus import without teardown", "ms", "lower",
         lambda s: _ms(_get(s, "cold_start", "over_import_only_median")), ratio=False)
+    add("cold start on a new store: spawn -> first send result (median)", "ms", "lower",
+        lambda s: _ms(_get(s, "cold_store", "median")))
+    add("  p99", "ms", "lower", lambda s: _ms(_get(s, "cold_store", "p99")))
+    add("  bare import without teardown, same reps (median)", "ms", "lower",
+        lambda s: _ms(_get(s, "cold_store", "bare_import_without_teardown", "median")))
+    add("  new-store cold start minus that import", "ms", "lower",
+        lambda s: _ms(_get(s, "cold_store", "over_bare_import_median")), ratio=False)
     names = {"send": "send", "receive": "receive(20)", "consume": "consume 20 (receive + ack)"}
     for op in ("send", "receive", "consume"):
         for stat in ("median", "p99"):
             add(f"{names[op]} latency over stdio ({stat})", "ms", "lower", lambda s, op=op, stat=stat: _ms(_get(s, "latency", op, stat)))
+    add("floor: no-op tool on a bare MCPServer (median; ours only)", "ms", "lower",
+        lambda s: _ms(_get(s, "floor", "noop", "median")), ratio=False)
+    add("  send / floor (medians, same run)", "x", "lower", lambda s: _get(s, "floor", "send_over_noop"), ratio=False)
+    add("  receive(20) / floor (medians, same run)", "x", "lower",
+        lambda s: _get(s, "floor", "receive_over_noop"), ratio=False)
+    path_names = {"plain": "plain send", "task_dedup": "task with dedup_key", "reply": "reply (result, reply_to)",
+                  "conversation_turn": "conversation turn"}
+    for p, label in path_names.items():
+        for stat in ("median", "p99"):
+            add(f"{label} over stdio ({stat}; ours only)", "ms", "lower",
+                lambda s, p=p, stat=stat: _ms(_get(s, "paths", "stdio", p, stat)), ratio=False)
+        add(f"  {label}: raw SQL, same transaction form (median)", "µs", "lower",
+            lambda s, p=p: _us(_get(s, "paths", "raw", p, "median")), ratio=False)
+        add(f"  {label}: domain call, no MCP (median)", "µs", "lower",
+            lambda s, p=p: _us(_get(s, "paths", "domain", p, "median")), ratio=False)
+        add(f"  {label}: stdio / raw SQL", "x", "lower", lambda s, p=p: _get(s, "paths", "ratios", p, "stdio"),
+            ratio=False)
+        add(f"  {label}: domain call / raw SQL", "x", "lower", lambda s, p=p: _get(s, "paths", "ratios", p, "domain"),
+            ratio=False)
     conc = sorted({int(c) for s in systems.values() for c in (_get(s, "throughput") or {})})
     for c in conc:
         add(f"throughput, {c} client process{'es' if c > 1 else ''}", "sends/s", "higher",
@@ -70,11 +96,24 @@ def rows(results: dict) -> list[dict]:
         for stat in ("median", "p99"):
             add(f"send -> {what} start ({stat}; ours only)", "ms", "lower",
                 lambda s, key=key, stat=stat: _get(s, "dispatch", key, stat), ratio=False)
+    for stat in ("median", "p99"):
+        add(f"send -> real worker's first receive answer ({stat}; ours only)", "ms", "lower",
+            lambda s, stat=stat: _ms(_get(s, "real_worker", "send_to_first_receive", stat)), ratio=False)
+    add("  send -> worker start recorded, same runs (median)", "ms", "lower",
+        lambda s: _ms(_get(s, "real_worker", "send_to_worker_recorded", "median")), ratio=False)
+    for k, label in (("statusline", "agent-bridge-statusline"), ("doctor_json", "agent-bridge doctor --json")):
+        for stat in ("median", "p99"):
+            add(f"{label} process wall time ({stat}; ours only)", "ms", "lower",
+                lambda s, k=k, stat=stat: _ms(_get(s, "startup", k, stat)), ratio=False)
     add("idle listener CPU (ours only)", "% core", "lower",
         lambda s: _get(s, "dispatch", "idle_listener", "cpu_percent"), ratio=False)
     add("idle listener RSS (ours only)", "MiB", "lower",
         lambda s: _get(s, "dispatch", "idle_listener", "rss_mib"), ratio=False)
     return out
+
+
+def _us(v: float | None) -> float | None:
+    return None if v is None else v * 1e6
 
 
 def _pct(v: float | None) -> float | None:
@@ -121,7 +160,7 @@ def table(results: dict) -> str:
             text.append("  ".join("-" * w for w in widths))
     if raw.get("per_second"):
         text.append("")
-        text.append(f"raw SQLite reference (WAL, synchronous=NORMAL, one connection, one row per transaction): "
+        text.append(f"raw SQLite reference (WAL, synchronous=NORMAL, one connection, one autocommit INSERT per row): "
                     f"{raw['per_second']:,.0f} inserts/s (median of {len(raw.get('rounds', []))} rounds)")
     return "\n".join(text)
 
