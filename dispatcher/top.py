@@ -133,7 +133,7 @@ def render(snap: dict, filter_agent: str | None = None, details: bool = False):
     if snap["error"]:
         parts.append(Text(f"error: {snap['error']}", style="bold red"))
 
-    agents = Table(title="Agents", title_justify="left", expand=True)
+    agents = Table(title="Agents", title_justify="left")
     for col in ("agent", "listener", "pid", "enabled", "auto", "unread", "oldest unread", "last outcome"):
         agents.add_column(col)
     for a in snap["agents"]:
@@ -150,7 +150,7 @@ def render(snap: dict, filter_agent: str | None = None, details: bool = False):
                        str(inbox["unread"]), _age(inbox["oldest_age"]), last_text)
     parts.append(agents)
 
-    flight = Table(title="In flight", title_justify="left", expand=True)
+    flight = Table(title="In flight", title_justify="left")
     for col in ("message", "agent", "state", "elapsed", "budget", "used"):
         flight.add_column(col)
     for f in snap["in_flight"]:
@@ -159,7 +159,7 @@ def render(snap: dict, filter_agent: str | None = None, details: bool = False):
             flight.add_row(f"#{f['message_id']}", f["agent"], f["state"], _age(f["elapsed"]), _age(f["budget"]), used)
     parts.append(flight)
 
-    recent = Table(title="Recent outcomes", title_justify="left", expand=True)
+    recent = Table(title="Recent outcomes", title_justify="left")
     for col in ("message", "agent", "outcome", "error_kind", "duration", "cost"):
         recent.add_column(col)
     for r in snap["recent"]:
@@ -169,7 +169,7 @@ def render(snap: dict, filter_agent: str | None = None, details: bool = False):
                            r["error_kind"] or "-", _age(r["duration"]), _cost(r["cost_usd"]))
     parts.append(recent)
 
-    convs = Table(title="Active conversations", title_justify="left", expand=True)
+    convs = Table(title="Active conversations", title_justify="left")
     for col in ("conversation", "initiator", "recipient", "turns", "cost", "cost cap"):
         convs.add_column(col)
     for c in snap["conversations"]:
