@@ -392,4 +392,7 @@ def top(agent: str | None, once: bool) -> None:
     """
     from .top import run_top
 
-    run_top(_settings(), agent, once=once)
+    settings = _settings()
+    if agent is not None:
+        _declared(settings, agent, config_required=False)
+    run_top(settings, agent, once=once)

@@ -144,8 +144,26 @@ def test_top_in_a_real_terminal_shows_a_dispatch_outcome(env, db_path, config_pa
         print(shown)
         assert "CANARY" not in shown
         assert re.search(r"claude\s.*idle", shown), shown
+        subprocess.run([*tmux, "send-keys", "-t", "top", "d"], check=True, timeout=30)
+        details = wait_until(lambda: (s := screen()) and "Latest attempt's diagnostics" in s and s,
+                             deadline=10, interval=0.2, what="the diagnostics panel after d")
+        assert f"attempt on message #{task} (claude)" in details and "CANARY" not in details
+        subprocess.run([*tmux, "send-keys", "-t", "top", "2"], check=True, timeout=30)
+        kimi_only = wait_until(lambda: (s := screen()) and "filter: kimi" in s and s,
+                               deadline=10, interval=0.2, what="the kimi filter after 2")
+        assert not re.search(rf"#{task}\s.*claude.*succeeded", kimi_only), kimi_only
         subprocess.run([*tmux, "send-keys", "-t", "top", "q"], check=True, timeout=30)
         wait_until(lambda: subprocess.run([*tmux, "has-session", "-t", "top"], capture_output=True,
                                           timeout=30).returncode != 0, deadline=10, what="top to quit on q")
     finally:
         subprocess.run([*tmux, "kill-server"], capture_output=True, timeout=30)
+
+
+def test_once_prints_one_frame_and_refuses_an_undeclared_agent(env):
+    from dispatch_harness import cli
+
+    frame = cli(env, "top", "--once", "--agent", "kimi", timeout=60)
+    assert frame.returncode == 0, frame.stderr
+    assert "filter: kimi" in frame.stdout and "Recent outcomes" in frame.stdout
+    unknown = cli(env, "top", "--once", "--agent", "nobody", timeout=60)
+    assert unknown.returncode == 2 and unknown.stderr.startswith("agent-bridge: unknown_agent: ")
