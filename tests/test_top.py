@@ -121,7 +121,7 @@ def _tmux_missing() -> bool:
 @pytest.mark.skipif(_tmux_missing() and not os.environ.get("CI"),
                     reason="tmux is not installed (apt-get install -y tmux); CI must have it")
 def test_top_in_a_real_terminal_shows_a_dispatch_outcome(env, db_path, config_path, launchers, bridge_root):
-    write_config_atomic(config_path, make_launcher(launchers, "succeed"))
+    write_config_atomic(config_path, make_launcher(launchers, "hang"), timeout=4)
     start_listener(env)
     wait_until(lambda: status(env)["stage"] == "idle", deadline=30, what="listener idle")
     socket = bridge_root / "tmux.sock"
@@ -136,6 +136,14 @@ def test_top_in_a_real_terminal_shows_a_dispatch_outcome(env, db_path, config_pa
                                   timeout=30).stdout
 
         wait_until(lambda: "Recent outcomes" in screen(), deadline=20, interval=0.2, what="top's first frame")
+        hung = post_task(db_path, CANARY + " hang")
+        flying = wait_until(lambda: (s := screen()) and re.search(rf"#{hung}\s.*claude\s.*spawned.*\s4\.0s\s", s) and s,
+                            deadline=10, interval=0.2, what=f"#{hung} in flight against its 4 s budget")
+        print(flying)
+        assert "CANARY" not in flying
+        wait_until(lambda: re.search(rf"#{hung}\s.*claude\s.*timeout\s.*timeout", screen()),
+                   deadline=20, interval=0.2, what=f"the timeout of #{hung} on the screen")
+        write_config_atomic(config_path, make_launcher(launchers, "succeed"))
         task = post_task(db_path, CANARY)
         wait_finished(db_path, task, deadline=30)
         shown = wait_until(lambda: (s := screen()) and re.search(rf"#{task}\s.*claude.*succeeded", s) and s,
