@@ -19,18 +19,20 @@ from dispatch_harness import (
     wait_until,
     write_config_atomic,
 )
-from harness import PROJECT, sql
+from harness import PROJECT, bridge_env, sql, write_config
 
 CANARY = "CANARY-top-7f3a secret task text"
 
 
 @pytest.fixture
-def settings(env, monkeypatch):
+def own_store(tmp_path, monkeypatch):
+    """A store of the test's own (the module's store is the tmux test's, with a live listener)."""
+    env = bridge_env(tmp_path, write_config(tmp_path / "config.json"))
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     from dispatcher.settings import BridgeSettings
 
-    return BridgeSettings()
+    return BridgeSettings(), Path(env["AGENT_BRIDGE_DB"])
 
 
 def _text(renderable) -> str:
@@ -44,8 +46,10 @@ def _text(renderable) -> str:
         console.file.close()
 
 
-def test_snapshot_and_render_show_attempts_conversations_and_inboxes_without_text(settings, db_path):
+def test_snapshot_and_render_show_attempts_conversations_and_inboxes_without_text(own_store):
     from dispatcher.top import render, snapshot
+
+    settings, db_path = own_store
 
     done = post_task(db_path, CANARY)
     running = post_task(db_path, CANARY + " two")
