@@ -139,31 +139,37 @@ def test_top_in_a_real_terminal_shows_a_dispatch_outcome(env, db_path, config_pa
             return subprocess.run([*tmux, "capture-pane", "-p", "-t", "top"], capture_output=True, text=True,
                                   timeout=30).stdout
 
-        wait_until(lambda: "Recent outcomes" in screen(), deadline=20, interval=0.2, what="top's first frame")
+        def until(predicate, what: str, deadline: float = 10) -> str:
+            """Poll the screen (a capture may catch a frame half redrawn); on timeout, show the last one."""
+            last = ""
+            end = time.monotonic() + deadline
+            while time.monotonic() < end:
+                last = screen()
+                if predicate(last):
+                    assert "CANARY" not in last, last
+                    return last
+                time.sleep(0.2)
+            raise AssertionError(f"timed out after {deadline}s waiting for {what}; the screen:\n{last}")
+
+        until(lambda s: "Recent outcomes" in s, "top's first frame", deadline=20)
         hung = post_task(db_path, CANARY + " hang")
-        flying = wait_until(lambda: (s := screen()) and re.search(rf"#{hung}\s.*claude\s.*spawned.*\s4\.0s\s", s) and s,
-                            deadline=10, interval=0.2, what=f"#{hung} in flight against its 4 s budget")
-        print(flying)
-        assert "CANARY" not in flying
-        wait_until(lambda: re.search(rf"#{hung}\s.*claude\s.*timeout\s.*timeout", screen()),
-                   deadline=20, interval=0.2, what=f"the timeout of #{hung} on the screen")
+        print(until(lambda s: re.search(rf"#{hung}\s.*claude\s.*spawned.*\s4\.0s\s", s),
+                    f"#{hung} in flight against its 4 s budget"))
+        until(lambda s: re.search(rf"#{hung}\s.*claude\s.*timeout\s.*timeout", s), f"the timeout of #{hung}",
+              deadline=20)
         write_config_atomic(config_path, make_launcher(launchers, "succeed"))
         task = post_task(db_path, CANARY)
         wait_finished(db_path, task, deadline=30)
-        shown = wait_until(lambda: (s := screen()) and re.search(rf"#{task}\s.*claude.*succeeded", s) and s,
-                           deadline=10, interval=0.2, what=f"the outcome of #{task} on the screen")
+        shown = until(lambda s: re.search(rf"#{task}\s.*claude.*succeeded", s) and re.search(r"claude\s.*idle", s),
+                      f"the outcome of #{task} and an idle listener")
         Path(bridge_root / "top-screen.txt").write_text(shown)
         print(shown)
-        assert "CANARY" not in shown
-        assert re.search(r"claude\s.*idle", shown), shown
         subprocess.run([*tmux, "send-keys", "-t", "top", "d"], check=True, timeout=30)
-        details = wait_until(lambda: (s := screen()) and "Latest attempt's diagnostics" in s and s,
-                             deadline=10, interval=0.2, what="the diagnostics panel after d")
-        assert f"attempt on message #{task} (claude)" in details and "CANARY" not in details
+        until(lambda s: "Latest attempt's diagnostics" in s and f"attempt on message #{task} (claude)" in s,
+              "the diagnostics panel after d")
         subprocess.run([*tmux, "send-keys", "-t", "top", "2"], check=True, timeout=30)
-        kimi_only = wait_until(lambda: (s := screen()) and "filter: kimi" in s and s,
-                               deadline=10, interval=0.2, what="the kimi filter after 2")
-        assert not re.search(rf"#{task}\s.*claude.*succeeded", kimi_only), kimi_only
+        until(lambda s: "filter: kimi" in s and not re.search(rf"#{task}\s.*claude.*succeeded", s),
+              "the kimi filter after 2, without claude's outcome")
         subprocess.run([*tmux, "send-keys", "-t", "top", "q"], check=True, timeout=30)
         wait_until(lambda: subprocess.run([*tmux, "has-session", "-t", "top"], capture_output=True,
                                           timeout=30).returncode != 0, deadline=10, what="top to quit on q")
