@@ -378,3 +378,21 @@ def prune(older_than: str, dry_run: bool, compact: bool) -> None:
     from .prune import run_prune
 
     _print_json(run_prune(_settings(), older_than, dry_run=dry_run, compact=compact))
+
+
+@main.command()
+@click.option("--agent", default=None, callback=lambda ctx, p, v: None if v is None else _agent_id(ctx, p, v),
+              help="Show only this agent's rows (keys: a cycles, 0 shows all).")
+@click.option("--once", is_flag=True, help="Print one frame and exit (for scripts and tests).")
+def top(agent: str | None, once: bool) -> None:
+    """A live, payload-free view: listeners, attempts in flight, recent outcomes, active
+    conversations and inboxes. Needs the optional `rich` extra (`agent-bridge[top]`).
+
+    Keys: a or a number picks the agent filter (0 all), d the latest attempt's diagnostics, q quits.
+    """
+    from .top import run_top
+
+    settings = _settings()
+    if agent is not None:
+        _declared(settings, agent, config_required=False)
+    run_top(settings, agent, once=once)

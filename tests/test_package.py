@@ -149,3 +149,12 @@ def test_doctor_outside_the_checkout(installed: Path, home) -> None:
     assert done.returncode == 0 and report["ok"] and not errors, (errors, done.stderr)
     codes = {f["code"] for f in report["findings"]}
     assert {"config_ok", "launcher_ok", "cli_ok"} <= codes
+
+
+def test_top_without_the_extra_names_it(installed: Path, home) -> None:
+    """The plain wheel has no `rich`: `top` says how to install the extra, in one line."""
+    env, work = home
+    done = _run(["agent-bridge", "top", "--once"], env, work)
+    assert done.returncode == 1
+    assert done.stderr.startswith("agent-bridge: missing_extra: ") and done.stderr.count("\n") == 1
+    assert "agent-bridge[top]" in done.stderr
