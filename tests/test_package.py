@@ -158,3 +158,40 @@ def test_top_without_the_extra_names_it(installed: Path, home) -> None:
     assert done.returncode == 1
     assert done.stderr.startswith("agent-bridge: missing_extra: ") and done.stderr.count("\n") == 1
     assert "agent-bridge[top]" in done.stderr
+
+
+def test_the_readme_quick_start_outside_the_checkout(installed: Path, home) -> None:
+    """The README's first steps from an installed package: init, register with Claude Code and
+    Kimi Code, a listener started detached (no user manager here), and doctor with no error
+    and that listener running."""
+    env, work = home
+    env = {**env, "KIMI_BIN": str(Path(env["PATH"].split(os.pathsep)[0]) / "claude")}  # a CLI that answers
+    assert _run(["agent-bridge", "init"], env, work).returncode == 0
+    config = Path(env["XDG_CONFIG_HOME"]) / "agent-bridge" / "config.json"
+    doc = json.loads(config.read_text())
+    doc["agents"].setdefault("kimi", {"auto": False, "launcher": "launchers/kimi_headless.sh"})
+    config.write_text(json.dumps(doc))
+    no_claude = {**env, "PATH": os.pathsep.join(env["PATH"].split(os.pathsep)[1:])}  # settings file, not the binary
+    assert _run(["agent-bridge", "register", "claude", "--agent", "claude"], no_claude, work).returncode == 0
+    kimi = _run(["agent-bridge", "register", "kimi", "--agent", "kimi"], env, work)
+    assert kimi.returncode == 0, kimi.stderr
+    home_dir = Path(env["HOME"])
+    claude_entry = json.loads((home_dir / ".claude.json").read_text())["mcpServers"]["agent_bridge"]
+    kimi_entry = json.loads((home_dir / ".kimi-code" / "mcp.json").read_text())["mcpServers"]["agent_bridge"]
+    for entry, agent in ((claude_entry, "claude"), (kimi_entry, "kimi")):
+        assert entry["command"] == str(installed / "python") and entry["env"]["AGENT_ID"] == agent
+    enabled = _run(["agent-bridge", "listener", "enable", "--agent", "claude"], env, work)
+    try:
+        assert enabled.returncode == 0, enabled.stderr
+        assert json.loads(enabled.stdout)["running"] is True
+        report = json.loads(_run(["agent-bridge", "doctor", "--json"], env, work).stdout)
+        assert report["ok"], [f for f in report["findings"] if f["level"] == "error"]
+        assert any(f["code"] == "listener_ok" and f.get("agent") == "claude" for f in report["findings"])
+    finally:
+        _run(["agent-bridge", "listener", "disable", "--agent", "claude"], env, work)
+        status = {}
+        for _ in range(600):  # the disabled listener exits within a poll or two
+            status = json.loads(_run(["agent-bridge", "listener", "status", "--agent", "claude"], env, work).stdout)
+            if not status["running"]:
+                break
+        assert not status["running"]
