@@ -161,6 +161,21 @@ def race(agents: list[McpAgent], tool: str, **arguments: Any) -> tuple[list[Tool
     return [result for result, _, _ in done], overlapped
 
 
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def store_from_fixture(db: Path, name: str, version: int) -> Path:
+    """A store of an old schema: tests/fixtures/<name>.sql loaded at ``PRAGMA user_version``."""
+    db.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(db)
+    try:
+        conn.executescript((FIXTURES / f"{name}.sql").read_text())
+        conn.execute(f"PRAGMA user_version = {version}")
+    finally:
+        conn.close()
+    return db
+
+
 def db_snapshot(db_path: Path | str) -> list[tuple]:
     """Every row of every table, for before/after comparisons."""
     conn = sqlite3.connect(db_path)

@@ -30,12 +30,10 @@ from faultkit import (
     stop,
     wait_until,
 )
-from harness import PROJECT, McpAgent, bridge_env, db_snapshot, write_config
+from harness import PROJECT, McpAgent, bridge_env, db_snapshot, store_from_fixture, write_config
 
 from dispatcher.errors import BridgeError
 from dispatcher.store import SCHEMA_VERSION
-
-FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def _run(*cmd: str) -> subprocess.CompletedProcess:
@@ -519,10 +517,7 @@ def test_v1_store_is_migrated_by_a_running_server_and_listener(tmp_path):
     env = {**bridge_env(tmp_path, write_config(tmp_path / "config.json", agents)),
            "SCRIPTED_WORKER_LAUNCHES": str(tmp_path / "launches.txt")}
     db = Path(env["AGENT_BRIDGE_DB"])
-    db.parent.mkdir(parents=True)
-    with contextlib.closing(sqlite3.connect(db)) as conn:
-        conn.executescript((FIXTURES / "store_v1.sql").read_text())
-        conn.execute("PRAGMA user_version = 1")
+    store_from_fixture(db, "store_v1", 1)
     v1_columns = ("id, sender, recipient, kind, text, reply_to, conversation_id, dedup_key, created_at,"
                   " response_deadline, delivered_at, acknowledged_at, claim_owner, claim_expires_at")
     before = query(db, f"SELECT {v1_columns} FROM messages ORDER BY id")

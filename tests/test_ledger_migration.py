@@ -2,28 +2,19 @@
 diagnostics), conversations get max_cost_usd, and every row is kept as it was."""
 
 import sqlite3
-from pathlib import Path
+
+from harness import store_from_fixture
 
 from dispatcher import conversations
 from dispatcher.dispatch.control import agent_totals
 from dispatcher.store import SCHEMA_VERSION, open_store
 
-FIXTURE = Path(__file__).parent / "fixtures" / "store_v3.sql"
 LEDGER = ("cli_status", "cost_usd", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
           "max_cost_usd", "cost_overshoot_usd")
 
 
-def _v3_store(tmp_path: Path) -> Path:
-    db = tmp_path / "store_v3.db"
-    conn = sqlite3.connect(db)
-    conn.executescript(FIXTURE.read_text())
-    conn.execute("PRAGMA user_version = 3")
-    conn.close()
-    return db
-
-
 def test_v3_migration_adds_the_ledger_and_keeps_every_row(tmp_path):
-    db = _v3_store(tmp_path)
+    db = store_from_fixture(tmp_path / "store_v3.db", "store_v3", 3)
     old = sqlite3.connect(db)
     before = {table: old.execute(f"SELECT * FROM {table} ORDER BY rowid").fetchall()
               for table in ("messages", "dispatch_attempts", "conversations", "conversation_transitions", "listeners")}

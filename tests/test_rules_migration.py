@@ -1,25 +1,16 @@
 """Schema 2 -> 3: only the dispatcher's real old notices become system notices; every row is kept."""
 
 import sqlite3
-from pathlib import Path
+
+from harness import store_from_fixture
 
 from dispatcher.store import SCHEMA_VERSION, open_store
 
-FIXTURE = Path(__file__).parent / "fixtures" / "store_v2.sql"
 REAL_OLD_NOTICE = 2  # the notice for failed attempt #1, keyed agent-bridge:dispatch-notice:1
 
 
-def _v2_store(tmp_path: Path) -> Path:
-    db = tmp_path / "store_v2.db"
-    conn = sqlite3.connect(db)
-    conn.executescript(FIXTURE.read_text())
-    conn.execute("PRAGMA user_version = 2")
-    conn.close()
-    return db
-
-
 def test_v2_migration_marks_only_the_real_old_notice_and_keeps_every_row(tmp_path):
-    db = _v2_store(tmp_path)
+    db = store_from_fixture(tmp_path / "store_v2.db", "store_v2", 2)
     old = sqlite3.connect(db)
     messages_before = {r[0]: r for r in old.execute("SELECT * FROM messages ORDER BY id")}
     attempts_before = old.execute("SELECT * FROM dispatch_attempts ORDER BY message_id").fetchall()

@@ -8,12 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from harness import PROJECT
+from harness import PROJECT, store_from_fixture
 
 from dispatcher.errors import BridgeError
 from dispatcher.store import SCHEMA_VERSION, SchemaTooNewError, Store, open_store
-
-FIXTURES = Path(__file__).parent / "fixtures"
 
 HOLD_LOCK = """
 import sqlite3, sys, time
@@ -86,18 +84,9 @@ def test_newer_schema_refuses_to_open_and_writes_nothing(tmp_path, env):
     assert _digest(db) == before
 
 
-def _store_from_fixture(tmp_path: Path, name: str, version: int) -> Path:
-    db = tmp_path / f"{name}.db"
-    conn = sqlite3.connect(db)
-    conn.executescript((FIXTURES / f"{name}.sql").read_text())
-    conn.execute(f"PRAGMA user_version = {version}")
-    conn.close()
-    return db
-
-
 @pytest.mark.parametrize(("fixture", "version"), [("store_v1", 1)])
 def test_migrates_every_released_schema_keeping_messages(tmp_path, fixture, version):
-    db = _store_from_fixture(tmp_path, fixture, version)
+    db = store_from_fixture(tmp_path / f"{fixture}.db", fixture, version)
     before = sqlite3.connect(db).execute("SELECT * FROM messages ORDER BY id").fetchall()
     conn = open_store(db)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
