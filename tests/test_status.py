@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from dispatcher.dispatch.control import listener_status, progress_line
+from dispatcher.dispatch.control import _error_head, listener_status, progress_line
 from dispatcher.dispatch.paths import AgentPaths
 from dispatcher.dispatch.progress import write_progress
 from dispatcher.locations import Locations
@@ -119,3 +119,15 @@ def test_late_replies_are_unknown_not_an_error_when_the_store_is_unreadable(setu
     write_progress(paths.progress, agent="claude", listener_pid=1, stage="idle", last=last, current=None)
     assert listener_status(where, "claude")["last"]["late_result_ids"] is None
     assert progress_line(where, "claude") == "[claude] stopped | last msg#7 sender=kimi result=crashed"
+
+
+@pytest.mark.parametrize(("error", "head"), [
+    ("config: agent 'x' is not declared", "config invalid"),
+    ("store_unavailable: the bridge store could not complete this operation (OperationalError: full)",
+     "store_unavailable"),
+    ("supervisor for msg#3 exited 3 without recording an attempt", "error"),  # not a code: no free text
+    ("", "error"), (None, "error"), (42, "error"),
+    ("weird/text: with punctuation", "error"),
+])
+def test_the_status_line_names_the_listeners_error_by_its_head(error, head):
+    assert _error_head(error) == head
