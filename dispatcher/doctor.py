@@ -19,6 +19,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .store.readonly import open_read_only, store_is_idle
+
 OK, WARN, ERROR = "ok", "warn", "error"
 LOW_DISK_BYTES = 100 * 1024 * 1024
 STATUSLINE_BUDGET_SECONDS = 0.2
@@ -129,18 +131,9 @@ def check_store(ctx: Context) -> list[Finding]:
 
 
 def _open_read_only(db: Path) -> tuple[sqlite3.Connection, bool]:
-    """A read-only connection that creates no file; True when the store was idle.
-
-    A ``mode=ro`` connection to a WAL store creates (and leaves behind) its -wal and -shm
-    files when they do not exist, that is when no connection is open. An idle store has
-    everything in the main file, so it is read as ``immutable`` (no locks, no side files);
-    a store in use (both side files there) is read the ordinary read-only way.
-    """
-    idle = not (Path(f"{db}-wal").exists() and Path(f"{db}-shm").exists())
-    uri = f"{db.as_uri()}?{'immutable=1' if idle else 'mode=ro'}"
-    conn = sqlite3.connect(uri, uri=True, timeout=5)
-    conn.execute("PRAGMA query_only = ON")
-    return conn, idle
+    """A read-only connection that creates no file; True when the store was idle."""
+    idle = store_is_idle(db)
+    return open_read_only(db), idle
 
 
 def _disk(directory: Path) -> list[Finding]:

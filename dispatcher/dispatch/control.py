@@ -13,6 +13,7 @@ import time
 
 from ..locations import PROJECT_DIR, Locations
 from ..private_files import open_private_lock
+from ..store.readonly import open_read_only
 from .paths import AgentPaths
 from .procs import flock_holder, start_time
 from .progress import read_progress, render_line
@@ -200,11 +201,7 @@ def enable(settings: Locations, agent: str, wait_seconds: float = 10.0) -> dict:
 
 
 def _read_only(settings: Locations) -> sqlite3.Connection | None:
-    if not settings.db.exists():
-        return None
-    conn = sqlite3.connect(f"{settings.db.as_uri()}?mode=ro", uri=True, timeout=5)
-    conn.execute("PRAGMA query_only = ON")
-    return conn
+    return open_read_only(settings.db)
 
 
 def pending(settings: Locations, agent: str) -> dict:

@@ -1,0 +1,29 @@
+"""Read-only connections for views (status line, hooks, who, top, doctor): they never write,
+never migrate, and leave no file behind."""
+
+import sqlite3
+from pathlib import Path
+
+READ_TIMEOUT_SECONDS = 5
+
+
+def store_is_idle(db: Path) -> bool:
+    """No connection is open: everything is in the main file (no -wal and -shm beside it)."""
+    return not (Path(f"{db}-wal").exists() and Path(f"{db}-shm").exists())
+
+
+def open_read_only(db: Path) -> sqlite3.Connection | None:
+    """A ``query_only`` connection, or None when there is no store yet.
+
+    A ``mode=ro`` connection to a WAL store creates (and leaves behind) its -wal and -shm
+    files when they do not exist, that is when no connection is open. An idle store has
+    everything in the main file, so it is read as ``immutable`` (no locks, no side files);
+    a store in use is read the ordinary read-only way.
+    """
+    db = Path(db)
+    if not db.exists():
+        return None
+    uri = f"{db.as_uri()}?{'immutable=1' if store_is_idle(db) else 'mode=ro'}"
+    conn = sqlite3.connect(uri, uri=True, timeout=READ_TIMEOUT_SECONDS)
+    conn.execute("PRAGMA query_only = ON")
+    return conn
