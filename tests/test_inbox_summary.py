@@ -69,3 +69,15 @@ def test_read_only_connection_leaves_no_file_and_cannot_write(tmp_path):
         raise AssertionError("a read-only connection wrote")
     ro.close()
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_a_live_read_only_connection_sees_later_commits(tmp_path):
+    db = tmp_path / "bridge.db"
+    open_store(db).close()
+    ro = open_read_only(db, live=True)
+    assert inbox.inbox_summary(ro, "claude", time.time()).unread == 0
+    conn = open_store(db)
+    _send(conn, "kimi", "claude", "x")
+    assert inbox.inbox_summary(ro, "claude", time.time()).unread == 1
+    conn.close()
+    ro.close()

@@ -12,8 +12,11 @@ def store_is_idle(db: Path) -> bool:
     return not (Path(f"{db}-wal").exists() and Path(f"{db}-shm").exists())
 
 
-def open_read_only(db: Path) -> sqlite3.Connection | None:
+def open_read_only(db: Path, *, live: bool = False) -> sqlite3.Connection | None:
     """A ``query_only`` connection, or None when there is no store yet.
+
+    ``live``: for a reader that stays open and must see later commits (a watcher): always
+    the ordinary read-only way, since an ``immutable`` connection never sees a change.
 
     A ``mode=ro`` connection to a WAL store creates (and leaves behind) its -wal and -shm
     files when they do not exist, that is when no connection is open. An idle store has
@@ -23,7 +26,8 @@ def open_read_only(db: Path) -> sqlite3.Connection | None:
     db = Path(db)
     if not db.exists():
         return None
-    uri = f"{db.as_uri()}?{'immutable=1' if store_is_idle(db) else 'mode=ro'}"
+    immutable = store_is_idle(db) and not live
+    uri = f"{db.as_uri()}?{'immutable=1' if immutable else 'mode=ro'}"
     conn = sqlite3.connect(uri, uri=True, timeout=READ_TIMEOUT_SECONDS)
     conn.execute("PRAGMA query_only = ON")
     return conn
