@@ -5,7 +5,7 @@ rule, conversations, prune, the upgrade from schema 4), then over real stdio."""
 import sqlite3
 
 import pytest
-from harness import McpAgent, bridge_env, db_snapshot, store_from_fixture, write_config
+from harness import McpAgent, bridge_env, db_snapshot, race, store_from_fixture, write_config
 
 from dispatcher import broadcast, conversations, messages
 from dispatcher import prune as pr
@@ -299,12 +299,13 @@ def servers(tmp_path_factory):
     solo_env = bridge_env(solo, write_config(solo / "config.json", {
         "solo": {"auto": True, "launcher": "launchers/command_headless.sh"}}))
 
-    agents = [McpAgent("kimi", pair_env), McpAgent("claude", pair_env), McpAgent("solo", solo_env)]
+    agents = [McpAgent("kimi", pair_env), McpAgent("claude", pair_env), McpAgent("solo", solo_env),
+              McpAgent("kimi", pair_env)]
     try:
         for agent in agents:
             agent.wait_ready()
-        yield {a.agent: a for a in agents} | {"pair_db": pair / "state" / "bridge.db",
-                                              "solo_db": solo / "state" / "bridge.db"}
+        yield {a.agent: a for a in agents[:3]} | {"kimi_again": agents[3], "pair_db": pair / "state" / "bridge.db",
+                                                  "solo_db": solo / "state" / "bridge.db"}
     finally:
         for agent in agents:
             agent.close()
@@ -356,3 +357,16 @@ def test_stdio_single_agent_config_has_nobody_to_send_to(servers):
 def test_stdio_send_message_docstring_names_broadcast(servers):
     tool = next(t for t in servers["kimi"].list_tools() if t.name == "send_message")
     assert "recipient='*'" in tool.description and "broadcast_id" in tool.description
+
+
+def test_stdio_two_processes_racing_one_key_make_one_broadcast(servers):
+    """Two server processes of the same agent send the same keyed broadcast at once: one set."""
+    for attempt in range(5):  # until the calls really overlapped
+        results, overlapped = race([servers["kimi"], servers["kimi_again"]], "send_message", recipient="*",
+                                   kind="notice", text="race", dedup_key=f"race-{attempt}")
+        first, second = (r.data for r in results)
+        assert first["broadcast_id"] == second["broadcast_id"] and first["ids"] == second["ids"]
+        assert sorted([first["duplicate"], second["duplicate"]]) == [False, True]
+        if overlapped:
+            break
+    assert overlapped, "the two calls never overlapped"
