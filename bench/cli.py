@@ -201,7 +201,8 @@ class Runner:
                      f"{res['ratios'][p]['stdio']:.1f}x, domain/raw {res['ratios'][p]['domain']:.1f}x")
 
     def startup(self) -> None:
-        """A truly cold first call (every system); ours: the status line and doctor --json (bench/startup.py)."""
+        """A truly cold first call (every system); ours: the status line, doctor --json and top --once
+        (bench/startup.py)."""
         a = self.a
         for key, t in self.targets.items():
             def cold(t=t):
@@ -223,7 +224,7 @@ class Runner:
             self.drop(store)
             return out
         res = self.sys("ours")["startup"] = self.guarded("startup", "ours", go)
-        for k, what in (("statusline", "statusline"), ("doctor_json", "doctor --json")):
+        for k, what in (("statusline", "statusline"), ("doctor_json", "doctor --json"), ("top_once", "top --once")):
             if res.get(k, {}).get("n"):
                 self.log(f"startup: {what} median {res[k]['median'] * 1000:.0f} ms, p99 {res[k]['p99'] * 1000:.0f} ms")
 

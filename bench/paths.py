@@ -103,6 +103,8 @@ def _in_process(store: Store, *, calls: int, warmup: int, raw: bool) -> dict[str
         conn.execute("BEGIN IMMEDIATE")
         if path == "task_dedup":
             conn.execute("SELECT * FROM messages WHERE sender = ? AND dedup_key = ?", (A, f"k{n}")).fetchall()
+            # A key names one message or one broadcast: a fresh key is also looked up among broadcasts.
+            conn.execute("SELECT id FROM broadcasts WHERE sender = ? AND dedup_key = ?", (A, f"k{n}")).fetchall()
             conn.execute(insert, (A, B, "task", TEXT, None, None, f"k{n}", now))
         elif path == "reply":
             conn.execute("SELECT * FROM messages WHERE id = ?", (prep,)).fetchall()

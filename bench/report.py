@@ -101,7 +101,8 @@ def rows(results: dict) -> list[dict]:
             lambda s, stat=stat: _ms(_get(s, "real_worker", "send_to_first_receive", stat)), ratio=False)
     add("  send -> worker start recorded, same runs (median)", "ms", "lower",
         lambda s: _ms(_get(s, "real_worker", "send_to_worker_recorded", "median")), ratio=False)
-    for k, label in (("statusline", "agent-bridge-statusline"), ("doctor_json", "agent-bridge doctor --json")):
+    for k, label in (("statusline", "agent-bridge-statusline"), ("doctor_json", "agent-bridge doctor --json"),
+                     ("top_once", "agent-bridge top --once")):
         for stat in ("median", "p99"):
             add(f"{label} process wall time ({stat}; ours only)", "ms", "lower",
                 lambda s, k=k, stat=stat: _ms(_get(s, "startup", k, stat)), ratio=False)

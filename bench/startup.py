@@ -8,6 +8,8 @@
 * ``statusline`` (ours): ``agent-bridge-statusline`` from spawn to exit, on a store with every
   declared agent (17) in config.json: what Claude Code waits for at each status refresh.
 * ``doctor_json`` (ours): ``agent-bridge doctor --json`` from spawn to exit on the same store.
+* ``top_once`` (ours): ``agent-bridge top --once`` (one frame of the live view, needs the
+  ``top`` extra) from spawn to exit on the same store: the time before ``top`` shows anything.
 """
 
 from __future__ import annotations
@@ -85,4 +87,6 @@ def measure(target: Target, store: Store, *, runs: int, max_seconds: float) -> d
         "statusline": _process_figure([str(bindir / "agent-bridge-statusline")], env, runs, deadline),
         "doctor_json": _process_figure([str(bindir / "agent-bridge"), "doctor", "--json"], env,
                                        max(3, runs // 4), deadline),
+        "top_once": _process_figure([str(bindir / "agent-bridge"), "top", "--once"], {**env, "COLUMNS": "160"},
+                                    max(3, runs // 4), deadline),
     }

@@ -283,26 +283,39 @@ def check_units(ctx: Context) -> list[Finding]:
             found.append(Finding("unit_no_manager", OK, f"{unit} is installed; no systemd user manager here "
                                  "(listeners start detached)", "", agent))
             continue
-        enabled = _systemctl("is-enabled", unit)
-        active = _systemctl("is-active", unit)
-        if enabled != "enabled":
-            found.append(Finding("unit_not_enabled", WARN, f"{unit} is {enabled or 'unknown'}",
+        enabled, why = _systemctl("is-enabled", unit)
+        active, why_active = _systemctl("is-active", unit) if enabled == "enabled" else (None, "")
+        if enabled is None or (enabled == "enabled" and active is None):
+            found.append(Finding("unit_unknown", WARN, f"`systemctl --user` could not say whether {unit} is "
+                                 f"{'enabled' if enabled is None else 'active'}: {why or why_active}",
+                                 "make `systemctl --user status` work in this shell (a login session, or "
+                                 "`loginctl enable-linger $USER`; XDG_RUNTIME_DIR set), then rerun doctor", agent))
+        elif enabled != "enabled":
+            found.append(Finding("unit_not_enabled", WARN, f"{unit} is {enabled}",
                                  f"systemctl --user enable --now {unit}", agent))
         elif active != "active":
-            found.append(Finding("unit_not_active", WARN, f"{unit} is enabled but {active or 'unknown'}",
+            found.append(Finding("unit_not_active", WARN, f"{unit} is enabled but {active}",
                                  f"systemctl --user start {unit}; journalctl --user -u {unit}", agent))
         else:
             found.append(Finding("unit_ok", OK, f"{unit} is enabled and active", "", agent))
     return found
 
 
-def _systemctl(verb: str, unit: str) -> str | None:
+def _systemctl(verb: str, unit: str) -> tuple[str | None, str]:
+    """systemctl's one-word answer (``enabled``, ``inactive``, ...), or None with the reason it
+    gave none (its first stderr line: e.g. "Failed to connect to bus: No medium found")."""
     try:
         done = subprocess.run(["systemctl", "--user", verb, unit], capture_output=True, text=True, timeout=5,
                               stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return done.stdout.strip() or None
+    except FileNotFoundError:
+        return None, "systemctl is not on PATH"
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, f"systemctl failed ({type(exc).__name__})"
+    answer = done.stdout.strip().split("\n")[0].strip()
+    if answer:
+        return answer, ""
+    reason = next((line.strip() for line in done.stderr.splitlines() if line.strip()), "")
+    return None, _one_line(reason)[:160] or f"no answer (exit {done.returncode})"
 
 
 # --- the status line ---------------------------------------------------------------------

@@ -151,8 +151,10 @@ def build_server(agent: str, store: Store, config: BridgeConfig, settings: Bridg
         answer the in-flight message and takes one turn. dedup_key makes retries safe: a
         repeat returns the first id with duplicate=true (the same key to another recipient is
         dedup_conflict; keys starting 'agent-bridge:' are reserved). response_timeout_seconds (1..3600)
-        only records a deadline. Returns {id, duplicate, conversation_id}. Errors name the
-        rule broken (e.g. unknown_recipient lists valid agents).
+        only records a deadline. Returns {id, duplicate, conversation_id}. recipient='*' with
+        kind='notice' (no reply_to, no conversation) sends one copy to every other agent and
+        returns {broadcast_id, ids, duplicate}. Errors name the rule broken (e.g.
+        unknown_recipient lists valid agents).
         """
         return bridge.call(
             "send_message",
@@ -175,7 +177,7 @@ def build_server(agent: str, store: Store, config: BridgeConfig, settings: Bridg
 
         Messages claimed by another process are hidden. wait_seconds (0..30) long-polls:
         the call returns as soon as a message arrives. Messages stay here until mark_read.
-        Each has id, sender, kind, text, reply_to, conversation_id, created_at,
+        Each has id, sender, kind, text, reply_to, conversation_id, broadcast_id, created_at,
         response_deadline, claim_expires_at, owned_by_current_worker; cursor is the last id.
         """
         if not wait_seconds >= 0:  # also refuses NaN

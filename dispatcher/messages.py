@@ -3,6 +3,7 @@
 import sqlite3
 from collections.abc import Collection
 
+from .broadcast import BROADCAST_RECIPIENT, send_broadcast
 from .clock import iso
 from .clock import now as clock_now
 from .conversations import check_conversation_send, take_turn
@@ -81,7 +82,9 @@ def send_message(
 ) -> dict:
     now = clock_now() if now is None else now
     check_agent_id(sender, "sender")
-    check_recipient(sender, recipient, agents)
+    broadcast = recipient == BROADCAST_RECIPIENT
+    if not broadcast:
+        check_recipient(sender, recipient, agents)
     check_body(text, max_body_bytes)
     dedup_key = check_dedup_key(dedup_key)
     if kind is not None and kind not in KINDS:
@@ -90,16 +93,18 @@ def send_message(
         check_message_id(reply_to, "reply_to")
     if conversation_id is not None:
         check_message_id(conversation_id, "conversation_id")
-        if kind is None:
-            raise BridgeError(
-                "kind_required",
-                "a message inside a conversation needs kind 'task', 'result' or 'notice'; "
-                "plain messages never join a conversation.",
-            )
     deadline = None
     if response_timeout_seconds is not None:
         deadline = now + clamp(response_timeout_seconds, *RESPONSE_TIMEOUT_RANGE, "response_timeout_seconds")
-
+    if broadcast:
+        return send_broadcast(conn, sender=sender, text=text, agents=agents, kind=kind, reply_to=reply_to,
+                              conversation_id=conversation_id, dedup_key=dedup_key, deadline=deadline, now=now)
+    if conversation_id is not None and kind is None:
+        raise BridgeError(
+            "kind_required",
+            "a message inside a conversation needs kind 'task', 'result' or 'notice'; "
+            "plain messages never join a conversation.",
+        )
     if dedup_key is None and reply_to is None and conversation_id is None and kind != "result":
         # Nothing to look up first: one INSERT is its own atomic transaction.
         message_id = insert_message(

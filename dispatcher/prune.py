@@ -12,7 +12,10 @@ the reference check in ``_window``):
   **attempt directory** (removed with ``retention.remove_attempt_dir``, never through a
   link), as do orphan attempt directories (no attempt row) not modified since the cutoff;
 - a **terminal conversation** last changed before the cutoff goes, with its transitions,
-  once none of its messages is left.
+  once none of its messages is left;
+- a **broadcast** row (the set's id and dedup key) goes once none of its copies is left
+  (each copy is an ordinary message, pruned by the message rule); it is never deleted
+  while a copy still points at it.
 
 Never: an unacknowledged, claimed or in-flight message, an unfinished attempt, or a
 conversation that is not terminal (nor its messages). An attempt row is never removed
@@ -69,6 +72,12 @@ MESSAGE_MAY_GO = f"""
                     AND c.state IN {_TERMINAL_SQL} AND c.updated_at <= :cutoff))
 """
 
+BROADCAST_MAY_GO = """
+    b.created_at <= :cutoff
+    AND NOT EXISTS (SELECT 1 FROM messages AS m WHERE m.broadcast_id = b.id
+                    AND m.id NOT IN (SELECT id FROM temp.prune_gone))
+"""
+
 CONVERSATION_MAY_GO = f"""
     c.state IN {_TERMINAL_SQL} AND c.updated_at <= :cutoff
     AND NOT EXISTS (SELECT 1 FROM messages AS m WHERE m.conversation_id = c.id
@@ -99,6 +108,7 @@ class PruneReport:
     attempt_dirs: int = 0
     conversations: int = 0
     transitions: int = 0
+    broadcasts: int = 0
     batches: int = 0
     max_batch_seconds: float = 0.0  # longest batch, waiting for the write lock included
     max_hold_seconds: float = 0.0  # longest time the write lock was held (what a sender may wait)
@@ -257,6 +267,29 @@ def _prune_conversations(conn, params, report: PruneReport, pacer: _Pacer, dry_r
         last = ids[-1]
 
 
+def _prune_broadcasts(conn, params, report: PruneReport, pacer: _Pacer, dry_run: bool) -> None:
+    last = 0
+    while True:
+        started = time.monotonic()
+        acquired = _begin(conn, dry_run)
+        try:
+            ids = [r[0] for r in conn.execute(
+                f"SELECT b.id FROM broadcasts AS b WHERE b.id > :last AND {BROADCAST_MAY_GO}"
+                " ORDER BY b.id LIMIT :batch", {**params, "last": last, "batch": pacer.size},
+            )]
+            if ids and not dry_run:
+                conn.execute("DELETE FROM broadcasts WHERE id IN (SELECT value FROM json_each(?))", (_ids_json(ids),))
+            report.broadcasts += len(ids)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        if not ids:
+            return
+        pacer.held(started, acquired)
+        last = ids[-1]
+
+
 def _prune_attempt_dirs(conn, attempts_root: Path | None, gone: set[int], cutoff: float, dry_run: bool) -> int:
     """Directories of the attempts that went, and orphans untouched since the cutoff."""
     from .dispatch.retention import remove_attempt_dir
@@ -297,6 +330,7 @@ def prune(conn: sqlite3.Connection, older_than_seconds: float, *, now: float | N
     try:
         attempt_ids = _prune_messages(conn, params, report, pacer, dry_run)
         _prune_conversations(conn, params, report, pacer, dry_run)
+        _prune_broadcasts(conn, params, report, pacer, dry_run)
         report.attempt_dirs = _prune_attempt_dirs(conn, attempts_root, set(attempt_ids), cutoff, dry_run)
     finally:
         conn.execute("DROP TABLE IF EXISTS temp.prune_gone")

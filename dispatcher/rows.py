@@ -24,12 +24,14 @@ def insert_message(
     dedup_key: str | None = None,
     response_deadline: float | None = None,
     origin: str = "agent",
+    broadcast_id: int | None = None,
 ) -> int:
     """``origin='system'`` marks the dispatcher's own notices; no tool can write one."""
     cur = conn.execute(
         "INSERT INTO messages (sender, recipient, kind, text, reply_to, conversation_id,"
-        " dedup_key, created_at, response_deadline, origin) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (sender, recipient, kind, text, reply_to, conversation_id, dedup_key, created_at, response_deadline, origin),
+        " dedup_key, created_at, response_deadline, origin, broadcast_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (sender, recipient, kind, text, reply_to, conversation_id, dedup_key, created_at, response_deadline, origin,
+         broadcast_id),
     )
     return cur.lastrowid
 
@@ -42,12 +44,23 @@ def find_dedup(
     conn: sqlite3.Connection, sender: str, dedup_key: str | None, *, recipient: str | None = None
 ) -> sqlite3.Row | None:
     """The sender's earlier message with this key; refused if it went to another ``recipient``
-    (answering ``duplicate`` would mean the new message is silently never delivered)."""
+    or named a broadcast (answering ``duplicate`` would mean the new message is silently never
+    delivered)."""
     if dedup_key is None:
         return None
     row = conn.execute(
         "SELECT * FROM messages WHERE sender = ? AND dedup_key = ?", (sender, dedup_key)
     ).fetchone()
+    if row is None:
+        broadcast = conn.execute(
+            "SELECT id FROM broadcasts WHERE sender = ? AND dedup_key = ?", (sender, dedup_key)
+        ).fetchone()
+        if broadcast is not None:
+            raise BridgeError(
+                "dedup_conflict",
+                f"this dedup_key was already used for broadcast #{broadcast[0]} (recipient '*'), so it cannot "
+                "name a message to one recipient; nothing was sent. Pick a new dedup_key for this message.",
+            )
     if row is not None and recipient is not None and row["recipient"] != recipient:
         raise BridgeError(
             "dedup_conflict",
@@ -100,6 +113,7 @@ def message_view(row: sqlite3.Row, worker_id: str, now: float) -> dict:
         "origin": row["origin"],
         "reply_to": row["reply_to"],
         "conversation_id": row["conversation_id"],
+        "broadcast_id": row["broadcast_id"],
         "created_at": iso(row["created_at"]),
         "response_deadline": iso(row["response_deadline"]),
         "claim_expires_at": iso(row["claim_expires_at"]) if active else None,

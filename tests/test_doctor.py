@@ -214,3 +214,106 @@ def test_running_listener_is_seen(setup):
     finally:
         listener.terminate()
         listener.wait(30)
+
+
+# --- the systemd unit, through a stand-in `systemctl` first on PATH ---------------------------
+
+STUB_SYSTEMCTL = """#!/bin/sh
+# A stand-in for `systemctl --user is-enabled|is-active UNIT`, answering like systemd 252: the
+# word on stdout (exit 0 for enabled/active, 3 for inactive/failed, 1 otherwise), or on a
+# missing user bus nothing on stdout, the reason on stderr and exit 1.
+echo "$*" >> "$STUB_STATE/calls"
+[ "$1" = "--user" ] || { echo "stub: expected --user" >&2; exit 64; }
+f="$STUB_STATE/$2.$3"
+[ -f "$f" ] || f="$STUB_STATE/$2"
+answer=$(cat "$f")
+case "$answer" in
+  BUS) echo "Failed to connect to bus: No medium found" >&2; exit 1 ;;
+  enabled|active) echo "$answer"; exit 0 ;;
+  inactive|failed) echo "$answer"; exit 3 ;;
+  *) echo "$answer"; exit 1 ;;
+esac
+"""
+CLAUDE_UNIT = "agent-bridge-listener@claude.service"
+KIMI_UNIT = "agent-bridge-listener@kimi.service"
+UNKNOWN_FIX = ("make `systemctl --user status` work in this shell (a login session, or `loginctl enable-linger "
+               "$USER`; XDG_RUNTIME_DIR set), then rerun doctor")
+
+
+@pytest.fixture
+def units(setup) -> dict:
+    """The listener template installed, a user manager's socket present, and the stand-in first on PATH
+    (kimi's unit always enabled and active)."""
+    root, env = setup["root"], setup["env"]
+    unit_dir = Path(env["XDG_CONFIG_HOME"]) / "systemd" / "user"
+    unit_dir.mkdir(parents=True)
+    (unit_dir / "agent-bridge-listener@.service").write_text("[Service]\nExecStart=/bin/true\n")
+    (Path(env["XDG_RUNTIME_DIR"]) / "systemd").mkdir(parents=True)
+    (Path(env["XDG_RUNTIME_DIR"]) / "systemd" / "private").write_text("")
+    stub_bin, state = root / "stub-bin", root / "stub-state"
+    stub_bin.mkdir()
+    state.mkdir()
+    (stub_bin / "systemctl").write_text(STUB_SYSTEMCTL)
+    (stub_bin / "systemctl").chmod(0o755)
+    (state / f"is-enabled.{KIMI_UNIT}").write_text("enabled")
+    (state / f"is-active.{KIMI_UNIT}").write_text("active")
+    env = {**env, "PATH": f"{stub_bin}{os.pathsep}{env['PATH']}", "STUB_STATE": str(state)}
+    return {**setup, "env": env, "state": state, "stub_bin": stub_bin}
+
+
+def _unit_findings(report: dict) -> dict:
+    return {f["agent"]: f for f in report["findings"] if f["code"].startswith("unit_")}
+
+
+@pytest.mark.parametrize("enabled, active, code, message, fix", [
+    ("enabled", "active", "unit_ok", f"{CLAUDE_UNIT} is enabled and active", ""),
+    ("disabled", None, "unit_not_enabled", f"{CLAUDE_UNIT} is disabled",
+     f"systemctl --user enable --now {CLAUDE_UNIT}"),
+    ("masked", None, "unit_not_enabled", f"{CLAUDE_UNIT} is masked", f"systemctl --user enable --now {CLAUDE_UNIT}"),
+    ("enabled", "inactive", "unit_not_active", f"{CLAUDE_UNIT} is enabled but inactive",
+     f"systemctl --user start {CLAUDE_UNIT}; journalctl --user -u {CLAUDE_UNIT}"),
+    ("enabled", "failed", "unit_not_active", f"{CLAUDE_UNIT} is enabled but failed",
+     f"systemctl --user start {CLAUDE_UNIT}; journalctl --user -u {CLAUDE_UNIT}"),
+    ("BUS", None, "unit_unknown", f"`systemctl --user` could not say whether {CLAUDE_UNIT} is enabled: "
+     "Failed to connect to bus: No medium found", UNKNOWN_FIX),
+    ("enabled", "BUS", "unit_unknown", f"`systemctl --user` could not say whether {CLAUDE_UNIT} is active: "
+     "Failed to connect to bus: No medium found", UNKNOWN_FIX),
+])
+def test_unit_states_from_systemctl(units, enabled, active, code, message, fix):
+    state = units["state"]
+    (state / f"is-enabled.{CLAUDE_UNIT}").write_text(enabled)
+    if active is not None:
+        (state / f"is-active.{CLAUDE_UNIT}").write_text(active)
+    rc, report = doctor(units["env"], "--json")
+    found = _unit_findings(report)
+    assert (found["claude"]["code"], found["claude"]["message"], found["claude"]["fix"]) == (code, message, fix)
+    assert found["claude"]["level"] == ("ok" if code == "unit_ok" else "warn")
+    assert found["kimi"]["code"] == "unit_ok"  # the other agent's unit is asked about separately
+    calls = (state / "calls").read_text().splitlines()
+    assert f"--user is-enabled {CLAUDE_UNIT}" in calls
+    assert (f"--user is-active {CLAUDE_UNIT}" in calls) == (active is not None)  # not asked when not enabled
+    assert rc == (1 if report["errors"] else 0) and not codes(report, "error") & {f["code"] for f in found.values()}
+
+
+def test_unit_state_unknown_without_systemctl(units):
+    env = {**units["env"], "PATH": str(units["root"] / "empty-bin")}  # no systemctl at all
+    (units["root"] / "empty-bin").mkdir()
+    _, report = doctor(env, "--json")
+    found = _unit_findings(report)
+    for agent, unit in (("claude", CLAUDE_UNIT), ("kimi", KIMI_UNIT)):
+        assert (found[agent]["code"], found[agent]["message"], found[agent]["fix"]) == (
+            "unit_unknown", f"`systemctl --user` could not say whether {unit} is enabled: systemctl is not on PATH",
+            UNKNOWN_FIX)
+
+
+def test_no_user_manager_or_no_unit_never_asks_systemctl(units):
+    env = units["env"]
+    (Path(env["XDG_RUNTIME_DIR"]) / "systemd" / "private").unlink()
+    _, report = doctor(env, "--json")
+    assert {a: (f["code"], f["fix"]) for a, f in _unit_findings(report).items()} == {
+        a: ("unit_no_manager", "") for a in ("claude", "kimi")}
+    (Path(env["XDG_CONFIG_HOME"]) / "systemd" / "user" / "agent-bridge-listener@.service").unlink()
+    _, report = doctor(env, "--json")
+    assert {a: (f["code"], f["fix"]) for a, f in _unit_findings(report).items()} == {
+        a: ("unit_not_installed", f"agent-bridge systemd install --agent {a}") for a in ("claude", "kimi")}
+    assert not (units["state"] / "calls").exists()

@@ -22,25 +22,39 @@ def _run(args: list, env: dict, cwd: Path, timeout: float = TIMEOUT) -> subproce
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory) -> Path:
-    """The venv's bin directory, with the wheel built from this checkout installed into it."""
-    uv = shutil.which("uv")
-    if uv is None:
+def wheel(tmp_path_factory) -> Path:
+    """The wheel built from this checkout (once per module)."""
+    if shutil.which("uv") is None:
         pytest.fail("uv is not on PATH; it builds and installs the wheel")
     root = tmp_path_factory.mktemp("pkg")
-    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
-    built = _run([uv, "build", "--wheel", "-o", root / "dist"], env, PROJECT)
+    built = _run(["uv", "build", "--wheel", "-o", root / "dist"], _uv_env(), PROJECT)
     assert built.returncode == 0, built.stderr
-    (wheel,) = (root / "dist").glob("agent_bridge-*.whl")
-    venv = root / "venv"
-    made = _run([uv, "venv", "--python", sys.executable, venv], env, root)
+    (path,) = (root / "dist").glob("agent_bridge-*.whl")
+    return path
+
+
+def _uv_env() -> dict:
+    return {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+
+
+def _venv(wheel: Path, name: str, extra: str = "") -> Path:
+    """A fresh venv next to the wheel with it installed (``extra``: e.g. ``[top]``); its bin directory."""
+    root, env = wheel.parent.parent, _uv_env()
+    venv = root / name
+    made = _run(["uv", "venv", "--python", sys.executable, venv], env, root)
     assert made.returncode == 0, made.stderr
-    install = [uv, "pip", "install", "--python", venv / "bin" / "python", wheel]
+    install = ["uv", "pip", "install", "--python", venv / "bin" / "python", f"{wheel}{extra}"]
     done = _run(install + ["--offline"], env, root)
     if done.returncode != 0:  # a dependency missing from the uv cache: fetch it from the index
         done = _run(install, env, root)
     assert done.returncode == 0, done.stderr
     return venv / "bin"
+
+
+@pytest.fixture(scope="module")
+def installed(wheel: Path) -> Path:
+    """The venv's bin directory, with the wheel built from this checkout installed into it."""
+    return _venv(wheel, "venv")
 
 
 @pytest.fixture
@@ -195,3 +209,35 @@ def test_the_readme_quick_start_outside_the_checkout(installed: Path, home) -> N
             if not status["running"]:
                 break
         assert not status["running"]
+
+
+def test_top_with_the_extra_outside_the_checkout(wheel: Path, home) -> None:
+    """The wheel with its `top` extra in its own venv (the plain one must stay without `rich`):
+    `top --once` draws one payload-free frame of a real store, whole and filtered."""
+    bin_dir = _venv(wheel, "venv-top", "[top]")
+    env, work = home
+    env = {**env, "PATH": env["PATH"].replace(str(wheel.parent.parent / "venv" / "bin"), str(bin_dir)),
+           "COLUMNS": "160"}
+    assert _run(["agent-bridge", "init"], env, work).returncode == 0
+    before = _run(["agent-bridge", "top", "--once"], env, work)
+    assert before.returncode == 0, before.stderr
+    assert "error: no store yet" in before.stdout
+    send = ("from dispatcher import messages; from dispatcher.settings import BridgeSettings;"
+            "from dispatcher.store import open_store; conn = open_store(BridgeSettings().db);"
+            "messages.send_message(conn, sender='kimi', recipient='claude', kind='notice', text='SECRET-PAYLOAD',"
+            " agents={'claude', 'kimi'}); conn.close()")
+    sent = _run([bin_dir / "python", "-c", send], env, work)
+    assert sent.returncode == 0, sent.stderr
+    for args, shown in ((["top", "--once"], "filter: all"), (["top", "--once", "--agent", "claude"], "filter: claude")):
+        done = _run(["agent-bridge", *args], env, work)
+        assert done.returncode == 0, done.stderr
+        out = done.stdout
+        assert "agent-bridge top" in out and shown in out and "error:" not in out, out
+        for title in ("Agents", "In flight", "Recent outcomes", "Active conversations"):
+            assert title in out, out
+        header = next(line for line in out.splitlines() if line.strip("┃ ").startswith("agent "))
+        (row,) = [line for line in out.splitlines() if line.strip("│ ").startswith("claude ")]
+        cells = dict(zip([c.strip() for c in header.strip("┃ ").split("┃")],
+                         [c.strip() for c in row.strip("│ ").split("│")], strict=True))
+        assert cells["agent"] == "claude" and cells["unread"] == "1", row  # the one message, by number only
+        assert "SECRET-PAYLOAD" not in out and str(PROJECT) not in out

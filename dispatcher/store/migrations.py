@@ -121,6 +121,22 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX messages_by_conversation ON messages (conversation_id)
         WHERE conversation_id IS NOT NULL;
     """,
+    # Broadcast: one row per `send_message(recipient="*")`, holding the sender's dedup key
+    # for the whole set (a key names one broadcast or one message, never both); each copy
+    # is an ordinary message pointing at it.
+    """
+    CREATE TABLE broadcasts (
+        id INTEGER PRIMARY KEY,
+        sender TEXT NOT NULL,
+        dedup_key TEXT,
+        created_at REAL NOT NULL
+    );
+    CREATE UNIQUE INDEX broadcasts_dedup ON broadcasts (sender, dedup_key)
+        WHERE dedup_key IS NOT NULL;
+    ALTER TABLE messages ADD COLUMN broadcast_id INTEGER REFERENCES broadcasts (id);
+    CREATE INDEX messages_by_broadcast ON messages (broadcast_id)
+        WHERE broadcast_id IS NOT NULL;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
