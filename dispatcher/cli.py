@@ -396,3 +396,30 @@ def top(agent: str | None, once: bool) -> None:
     if agent is not None:
         _declared(settings, agent, config_required=False)
     run_top(settings, agent, once=once)
+
+
+_HOOK_SETTINGS = {"ignore_unknown_options": True, "allow_extra_args": True}
+
+
+@main.group()
+def hook() -> None:
+    """Hooks for agent CLIs: tell a session, payload-free, that messages wait. Always exit 0
+    (Claude's Stop: 2 to keep the turn going); any failure means no output."""
+
+
+def _hook_command(cli_name: str, events: tuple[str, ...]):
+    @hook.command(cli_name, context_settings=_HOOK_SETTINGS,
+                  help=f"The {'/'.join(events)} hook (JSON on stdin); written by `register {cli_name} --hooks`.")
+    @click.argument("event", required=False, default="")
+    @click.option("--agent", default=None, help="Agent id (default: $AGENT_ID).")
+    @click.pass_context
+    def run(ctx, event: str, agent: str | None) -> None:
+        from .hooks import main as hook_main
+
+        sys.exit(hook_main(cli_name, event, agent))
+
+    return run
+
+
+_hook_command("claude", ("UserPromptSubmit", "PostToolUse", "Stop"))
+_hook_command("kimi", ("UserPromptSubmit",))
