@@ -337,7 +337,8 @@ def doctor(as_json: bool) -> None:
 @click.option("--dry-run", is_flag=True, help="Print the unified diff of what would change; write nothing.")
 @click.option("--force", is_flag=True, help="Replace an existing agent_bridge entry that points elsewhere.")
 @click.option("--statusline", is_flag=True, help="Claude only: also set statusLine in Claude's settings.json.")
-def register(cli_name: str, agent: str, dry_run: bool, force: bool, statusline: bool) -> None:
+@click.option("--hooks", is_flag=True, help="Claude and Kimi: also add the inbox-notice hooks (agent-bridge hook).")
+def register(cli_name: str, agent: str, dry_run: bool, force: bool, statusline: bool, hooks: bool) -> None:
     """Register this installation's MCP server (as AGENT) in CLI's own config; safe to rerun.
 
     Edited files are backed up to <file>.bak-<timestamp> first; an entry of the same name
@@ -346,7 +347,8 @@ def register(cli_name: str, agent: str, dry_run: bool, force: bool, statusline: 
     from .register import register as do_register
 
     _declared(_settings(), agent)
-    for line in do_register(cli_name, agent, dry_run=dry_run, force=force, statusline=statusline):
+    for line in do_register(cli_name, agent, dry_run=dry_run, force=force, statusline=statusline,
+                            hooks=hooks):
         click.echo(line)
 
 
