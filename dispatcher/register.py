@@ -628,6 +628,8 @@ def register(cli: str, agent: str, *, dry_run: bool = False, force: bool = False
         raise BridgeError("usage_error",
                           f"--hooks is for Claude Code and Kimi Code only ({cli} has no hook that can put text in "
                           "front of the model); drop it.")
+    if hooks:
+        HOOK_WRITERS[cli](agent, True, force)  # a hook conflict refuses the whole command before any write
     reg = server_registration(agent)
     lines = WRITERS[cli](reg, dry_run, force)
     if statusline:
