@@ -425,3 +425,4 @@ def _hook_command(cli_name: str, events: tuple[str, ...]):
 
 _hook_command("claude", ("UserPromptSubmit", "PostToolUse", "Stop"))
 _hook_command("kimi", ("UserPromptSubmit",))
+_hook_command("codex", ("UserPromptSubmit", "Stop"))

@@ -10,6 +10,9 @@ CLI honours for that event:
 - Claude Code ``Stop``: the line on stderr and exit 2 (registered with ``asyncRewake: true``:
   in an interactive session the hook runs in the background and exit 2 wakes the idle model;
   in ``-p`` Claude runs it in the foreground and exit 2 keeps the turn going);
+- Codex (0.171, ``[features] hooks = true``, hooks trusted): the same two shapes for
+  ``UserPromptSubmit`` (a developer message) and ``Stop`` (exit 2: the stderr line comes back as a
+  ``<hook_prompt>`` user message; Codex has no cap on Stop blocks, so the once-per-id rule matters);
 - Kimi Code ``UserPromptSubmit``: stdout ``{"message": <line>}``, exit 0 (Kimi wraps it in a
   ``<hook_result>`` block in front of the model).
 
@@ -37,6 +40,7 @@ from .hook_rules import SessionState, decide
 CLI_EVENTS = {
     "claude": ("UserPromptSubmit", "PostToolUse", "Stop"),
     "kimi": ("UserPromptSubmit",),
+    "codex": ("UserPromptSubmit", "Stop"),
 }
 MAX_STDIN_BYTES = 1 << 20
 STATE_KEEP_SECONDS = 7 * 86400
@@ -71,9 +75,9 @@ def parse_stdin(raw: bytes) -> dict | None:
 
 def render(cli: str, event: str, line: str, block: bool) -> HookAnswer:
     """The answer the pinned CLI honours for ``event`` (see the module docstring)."""
-    if cli == "claude" and event == "Stop":
+    if cli in ("claude", "codex") and event == "Stop":
         return HookAnswer(stderr=line + "\n", exit_code=2) if block else SILENT
-    if cli == "claude":
+    if cli in ("claude", "codex"):
         return HookAnswer(stdout=json.dumps({"hookSpecificOutput": {"hookEventName": event,
                                                                      "additionalContext": line}}) + "\n")
     return HookAnswer(stdout=json.dumps({"message": line}) + "\n")

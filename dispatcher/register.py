@@ -40,6 +40,7 @@ STATUSLINE_REFRESH_SECONDS = 2
 HOOK_TIMEOUT_SECONDS = 10
 CLAUDE_HOOK_EVENTS = ("UserPromptSubmit", "PostToolUse", "Stop")
 KIMI_HOOK_EVENTS = ("UserPromptSubmit",)
+CODEX_HOOK_EVENTS = ("UserPromptSubmit", "Stop")
 
 
 @dataclass
@@ -374,7 +375,7 @@ def hook_command(cli: str, event: str, agent: str, environ: dict[str, str] | Non
     return " ".join(words)
 
 
-_OUR_HOOK = re.compile(r"agent-bridge\S*\s+hook\s+(claude|kimi)\b")
+_OUR_HOOK = re.compile(r"agent-bridge\S*\s+hook\s+(claude|kimi|codex)\b")
 
 
 def is_our_hook(command: object, cli: str) -> bool:
@@ -382,17 +383,19 @@ def is_our_hook(command: object, cli: str) -> bool:
     return found is not None and found.group(1) == cli
 
 
-def claude_hook_entry(event: str, agent: str) -> dict:
-    entry = {"type": "command", "command": hook_command("claude", event, agent), "timeout": HOOK_TIMEOUT_SECONDS}
-    if event == "Stop":
+def json_hook_entry(cli: str, event: str, agent: str) -> dict:
+    entry = {"type": "command", "command": hook_command(cli, event, agent), "timeout": HOOK_TIMEOUT_SECONDS}
+    if cli == "claude" and event == "Stop":
         entry["asyncRewake"] = True  # interactive: runs in the background, exit 2 wakes the idle model
     return entry
 
 
-def claude_hooks_transform(path: Path, agent: str, force: bool) -> Callable[[str | None], str | None]:
-    """Add one command hook per event to ``hooks.<Event>``; every other hook is kept as it is.
+def json_hooks_transform(cli: str, path: Path, agent: str, force: bool,
+                         events: tuple[str, ...]) -> Callable[[str | None], str | None]:
+    """Add one command hook per event to ``hooks.<Event>`` (Claude's settings.json, Codex's
+    hooks.json: the same shape); every other hook is kept as it is.
 
-    Ours is a command hook running ``agent-bridge hook claude``; an equal one is left alone, a
+    Ours is a command hook running ``agent-bridge hook <cli>``; an equal one is left alone, a
     different one (another agent, store or path) is refused unless ``force`` replaces it."""
 
     def transform(text: str | None) -> str | None:
@@ -402,18 +405,18 @@ def claude_hooks_transform(path: Path, agent: str, force: bool) -> Callable[[str
             raise BridgeError("registration_file_invalid",
                               f"{path}: 'hooks' is not a JSON object; fix it, then rerun. Nothing was changed.")
         changed = False
-        for event in CLAUDE_HOOK_EVENTS:
-            wanted = claude_hook_entry(event, agent)
+        for event in events:
+            wanted = json_hook_entry(cli, event, agent)
             groups = hooks.setdefault(event, [])
             if not isinstance(groups, list):
                 raise BridgeError("registration_file_invalid",
                                   f"{path}: 'hooks.{event}' is not a JSON array; fix it, then rerun. Nothing was changed.")
             ours = [(g, h) for g in groups if isinstance(g, dict) and isinstance(g.get("hooks"), list)
-                    for h in g["hooks"] if isinstance(h, dict) and is_our_hook(h.get("command"), "claude")]
+                    for h in g["hooks"] if isinstance(h, dict) and is_our_hook(h.get("command"), cli)]
             if len(ours) == 1 and ours[0][1] == wanted:
                 continue
             if ours and not force:
-                raise _conflict("claude", path, f"hooks.{event}", [h for _, h in ours], wanted)
+                raise _conflict(cli, path, f"hooks.{event}", [h for _, h in ours], wanted)
             for group, entry in ours:
                 group["hooks"].remove(entry)
             groups[:] = [g for g in groups if not (isinstance(g, dict) and g.get("hooks") == [])]
@@ -426,9 +429,66 @@ def claude_hooks_transform(path: Path, agent: str, force: bool) -> Callable[[str
 
 def register_claude_hooks(agent: str, dry_run: bool, force: bool) -> list[str]:
     path = claude_settings_file()
-    transform = claude_hooks_transform(path, agent, force)
+    transform = json_hooks_transform("claude", path, agent, force, CLAUDE_HOOK_EVENTS)
     what = f"hooks {', '.join(CLAUDE_HOOK_EVENTS)} (agent {agent})"
     return [apply_edit(path, transform, dry_run).line("claude", what, dry_run)]
+
+
+def codex_hooks_file() -> Path:
+    return codex_file().with_name("hooks.json")
+
+
+def codex_features_transform(path: Path) -> Callable[[str | None], str | None]:
+    """``[features] hooks = true`` in Codex's config.toml (hooks are off without it), as a text edit
+    checked by re-parsing; an explicit ``hooks = false`` is the user's choice and is refused."""
+
+    def transform(text: str | None) -> str | None:
+        text = text or ""
+        try:
+            doc = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise BridgeError("registration_file_invalid",
+                              f"{path} is not valid TOML ({exc}); fix it, then rerun. Nothing was changed.") from None
+        features = doc.get("features", {})
+        if isinstance(features, dict) and features.get("hooks") is True:
+            return None
+        if not isinstance(features, dict) or "hooks" in features:
+            raise BridgeError("registration_conflict",
+                              f"{path} sets features.hooks to {json.dumps(features.get('hooks') if isinstance(features, dict) else features)}; "
+                              "Codex runs no hooks without `hooks = true` under [features]. Change it yourself, then rerun.")
+        lines = text.splitlines(keepends=True)
+        at = next((i for i, line in enumerate(lines) if re.fullmatch(r"\s*\[\s*features\s*\]\s*(#.*)?\n?", line)), None)
+        if at is None:
+            new = text + ("\n" if text and not text.endswith("\n") else "") + ("\n" if text.strip() else "")
+            new += "[features]\nhooks = true\n"
+        else:
+            new = "".join(lines[:at + 1]) + "hooks = true\n" + "".join(lines[at + 1:])
+        try:
+            edited = tomllib.loads(new)
+        except tomllib.TOMLDecodeError:
+            edited = None
+        if edited != {**doc, "features": {**features, "hooks": True}}:
+            raise BridgeError("registration_file_invalid",
+                              f"{path} defines [features] in a form this command does not edit (inline or dotted keys); "
+                              "nothing was changed. Add `hooks = true` under [features] yourself, then rerun.")
+        return new
+
+    return transform
+
+
+def register_codex_hooks(agent: str, dry_run: bool, force: bool) -> list[str]:
+    config, hooks_path = codex_file(), codex_hooks_file()
+    features = codex_features_transform(config)
+    hooks = json_hooks_transform("codex", hooks_path, agent, force, CODEX_HOOK_EVENTS)
+    features(_read(Path(os.path.realpath(config))))  # refuse before writing either file
+    lines = [
+        apply_edit(hooks_path, hooks, dry_run).line("codex", f"hooks {', '.join(CODEX_HOOK_EVENTS)} (agent {agent})",
+                                                   dry_run),
+        apply_edit(config, features, dry_run).line("codex", "[features] hooks = true", dry_run),
+    ]
+    lines.append("codex: Codex runs a new or changed hook only after you trust it: review it once in the Codex TUI "
+                 "(/hooks); `codex exec` runs untrusted hooks only with --dangerously-bypass-hook-trust.")
+    return lines
 
 
 def kimi_config_file() -> Path:
@@ -500,7 +560,7 @@ def register_kimi_hooks(agent: str, dry_run: bool, force: bool) -> list[str]:
     return [outcome.line("kimi", f"hook {', '.join(KIMI_HOOK_EVENTS)} (agent {agent})", dry_run)]
 
 
-HOOK_WRITERS = {"claude": register_claude_hooks, "kimi": register_kimi_hooks}
+HOOK_WRITERS = {"claude": register_claude_hooks, "kimi": register_kimi_hooks, "codex": register_codex_hooks}
 
 
 def kimi_file() -> Path:
@@ -626,8 +686,8 @@ def register(cli: str, agent: str, *, dry_run: bool = False, force: bool = False
         raise BridgeError("usage_error", "--statusline is for Claude Code only; drop it or use `register claude`.")
     if hooks and cli not in HOOK_WRITERS:
         raise BridgeError("usage_error",
-                          f"--hooks is for Claude Code and Kimi Code only ({cli} has no hook that can put text in "
-                          "front of the model); drop it.")
+                          f"--hooks is for Claude Code, Codex and Kimi Code only ({cli} has no hook that can put text "
+                          "in front of the model); drop it.")
     if hooks:
         HOOK_WRITERS[cli](agent, True, force)  # a hook conflict refuses the whole command before any write
     reg = server_registration(agent)

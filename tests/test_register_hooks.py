@@ -116,9 +116,9 @@ def test_hook_settings_of_the_wrong_shape_are_left_alone(env, text):
 
 
 def test_hooks_are_refused_for_clis_without_a_context_hook(env):
-    for cli in ("codex", "gemini"):
+    for cli in ("gemini",):
         done = register(env, cli, "--agent", cli, "--hooks")
-        assert done.returncode == 2 and "usage_error" in done.stderr and "--hooks is for Claude Code and Kimi" \
+        assert done.returncode == 2 and "usage_error" in done.stderr and "--hooks is for Claude Code, Codex and Kimi" \
             in done.stderr
 
 
@@ -155,3 +155,50 @@ def test_kimi_hooks_in_a_form_it_does_not_edit_are_left_for_the_user(env):
     done = register(env, "kimi", "--agent", "kimi", "--hooks")
     assert done.returncode != 0 and "registration_file_invalid" in done.stderr and "[[hooks]]" in done.stderr
     assert kimi_config(env).read_text() == text
+
+
+def codex_paths(env: dict) -> tuple[Path, Path]:
+    home = Path(env["CODEX_HOME"])
+    return home / "hooks.json", home / "config.toml"
+
+
+@pytest.fixture
+def codex_env(env, tmp_path) -> dict:
+    return {**env, "CODEX_HOME": str(tmp_path / "codex")}
+
+
+def test_codex_hooks_go_to_hooks_json_and_features_hooks_is_turned_on(codex_env):
+    hooks_json, config = codex_paths(codex_env)
+    config.parent.mkdir(parents=True)
+    config.write_text('# mine\nmodel = "x"\n\n[features]\n# keep this comment\nother = true\n')
+    done = register(codex_env, "codex", "--agent", "codex", "--hooks")
+    assert done.returncode == 0, done.stderr
+    assert "--dangerously-bypass-hook-trust" in done.stdout and "(/hooks)" in done.stdout
+    doc = json.loads(hooks_json.read_text())
+    assert sorted(doc["hooks"]) == ["Stop", "UserPromptSubmit"]
+    for event in ("UserPromptSubmit", "Stop"):
+        [group] = doc["hooks"][event]
+        [entry] = group["hooks"]
+        assert entry["command"].endswith(f"/agent-bridge hook codex {event} --agent codex") and "asyncRewake" not in entry
+    text = config.read_text()
+    assert "[features]\nhooks = true\n# keep this comment\nother = true\n" in text
+    parsed = tomllib.loads(text)
+    assert parsed["features"] == {"hooks": True, "other": True} and parsed["mcp_servers"]["agent_bridge"]
+    again = register(codex_env, "codex", "--agent", "codex", "--hooks")
+    assert again.returncode == 0 and again.stdout.count("already in") == 3
+    assert config.read_text() == text
+
+
+def test_codex_features_table_is_added_when_missing(codex_env):
+    _, config = codex_paths(codex_env)
+    assert register(codex_env, "codex", "--agent", "codex", "--hooks").returncode == 0
+    assert tomllib.loads(config.read_text())["features"] == {"hooks": True}
+
+
+def test_codex_hooks_turned_off_by_the_user_are_refused_before_any_write(codex_env):
+    hooks_json, config = codex_paths(codex_env)
+    config.parent.mkdir(parents=True)
+    config.write_text("[features]\nhooks = false\n")
+    done = register(codex_env, "codex", "--agent", "codex", "--hooks")
+    assert done.returncode != 0 and "registration_conflict" in done.stderr and "hooks = true" in done.stderr
+    assert config.read_text() == "[features]\nhooks = false\n" and not hooks_json.exists()
