@@ -337,7 +337,7 @@ def doctor(as_json: bool) -> None:
 @click.option("--dry-run", is_flag=True, help="Print the unified diff of what would change; write nothing.")
 @click.option("--force", is_flag=True, help="Replace an existing agent_bridge entry that points elsewhere.")
 @click.option("--statusline", is_flag=True, help="Claude only: also set statusLine in Claude's settings.json.")
-@click.option("--hooks", is_flag=True, help="Claude and Kimi: also add the inbox-notice hooks (agent-bridge hook).")
+@click.option("--hooks", is_flag=True, help="Also add the inbox-notice hooks (agent-bridge hook) to the CLI's settings.")
 def register(cli_name: str, agent: str, dry_run: bool, force: bool, statusline: bool, hooks: bool) -> None:
     """Register this installation's MCP server (as AGENT) in CLI's own config; safe to rerun.
 
@@ -426,3 +426,4 @@ def _hook_command(cli_name: str, events: tuple[str, ...]):
 _hook_command("claude", ("UserPromptSubmit", "PostToolUse", "Stop"))
 _hook_command("kimi", ("UserPromptSubmit",))
 _hook_command("codex", ("UserPromptSubmit", "Stop"))
+_hook_command("gemini", ("BeforeAgent", "AfterAgent"))

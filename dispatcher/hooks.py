@@ -13,6 +13,10 @@ CLI honours for that event:
 - Codex (0.171, ``[features] hooks = true``, hooks trusted): the same two shapes for
   ``UserPromptSubmit`` (a developer message) and ``Stop`` (exit 2: the stderr line comes back as a
   ``<hook_prompt>`` user message; Codex has no cap on Stop blocks, so the once-per-id rule matters);
+- Gemini CLI (0.61) ``BeforeAgent`` (its UserPromptSubmit): stdout ``{"hookSpecificOutput":
+  {"hookEventName": "BeforeAgent", "additionalContext": <line>}}``; ``AfterAgent`` (its Stop):
+  stdout ``{"decision": "block", "reason": <line>}``, exit 0 (Gemini sends the reason as the next
+  request; it passes ``stop_hook_active`` too);
 - Kimi Code ``UserPromptSubmit``: stdout ``{"message": <line>}``, exit 0 (Kimi wraps it in a
   ``<hook_result>`` block in front of the model).
 
@@ -41,7 +45,9 @@ CLI_EVENTS = {
     "claude": ("UserPromptSubmit", "PostToolUse", "Stop"),
     "kimi": ("UserPromptSubmit",),
     "codex": ("UserPromptSubmit", "Stop"),
+    "gemini": ("BeforeAgent", "AfterAgent"),
 }
+RULE_EVENT = {"BeforeAgent": "UserPromptSubmit", "AfterAgent": "Stop"}  # Gemini's names for the same moments
 MAX_STDIN_BYTES = 1 << 20
 STATE_KEEP_SECONDS = 7 * 86400
 LOG_NAME = "hooks.log"
@@ -75,6 +81,11 @@ def parse_stdin(raw: bytes) -> dict | None:
 
 def render(cli: str, event: str, line: str, block: bool) -> HookAnswer:
     """The answer the pinned CLI honours for ``event`` (see the module docstring)."""
+    if cli == "gemini" and event == "AfterAgent":
+        return HookAnswer(stdout=json.dumps({"decision": "block", "reason": line}) + "\n") if block else SILENT
+    if cli == "gemini":
+        return HookAnswer(stdout=json.dumps({"hookSpecificOutput": {"hookEventName": event,
+                                                                     "additionalContext": line}}) + "\n")
     if cli in ("claude", "codex") and event == "Stop":
         return HookAnswer(stderr=line + "\n", exit_code=2) if block else SILENT
     if cli in ("claude", "codex"):
@@ -130,7 +141,8 @@ def _answer(cli: str, event: str, agent: str | None, raw_stdin: bytes, locations
     waiting = tuple(w.id for w in summary.first) + ((summary.newest_id,) if summary.newest_id else ())
     session = hook_input.get("session_id", hook_input.get("sessionId"))
     active = hook_input.get("stop_hook_active") is True
-    verdict = _decide_with_state(locations.private_dir(), agent, session_key(session), event, waiting, now, active)
+    verdict = _decide_with_state(locations.private_dir(), agent, session_key(session), RULE_EVENT.get(event, event),
+                                 waiting, now, active)
     if not verdict.announce:
         return SILENT, verdict.why
     return render(cli, event, notice(wake_line(summary)), verdict.block), verdict.why

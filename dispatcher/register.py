@@ -41,6 +41,7 @@ HOOK_TIMEOUT_SECONDS = 10
 CLAUDE_HOOK_EVENTS = ("UserPromptSubmit", "PostToolUse", "Stop")
 KIMI_HOOK_EVENTS = ("UserPromptSubmit",)
 CODEX_HOOK_EVENTS = ("UserPromptSubmit", "Stop")
+GEMINI_HOOK_EVENTS = ("BeforeAgent", "AfterAgent")
 
 
 @dataclass
@@ -375,7 +376,7 @@ def hook_command(cli: str, event: str, agent: str, environ: dict[str, str] | Non
     return " ".join(words)
 
 
-_OUR_HOOK = re.compile(r"agent-bridge\S*\s+hook\s+(claude|kimi|codex)\b")
+_OUR_HOOK = re.compile(r"agent-bridge\S*\s+hook\s+(claude|kimi|codex|gemini)\b")
 
 
 def is_our_hook(command: object, cli: str) -> bool:
@@ -384,7 +385,8 @@ def is_our_hook(command: object, cli: str) -> bool:
 
 
 def json_hook_entry(cli: str, event: str, agent: str) -> dict:
-    entry = {"type": "command", "command": hook_command(cli, event, agent), "timeout": HOOK_TIMEOUT_SECONDS}
+    timeout = HOOK_TIMEOUT_SECONDS * 1000 if cli == "gemini" else HOOK_TIMEOUT_SECONDS  # Gemini: milliseconds
+    entry = {"type": "command", "command": hook_command(cli, event, agent), "timeout": timeout}
     if cli == "claude" and event == "Stop":
         entry["asyncRewake"] = True  # interactive: runs in the background, exit 2 wakes the idle model
     return entry
@@ -560,7 +562,15 @@ def register_kimi_hooks(agent: str, dry_run: bool, force: bool) -> list[str]:
     return [outcome.line("kimi", f"hook {', '.join(KIMI_HOOK_EVENTS)} (agent {agent})", dry_run)]
 
 
-HOOK_WRITERS = {"claude": register_claude_hooks, "kimi": register_kimi_hooks, "codex": register_codex_hooks}
+def register_gemini_hooks(agent: str, dry_run: bool, force: bool) -> list[str]:
+    path = gemini_file()
+    transform = json_hooks_transform("gemini", path, agent, force, GEMINI_HOOK_EVENTS)
+    what = f"hooks {', '.join(GEMINI_HOOK_EVENTS)} (agent {agent})"
+    return [apply_edit(path, transform, dry_run).line("gemini", what, dry_run)]
+
+
+HOOK_WRITERS = {"claude": register_claude_hooks, "kimi": register_kimi_hooks, "codex": register_codex_hooks,
+                "gemini": register_gemini_hooks}
 
 
 def kimi_file() -> Path:
@@ -686,8 +696,7 @@ def register(cli: str, agent: str, *, dry_run: bool = False, force: bool = False
         raise BridgeError("usage_error", "--statusline is for Claude Code only; drop it or use `register claude`.")
     if hooks and cli not in HOOK_WRITERS:
         raise BridgeError("usage_error",
-                          f"--hooks is for Claude Code, Codex and Kimi Code only ({cli} has no hook that can put text "
-                          "in front of the model); drop it.")
+                          f"--hooks: {cli} has no hook that can put text in front of the model; drop it.")
     if hooks:
         HOOK_WRITERS[cli](agent, True, force)  # a hook conflict refuses the whole command before any write
     reg = server_registration(agent)

@@ -220,3 +220,23 @@ def test_runs_from_any_directory(store, tmp_path):
                           env={**os.environ, **store["env"], "PYTHONPATH": str(PROJECT)})
     assert done.returncode == 0 and b"2 unread" in done.stdout
 
+
+
+def test_codex_answers_like_claude(store):
+    line = context_of(hook(store["env"], "codex", "UserPromptSubmit", "--agent", "claude"), "UserPromptSubmit")
+    assert "2 unread for claude" in line and SECRET not in line
+    stop = hook(store["env"], "codex", "Stop", "--agent", "claude", stdin='{"session_id": "c-2"}')
+    assert stop.returncode == 2 and b"2 unread for claude" in stop.stderr and stop.stdout == b""
+
+
+def test_gemini_before_agent_and_after_agent_shapes(store):
+    before = hook(store["env"], "gemini", "BeforeAgent", "--agent", "claude")
+    assert "2 unread for claude" in context_of(before, "BeforeAgent")
+    after = hook(store["env"], "gemini", "AfterAgent", "--agent", "claude",
+                 stdin='{"session_id": "g-2", "stop_hook_active": false}')
+    assert after.returncode == 0 and after.stderr == b""
+    doc = json.loads(after.stdout)
+    assert doc["decision"] == "block" and "2 unread for claude" in doc["reason"] and SECRET not in doc["reason"]
+    active = '{"session_id": "g-3", "stop_hook_active": true}'
+    assert quiet(hook(store["env"], "gemini", "AfterAgent", "--agent", "claude", stdin=active))
+    assert quiet(hook(store["env"], "gemini", "AfterAgent", "--agent", "claude", stdin='{"session_id": "g-2"}'))

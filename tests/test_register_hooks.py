@@ -115,11 +115,17 @@ def test_hook_settings_of_the_wrong_shape_are_left_alone(env, text):
     assert settings(env).read_text() == text
 
 
-def test_hooks_are_refused_for_clis_without_a_context_hook(env):
-    for cli in ("gemini",):
-        done = register(env, cli, "--agent", cli, "--hooks")
-        assert done.returncode == 2 and "usage_error" in done.stderr and "--hooks is for Claude Code, Codex and Kimi" \
-            in done.stderr
+def test_gemini_hooks_go_to_its_settings_with_a_timeout_in_milliseconds(env, tmp_path):
+    env = {**env, "GEMINI_CLI_HOME": str(tmp_path / "gemini")}
+    done = register(env, "gemini", "--agent", "gemini", "--hooks")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads((tmp_path / "gemini" / ".gemini" / "settings.json").read_text())
+    assert doc["mcpServers"]["agent_bridge"]["trust"] is True
+    for event in ("BeforeAgent", "AfterAgent"):
+        [group] = doc["hooks"][event]
+        [entry] = group["hooks"]
+        assert entry["command"].endswith(f"/agent-bridge hook gemini {event} --agent gemini")
+        assert entry["timeout"] == 10000
 
 
 def test_kimi_hook_is_appended_to_config_toml_keeping_every_other_byte(env):
