@@ -337,7 +337,8 @@ def doctor(as_json: bool) -> None:
 @click.option("--dry-run", is_flag=True, help="Print the unified diff of what would change; write nothing.")
 @click.option("--force", is_flag=True, help="Replace an existing agent_bridge entry that points elsewhere.")
 @click.option("--statusline", is_flag=True, help="Claude only: also set statusLine in Claude's settings.json.")
-def register(cli_name: str, agent: str, dry_run: bool, force: bool, statusline: bool) -> None:
+@click.option("--hooks", is_flag=True, help="Also add the inbox-notice hooks (agent-bridge hook) to the CLI's settings.")
+def register(cli_name: str, agent: str, dry_run: bool, force: bool, statusline: bool, hooks: bool) -> None:
     """Register this installation's MCP server (as AGENT) in CLI's own config; safe to rerun.
 
     Edited files are backed up to <file>.bak-<timestamp> first; an entry of the same name
@@ -346,7 +347,8 @@ def register(cli_name: str, agent: str, dry_run: bool, force: bool, statusline: 
     from .register import register as do_register
 
     _declared(_settings(), agent)
-    for line in do_register(cli_name, agent, dry_run=dry_run, force=force, statusline=statusline):
+    for line in do_register(cli_name, agent, dry_run=dry_run, force=force, statusline=statusline,
+                            hooks=hooks):
         click.echo(line)
 
 
@@ -396,3 +398,32 @@ def top(agent: str | None, once: bool) -> None:
     if agent is not None:
         _declared(settings, agent, config_required=False)
     run_top(settings, agent, once=once)
+
+
+_HOOK_SETTINGS = {"ignore_unknown_options": True, "allow_extra_args": True}
+
+
+@main.group()
+def hook() -> None:
+    """Hooks for agent CLIs: tell a session, payload-free, that messages wait. Always exit 0
+    (Claude's Stop: 2 to keep the turn going); any failure means no output."""
+
+
+def _hook_command(cli_name: str, events: tuple[str, ...]):
+    @hook.command(cli_name, context_settings=_HOOK_SETTINGS,
+                  help=f"The {'/'.join(events)} hook (JSON on stdin); written by `register {cli_name} --hooks`.")
+    @click.argument("event", required=False, default="")
+    @click.option("--agent", default=None, help="Agent id (default: $AGENT_ID).")
+    @click.pass_context
+    def run(ctx, event: str, agent: str | None) -> None:
+        from .hooks import main as hook_main
+
+        sys.exit(hook_main(cli_name, event, agent))
+
+    return run
+
+
+_hook_command("claude", ("UserPromptSubmit", "PostToolUse", "Stop"))
+_hook_command("kimi", ("UserPromptSubmit",))
+_hook_command("codex", ("UserPromptSubmit", "Stop"))
+_hook_command("gemini", ("BeforeAgent", "AfterAgent"))

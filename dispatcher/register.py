@@ -20,6 +20,7 @@ import difflib
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -36,6 +37,11 @@ SERVER_NAME = "agent_bridge"
 CLIS = ("claude", "kimi", "codex", "gemini")
 KIMI_STARTUP_TIMEOUT_MS = 30000
 STATUSLINE_REFRESH_SECONDS = 2
+HOOK_TIMEOUT_SECONDS = 10
+CLAUDE_HOOK_EVENTS = ("UserPromptSubmit", "PostToolUse", "Stop")
+KIMI_HOOK_EVENTS = ("UserPromptSubmit",)
+CODEX_HOOK_EVENTS = ("UserPromptSubmit", "Stop")
+GEMINI_HOOK_EVENTS = ("BeforeAgent", "AfterAgent")
 
 
 @dataclass
@@ -343,6 +349,230 @@ def register_claude_statusline(dry_run: bool, force: bool) -> list[str]:
     return [apply_edit(path, transform, dry_run).line("claude", "statusLine", dry_run)]
 
 
+# --- hooks (`--hooks`): `agent-bridge hook <cli> <event>` in the CLI's hook settings --------
+
+
+def agent_bridge_command() -> str:
+    beside = Path(sys.executable).parent / "agent-bridge"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("agent-bridge")
+    if found:
+        return os.path.abspath(found)
+    raise BridgeError("registration_failed",
+                      "agent-bridge is not installed next to this Python nor on PATH; run `uv sync` "
+                      "(or reinstall the package), then rerun.")
+
+
+def hook_command(cli: str, event: str, agent: str, environ: dict[str, str] | None = None) -> str:
+    """The shell command a CLI runs for ``event``: the store and runtime directory in use, then
+    ``agent-bridge hook <cli> <event> --agent <agent>`` (the CLI's own environment has no AGENT_ID)."""
+    environ = os.environ if environ is None else environ
+    words = []
+    for name in ("AGENT_BRIDGE_DB", "AGENT_BRIDGE_RUNTIME_DIR"):
+        if environ.get(name):
+            words.append(f"{name}={shlex.quote(os.path.abspath(os.path.expanduser(environ[name])))}")
+    words += [shlex.quote(agent_bridge_command()), "hook", cli, event, "--agent", agent]
+    return " ".join(words)
+
+
+_OUR_HOOK = re.compile(r"agent-bridge\S*\s+hook\s+(claude|kimi|codex|gemini)\b")
+
+
+def is_our_hook(command: object, cli: str) -> bool:
+    found = _OUR_HOOK.search(command) if isinstance(command, str) else None
+    return found is not None and found.group(1) == cli
+
+
+def json_hook_entry(cli: str, event: str, agent: str) -> dict:
+    timeout = HOOK_TIMEOUT_SECONDS * 1000 if cli == "gemini" else HOOK_TIMEOUT_SECONDS  # Gemini: milliseconds
+    entry = {"type": "command", "command": hook_command(cli, event, agent), "timeout": timeout}
+    if cli == "claude" and event == "Stop":
+        entry["asyncRewake"] = True  # interactive: runs in the background, exit 2 wakes the idle model
+    return entry
+
+
+def json_hooks_transform(cli: str, path: Path, agent: str, force: bool,
+                         events: tuple[str, ...]) -> Callable[[str | None], str | None]:
+    """Add one command hook per event to ``hooks.<Event>`` (Claude's settings.json, Codex's
+    hooks.json: the same shape); every other hook is kept as it is.
+
+    Ours is a command hook running ``agent-bridge hook <cli>``; an equal one is left alone, a
+    different one (another agent, store or path) is refused unless ``force`` replaces it."""
+
+    def transform(text: str | None) -> str | None:
+        data = _load_json_object(path, text)
+        hooks = data.setdefault("hooks", {})
+        if not isinstance(hooks, dict):
+            raise BridgeError("registration_file_invalid",
+                              f"{path}: 'hooks' is not a JSON object; fix it, then rerun. Nothing was changed.")
+        changed = False
+        for event in events:
+            wanted = json_hook_entry(cli, event, agent)
+            groups = hooks.setdefault(event, [])
+            if not isinstance(groups, list):
+                raise BridgeError("registration_file_invalid",
+                                  f"{path}: 'hooks.{event}' is not a JSON array; fix it, then rerun. Nothing was changed.")
+            ours = [(g, h) for g in groups if isinstance(g, dict) and isinstance(g.get("hooks"), list)
+                    for h in g["hooks"] if isinstance(h, dict) and is_our_hook(h.get("command"), cli)]
+            if len(ours) == 1 and ours[0][1] == wanted:
+                continue
+            if ours and not force:
+                raise _conflict(cli, path, f"hooks.{event}", [h for _, h in ours], wanted)
+            for group, entry in ours:
+                group["hooks"].remove(entry)
+            groups[:] = [g for g in groups if not (isinstance(g, dict) and g.get("hooks") == [])]
+            groups.append({"hooks": [wanted]})
+            changed = True
+        return _json_dump(data) if changed else None
+
+    return transform
+
+
+def register_claude_hooks(agent: str, dry_run: bool, force: bool) -> list[str]:
+    path = claude_settings_file()
+    transform = json_hooks_transform("claude", path, agent, force, CLAUDE_HOOK_EVENTS)
+    what = f"hooks {', '.join(CLAUDE_HOOK_EVENTS)} (agent {agent})"
+    return [apply_edit(path, transform, dry_run).line("claude", what, dry_run)]
+
+
+def codex_hooks_file() -> Path:
+    return codex_file().with_name("hooks.json")
+
+
+def codex_features_transform(path: Path) -> Callable[[str | None], str | None]:
+    """``[features] hooks = true`` in Codex's config.toml (hooks are off without it), as a text edit
+    checked by re-parsing; an explicit ``hooks = false`` is the user's choice and is refused."""
+
+    def transform(text: str | None) -> str | None:
+        text = text or ""
+        try:
+            doc = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise BridgeError("registration_file_invalid",
+                              f"{path} is not valid TOML ({exc}); fix it, then rerun. Nothing was changed.") from None
+        features = doc.get("features", {})
+        if isinstance(features, dict) and features.get("hooks") is True:
+            return None
+        if not isinstance(features, dict) or "hooks" in features:
+            raise BridgeError("registration_conflict",
+                              f"{path} sets features.hooks to {json.dumps(features.get('hooks') if isinstance(features, dict) else features)}; "
+                              "Codex runs no hooks without `hooks = true` under [features]. Change it yourself, then rerun.")
+        lines = text.splitlines(keepends=True)
+        at = next((i for i, line in enumerate(lines) if re.fullmatch(r"\s*\[\s*features\s*\]\s*(#.*)?\n?", line)), None)
+        if at is None:
+            new = text + ("\n" if text and not text.endswith("\n") else "") + ("\n" if text.strip() else "")
+            new += "[features]\nhooks = true\n"
+        else:
+            new = "".join(lines[:at + 1]) + "hooks = true\n" + "".join(lines[at + 1:])
+        try:
+            edited = tomllib.loads(new)
+        except tomllib.TOMLDecodeError:
+            edited = None
+        if edited != {**doc, "features": {**features, "hooks": True}}:
+            raise BridgeError("registration_file_invalid",
+                              f"{path} defines [features] in a form this command does not edit (inline or dotted keys); "
+                              "nothing was changed. Add `hooks = true` under [features] yourself, then rerun.")
+        return new
+
+    return transform
+
+
+def register_codex_hooks(agent: str, dry_run: bool, force: bool) -> list[str]:
+    config, hooks_path = codex_file(), codex_hooks_file()
+    features = codex_features_transform(config)
+    hooks = json_hooks_transform("codex", hooks_path, agent, force, CODEX_HOOK_EVENTS)
+    features(_read(Path(os.path.realpath(config))))  # refuse before writing either file
+    lines = [
+        apply_edit(hooks_path, hooks, dry_run).line("codex", f"hooks {', '.join(CODEX_HOOK_EVENTS)} (agent {agent})",
+                                                   dry_run),
+        apply_edit(config, features, dry_run).line("codex", "[features] hooks = true", dry_run),
+    ]
+    lines.append("codex: Codex runs a new or changed hook only after you trust it: review it once in the Codex TUI "
+                 "(/hooks); `codex exec` runs untrusted hooks only with --dangerously-bypass-hook-trust.")
+    return lines
+
+
+def kimi_config_file() -> Path:
+    base = os.environ.get("KIMI_CODE_HOME")
+    return Path(base) / "config.toml" if base else _home() / ".kimi-code" / "config.toml"
+
+
+def kimi_hook_table(event: str, agent: str) -> str:
+    return (
+        "[[hooks]]\n"
+        f"event = {_toml_str(event)}\n"
+        f"command = {_toml_str(hook_command('kimi', event, agent))}\n"
+        f"timeout = {HOOK_TIMEOUT_SECONDS}\n"
+    )
+
+
+def kimi_hooks_transform(path: Path, agent: str, force: bool) -> Callable[[str | None], str | None]:
+    """Append a ``[[hooks]]`` table per event to Kimi's config.toml, as text (every other byte kept).
+
+    An equal entry is left alone. A different one of ours is refused: an array-of-tables entry
+    is not cut out of the user's file automatically, even with ``force``."""
+
+    def transform(text: str | None) -> str | None:
+        text = text or ""
+        try:
+            doc = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise BridgeError("registration_file_invalid",
+                              f"{path} is not valid TOML ({exc}); fix it, then rerun. Nothing was changed.") from None
+        hooks = doc.get("hooks", [])
+        if not isinstance(hooks, list):
+            raise BridgeError("registration_file_invalid",
+                              f"{path}: 'hooks' is not an array of tables; fix it, then rerun. Nothing was changed.")
+        added, expected = "", list(hooks)
+        for event in KIMI_HOOK_EVENTS:
+            wanted = {"event": event, "command": hook_command("kimi", event, agent), "timeout": HOOK_TIMEOUT_SECONDS}
+            ours = [h for h in hooks if isinstance(h, dict) and h.get("event") == event
+                    and is_our_hook(h.get("command"), "kimi")]
+            if ours == [wanted]:
+                continue
+            if ours:
+                raise BridgeError(
+                    "registration_conflict",
+                    f"{path} already has an agent-bridge {event} hook that differs from this installation's "
+                    f"({json.dumps(ours[0], sort_keys=True)}); nothing was changed{' (--force does not cut tables out of config.toml)' if force else ''}. "
+                    "Remove that [[hooks]] table by hand, then rerun.")
+            added += ("\n" if text.strip() or added else "") + kimi_hook_table(event, agent)
+            expected.append(wanted)
+        if not added:
+            return None
+        new = text + ("\n" if text and not text.endswith("\n") else "") + added
+        try:
+            edited = tomllib.loads(new)
+        except tomllib.TOMLDecodeError:
+            edited = None
+        if edited != {**doc, "hooks": expected}:
+            raise BridgeError(
+                "registration_file_invalid",
+                f"{path} defines hooks in a form this command does not edit (an inline array, or a table after "
+                "which appended tables would land); nothing was changed. Add this yourself:\n" + added)
+        return new
+
+    return transform
+
+
+def register_kimi_hooks(agent: str, dry_run: bool, force: bool) -> list[str]:
+    path = kimi_config_file()
+    outcome = apply_edit(path, kimi_hooks_transform(path, agent, force), dry_run)
+    return [outcome.line("kimi", f"hook {', '.join(KIMI_HOOK_EVENTS)} (agent {agent})", dry_run)]
+
+
+def register_gemini_hooks(agent: str, dry_run: bool, force: bool) -> list[str]:
+    path = gemini_file()
+    transform = json_hooks_transform("gemini", path, agent, force, GEMINI_HOOK_EVENTS)
+    what = f"hooks {', '.join(GEMINI_HOOK_EVENTS)} (agent {agent})"
+    return [apply_edit(path, transform, dry_run).line("gemini", what, dry_run)]
+
+
+HOOK_WRITERS = {"claude": register_claude_hooks, "kimi": register_kimi_hooks, "codex": register_codex_hooks,
+                "gemini": register_gemini_hooks}
+
+
 def kimi_file() -> Path:
     base = os.environ.get("KIMI_CODE_HOME")
     return Path(base) / "mcp.json" if base else _home() / ".kimi-code" / "mcp.json"
@@ -460,12 +690,19 @@ WRITERS = {"claude": register_claude, "kimi": register_kimi, "codex": register_c
 
 
 def register(cli: str, agent: str, *, dry_run: bool = False, force: bool = False,
-             statusline: bool = False) -> list[str]:
+             statusline: bool = False, hooks: bool = False) -> list[str]:
     """Register this installation for ``cli`` as ``agent`` (declared: checked by the caller). Lines to print."""
     if statusline and cli != "claude":
         raise BridgeError("usage_error", "--statusline is for Claude Code only; drop it or use `register claude`.")
+    if hooks and cli not in HOOK_WRITERS:
+        raise BridgeError("usage_error",
+                          f"--hooks: {cli} has no hook that can put text in front of the model; drop it.")
+    if hooks:
+        HOOK_WRITERS[cli](agent, True, force)  # a hook conflict refuses the whole command before any write
     reg = server_registration(agent)
     lines = WRITERS[cli](reg, dry_run, force)
     if statusline:
         lines += register_claude_statusline(dry_run, force)
+    if hooks:
+        lines += HOOK_WRITERS[cli](agent, dry_run, force)
     return lines
