@@ -50,8 +50,17 @@ def run_server() -> int:
     from .mcp_server import build_server  # the SDK import is the slow part of start-up
     from .mcp_stdio import run_stdio
 
+    from .presence import ServerPresence, role_of
+
     try:
-        run_stdio(build_server(settings.agent_id, store, config, settings))
+        presence = ServerPresence(store, settings.agent_id, role_of(settings.role))
+    except Exception as exc:  # the store refused the session row: fail before the handshake
+        report(exc)
+        return EXIT_USAGE
+    try:
+        run_stdio(build_server(settings.agent_id, store, config, settings, presence=presence))
     except Exception as exc:
         return report(exc)
+    finally:
+        presence.close()  # a clean exit removes the row; a killed server's row is cleaned lazily
     return 0

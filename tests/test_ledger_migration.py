@@ -22,7 +22,7 @@ def test_v3_migration_adds_the_ledger_and_keeps_every_row(tmp_path):
     assert [len(before[t]) for t in before] == [5, 3, 1, 1, 1]
 
     conn = open_store(db)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     for table, rows in before.items():
         after = conn.execute(f"SELECT * FROM {table} ORDER BY rowid").fetchall()
         assert [tuple(a)[:len(b)] for a, b in zip(after, rows, strict=True)] == rows, table

@@ -121,6 +121,26 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX messages_by_conversation ON messages (conversation_id)
         WHERE conversation_id IS NOT NULL;
     """,
+    # 5: presence. One row per running MCP server process (a session): its agent and role,
+    # the process that proves it alive (host, pid and /proc start time: no heartbeats), the
+    # client from the MCP initialize handshake, and the wake paths it has (a JSON list).
+    """
+    CREATE TABLE sessions (
+        id INTEGER PRIMARY KEY,
+        agent TEXT NOT NULL,
+        role TEXT NOT NULL CHECK (role IN ('interactive', 'worker')),
+        host TEXT NOT NULL,
+        pid INTEGER NOT NULL,
+        start_time REAL,
+        client_pid INTEGER,
+        client_name TEXT,
+        client_version TEXT,
+        started_at REAL NOT NULL,
+        last_call_at REAL,
+        wake_paths TEXT NOT NULL DEFAULT '[]'
+    );
+    CREATE INDEX sessions_by_agent ON sessions (agent);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
