@@ -49,7 +49,6 @@ def run_server() -> int:
         return EXIT_USAGE
     from .mcp_server import build_server  # the SDK import is the slow part of start-up
     from .mcp_stdio import run_stdio
-
     from .presence import ServerPresence, role_of
 
     try:
