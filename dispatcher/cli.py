@@ -396,3 +396,17 @@ def top(agent: str | None, once: bool) -> None:
     if agent is not None:
         _declared(settings, agent, config_required=False)
     run_top(settings, agent, once=once)
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--agent", default=None, callback=lambda ctx, p, v: None if v is None else _agent_id(ctx, p, v),
+              help="Only this agent (default: every declared one).")
+def who(as_json: bool, agent: str | None) -> None:
+    """Who is there: each agent's live interactive sessions (client, since, idle for), its
+    listener, unread count and oldest unread age. Read-only; liveness is from the process."""
+    from .presence import render_who, who_cli
+
+    settings = _settings()
+    report = who_cli(settings, agent)
+    click.echo(json.dumps(report, indent=2, sort_keys=True) if as_json else render_who(report))

@@ -302,9 +302,13 @@ class ServerPresence:
         self.agent = agent
         self.role = role
         pid = os.getpid()
-        self.session_id: int | None = register_session(
-            store.connection(), agent, role, pid=pid, start_time=start_time(pid), client_pid=client_pid_of(pid),
-            now=time.time())
+        self.session_id: int | None = None
+        try:  # a store that refuses the row (full, read-only) still serves messages: no row, then
+            self.session_id = register_session(
+                store.connection(), agent, role, pid=pid, start_time=start_time(pid), client_pid=client_pid_of(pid),
+                now=time.time())
+        except (sqlite3.Error, OSError, BridgeError) as exc:
+            log.warning("session_register_failed", agent=agent, error=type(exc).__name__)
         self._last_touch: float | None = None
         self._client_known = False
 
@@ -354,3 +358,61 @@ class ServerPresence:
                 info = meta.get(CLIENT_INFO_META_KEY)
             self.on_client(dict(info) if isinstance(info, Mapping) else None)
         return result
+
+
+# -- the CLI ---------------------------------------------------------------------------------
+def who_cli(settings, only: str | None = None) -> dict:
+    """``agent-bridge who``: the same report, on a read-only connection (it never writes,
+    so dead rows are only left out here; the tool and the next session clean them)."""
+    from .config import load_config, require_agent
+    from .store import SCHEMA_VERSION
+    from .store.readonly import open_read_only
+
+    path = settings.config_path()
+    config = load_config(path)
+    if only is not None:
+        require_agent(config, only, path)
+    agents = [only] if only else sorted(config.agents)
+    conn = open_read_only(settings.db)
+    try:
+        if conn is not None and conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
+            raise BridgeError("schema_outdated", "the store's schema is older than this agent-bridge; start the "
+                              "server or a listener once to migrate it, then run `agent-bridge who` again.")
+        return who_report(conn, agents, settings, time.time())
+    except sqlite3.Error as exc:
+        raise BridgeError("store_unavailable", f"the store could not be read ({type(exc).__name__}); retry, or "
+                          "run `agent-bridge doctor`.") from None
+    finally:
+        if conn is not None:
+            conn.close()
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    for size, unit in ((86400, "d"), (3600, "h"), (60, "m")):
+        if seconds >= 2 * size:
+            return f"{seconds / size:.0f}{unit}"
+    return f"{seconds:.0f}s"
+
+
+def render_who(report: dict) -> str:
+    """The plain-text ``who``: one line per agent, one indented line per live session."""
+    lines = []
+    for a in report["agents"]:
+        listener = a["listener"]
+        head = f"{a['agent']}  listener {listener['stage']}" + (f" (pid {listener['pid']})" if listener["pid"] else "")
+        head += f"  {a['unread']} unread"
+        if a["unread"]:
+            head += f", oldest {_age(a['oldest_unread_age_seconds'])}"
+        if a["workers"]:
+            head += f"  {a['workers']} worker session(s)"
+        lines.append(head)
+        for s in a["sessions"]:
+            client = " ".join(p for p in (s["client"], s["client_version"]) if p) or "unknown client"
+            lines.append(f"  session #{s['id']} {client}  pid {s['pid']}  since {_age(s['since_seconds'])}  idle "
+                         f"{_age(s['idle_seconds'])}  wake: {','.join(s['wake_paths']) or 'none'}"
+                         + ("" if s["liveness"] == "alive" else f"  ({s['liveness']}: host {s['host']})"))
+        if not a["sessions"]:
+            lines.append("  no live interactive session")
+    return "\n".join(lines)

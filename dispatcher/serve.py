@@ -51,11 +51,7 @@ def run_server() -> int:
     from .mcp_stdio import run_stdio
     from .presence import ServerPresence, role_of
 
-    try:
-        presence = ServerPresence(store, settings.agent_id, role_of(settings.role))
-    except Exception as exc:  # the store refused the session row: fail before the handshake
-        report(exc)
-        return EXIT_USAGE
+    presence = ServerPresence(store, settings.agent_id, role_of(settings.role))
     try:
         run_stdio(build_server(settings.agent_id, store, config, settings, presence=presence))
     except Exception as exc:
