@@ -54,7 +54,7 @@ def test_the_tool_table_lists_exactly_the_tools_a_session_server_offers(tmp_path
     assert len(documented) == len(set(documented)), f"a tool is listed twice: {documented}"
     assert not offered - set(documented), f"tools the server offers but the README's table lacks: {sorted(offered - set(documented))}"
     assert not set(documented) - offered, f"tools in the README's table the server does not offer: {sorted(set(documented) - offered)}"
-    words = {9: "nine", 8: "eight"}
+    words = {10: "ten", 9: "nine", 8: "eight"}
     assert f"the {words[len(offered)]} tools below" in section("Using it: the tools")
     assert re.search(rf"the {words[len(offered)]}\s+`agent_bridge` tools", README), "Setup's tool count is wrong"
 

@@ -126,7 +126,7 @@ MIGRATIONS: tuple[str, ...] = (
     # client from the MCP initialize handshake, and the wake paths it has (a JSON list).
     """
     CREATE TABLE sessions (
-        id INTEGER PRIMARY KEY,
+        id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: a hook holding an id never marks another session
         agent TEXT NOT NULL,
         role TEXT NOT NULL CHECK (role IN ('interactive', 'worker')),
         host TEXT NOT NULL,
