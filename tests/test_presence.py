@@ -241,3 +241,15 @@ def test_server_presence_survives_a_store_that_refuses_its_writes(tmp_path):
         assert presence.ServerPresence(store, "claude", "interactive").session_id is None  # no row, still serving
     finally:
         store.close()
+
+
+def test_session_ids_are_never_reused(conn):
+    """A hook or wake path holding an id must never mark a later session that got the same id."""
+    first = presence.register_session(conn, "claude", "interactive", pid=11, start_time=1.0, client_pid=None,
+                                      now=NOW, here=HERE, probe=probe_of({11: 1.0}))
+    assert presence.end_session(conn, first)
+    second = presence.register_session(conn, "claude", "interactive", pid=11, start_time=1.0, client_pid=None,
+                                       now=NOW, here=HERE, probe=probe_of({11: 1.0}))
+    assert second > first and not presence.end_session(conn, first)
+    with pytest.raises(BridgeError):
+        presence.record_wake_path(conn, first, "hook")

@@ -232,3 +232,25 @@ def test_without_a_wakeable_session_grace_does_not_delay_dispatch(grace_env):
         assert sql(db, "SELECT COUNT(*) FROM sessions")[0][0] == 1
     finally:
         _end(session)
+
+
+def test_the_barrier_refuses_a_held_message_and_a_manual_dispatch_still_runs(conn):
+    from dispatcher.dispatch.attempts import begin_attempt
+    from dispatcher.errors import DispatchRefused
+
+    now = time.time()
+    config = _config(grace=60)
+    task = _task(conn, now - 5)
+    _live_session(conn)
+    with pytest.raises(DispatchRefused) as refused:
+        begin_attempt(conn, message_id=task, config=config, now=now, manual=False, supervisor_pid=os.getpid(),
+                      supervisor_start=None, worker_token="t")
+    assert refused.value.code == "held_interactive" and "interactive_grace_seconds (60 s)" in str(refused.value)
+    assert attempt_count(conn) == 0
+    begin_attempt(conn, message_id=task, config=config, now=now, manual=True, supervisor_pid=os.getpid(),
+                  supervisor_start=None, worker_token="t")
+    assert attempt_count(conn) == 1
+
+
+def attempt_count(conn) -> int:
+    return conn.execute("SELECT COUNT(*) FROM dispatch_attempts").fetchone()[0]
