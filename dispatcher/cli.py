@@ -272,7 +272,7 @@ def dispatch(message_id: int) -> None:
 @main.command()
 @click.option("--agent", "agents", multiple=True, help="Only these agents (default: every declared one).")
 def statusline(agents: tuple[str, ...]) -> None:
-    """One line for Claude Code's statusLine setting. Always exits 0, never touches the store."""
+    """One line for Claude Code's statusLine setting. Always exits 0, reads the store read-only (unread counts), never writes it."""
     from .dispatch.statusline import statusline_text
 
     click.echo(statusline_text(agents))

@@ -344,13 +344,14 @@ class ServerPresence:
 
     async def middleware(self, ctx, call_next):
         """A server middleware: the client's name from the first request that carries it
-        (``initialize``, or any request's ``_meta``); ``tools/call`` touches the row."""
+        (``initialize``, or any request's ``_meta``); a tool call that succeeded touches the row
+        (a refused one leaves the whole store unchanged, as every refusal does)."""
         method = getattr(ctx, "method", None)
         params = getattr(ctx, "params", None)
         params = params if isinstance(params, Mapping) else {}
-        if method == "tools/call":
-            self.on_call()
         result = await call_next(ctx)
+        if method == "tools/call" and not (isinstance(result, Mapping) and result.get("isError")):
+            self.on_call()
         if not self._client_known:
             meta = params.get("_meta")
             info = params.get("clientInfo") if method == "initialize" else None

@@ -69,6 +69,10 @@ def test_a_workers_server_is_a_worker_without_the_who_tool(worker, claude, db_pa
 
 
 def test_tool_calls_touch_the_row_at_most_once_per_interval(claude, db_path):
+    time.sleep(presence.TOUCH_EVERY_SECONDS)
+    before = _rows(db_path, "claude")[0]["last_call_at"]
+    assert claude.call("get_message", message_id=10**9).is_error
+    assert _rows(db_path, "claude")[0]["last_call_at"] == before  # a refusal changes nothing, this row included
     claude.ok("receive_messages")
     first = _rows(db_path, "claude")[0]["last_call_at"]
     for _ in range(5):
