@@ -244,6 +244,21 @@ def session_of_client(conn: sqlite3.Connection, agent: str, client_pid: int) -> 
     return None if row is None else row[0]
 
 
+def session_of_ancestor(conn: sqlite3.Connection, agent: str, pid: int | None = None) -> int | None:
+    """The session of ``agent`` whose CLI process is the nearest ancestor of ``pid`` (default: this
+    process): how a hook or a Monitor command, run by the CLI through a shell, finds its session."""
+    import psutil
+
+    try:
+        ancestors = psutil.Process(os.getpid() if pid is None else pid).parents()
+    except psutil.Error:
+        return None
+    for ancestor in ancestors:
+        if (found := session_of_client(conn, agent, ancestor.pid)) is not None:
+            return found
+    return None
+
+
 def has_wakeable_session(conn: sqlite3.Connection, agent: str, *, here: str | None = None,
                          probe: Probe = observed_start) -> bool:
     """A live interactive session of ``agent`` on this host with at least one wake path."""

@@ -253,3 +253,21 @@ def test_session_ids_are_never_reused(conn):
     assert second > first and not presence.end_session(conn, first)
     with pytest.raises(BridgeError):
         presence.record_wake_path(conn, first, "hook")
+
+
+def test_session_of_ancestor_finds_the_session_of_the_cli_above_a_shell(conn, tmp_path):
+    """A hook runs as CLI -> sh -> hook: its session is the one whose client is its nearest ancestor."""
+    host = presence.this_host()
+    conn.execute("INSERT INTO sessions (agent, role, host, pid, client_pid, started_at) VALUES"
+                 " ('claude', 'interactive', ?, 50, ?, 1), ('claude', 'interactive', ?, 51, 1, 2)",
+                 (host, os.getpid(), host))
+    hook = ("import sys; from dispatcher import presence; from dispatcher.store import open_store;"
+            "c = open_store(sys.argv[1]); print(presence.session_of_ancestor(c, sys.argv[2])); c.close()")
+    from harness import PROJECT
+
+    for agent, expected in (("claude", "1"), ("kimi", "None")):
+        done = subprocess.run(["sh", "-c", f'"{sys.executable}" -c "$0" "$1" "$2"; true', hook,
+                               str(tmp_path / "bridge.db"), agent], capture_output=True, text=True, cwd=PROJECT,
+                              timeout=60)
+        assert done.stdout.strip() == expected, done.stderr
+    assert presence.session_of_ancestor(conn, "claude", 2**22 + 12345) is None  # no such process
