@@ -272,7 +272,7 @@ def dispatch(message_id: int) -> None:
 @main.command()
 @click.option("--agent", "agents", multiple=True, help="Only these agents (default: every declared one).")
 def statusline(agents: tuple[str, ...]) -> None:
-    """One line for Claude Code's statusLine setting. Always exits 0, never touches the store."""
+    """One line for Claude Code's statusLine setting. Always exits 0, reads the store read-only (unread counts), never writes it."""
     from .dispatch.statusline import statusline_text
 
     click.echo(statusline_text(agents))
@@ -427,3 +427,17 @@ _hook_command("claude", ("UserPromptSubmit", "PostToolUse", "Stop"))
 _hook_command("kimi", ("UserPromptSubmit",))
 _hook_command("codex", ("UserPromptSubmit", "Stop"))
 _hook_command("gemini", ("BeforeAgent", "AfterAgent"))
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--agent", default=None, callback=lambda ctx, p, v: None if v is None else _agent_id(ctx, p, v),
+              help="Only this agent (default: every declared one).")
+def who(as_json: bool, agent: str | None) -> None:
+    """Who is there: each agent's live interactive sessions (client, since, idle for), its
+    listener, unread count and oldest unread age. Read-only; liveness is from the process."""
+    from .presence import render_who, who_cli
+
+    settings = _settings()
+    report = who_cli(settings, agent)
+    click.echo(json.dumps(report, indent=2, sort_keys=True) if as_json else render_who(report))

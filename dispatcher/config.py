@@ -28,6 +28,9 @@ class AgentConfig(BaseModel):
     # Passed to the launcher as AGENT_BRIDGE_MAX_COST_USD (Claude: --max-budget-usd). Claude
     # checks it between turns, so an attempt can overshoot it; the ledger records by how much.
     max_cost_usd_per_task: float | None = Field(default=None, ge=0.000001, le=10000, allow_inf_nan=False)
+    # A task for this agent while it has a live, wakeable interactive session waits this long
+    # for that session to claim it before a headless worker is started (0: no wait).
+    interactive_grace_seconds: int = Field(default=0, ge=0, le=3600)
     # Where this agent's workers run (absolute). Absent: AGENT_BRIDGE_WORKSPACE or its default.
     workspace: str | None = Field(default=None, min_length=1)
 

@@ -119,7 +119,8 @@ def _data_version(conn: sqlite3.Connection) -> int:
     return conn.execute("PRAGMA data_version").fetchone()[0]
 
 
-def build_server(agent: str, store: Store, config: BridgeConfig, settings: BridgeSettings) -> MCPServer:
+def build_server(agent: str, store: Store, config: BridgeConfig, settings: BridgeSettings,
+                 presence: Any = None) -> MCPServer:
     max_body_bytes = settings.max_body_bytes
     bridge = Bridge(
         agent=agent,
@@ -131,6 +132,8 @@ def build_server(agent: str, store: Store, config: BridgeConfig, settings: Bridg
         name="agent_bridge", instructions=INSTRUCTIONS, version="0.1.0", middleware=[_coded_tool_errors]
     )
     logging.getLogger("mcp").setLevel(logging.WARNING)
+    if presence is not None:  # this process's session row (dispatcher.presence): client name, last call
+        mcp.middleware.append(presence.middleware)
 
     @mcp.tool()
     async def send_message(
@@ -291,6 +294,15 @@ def build_server(agent: str, store: Store, config: BridgeConfig, settings: Bridg
 
     if settings.role == "worker":
         return mcp  # a headless worker must not be able to switch its own listener off
+
+    @mcp.tool()
+    async def who(agent: StrictStr | None = None) -> dict[str, Any]:
+        """Who is there: per declared agent (or just `agent`), its live interactive sessions
+        (client, since, idle for, wake paths), whether its listener runs, unread count and
+        oldest unread age. Liveness is from the process (pid + start time), never heartbeats."""
+        from . import presence as presence_module
+
+        return bridge.call("who", presence_module.who_tool, agents=sorted(agents), settings=settings, only=agent)
 
     @mcp.tool()
     async def listener(action: StrictStr) -> dict[str, Any]:

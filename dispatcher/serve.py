@@ -49,9 +49,13 @@ def run_server() -> int:
         return EXIT_USAGE
     from .mcp_server import build_server  # the SDK import is the slow part of start-up
     from .mcp_stdio import run_stdio
+    from .presence import ServerPresence, role_of
 
+    presence = ServerPresence(store, settings.agent_id, role_of(settings.role))
     try:
-        run_stdio(build_server(settings.agent_id, store, config, settings))
+        run_stdio(build_server(settings.agent_id, store, config, settings, presence=presence))
     except Exception as exc:
         return report(exc)
+    finally:
+        presence.close()  # a clean exit removes the row; a killed server's row is cleaned lazily
     return 0

@@ -35,7 +35,8 @@ def snapshot(settings) -> dict:
 
     now = time.time()
     snap: dict = {"at": now, "store": str(settings.db), "error": None, "agents": [], "in_flight": [],
-                  "recent": [], "conversations": [], "inboxes": {}, "latest_diagnostics": None}
+                  "recent": [], "conversations": [], "inboxes": {}, "latest_diagnostics": None,
+                  "sessions": []}
     try:
         names = sorted(load_config(settings.config_path()).agents)
     except ConfigError as exc:
@@ -86,6 +87,7 @@ def snapshot(settings) -> dict:
                 "SELECT recipient, COUNT(*), MIN(created_at) FROM messages"
                 " WHERE acknowledged_at IS NULL GROUP BY recipient")
         }
+        snap["sessions"] = _live_sessions(conn, now)
         row = conn.execute("SELECT message_id, agent, diagnostics FROM dispatch_attempts"
                            " ORDER BY started_at DESC, message_id DESC LIMIT 1").fetchone()
         if row is not None:
@@ -97,6 +99,14 @@ def snapshot(settings) -> dict:
     finally:
         conn.close()
     return snap
+
+
+def _live_sessions(conn, now: float) -> list[dict]:
+    """Interactive sessions whose process runs (or of another host: unknown); payload-free."""
+    from .presence import sessions
+
+    return [{"agent": s.agent, **s.view(now)} for s in sessions(conn)
+            if s.role == "interactive" and s.liveness != "dead"]
 
 
 def _age(seconds: float | None) -> str:
@@ -177,6 +187,16 @@ def render(snap: dict, filter_agent: str | None = None, details: bool = False):
             convs.add_row(f"#{c['id']}", c["initiator"], c["recipient"], f"{c['turns']}/{c['max_turns']}",
                           _cost(c["cost_usd"]), _cost(c["max_cost_usd"]))
     parts.append(convs)
+
+    live = Table(title="Interactive sessions", title_justify="left")
+    for col in ("session", "agent", "client", "since", "idle", "wake paths", "liveness"):
+        live.add_column(col)
+    for v in snap.get("sessions", []):
+        if keep(v["agent"]):
+            client = " ".join(p for p in (v["client"], v["client_version"]) if p) or "-"
+            live.add_row(f"#{v['id']}", v["agent"], client, _age(v["since_seconds"]), _age(v["idle_seconds"]),
+                         ",".join(v["wake_paths"]) or "-", v["liveness"])
+    parts.append(live)
 
     if details:
         latest = snap["latest_diagnostics"]

@@ -54,18 +54,18 @@ def test_the_tool_table_lists_exactly_the_tools_a_session_server_offers(tmp_path
     assert len(documented) == len(set(documented)), f"a tool is listed twice: {documented}"
     assert not offered - set(documented), f"tools the server offers but the README's table lacks: {sorted(offered - set(documented))}"
     assert not set(documented) - offered, f"tools in the README's table the server does not offer: {sorted(set(documented) - offered)}"
-    words = {9: "nine", 8: "eight"}
+    words = {10: "ten", 9: "nine", 8: "eight"}
     assert f"the {words[len(offered)]} tools below" in section("Using it: the tools")
     assert re.search(rf"the {words[len(offered)]}\s+`agent_bridge` tools", README), "Setup's tool count is wrong"
 
 
 def test_a_worker_server_offers_the_same_tools_without_listener(tmp_path):
     offered = server_tools(tmp_path, "worker")
-    expected = set(documented_tools()) - {"listener"}
+    expected = set(documented_tools()) - {"listener", "who"}
     assert offered == expected, (f"a worker server offers {sorted(offered - expected)} beyond the README's table "
-                                 f"without `listener`, and lacks {sorted(expected - offered)}")
-    assert f"it offers {len(offered)} tools, everything except `listener`" in README
-    assert "eight tools" in DOCS["launchers.md"] and "nine without `listener`" in DOCS["launchers.md"]
+                                 f"without `listener` and `who`, and lacks {sorted(expected - offered)}")
+    assert f"it offers {len(offered)} tools, everything except `listener` and `who`" in README
+    assert "eight tools" in DOCS["launchers.md"] and "ten without `listener` and `who`" in DOCS["launchers.md"]
 
 
 def cli_commands(group: click.Group = main, prefix: str = "agent-bridge") -> list[str]:
@@ -159,9 +159,11 @@ def test_the_config_bounds_in_the_readme_are_the_validated_ones():
 
     fields = {**BridgeConfig.model_fields, **AgentConfig.model_fields}
     wrong = []
-    for name in ("dispatch_max_age_seconds", "attempt_retention_days", "max_cost_usd_per_task"):
+    per_agent = {"max_cost_usd_per_task": " (per agent, optional, ", "interactive_grace_seconds": " (per agent, "}
+    for name in ("dispatch_max_age_seconds", "attempt_retention_days", "max_cost_usd_per_task",
+                 "interactive_grace_seconds"):
         low, high = _bounds(fields[name])
-        written = f"`{name}`{' (per agent, optional, ' if name == 'max_cost_usd_per_task' else ' ('}{low}..{high}"
+        written = f"`{name}`{per_agent.get(name, ' (')}{low}..{high}"
         if written not in README:
             wrong.append(f"{name}: README should say {low}..{high}")
     assert not wrong, wrong

@@ -168,10 +168,10 @@ def test_long_poll_with_nothing_returns_empty(kimi):
 
 def test_tool_list_is_complete_and_compact(claude):
     tools = claude.list_tools()
-    # A session server offers exactly the nine tools the README lists (a worker's lacks listener).
+    # A session server offers exactly the ten tools the README lists (a worker's lacks listener and who).
     assert sorted(t.name for t in tools) == sorted([
         "send_message", "receive_messages", "claim_message", "release_message", "mark_read",
-        "get_message", "start_conversation", "conversation", "listener",
+        "get_message", "start_conversation", "conversation", "listener", "who",
     ])
     size = len(json.dumps([t.model_dump(mode="json", exclude_none=True) for t in tools]))
     assert size < 12000, size

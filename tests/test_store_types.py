@@ -156,12 +156,12 @@ def test_no_tool_writes_a_system_message(kimi, claude, db_path):
 # -- tool sets ----------------------------------------------------------------------------------
 
 SESSION_TOOLS = {"send_message", "receive_messages", "claim_message", "release_message", "mark_read",
-                 "get_message", "start_conversation", "conversation", "listener"}
+                 "get_message", "start_conversation", "conversation", "listener", "who"}
 
 
-def test_a_session_server_offers_nine_tools(claude):
+def test_a_session_server_offers_ten_tools(claude):
     tools = claude.list_tools()
-    assert {t.name for t in tools} == SESSION_TOOLS and len(tools) == 9
+    assert {t.name for t in tools} == SESSION_TOOLS and len(tools) == 10
     assert len(json.dumps([t.model_dump(mode="json", exclude_none=True) for t in tools])) < 12000
 
 
@@ -169,7 +169,7 @@ def test_a_worker_server_has_no_listener_tool(env, bridge_root):
     worker = McpAgent("claude", {**env, "AGENT_BRIDGE_ROLE": "worker"}, bridge_root / "worker.stderr")
     try:
         tools = worker.list_tools()
-        assert {t.name for t in tools} == SESSION_TOOLS - {"listener"} and len(tools) == 8
+        assert {t.name for t in tools} == SESSION_TOOLS - {"listener", "who"} and len(tools) == 8
         refused = worker.call("listener", action="disable")
         assert refused.code == "unknown_tool", refused.text
         assert worker.ok("receive_messages", limit=1) is not None

@@ -185,3 +185,40 @@ def test_once_prints_one_frame_and_refuses_an_undeclared_agent(env):
     assert "filter: kimi" in frame.stdout and "Recent outcomes" in frame.stdout
     unknown = cli(env, "top", "--once", "--agent", "nobody", timeout=60)
     assert unknown.returncode == 2 and unknown.stderr.startswith("agent-bridge: unknown_agent: ")
+
+
+def test_snapshot_and_render_show_live_interactive_sessions_only(own_store):
+    """The sessions section: live interactive sessions (client, since, idle, wake paths), not a killed
+    one, not a worker's server; names and numbers only."""
+    from dispatcher import presence
+    from dispatcher.dispatch.procs import start_time
+    from dispatcher.store import open_store
+    from dispatcher.top import render, snapshot
+
+    settings, db_path = own_store
+    conn = open_store(db_path)
+    try:
+        me = os.getpid()
+        live = presence.register_session(conn, "claude", "interactive", pid=me, start_time=start_time(me),
+                                         client_pid=None, now=time.time() - 300)
+        presence.set_client(conn, live, "claude-code", "2.1.332")
+        presence.record_wake_path(conn, live, "hook")
+        dead = conn.execute("INSERT INTO sessions (agent, role, host, pid, start_time, client_name, started_at)"
+                            " VALUES ('kimi', 'interactive', ?, ?, 1.0, 'ghost-client', 0)",
+                            (presence.this_host(), me)).lastrowid  # our pid, another start: recycled
+        conn.execute("INSERT INTO sessions (agent, role, host, pid, start_time, client_name, started_at)"
+                     " VALUES ('kimi', 'worker', ?, ?, ?, 'worker-client', 0)",
+                     (presence.this_host(), me, start_time(me)))
+    finally:
+        conn.close()
+    post_task(db_path, CANARY)
+
+    snap = snapshot(settings)
+    assert [(s["id"], s["agent"], s["client"], s["wake_paths"]) for s in snap["sessions"]] == [
+        (live, "claude", "claude-code", ["hook"])]
+    assert snap["sessions"][0]["since_seconds"] >= 300
+    screen = _text(render(snap))
+    assert "Interactive sessions" in screen and "CANARY" not in screen
+    assert re.search(rf"#{live}\s.*claude.*claude-code 2\.1\.332.*\s5m\s.*hook.*alive", screen), screen
+    assert "ghost-client" not in screen and "worker-client" not in screen and f"#{dead} " not in screen
+    assert "claude-code" not in _text(render(snap, filter_agent="kimi"))

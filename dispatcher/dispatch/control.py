@@ -207,12 +207,15 @@ def _read_only(settings: Locations) -> sqlite3.Connection | None:
 def pending(settings: Locations, agent: str) -> dict:
     """Never-attempted messages by what the listener would do with them (ids and ages only):
     ``dispatchable`` now, ``held_auto_off`` (the agent's ``auto`` is false: left for a
-    human), ``stale`` (older than ``dispatch_max_age_seconds``: left for a human)."""
+    human), ``stale`` (older than ``dispatch_max_age_seconds``: left for a human),
+    ``held_interactive`` (waiting for a live interactive session to claim it, until
+    ``interactive_grace_seconds`` pass: ``release_in_seconds``)."""
     from ..config import ConfigError, load_config
     from ..store import SCHEMA_VERSION
     from . import queue
 
-    report = {"agent": agent, "auto": None, "dispatchable": [], "held_auto_off": [], "stale": [], "error": None}
+    report = {"agent": agent, "auto": None, "dispatchable": [], "held_auto_off": [], "stale": [],
+              "held_interactive": [], "error": None}
     try:
         config = load_config(settings.config_path())
     except ConfigError as exc:
@@ -231,6 +234,10 @@ def pending(settings: Locations, agent: str) -> dict:
         for key in ("dispatchable", "held_auto_off", "stale"):
             report[key] = [{"id": c.message_id, "kind": c.kind, "sender": c.sender,
                             "age_seconds": round(now - c.created_at, 1)} for c in getattr(backlog, key)]
+        report["held_interactive"] = [
+            {"id": c.message_id, "kind": c.kind, "sender": c.sender, "age_seconds": round(now - c.created_at, 1),
+             "release_in_seconds": round(max(0.0, queue.held_until(c, config) - now), 1)}
+            for c in backlog.held_interactive]
     finally:
         conn.close()
     return report

@@ -81,6 +81,7 @@ class Listener:
         self._lease_held = False
         self._seen: int | None = None  # PRAGMA data_version read before the last observation
         self._candidate: queue.Candidate | None = None
+        self._held_until: float | None = None  # a message held for an interactive session is released then
         self._failures = 0  # consecutive transient failures
         self._fresh_failure: str | None = None  # a failure not yet backed off from
         self._backoff_until = 0.0
@@ -193,7 +194,7 @@ class Listener:
             return Observation(backoff_until=self._backoff_until, failures=self._failures)
         self._reload_config()
         self.workspace_error = self._workspace_error()
-        self._candidate = None
+        self._candidate, self._held_until = None, None
         try:
             with store_errors():
                 conn = store.connection()
@@ -215,7 +216,7 @@ class Listener:
             self._failures = 0  # nothing pending and nothing failing
         return Observation(
             busy=busy, candidate=self._candidate.message_id if self._candidate else None,
-            failures=self._failures, failure_reason=self._fresh_failure,
+            failures=self._failures, failure_reason=self._fresh_failure, held_until=self._held_until,
         )
 
     def _workspace_error(self) -> str | None:
@@ -231,7 +232,8 @@ class Listener:
         """The dispatch rule (``auto`` and the age window included), called in this one place."""
         now = time.time()
         cap_far_leases(conn, self.agent, now)  # a lease from a clock far ahead must not hide a task for long
-        return queue.next_dispatchable(conn, self.agent, config, now)
+        candidate, self._held_until = queue.next_action(conn, self.agent, config, now)
+        return candidate
 
     def _take_lease(self, conn: sqlite3.Connection) -> None:
         if self._lease_held:

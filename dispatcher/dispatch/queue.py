@@ -5,9 +5,11 @@ in-flight task of an active conversation) or a ``result`` that is the in-flight 
 of an active conversation going back to its initiator (the review turn). Notices and
 plain messages never do. It must also be never attempted, unacknowledged and not
 actively claimed, and its recipient declared. Automatic dispatch (the listener,
-``recover --dispatch``) also needs the recipient's ``auto`` on and the message younger
-than ``dispatch_max_age_seconds``; a manual ``agent-bridge dispatch ID`` skips those two
-tests and nothing else.
+``recover --dispatch``) also needs the recipient's ``auto`` on, the message younger
+than ``dispatch_max_age_seconds``, and, while the recipient has a live, wakeable
+interactive session (``presence``), the message older than the agent's
+``interactive_grace_seconds``: the session gets the first chance to claim it. A manual
+``agent-bridge dispatch ID`` skips those three tests and nothing else.
 
 Everything that decides goes through ``dispatch_refusal``: the listener's scan
 (``next_dispatchable``), the barrier (``attempts.begin_attempt``), the backlog report
@@ -18,10 +20,11 @@ and for a scan, optionally, the age bound).
 
 import sqlite3
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..config import BridgeConfig
 from ..conversations import accepts_messages, effective_state
+from ..presence import has_wakeable_session
 from ..rows import claim_is_active
 
 _FACTS = """
@@ -60,6 +63,8 @@ class Candidate:
     conversation_state: str | None  # as the next touch sees it (expiry applied)
     conversation_initiator: str | None
     in_flight: bool  # the conversation's in-flight message; True when standalone
+    # The recipient has a live interactive session with a wake path (presence.has_wakeable_session).
+    interactive_session: bool = False
 
 
 def dispatch_refusal(facts: Candidate, now: float, config: BridgeConfig, manual: bool) -> str | None:
@@ -87,7 +92,15 @@ def dispatch_refusal(facts: Candidate, now: float, config: BridgeConfig, manual:
         return "auto_off"
     if facts.created_at < now - config.dispatch_max_age_seconds:
         return "stale"
+    if facts.interactive_session and now < held_until(facts, config):
+        return "held_interactive"
     return None
+
+
+def held_until(facts: Candidate, config: BridgeConfig) -> float:
+    """When the recipient's interactive session's first chance at the message ends."""
+    agent = config.agents.get(facts.recipient)
+    return facts.created_at + (agent.interactive_grace_seconds if agent is not None else 0)
 
 
 def refusal_text(code: str, facts: Candidate, config: BridgeConfig) -> str:
@@ -109,14 +122,24 @@ def refusal_text(code: str, facts: Candidate, config: BridgeConfig) -> str:
         "auto_off": f"{agent} has \"auto\": false in config.json, so its tasks are left for a human; {by_hand}",
         "stale": f"message #{mid} is older than dispatch_max_age_seconds ({config.dispatch_max_age_seconds} s), "
         f"so it is left for a human; {by_hand}",
+        "held_interactive": f"message #{mid} waits for {agent}'s live interactive session to claim it, for up to "
+        f"interactive_grace_seconds ({_grace(config, agent)} s) after it was sent; then the listener dispatches "
+        f"it. {by_hand}",
     }[code]
 
 
-def _facts(cursor: sqlite3.Cursor, now: float) -> Iterator[Candidate]:
+def _grace(config: BridgeConfig, agent: str) -> int:
+    return config.agents[agent].interactive_grace_seconds if agent in config.agents else 0
+
+
+def _facts(conn: sqlite3.Connection, cursor: sqlite3.Cursor, now: float) -> Iterator[Candidate]:
     names = [d[0] for d in cursor.description]
+    wakeable: dict[str, bool] = {}  # per recipient, looked up once per scan
     for values in cursor:
         row = dict(zip(names, values, strict=True))
         standalone = row["conversation_id"] is None
+        if row["recipient"] not in wakeable:
+            wakeable[row["recipient"]] = has_wakeable_session(conn, row["recipient"])
         yield Candidate(
             message_id=row["id"],
             sender=row["sender"],
@@ -131,24 +154,36 @@ def _facts(cursor: sqlite3.Cursor, now: float) -> Iterator[Candidate]:
             else effective_state(row["state"], row["expires_at"], now),
             conversation_initiator=row["initiator"],
             in_flight=standalone or row["in_flight_message_id"] == row["id"],
+            interactive_session=wakeable[row["recipient"]],
         )
 
 
 def message_facts(conn: sqlite3.Connection, message_id: int, now: float) -> Candidate | None:
-    return next(_facts(conn.execute(_ONE, {"id": message_id}), now), None)
+    return next(_facts(conn, conn.execute(_ONE, {"id": message_id}), now), None)
 
 
 def _scan(conn: sqlite3.Connection, agent: str, now: float, oldest: float) -> Iterator[Candidate]:
-    return _facts(conn.execute(_SCAN, {"agent": agent, "oldest": oldest}), now)
+    return _facts(conn, conn.execute(_SCAN, {"agent": agent, "oldest": oldest}), now)
 
 
 def next_dispatchable(conn: sqlite3.Connection, agent: str, config: BridgeConfig, now: float) -> Candidate | None:
     """The oldest message the listener should dispatch now, or None."""
+    return next_action(conn, agent, config, now)[0]
+
+
+def next_action(conn: sqlite3.Connection, agent: str, config: BridgeConfig,
+                now: float) -> tuple[Candidate | None, float | None]:
+    """The oldest message to dispatch now (or None), and when the first message held for an
+    interactive session is released (None when none is held): the listener looks again then."""
     oldest = now - config.dispatch_max_age_seconds  # a scan never needs older rows: they are stale
+    release: float | None = None
     for facts in _scan(conn, agent, now, oldest):
-        if dispatch_refusal(facts, now, config, manual=False) is None:
-            return facts
-    return None
+        code = dispatch_refusal(facts, now, config, manual=False)
+        if code is None:
+            return facts, release
+        if code == "held_interactive":
+            release = min(release or float("inf"), held_until(facts, config))
+    return None, release
 
 
 @dataclass(frozen=True)
@@ -158,12 +193,15 @@ class Backlog:
     dispatchable: list[Candidate]
     held_auto_off: list[Candidate]  # would be dispatched, but the agent's auto is off
     stale: list[Candidate]  # older than dispatch_max_age_seconds: left for a human
+    # waiting for a live interactive session to claim it, until interactive_grace_seconds pass
+    held_interactive: list[Candidate] = field(default_factory=list)
 
 
 def classify(conn: sqlite3.Connection, agent: str, config: BridgeConfig, now: float) -> Backlog:
-    groups: dict[str | None, list[Candidate]] = {None: [], "auto_off": [], "stale": []}
+    groups: dict[str | None, list[Candidate]] = {None: [], "auto_off": [], "stale": [], "held_interactive": []}
     for facts in _scan(conn, agent, now, float("-inf")):
         code = dispatch_refusal(facts, now, config, manual=False)
         if code in groups:
             groups[code].append(facts)
-    return Backlog(dispatchable=groups[None], held_auto_off=groups["auto_off"], stale=groups["stale"])
+    return Backlog(dispatchable=groups[None], held_auto_off=groups["auto_off"], stale=groups["stale"],
+                   held_interactive=groups["held_interactive"])

@@ -65,6 +65,7 @@ def recover(settings: BridgeSettings, agent: str, *, dispatch: bool = False) -> 
         "dispatchable": [c.message_id for c in backlog.dispatchable],
         "held_auto_off": [c.message_id for c in backlog.held_auto_off],
         "stale": [c.message_id for c in backlog.stale],
+        "held_interactive": [c.message_id for c in backlog.held_interactive],
         "dispatched": [],
     }
     if dispatch and not still_running:

@@ -1,8 +1,10 @@
-"""The text for Claude Code's ``statusLine``: one progress line per declared agent.
+"""The text for Claude Code's ``statusLine``: one progress line per declared agent, with its
+unread count (``[claude] idle · 2 unread``).
 
 It must answer fast and never fail: it reads only the environment, config.json (as
-plain JSON, no validation), /proc/locks and the progress documents; it imports neither
-pydantic nor the MCP SDK. Any error becomes a short word (an invalid setting: its name). ``agent-bridge-statusline``
+plain JSON, no validation), /proc/locks, the progress documents and the store on a
+read-only connection (``open_read_only``: it never writes or creates a file); it imports
+neither pydantic nor the MCP SDK. Any error becomes a short word (an invalid setting: its name). ``agent-bridge-statusline``
 runs it without even loading the CLI.
 """
 
@@ -12,6 +14,7 @@ import sys
 from ..locations import InvalidSetting, Locations
 
 SEPARATOR = "  ·  "
+BUSY_MS = 50
 
 
 def statusline_text(only: tuple[str, ...] = ()) -> str:
@@ -23,9 +26,37 @@ def statusline_text(only: tuple[str, ...] = ()) -> str:
         agents = list(only) or sorted(json.loads(locations.config_path().read_text())["agents"])
         from .control import progress_line
 
-        return SEPARATOR.join(progress_line(locations, agent, check_config=False) for agent in agents)
+        unread = _unread(locations, agents)
+        return SEPARATOR.join(progress_line(locations, agent, check_config=False) + _count(unread.get(agent))
+                              for agent in agents)
     except Exception as exc:  # a status line that fails degrades the whole session UI
         return f"[agent-bridge] unavailable ({type(exc).__name__})"
+
+
+def _count(unread: int | None) -> str:
+    return f" · {unread} unread" if unread else ""
+
+
+def _unread(locations: Locations, agents: list[str]) -> dict[str, int]:
+    """Each agent's unread count (``inbox_summary``); empty when there is no store or it cannot be read."""
+    import sqlite3
+    import time
+
+    from ..inbox import inbox_summary
+    from ..store.readonly import open_read_only
+
+    try:
+        conn = open_read_only(locations.db)
+        if conn is None:
+            return {}
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_MS}")  # a status line never waits long
+            now = time.time()
+            return {agent: inbox_summary(conn, agent, now).unread for agent in agents}
+        finally:
+            conn.close()
+    except sqlite3.Error:  # a locked, damaged or foreign file: the line still shows the listeners
+        return {}
 
 
 def main() -> None:

@@ -9,6 +9,9 @@ from dataclasses import dataclass
 
 RESCAN_SECONDS = 5.0  # look again without a signal: leases expire, orphans finish
 BUSY_RECHECK_SECONDS = 1.0  # an orphaned worker from before is still running
+# Looking again for a held message's release is never sooner than this: no busy loop on a
+# release time that has just passed (or a clock that moved).
+HELD_RECHECK_MIN_SECONDS = 0.05
 BACKOFF_BASE_SECONDS = 0.5
 BACKOFF_CAP_SECONDS = 30.0
 
@@ -24,6 +27,7 @@ class Observation:
     busy: bool = False  # reconciliation says an attempt is still running
     candidate: int | None = None  # the oldest dispatchable message
     backoff_until: float = 0.0
+    held_until: float | None = None  # the first message held for an interactive session is released then
 
 
 @dataclass(frozen=True)
@@ -73,4 +77,6 @@ def step(obs: Observation, now: float) -> Action:
         return Wait(BUSY_RECHECK_SECONDS, "supervising")
     if obs.candidate is not None:
         return Dispatch(obs.candidate)
+    if obs.held_until is not None:  # wake when the interactive session's grace ends
+        return Wait(min(RESCAN_SECONDS, max(HELD_RECHECK_MIN_SECONDS, obs.held_until - now)), "idle")
     return Wait(RESCAN_SECONDS, "idle")

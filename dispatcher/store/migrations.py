@@ -121,7 +121,7 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX messages_by_conversation ON messages (conversation_id)
         WHERE conversation_id IS NOT NULL;
     """,
-    # Broadcast: one row per `send_message(recipient="*")`, holding the sender's dedup key
+    # 5: broadcast. One row per `send_message(recipient="*")`, holding the sender's dedup key
     # for the whole set (a key names one broadcast or one message, never both); each copy
     # is an ordinary message pointing at it.
     """
@@ -136,6 +136,26 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE messages ADD COLUMN broadcast_id INTEGER REFERENCES broadcasts (id);
     CREATE INDEX messages_by_broadcast ON messages (broadcast_id)
         WHERE broadcast_id IS NOT NULL;
+    """,
+    # 6: presence. One row per running MCP server process (a session): its agent and role,
+    # the process that proves it alive (host, pid and /proc start time: no heartbeats), the
+    # client from the MCP initialize handshake, and the wake paths it has (a JSON list).
+    """
+    CREATE TABLE sessions (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: a hook holding an id never marks another session
+        agent TEXT NOT NULL,
+        role TEXT NOT NULL CHECK (role IN ('interactive', 'worker')),
+        host TEXT NOT NULL,
+        pid INTEGER NOT NULL,
+        start_time REAL,
+        client_pid INTEGER,
+        client_name TEXT,
+        client_version TEXT,
+        started_at REAL NOT NULL,
+        last_call_at REAL,
+        wake_paths TEXT NOT NULL DEFAULT '[]'
+    );
+    CREATE INDEX sessions_by_agent ON sessions (agent);
     """,
 )
 

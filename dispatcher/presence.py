@@ -1,0 +1,434 @@
+"""Presence: which sessions of each agent are really there, from process evidence alone.
+
+Every MCP server process registers one row in ``sessions`` when it starts (agent, role,
+host, pid and /proc start time, the CLI process that started it), learns its client's
+name and version from the MCP ``initialize`` handshake, notes its last tool call (at most
+once every ``TOUCH_EVERY_SECONDS``: no write per call) and the wake paths it has, and
+removes its row on a clean exit. A row whose process died (kill -9, a crash) is removed
+lazily: when a new session registers, and when the ``who`` tool reads.
+
+Liveness is one pure function, ``liveness``: a session is ``alive`` when its pid runs
+with the recorded start time on this host; ``dead`` when it does not (gone, a zombie, or a
+recycled pid); ``unknown`` for a row of another host (this host cannot see its process).
+No heartbeats: ``last_call_at`` is telemetry for "idle for", never evidence of life.
+
+No MCP SDK import here: the server wires ``ServerPresence`` in (``serve`` and
+``mcp_server``), the CLI and views read with ``who_report``.
+"""
+
+import json
+import os
+import re
+import socket
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from .errors import BridgeError
+from .logs import get_logger
+from .store import write_transaction
+
+ROLES = ("interactive", "worker")
+# How a session can be woken: a Claude Code hook, a Monitor line (inbox watch), the
+# claude/channel notification, the bridge://inbox resource subscription.
+WAKE_PATHS = ("hook", "monitor", "channel", "resource")
+LIVENESS = ("alive", "dead", "unknown")
+TOUCH_EVERY_SECONDS = 5.0
+# /proc start times come in clock ticks; the same process agrees far closer (as procs does).
+SAME_START_TOLERANCE = 0.05
+# A client's name and version are shown as names: anything else is dropped, not shown.
+_CLIENT_TEXT = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._:@/+()-]{0,63}")
+# Where the handshake-free protocol (2026-07-28) carries the client's name on every request.
+CLIENT_INFO_META_KEY = "io.modelcontextprotocol/clientInfo"
+# Wrappers between an MCP client and this server (``uv run ... server.py``): the client is above them.
+_WRAPPERS = frozenset({"uv", "uvx"})
+
+log = get_logger("agent_bridge.presence")
+
+
+# -- the decisions (pure) --------------------------------------------------------------------
+def liveness(host: str, start_time: float | None, *, here: str, observed_start: float | None) -> str:
+    """``alive`` iff the row is of this host and its pid runs with the recorded start time.
+
+    ``observed_start``: the start time of the process now running under the row's pid
+    (None: no such process, or a zombie). A row of another host is ``unknown``, never dead.
+    """
+    if host != here:
+        return "unknown"
+    if start_time is None or observed_start is None:
+        return "dead"
+    return "alive" if abs(observed_start - start_time) < SAME_START_TOLERANCE else "dead"
+
+
+def should_touch(last_touch: float | None, now: float, every: float = TOUCH_EVERY_SECONDS) -> bool:
+    """Whether a tool call at ``now`` writes ``last_call_at`` (the first always does;
+    then at most once every ``every`` seconds; a clock that went back writes again)."""
+    return last_touch is None or now - last_touch >= every or now < last_touch
+
+
+def role_of(setting: str) -> str:
+    """The session's role from ``AGENT_BRIDGE_ROLE``: ``worker`` stays worker, ``session`` is interactive."""
+    return "worker" if setting == "worker" else "interactive"
+
+
+def client_text(value: object) -> str | None:
+    """A client's name or version as a shown name, or None when it is not one."""
+    if not isinstance(value, str) or not _CLIENT_TEXT.fullmatch(value):
+        return None
+    return value
+
+
+def wake_paths_of(raw: object) -> list[str]:
+    """The stored JSON list, keeping only known paths (a damaged value reads as none)."""
+    try:
+        paths = json.loads(raw) if isinstance(raw, str) else []
+    except ValueError:
+        return []
+    return [p for p in WAKE_PATHS if isinstance(paths, list) and p in paths]
+
+
+# -- process evidence ------------------------------------------------------------------------
+def this_host() -> str:
+    return socket.gethostname()
+
+
+def observed_start(pid: int) -> float | None:
+    """The start time of the process running under ``pid`` now; None when none (or a zombie)."""
+    import psutil
+
+    if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
+        return None
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return proc.create_time()
+    except (psutil.Error, ValueError, OverflowError):
+        return None
+
+
+def client_pid_of(pid: int) -> int | None:
+    """The CLI process that started the server ``pid``: its parent, above any ``uv`` wrapper."""
+    import psutil
+
+    try:
+        parent = psutil.Process(pid).parent()
+        while parent is not None and parent.name() in _WRAPPERS:
+            parent = parent.parent()
+        return None if parent is None else parent.pid
+    except psutil.Error:
+        return None
+
+
+Probe = Callable[[int], float | None]
+
+
+# -- rows ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Session:
+    id: int
+    agent: str
+    role: str
+    host: str
+    pid: int
+    start_time: float | None
+    client_pid: int | None
+    client_name: str | None
+    client_version: str | None
+    started_at: float
+    last_call_at: float | None
+    wake_paths: tuple[str, ...]
+    liveness: str
+
+    def view(self, now: float) -> dict:
+        """Ids, enums, numbers and names only."""
+        last = self.last_call_at if self.last_call_at is not None else self.started_at
+        return {
+            "id": self.id, "role": self.role, "liveness": self.liveness, "host": self.host, "pid": self.pid,
+            "client": self.client_name, "client_version": self.client_version,
+            "since_seconds": round(max(0.0, now - self.started_at), 1),
+            "idle_seconds": round(max(0.0, now - last), 1),
+            "wake_paths": list(self.wake_paths),
+        }
+
+
+_COLUMNS = ("id, agent, role, host, pid, start_time, client_pid, client_name, client_version, started_at,"
+            " last_call_at, wake_paths")
+
+
+def sessions(conn: sqlite3.Connection, agent: str | None = None, *, here: str | None = None,
+             probe: Probe = observed_start) -> list[Session]:
+    """Every session row (of ``agent``), each with its liveness, oldest first."""
+    here = this_host() if here is None else here
+    where, params = ("WHERE agent = ?", (agent,)) if agent is not None else ("", ())
+    found = []
+    for row in conn.execute(f"SELECT {_COLUMNS} FROM sessions {where} ORDER BY id", params):
+        (sid, name, role, host, pid, start, client_pid, client, version, started, last, paths) = tuple(row)
+        seen = probe(pid) if host == here else None
+        found.append(Session(sid, name, role, host, pid, start, client_pid, client_text(client),
+                             client_text(version), started, last, tuple(wake_paths_of(paths)),
+                             liveness(host, start, here=here, observed_start=seen)))
+    return found
+
+
+def prune_dead(conn: sqlite3.Connection, *, here: str | None = None, probe: Probe = observed_start) -> int:
+    """Remove this host's rows whose process is gone; inside the caller's transaction or alone."""
+    dead = [s.id for s in sessions(conn, here=here, probe=probe) if s.liveness == "dead"]
+    for sid in dead:
+        conn.execute("DELETE FROM sessions WHERE id = ?", (sid,))
+    return len(dead)
+
+
+def register_session(conn: sqlite3.Connection, agent: str, role: str, *, pid: int, start_time: float | None,
+                     client_pid: int | None, now: float, here: str | None = None,
+                     probe: Probe = observed_start) -> int:
+    """Clean this host's dead rows and add this process's row; returns its id."""
+    if role not in ROLES:
+        raise BridgeError("invalid_role", f"a session's role is one of {', '.join(ROLES)}, not {role!r}.")
+    here = this_host() if here is None else here
+    with write_transaction(conn):
+        removed = prune_dead(conn, here=here, probe=probe)
+        cur = conn.execute(
+            "INSERT INTO sessions (agent, role, host, pid, start_time, client_pid, started_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)", (agent, role, here, pid, start_time, client_pid, now))
+    if removed:
+        log.info("sessions_pruned", count=removed)
+    return cur.lastrowid
+
+
+def end_session(conn: sqlite3.Connection, session_id: int) -> bool:
+    with write_transaction(conn):
+        return conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount == 1
+
+
+def set_client(conn: sqlite3.Connection, session_id: int, name: object, version: object) -> None:
+    """The client named in ``initialize``'s clientInfo (a value that is not a name is kept as none)."""
+    with write_transaction(conn):
+        conn.execute("UPDATE sessions SET client_name = ?, client_version = ? WHERE id = ?",
+                     (client_text(name), client_text(version), session_id))
+
+
+def touch(conn: sqlite3.Connection, session_id: int, now: float) -> None:
+    with write_transaction(conn):
+        conn.execute("UPDATE sessions SET last_call_at = ? WHERE id = ?", (now, session_id))
+
+
+def record_wake_path(conn: sqlite3.Connection, session_id: int, path: str) -> list[str]:
+    """Note that session ``session_id`` has the wake path ``path`` (idempotent); returns its paths.
+
+    Wake paths call this when they are armed for a session (the server's channel or resource
+    subscription, a hook firing for the session's client). Raises ``invalid_wake_path`` for
+    an unknown path and ``unknown_session`` when the row is gone.
+    """
+    if path not in WAKE_PATHS:
+        raise BridgeError("invalid_wake_path", f"a wake path is one of {', '.join(WAKE_PATHS)}, not {path!r}.")
+    if isinstance(session_id, bool) or not isinstance(session_id, int):
+        raise BridgeError("unknown_session", f"a session id is an integer, not {session_id!r}.")
+    with write_transaction(conn):
+        row = conn.execute("SELECT wake_paths FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        if row is None:
+            raise BridgeError("unknown_session", f"there is no session #{session_id}: it has ended; nothing to mark.")
+        paths = wake_paths_of(row[0])
+        if path not in paths:
+            paths = [p for p in WAKE_PATHS if p in (*paths, path)]
+            conn.execute("UPDATE sessions SET wake_paths = ? WHERE id = ?", (json.dumps(paths), session_id))
+    return paths
+
+
+def session_of_client(conn: sqlite3.Connection, agent: str, client_pid: int) -> int | None:
+    """The newest session of ``agent`` started by the CLI process ``client_pid`` on this host
+    (how a hook, a child of that CLI, finds the session it speaks for)."""
+    row = conn.execute("SELECT id FROM sessions WHERE agent = ? AND client_pid = ? AND host = ? ORDER BY id DESC",
+                       (agent, client_pid, this_host())).fetchone()
+    return None if row is None else row[0]
+
+
+def session_of_ancestor(conn: sqlite3.Connection, agent: str, pid: int | None = None) -> int | None:
+    """The session of ``agent`` whose CLI process is the nearest ancestor of ``pid`` (default: this
+    process): how a hook or a Monitor command, run by the CLI through a shell, finds its session."""
+    import psutil
+
+    try:
+        ancestors = psutil.Process(os.getpid() if pid is None else pid).parents()
+    except psutil.Error:
+        return None
+    for ancestor in ancestors:
+        if (found := session_of_client(conn, agent, ancestor.pid)) is not None:
+            return found
+    return None
+
+
+def has_wakeable_session(conn: sqlite3.Connection, agent: str, *, here: str | None = None,
+                         probe: Probe = observed_start) -> bool:
+    """A live interactive session of ``agent`` on this host with at least one wake path."""
+    rows = conn.execute("SELECT 1 FROM sessions WHERE agent = ? AND role = 'interactive' AND wake_paths != '[]'"
+                        " LIMIT 1", (agent,)).fetchone()
+    if rows is None:  # the usual case: no query of /proc at all
+        return False
+    return any(s.role == "interactive" and s.wake_paths and s.liveness == "alive"
+               for s in sessions(conn, agent, here=here, probe=probe))
+
+
+# -- the who view ----------------------------------------------------------------------------
+def who_report(conn: sqlite3.Connection | None, agents: Iterable[str], settings, now: float, *,
+               here: str | None = None, probe: Probe = observed_start) -> dict:
+    """For each agent: live interactive sessions, its listener, inbox depth and oldest unread age.
+    ``conn`` None (no store yet): no sessions and empty inboxes. Payload-free."""
+    from .dispatch.control import listener_status
+    from .inbox import inbox_summary
+
+    report = []
+    for agent in agents:
+        found = [] if conn is None else sessions(conn, agent, here=here, probe=probe)
+        summary = None if conn is None else inbox_summary(conn, agent, now)
+        status = listener_status(settings, agent, check_config=False, late_results=False, totals=False)
+        report.append({
+            "agent": agent,
+            "sessions": [s.view(now) for s in found if s.role == "interactive" and s.liveness != "dead"],
+            "workers": sum(1 for s in found if s.role == "worker" and s.liveness != "dead"),
+            "listener": {"running": status["running"], "pid": status["pid"], "stage": status["stage"]},
+            "unread": 0 if summary is None else summary.unread,
+            "oldest_unread_age_seconds": None if summary is None or summary.oldest_created_at is None
+            else round(max(0.0, now - summary.oldest_created_at), 1),
+        })
+    return {"agents": report}
+
+
+def who_tool(conn: sqlite3.Connection, *, agents: list[str], settings, only: str | None = None) -> dict:
+    """The ``who`` tool: cleans this host's dead rows first (lazily, here), then reports."""
+    if only is not None and only not in agents:
+        raise BridgeError("unknown_agent", f"agent {only!r} is not declared; declared agents: {', '.join(agents)}.")
+    with write_transaction(conn):
+        prune_dead(conn)
+    return who_report(conn, [only] if only else agents, settings, time.time())
+
+
+# -- the server's side -----------------------------------------------------------------------
+class ServerPresence:
+    """This server process's session row: registered at start, client set on ``initialize``,
+    touched on tool calls (throttled), removed on a clean exit. A failing write is logged
+    and never fails a request: presence is a view, the messages are the truth."""
+
+    def __init__(self, store, agent: str, role: str) -> None:
+        from .dispatch.procs import start_time
+
+        self.store = store
+        self.agent = agent
+        self.role = role
+        pid = os.getpid()
+        self.session_id: int | None = None
+        try:  # a store that refuses the row (full, read-only) still serves messages: no row, then
+            self.session_id = register_session(
+                store.connection(), agent, role, pid=pid, start_time=start_time(pid), client_pid=client_pid_of(pid),
+                now=time.time())
+        except (sqlite3.Error, OSError, BridgeError) as exc:
+            log.warning("session_register_failed", agent=agent, error=type(exc).__name__)
+        self._last_touch: float | None = None
+        self._client_known = False
+
+    def _write(self, what: str, fn: Callable[..., object], *args: object) -> None:
+        if self.session_id is None:
+            return
+        try:
+            fn(self.store.connection(), self.session_id, *args)
+        except (sqlite3.Error, OSError, BridgeError) as exc:
+            log.warning("presence_write_failed", what=what, error=type(exc).__name__)
+
+    def on_client(self, info: object) -> None:
+        """The client's ``{name, version}``: from ``initialize``'s clientInfo, or (the handshake-free
+        protocol) from a request's ``_meta``; recorded once."""
+        if self._client_known or not isinstance(info, dict):
+            return
+        self._client_known = True
+        self._write("client", set_client, info.get("name"), info.get("version"))
+
+    def on_call(self, now: float | None = None) -> None:
+        now = time.time() if now is None else now
+        if should_touch(self._last_touch, now):
+            self._last_touch = now
+            self._write("touch", touch, now)
+
+    def wake_path(self, path: str) -> None:
+        """For the server's own wake paths (channel, resource) once armed."""
+        self._write("wake_path", record_wake_path, path)
+
+    def close(self) -> None:
+        self._write("end", lambda conn, sid: end_session(conn, sid))
+        self.session_id = None
+
+    async def middleware(self, ctx, call_next):
+        """A server middleware: the client's name from the first request that carries it
+        (``initialize``, or any request's ``_meta``); a tool call that succeeded touches the row
+        (a refused one leaves the whole store unchanged, as every refusal does)."""
+        method = getattr(ctx, "method", None)
+        params = getattr(ctx, "params", None)
+        params = params if isinstance(params, Mapping) else {}
+        result = await call_next(ctx)
+        if method == "tools/call" and not (isinstance(result, Mapping) and result.get("isError")):
+            self.on_call()
+        if not self._client_known:
+            meta = params.get("_meta")
+            info = params.get("clientInfo") if method == "initialize" else None
+            if info is None and isinstance(meta, Mapping):
+                info = meta.get(CLIENT_INFO_META_KEY)
+            self.on_client(dict(info) if isinstance(info, Mapping) else None)
+        return result
+
+
+# -- the CLI ---------------------------------------------------------------------------------
+def who_cli(settings, only: str | None = None) -> dict:
+    """``agent-bridge who``: the same report, on a read-only connection (it never writes,
+    so dead rows are only left out here; the tool and the next session clean them)."""
+    from .config import load_config, require_agent
+    from .store import SCHEMA_VERSION
+    from .store.readonly import open_read_only
+
+    path = settings.config_path()
+    config = load_config(path)
+    if only is not None:
+        require_agent(config, only, path)
+    agents = [only] if only else sorted(config.agents)
+    conn = open_read_only(settings.db)
+    try:
+        if conn is not None and conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
+            raise BridgeError("schema_outdated", "the store's schema is older than this agent-bridge; start the "
+                              "server or a listener once to migrate it, then run `agent-bridge who` again.")
+        return who_report(conn, agents, settings, time.time())
+    except sqlite3.Error as exc:
+        raise BridgeError("store_unavailable", f"the store could not be read ({type(exc).__name__}); retry, or "
+                          "run `agent-bridge doctor`.") from None
+    finally:
+        if conn is not None:
+            conn.close()
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    for size, unit in ((86400, "d"), (3600, "h"), (60, "m")):
+        if seconds >= 2 * size:
+            return f"{seconds / size:.0f}{unit}"
+    return f"{seconds:.0f}s"
+
+
+def render_who(report: dict) -> str:
+    """The plain-text ``who``: one line per agent, one indented line per live session."""
+    lines = []
+    for a in report["agents"]:
+        listener = a["listener"]
+        head = f"{a['agent']}  listener {listener['stage']}" + (f" (pid {listener['pid']})" if listener["pid"] else "")
+        head += f"  {a['unread']} unread"
+        if a["unread"]:
+            head += f", oldest {_age(a['oldest_unread_age_seconds'])}"
+        if a["workers"]:
+            head += f"  {a['workers']} worker session(s)"
+        lines.append(head)
+        for s in a["sessions"]:
+            client = " ".join(p for p in (s["client"], s["client_version"]) if p) or "unknown client"
+            lines.append(f"  session #{s['id']} {client}  pid {s['pid']}  since {_age(s['since_seconds'])}  idle "
+                         f"{_age(s['idle_seconds'])}  wake: {','.join(s['wake_paths']) or 'none'}"
+                         + ("" if s["liveness"] == "alive" else f"  ({s['liveness']}: host {s['host']})"))
+        if not a["sessions"]:
+            lines.append("  no live interactive session")
+    return "\n".join(lines)

@@ -1,0 +1,122 @@
+"""Presence through real servers: each server process registers its row with the client from the
+handshake, the who tool and `agent-bridge who` report it, a worker's server is a worker (and has no
+who tool), tool calls touch the row without a write per call, a clean exit removes the row, and
+kill -9 or SIGTERM leave a row that is never shown alive and is cleaned lazily."""
+
+import json
+import os
+import signal
+import time
+
+import pytest
+from dispatch_harness import cli, wait_until
+from harness import McpAgent, sql
+
+from dispatcher import presence
+
+
+def _rows(db, agent=None) -> list[dict]:
+    where = "" if agent is None else f" WHERE agent = '{agent}'"
+    cols = ["id", "agent", "role", "host", "pid", "start_time", "client_pid", "client_name", "client_version",
+            "started_at", "last_call_at", "wake_paths"]
+    return [dict(zip(cols, r, strict=True)) for r in sql(db, f"SELECT {', '.join(cols)} FROM sessions{where} ORDER BY id")]
+
+
+def _who_cli(env, *args) -> dict:
+    done = cli(env, "who", "--json", *args)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.fixture(scope="module")
+def worker(env):
+    agent = McpAgent("kimi", {**env, "AGENT_BRIDGE_ROLE": "worker"})
+    yield agent.wait_ready()
+    agent.close()
+
+
+def test_a_session_registers_with_its_client_and_who_shows_it(claude, kimi, worker, env, db_path):
+    claude.ok("receive_messages")
+    mine = _rows(db_path, "claude")
+    assert len(mine) == 1
+    row = mine[0]
+    assert (row["role"], row["host"], row["client_pid"]) == ("interactive", presence.this_host(), os.getpid())
+    assert (row["client_name"], row["client_version"]) == ("mcp", "0.1.0")  # the SDK client's clientInfo
+    assert presence.liveness(row["host"], row["start_time"], here=presence.this_host(),
+                             observed_start=presence.observed_start(row["pid"])) == "alive"
+    report = claude.ok("who")
+    by_agent = {a["agent"]: a for a in report["agents"]}
+    assert [s["id"] for s in by_agent["claude"]["sessions"]] == [row["id"]]
+    assert by_agent["kimi"]["workers"] == 1 and len(by_agent["kimi"]["sessions"]) == 1
+    assert claude.ok("who", agent="kimi")["agents"][0]["agent"] == "kimi"
+    refused = claude.call("who", agent="nobody")
+    assert refused.is_error and refused.text.startswith("unknown_agent: ")
+    refused = claude.call("who", agent=True)
+    assert refused.is_error and refused.text.startswith("invalid_arguments: ")
+    assert _who_cli(env, "--agent", "claude")["agents"][0]["sessions"][0]["id"] == row["id"]
+    text = cli(env, "who").stdout
+    assert f"session #{row['id']} mcp 0.1.0" in text and "listener stopped" in text
+
+
+def test_a_workers_server_is_a_worker_without_the_who_tool(worker, claude, db_path):
+    names = {t.name for t in worker.list_tools()}
+    assert "who" not in names and "listener" not in names and len(names) == 8
+    assert [r["role"] for r in _rows(db_path, "kimi") if r["role"] == "worker"] == ["worker"]
+    session_tools = claude.list_tools()
+    assert {"who", "listener"} <= {t.name for t in session_tools}
+    listing = json.dumps([t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in session_tools])
+    assert len(listing) < 12000, len(listing)  # the issue's bound on tools/list with the new tool
+
+
+def test_tool_calls_touch_the_row_at_most_once_per_interval(claude, db_path):
+    time.sleep(presence.TOUCH_EVERY_SECONDS)
+    before = _rows(db_path, "claude")[0]["last_call_at"]
+    assert claude.call("get_message", message_id=10**9).is_error
+    assert _rows(db_path, "claude")[0]["last_call_at"] == before  # a refusal changes nothing, this row included
+    claude.ok("receive_messages")
+    first = _rows(db_path, "claude")[0]["last_call_at"]
+    for _ in range(5):
+        claude.ok("receive_messages")
+    assert _rows(db_path, "claude")[0]["last_call_at"] == first or (
+        time.time() - first >= presence.TOUCH_EVERY_SECONDS)  # unless the interval passed meanwhile
+    time.sleep(presence.TOUCH_EVERY_SECONDS)
+    claude.ok("receive_messages")
+    assert _rows(db_path, "claude")[0]["last_call_at"] > first
+
+
+def test_a_clean_exit_removes_the_row(env, db_path):
+    agent = McpAgent("claude", env).wait_ready()
+    agent.ok("receive_messages")
+    pid = _rows(db_path, "claude")[-1]["pid"]
+    agent.close()  # stdin closes: the server ends cleanly
+    wait_until(lambda: pid not in [r["pid"] for r in _rows(db_path)], what="the row of the closed session to go")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_a_killed_session_is_never_shown_alive_and_is_cleaned_lazily(sig, claude, env, db_path):
+    agent = McpAgent("claude", env).wait_ready()
+    try:
+        agent.ok("receive_messages")
+        victim = _rows(db_path, "claude")[-1]
+        os.kill(victim["pid"], sig)
+        wait_until(lambda: presence.observed_start(victim["pid"]) is None, what="the server to die")
+        assert victim["id"] in [r["id"] for r in _rows(db_path)]  # nobody removed it: the process was killed
+        shown = [s["id"] for s in _who_cli(env, "--agent", "claude")["agents"][0]["sessions"]]
+        assert victim["id"] not in shown and shown  # the read-only CLI leaves it out, keeps the live one
+        assert victim["id"] in [r["id"] for r in _rows(db_path)]  # ... and writes nothing
+        shown = [s["id"] for s in claude.ok("who", agent="claude")["agents"][0]["sessions"]]
+        assert victim["id"] not in shown
+        assert victim["id"] not in [r["id"] for r in _rows(db_path)]  # the tool cleaned it
+    finally:
+        agent.close()
+
+
+def test_who_cli_without_a_store_or_with_an_undeclared_agent(env, tmp_path):
+    missing = tmp_path / "none" / "bridge.db"
+    report = _who_cli({**env, "AGENT_BRIDGE_DB": str(missing)})
+    assert {a["agent"] for a in report["agents"]} == {"claude", "kimi"} and not missing.parent.exists()
+    assert all(a["sessions"] == [] and a["unread"] == 0 for a in report["agents"])
+    done = cli(env, "who", "--agent", "nobody")
+    assert done.returncode == 2 and done.stderr.startswith("agent-bridge: unknown_agent: ")
+    done = cli(env, "who", "--agent", "Bad Id")
+    assert done.returncode == 2 and done.stderr.startswith("agent-bridge: usage_error: ")
