@@ -33,6 +33,9 @@ ROLES = ("interactive", "worker")
 # How a session can be woken: a Claude Code hook, a Monitor line (inbox watch), the
 # claude/channel notification, the bridge://inbox resource subscription.
 WAKE_PATHS = ("hook", "monitor", "channel", "resource")
+# The paths that put a notice in front of the model. A resource subscription is recorded but
+# does not count: Claude Code and Codex never start a turn on `resources/updated`.
+WAKING_PATHS = ("hook", "monitor", "channel")
 LIVENESS = ("alive", "dead", "unknown")
 TOUCH_EVERY_SECONDS = 5.0
 # /proc start times come in clock ticks; the same process agrees far closer (as procs does).
@@ -261,12 +264,12 @@ def session_of_ancestor(conn: sqlite3.Connection, agent: str, pid: int | None = 
 
 def has_wakeable_session(conn: sqlite3.Connection, agent: str, *, here: str | None = None,
                          probe: Probe = observed_start) -> bool:
-    """A live interactive session of ``agent`` on this host with at least one wake path."""
+    """A live interactive session of ``agent`` on this host with a path that wakes the model."""
     rows = conn.execute("SELECT 1 FROM sessions WHERE agent = ? AND role = 'interactive' AND wake_paths != '[]'"
                         " LIMIT 1", (agent,)).fetchone()
     if rows is None:  # the usual case: no query of /proc at all
         return False
-    return any(s.role == "interactive" and s.wake_paths and s.liveness == "alive"
+    return any(s.role == "interactive" and set(s.wake_paths) & set(WAKING_PATHS) and s.liveness == "alive"
                for s in sessions(conn, agent, here=here, probe=probe))
 
 

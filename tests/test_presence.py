@@ -125,6 +125,9 @@ def test_session_of_client_finds_the_session_a_hook_speaks_for(conn):
 @pytest.mark.parametrize("row,wakeable", [
     ({}, True),
     ({"paths": "[]"}, False),                      # live, but no way to wake it
+    ({"paths": '["resource"]'}, False),            # a resource update starts no turn
+    ({"paths": '["resource", "monitor"]'}, True),  # but a Monitor watch does
+    ({"paths": '["channel"]'}, True),
     ({"role": "worker"}, False),                   # a headless worker is no interactive session
     ({"pid": 99}, False),                          # dead
     ({"start": 123.0}, False),                     # recycled pid
