@@ -287,6 +287,10 @@ def build_server(agent: str, store: Store, config: BridgeConfig, settings: Bridg
             conversation_id=conversation_id,
         )
 
+    from .wake_mcp import install as install_wake
+
+    install_wake(mcp, agent, settings.db, claude_channel=settings.claude_channel, role=settings.role)
+
     if settings.role == "worker":
         return mcp  # a headless worker must not be able to switch its own listener off
 
