@@ -50,6 +50,8 @@ class InboxReader:
         self._inode: tuple[int, int] | None = None
         self._version: int | None = None
         self._first = True
+        self.generation = 0  # counts the store files seen: ids start again in a new one
+        self._last_file: tuple[int, int] | None = None
 
     def _file_id(self) -> tuple[int, int] | None:
         try:
@@ -76,6 +78,9 @@ class InboxReader:
             if self._conn is None:  # removed between stat and open
                 return first
             self._inode = current
+            if current != self._last_file:
+                self._last_file = current
+                self.generation += 1
         version = self._conn.execute("PRAGMA data_version").fetchone()[0]
         changed = version != self._version
         self._version = version
@@ -137,6 +142,7 @@ def watch(
     or ``max_seconds`` have passed (then the re-arm line)."""
     reader = InboxReader(db, agent)
     announced = 0  # the highest id already named on a line
+    generation = 0
     deadline = None if max_seconds is None else time.monotonic() + max_seconds
     errors = 0
     try:
@@ -144,6 +150,9 @@ def watch(
         while not should_stop():
             try:
                 if reader.changed():
+                    if reader.generation != generation and announced:  # a new store file: new ids
+                        announced = 0
+                    generation = reader.generation
                     summary = reader.summary(after_id=announced)
                     if summary.unread:
                         out.write(wake_line(summary, new=not first) + "\n")

@@ -137,6 +137,7 @@ class InboxWake:
 
     async def _watch(self) -> None:
         reader = InboxReader(self.db, self.agent)
+        generation = 0
         try:
             while True:
                 await anyio.sleep(self.poll)
@@ -145,6 +146,9 @@ class InboxWake:
                 try:
                     if not reader.changed():
                         continue
+                    if reader.generation != generation:  # a new store file: ids start again
+                        self.announced = 0 if generation else self.announced
+                        generation = reader.generation
                     summary = reader.summary()
                     fresh = reader.summary(after_id=self.announced) if self.channel else None
                 except Exception as exc:  # locked or replaced store: look again next time
