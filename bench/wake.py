@@ -84,7 +84,6 @@ def monitor_line(env: dict[str, str], sender: Sender, n: int, idle_seconds: floa
     reader.start()
     try:
         time.sleep(1.0)  # started and looking
-        idle = idle_cpu_percent(proc.pid, idle_seconds)
         samples = []
         for _ in range(n):
             mid, sent_at = sender.send("claude")
@@ -92,6 +91,7 @@ def monitor_line(env: dict[str, str], sender: Sender, n: int, idle_seconds: floa
             assert f"#{mid} " in line, line
             samples.append(seen_at - sent_at)
             time.sleep(random.uniform(0.05, 0.15))
+        idle = idle_cpu_percent(proc.pid, idle_seconds)  # after start-up, with a store to watch
     finally:
         proc.terminate()
         proc.wait(TIMEOUT)
@@ -140,11 +140,6 @@ async def mcp_paths(env: dict[str, str], sender: Sender, n: int, idle_seconds: f
                 warnings.simplefilter("ignore")
                 await client.subscribe_resource("bridge://inbox")
             await asyncio.sleep(1.0)
-            server_pid = _server_pid()
-            if server_pid:
-                before = cpu_seconds(server_pid)
-                await asyncio.sleep(idle_seconds)
-                idle = round(100 * (cpu_seconds(server_pid) - before) / idle_seconds, 2)
             for _ in range(n):
                 c0, u0 = len(channel_at), len(updated_at)
                 mid, sent_at = sender.send("kimi")
@@ -155,6 +150,11 @@ async def mcp_paths(env: dict[str, str], sender: Sender, n: int, idle_seconds: f
                 channel.append(channel_at[c0][0] - sent_at)
                 updated.append(updated_at[u0] - sent_at)
                 await asyncio.sleep(random.uniform(0.05, 0.15))
+            server_pid = _server_pid()
+            if server_pid:
+                before = cpu_seconds(server_pid)
+                await asyncio.sleep(idle_seconds)
+                idle = round(100 * (cpu_seconds(server_pid) - before) / idle_seconds, 2)
     finally:
         errlog.close()
     return {"channel": summarize(channel), "resource_updated": summarize(updated), "server_idle_cpu_percent": idle}

@@ -8,17 +8,18 @@ the store stays the truth, so a dropped notification loses nothing.
   ``resources/subscribe`` / ``resources/unsubscribe`` are served; a subscribed client gets
   ``notifications/resources/updated`` whenever the unread set changes (a message arrives, is
   acknowledged or claimed). Claude Code and Codex receive these but start no turn on them.
+  A 2026-07-28 client gets the same through ``subscriptions/listen`` naming ``bridge://inbox``.
 - Claude channel (``AGENT_BRIDGE_CLAUDE_CHANNEL=1``, interactive sessions only): the server
   declares the experimental ``claude/channel`` capability and sends
   ``notifications/claude/channel`` ``{content: <wake line>, meta: {ids, count}}`` when new
   messages arrive. Claude Code shows it only in sessions started with
   ``--dangerously-load-development-channels server:agent_bridge``, and drops it otherwise.
 
-Subscription state lives in this process only (``InboxWake.subscribed``), for the one client
-session of this stdio server; nothing is written to the store. The watcher starts when the
-client's ``notifications/initialized`` arrives (the 2025 handshake, which Claude Code, Codex,
-Kimi and Gemini speak), polls ``PRAGMA data_version`` on its own read-only connection only
-while something is subscribed or the channel is on, and stops with the server. It writes
+Subscription state lives in this process only (``InboxWake``), for the one client of this
+stdio server; nothing is written to the store. The watcher starts with the first subscription,
+listen stream or (channel on) completed 2025 handshake, polls ``PRAGMA data_version`` on its
+own read-only connection only while one of those wants it, and stops with the server. The
+channel is sent only after the 2025 handshake (where the capability is declared). It writes
 nothing to stdout but protocol messages.
 """
 
@@ -32,6 +33,7 @@ import mcp_types as types
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError
 from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import ResourceUpdated
 
 from .clock import now as clock_now
 from .inbox import InboxSummary, wake_line
@@ -76,17 +78,27 @@ def channel_params(summary: InboxSummary) -> dict[str, Any] | None:
 
 
 class InboxWake:
-    """Per-process wake state: at most one client session (stdio), its subscription."""
+    """Per-process wake state for the one client of this stdio server.
 
-    def __init__(self, db: Path, agent: str, *, channel: bool, poll: float = POLL_SECONDS) -> None:
+    Three audiences, each with its own baseline: a 2025-era client subscribed with
+    ``resources/subscribe`` (``subscribed``/``signature``), 2026-era ``subscriptions/listen``
+    streams asking for ``bridge://inbox`` (``listening``/``listen_signature``, told through the
+    SDK's subscription bus), and the channel (``channel_session``/``announced``).
+    """
+
+    def __init__(self, db: Path, agent: str, *, channel: bool, bus: Any = None, poll: float = POLL_SECONDS) -> None:
         self.db = db
         self.agent = agent
         self.channel = channel
+        self.bus = bus
         self.poll = poll
         self.subscribed = False
-        self.signature: tuple | None = None  # what the subscriber last saw
+        self.signature: tuple | None = None  # what the resources/subscribe client last saw
+        self.session: Any = None  # that client's session (its connection's own channel)
+        self.listening = 0  # open subscriptions/listen streams that asked for bridge://inbox
+        self.listen_signature: tuple | None = None
+        self.channel_session: Any = None  # set once the 2025 handshake completed, when the channel is on
         self.announced = 0  # highest id the channel has covered
-        self.session: Any = None
         self._task_group: Any = None
         self._started = False
 
@@ -116,22 +128,31 @@ class InboxWake:
     def subscribe(self, session: Any) -> None:
         """From now on, tell ``session`` whenever the unread set differs from what it is now."""
         self.signature = resource_signature(self._baseline())
-        self.subscribed = True
-        self.start(session)
-
-    def start(self, session: Any) -> None:
-        """Start watching for this client session (once): the channel covers what is unread now."""
         self.session = session
-        if self._started or self._task_group is None:
-            return
-        self._started = True
-        if self.channel:
-            self.announced = self._baseline().newest_id or 0
-        self._task_group.start_soon(self._watch)
+        self.subscribed = True
+        self._start()
 
-    async def _notify(self, notification: Any) -> None:
+    def listen_opened(self) -> None:
+        if self.listening == 0:
+            self.listen_signature = resource_signature(self._baseline())
+        self.listening += 1
+        self._start()
+
+    def initialized(self, session: Any) -> None:
+        """The 2025 handshake completed: the channel (when on) covers what arrives from now on."""
+        if self.channel and self.channel_session is None:
+            self.announced = self._baseline().newest_id or 0
+            self.channel_session = session
+            self._start()
+
+    def _start(self) -> None:
+        if not self._started and self._task_group is not None:
+            self._started = True
+            self._task_group.start_soon(self._watch)
+
+    async def _notify(self, session: Any, notification: Any) -> None:
         try:
-            await self.session.send_notification(notification)
+            await session.send_notification(notification)
         except Exception as exc:  # best effort: the queue is the truth
             log.info("wake_notification_dropped", error=type(exc).__name__, agent=self.agent)
 
@@ -141,7 +162,8 @@ class InboxWake:
         try:
             while True:
                 await anyio.sleep(self.poll)
-                if not (self.subscribed or self.channel):
+                channel = self.channel_session is not None
+                if not (self.subscribed or self.listening or channel):
                     continue
                 try:
                     if not reader.changed():
@@ -150,29 +172,38 @@ class InboxWake:
                         self.announced = 0 if generation else self.announced
                         generation = reader.generation
                     summary = reader.summary()
-                    fresh = reader.summary(after_id=self.announced) if self.channel else None
+                    fresh = reader.summary(after_id=self.announced) if channel else None
                 except Exception as exc:  # locked or replaced store: look again next time
                     log.info("wake_read_failed", error=type(exc).__name__, agent=self.agent)
                     reader.close()
                     continue
-                if self.subscribed and resource_signature(summary) != self.signature:
-                    self.signature = resource_signature(summary)
-                    await self._notify(
-                        types.ResourceUpdatedNotification(
-                            params=types.ResourceUpdatedNotificationParams(uri=RESOURCE_URI)
-                        )
-                    )
+                now_signature = resource_signature(summary)
+                if self.subscribed and now_signature != self.signature:
+                    self.signature = now_signature
+                    await self._notify(self.session, types.ResourceUpdatedNotification(
+                        params=types.ResourceUpdatedNotificationParams(uri=RESOURCE_URI)))
+                if self.listening and now_signature != self.listen_signature and self.bus is not None:
+                    self.listen_signature = now_signature
+                    await self.bus.publish(ResourceUpdated(uri=RESOURCE_URI))
                 if fresh is not None:
                     if (params := channel_params(fresh)) is not None:
-                        await self._notify(_ChannelNotification(params=params))
+                        await self._notify(self.channel_session, _ChannelNotification(params=params))
                     self.announced = max(self.announced, summary.newest_id or 0, fresh.newest_id or 0)
         finally:
             reader.close()
 
 
+def _listens_to_inbox(params: Any) -> bool:
+    """Whether a ``subscriptions/listen`` request's filter names ``bridge://inbox``."""
+    try:
+        return RESOURCE_URI in (params["notifications"].get("resourceSubscriptions") or ())
+    except (KeyError, TypeError, AttributeError):
+        return False
+
+
 def install(mcp: MCPServer, agent: str, db: Path, *, claude_channel: bool, role: str) -> InboxWake:
     """Add ``bridge://inbox`` (+ subscribe) and, when enabled, the Claude channel to ``mcp``."""
-    wake = InboxWake(db, agent, channel=channel_enabled(claude_channel, role))
+    wake = InboxWake(db, agent, channel=channel_enabled(claude_channel, role), bus=mcp._subscriptions)
     low = mcp._lowlevel_server
 
     @mcp.resource(
@@ -202,12 +233,22 @@ def install(mcp: MCPServer, agent: str, db: Path, *, claude_channel: bool, role:
         wake.subscribed = False
         return types.EmptyResult()
 
-    async def initialized(ctx: Any, params: types.NotificationParams) -> None:
-        wake.start(ctx.session)
+    async def watch_sessions(ctx: Any, call_next: Any) -> Any:
+        # A middleware, not handlers: notifications/initialized and subscriptions/listen keep theirs.
+        if ctx.method == "subscriptions/listen" and _listens_to_inbox(ctx.params):
+            wake.listen_opened()
+            try:
+                return await call_next(ctx)  # returns when the stream ends
+            finally:
+                wake.listening -= 1
+        result = await call_next(ctx)
+        if ctx.method == "notifications/initialized":
+            wake.initialized(ctx.session)
+        return result
 
     low.add_request_handler("resources/subscribe", types.SubscribeRequestParams, subscribe)
     low.add_request_handler("resources/unsubscribe", types.UnsubscribeRequestParams, unsubscribe)
-    low.add_notification_handler("notifications/initialized", types.NotificationParams, initialized)
+    low.middleware.append(watch_sessions)
 
     # The watcher runs in a task group that lives exactly as long as the server's run.
     outer_lifespan = low.lifespan

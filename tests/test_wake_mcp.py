@@ -61,7 +61,9 @@ class _ChannelObserver(ClientExtension):
 class WakeClient:
     """One server process and a legacy-handshake client recording every notification."""
 
-    def __init__(self, agent: str, env: dict[str, str], errlog: Path) -> None:
+    def __init__(self, agent: str, env: dict[str, str], errlog: Path, mode: str = "legacy") -> None:
+        self.mode = mode
+        self.events: list[Any] = []
         self.notifications: list[tuple[float, Any]] = []
         self.channel: list[tuple[float, dict]] = []
         self._loop = asyncio.new_event_loop()
@@ -79,7 +81,7 @@ class WakeClient:
     async def _run(self, params: StdioServerParameters) -> None:
         self._stop = asyncio.Event()
         try:
-            async with Client(stdio_client(params, errlog=self._errlog), mode="legacy", read_timeout_seconds=TIMEOUT,
+            async with Client(stdio_client(params, errlog=self._errlog), mode=self.mode, read_timeout_seconds=TIMEOUT,
                               message_handler=self._on_message,
                               extensions=[_ChannelObserver(self.channel)]) as client:
                 self.client = client
@@ -93,6 +95,20 @@ class WakeClient:
     def run(self, coro_fn, *args: Any) -> Any:
         self._ready.result(TIMEOUT)
         return asyncio.run_coroutine_threadsafe(coro_fn(self.client, *args), self._loop).result(TIMEOUT)
+
+    def listen_in_background(self) -> None:
+        """A 2026-07-28 ``subscriptions/listen`` stream for bridge://inbox, collecting its events."""
+        listening: Future = Future()
+
+        async def go() -> None:
+            async with self.client.listen(resource_subscriptions=[RESOURCE_URI]) as sub:
+                listening.set_result(True)
+                async for event in sub:
+                    self.events.append(event)
+
+        self._ready.result(TIMEOUT)
+        self._listen = asyncio.run_coroutine_threadsafe(go(), self._loop)
+        listening.result(TIMEOUT)
 
     def updates(self) -> list[float]:
         return [t for t, m in self.notifications if isinstance(m, types.ResourceUpdatedNotification)
@@ -128,12 +144,13 @@ def world(tmp_path_factory):
     env = bridge_env(root, write_config(root / "config.json", agents))
     plain = WakeClient("claude", env, root / "claude.err")  # channel off (default)
     channel = WakeClient("kimi", {**env, "AGENT_BRIDGE_CLAUDE_CHANNEL": "1"}, root / "kimi.err")
+    modern = WakeClient("codex", {**env, "AGENT_BRIDGE_CLAUDE_CHANNEL": "1"}, root / "codex.err", mode="auto")
     store = Store(Path(env["AGENT_BRIDGE_DB"]))
     try:
-        yield {"plain": plain, "channel": channel, "store": store}
+        yield {"plain": plain, "channel": channel, "modern": modern, "store": store}
     finally:
-        plain.close()
-        channel.close()
+        for client in (plain, channel, modern):
+            client.close()
         store.close()
 
 
@@ -262,3 +279,17 @@ def test_tools_list_stays_under_12000_characters(world):
     tools = world["plain"].run(lambda c: c.list_tools()).tools
     size = len(json.dumps([t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in tools]))
     assert len(tools) == 9 and size < 12_000, size
+
+
+def test_a_2026_client_listening_to_the_inbox_is_told_and_gets_no_channel(world):
+    client, store = world["modern"], world["store"]
+    assert client.run(lambda c: asyncio.sleep(0, c.protocol_version)) == "2026-07-28"
+    client.listen_in_background()
+    time.sleep(0.5)
+    assert client.events == []
+    message = send(store, "codex", sender="kimi")
+    wait_for(lambda: client.events, "a resource-updated event on the listen stream")
+    assert [str(e.uri) for e in client.events] == [RESOURCE_URI]
+    ack(store, "codex", [message])
+    wait_for(lambda: len(client.events) == 2, "an event after the acknowledgement")
+    assert client.channel == []  # the channel capability belongs to the 2025 handshake
