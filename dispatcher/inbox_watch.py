@@ -209,4 +209,9 @@ def run_watch(agent: str, max_seconds: float | None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
+    finally:
+        # Finishing anyway: a signal that arrives while the interpreter shuts down (when Python
+        # has put the default handlers back) must not turn a clean end into "killed".
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     return 0
