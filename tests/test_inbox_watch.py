@@ -205,3 +205,13 @@ def test_the_watch_path_loads_neither_pydantic_nor_the_sdk(env):
                           timeout=TIMEOUT)
     assert done.returncode == 0 and done.stdout.startswith("1 unread for claude: ")
     assert done.stderr == "[]\n"
+
+
+def test_a_store_that_is_not_a_database_ends_it_with_the_one_line(env):
+    db = Path(env["AGENT_BRIDGE_DB"])
+    db.parent.mkdir(parents=True)
+    db.write_bytes(b"not a database" * 500)
+    done = subprocess.run([*CLI, "inbox", "watch", "--agent", "claude"], cwd=PROJECT, env=env, capture_output=True,
+                          text=True, timeout=TIMEOUT)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.startswith("agent-bridge: store_corrupt: ") and done.stderr.count("\n") == 1
