@@ -320,3 +320,20 @@ def test_a_2026_client_listening_to_the_inbox_is_told_and_gets_no_channel(world)
     ack(store, "codex", [message])
     wait_for(lambda: len(client.events) == 2, "an event after the acknowledgement")
     assert client.channel == []  # the channel capability belongs to the 2025 handshake
+
+
+@pytest.mark.parametrize("value, expected", [("1", True), ("true", True), ("0", False), ("", False)])
+def test_the_channel_setting(monkeypatch, value, expected):
+    from dispatcher.settings import BridgeSettings
+
+    monkeypatch.setenv("AGENT_BRIDGE_CLAUDE_CHANNEL", value)
+    assert BridgeSettings().claude_channel is expected
+
+
+def test_an_unusable_channel_setting_names_the_variable(monkeypatch):
+    from dispatcher.settings import BridgeSettings, InvalidSetting
+
+    monkeypatch.setenv("AGENT_BRIDGE_CLAUDE_CHANNEL", "maybe")
+    with pytest.raises(InvalidSetting) as caught:
+        BridgeSettings()
+    assert caught.value.variable == "AGENT_BRIDGE_CLAUDE_CHANNEL"
