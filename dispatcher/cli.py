@@ -441,3 +441,35 @@ def who(as_json: bool, agent: str | None) -> None:
     settings = _settings()
     report = who_cli(settings, agent)
     click.echo(json.dumps(report, indent=2, sort_keys=True) if as_json else render_who(report))
+
+
+@main.group()
+def inbox() -> None:
+    """An agent's inbox, payload-free (ids, senders, kinds; never text)."""
+
+
+def _max_seconds(ctx, param, value: float | None) -> float | None:
+    from .inbox_watch import MAX_SECONDS_RANGE
+
+    low, high = MAX_SECONDS_RANGE
+    if value is not None and not (math.isfinite(value) and low <= value <= high):
+        raise click.BadParameter(f"{value} is not a number of seconds from {low:g} to {high:g}.")
+    return value
+
+
+@inbox.command("watch")
+@agent_option
+@click.option("--max-seconds", type=float, default=None, callback=_max_seconds, metavar="SECONDS",
+              help="End by itself after this long with a line saying how to re-arm it "
+                   "(Claude Code's Monitor stops a watch after 30 minutes: use 1740).")
+def inbox_watch(agent: str, max_seconds: float | None) -> None:
+    """Print one line per batch of new messages for AGENT, flushed at once, e.g.
+    `2 new for claude: #41 from kimi (task), #42 from codex (notice) — call receive_messages`.
+
+    On start it first prints what is already unread (nothing when the inbox is empty). For
+    Claude Code's Monitor tool; the store stays the truth, so a watch that is killed or expires
+    loses nothing. Ends with status 0 on SIGTERM or Ctrl-C. Reads the store read-only.
+    """
+    from .inbox_watch import run_watch
+
+    run_watch(agent, max_seconds)

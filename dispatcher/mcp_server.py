@@ -1,6 +1,7 @@
 """The MCP layer: tool signatures and descriptions, calls into the domain, refusals as tool errors.
 
-This is the only module that imports the MCP SDK. Every tool returns a JSON object;
+This and ``wake_mcp`` (the inbox resource and the channel ping) are the only modules
+that import the MCP SDK. Every tool returns a JSON object;
 every refusal is a tool error whose text starts with a stable code: ``code: message``.
 """
 
@@ -291,6 +292,11 @@ def build_server(agent: str, store: Store, config: BridgeConfig, settings: Bridg
             action=action,
             conversation_id=conversation_id,
         )
+
+    from .wake_mcp import install as install_wake
+
+    install_wake(mcp, agent, settings.db, claude_channel=settings.claude_channel, role=settings.role,
+                 on_armed=None if presence is None else presence.wake_path)
 
     if settings.role == "worker":
         return mcp  # a headless worker must not be able to switch its own listener off

@@ -42,6 +42,8 @@ class BridgeSettings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
     # "worker": a server started for a headless worker offers only the tools a worker needs.
     role: Literal["session", "worker"] = "session"
+    # Opt-in Claude channel ping (experimental ``claude/channel``): see ``wake_mcp``.
+    claude_channel: bool = False
     # The MCP server's identity; read here so that AGENT_ID is documented with the rest.
     agent_id: str | None = Field(default=None, validation_alias="AGENT_ID")
 
