@@ -26,6 +26,7 @@ from typing import TextIO
 from .clock import now as clock_now
 from .errors import BridgeError
 from .inbox import InboxSummary, inbox_summary, wake_line
+from .presence import mark_from_descendant
 from .store.readonly import open_read_only
 
 POLL_SECONDS = 0.1
@@ -202,6 +203,8 @@ def run_watch(agent: str, max_seconds: float | None) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     rearm = rearm_command(agent, max_seconds, sys.argv[0], shutil.which("agent-bridge"), sys.executable)
+    # While it runs, the session whose CLI started this watch counts as wakeable ("monitor").
+    session = mark_from_descendant(locations.db, agent, "monitor")
     try:
         watch(locations.db, agent, sys.stdout, max_seconds=max_seconds, should_stop=lambda: stop.requested,
               rearm=rearm)
@@ -214,4 +217,6 @@ def run_watch(agent: str, max_seconds: float | None) -> int:
         # has put the default handlers back) must not turn a clean end into "killed".
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if session is not None:
+            mark_from_descendant(locations.db, agent, "monitor", session_id=session)
     return 0

@@ -239,6 +239,41 @@ def record_wake_path(conn: sqlite3.Connection, session_id: int, path: str) -> li
     return paths
 
 
+def forget_wake_path(conn: sqlite3.Connection, session_id: int, path: str) -> None:
+    """Undo ``record_wake_path`` (a Monitor watch that ended); a session already gone is fine."""
+    with write_transaction(conn):
+        row = conn.execute("SELECT wake_paths FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        if row is not None and path in (paths := wake_paths_of(row[0])):
+            conn.execute("UPDATE sessions SET wake_paths = ? WHERE id = ?",
+                         (json.dumps([p for p in paths if p != path]), session_id))
+
+
+def mark_from_descendant(db, agent: str, path: str, *, session_id: int | None = None) -> int | None:
+    """For a process the CLI started (a hook, a Monitor watch): record ``path`` on the session of
+    ``agent`` whose CLI is an ancestor of this process, or, given ``session_id``, forget it there.
+    Returns the session id, None when there is no such session or no store. Never raises: the
+    hook or watch it serves must go on whatever the store says."""
+    from .store import open_store
+
+    if not os.path.exists(db):
+        return None
+    conn = None
+    try:
+        conn = open_store(db)
+        if session_id is not None:
+            forget_wake_path(conn, session_id, path)
+            return session_id
+        found = session_of_ancestor(conn, agent)
+        if found is not None:
+            record_wake_path(conn, found, path)
+        return found
+    except (sqlite3.Error, OSError, BridgeError):  # silent: a watch's stdout and stderr are the model's
+        return None
+    finally:
+        if conn is not None:
+            conn.close()
+
+
 def session_of_client(conn: sqlite3.Connection, agent: str, client_pid: int) -> int | None:
     """The newest session of ``agent`` started by the CLI process ``client_pid`` on this host
     (how a hook, a child of that CLI, finds the session it speaks for)."""

@@ -1,6 +1,7 @@
 """``agent-bridge inbox watch``: real processes, real signals, a real store written by another
 process; output polled with deadlines."""
 
+import json
 import os
 import queue
 import shutil
@@ -197,8 +198,9 @@ def test_an_unreadable_config_is_refused(env, tmp_path):
 
 
 def test_the_watch_path_loads_neither_pydantic_nor_the_sdk(env):
+    # (psutil is loaded once, to find the session whose CLI started the watch.)
     send(env)
-    probe = ("import atexit, sys; atexit.register(lambda: print(sorted(m for m in ('pydantic', 'mcp', 'psutil') "
+    probe = ("import atexit, sys; atexit.register(lambda: print(sorted(m for m in ('pydantic', 'mcp') "
              "if m in sys.modules), file=sys.stderr)); from dispatcher.cli import main; "
              "main(['inbox', 'watch', '--agent', 'claude', '--max-seconds', '1'])")
     done = subprocess.run([sys.executable, "-c", probe], cwd=PROJECT, env=env, capture_output=True, text=True,
@@ -215,3 +217,29 @@ def test_a_store_that_is_not_a_database_ends_it_with_the_one_line(env):
                           text=True, timeout=TIMEOUT)
     assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr.startswith("agent-bridge: store_corrupt: ") and done.stderr.count("\n") == 1
+
+
+def test_while_it_runs_the_session_whose_cli_started_it_counts_as_wakeable(env):
+    from dispatcher import presence
+    from dispatcher.dispatch.procs import start_time
+
+    store = Store(Path(env["AGENT_BRIDGE_DB"]))
+    me = os.getpid()  # the watch's parent plays the CLI that started both the server and the watch
+    session = presence.register_session(store.connection(), "claude", "interactive", pid=me,
+                                        start_time=start_time(me), client_pid=me, now=time.time())
+
+    def paths() -> list[str]:
+        row = store.connection().execute("SELECT wake_paths FROM sessions WHERE id = ?", (session,)).fetchone()
+        return json.loads(row[0])
+
+    try:
+        watch = Watch(env, "--agent", "claude")
+        deadline = time.monotonic() + TIMEOUT
+        while paths() != ["monitor"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert paths() == ["monitor"]
+        assert presence.has_wakeable_session(store.connection(), "claude")
+        assert watch.stop() == (0, "")
+        assert paths() == []
+    finally:
+        store.close()
