@@ -37,7 +37,7 @@ that sits idle. Per session:
   stop it from waiting: that turn was started by a hook, but the next wake needs another new id.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 MIN_GAP_SECONDS = 10.0
 REMIND_SECONDS = 600.0
@@ -149,3 +149,8 @@ def decide_wait(waiting: tuple[int, ...], state: SessionState, now: float, waite
         return Verdict(False, False, "wait_gap", holding)
     announced = {**kept, **{i: now for i in fresh}}
     return Verdict(True, True, "wake", SessionState(announced, now, 0, None))
+
+
+def release_wait(state: SessionState, waiter: str) -> SessionState:
+    """A waiter that ends (its bound, a signal, Claude gone) frees the slot if it still holds it."""
+    return replace(state, waiter=None) if state.waiter == waiter else state

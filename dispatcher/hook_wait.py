@@ -36,7 +36,7 @@ import signal
 import time
 from pathlib import Path
 
-from .hook_rules import decide_wait
+from .hook_rules import Verdict, decide_wait, release_wait
 
 WAIT_DEFAULT_SECONDS = 3600
 WAIT_MIN_SECONDS = 1
@@ -165,7 +165,13 @@ def main_wait(cli: str, agent: str | None, wait: str | None) -> int:
             if claude is None:
                 return 0
         return _wait(agent, raw, seconds, claude)
-    except _Ended:
+    except _Ended:  # before the wait began (a signal during the Stop answer)
+        try:
+            from .locations import Locations
+
+            hooks.log_line(Locations.from_env().private_dir(), "claude", "Stop", agent, "wait_signal")
+        except Exception:  # noqa: BLE001 - nothing more to do: exit 0
+            pass
         return 0
 
 
@@ -224,39 +230,53 @@ def _watch(locations, runtime: Path, agent: str | None, raw: bytes, seconds: int
         verdict, mtime, _ = look(True)
         if verdict.announce:
             return 2, verdict.why
-        known = set(verdict.state.announced)
-        version = conn.execute("PRAGMA data_version").fetchone()[0]
-        next_parent_check = time.monotonic() + PARENT_CHECK_SECONDS
-        while True:
-            time.sleep(POLL_SECONDS)
-            now_m = time.monotonic()
-            if now_m >= deadline:
-                return 0, "wait_bound"
-            if now_m >= next_parent_check:
-                next_parent_check = now_m + PARENT_CHECK_SECONDS
-                if _start_time(claude[0]) != claude[1]:
-                    return 0, "wait_claude_gone"
-                try:
-                    if os.stat(locations.db).st_ino != inode:
-                        return 0, "wait_store_replaced"
-                except FileNotFoundError:
-                    return 0, "wait_store_replaced"
-            new_version = conn.execute("PRAGMA data_version").fetchone()[0]
-            new_mtime = hooks.state_mtime(runtime, agent, key)
-            if new_version == version and new_mtime == mtime and verdict.why != "wait_gap":
-                continue
-            version = new_version
-            if new_mtime == mtime and verdict.why != "wait_gap":
-                # only the store moved: look under the lock only when an unknown id waits
-                summary = inbox_summary(conn, agent, time.time())
-                waiting = {w.id for w in summary.first} | ({summary.newest_id} if summary.newest_id else set())
-                if waiting <= known:
-                    continue
-            verdict, mtime, _ = look(False)
-            if verdict.why == "superseded":
-                return 0, "wait_superseded"
-            if verdict.announce:
-                return 2, verdict.why
-            known = set(verdict.state.announced)
+        try:
+            return _poll(conn, locations, runtime, agent, key, deadline, claude, inode, look, verdict, mtime)
+        finally:
+            with _blocked():  # an ending waiter frees its slot (a woken one already did)
+                hooks.update_state(runtime, agent, key,
+                                   lambda state: Verdict(False, False, "released", release_wait(state, token)))
     finally:
         conn.close()
+
+
+def _poll(conn, locations, runtime: Path, agent: str, key: str, deadline: float, claude: tuple[int, str],
+          inode: int, look, verdict, mtime) -> tuple[int, str]:
+    """Watch until a wake, the bound, a superseding waiter, Claude gone or the store replaced."""
+    from . import hooks
+    from .inbox import inbox_summary
+
+    known = set(verdict.state.announced)
+    version = conn.execute("PRAGMA data_version").fetchone()[0]
+    next_parent_check = time.monotonic() + PARENT_CHECK_SECONDS
+    while True:
+        time.sleep(POLL_SECONDS)
+        now_m = time.monotonic()
+        if now_m >= deadline:
+            return 0, "wait_bound"
+        if now_m >= next_parent_check:
+            next_parent_check = now_m + PARENT_CHECK_SECONDS
+            if _start_time(claude[0]) != claude[1]:
+                return 0, "wait_claude_gone"
+            try:
+                if os.stat(locations.db).st_ino != inode:
+                    return 0, "wait_store_replaced"
+            except FileNotFoundError:
+                return 0, "wait_store_replaced"
+        new_version = conn.execute("PRAGMA data_version").fetchone()[0]
+        new_mtime = hooks.state_mtime(runtime, agent, key)
+        if new_version == version and new_mtime == mtime and verdict.why != "wait_gap":
+            continue
+        version = new_version
+        if new_mtime == mtime and verdict.why != "wait_gap":
+            # only the store moved: look under the lock only when an unknown id waits
+            summary = inbox_summary(conn, agent, time.time())
+            waiting = {w.id for w in summary.first} | ({summary.newest_id} if summary.newest_id else set())
+            if waiting <= known:
+                continue
+        verdict, mtime, _ = look(False)
+        if verdict.why == "superseded":
+            return 0, "wait_superseded"
+        if verdict.announce:
+            return 2, verdict.why
+        known = set(verdict.state.announced)

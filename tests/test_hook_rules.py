@@ -9,6 +9,7 @@ from dispatcher.hook_rules import (
     SessionState,
     decide,
     decide_wait,
+    release_wait,
 )
 
 T = 1_000_000.0
@@ -174,3 +175,9 @@ def test_the_waiter_token_round_trips_and_junk_is_dropped():
     assert SessionState.from_json(held([1], last=T).as_json()) == held([1], last=T)
     for junk in (5, "", "x" * 65, True):
         assert SessionState.from_json({"waiter": junk}).waiter is None
+
+
+def test_an_ending_waiter_frees_only_its_own_slot():
+    assert release_wait(held([1], last=T), ME) == SessionState({1: T - 1000.0}, T, 0, None)
+    assert release_wait(held([1], waiter=OTHER), ME) == held([1], waiter=OTHER)
+    assert release_wait(held(waiter=None), ME) == held(waiter=None)

@@ -148,6 +148,7 @@ def test_it_ends_by_itself_at_the_bound_silently(store):
     assert (result["rc"], result["stdout"], result["stderr"]) == (0, "", "")
     assert 2 <= result["seconds"] < 30
     assert "agent=claude wait_bound" in log(store)
+    assert not waiting(store)  # it freed the session's slot
 
 
 def test_sigterm_to_its_group_ends_it_silently(store):
@@ -161,6 +162,7 @@ def test_sigterm_to_its_group_ends_it_silently(store):
     assert (result["rc"], result["stdout"], result["stderr"]) == (0, "", "")
     assert result["seconds"] < 30
     assert "agent=claude wait_signal" in log(store)
+    assert not waiting(store)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGINT])
