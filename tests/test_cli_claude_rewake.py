@@ -1,8 +1,8 @@
 """The idle re-wake against the real Claude Code 2.1.332: hooks written by
 `agent-bridge register claude --hooks` into a private config dir, a scripted model on 127.0.0.1,
 a real store, and a session kept open by streaming input
-(`claude -p --input-format stream-json --output-format stream-json --verbose`): Claude runs the
-asyncRewake Stop hook in the background there, as in an interactive session.
+(`claude -p --input-format stream-json --output-format stream-json --verbose`) or the interactive
+TUI on a pseudo-terminal: Claude runs the asyncRewake Stop hook in the background in both.
 
 One user message; the scripted model answers and the turn ends (the session sits idle, the
 waiting Stop hook watches the store). THEN a bridge message is sent (a real store write), and
@@ -10,12 +10,16 @@ Claude must make a new model request by itself, with no further input, carrying 
 (id, sender) and never the message's text.
 """
 
+import fcntl
 import json
 import os
-import re
+import pty
+import select
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import threading
 import time
 from pathlib import Path
@@ -33,7 +37,7 @@ pytestmark = pytest.mark.cli
 
 AGENTS = frozenset({"claude", "kimi", "codex"})
 SECRET = "canary-" + os.urandom(8).hex()
-_SCENARIO = re.compile(r"SCENARIO=(\w+)")
+API_KEY = "sk-ant-scripted-model-0123456789abcdef"
 
 
 class IdleModel(AnthropicModel):
@@ -106,9 +110,13 @@ def setup(tmp_path_factory):
     home = root / "home"
     config_dir = home / ".claude"
     config_dir.mkdir(parents=True)
-    (config_dir / ".claude.json").write_text(json.dumps({"hasCompletedOnboarding": True}))
     workspace = root / "ws"
     workspace.mkdir()
+    # The interactive TUI's first-run dialogs answered: onboarding, the API key, the folder's trust.
+    (config_dir / ".claude.json").write_text(json.dumps({
+        "hasCompletedOnboarding": True, "theme": "dark",
+        "customApiKeyResponses": {"approved": [API_KEY[-20:]], "rejected": []},
+        "projects": {str(workspace): {"hasTrustDialogAccepted": True, "hasCompletedProjectOnboarding": True}}}))
     config = write_config(root / "config.json", agents={
         "claude": {"auto": False, "launcher": "launchers/claude_headless.sh"},
         "codex": {"auto": False, "launcher": "launchers/codex_headless.sh"},
@@ -134,7 +142,7 @@ def setup(tmp_path_factory):
     with IdleModel(root / "requests.jsonl") as model:
         env.update({
             "ANTHROPIC_BASE_URL": model.base_url,
-            "ANTHROPIC_API_KEY": "dummy",
+            "ANTHROPIC_API_KEY": API_KEY,
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
             "CLAUDE_CODE_MAX_RETRIES": "0",
         })
@@ -147,12 +155,12 @@ def hooks_log(setup) -> str:
     return path.read_text() if path.exists() else ""
 
 
-def waiter_started(setup, session: "Session") -> bool:
-    """A waiting Stop hook of this session holds the slot (its token starts with its pid)."""
+def waiter_started(setup, claude_pid: int) -> bool:
+    """A waiting Stop hook under this Claude process holds the slot (its token starts with its pid)."""
     directory = setup["runtime"] / "hooks" / "claude"
     if not directory.exists():
         return False
-    mine = {str(p) for p in _children(session.proc.pid)}
+    mine = {str(p) for p in _children(claude_pid)}
     for path in directory.glob("*.json"):
         try:
             token = json.loads(path.read_text()).get("waiter") or ""
@@ -194,7 +202,7 @@ def test_an_idle_streaming_session_is_woken_by_new_mail_with_no_further_input(se
     try:
         wait_for(lambda: len(session.results()) >= 1, 120, "the first turn to end")
         assert len(main_requests(setup["model"], "idle")) == 1
-        wait_for(lambda: waiter_started(setup, session), 60, "the waiting Stop hook to start")
+        wait_for(lambda: waiter_started(setup, session.proc.pid), 60, "the waiting Stop hook to start")
         time.sleep(1.0)  # idle: the turn is over, nothing is typed from here on
         assert len(main_requests(setup["model"], "idle")) == 1
         arrived = send(setup, "kimi", "task", f"{SECRET} please review")
@@ -271,7 +279,7 @@ def test_ending_the_session_with_sigterm_ends_the_waiting_hook_silently(setup):
     session = Session(setup, "end")
     try:
         wait_for(lambda: len(session.results()) >= 1, 120, "the first turn to end")
-        wait_for(lambda: waiter_started(setup, session), 60, "the waiting Stop hook to start")
+        wait_for(lambda: waiter_started(setup, session.proc.pid), 60, "the waiting Stop hook to start")
         waiter = [p for p in _children(session.proc.pid) if b"--wait" in _cmdline(p)]
         assert waiter, "the waiting hook runs under Claude"
         started = time.monotonic()
@@ -312,3 +320,46 @@ def _children(pid: int) -> list[int]:
         found += kids
         frontier += kids
     return found
+
+
+def test_an_idle_interactive_session_in_a_terminal_is_woken_by_new_mail(setup):
+    """The same in the interactive TUI (`claude "<prompt>"` on a pseudo-terminal): nothing is
+    typed after the first prompt; the mail starts the next request by itself."""
+    mark_read(setup)
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    proc = subprocess.Popen([str(require_cli("claude")), "Hello. SCENARIO=tui"], cwd=setup["workspace"],
+                            env={**setup["env"], "TERM": "xterm-256color"}, stdin=slave, stdout=slave, stderr=slave,
+                            start_new_session=True)
+    os.close(slave)
+    screen = bytearray()
+
+    def drain_until(predicate, timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}; screen: {bytes(screen[-800:])!r}"
+            ready, _, _ = select.select([master], [], [], 0.1)
+            if ready:
+                try:
+                    screen.extend(os.read(master, 65536))
+                except OSError:
+                    pass
+
+    try:
+        drain_until(lambda: len(main_requests(setup["model"], "tui")) >= 1, 120, "the first request")
+        drain_until(lambda: waiter_started(setup, proc.pid), 60, "the waiting Stop hook")
+        arrived = send(setup, "kimi", "task", f"{SECRET} from the tui test")
+        drain_until(lambda: len(main_requests(setup["model"], "tui")) >= 2, 60, "Claude's own new request")
+        woken = main_requests(setup["model"], "tui")[1]
+        assert f"1 unread for claude: #{arrived} from kimi (task)" in woken and SECRET not in woken
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        os.close(master)
