@@ -8,8 +8,10 @@ CLI honours for that event:
 - Claude Code ``UserPromptSubmit`` / ``PostToolUse``: stdout
   ``{"hookSpecificOutput": {"hookEventName": <event>, "additionalContext": <line>}}``, exit 0;
 - Claude Code ``Stop``: the line on stderr and exit 2 (registered with ``asyncRewake: true``:
-  in an interactive session the hook runs in the background and exit 2 wakes the idle model;
-  in ``-p`` Claude runs it in the foreground and exit 2 keeps the turn going);
+  in an interactive or streaming-input session the hook runs in the background and exit 2 wakes
+  the idle model; in ``-p`` Claude runs it in the foreground and exit 2 keeps the turn going).
+  Registered with ``--wait SECONDS``: in the background it then stays and waits for new mail
+  (``hook_wait``);
 - Codex (0.171, ``[features] hooks = true``, hooks trusted): the same two shapes for
   ``UserPromptSubmit`` (a developer message) and ``Stop`` (exit 2: the stderr line comes back as a
   ``<hook_prompt>`` user message; Codex has no cap on Stop blocks, so the once-per-id rule matters);
