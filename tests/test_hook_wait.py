@@ -264,3 +264,10 @@ def test_it_ends_when_the_claude_process_is_gone(store):
 
 def test_the_margin_leaves_time_to_end_before_claude_kills_it():
     assert TIMEOUT_MARGIN_SECONDS >= 10
+
+
+@pytest.mark.parametrize("args", [("claude", "UserPromptSubmit"), ("claude", "PostToolUse"), ("codex", "Stop"),
+                                  ("gemini", "AfterAgent"), ("kimi", "UserPromptSubmit")])
+def test_wait_is_only_for_claudes_stop_elsewhere_the_plain_hook_answers(store, args):
+    result = Hook(store, STREAMING, *args, "--agent", "claude", "--wait", "60").result()
+    assert (result["rc"], result["stdout"], result["stderr"]) == (0, "", "") and result["seconds"] < 20
