@@ -166,13 +166,16 @@ def main_wait(cli: str, agent: str | None, wait: str | None) -> int:
                 return 0
         return _wait(agent, raw, seconds, claude)
     except _Ended:  # before the wait began (a signal during the Stop answer)
-        try:
-            from .locations import Locations
+        why = "wait_signal"
+    except Exception as exc:  # noqa: BLE001 - a hook must never break the session
+        why = f"wait_error {type(exc).__name__}"
+    try:
+        from .locations import Locations
 
-            hooks.log_line(Locations.from_env().private_dir(), "claude", "Stop", agent, "wait_signal")
-        except Exception:  # noqa: BLE001 - nothing more to do: exit 0
-            pass
-        return 0
+        hooks.log_line(Locations.from_env().private_dir(), "claude", "Stop", agent, why)
+    except Exception:  # noqa: BLE001 - nothing more to do: exit 0
+        pass
+    return 0
 
 
 def _wait(agent: str | None, raw: bytes, seconds: int, claude: tuple[int, str]) -> int:

@@ -271,3 +271,24 @@ def test_the_margin_leaves_time_to_end_before_claude_kills_it():
 def test_wait_is_only_for_claudes_stop_elsewhere_the_plain_hook_answers(store, args):
     result = Hook(store, STREAMING, *args, "--agent", "claude", "--wait", "60").result()
     assert (result["rc"], result["stdout"], result["stderr"]) == (0, "", "") and result["seconds"] < 20
+
+
+def test_an_unreadable_claude_process_means_no_waiting(store, monkeypatch):
+    """In-process: a failure while looking at the Claude process is exit 0, silent, one log line."""
+    from dispatcher import hook_wait
+
+    monkeypatch.setenv("AGENT_BRIDGE_DB", str(store["db"]))
+    monkeypatch.setenv("AGENT_BRIDGE_RUNTIME_DIR", str(store["runtime"]))
+
+    def broken(environ):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(hook_wait, "claude_process", broken)
+    monkeypatch.setattr("sys.stdin", open(os.devnull))  # noqa: SIM115 - closed by the test's end
+    try:
+        assert hook_wait.main_wait("claude", "claude", "60") == 0
+    finally:
+        sys.stdin.close()
+        for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
+    assert "agent=claude wait_error RuntimeError" in log(store)
