@@ -414,11 +414,13 @@ def _hook_command(cli_name: str, events: tuple[str, ...]):
                   help=f"The {'/'.join(events)} hook (JSON on stdin); written by `register {cli_name} --hooks`.")
     @click.argument("event", required=False, default="")
     @click.option("--agent", default=None, help="Agent id (default: $AGENT_ID).")
+    @click.option("--wait", default=None, metavar="SECONDS",
+                  help="claude Stop only: in the background (asyncRewake), wait up to SECONDS for new mail.")
     @click.pass_context
-    def run(ctx, event: str, agent: str | None) -> None:
+    def run(ctx, event: str, agent: str | None, wait: str | None) -> None:
         from .hooks import main as hook_main
 
-        sys.exit(hook_main(cli_name, event, agent))
+        sys.exit(hook_main(cli_name, event, agent, wait))
 
     return run
 

@@ -21,9 +21,23 @@ The rule, per (agent, CLI session):
 
 The state only keeps ids that still wait, so it stays small and an id that comes back
 (released after a claim) is announced again.
+
+The waiting ``Stop`` hook (``--wait``, ``decide_wait``): after its ``Stop`` answer, a hook that
+Claude runs in the background (``asyncRewake``) stays and watches the store, to wake a session
+that sits idle. Per session:
+
+- the newest waiter wins: starting to wait takes the session's waiter slot, and an older waiter
+  that finds the slot taken ends silently (``superseded``), so at most one waits per session;
+- it wakes (exit 2) only for an id never announced to this session: an id a prompt, a tool call
+  or another hook already announced never wakes it, so a wake always means new mail;
+- never within ``MIN_GAP_SECONDS`` of the previous notice (deferred, not dropped: it wakes once
+  the gap is over), so a flood of messages wakes an idle session at most every 10 s;
+- a waiter wakes at most once and then ends (the slot is freed); the next waiter starts only
+  when the turn that the wake started has ended (its own ``Stop``). ``stop_hook_active`` does not
+  stop it from waiting: that turn was started by a hook, but the next wake needs another new id.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 MIN_GAP_SECONDS = 10.0
 REMIND_SECONDS = 600.0
@@ -39,10 +53,11 @@ class SessionState:
     announced: dict[int, float] = field(default_factory=dict)  # id -> when first announced
     last_at: float | None = None  # when the last notice was given
     stop_blocks: int = 0  # consecutive Stop blocks
+    waiter: str | None = None  # the token of the waiting Stop hook that holds the slot
 
     def as_json(self) -> dict:
         return {"announced": {str(k): v for k, v in sorted(self.announced.items())},
-                "last_at": self.last_at, "stop_blocks": self.stop_blocks}
+                "last_at": self.last_at, "stop_blocks": self.stop_blocks, "waiter": self.waiter}
 
     @classmethod
     def from_json(cls, doc: object) -> "SessionState":
@@ -58,7 +73,9 @@ class SessionState:
         last_at = _number(doc.get("last_at"))
         blocks = doc.get("stop_blocks")
         blocks = blocks if isinstance(blocks, int) and not isinstance(blocks, bool) and 0 <= blocks < 1000 else 0
-        return cls(announced, last_at, blocks)
+        waiter = doc.get("waiter")
+        waiter = waiter if isinstance(waiter, str) and 0 < len(waiter) <= 64 else None
+        return cls(announced, last_at, blocks, waiter)
 
 
 def _number(value: object) -> float | None:
@@ -82,14 +99,14 @@ def decide(event: str, waiting: tuple[int, ...], state: SessionState, now: float
     kept = {i: t for i, t in state.announced.items() if i in waiting_set}
     fresh = sorted(waiting_set - kept.keys())
     blocks = state.stop_blocks if event == "Stop" else 0
-    base = SessionState(kept, state.last_at, 0)  # anything but a block ends a run of Stop blocks
+    base = SessionState(kept, state.last_at, 0, state.waiter)  # anything but a block ends a run of Stop blocks
 
     def silent(why: str) -> Verdict:
         return Verdict(False, False, why, base)
 
     def told(why: str, block: bool = False) -> Verdict:
         announced = {**kept, **{i: now for i in fresh}}
-        return Verdict(True, block, why, SessionState(announced, now, blocks + 1 if block else 0))
+        return Verdict(True, block, why, SessionState(announced, now, blocks + 1 if block else 0, state.waiter))
 
     if not waiting_set:
         return silent("empty")
@@ -109,3 +126,31 @@ def decide(event: str, waiting: tuple[int, ...], state: SessionState, now: float
     if since is None or since < 0 or since >= REMIND_SECONDS:  # a clock set back counts as "long ago"
         return told("remind")
     return silent("announced_recently")
+
+
+def decide_wait(waiting: tuple[int, ...], state: SessionState, now: float, waiter: str, *,
+                start: bool = False) -> Verdict:
+    """One look of the waiting ``Stop`` hook ``waiter`` (a token unique to that process).
+
+    ``start``: the waiter begins (right after its ``Stop`` answer, which did not block): it takes
+    the slot, whoever held it. Otherwise it must still hold the slot. ``announce`` (with
+    ``block``) means: exit 2 now with the notice, and end. ``why == "superseded"`` means: end
+    silently. Anything else: keep waiting."""
+    if not start and state.waiter != waiter:
+        return Verdict(False, False, "superseded", state)
+    waiting_set = set(waiting)
+    kept = {i: t for i, t in state.announced.items() if i in waiting_set}
+    fresh = sorted(waiting_set - kept.keys())
+    holding = SessionState(kept, state.last_at, state.stop_blocks, waiter)
+    if not fresh:
+        return Verdict(False, False, "wait_started" if start else "wait_nothing_new", holding)
+    since = None if state.last_at is None else now - state.last_at
+    if since is not None and 0 <= since < MIN_GAP_SECONDS:
+        return Verdict(False, False, "wait_gap", holding)
+    announced = {**kept, **{i: now for i in fresh}}
+    return Verdict(True, True, "wake", SessionState(announced, now, 0, None))
+
+
+def release_wait(state: SessionState, waiter: str) -> SessionState:
+    """A waiter that ends (its bound, a signal, Claude gone) frees the slot if it still holds it."""
+    return replace(state, waiter=None) if state.waiter == waiter else state

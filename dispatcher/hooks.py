@@ -8,8 +8,10 @@ CLI honours for that event:
 - Claude Code ``UserPromptSubmit`` / ``PostToolUse``: stdout
   ``{"hookSpecificOutput": {"hookEventName": <event>, "additionalContext": <line>}}``, exit 0;
 - Claude Code ``Stop``: the line on stderr and exit 2 (registered with ``asyncRewake: true``:
-  in an interactive session the hook runs in the background and exit 2 wakes the idle model;
-  in ``-p`` Claude runs it in the foreground and exit 2 keeps the turn going);
+  in an interactive or streaming-input session the hook runs in the background and exit 2 wakes
+  the idle model; in ``-p`` Claude runs it in the foreground and exit 2 keeps the turn going).
+  Registered with ``--wait SECONDS``: in the background it then stays and waits for new mail
+  (``hook_wait``);
 - Codex (0.171, ``[features] hooks = true``, hooks trusted): the same two shapes for
   ``UserPromptSubmit`` (a developer message) and ``Stop`` (exit 2: the stderr line comes back as a
   ``<hook_prompt>`` user message; Codex has no cap on Stop blocks, so the once-per-id rule matters);
@@ -107,7 +109,7 @@ def run_hook(cli: str, event: str, agent: str | None, raw_stdin: bytes, now: flo
 
         locations = Locations.from_env()
         runtime = locations.private_dir()
-        answer, why = _answer(cli, event, agent, raw_stdin, locations, time.time() if now is None else now)
+        answer, why = _answer(cli, event, agent, raw_stdin, locations, now)
         if why not in ("empty", "no_store"):
             _log(runtime, cli, event, agent, why)
         return answer
@@ -117,7 +119,10 @@ def run_hook(cli: str, event: str, agent: str | None, raw_stdin: bytes, now: flo
     return SILENT
 
 
-def _answer(cli: str, event: str, agent: str | None, raw_stdin: bytes, locations, now: float) -> tuple[HookAnswer, str]:
+def _answer(cli: str, event: str, agent: str | None, raw_stdin: bytes, locations,
+            now: float | None) -> tuple[HookAnswer, str]:
+    """``now``: None for the clock (the decision then reads it under the session's lock, so two
+    hooks of one session never decide out of order)."""
     if event not in CLI_EVENTS.get(cli, ()):
         return SILENT, "unsupported_event"
     agent = agent or os.environ.get("AGENT_ID") or ""
@@ -133,7 +138,7 @@ def _answer(cli: str, event: str, agent: str | None, raw_stdin: bytes, locations
     if conn is None:
         return SILENT, "no_store"
     try:
-        summary = inbox_summary(conn, agent, now)
+        summary = inbox_summary(conn, agent, time.time() if now is None else now)
     finally:
         conn.close()
     if summary.unread == 0:
@@ -148,8 +153,31 @@ def _answer(cli: str, event: str, agent: str | None, raw_stdin: bytes, locations
     return render(cli, event, notice(wake_line(summary)), verdict.block), verdict.why
 
 
-def _decide_with_state(runtime: Path, agent: str, key: str, event: str, waiting: tuple[int, ...], now: float,
-                       stop_hook_active: bool):
+def _decide_with_state(runtime: Path, agent: str, key: str, event: str, waiting: tuple[int, ...],
+                       now: float | None, stop_hook_active: bool):
+    def rule(state: SessionState):
+        return decide(event, waiting, state, time.time() if now is None else now, stop_hook_active=stop_hook_active)
+
+    verdict, _ = update_state(runtime, agent, key, rule, touch=True)
+    return verdict
+
+
+def _state_path(runtime: Path, agent: str, key: str) -> Path:
+    return runtime / "hooks" / agent / f"{key}.json"
+
+
+def state_mtime(runtime: Path, agent: str, key: str) -> int | None:
+    """When the session's state last changed (a cheap look for the waiting hook), None if never."""
+    try:
+        return os.stat(_state_path(runtime, agent, key), follow_symlinks=False).st_mtime_ns
+    except OSError:
+        return None
+
+
+def update_state(runtime: Path, agent: str, key: str, rule, touch: bool = False) -> tuple:
+    """``rule(state) -> Verdict`` under the session's flock; the new state is written when it
+    changed (``touch``: always, which keeps an active session's file from being forgotten).
+    Returns the verdict and the file's mtime afterwards."""
     from .private_files import ensure_private_dir, open_private_lock
 
     directory = ensure_private_dir(runtime / "hooks" / agent, "hook state directory")
@@ -159,16 +187,17 @@ def _decide_with_state(runtime: Path, agent: str, key: str, event: str, waiting:
         fcntl.flock(fd, fcntl.LOCK_EX)
         raw = _read_all(fd)
         if not raw:
-            _forget_old_sessions(directory, now)
+            _forget_old_sessions(directory, time.time())
         try:
             state = SessionState.from_json(json.loads(raw)) if raw else SessionState()
         except ValueError:
             state = SessionState()
-        verdict = decide(event, waiting, state, now, stop_hook_active=stop_hook_active)
-        data = json.dumps(verdict.state.as_json()).encode()
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, data, 0)
-        return verdict
+        verdict = rule(state)
+        if touch or verdict.state != state or not raw:
+            data = json.dumps(verdict.state.as_json()).encode()
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, data, 0)
+        return verdict, os.fstat(fd).st_mtime_ns
     finally:
         os.close(fd)
 
@@ -195,6 +224,10 @@ def _forget_old_sessions(directory: Path, now: float) -> None:
             pass
 
 
+def valid_agent(agent: object) -> bool:
+    return isinstance(agent, str) and _AGENT.fullmatch(agent) is not None
+
+
 def _log(runtime: Path | None, cli: str, event: str, agent: str | None, why: str) -> None:
     """One payload-free line (ids of nothing, no text): when, which hook, which agent, the verdict."""
     if runtime is None:
@@ -215,15 +248,30 @@ def _log(runtime: Path | None, cli: str, event: str, agent: str | None, why: str
         pass
 
 
-def main(cli: str, event: str, agent: str | None) -> int:
-    """The command's body: read stdin (bounded), answer, return the exit code."""
+log_line = _log
+
+
+def read_stdin() -> bytes:
+    """The hook's stdin, bounded (too long or unreadable: empty, that is malformed)."""
     try:
         raw = sys.stdin.buffer.read(MAX_STDIN_BYTES + 1)
     except Exception:  # noqa: BLE001 - a closed or unreadable stdin is malformed input
         raw = b""
-    if len(raw) > MAX_STDIN_BYTES:
-        raw = b""
-    answer = run_hook(cli, event, agent, raw)
+    return b"" if len(raw) > MAX_STDIN_BYTES else raw
+
+
+def main(cli: str, event: str, agent: str | None, wait: str | None = None) -> int:
+    """The command's body: read stdin (bounded), answer, return the exit code. ``wait``
+    (``--wait SECONDS``, Claude's Stop only): see ``hook_wait``."""
+    if wait is not None and cli == "claude" and event == "Stop":
+        from .hook_wait import main_wait
+
+        return main_wait(cli, agent, wait)
+    return emit(run_hook(cli, event, agent, read_stdin()))
+
+
+def emit(answer: HookAnswer) -> int:
+    """Print the answer; its exit code (0 when the CLI closed our pipe)."""
     try:
         if answer.stdout:
             sys.stdout.write(answer.stdout)

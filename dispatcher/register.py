@@ -384,16 +384,43 @@ def is_our_hook(command: object, cli: str) -> bool:
     return found is not None and found.group(1) == cli
 
 
+def claude_wait_seconds() -> int:
+    """How long the waiting Stop hook waits (AGENT_BRIDGE_HOOK_WAIT_SECONDS)."""
+    from .settings import BridgeSettings
+
+    return BridgeSettings().hook_wait_seconds
+
+
 def json_hook_entry(cli: str, event: str, agent: str) -> dict:
     timeout = HOOK_TIMEOUT_SECONDS * 1000 if cli == "gemini" else HOOK_TIMEOUT_SECONDS  # Gemini: milliseconds
     entry = {"type": "command", "command": hook_command(cli, event, agent), "timeout": timeout}
     if cli == "claude" and event == "Stop":
-        entry["asyncRewake"] = True  # interactive: runs in the background, exit 2 wakes the idle model
+        # asyncRewake: in an interactive or streaming session Claude runs it in the background and
+        # exit 2 wakes the idle model; --wait keeps it watching for new mail. Claude kills a hook
+        # at its timeout, so the timeout is the wait plus a margin: the hook always ends first.
+        from .hook_wait import TIMEOUT_MARGIN_SECONDS
+
+        wait = claude_wait_seconds()
+        entry.update(command=f"{entry['command']} --wait {wait}", timeout=wait + TIMEOUT_MARGIN_SECONDS,
+                     asyncRewake=True)
     return entry
 
 
-def json_hooks_transform(cli: str, path: Path, agent: str, force: bool,
-                         events: tuple[str, ...]) -> Callable[[str | None], str | None]:
+def _older_claude_stop(entry: dict, agent: str) -> bool:
+    """An earlier form of this installation's own Claude Stop hook (same agent and store): the plain
+    one (no ``--wait``) or one with another wait; ``register`` upgrades it without ``--force``."""
+    if set(entry) - {"type", "command", "timeout", "asyncRewake"} or entry.get("type") != "command":
+        return False
+    if entry.get("asyncRewake", True) is not True:
+        return False
+    base = hook_command("claude", "Stop", agent)
+    command = entry.get("command")
+    return isinstance(command, str) and (command == base or re.fullmatch(re.escape(base) + r" --wait \d{1,6}",
+                                                                          command) is not None)
+
+
+def json_hooks_transform(cli: str, path: Path, agent: str, force: bool, events: tuple[str, ...],
+                         upgraded: list[str] | None = None) -> Callable[[str | None], str | None]:
     """Add one command hook per event to ``hooks.<Event>`` (Claude's settings.json, Codex's
     hooks.json: the same shape); every other hook is kept as it is.
 
@@ -417,8 +444,12 @@ def json_hooks_transform(cli: str, path: Path, agent: str, force: bool,
                     for h in g["hooks"] if isinstance(h, dict) and is_our_hook(h.get("command"), cli)]
             if len(ours) == 1 and ours[0][1] == wanted:
                 continue
-            if ours and not force:
+            older = (cli == "claude" and event == "Stop" and len(ours) == 1
+                     and _older_claude_stop(ours[0][1], agent))
+            if ours and not force and not older:
                 raise _conflict(cli, path, f"hooks.{event}", [h for _, h in ours], wanted)
+            if older and upgraded is not None:
+                upgraded.append(event)
             for group, entry in ours:
                 group["hooks"].remove(entry)
             groups[:] = [g for g in groups if not (isinstance(g, dict) and g.get("hooks") == [])]
@@ -431,9 +462,15 @@ def json_hooks_transform(cli: str, path: Path, agent: str, force: bool,
 
 def register_claude_hooks(agent: str, dry_run: bool, force: bool) -> list[str]:
     path = claude_settings_file()
-    transform = json_hooks_transform("claude", path, agent, force, CLAUDE_HOOK_EVENTS)
+    upgraded: list[str] = []
+    transform = json_hooks_transform("claude", path, agent, force, CLAUDE_HOOK_EVENTS, upgraded)
     what = f"hooks {', '.join(CLAUDE_HOOK_EVENTS)} (agent {agent})"
-    return [apply_edit(path, transform, dry_run).line("claude", what, dry_run)]
+    lines = [apply_edit(path, transform, dry_run).line("claude", what, dry_run)]
+    if upgraded:
+        lines.append(f"claude: {'would upgrade' if dry_run else 'upgraded'} this installation's earlier Stop hook "
+                     f"to the waiting one (--wait {claude_wait_seconds()}: it wakes an idle session when mail "
+                     "arrives).")
+    return lines
 
 
 def codex_hooks_file() -> Path:

@@ -44,6 +44,9 @@ class BridgeSettings(BaseSettings):
     role: Literal["session", "worker"] = "session"
     # Opt-in Claude channel ping (experimental ``claude/channel``): see ``wake_mcp``.
     claude_channel: bool = False
+    # How long the waiting Claude Stop hook (`hook claude Stop --wait`) watches for new mail;
+    # `register claude --hooks` writes it, with Claude's hook timeout 30 s longer.
+    hook_wait_seconds: int = Field(default=3600, ge=1, le=86400)
     # The MCP server's identity; read here so that AGENT_ID is documented with the rest.
     agent_id: str | None = Field(default=None, validation_alias="AGENT_ID")
 

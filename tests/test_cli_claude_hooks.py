@@ -155,8 +155,11 @@ def test_register_writes_the_three_hooks(setup):
     for event in ("UserPromptSubmit", "PostToolUse", "Stop"):
         [group] = settings["hooks"][event]
         [entry] = group["hooks"]
-        assert f"hook claude {event} --agent claude" in entry["command"] and entry["timeout"] == 10
-    assert settings["hooks"]["Stop"][0]["hooks"][0]["asyncRewake"] is True
+        assert f"hook claude {event} --agent claude" in entry["command"]
+        assert entry["timeout"] == (3630 if event == "Stop" else 10)
+    stop = settings["hooks"]["Stop"][0]["hooks"][0]
+    # the waiting Stop hook: in `claude -p` Claude runs it in the foreground, where it never waits
+    assert stop["asyncRewake"] is True and stop["command"].endswith("--wait 3600")
 
 
 def test_user_prompt_submit_puts_the_notice_in_the_first_request(setup):

@@ -2,7 +2,15 @@
 
 import pytest
 
-from dispatcher.hook_rules import MIN_GAP_SECONDS, REMIND_SECONDS, STOP_BLOCK_CAP, SessionState, decide
+from dispatcher.hook_rules import (
+    MIN_GAP_SECONDS,
+    REMIND_SECONDS,
+    STOP_BLOCK_CAP,
+    SessionState,
+    decide,
+    decide_wait,
+    release_wait,
+)
 
 T = 1_000_000.0
 
@@ -102,3 +110,74 @@ def test_a_malformed_state_counts_as_nothing_announced(doc):
 def test_state_round_trips():
     state = SessionState({1: T, 5: T + 1}, T + 1, 2)
     assert SessionState.from_json(state.as_json()) == state
+
+
+# --- decide_wait: the waiting Stop hook (one case per row) ------------------------------------
+
+ME, OTHER = "w-me", "w-other"
+
+
+def held(ids=(), last=None, waiter=ME):
+    return SessionState({i: T - 1000.0 for i in ids}, last, 0, waiter)
+
+
+WAIT_CASES = [
+    # (name, waiting, state, now, start, announce, why, waiter after)
+    ("starting with nothing waiting takes the slot", (), SessionState(), T, True, False, "wait_started", ME),
+    ("starting takes the slot from an older waiter", (1,), held([1], waiter=OTHER), T, True, False,
+     "wait_started", ME),
+    ("an older waiter finds the slot taken", (1, 2), held([1], waiter=OTHER), T, False, False, "superseded", OTHER),
+    ("a waiter whose slot was freed by a wake ends", (1, 2), held([1], waiter=None), T, False, False,
+     "superseded", None),
+    ("nothing waits: keep waiting", (), held(), T, False, False, "wait_nothing_new", ME),
+    ("only announced ids wait: keep waiting, never remind", (1,), held([1], last=T - REMIND_SECONDS * 10), T,
+     False, False, "wait_nothing_new", ME),
+    ("a new id wakes", (1, 2), held([1], last=T - MIN_GAP_SECONDS), T, False, True, "wake", None),
+    ("a new id with no notice before wakes", (5,), held(), T, False, True, "wake", None),
+    ("a new id within the gap: deferred", (1, 2), held([1], last=T - 1), T, False, False, "wait_gap", ME),
+    ("clock set back: the gap does not hold it", (1, 2), held([1], last=T + 30), T, False, True, "wake", None),
+    ("a new id already there at the start wakes at once", (3,), held(waiter=OTHER), T, True, True, "wake", None),
+]
+
+
+@pytest.mark.parametrize(("name", "waiting", "state", "now", "start", "announce", "why", "waiter"), WAIT_CASES,
+                         ids=[c[0] for c in WAIT_CASES])
+def test_wait_rule(name, waiting, state, now, start, announce, why, waiter):
+    verdict = decide_wait(waiting, state, now, ME, start=start)
+    assert (verdict.announce, verdict.block, verdict.why) == (announce, announce, why)
+    assert verdict.state.waiter == waiter
+
+
+def test_a_wake_records_the_ids_so_the_next_waiter_does_not_wake_for_them_again():
+    woke = decide_wait((1, 2), held([1], last=T - 100), T, ME)
+    assert woke.state.announced == {1: T - 1000.0, 2: T} and woke.state.last_at == T
+    nxt = decide_wait((1, 2), woke.state, T + 100, OTHER, start=True)
+    assert (nxt.announce, nxt.why) == (False, "wait_started")
+    assert decide_wait((1, 2), nxt.state, T + 200, OTHER).why == "wait_nothing_new"
+
+
+def test_an_id_announced_by_another_hook_never_wakes_the_waiter():
+    waiting = decide_wait((), SessionState(), T, ME, start=True).state
+    by_prompt = decide("UserPromptSubmit", (4,), waiting, T + 1).state
+    assert by_prompt.waiter == ME  # other hooks keep the waiter's slot
+    assert decide_wait((4,), by_prompt, T + 100, ME).why == "wait_nothing_new"
+
+
+def test_the_stop_answer_keeps_the_slot_and_a_deferred_wake_comes_after_the_gap():
+    state = decide("Stop", (1,), held(waiter=ME), T).state
+    assert state.waiter == ME
+    deferred = decide_wait((1, 2), state, T + 1, ME)
+    assert deferred.why == "wait_gap"
+    assert decide_wait((1, 2), deferred.state, T + MIN_GAP_SECONDS, ME).why == "wake"
+
+
+def test_the_waiter_token_round_trips_and_junk_is_dropped():
+    assert SessionState.from_json(held([1], last=T).as_json()) == held([1], last=T)
+    for junk in (5, "", "x" * 65, True):
+        assert SessionState.from_json({"waiter": junk}).waiter is None
+
+
+def test_an_ending_waiter_frees_only_its_own_slot():
+    assert release_wait(held([1], last=T), ME) == SessionState({1: T - 1000.0}, T, 0, None)
+    assert release_wait(held([1], waiter=OTHER), ME) == held([1], waiter=OTHER)
+    assert release_wait(held(waiter=None), ME) == held(waiter=None)

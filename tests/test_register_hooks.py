@@ -59,8 +59,10 @@ def test_claude_hooks_are_written_once_with_the_store_and_a_rerun_changes_nothin
     for event in EVENTS:
         [entry] = our_hooks(doc, event)
         assert entry["command"].startswith(f"AGENT_BRIDGE_DB={env['AGENT_BRIDGE_DB']} ")
-        assert entry["command"].endswith(f"/agent-bridge hook claude {event} --agent claude")
-        assert entry["type"] == "command" and entry["timeout"] == 10
+        wait = " --wait 3600" if event == "Stop" else ""
+        assert entry["command"].endswith(f"/agent-bridge hook claude {event} --agent claude{wait}")
+        # Claude kills a hook at its timeout: the waiting Stop hook's is its wait plus a margin
+        assert entry["type"] == "command" and entry["timeout"] == (3630 if event == "Stop" else 10)
         assert entry.get("asyncRewake") is (True if event == "Stop" else None)
     assert oct(settings(env).stat().st_mode & 0o777) == "0o600"
     again = register(env, "claude", "--agent", "claude", "--hooks")
@@ -102,7 +104,7 @@ def test_a_hook_for_another_agent_is_refused_until_force_replaces_it(env):
     doc = json.loads(settings(env).read_text())
     for event in EVENTS:
         [entry] = our_hooks(doc, event)
-        assert entry["command"].endswith(f"hook claude {event} --agent kimi")
+        assert f"hook claude {event} --agent kimi" in entry["command"]
         assert all(g["hooks"] for g in doc["hooks"][event])  # no empty group left behind
 
 
@@ -208,3 +210,63 @@ def test_codex_hooks_turned_off_by_the_user_are_refused_before_any_write(codex_e
     done = register(codex_env, "codex", "--agent", "codex", "--hooks")
     assert done.returncode != 0 and "registration_conflict" in done.stderr and "hooks = true" in done.stderr
     assert config.read_text() == "[features]\nhooks = false\n" and not hooks_json.exists()
+
+
+def _plain_stop(env: dict, agent: str = "claude", **extra) -> dict:
+    from dispatcher.register import hook_command
+
+    """The Stop hook as `register --hooks` wrote it before --wait (this venv's agent-bridge, env's store)."""
+    return {"type": "command", "command": hook_command("claude", "Stop", agent, env), "timeout": 10,
+            "asyncRewake": True, **extra}
+
+
+def _with_stop(env: dict, entry: dict) -> None:
+    assert register(env, "claude", "--agent", "claude", "--hooks").returncode == 0
+    doc = json.loads(settings(env).read_text())
+    [group] = [g for g in doc["hooks"]["Stop"] if "agent-bridge" in g["hooks"][0]["command"]]
+    group["hooks"] = [entry]
+    settings(env).write_text(json.dumps(doc))
+
+
+def test_the_earlier_plain_stop_hook_is_upgraded_to_the_waiting_one_without_force(env):
+    _with_stop(env, _plain_stop(env))
+    done = register(env, "claude", "--agent", "claude", "--hooks")
+    assert done.returncode == 0, done.stderr
+    assert "upgraded this installation's earlier Stop hook to the waiting one (--wait 3600" in done.stdout
+    [entry] = our_hooks(json.loads(settings(env).read_text()), "Stop")
+    assert entry["command"].endswith("--agent claude --wait 3600") and entry["timeout"] == 3630
+    again = register(env, "claude", "--agent", "claude", "--hooks")
+    assert again.returncode == 0 and "upgraded" not in again.stdout and "already in" in again.stdout
+
+
+def test_the_wait_setting_is_written_and_a_changed_one_upgrades_our_own_hook(env):
+    assert register(env, "claude", "--agent", "claude", "--hooks").returncode == 0
+    done = register({**env, "AGENT_BRIDGE_HOOK_WAIT_SECONDS": "120"}, "claude", "--agent", "claude", "--hooks")
+    assert done.returncode == 0, done.stderr
+    [entry] = our_hooks(json.loads(settings(env).read_text()), "Stop")
+    assert entry["command"].endswith("--wait 120") and entry["timeout"] == 150
+
+
+@pytest.mark.parametrize("value", ["0", "86401", "soon"])
+def test_a_bad_wait_setting_is_refused_naming_the_variable(env, value):
+    done = register({**env, "AGENT_BRIDGE_HOOK_WAIT_SECONDS": value}, "claude", "--agent", "claude", "--hooks")
+    assert done.returncode != 0 and "AGENT_BRIDGE_HOOK_WAIT_SECONDS" in done.stderr
+    assert not settings(env).exists()
+
+
+@pytest.mark.parametrize("change", [
+    {"asyncRewake": False},  # the user turned the background off: their choice
+    {"once": True},  # a key we never write
+])
+def test_an_earlier_stop_hook_the_user_changed_is_refused_until_force(env, change):
+    _with_stop(env, _plain_stop(env, **change))
+    before = settings(env).read_text()
+    refused = register(env, "claude", "--agent", "claude", "--hooks")
+    assert refused.returncode != 0 and "registration_conflict" in refused.stderr and "--force" in refused.stderr
+    assert settings(env).read_text() == before
+
+
+def test_an_earlier_stop_hook_of_another_agent_is_not_upgraded(env):
+    _with_stop(env, _plain_stop(env, agent="kimi"))
+    refused = register(env, "claude", "--agent", "claude", "--hooks")
+    assert refused.returncode != 0 and "registration_conflict" in refused.stderr

@@ -1,0 +1,161 @@
+"""Idle send → Claude's own next model request: the waiting Stop hook (``hook claude Stop --wait``).
+
+One real Claude Code 2.1.332 session kept open by streaming input
+(``claude -p --input-format stream-json --output-format stream-json --verbose``), hooks written
+by ``agent-bridge register claude --hooks`` into a private config dir, the scripted Anthropic
+model of tests/models on 127.0.0.1. Each run: wait until the session is idle and its waiting Stop
+hook holds the slot, commit one message for ``claude``, and time from the committed send to the
+moment the model server receives Claude's new request carrying that message's id (no input is
+given to the session). Runs are spaced by the rule's 10 s gap between notices.
+
+    uv run python -m bench.rewake [--runs 10] [--json]
+
+Printed: p50/p99/min/max in milliseconds, the 1-minute load average before and after, the CPUs.
+Needs the pinned CLI (tests/clis/install.sh).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parent.parent
+AGENTS = frozenset({"claude", "kimi"})
+SECRET = "bench-secret-text"
+GAP_SECONDS = 10.5  # hook_rules.MIN_GAP_SECONDS between two notices, plus a little
+
+
+def _wait(predicate, deadline: float = 120.0):
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        if value := predicate():
+            return value
+        time.sleep(0.01)
+    raise TimeoutError("benchmark wait timed out")
+
+
+def measure(runs: int) -> dict:
+    sys.path.insert(0, str(PROJECT / "tests"))
+    from cli_harness import BINARIES
+    from models import script
+    from models.anthropic import AnthropicModel
+
+    from dispatcher.messages import send_message
+    from dispatcher.store import open_store
+
+    from .stats import summarize
+
+    claude = BINARIES["claude"]
+    if not os.access(claude, os.X_OK):
+        raise SystemExit(f"the pinned claude CLI is not installed at {claude}: run `bash tests/clis/install.sh`")
+
+    arrivals: list[tuple[float, str]] = []
+
+    class Model(AnthropicModel):
+        def step_for(self, body: dict) -> script.Step:
+            if body.get("tools"):
+                arrivals.append((time.perf_counter(), json.dumps(body.get("messages"))))
+            return script.Final("ok")
+
+    with tempfile.TemporaryDirectory(prefix="bench-rewake-") as tmp:
+        root = Path(tmp)
+        db = root / "bridge.db"
+        conn = open_store(db)
+        config_dir = root / "home" / ".claude"
+        config_dir.mkdir(parents=True)
+        (config_dir / ".claude.json").write_text(json.dumps({"hasCompletedOnboarding": True}))
+        (root / "config.json").write_text(json.dumps({"agents": {
+            a: {"auto": False, "launcher": f"launchers/{a}_headless.sh"} for a in sorted(AGENTS)}}))
+        inherited = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_", "AGENT_"))}
+        env = {**inherited, "AGENT_BRIDGE_DB": str(db), "AGENT_BRIDGE_CONFIG": str(root / "config.json"),
+               "AGENT_BRIDGE_RUNTIME_DIR": str(root / "runtime"), "CLAUDE_CONFIG_DIR": str(config_dir),
+               "HOME": str(root / "home"), "TMPDIR": str(root)}
+        done = subprocess.run([sys.executable, "-m", "dispatcher", "register", "claude", "--agent", "claude",
+                               "--hooks"], cwd=PROJECT, env=env, capture_output=True, text=True, timeout=180)
+        if done.returncode != 0:
+            raise SystemExit(done.stderr)
+        with Model(root / "requests.jsonl") as model:
+            env.update({"ANTHROPIC_BASE_URL": model.base_url, "ANTHROPIC_API_KEY": "dummy",
+                        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "CLAUDE_CODE_MAX_RETRIES": "0"})
+            proc = subprocess.Popen([str(claude), "-p", "--input-format", "stream-json", "--output-format",
+                                     "stream-json", "--verbose", "--no-session-persistence"],
+                                    cwd=root, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.DEVNULL, text=True)
+            results = []
+            reader = threading.Thread(target=lambda: [results.append(1) for line in proc.stdout
+                                                      if '"type":"result"' in line.replace(" ", "")], daemon=True)
+            reader.start()
+            proc.stdin.write(json.dumps({"type": "user", "message": {"role": "user", "content": "hello"}}) + "\n")
+            proc.stdin.flush()
+            load_before = os.getloadavg()[0]
+            samples = []
+            try:
+                for n in range(runs + 1):  # the first run warms up and is not counted
+                    _wait(lambda: len(results) >= n + 1)
+                    _wait(lambda: _waiter(root))
+                    time.sleep(GAP_SECONDS)
+                    seen = len(arrivals)
+                    message = send_message(conn, sender="kimi", recipient="claude", text=f"{SECRET} {n}",
+                                           agents=AGENTS, max_body_bytes=65536, kind="task")["id"]
+                    start = time.perf_counter()
+                    at, text = _wait(lambda: len(arrivals) > seen and arrivals[seen])
+                    if f"#{message} from kimi" not in text or SECRET in text:
+                        raise SystemExit(f"run {n}: the woken request does not carry the notice for #{message}")
+                    if n:
+                        samples.append(at - start)
+                    conn.execute("UPDATE messages SET acknowledged_at = ? WHERE id = ?", (time.time(), message))
+            finally:
+                load_after = os.getloadavg()[0]
+                proc.terminate()
+                proc.stdin.close()
+                proc.wait(timeout=60)
+                reader.join(timeout=10)
+                proc.stdout.close()
+        conn.close()
+    stats = summarize(samples)
+    return {
+        "what": "idle Claude session: committed send -> Claude's own next model request carrying the notice",
+        "runs": runs,
+        "ms": {k: (round(v * 1000, 1) if isinstance(v, float) else v) for k, v in stats.items()},
+        "load_1min_before": round(load_before, 2),
+        "load_1min_after": round(load_after, 2),
+        "cpus": os.cpu_count(),
+    }
+
+
+def _waiter(root: Path) -> bool:
+    directory = root / "runtime" / "hooks" / "claude"
+    for path in directory.glob("*.json") if directory.exists() else []:
+        try:
+            token = json.loads(path.read_text()).get("waiter")
+        except ValueError:
+            continue
+        if token and os.path.exists(f"/proc/{token.split('-')[0]}"):
+            return True
+    return False
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    args = parser.parse_args(argv)
+    result = measure(args.runs)
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return
+    ms = result["ms"]
+    print(f"{result['what']}: n={result['runs']} p50={ms['median']} ms p99={ms['p99']} ms "
+          f"min={ms['min']} ms max={ms['max']} ms; load(1m) {result['load_1min_before']} -> "
+          f"{result['load_1min_after']} on {result['cpus']} CPUs")
+
+
+if __name__ == "__main__":
+    main()
