@@ -137,6 +137,8 @@ def _answer(cli: str, event: str, agent: str | None, raw_stdin: bytes, locations
     conn = open_read_only(locations.db)
     if conn is None:
         return SILENT, "no_store"
+    key = session_key(hook_input.get("session_id", hook_input.get("sessionId")))
+    mark_session(locations, agent, key)
     try:
         summary = inbox_summary(conn, agent, time.time() if now is None else now)
     finally:
@@ -144,13 +146,27 @@ def _answer(cli: str, event: str, agent: str | None, raw_stdin: bytes, locations
     if summary.unread == 0:
         return SILENT, "empty"
     waiting = tuple(w.id for w in summary.first) + ((summary.newest_id,) if summary.newest_id else ())
-    session = hook_input.get("session_id", hook_input.get("sessionId"))
     active = hook_input.get("stop_hook_active") is True
-    verdict = _decide_with_state(locations.private_dir(), agent, session_key(session), RULE_EVENT.get(event, event),
+    verdict = _decide_with_state(locations.private_dir(), agent, key, RULE_EVENT.get(event, event),
                                  waiting, now, active)
     if not verdict.announce:
         return SILENT, verdict.why
     return render(cli, event, notice(wake_line(summary)), verdict.block), verdict.why
+
+
+def mark_session(locations, agent: str, key: str) -> None:
+    """Once per CLI session: the agent's MCP session whose CLI runs this hook gets the wake path
+    "hook", so it counts as wakeable (``interactive_grace_seconds``). Retried at the next hook
+    while no such session is found (the server may still be starting)."""
+    from .presence import mark_from_descendant
+    from .private_files import create_private_file, ensure_private_dir
+
+    marker = locations.private_dir() / "hooks" / agent / f"{key}.marked"
+    if os.path.lexists(marker):
+        return
+    if mark_from_descendant(locations.db, agent, "hook") is not None:
+        ensure_private_dir(marker.parent, "hook state directory")
+        create_private_file(marker)
 
 
 def _decide_with_state(runtime: Path, agent: str, key: str, event: str, waiting: tuple[int, ...],

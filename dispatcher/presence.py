@@ -251,23 +251,29 @@ def forget_wake_path(conn: sqlite3.Connection, session_id: int, path: str) -> No
 def mark_from_descendant(db, agent: str, path: str, *, session_id: int | None = None) -> int | None:
     """For a process the CLI started (a hook, a Monitor watch): record ``path`` on the session of
     ``agent`` whose CLI is an ancestor of this process, or, given ``session_id``, forget it there.
-    Returns the session id, None when there is no such session or no store. Never raises: the
-    hook or watch it serves must go on whatever the store says."""
+    Returns the session id, None when there is no such session or no store. Looks read-only
+    first and writes only to change a row. Never raises: the hook or watch it serves must go on
+    whatever the store says."""
     from .store import open_store
+    from .store.readonly import open_read_only
 
-    if not os.path.exists(db):
-        return None
     conn = None
     try:
-        conn = open_store(db)
-        if session_id is not None:
-            forget_wake_path(conn, session_id, path)
-            return session_id
-        found = session_of_ancestor(conn, agent)
-        if found is not None:
+        if session_id is None:
+            conn = open_read_only(db)
+            found = None if conn is None else session_of_ancestor(conn, agent)
+            if found is None or path in wake_paths_of(
+                    conn.execute("SELECT wake_paths FROM sessions WHERE id = ?", (found,)).fetchone()[0]):
+                return found
+            conn.close()
+            conn = open_store(db)
             record_wake_path(conn, found, path)
-        return found
-    except (sqlite3.Error, OSError, BridgeError):  # silent: a watch's stdout and stderr are the model's
+            return found
+        if os.path.exists(db):
+            conn = open_store(db)
+            forget_wake_path(conn, session_id, path)
+        return session_id
+    except (sqlite3.Error, OSError, BridgeError, TypeError):  # silent: a watch's output is the model's
         return None
     finally:
         if conn is not None:

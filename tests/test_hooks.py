@@ -7,6 +7,7 @@ corrupt store) ever makes it fail: exit 0, no output."""
 import json
 import os
 import subprocess
+import time
 import sys
 
 import pytest
@@ -240,3 +241,26 @@ def test_gemini_before_agent_and_after_agent_shapes(store):
     active = '{"session_id": "g-3", "stop_hook_active": true}'
     assert quiet(hook(store["env"], "gemini", "AfterAgent", "--agent", "claude", stdin=active))
     assert quiet(hook(store["env"], "gemini", "AfterAgent", "--agent", "claude", stdin='{"session_id": "g-2"}'))
+
+
+def test_the_first_hook_of_a_cli_session_marks_its_mcp_session_wakeable_by_hook(store):
+    from dispatcher import presence
+    from dispatcher.dispatch.procs import start_time
+
+    me = os.getpid()  # the hook's parent plays the CLI that started both the MCP server and the hook
+    conn = open_store(store["db"])
+    try:
+        session = presence.register_session(conn, "claude", "interactive", pid=me, start_time=start_time(me),
+                                            client_pid=me, now=time.time())
+        assert not presence.has_wakeable_session(conn, "claude")
+    finally:
+        conn.close()
+    assert context_of(hook(store["env"], "claude", "UserPromptSubmit", "--agent", "claude"), "UserPromptSubmit")
+    conn = open_store(store["db"])
+    try:
+        assert conn.execute("SELECT wake_paths FROM sessions WHERE id = ?", (session,)).fetchone()[0] == '["hook"]'
+        assert presence.has_wakeable_session(conn, "claude")
+    finally:
+        conn.close()
+    marked = list((store["runtime"] / "hooks" / "claude").glob("*.marked"))
+    assert len(marked) == 1 and marked[0].stat().st_mode & 0o777 == 0o600
