@@ -329,16 +329,21 @@ def register_claude(reg: Registration, dry_run: bool, force: bool) -> list[str]:
     return [outcome.line("claude", what + f" via {binary}", dry_run)]
 
 
-def statusline_command() -> str:
-    beside = Path(sys.executable).parent / "agent-bridge-statusline"
+def installed_script(name: str) -> str:
+    """The absolute path of one of this package's console scripts: next to this Python, else on PATH."""
+    beside = Path(sys.executable).parent / name
     if beside.exists():
         return str(beside)
-    found = shutil.which("agent-bridge-statusline")
+    found = shutil.which(name)
     if found:
         return os.path.abspath(found)
     raise BridgeError("registration_failed",
-                      "agent-bridge-statusline is not installed next to this Python nor on PATH; run `uv sync` "
+                      f"{name} is not installed next to this Python nor on PATH; run `uv sync` "
                       "(or reinstall the package), then rerun.")
+
+
+def statusline_command() -> str:
+    return installed_script("agent-bridge-statusline")
 
 
 def register_claude_statusline(dry_run: bool, force: bool) -> list[str]:
@@ -353,15 +358,7 @@ def register_claude_statusline(dry_run: bool, force: bool) -> list[str]:
 
 
 def agent_bridge_command() -> str:
-    beside = Path(sys.executable).parent / "agent-bridge"
-    if beside.exists():
-        return str(beside)
-    found = shutil.which("agent-bridge")
-    if found:
-        return os.path.abspath(found)
-    raise BridgeError("registration_failed",
-                      "agent-bridge is not installed next to this Python nor on PATH; run `uv sync` "
-                      "(or reinstall the package), then rerun.")
+    return installed_script("agent-bridge")
 
 
 def hook_command(cli: str, event: str, agent: str, environ: dict[str, str] | None = None) -> str:

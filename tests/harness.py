@@ -193,3 +193,8 @@ def sql(db_path: Path | str, statement: str, params: tuple = ()) -> list[tuple]:
             return conn.execute(statement, params).fetchall()
     finally:
         conn.close()
+
+
+def acknowledge_all(db_path: Path | str) -> None:
+    """Mark every message read (a test's clean slate before the next scenario)."""
+    sql(db_path, "UPDATE messages SET acknowledged_at = 1 WHERE acknowledged_at IS NULL")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from cli_harness import require_cli
-from harness import PROJECT, write_config
+from harness import PROJECT, acknowledge_all, write_config
 from models import script
 from models.anthropic import AnthropicModel
 
@@ -142,14 +142,6 @@ def scenario_requests(model: AnthropicModel, scenario: str) -> list[str]:
             if body.get("tools") and f"SCENARIO={scenario}" in json.dumps(body.get("messages"))]
 
 
-def mark_read(db: Path) -> None:
-    conn = open_store(db)
-    try:
-        conn.execute("UPDATE messages SET acknowledged_at = 1 WHERE acknowledged_at IS NULL")
-    finally:
-        conn.close()
-
-
 def test_register_writes_the_three_hooks(setup):
     settings = json.loads((setup["config_dir"] / "settings.json").read_text())
     for event in ("UserPromptSubmit", "PostToolUse", "Stop"):
@@ -163,7 +155,7 @@ def test_register_writes_the_three_hooks(setup):
 
 
 def test_user_prompt_submit_puts_the_notice_in_the_first_request(setup):
-    mark_read(setup["db"])
+    acknowledge_all(setup["db"])
     conn = open_store(setup["db"])
     try:
         waiting = send_message(conn, sender="kimi", recipient="claude", text=f"{SECRET} ups", agents=AGENTS,
@@ -178,7 +170,7 @@ def test_user_prompt_submit_puts_the_notice_in_the_first_request(setup):
 
 
 def test_stop_blocks_once_and_the_model_gets_one_more_request_with_the_notice(setup):
-    mark_read(setup["db"])
+    acknowledge_all(setup["db"])
     result = run_claude(setup, "stop")
     arrived = setup["model"].sent["stop"]
     requests = scenario_requests(setup["model"], "stop")
@@ -190,7 +182,7 @@ def test_stop_blocks_once_and_the_model_gets_one_more_request_with_the_notice(se
 
 
 def test_post_tool_use_puts_the_notice_next_to_the_tool_result(setup):
-    mark_read(setup["db"])
+    acknowledge_all(setup["db"])
     result = run_claude(setup, "post")
     arrived = setup["model"].sent["post"]
     requests = scenario_requests(setup["model"], "post")

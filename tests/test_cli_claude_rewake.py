@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 from cli_harness import require_cli
-from harness import PROJECT, write_config
+from harness import PROJECT, acknowledge_all, write_config
 from models import script
 from models.anthropic import AnthropicModel
 
@@ -180,14 +180,6 @@ def send(setup, sender: str, kind: str, text: str) -> int:
         conn.close()
 
 
-def mark_read(setup) -> None:
-    conn = open_store(setup["db"])
-    try:
-        conn.execute("UPDATE messages SET acknowledged_at = 1 WHERE acknowledged_at IS NULL")
-    finally:
-        conn.close()
-
-
 def test_register_writes_the_waiting_stop_hook_with_a_timeout_past_its_wait(setup):
     settings = json.loads((setup["config_dir"] / "settings.json").read_text())
     [group] = settings["hooks"]["Stop"]
@@ -197,7 +189,7 @@ def test_register_writes_the_waiting_stop_hook_with_a_timeout_past_its_wait(setu
 
 
 def test_an_idle_streaming_session_is_woken_by_new_mail_with_no_further_input(setup):
-    mark_read(setup)
+    acknowledge_all(setup["db"])
     session = Session(setup, "idle")
     try:
         wait_for(lambda: len(session.results()) >= 1, 120, "the first turn to end")
@@ -233,7 +225,7 @@ def log_lines_since(setup, mark: int) -> str:
 def test_with_no_mail_the_hook_ends_by_itself_at_its_bound_and_later_mail_waits_for_the_next_event(setup):
     assert "upgraded" in register_with_wait(setup, 3)
     mark = len(hooks_log(setup))
-    mark_read(setup)
+    acknowledge_all(setup["db"])
     session = Session(setup, "bound")
     try:
         wait_for(lambda: len(session.results()) >= 1, 120, "the first turn to end")
@@ -260,7 +252,7 @@ def test_claude_kills_the_hook_at_its_timeout_with_sigterm_and_the_hook_ends_sil
     entry.update(command=entry["command"].replace("--wait 60", "--wait 40"), timeout=2)
     path.write_text(json.dumps(doc))
     mark = len(hooks_log(setup))
-    mark_read(setup)
+    acknowledge_all(setup["db"])
     session = Session(setup, "timeout")
     try:
         wait_for(lambda: len(session.results()) >= 1, 120, "the first turn to end")
@@ -275,7 +267,7 @@ def test_ending_the_session_with_sigterm_ends_the_waiting_hook_silently(setup):
     """SIGTERM to Claude (how an SDK or a terminal ends it): Claude ends the hook's process group,
     the hook exits 0 with nothing on stderr, and nothing is left running."""
     mark = len(hooks_log(setup))
-    mark_read(setup)
+    acknowledge_all(setup["db"])
     session = Session(setup, "end")
     try:
         wait_for(lambda: len(session.results()) >= 1, 120, "the first turn to end")
@@ -325,7 +317,7 @@ def _children(pid: int) -> list[int]:
 def test_an_idle_interactive_session_in_a_terminal_is_woken_by_new_mail(setup):
     """The same in the interactive TUI (`claude "<prompt>"` on a pseudo-terminal): nothing is
     typed after the first prompt; the mail starts the next request by itself."""
-    mark_read(setup)
+    acknowledge_all(setup["db"])
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
     proc = subprocess.Popen([str(require_cli("claude")), "Hello. SCENARIO=tui"], cwd=setup["workspace"],

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from cli_harness import require_cli
-from harness import PROJECT, write_config
+from harness import PROJECT, acknowledge_all, write_config
 from models.openai_responses import ResponsesServer
 
 from dispatcher.messages import send_message
@@ -89,14 +89,6 @@ def scenario_inputs(setup, scenario: str) -> list[str]:
             if r["method"] == "POST" and f"SCENARIO={scenario}" in json.dumps(r["body"].get("input"))]
 
 
-def mark_read(db: Path) -> None:
-    conn = open_store(db)
-    try:
-        conn.execute("UPDATE messages SET acknowledged_at = 1 WHERE acknowledged_at IS NULL")
-    finally:
-        conn.close()
-
-
 def test_user_prompt_submit_puts_the_notice_in_the_first_request(setup):
     conn = open_store(setup["db"])
     try:
@@ -111,7 +103,7 @@ def test_user_prompt_submit_puts_the_notice_in_the_first_request(setup):
 
 
 def test_stop_blocks_once_and_codex_sends_one_more_request_with_the_notice(setup):
-    mark_read(setup["db"])
+    acknowledge_all(setup["db"])
     run_codex(setup, "stop")
     arrived = setup["model"].sent["stop"]
     requests = scenario_inputs(setup, "stop")

@@ -11,11 +11,10 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from cli_harness import require_cli
-from harness import PROJECT, write_config
+from harness import PROJECT, acknowledge_all, write_config
 from models import gemini as gemini_model
 from models.gemini import GeminiServer
 
@@ -90,14 +89,6 @@ def main_requests(setup, scenario: str) -> list[str]:
             and f"SCENARIO={scenario}" in json.dumps(r["body"].get("contents"))]
 
 
-def mark_read(db: Path) -> None:
-    conn = open_store(db)
-    try:
-        conn.execute("UPDATE messages SET acknowledged_at = 1 WHERE acknowledged_at IS NULL")
-    finally:
-        conn.close()
-
-
 def test_before_agent_puts_the_notice_in_the_first_request(setup):
     conn = open_store(setup["db"])
     try:
@@ -111,7 +102,7 @@ def test_before_agent_puts_the_notice_in_the_first_request(setup):
 
 
 def test_after_agent_blocks_once_and_gemini_sends_one_more_request_with_the_notice(setup):
-    mark_read(setup["db"])
+    acknowledge_all(setup["db"])
     run_gemini(setup, "stop")
     arrived = setup["sent"]["stop"]
     requests = main_requests(setup, "stop")

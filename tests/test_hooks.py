@@ -7,8 +7,8 @@ corrupt store) ever makes it fail: exit 0, no output."""
 import json
 import os
 import subprocess
-import time
 import sys
+import time
 
 import pytest
 from harness import PROJECT

@@ -62,10 +62,7 @@ def test_a_workers_server_is_a_worker_without_the_who_tool(worker, claude, db_pa
     names = {t.name for t in worker.list_tools()}
     assert "who" not in names and "listener" not in names and len(names) == 8
     assert [r["role"] for r in _rows(db_path, "kimi") if r["role"] == "worker"] == ["worker"]
-    session_tools = claude.list_tools()
-    assert {"who", "listener"} <= {t.name for t in session_tools}
-    listing = json.dumps([t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in session_tools])
-    assert len(listing) < 12000, len(listing)  # the bound on tools/list with the new tool
+    assert {"who", "listener"} <= {t.name for t in claude.list_tools()}
 
 
 def test_tool_calls_touch_the_row_at_most_once_per_interval(claude, db_path):

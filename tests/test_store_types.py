@@ -1,7 +1,6 @@
 """Argument handling over real MCP stdio: strict ids and counts, dedup keys, the worker's tool set,
 odd stored times and leases, late results. One claude and one kimi server serve the whole module."""
 
-import json
 import math
 import time
 
@@ -162,7 +161,6 @@ SESSION_TOOLS = {"send_message", "receive_messages", "claim_message", "release_m
 def test_a_session_server_offers_ten_tools(claude):
     tools = claude.list_tools()
     assert {t.name for t in tools} == SESSION_TOOLS and len(tools) == 10
-    assert len(json.dumps([t.model_dump(mode="json", exclude_none=True) for t in tools])) < 12000
 
 
 def test_a_worker_server_has_no_listener_tool(env, bridge_root):

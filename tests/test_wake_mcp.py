@@ -302,12 +302,6 @@ def test_channel_off_sends_no_channel_and_nobody_gets_tools_list_changed(world):
         assert "notifications/tools/list_changed" not in methods, methods
 
 
-def test_tools_list_stays_under_12000_characters(world):
-    tools = world["plain"].run(lambda c: c.list_tools()).tools
-    size = len(json.dumps([t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in tools]))
-    assert "send_message" in {t.name for t in tools} and size < 12_000, size  # whatever tools are added later
-
-
 def test_a_2026_client_listening_to_the_inbox_is_told_and_gets_no_channel(world):
     client, store = world["modern"], world["store"]
     assert client.run(lambda c: asyncio.sleep(0, c.protocol_version)) == "2026-07-28"
