@@ -82,9 +82,10 @@ def measure(runs: int) -> dict:
     }
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=50)
+def latency_cli(measure, default_runs: int, description: str, argv: list[str] | None = None) -> None:
+    """``--runs N [--json]``: run ``measure(N)`` and print its p50/p99 line (or the JSON)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--runs", type=int, default=default_runs)
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args(argv)
     result = measure(args.runs)
@@ -95,6 +96,10 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{result['what']}: n={result['runs']} p50={ms['median']} ms p99={ms['p99']} ms "
           f"min={ms['min']} ms max={ms['max']} ms; load(1m) {result['load_1min_before']} -> "
           f"{result['load_1min_after']} on {result['cpus']} CPUs")
+
+
+def main(argv: list[str] | None = None) -> None:
+    latency_cli(measure, 50, __doc__.split("\n\n")[0], argv)
 
 
 if __name__ == "__main__":

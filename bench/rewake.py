@@ -16,7 +16,6 @@ Needs the pinned CLI (tests/clis/install.sh).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -25,6 +24,8 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+
+from bench.hooks import latency_cli
 
 PROJECT = Path(__file__).resolve().parent.parent
 AGENTS = frozenset({"claude", "kimi"})
@@ -143,18 +144,7 @@ def _waiter(root: Path) -> bool:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=10)
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
-    args = parser.parse_args(argv)
-    result = measure(args.runs)
-    if args.json:
-        print(json.dumps(result, indent=2))
-        return
-    ms = result["ms"]
-    print(f"{result['what']}: n={result['runs']} p50={ms['median']} ms p99={ms['p99']} ms "
-          f"min={ms['min']} ms max={ms['max']} ms; load(1m) {result['load_1min_before']} -> "
-          f"{result['load_1min_after']} on {result['cpus']} CPUs")
+    latency_cli(measure, 10, __doc__.split("\n\n")[0], argv)
 
 
 if __name__ == "__main__":

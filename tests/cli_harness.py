@@ -26,3 +26,63 @@ def require_cli(name: str) -> Path:
     if os.environ.get("CI"):
         pytest.fail(f"CI must run the cli tests: {reason}")
     pytest.skip(reason)
+
+
+AGENT_CONFIG = {
+    "claude": {"auto": False, "launcher": "launchers/claude_headless.sh"},
+    "codex": {"auto": False, "launcher": "launchers/codex_headless.sh"},
+    "kimi": {"auto": False, "launcher": "launchers/kimi_headless.sh"},
+}
+MODEL_KEY = "sk-ant-scripted-model-0123456789abcdef"
+
+
+def claude_with_hooks(root: Path, claude_bin: Path, **extra_env: str) -> dict:
+    """A private Claude Code home (first-run dialogs answered, this key approved, the workspace
+    trusted) with a store, a config.json and the wake hooks written by ``register claude --hooks``.
+    Returns ``env`` (without the model's URL: see ``with_model``), ``db``, ``workspace``,
+    ``config_dir``, ``runtime`` and ``register`` (the command's output)."""
+    import json
+    import subprocess
+    import sys
+
+    from harness import PROJECT, write_config
+
+    from dispatcher.store import open_store
+
+    db = root / "state" / "bridge.db"
+    open_store(db).close()
+    home = root / "home"
+    config_dir = home / ".claude"
+    config_dir.mkdir(parents=True)
+    workspace = root / "ws"
+    workspace.mkdir()
+    (config_dir / ".claude.json").write_text(json.dumps({
+        "hasCompletedOnboarding": True, "theme": "dark",
+        "customApiKeyResponses": {"approved": [MODEL_KEY[-20:]], "rejected": []},
+        "projects": {str(workspace): {"hasTrustDialogAccepted": True, "hasCompletedProjectOnboarding": True}}}))
+    config = write_config(root / "config.json", agents=AGENT_CONFIG)
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_", "AGENT_"))}
+    env = {
+        **inherited,
+        "AGENT_BRIDGE_DB": str(db),
+        "AGENT_BRIDGE_CONFIG": str(config),
+        "AGENT_BRIDGE_RUNTIME_DIR": str(root / "runtime"),
+        "CLAUDE_BIN": str(claude_bin),
+        "CLAUDE_CONFIG_DIR": str(config_dir),
+        "HOME": str(home),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+        "XDG_DATA_HOME": str(home / ".local" / "share"),
+        "TMPDIR": str(root),
+        **extra_env,
+    }
+    done = subprocess.run([sys.executable, "-m", "dispatcher", "register", "claude", "--agent", "claude", "--hooks"],
+                          cwd=PROJECT, env=env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    return {"env": env, "db": db, "workspace": workspace, "config_dir": config_dir, "runtime": root / "runtime",
+            "register": done.stdout, "root": root}
+
+
+def with_model(env: dict, base_url: str) -> dict:
+    """Point Claude Code at a scripted loopback model (never a vendor's service)."""
+    return {**env, "ANTHROPIC_BASE_URL": base_url, "ANTHROPIC_API_KEY": MODEL_KEY,
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "CLAUDE_CODE_MAX_RETRIES": "0"}

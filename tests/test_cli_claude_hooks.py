@@ -14,12 +14,11 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from cli_harness import require_cli
-from harness import PROJECT, acknowledge_all, write_config
+from cli_harness import claude_with_hooks, require_cli, with_model
+from harness import acknowledge_all
 from models import script
 from models.anthropic import AnthropicModel
 
@@ -78,47 +77,11 @@ def claude_bin() -> Path:
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory, claude_bin):
-    root = tmp_path_factory.mktemp("claude-hooks")
-    db = root / "state" / "bridge.db"
-    open_store(db).close()
-    home = root / "home"
-    config_dir = home / ".claude"
-    config_dir.mkdir(parents=True)
-    (config_dir / ".claude.json").write_text(json.dumps({"hasCompletedOnboarding": True}))
-    workspace = root / "ws"
-    workspace.mkdir()
-    read_me = workspace / "notes.txt"
+    made = claude_with_hooks(tmp_path_factory.mktemp("claude-hooks"), claude_bin)
+    read_me = made["workspace"] / "notes.txt"
     read_me.write_text("nothing here\n")
-    config = write_config(root / "config.json", agents={
-        "claude": {"auto": False, "launcher": "launchers/claude_headless.sh"},
-        "codex": {"auto": False, "launcher": "launchers/codex_headless.sh"},
-        "kimi": {"auto": False, "launcher": "launchers/kimi_headless.sh"},
-    })
-    inherited = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_", "AGENT_"))}
-    env = {
-        **inherited,
-        "AGENT_BRIDGE_DB": str(db),
-        "AGENT_BRIDGE_CONFIG": str(config),
-        "AGENT_BRIDGE_RUNTIME_DIR": str(root / "runtime"),
-        "CLAUDE_BIN": str(claude_bin),
-        "CLAUDE_CONFIG_DIR": str(config_dir),
-        "HOME": str(home),
-        "XDG_CACHE_HOME": str(home / ".cache"),
-        "XDG_DATA_HOME": str(home / ".local" / "share"),
-        "TMPDIR": str(root),
-    }
-    done = subprocess.run([sys.executable, "-m", "dispatcher", "register", "claude", "--agent", "claude", "--hooks"],
-                          cwd=PROJECT, env=env, capture_output=True, text=True, timeout=180)
-    assert done.returncode == 0, done.stderr
-    with HookModel(root / "requests.jsonl", db, read_me) as model:
-        env.update({
-            "ANTHROPIC_BASE_URL": model.base_url,
-            "ANTHROPIC_API_KEY": "dummy",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "CLAUDE_CODE_MAX_RETRIES": "0",
-        })
-        yield {"env": env, "model": model, "db": db, "workspace": workspace, "config_dir": config_dir,
-               "register": done.stdout, "root": root}
+    with HookModel(made["root"] / "requests.jsonl", made["db"], read_me) as model:
+        yield {**made, "env": with_model(made["env"], model.base_url), "model": model}
 
 
 def run_claude(setup, scenario: str) -> dict:

@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 
 import pytest
-from cli_harness import require_cli
-from harness import PROJECT, acknowledge_all, write_config
+from cli_harness import claude_with_hooks, require_cli, with_model
+from harness import PROJECT, acknowledge_all
 from models import script
 from models.anthropic import AnthropicModel
 
@@ -37,7 +37,6 @@ pytestmark = pytest.mark.cli
 
 AGENTS = frozenset({"claude", "kimi", "codex"})
 SECRET = "canary-" + os.urandom(8).hex()
-API_KEY = "sk-ant-scripted-model-0123456789abcdef"
 
 
 class IdleModel(AnthropicModel):
@@ -103,51 +102,10 @@ class Session:
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
-    claude_bin = require_cli("claude")
-    root = tmp_path_factory.mktemp("claude-rewake")
-    db = root / "state" / "bridge.db"
-    open_store(db).close()
-    home = root / "home"
-    config_dir = home / ".claude"
-    config_dir.mkdir(parents=True)
-    workspace = root / "ws"
-    workspace.mkdir()
-    # The interactive TUI's first-run dialogs answered: onboarding, the API key, the folder's trust.
-    (config_dir / ".claude.json").write_text(json.dumps({
-        "hasCompletedOnboarding": True, "theme": "dark",
-        "customApiKeyResponses": {"approved": [API_KEY[-20:]], "rejected": []},
-        "projects": {str(workspace): {"hasTrustDialogAccepted": True, "hasCompletedProjectOnboarding": True}}}))
-    config = write_config(root / "config.json", agents={
-        "claude": {"auto": False, "launcher": "launchers/claude_headless.sh"},
-        "codex": {"auto": False, "launcher": "launchers/codex_headless.sh"},
-        "kimi": {"auto": False, "launcher": "launchers/kimi_headless.sh"},
-    })
-    inherited = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_", "AGENT_"))}
-    env = {
-        **inherited,
-        "AGENT_BRIDGE_DB": str(db),
-        "AGENT_BRIDGE_CONFIG": str(config),
-        "AGENT_BRIDGE_RUNTIME_DIR": str(root / "runtime"),
-        "AGENT_BRIDGE_HOOK_WAIT_SECONDS": "60",
-        "CLAUDE_BIN": str(claude_bin),
-        "CLAUDE_CONFIG_DIR": str(config_dir),
-        "HOME": str(home),
-        "XDG_CACHE_HOME": str(home / ".cache"),
-        "XDG_DATA_HOME": str(home / ".local" / "share"),
-        "TMPDIR": str(root),
-    }
-    done = subprocess.run([sys.executable, "-m", "dispatcher", "register", "claude", "--agent", "claude", "--hooks"],
-                          cwd=PROJECT, env=env, capture_output=True, text=True, timeout=180)
-    assert done.returncode == 0, done.stderr
-    with IdleModel(root / "requests.jsonl") as model:
-        env.update({
-            "ANTHROPIC_BASE_URL": model.base_url,
-            "ANTHROPIC_API_KEY": API_KEY,
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "CLAUDE_CODE_MAX_RETRIES": "0",
-        })
-        yield {"env": env, "model": model, "db": db, "workspace": workspace, "config_dir": config_dir,
-               "runtime": root / "runtime"}
+    made = claude_with_hooks(tmp_path_factory.mktemp("claude-rewake"), require_cli("claude"),
+                             AGENT_BRIDGE_HOOK_WAIT_SECONDS="60")
+    with IdleModel(made["root"] / "requests.jsonl") as model:
+        yield {**made, "env": with_model(made["env"], model.base_url), "model": model}
 
 
 def hooks_log(setup) -> str:
