@@ -186,7 +186,8 @@ def test_the_readme_quick_start_outside_the_checkout(installed: Path, home) -> N
     doc["agents"].setdefault("kimi", {"auto": False, "launcher": "launchers/kimi_headless.sh"})
     config.write_text(json.dumps(doc))
     no_claude = {**env, "PATH": os.pathsep.join(env["PATH"].split(os.pathsep)[1:])}  # settings file, not the binary
-    assert _run(["agent-bridge", "register", "claude", "--agent", "claude"], no_claude, work).returncode == 0
+    claude = _run(["agent-bridge", "register", "claude", "--agent", "claude", "--hooks"], no_claude, work)
+    assert claude.returncode == 0, claude.stderr
     kimi = _run(["agent-bridge", "register", "kimi", "--agent", "kimi"], env, work)
     assert kimi.returncode == 0, kimi.stderr
     home_dir = Path(env["HOME"])
@@ -194,6 +195,10 @@ def test_the_readme_quick_start_outside_the_checkout(installed: Path, home) -> N
     kimi_entry = json.loads((home_dir / ".kimi-code" / "mcp.json").read_text())["mcpServers"]["agent_bridge"]
     for entry, agent in ((claude_entry, "claude"), (kimi_entry, "kimi")):
         assert entry["command"] == str(installed / "python") and entry["env"]["AGENT_ID"] == agent
+    hooks = json.loads((home_dir / ".claude" / "settings.json").read_text())["hooks"]
+    for event in ("UserPromptSubmit", "PostToolUse", "Stop"):
+        command = hooks[event][0]["hooks"][0]["command"]
+        assert f"{installed / 'agent-bridge'} hook claude {event} --agent claude" in command, command
     enabled = _run(["agent-bridge", "listener", "enable", "--agent", "claude"], env, work)
     try:
         assert enabled.returncode == 0, enabled.stderr
@@ -201,6 +206,9 @@ def test_the_readme_quick_start_outside_the_checkout(installed: Path, home) -> N
         report = json.loads(_run(["agent-bridge", "doctor", "--json"], env, work).stdout)
         assert report["ok"], [f for f in report["findings"] if f["level"] == "error"]
         assert any(f["code"] == "listener_ok" and f.get("agent") == "claude" for f in report["findings"])
+        who = json.loads(_run(["agent-bridge", "who", "--json"], env, work).stdout)
+        claude_row = next(a for a in who["agents"] if a["agent"] == "claude")
+        assert claude_row["listener"]["running"] is True and claude_row["unread"] == 0
     finally:
         _run(["agent-bridge", "listener", "disable", "--agent", "claude"], env, work)
         status = {}
