@@ -177,3 +177,24 @@ def test_a_fresh_open_with_no_sidecars_and_nobody_else_is_fine(tmp_path):
         assert second.connection().execute("SELECT count(*) FROM messages").fetchone()[0] == 0
     finally:
         second.close()
+
+
+def test_a_second_open_in_one_process_keeps_the_first_connections_locks(tmp_path):
+    """Opening the store again must not open-and-close the file: that drops this process's
+    POSIX locks, and another process closing its connection would then take itself for the
+    last one and checkpoint and delete -wal/-shm under the first connection."""
+    db = tmp_path / "bridge.db"
+    first = open_store(db)
+    first.execute("INSERT INTO messages (sender, recipient, text, created_at) VALUES ('a', 'b', 'x', 0)")
+    wal = os.stat(f"{db}-wal")
+    second = open_store(db)
+    closer = subprocess.run([sys.executable, "-c", "import sys; from dispatcher.store import open_store; "
+                             "open_store(sys.argv[1]).close()", str(db)], cwd=PROJECT, capture_output=True,
+                            text=True, timeout=120)
+    assert closer.returncode == 0, closer.stderr
+    after = os.stat(f"{db}-wal")  # still there: the other process knew it was not the last
+    assert (after.st_ino, after.st_dev) == (wal.st_ino, wal.st_dev)
+    first.execute("INSERT INTO messages (sender, recipient, text, created_at) VALUES ('a', 'b', 'y', 0)")
+    assert second.execute("SELECT COUNT(*) FROM messages").fetchone()[0] == 2
+    first.close()
+    second.close()

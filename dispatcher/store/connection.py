@@ -34,8 +34,14 @@ def _prepare_file(path: Path) -> None:
     # link or another user's; an existing one is not narrowed (it may be a shared folder).
     ensure_private_dir(path.parent, "store directory", tighten=False)
     # Create the file ourselves so it is 0600 from its first byte; SQLite gives the
-    # -wal and -shm files the same mode as the database file.
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    # -wal and -shm files the same mode as the database file. Never open and close an
+    # existing store: closing any descriptor of a file drops all of this process's POSIX
+    # locks on it, SQLite's included, and another process closing its connection would then
+    # take itself for the last one and checkpoint and delete -wal/-shm under ours.
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
     os.close(fd)
 
 
