@@ -4,10 +4,10 @@
   same run, the peer dlb-mcp's own Monitor command, ``dlb-monitor --name claude``, at its
   default 2 s poll and at ``--interval 0.1`` (our poll interval); the time from just before a
   message's commit to the moment the line naming it is read from the watch's stdout. Each
-  system commits through the function its own MCP send tool calls, outside MCP, on another
-  connection: ours ``dispatcher.messages.send_message`` in this process, dlb
-  ``dlb_mcp.store.send`` in ``bench/dlb_agent.py`` under dlb's interpreter (its ``send``
-  tool is a thin wrapper around it). The rungs take turns message by message; each watch's
+  system commits through the function its own MCP send tool calls, outside MCP, in a
+  process of its own (``bench/wake_agent.py`` under that system's interpreter): ours
+  ``dispatcher.messages.send_message``, dlb ``dlb_mcp.store.send`` (its ``send`` tool is a
+  thin wrapper around it). The rungs take turns message by message; each watch's
   idle CPU is measured over one common window; each line's shape is reported with the
   message text replaced, and whether the text was on it. Before the timed messages, one
   message is committed while no watch runs: does a fresh (re-armed) watch name it?
@@ -71,49 +71,41 @@ def idle_cpu_percent(pids: list[int], seconds: float) -> list[float]:
     return [round(100 * (cpu_seconds(pid) - b) / seconds, 2) for pid, b in zip(pids, before, strict=True)]
 
 
-class Sender:
-    def __init__(self, db: Path) -> None:
-        sys.path.insert(0, str(PROJECT))
-        from dispatcher import messages
-        from dispatcher.store import Store
+class Agent:
+    """``bench/wake_agent.py`` for one system, under its own interpreter, on one store: that
+    system's send and read paths in a process of their own (see there)."""
 
-        self._send = messages.send_message
-        self.store = Store(db)
-
-    def send(self, recipient: str, sender: str = "codex", kind: str = "task") -> tuple[int, float]:
-        sent_at = time.monotonic()
-        mid = self._send(self.store.connection(), sender=sender, recipient=recipient, text=TEXT,
-                         agents=AGENTS, kind=kind)["id"]
-        return mid, sent_at
-
-
-class DlbAgent:
-    """``bench/dlb_agent.py`` under the peer's interpreter on one dlb store: its send path
-    (``store.send``, what dlb's ``send`` tool calls) and its read (``store.read``)."""
-
-    def __init__(self, venv: Path, db: Path) -> None:
-        self.env = {**os.environ, "DLB_STORE": str(db)}
-        self.proc = subprocess.Popen([str(venv / "bin" / "python"), str(PROJECT / "bench" / "dlb_agent.py")],
-                                     env=self.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, text=True)
+    def __init__(self, system: str, python: str, env: dict[str, str]) -> None:
+        self.env = env
+        self.proc = subprocess.Popen([python, str(PROJECT / "bench" / "wake_agent.py"), system], cwd=PROJECT, env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     text=True)
         if self.proc.stdout.readline() != "ready\n":
             self.close()
-            raise RuntimeError(f"bench/dlb_agent.py did not start under {venv}")
+            raise RuntimeError(f"bench/wake_agent.py {system} did not start under {python}")
         self.nonce = 0
+
+    @classmethod
+    def ours(cls, env: dict[str, str]) -> "Agent":
+        return cls("ours", sys.executable, env)
+
+    @classmethod
+    def dlb(cls, venv: Path, db: Path) -> "Agent":
+        return cls("dlb", str(venv / "bin" / "python"), {**os.environ, "DLB_STORE": str(db)})
 
     def ask(self, command: str) -> list[str]:
         self.proc.stdin.write(command + "\n")
         self.proc.stdin.flush()
         answer = self.proc.stdout.readline().split()
         if not answer or answer[0] != "ok":
-            raise RuntimeError(f"dlb agent: {command.split()[0]}: {' '.join(answer) or 'no answer'}")
+            raise RuntimeError(f"wake agent: {command.split()[0]}: {' '.join(answer) or 'no answer'}")
         return answer[1:]
 
-    def send(self, recipient: str, sender: str = "codex", kind: str | None = "task") -> tuple[str, float]:
-        """Commit one message whose body is ``TEXT <nonce>``: (nonce, monotonic just before the send)."""
+    def send(self, recipient: str, sender: str = "codex", kind: str | None = "task") -> tuple[str, int, float]:
+        """Commit one message whose body is ``TEXT <nonce>``: (nonce, id, monotonic just before)."""
         self.nonce += 1
-        sent_at, _ = self.ask(f"send {sender} {recipient} {kind or '-'} {self.nonce}")
-        return str(self.nonce), float(sent_at)
+        sent_at, mid = self.ask(f"send {sender} {recipient} {kind or '-'} {self.nonce}")
+        return str(self.nonce), int(mid), float(sent_at)
 
     def close(self) -> None:
         self.proc.stdin.close()
@@ -167,18 +159,27 @@ class MonitorRung:
     poll: float  # the watch's poll interval, seconds: the pacing spans one of them
 
 
-def ours_rung(env: dict[str, str], sender: Sender) -> MonitorRung:
+def ours_rung(agent: Agent) -> MonitorRung:
+    def send() -> tuple[tuple[str, int], float]:
+        nonce, mid, sent_at = agent.send("claude")
+        return (nonce, mid), sent_at
+
     return MonitorRung("agent-bridge inbox watch", [sys.executable, "-m", "dispatcher", "inbox", "watch", "--agent",
-                                                    "claude"], env, send=lambda: sender.send("claude"),
-                       names=lambda line, mid: mid in ours_line(line)[1], text=lambda mid: TEXT, poll=0.1)
+                                                    "claude"], agent.env, send=send,
+                       names=lambda line, key: key[1] in ours_line(line)[1], text=lambda key: f"{TEXT} {key[0]}",
+                       poll=0.1)
 
 
-def dlb_rung(venv: Path, agent: DlbAgent, interval: float | None = None) -> MonitorRung:
+def dlb_rung(venv: Path, agent: Agent, interval: float | None = None) -> MonitorRung:
+    def send() -> tuple[str, float]:
+        nonce, _, sent_at = agent.send("claude")
+        return nonce, sent_at
+
     cmd = [str(venv / "bin" / "dlb-monitor"), "--name", "claude"]
     if interval is not None:
         cmd += ["--interval", f"{interval:g}"]
     label = "dlb-monitor" + (f" --interval {interval:g}" if interval is not None else " (default 2 s poll)")
-    return MonitorRung(label, cmd, agent.env, send=lambda: agent.send("claude"),
+    return MonitorRung(label, cmd, agent.env, send=send,
                        names=lambda line, nonce: dlb_nonce(line, TEXT) == nonce, text=lambda nonce: f"{TEXT} {nonce}",
                        poll=DLB_DEFAULT_POLL if interval is None else interval)
 
@@ -229,7 +230,7 @@ def monitor_lines(rungs: list[MonitorRung], n: int, idle_seconds: float, settle:
     return results
 
 
-async def mcp_paths(env: dict[str, str], sender: Sender, n: int, idle_seconds: float) -> dict:
+async def mcp_paths(env: dict[str, str], sender: Agent, n: int, idle_seconds: float) -> dict:
     import mcp_types as types
     from mcp import Client
     from mcp.client.extension import ClientExtension, NotificationBinding
@@ -271,7 +272,7 @@ async def mcp_paths(env: dict[str, str], sender: Sender, n: int, idle_seconds: f
             await asyncio.sleep(1.0)
             for _ in range(n):
                 c0, u0 = len(channel_at), len(updated_at)
-                mid, sent_at = sender.send("kimi")
+                _, mid, sent_at = sender.send("kimi")
                 deadline = time.monotonic() + TIMEOUT
                 while (len(channel_at) == c0 or len(updated_at) == u0) and time.monotonic() < deadline:
                     await asyncio.sleep(0.001)
@@ -313,14 +314,14 @@ def measure(n: int = 200, idle_seconds: float = 10.0, systems: tuple[str, ...] =
         dlb_venv = ensure_dlb(cache_dir or default_cache_dir())
     with tempfile.TemporaryDirectory(prefix="bench-wake-") as tmp:
         env = setup(Path(tmp))
-        sender = Sender(Path(env["AGENT_BRIDGE_DB"]))
-        agents: list[DlbAgent] = []
+        sender = Agent.ours(env)
+        agents = [sender]
         try:
-            rungs = [ours_rung(env, sender)] if "ours" in systems else []
+            rungs = [ours_rung(sender)] if "ours" in systems else []
             if dlb_venv is not None:
                 for interval in (None, 0.1):  # its default, and our poll interval
                     store = Path(tmp) / f"dlb-{interval or 'default'}" / "store.sqlite3"
-                    agents.append(DlbAgent(dlb_venv, store))
+                    agents.append(Agent.dlb(dlb_venv, store))
                     rungs.append(dlb_rung(dlb_venv, agents[-1], interval))
             load_before = os.getloadavg()
             monitor = monitor_lines(rungs, n, idle_seconds)
@@ -329,7 +330,6 @@ def measure(n: int = 200, idle_seconds: float = 10.0, systems: tuple[str, ...] =
         finally:
             for agent in agents:
                 agent.close()
-            sender.store.close()
     return {"messages": n, "idle_seconds": idle_seconds, "monitor_line": monitor, **paths,
             "peer": f"dlb-mcp {DLB_VERSION}" if dlb_venv else None,
             "loadavg_before": [round(x, 2) for x in load_before], "loadavg_after": [round(x, 2) for x in load_after],
