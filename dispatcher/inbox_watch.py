@@ -71,6 +71,9 @@ class InboxReader:
         current = self._file_id()
         if self._conn is not None and current != self._inode:  # deleted or replaced under us
             self.close()
+            # Whatever file comes next is a new store, even at a recycled inode number (the
+            # old inode is free once our connection is closed).
+            self._last_file = None
             first = True
         if self._conn is None:
             if current is None:

@@ -16,7 +16,7 @@ import pytest
 
 from dispatcher import messages
 from dispatcher.inbox_watch import expiry_line, rearm_command
-from dispatcher.store import Store
+from dispatcher.store import Store, open_store
 from tests.harness import PROJECT, bridge_env, write_config
 
 TIMEOUT = 30.0
@@ -166,7 +166,6 @@ def test_a_store_replaced_under_it_is_followed(env):
     try:
         watch.next_line()
         shutil.rmtree(db.parent)  # the whole store goes (the watch keeps only a read-only handle)
-        time.sleep(0.5)
         fresh = send(env)  # a new store: ids start again
         line = watch.next_line()
         assert f"#{fresh} from kimi" in line
@@ -243,3 +242,20 @@ def test_while_it_runs_the_session_whose_cli_started_it_counts_as_wakeable(env):
         assert paths() == []
     finally:
         store.close()
+
+
+def test_a_store_recreated_at_a_recycled_inode_number_is_still_a_new_store(tmp_path, monkeypatch):
+    """Once the reader closed its connection to a deleted store, the kernel may give the
+    new store file the old inode number: ids start again all the same."""
+    from dispatcher.inbox_watch import InboxReader
+
+    db = tmp_path / "state" / "bridge.db"
+    open_store(db).close()
+    monkeypatch.setattr(InboxReader, "_file_id", lambda self: (1, 42) if self.db.exists() else None)
+    reader = InboxReader(db, "claude")
+    assert reader.changed() and reader.generation == 1
+    shutil.rmtree(db.parent)
+    reader.changed()
+    open_store(db).close()
+    assert reader.changed() and reader.generation == 2
+    reader.close()
