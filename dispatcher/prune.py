@@ -234,29 +234,17 @@ def _prune_messages(conn, params, report: PruneReport, pacer: _Pacer, dry_run: b
     return attempt_ids
 
 
-def _prune_conversations(conn, params, report: PruneReport, pacer: _Pacer, dry_run: bool) -> None:
+def _prune_by_id(conn, params, pacer: _Pacer, dry_run: bool, select_sql: str, act) -> None:
+    """Batches of the ids ``select_sql`` picks (it binds ``:last`` and ``:batch``, ascending),
+    each handed to ``act(ids, ids_json)`` inside its own transaction, until none is left."""
     last = 0
     while True:
         started = time.monotonic()
         acquired = _begin(conn, dry_run)
         try:
-            ids = [r[0] for r in conn.execute(
-                f"SELECT c.id FROM conversations AS c WHERE c.id > :last AND {CONVERSATION_MAY_GO}"
-                " ORDER BY c.id LIMIT :batch", {**params, "last": last, "batch": pacer.size},
-            )]
+            ids = [r[0] for r in conn.execute(select_sql, {**params, "last": last, "batch": pacer.size})]
             if ids:
-                ids_json = _ids_json(ids)
-                transitions = conn.execute(
-                    "SELECT COUNT(*) FROM conversation_transitions"
-                    " WHERE conversation_id IN (SELECT value FROM json_each(?))", (ids_json,),
-                ).fetchone()[0]
-                if not dry_run:
-                    conn.execute("DELETE FROM conversation_transitions"
-                                 " WHERE conversation_id IN (SELECT value FROM json_each(?))", (ids_json,))
-                    conn.execute("DELETE FROM conversations WHERE id IN (SELECT value FROM json_each(?))",
-                                 (ids_json,))
-                report.conversations += len(ids)
-                report.transitions += transitions
+                act(ids, _ids_json(ids))
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -265,29 +253,32 @@ def _prune_conversations(conn, params, report: PruneReport, pacer: _Pacer, dry_r
             return
         pacer.held(started, acquired)
         last = ids[-1]
+
+
+def _prune_conversations(conn, params, report: PruneReport, pacer: _Pacer, dry_run: bool) -> None:
+    def act(ids: list[int], ids_json: str) -> None:
+        report.transitions += conn.execute(
+            "SELECT COUNT(*) FROM conversation_transitions WHERE conversation_id IN (SELECT value FROM json_each(?))",
+            (ids_json,),
+        ).fetchone()[0]
+        if not dry_run:
+            conn.execute("DELETE FROM conversation_transitions"
+                         " WHERE conversation_id IN (SELECT value FROM json_each(?))", (ids_json,))
+            conn.execute("DELETE FROM conversations WHERE id IN (SELECT value FROM json_each(?))", (ids_json,))
+        report.conversations += len(ids)
+
+    _prune_by_id(conn, params, pacer, dry_run, f"SELECT c.id FROM conversations AS c WHERE c.id > :last AND "
+                 f"{CONVERSATION_MAY_GO} ORDER BY c.id LIMIT :batch", act)
 
 
 def _prune_broadcasts(conn, params, report: PruneReport, pacer: _Pacer, dry_run: bool) -> None:
-    last = 0
-    while True:
-        started = time.monotonic()
-        acquired = _begin(conn, dry_run)
-        try:
-            ids = [r[0] for r in conn.execute(
-                f"SELECT b.id FROM broadcasts AS b WHERE b.id > :last AND {BROADCAST_MAY_GO}"
-                " ORDER BY b.id LIMIT :batch", {**params, "last": last, "batch": pacer.size},
-            )]
-            if ids and not dry_run:
-                conn.execute("DELETE FROM broadcasts WHERE id IN (SELECT value FROM json_each(?))", (_ids_json(ids),))
-            report.broadcasts += len(ids)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        if not ids:
-            return
-        pacer.held(started, acquired)
-        last = ids[-1]
+    def act(ids: list[int], ids_json: str) -> None:
+        if not dry_run:
+            conn.execute("DELETE FROM broadcasts WHERE id IN (SELECT value FROM json_each(?))", (ids_json,))
+        report.broadcasts += len(ids)
+
+    _prune_by_id(conn, params, pacer, dry_run, f"SELECT b.id FROM broadcasts AS b WHERE b.id > :last AND "
+                 f"{BROADCAST_MAY_GO} ORDER BY b.id LIMIT :batch", act)
 
 
 def _prune_attempt_dirs(conn, attempts_root: Path | None, gone: set[int], cutoff: float, dry_run: bool) -> int:
