@@ -197,7 +197,7 @@ def test_a_broadcast_never_wakes_a_headless_worker(conn):
     config = _config()
     sent = send(conn, kind="notice")
     for message_id, agent in zip(sent["ids"], sent["recipients"], strict=True):
-        facts = queue.message_facts(conn, message_id, NOW)
+        facts = queue.message_facts(conn, message_id, NOW, config)
         assert queue.dispatch_refusal(facts, NOW, config, manual=False) == "not_dispatchable"
         assert queue.dispatch_refusal(facts, NOW, config, manual=True) == "not_dispatchable"
         assert queue.next_dispatchable(conn, agent, config, NOW) is None

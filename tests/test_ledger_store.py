@@ -175,7 +175,7 @@ def test_a_conversation_reaching_its_cost_cap_needs_a_human_and_dispatches_nothi
     assert status["totals"]["attempts"] == 2 and math.isclose(status["totals"]["cost_usd"], 0.055)
     assert status["transitions"][-1]["reason"] == "budget_exhausted"
     # The follow-up task is refused by the dispatch rule: the state change suffices.
-    facts = queue.message_facts(conn, follow, time.time())
+    facts = queue.message_facts(conn, follow, time.time(), _config())
     assert queue.dispatch_refusal(facts, time.time(), _config(), manual=False) == "conversation_not_active"
     assert queue.dispatch_refusal(facts, time.time(), _config(), manual=True) == "conversation_not_active"
     # The review's sender (claude) is told, once, payload-free.

@@ -254,3 +254,18 @@ def test_the_barrier_refuses_a_held_message_and_a_manual_dispatch_still_runs(con
 
 def attempt_count(conn) -> int:
     return conn.execute("SELECT COUNT(*) FROM dispatch_attempts").fetchone()[0]
+
+
+def test_sessions_are_looked_up_only_for_an_agent_with_a_grace(tmp_path):
+    conn = open_store(tmp_path / "bridge.db")
+    try:
+        me = os.getpid()  # a live, wakeable interactive session of claude
+        session = presence.register_session(conn, "claude", "interactive", pid=me, start_time=start_time(me),
+                                            client_pid=None, now=time.time())
+        presence.record_wake_path(conn, session, "hook")
+        task = messages.send_message(conn, sender="kimi", recipient="claude", text="t", kind="task",
+                                     agents=frozenset({"claude", "kimi"}))["id"]
+        assert queue.message_facts(conn, task, time.time(), _config(grace=30)).interactive_session is True
+        assert queue.message_facts(conn, task, time.time(), _config(grace=0)).interactive_session is False
+    finally:
+        conn.close()

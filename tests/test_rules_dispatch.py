@@ -197,6 +197,6 @@ def test_no_claim_lands_between_the_barriers_check_and_its_insert(conn, tmp_path
     assert tried and isinstance(tried[0], Exception) and "locked" in str(tried[0])
     assert get_attempt(conn, task) is not None
     # Afterwards the session sees the attempt's worker as the one to leave it to (no double work).
-    refused = queue.dispatch_refusal(queue.message_facts(conn, task, time.time()), time.time(), CONFIG, manual=False)
+    refused = queue.dispatch_refusal(queue.message_facts(conn, task, time.time(), CONFIG), time.time(), CONFIG, manual=False)
     assert refused == "already_attempted"
     session.close()

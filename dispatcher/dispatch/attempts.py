@@ -59,7 +59,7 @@ def begin_attempt(
     nothing launched); AlreadyAttempted when an attempt exists, whoever recorded it.
     """
     with write_transaction(conn):
-        facts = queue.message_facts(conn, message_id, now)
+        facts = queue.message_facts(conn, message_id, now, config)
         if facts is None:
             raise DispatchRefused("message_not_found", f"there is no message #{message_id}; check the id.")
         refusal = queue.dispatch_refusal(facts, now, config, manual)

@@ -132,13 +132,14 @@ def _grace(config: BridgeConfig, agent: str) -> int:
     return config.agents[agent].interactive_grace_seconds if agent in config.agents else 0
 
 
-def _facts(conn: sqlite3.Connection, cursor: sqlite3.Cursor, now: float) -> Iterator[Candidate]:
+def _facts(conn: sqlite3.Connection, cursor: sqlite3.Cursor, now: float, config: BridgeConfig) -> Iterator[Candidate]:
     names = [d[0] for d in cursor.description]
-    wakeable: dict[str, bool] = {}  # per recipient, looked up once per scan
+    # Sessions matter only to an agent with a grace: no /proc probe on a scan otherwise.
+    wakeable: dict[str, bool] = {a: False for a, c in config.agents.items() if c.interactive_grace_seconds == 0}
     for values in cursor:
         row = dict(zip(names, values, strict=True))
         standalone = row["conversation_id"] is None
-        if row["recipient"] not in wakeable:
+        if row["recipient"] not in wakeable:  # looked up once per scan
             wakeable[row["recipient"]] = has_wakeable_session(conn, row["recipient"])
         yield Candidate(
             message_id=row["id"],
@@ -158,12 +159,12 @@ def _facts(conn: sqlite3.Connection, cursor: sqlite3.Cursor, now: float) -> Iter
         )
 
 
-def message_facts(conn: sqlite3.Connection, message_id: int, now: float) -> Candidate | None:
-    return next(_facts(conn, conn.execute(_ONE, {"id": message_id}), now), None)
+def message_facts(conn: sqlite3.Connection, message_id: int, now: float, config: BridgeConfig) -> Candidate | None:
+    return next(_facts(conn, conn.execute(_ONE, {"id": message_id}), now, config), None)
 
 
-def _scan(conn: sqlite3.Connection, agent: str, now: float, oldest: float) -> Iterator[Candidate]:
-    return _facts(conn, conn.execute(_SCAN, {"agent": agent, "oldest": oldest}), now)
+def _scan(conn: sqlite3.Connection, agent: str, now: float, oldest: float, config: BridgeConfig) -> Iterator[Candidate]:
+    return _facts(conn, conn.execute(_SCAN, {"agent": agent, "oldest": oldest}), now, config)
 
 
 def next_dispatchable(conn: sqlite3.Connection, agent: str, config: BridgeConfig, now: float) -> Candidate | None:
@@ -177,7 +178,7 @@ def next_action(conn: sqlite3.Connection, agent: str, config: BridgeConfig,
     interactive session is released (None when none is held): the listener looks again then."""
     oldest = now - config.dispatch_max_age_seconds  # a scan never needs older rows: they are stale
     release: float | None = None
-    for facts in _scan(conn, agent, now, oldest):
+    for facts in _scan(conn, agent, now, oldest, config):
         code = dispatch_refusal(facts, now, config, manual=False)
         if code is None:
             return facts, release
@@ -199,7 +200,7 @@ class Backlog:
 
 def classify(conn: sqlite3.Connection, agent: str, config: BridgeConfig, now: float) -> Backlog:
     groups: dict[str | None, list[Candidate]] = {None: [], "auto_off": [], "stale": [], "held_interactive": []}
-    for facts in _scan(conn, agent, now, float("-inf")):
+    for facts in _scan(conn, agent, now, float("-inf"), config):
         code = dispatch_refusal(facts, now, config, manual=False)
         if code in groups:
             groups[code].append(facts)
