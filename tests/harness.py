@@ -198,3 +198,44 @@ def sql(db_path: Path | str, statement: str, params: tuple = ()) -> list[tuple]:
 def acknowledge_all(db_path: Path | str) -> None:
     """Mark every message read (a test's clean slate before the next scenario)."""
     sql(db_path, "UPDATE messages SET acknowledged_at = 1 WHERE acknowledged_at IS NULL")
+
+
+def register_env(tmp_path: Path) -> dict[str, str]:
+    """`agent-bridge register` under a temporary HOME: every CLI's config directory inside
+    ``tmp_path``, no agent CLI on PATH (Claude's files are then written directly)."""
+    import os
+
+    config = write_config(tmp_path / "config.json",
+                          {a: {"launcher": "launchers/x.sh"} for a in ("claude", "kimi", "codex", "gemini")})
+    (tmp_path / "home").mkdir()
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith(("AGENT_BRIDGE_", "CLAUDE", "KIMI", "CODEX", "GEMINI")) and k != "AGENT_ID"}
+    return {
+        **base,
+        "HOME": str(tmp_path / "home"),
+        "PATH": str(Path(sys.executable).parent),
+        "CLAUDE_CONFIG_DIR": str(tmp_path / "claude"),
+        "KIMI_CODE_HOME": str(tmp_path / "kimi"),
+        "CODEX_HOME": str(tmp_path / "codex"),
+        "GEMINI_CLI_HOME": str(tmp_path / "gemini"),
+        "AGENT_BRIDGE_CONFIG": str(config),
+        "AGENT_BRIDGE_DB": str(tmp_path / "state" / "bridge.db"),
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+
+
+# The tables of the schema-4 fixture (tests/fixtures/store_v4.sql).
+V4_TABLES = ("messages", "dispatch_attempts", "conversations", "conversation_transitions", "listeners")
+
+
+def table_rows(db_path: Path | str, tables: tuple[str, ...]) -> dict[str, list[tuple]]:
+    """Every row of each table, in rowid order (a store's content before an upgrade)."""
+    return {t: sql(db_path, f"SELECT * FROM {t} ORDER BY rowid") for t in tables}
+
+
+def assert_rows_kept(conn: sqlite3.Connection, before: dict[str, list[tuple]]) -> None:
+    """After an upgrade every earlier row is still there, unchanged (later migrations may add columns)."""
+    for table, rows in before.items():
+        after = [tuple(r) for r in conn.execute(f"SELECT * FROM {table} ORDER BY rowid")]
+        assert [a[:len(b)] for a, b in zip(after, rows, strict=True)] == rows, table

@@ -5,7 +5,17 @@ rule, conversations, prune, the upgrade from schema 4), then over real stdio."""
 import sqlite3
 
 import pytest
-from harness import McpAgent, bridge_env, db_snapshot, race, store_from_fixture, write_config
+from harness import (
+    V4_TABLES,
+    McpAgent,
+    assert_rows_kept,
+    bridge_env,
+    db_snapshot,
+    race,
+    store_from_fixture,
+    table_rows,
+    write_config,
+)
 
 from dispatcher import broadcast, conversations, messages
 from dispatcher import prune as pr
@@ -262,18 +272,13 @@ def test_a_set_row_is_never_deleted_under_a_copy(conn):
 
 def test_v4_store_upgrades_keeping_every_row(tmp_path):
     db = store_from_fixture(tmp_path / "store_v4.db", "store_v4", 4)
-    old = sqlite3.connect(db)
-    tables = ("messages", "dispatch_attempts", "conversations", "conversation_transitions", "listeners")
-    before = {t: old.execute(f"SELECT * FROM {t} ORDER BY rowid").fetchall() for t in tables}
-    old.close()
-    assert [len(before[t]) for t in tables] == [6, 3, 1, 1, 1]
+    before = table_rows(db, V4_TABLES)
+    assert [len(before[t]) for t in V4_TABLES] == [6, 3, 1, 1, 1]
 
     conn = open_store(db)
     try:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION > 4
-        for table, rows in before.items():
-            after = conn.execute(f"SELECT * FROM {table} ORDER BY rowid").fetchall()
-            assert [tuple(a)[:len(b)] for a, b in zip(after, rows, strict=True)] == rows, table
+        assert_rows_kept(conn, before)
         assert conn.execute("SELECT COUNT(*) FROM messages WHERE broadcast_id IS NOT NULL").fetchone()[0] == 0
         assert conn.execute("SELECT COUNT(*) FROM broadcasts").fetchone()[0] == 0
         # The fixture's notice #6 used 'note-1' directly: it cannot name a broadcast now.

@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from harness import store_from_fixture
+from harness import V4_TABLES, assert_rows_kept, store_from_fixture, table_rows
 
 from dispatcher import presence
 from dispatcher.dispatch.procs import start_time
@@ -173,16 +173,11 @@ def test_who_report_lists_live_sessions_and_inboxes_payload_free(conn, tmp_path,
 
 def test_v4_store_migrates_to_one_with_an_empty_sessions_table_and_every_row_kept(tmp_path):
     db = store_from_fixture(tmp_path / "store_v4.db", "store_v4", 4)
-    old = sqlite3.connect(db)
-    tables = ("messages", "dispatch_attempts", "conversations", "conversation_transitions", "listeners")
-    before = {t: old.execute(f"SELECT * FROM {t} ORDER BY rowid").fetchall() for t in tables}
-    old.close()
-    assert [len(before[t]) for t in tables] == [6, 3, 1, 1, 1]
+    before = table_rows(db, V4_TABLES)
+    assert [len(before[t]) for t in V4_TABLES] == [6, 3, 1, 1, 1]
     conn = open_store(db)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
-    for table, rows in before.items():
-        after = [tuple(r)[:len(rows[0])] for r in conn.execute(f"SELECT * FROM {table} ORDER BY rowid")]
-        assert after == rows, table  # later migrations may add columns
+    assert_rows_kept(conn, before)
     columns = [r[1] for r in conn.execute("PRAGMA table_info(sessions)")]
     assert columns[:12] == ["id", "agent", "role", "host", "pid", "start_time", "client_pid", "client_name",
                             "client_version", "started_at", "last_call_at", "wake_paths"]

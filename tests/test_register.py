@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from cli_harness import require_cli
-from harness import write_config
+from harness import register_env
 
 CLIS = ("claude", "kimi", "codex", "gemini")
 AGENTS = ("claude", "kimi", "codex", "gemini")
@@ -21,23 +21,7 @@ AGENTS = ("claude", "kimi", "codex", "gemini")
 
 @pytest.fixture
 def env(tmp_path) -> dict[str, str]:
-    config = write_config(tmp_path / "config.json", {a: {"launcher": "launchers/x.sh"} for a in AGENTS})
-    (tmp_path / "home").mkdir()
-    base = {k: v for k, v in os.environ.items()
-            if not k.startswith(("AGENT_BRIDGE_", "CLAUDE", "KIMI", "CODEX", "GEMINI")) and k != "AGENT_ID"}
-    return {
-        **base,
-        "HOME": str(tmp_path / "home"),
-        "PATH": str(Path(sys.executable).parent),  # no claude binary: Claude's file is written directly
-        "CLAUDE_CONFIG_DIR": str(tmp_path / "claude"),
-        "KIMI_CODE_HOME": str(tmp_path / "kimi"),
-        "CODEX_HOME": str(tmp_path / "codex"),
-        "GEMINI_CLI_HOME": str(tmp_path / "gemini"),
-        "AGENT_BRIDGE_CONFIG": str(config),
-        "AGENT_BRIDGE_DB": str(tmp_path / "state" / "bridge.db"),
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        "PYTHONDONTWRITEBYTECODE": "1",
-    }
+    return register_env(tmp_path)
 
 
 def register(env: dict, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:

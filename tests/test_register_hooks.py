@@ -3,14 +3,13 @@ HOME. Same safety as the MCP entry and --statusline: idempotent, backup first, -
 the user's other hooks kept, an agent-bridge hook pointing elsewhere refused until --force."""
 
 import json
-import os
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
 
 import pytest
-from harness import write_config
+from harness import register_env
 
 AGENTS = ("claude", "kimi", "codex", "gemini")
 EVENTS = ("UserPromptSubmit", "PostToolUse", "Stop")
@@ -18,20 +17,7 @@ EVENTS = ("UserPromptSubmit", "PostToolUse", "Stop")
 
 @pytest.fixture
 def env(tmp_path) -> dict[str, str]:
-    config = write_config(tmp_path / "config.json", {a: {"launcher": "launchers/x.sh"} for a in AGENTS})
-    (tmp_path / "home").mkdir()
-    base = {k: v for k, v in os.environ.items()
-            if not k.startswith(("AGENT_BRIDGE_", "CLAUDE", "KIMI", "CODEX", "GEMINI")) and k != "AGENT_ID"}
-    return {
-        **base,
-        "HOME": str(tmp_path / "home"),
-        "PATH": str(Path(sys.executable).parent),  # no claude binary: Claude's files are written directly
-        "CLAUDE_CONFIG_DIR": str(tmp_path / "claude"),
-        "KIMI_CODE_HOME": str(tmp_path / "kimi"),
-        "AGENT_BRIDGE_CONFIG": str(config),
-        "AGENT_BRIDGE_DB": str(tmp_path / "state" / "bridge.db"),
-        "PYTHONDONTWRITEBYTECODE": "1",
-    }
+    return register_env(tmp_path)
 
 
 def register(env: dict, *args: str) -> subprocess.CompletedProcess:
