@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 
 from .errors import BridgeError, ConfigError
 from .locations import PACKAGE_DATA
+from .permissions import BRIDGE_ONLY, PermissionProfile
 from .validation import AGENT_ID_PATTERN
 
 AgentId = Annotated[str, StringConstraints(pattern=f"^{AGENT_ID_PATTERN}$")]
@@ -33,6 +34,9 @@ class AgentConfig(BaseModel):
     interactive_grace_seconds: int = Field(default=0, ge=0, le=3600)
     # Where this agent's workers run (absolute). Absent: AGENT_BRIDGE_WORKSPACE or its default.
     workspace: str | None = Field(default=None, min_length=1)
+    # What this agent's headless workers may do in their workspace (dispatcher/permissions.py).
+    # Absent: level ``bridge``, the bridge tools only, as before profiles existed.
+    permissions: PermissionProfile | None = None
 
     @field_validator("workspace")
     @classmethod
@@ -66,6 +70,10 @@ class BridgeConfig(BaseModel):
         """The agent's declared workspace, else ``default`` (AGENT_BRIDGE_WORKSPACE or its default)."""
         declared = self.agents[agent].workspace
         return Path(declared).expanduser() if declared is not None else default
+
+    def permissions(self, agent: str) -> PermissionProfile:
+        """The agent's permission profile; ``bridge`` when it declares none."""
+        return self.agents[agent].permissions or BRIDGE_ONLY
 
 
 class UnknownAgent(BridgeError):

@@ -240,7 +240,8 @@ def late_result_ids(conn: sqlite3.Connection, message_id: int, attempt: sqlite3.
 def _dispatch_summary(conn: sqlite3.Connection, message_id: int) -> dict | None:
     row = conn.execute(
         "SELECT state, outcome, error_kind, started_at, finished_at, cli_status, cost_usd, input_tokens,"
-        " output_tokens, cache_read_tokens, cache_write_tokens, max_cost_usd, cost_overshoot_usd"
+        " output_tokens, cache_read_tokens, cache_write_tokens, max_cost_usd, cost_overshoot_usd,"
+        " permission_level, denied_tools"
         " FROM dispatch_attempts WHERE message_id = ?",
         (message_id,),
     ).fetchone()

@@ -31,10 +31,11 @@ FAILURE_OUTCOMES = ("failed", "timeout", "crashed", "budget_exceeded")
 OUTCOMES = ("succeeded", "blocked", *FAILURE_OUTCOMES)
 # The ledger columns of an attempt (schema 4), filled from the CLI's diagnostics when it settles.
 LEDGER_COLUMNS = ("cli_status", "cost_usd", "input_tokens", "output_tokens", "cache_read_tokens",
-                  "cache_write_tokens", "cost_overshoot_usd")
+                  "cache_write_tokens", "cost_overshoot_usd", "denied_tools")
 # Launcher diagnostics we keep: numbers, booleans and enum-like words, never free text.
 _ENUM_WORD = re.compile(r"[A-Za-z0-9_.:-]{1,40}")
 MAX_DIAGNOSTIC_KEYS = 32
+MAX_LIST_ITEMS = 16  # a diagnostics list (the denied tools' names) keeps at most this many words
 
 
 def _move(conn: sqlite3.Connection, message_id: int, event: str, assignments: str, params: tuple) -> bool:
@@ -71,10 +72,10 @@ def begin_attempt(
         deadline = now + config.agents[agent].worker_timeout_seconds
         conn.execute(
             "INSERT INTO dispatch_attempts (message_id, agent, state, started_at, supervisor_pid,"
-            " supervisor_start_time, deadline, worker_token, max_cost_usd)"
-            " VALUES (?, ?, 'recorded', ?, ?, ?, ?, ?, ?)",
+            " supervisor_start_time, deadline, worker_token, max_cost_usd, permission_level)"
+            " VALUES (?, ?, 'recorded', ?, ?, ?, ?, ?, ?, ?)",
             (message_id, agent, now, supervisor_pid, supervisor_start, deadline, worker_token,
-             config.agents[agent].max_cost_usd_per_task),
+             config.agents[agent].max_cost_usd_per_task, config.permissions(agent).level),
         )
         return fetch_message(conn, message_id)
 
@@ -97,9 +98,17 @@ def _usd(value: Any) -> float | None:
     return float(value) if ok else None
 
 
+def denied_tools_text(value: Any) -> str | None:
+    """The denied tools' names as the ledger keeps them: sorted, unique, comma-separated (pure)."""
+    names = sorted({v for v in value if isinstance(v, str) and _ENUM_WORD.fullmatch(v)}) if isinstance(
+        value, list | tuple) else []
+    return ",".join(names[:MAX_LIST_ITEMS]) or None
+
+
 def ledger_fields(diagnostics: dict[str, Any] | None, max_cost_usd: float | None) -> dict[str, Any]:
     """The ledger columns from an attempt's diagnostics (pure). ``max_cost_usd`` is the per-task
-    cap in force: the overshoot is the cost above it (0.0 within it; None when either is unknown)."""
+    cap in force: the overshoot is the cost above it (0.0 within it; None when either is unknown).
+    ``denied_tools``: the names of the tools the CLI reported denied (never their arguments)."""
     d = diagnostics or {}
     status = d.get("cli_status")
     cost = _usd(d.get("cost_usd"))
@@ -109,6 +118,7 @@ def ledger_fields(diagnostics: dict[str, Any] | None, max_cost_usd: float | None
         **{k: _count(d.get(k)) for k in ("input_tokens", "output_tokens", "cache_read_tokens",
                                           "cache_write_tokens")},
         "cost_overshoot_usd": None if cost is None or max_cost_usd is None else round(max(0.0, cost - max_cost_usd), 6),
+        "denied_tools": denied_tools_text(d.get("denied_tools")),
     }
 
 
@@ -138,7 +148,8 @@ def unsettled_attempts(conn: sqlite3.Connection, agent: str) -> list[sqlite3.Row
 
 
 def clean_diagnostics(raw: object) -> dict[str, Any] | None:
-    """Keep scalar values under identifier keys: nothing a CLI wrote can smuggle text in."""
+    """Keep scalar values and short lists of enum words under identifier keys: nothing a CLI
+    wrote can smuggle text in."""
     if not isinstance(raw, dict):
         return None
     kept = {}
@@ -147,6 +158,10 @@ def clean_diagnostics(raw: object) -> dict[str, Any] | None:
             continue
         if value is None or isinstance(value, bool | int | float) or (
             isinstance(value, str) and _ENUM_WORD.fullmatch(value)
+        ):
+            kept[key] = value
+        elif isinstance(value, list) and len(value) <= MAX_LIST_ITEMS and all(
+            isinstance(v, str) and _ENUM_WORD.fullmatch(v) for v in value
         ):
             kept[key] = value
     return kept or None

@@ -352,6 +352,7 @@ class Listener:
                 "message_id": candidate.message_id, "sender": candidate.sender, "result": attempt["outcome"],
                 "error_kind": attempt["error_kind"], "exit_code": attempt["exit_code"],
                 "duration_seconds": round(attempt["duration_seconds"] or 0.0, 1),
+                "permission_level": attempt["permission_level"], "denied_tools": attempt["denied_tools"],
                 **self._spawn_path(attempt["error_kind"]),
             })
 

@@ -58,6 +58,8 @@ def render_last(last: dict | None) -> str:
         parts.append(f"rc={last['exit_code']}")
     if last.get("error_kind"):
         parts.append(f"error_kind={last['error_kind']}")
+    if last.get("denied_tools"):
+        parts.append(f"denied={last['denied_tools']}")
     return " | " + " ".join(parts)
 
 

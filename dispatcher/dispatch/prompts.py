@@ -7,8 +7,10 @@ cancel) and mark_read.
 """
 
 import sqlite3
+from pathlib import Path
 
 from ..conversations import turn_available
+from ..permissions import BRIDGE_ONLY, DESCRIPTIONS, PermissionProfile
 
 TASK_PROMPT = """\
 You are a one-shot headless worker for Agent Bridge, acting as agent "{agent}".
@@ -21,6 +23,7 @@ through the agent_bridge MCP tools, and follow these steps exactly:
    holding your result.
 4. mark_read(message_ids=[{id}]).
 
+{permissions}
 If you cannot finish (missing permission, unclear task, an error you cannot fix),
 reply instead with one result whose text starts with "blocked: " and says why, then
 release_message(message_id={id}), and stop without mark_read (any "blocked:" result
@@ -57,7 +60,28 @@ silent exit is recorded as a failure.
 """
 
 
-def worker_prompt(conn: sqlite3.Connection, message: sqlite3.Row) -> str:
+PERMISSIONS_NOTE = """\
+What you may do: permission level "{level}" in the workspace {workspace}: {description}.{commands}{dirs}
+These limits are enforced by your CLI, not by this text. When a tool you need is denied or
+not offered, do not work around it: reply with a result "blocked: denied <ToolName>: <what you
+needed it for>", naming the tool, never its arguments, and release the message (see below).
+"""
+
+
+def permissions_note(profile: PermissionProfile, workspace: Path | None) -> str:
+    """What the worker may do, in the words of the profile (the CLI enforces it, not this text)."""
+    commands = dirs = ""
+    if profile.allow_commands:
+        commands = "\nAllowed commands (each a prefix of words): " + ", ".join(profile.allow_commands) + "."
+    if profile.extra_dirs:
+        access = "read and write" if profile.writes else "read"
+        dirs = f"\nYou may also {access} in: " + ", ".join(profile.resolved().extra_dirs) + "."
+    return PERMISSIONS_NOTE.format(level=profile.level, workspace=workspace or "(the current directory)",
+                                   description=DESCRIPTIONS[profile.level], commands=commands, dirs=dirs)
+
+
+def worker_prompt(conn: sqlite3.Connection, message: sqlite3.Row, profile: PermissionProfile = BRIDGE_ONLY,
+                  workspace: Path | None = None) -> str:
     fields = dict(message) | {"agent": message["recipient"]}
     if message["kind"] == "result":
         conv = conn.execute("SELECT * FROM conversations WHERE id = ?", (message["conversation_id"],)).fetchone()
@@ -67,4 +91,4 @@ def worker_prompt(conn: sqlite3.Connection, message: sqlite3.Row) -> str:
         return REVIEW_PROMPT.format(**fields, goal=conv["goal"], turn_count=conv["turn_count"],
                                     max_turns=conv["max_turns"], follow_up_note=note)
     conversation = f" in conversation #{message['conversation_id']}" if message["conversation_id"] else ""
-    return TASK_PROMPT.format(**fields, conversation=conversation)
+    return TASK_PROMPT.format(**fields, conversation=conversation, permissions=permissions_note(profile, workspace))

@@ -21,6 +21,7 @@ from pathlib import Path
 from ..config import BridgeConfig
 from ..errors import BridgeError
 from ..logs import get_logger
+from ..permissions import BRIDGE_ONLY, PERMISSIONS_ENV, PermissionProfile
 from ..private_files import create_private_file, ensure_private_dir, open_private_append
 from ..settings import PROJECT_DIR, BridgeSettings
 from ..store import open_store
@@ -77,15 +78,18 @@ def usd_text(value: float) -> str:
 
 
 def worker_env(settings: BridgeSettings, agent: str, message_id: int, attempt_dir: Path, diagnostics: Path,
-               token: str, max_cost_usd: float | None = None, workspace: Path | None = None) -> dict[str, str]:
+               token: str, max_cost_usd: float | None = None, workspace: Path | None = None,
+               permissions: PermissionProfile = BRIDGE_ONLY) -> dict[str, str]:
     """The launcher's environment: resolved values, so the worker's own server agrees with ours.
 
     ``AGENT_BRIDGE_MAX_COST_USD`` is the agent's ``max_cost_usd_per_task``, and absent when it
-    has none (an inherited value is dropped, never passed on)."""
-    inherited = {k: v for k, v in os.environ.items() if k != MAX_COST_ENV}
+    has none (an inherited value is dropped, never passed on). ``AGENT_BRIDGE_PERMISSIONS`` is
+    always the agent's profile from config.json, never an inherited value."""
+    inherited = {k: v for k, v in os.environ.items() if k not in (MAX_COST_ENV, PERMISSIONS_ENV)}
     return {
         **inherited,
         **({MAX_COST_ENV: usd_text(max_cost_usd)} if max_cost_usd is not None else {}),
+        PERMISSIONS_ENV: permissions.to_env(),
         "AGENT_ID": agent,
         "AGENT_BRIDGE_ROLE": "worker",
         "AGENT_BRIDGE_MESSAGE_ID": str(message_id),
@@ -117,7 +121,7 @@ def _launch(settings: BridgeSettings, config: BridgeConfig, paths: AgentPaths, m
     launcher = config.launcher_path(agent, PROJECT_DIR)
     _check_launcher(launcher)
     env = worker_env(settings, agent, message_id, attempt_dir, diagnostics, token,
-                     config.agents[agent].max_cost_usd_per_task, workspace)
+                     config.agents[agent].max_cost_usd_per_task, workspace, config.permissions(agent))
     log_fd = open_private_append(attempt_dir / "worker.log")
     gate_in, gate_out = os.pipe()
     try:
@@ -191,7 +195,9 @@ def _settle(conn, message_id: int, **verdict) -> str:
 def _run_worker(conn, settings, config, paths, message, token: str, timeout: int, deadline: float) -> str:
     message_id = message["id"]
     try:
-        launch = _launch(settings, config, paths, message, worker_prompt(conn, message), token)
+        prompt = worker_prompt(conn, message, config.permissions(message["recipient"]),
+                               config.workspace(message["recipient"], settings.workspace))
+        launch = _launch(settings, config, paths, message, prompt, token)
     except OSError as exc:
         # The path (launcher or workspace) is configuration, not payload: the log names it.
         log.warning("spawn_failed", message_id=message_id, error=type(exc).__name__, path=exc.filename,

@@ -157,6 +157,12 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX sessions_by_agent ON sessions (agent);
     """,
+    # 7: permissions. The permission level an attempt's worker ran at (its agent's profile,
+    # recorded by the barrier), and the tools its CLI reported denied (names only, comma-separated).
+    """
+    ALTER TABLE dispatch_attempts ADD COLUMN permission_level TEXT;
+    ALTER TABLE dispatch_attempts ADD COLUMN denied_tools TEXT;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -9,7 +9,12 @@ conversation history (how many tool results came back) tells it where it is.
 Modes, chosen by a line ``MODE=<mode>`` in the task text (default ``succeed``):
 - ``succeed``: receive_messages -> claim_message -> send_message(result) -> mark_read;
 - ``block``: claim_message -> send_message("blocked: ...") -> release_message;
-- ``silent``: says it is done without calling any tool.
+- ``silent``: says it is done without calling any tool;
+- ``workspace``: claim_message, then each ``DO={...}`` line of the task in order through the
+  CLI's own workspace tools (``tests/models/workspace.py`` maps each action to the tool the CLI
+  named by ``TOOLKIT=<cli>`` offers), then one result: ``done: ...`` with mark_read when every
+  action went through, else ``blocked: denied <Tool>: ...`` (the first tool that was denied or
+  not offered at all) with release_message.
 A task for a review turn is not scripted (the CLI tests send standalone tasks).
 """
 
@@ -86,6 +91,27 @@ def _plan(message_id: int, sender: str, mode: str) -> list[tuple[str, dict]]:
     ]
 
 
+def _workspace_plan(turn: Turn, message_id: int, sender: str) -> list[tuple[str, dict]]:
+    """claim, the mapped actions, then a result judged from their tool results, then ack or release."""
+    from .workspace import denied, plan_actions
+
+    calls, missing = plan_actions(turn)
+    plan = [("claim_message", {"message_id": message_id}), *calls]
+    results = turn.tool_results[1:1 + len(calls)]
+    if len(results) < len(calls):  # not there yet: the rest of the plan is not needed to go on
+        return [*plan, ("send_message", {})]
+    refused = [name for (name, _), result in zip(calls, results, strict=True) if denied(result)]
+    blocked = [*missing, *refused]
+    if blocked:
+        text = f"blocked: denied {blocked[0]}: the workspace action needed it"
+        ending = ("release_message", {"message_id": message_id})
+    else:
+        text = f"{RESULT_PREFIX}workspace actions done for message {message_id}"
+        ending = ("mark_read", {"message_ids": [message_id]})
+    reply = {"recipient": sender, "kind": "result", "reply_to": message_id, "text": text}
+    return [*plan, ("send_message", reply), ending]
+
+
 def next_step(turn: Turn, tool_search: str | None = None) -> Step:
     """The next step of the worker's turn.
 
@@ -94,7 +120,7 @@ def next_step(turn: Turn, tool_search: str | None = None) -> Step:
     bridge's tools, and that call counts as one tool result.
     """
     message_id, sender, mode = _task(turn.prompt)
-    plan = _plan(message_id, sender, mode)
+    plan = _workspace_plan(turn, message_id, sender) if mode == "workspace" else _plan(message_id, sender, mode)
     done = len(turn.tool_results)
     if plan and tool_search and _offered(turn, plan[0][0]) is None:
         if done == 0:
@@ -104,6 +130,8 @@ def next_step(turn: Turn, tool_search: str | None = None) -> Step:
     if done >= len(plan):
         return Final(f"{mode}: finished message {message_id}")
     tool, arguments = plan[done]
+    if tool not in BRIDGE_TOOLS:  # a workspace tool, already named as the CLI offers it
+        return ToolCall(tool, arguments)
     name = _offered(turn, tool) or f"mcp__agent_bridge__{tool}"  # deferred tools keep their full name
     return ToolCall(name, arguments)
 

@@ -1,0 +1,132 @@
+"""A worker's permission profile: one vocabulary for what a headless worker may do in its workspace.
+
+An agent's ``permissions`` block in config.json names a ``level``; each CLI's launcher turns it
+into that CLI's own mechanism (tool lists, permission rules, an OS sandbox), never into a
+request to the model. The levels, each including the one before:
+
+- ``bridge``: the bridge tools only (the default: a config without a profile keeps it);
+- ``read``: read, search and list inside the workspace;
+- ``edit``: also create and edit files inside the workspace;
+- ``shell``: also run the commands that match ``allow_commands``; every other command is denied;
+- ``project``: the workspace's own CLI settings decide, as when a person runs the CLI there.
+
+``extra_dirs`` are further directories the worker may read, and write at ``edit`` and above.
+The supervisor hands the profile to the launcher as one JSON value (``PERMISSIONS_ENV``).
+"""
+
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+LEVELS = ("bridge", "read", "edit", "shell", "project")
+Level = Literal["bridge", "read", "edit", "shell", "project"]
+PERMISSIONS_ENV = "AGENT_BRIDGE_PERMISSIONS"
+
+# The bridge tools a worker may call: what its prompts use (claim, result, acknowledge,
+# release, conversation moves) plus reading messages. Not `listener` (a task text must not
+# be able to switch dispatching off) and not `start_conversation` (an unattended worker
+# answers its task; it does not open new threads to other agents). Every launcher offers
+# exactly these, by name (dispatcher/dispatch/cli_profiles).
+WORKER_BRIDGE_TOOLS = ("send_message", "receive_messages", "claim_message", "release_message", "mark_read",
+                       "get_message", "conversation")
+# The bridge tools a worker must not even see (a CLI that offers every tool of a server gets
+# these denied by name, so the model is never offered them).
+NON_WORKER_BRIDGE_TOOLS = ("start_conversation", "listener")
+
+# One allowed command: words of plain characters (no shell syntax, quotes, globs or
+# parentheses), optionally ending in `*`. Every CLI matches it as a prefix of words: the
+# command must start with exactly these words; a trailing `*` says so and changes nothing.
+_WORD = r"[A-Za-z0-9_./=:@+,%-]+"
+COMMAND_PATTERN = re.compile(rf"{_WORD}(?: {_WORD})*(?: ?\*)?")
+MAX_ALLOW_COMMANDS = 64
+MAX_EXTRA_DIRS = 16
+
+DESCRIPTIONS = {
+    "bridge": "the agent_bridge tools only: no file, search or shell tool",
+    "read": "read, search and list files inside the workspace",
+    "edit": "read, search, list, create and edit files inside the workspace",
+    "shell": "read and edit files inside the workspace, and run only the allowed commands",
+    "project": "what the workspace's own CLI settings allow",
+}
+
+
+class PermissionProfile(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    level: Level
+    allow_commands: tuple[str, ...] = Field(default=(), max_length=MAX_ALLOW_COMMANDS)
+    extra_dirs: tuple[str, ...] = Field(default=(), max_length=MAX_EXTRA_DIRS)
+
+    @field_validator("allow_commands", mode="before")
+    @classmethod
+    def _commands(cls, value: object) -> object:
+        if isinstance(value, list):
+            value = tuple(value)
+        for command in value if isinstance(value, tuple) else ():
+            if not isinstance(command, str) or not COMMAND_PATTERN.fullmatch(command):
+                raise ValueError(
+                    f"allow_commands entry {command!r} is not a plain command prefix: use words of letters, "
+                    "digits and _ . / = : @ + , % - separated by single spaces, optionally ending in *"
+                )
+        return value
+
+    @field_validator("extra_dirs", mode="before")
+    @classmethod
+    def _dirs(cls, value: object) -> object:
+        if isinstance(value, list):
+            value = tuple(value)
+        for directory in value if isinstance(value, tuple) else ():
+            if not isinstance(directory, str) or not directory or not Path(directory).expanduser().is_absolute():
+                raise ValueError(f"extra_dirs entry {directory!r} must be an absolute path (~ is expanded)")
+        return value
+
+    @model_validator(mode="after")
+    def _fits_level(self) -> "PermissionProfile":
+        if self.level == "shell" and not self.allow_commands:
+            raise ValueError("level shell needs allow_commands, e.g. [\"git status\", \"uv run pytest*\"]")
+        if self.level != "shell" and self.allow_commands:
+            raise ValueError(f"allow_commands is used only at level shell, not at {self.level}; remove it")
+        if self.level == "bridge" and self.extra_dirs:
+            raise ValueError("extra_dirs needs level read or above; level bridge has no file tools")
+        return self
+
+    @property
+    def writes(self) -> bool:
+        """Whether this level may create and edit files (in the workspace and ``extra_dirs``)."""
+        return self.level in ("edit", "shell", "project")
+
+    def resolved(self) -> "PermissionProfile":
+        """The same profile with ``~`` expanded in ``extra_dirs``, as a launcher needs it."""
+        return self.model_copy(update={"extra_dirs": tuple(str(Path(d).expanduser()) for d in self.extra_dirs)})
+
+    def command_prefixes(self) -> tuple[tuple[str, ...], ...]:
+        """Each allowed command as its words, without the optional trailing ``*``."""
+        return tuple(tuple(command.rstrip("*").split()) for command in self.allow_commands)
+
+    def to_env(self) -> str:
+        return json.dumps(self.resolved().model_dump(mode="json"), separators=(",", ":"))
+
+
+BRIDGE_ONLY = PermissionProfile(level="bridge")
+
+
+class ProfileError(ValueError):
+    """``AGENT_BRIDGE_PERMISSIONS`` holds no valid profile (a launcher fails closed on it)."""
+
+
+def profile_from_env(env: Mapping[str, str]) -> PermissionProfile:
+    """The profile the supervisor handed to the launcher; ``bridge`` when none was (a launcher run by hand)."""
+    raw = env.get(PERMISSIONS_ENV)
+    if not raw:
+        return BRIDGE_ONLY
+    try:
+        data = json.loads(raw)
+        if isinstance(data, dict):
+            data = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+        return PermissionProfile.model_validate(data)
+    except (ValueError, ValidationError) as exc:
+        raise ProfileError(f"{PERMISSIONS_ENV} is not a valid permission profile: {exc}") from None
