@@ -30,13 +30,18 @@ log = get_logger("agent_bridge.dispatch")
 
 
 # The launcher contract's own exit codes (docs/launchers.md): with nothing done, they say why.
-LAUNCHER_EXIT_KINDS = {127: "cli_not_found", 2: "launcher_usage"}
+# 78 (EX_CONFIG): the agent's permission profile cannot be enforced by this CLI on this machine
+# (say, its sandbox does not work here), so the launcher refused to run it unconfined.
+PERMISSIONS_UNENFORCEABLE_EXIT = 78
+LAUNCHER_EXIT_KINDS = {127: "cli_not_found", 2: "launcher_usage",
+                       PERMISSIONS_UNENFORCEABLE_EXIT: "permissions_unenforceable"}
 
 
 def decide(evidence_outcome: str | None, evidence_kind: str | None, fallback: str, error_kind: str | None,
            cli_status: str | None, exit_code: int | None = None) -> tuple[str, str | None]:
     """(outcome, error_kind) from the evidence's verdict, the caller's fallback, the CLI's own status
-    and the worker's exit code (127: the launcher found no CLI; 2: it was invoked wrongly)."""
+    and the worker's exit code (127: the launcher found no CLI; 2: it was invoked wrongly; 78: it
+    refused a permission profile its CLI cannot enforce here)."""
     if evidence_outcome is not None:
         return evidence_outcome, error_kind
     if fallback == "failed" and cli_status == "budget_exceeded":
