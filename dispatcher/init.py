@@ -7,6 +7,11 @@ the launchers were tested with that version (config.json has no place for notes)
 is off where the launcher's least privilege is only approximate (Kimi: its tools cannot be
 limited to the bridge's), on for the others. With no CLI found it still writes a config,
 declaring ``claude`` with ``auto`` off, so that the server can start.
+
+Every agent it declares gets an explicit permission profile (dispatcher/permissions.py):
+``edit`` where the CLI's own sandbox confines writes to the workspace (Claude, Codex), ``read``
+where nothing can (Gemini has no sandbox without a container runtime; Kimi approves every
+call and takes any path). It prints what each agent's workers can do.
 """
 
 import json
@@ -18,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import BridgeError
+from .permissions import DESCRIPTIONS, Level
 
 VERSION_TIMEOUT_SECONDS = 5.0
 
@@ -29,14 +35,16 @@ class Cli:
     default_binary: str
     tested_version: str
     auto: bool  # False: least privilege is only approximate, so no unattended dispatch by default
+    level: Level  # the permission level init gives it: the most its own sandbox can enforce
 
 
 CLIS = (
-    Cli("claude", "CLAUDE_BIN", "claude", "2.1.332", True),
-    Cli("kimi", "KIMI_BIN", "kimi", "2.1.0", False),
-    Cli("codex", "CODEX_BIN", "codex", "0.171.0", True),
-    Cli("gemini", "GEMINI_BIN", "gemini", "0.61.0", True),
+    Cli("claude", "CLAUDE_BIN", "claude", "2.1.332", True, "edit"),
+    Cli("kimi", "KIMI_BIN", "kimi", "2.1.0", False, "read"),
+    Cli("codex", "CODEX_BIN", "codex", "0.171.0", True, "edit"),
+    Cli("gemini", "GEMINI_BIN", "gemini", "0.61.0", True, "read"),
 )
+CLAUDE = CLIS[0]
 _VERSION = re.compile(r"\d+\.\d+\.\d+")
 
 
@@ -77,11 +85,11 @@ def find_clis() -> list[Found]:
 
 
 def build_config(found: list[Found], workspace: Path) -> dict:
-    declared = [(f.cli.agent, f.cli.auto) for f in found] or [("claude", False)]
+    declared = [(f.cli.agent, f.cli.auto, f.cli.level) for f in found] or [("claude", False, CLAUDE.level)]
     agents = {
         agent: {"auto": auto, "launcher": f"launchers/{agent}_headless.sh", "workspace": str(workspace),
-                "worker_timeout_seconds": 1800}
-        for agent, auto in declared
+                "worker_timeout_seconds": 1800, "permissions": {"level": level}}
+        for agent, auto, level in declared
     }
     return {"agents": agents, "dispatch_max_age_seconds": 86400}
 
@@ -110,9 +118,12 @@ def run_init(*, force: bool, workspace: Path, echo) -> Path:
                   f"not the tested version {f.cli.tested_version}; it may work, check `agent-bridge dispatch`")
         auto = "auto on" if f.cli.auto else "auto off (least privilege is only approximate)"
         echo(f"{f.cli.agent}: {f.path} {version} ({tested}); {auto}")
+        echo(f"  workers may: {DESCRIPTIONS[f.cli.level]} (permissions level {f.cli.level})")
     if not found:
         echo("No agent CLI found on PATH (claude, kimi, codex, gemini; CLAUDE_BIN etc. name another binary). "
              "Declared claude with auto off so the server can start; install a CLI and rerun with --force.")
     echo(f"Workers run in {workspace} (each agent's \"workspace\"; edit it in the config to change it).")
+    echo("Change what a worker may do with each agent's \"permissions\" in the config (levels: bridge, read, "
+         "edit, shell with allow_commands, project; see docs/permissions.md).")
     echo(f"Wrote {path}")
     return path

@@ -101,8 +101,11 @@ def test_init_then_serve(installed: Path, home) -> None:
     path = Path(env["XDG_CONFIG_HOME"]) / "agent-bridge" / "config.json"
     config = json.loads(path.read_text())
     assert config["agents"] == {"claude": {"auto": True, "launcher": "launchers/claude_headless.sh",
-                                           "workspace": str(work), "worker_timeout_seconds": 1800}}
+                                           "workspace": str(work), "worker_timeout_seconds": 1800,
+                                           "permissions": {"level": "edit"}}}
     assert "2.1.332 (tested)" in done.stdout and f"Workers run in {work}" in done.stdout
+    assert "workers may: read, search, list, create and edit files inside the workspace (permissions level edit)" \
+        in done.stdout
 
     again = _run(["agent-bridge", "init"], env, work)
     assert again.returncode == 2
@@ -142,6 +145,7 @@ def test_init_without_any_cli(installed: Path, home) -> None:
     assert done.returncode == 0, done.stderr
     config = json.loads((Path(env["XDG_CONFIG_HOME"]) / "agent-bridge" / "config.json").read_text())
     assert config["agents"]["claude"]["auto"] is False
+    assert config["agents"]["claude"]["permissions"] == {"level": "edit"}
     assert "No agent CLI found" in done.stdout
 
 
