@@ -27,7 +27,8 @@ Exit status (on failure, one line on stderr: `agent-bridge: <code>: <what to do>
   1  the store, a file or agent-bridge itself failed (store_unavailable, store_corrupt,
      store_missing, file_unavailable, unsafe_path, internal_error, ...); doctor found an error
   2  wrong command line, setting, config.json or agent id; nothing was done
-     (usage_error, invalid_setting, config_invalid, unknown_agent, config_exists, invalid_duration)
+     (usage_error, invalid_setting, config_invalid, unknown_agent, config_exists, invalid_duration,
+     message_not_found)
   3  dispatch refused before anything was launched (already_attempted, ...)
   4  dispatch: the attempt ran and ended failed, timeout, crashed or budget_exceeded
   130 interrupted
@@ -267,6 +268,22 @@ def dispatch(message_id: int) -> None:
             f"the attempt at message #{message_id} ended {outcome or 'without an outcome'}{why}; the sender was "
             "notified and it is never repeated. The JSON on stdout has its exit code and duration.",
         )
+
+
+@main.command()
+@click.argument("message_id", type=click.IntRange(1, MAX_MESSAGE_ID))
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def show(message_id: int, as_json: bool) -> None:
+    """Show MESSAGE_ID: its dispatch (outcome, the CLI's status, cost, permission level, denied
+    tools, attempt files), its text and its replies. Reads the store read-only."""
+    from .locations import Locations
+    from .show import message_report, render_report
+
+    report = message_report(Locations.from_env(), message_id)
+    if as_json:
+        _print_json(report)
+    else:
+        click.echo(render_report(report))
 
 
 @main.command()

@@ -26,7 +26,7 @@ EXIT_ATTEMPT_FAILED = 4  # `dispatch`: the attempt ran and ended failed, timeout
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
 
 USAGE_CODES = frozenset({"usage_error", "invalid_setting", "config_invalid", "unknown_agent", "config_exists",
-                         "invalid_duration"})
+                         "invalid_duration", "message_not_found"})
 # What SQLite says about a file that is not a (sound) database: retrying cannot help.
 _CORRUPTION = ("file is not a database", "database disk image is malformed", "file is encrypted")
 
