@@ -51,7 +51,21 @@ def claude(action: dict, turn) -> Mapped:
     return name, args if _offered(turn, name) else None
 
 
-TOOLKITS: dict[str, Callable[[dict, object], Mapped]] = {"claude": claude}
+def kimi(action: dict, turn) -> Mapped:
+    """Kimi Code 2.1.0: Read{path}, Edit{path,old_string,new_string}, Write{path,content}, Bash{command}.
+    A refusal by the permission hook reads "Denied by the Agent Bridge permission profile ..."."""
+    if "read" in action:
+        name, args = "Read", {"path": action["read"]}
+    elif "edit" in action:
+        name, args = "Edit", {"path": action["edit"], "old_string": action["old"], "new_string": action["new"]}
+    elif "write" in action:
+        name, args = "Write", {"path": action["write"], "content": action["content"]}
+    else:
+        name, args = "Bash", {"command": action["run"]}
+    return name, args if _offered(turn, name) else None
+
+
+TOOLKITS: dict[str, Callable[[dict, object], Mapped]] = {"claude": claude, "kimi": kimi}
 
 
 def actions(prompt: str) -> list[dict]:

@@ -133,7 +133,8 @@ def agent_file(profile: PermissionProfile) -> str:
         description, body = "limited to the agent_bridge MCP tools and Read.", AGENT_FILE_BRIDGE_BODY
     else:
         names = ", ".join(builtin)
-        description = f"at permission level {profile.level}: the agent_bridge MCP tools and {names}."
+        # YAML front matter: a plain scalar, so no ": " in it.
+        description = f"at permission level {profile.level}, with the agent_bridge MCP tools and {names}."
         body = AGENT_FILE_BODY.replace("{level}", profile.level).replace("{tools}", names)
     head = ["---", "name: agent-bridge-worker", f"description: One-shot Agent Bridge worker {description}",
             "tools:", *(f"  - {tool}" for tool in offered_tools(profile))]
