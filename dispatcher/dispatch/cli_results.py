@@ -212,18 +212,20 @@ def kimi_status(stream_json: str, exit_code: int | None, turn_reason: str | None
     return "error"
 
 
-# Kimi's answer to a call of a tool the agent file does not list, and the start of what the
-# permission hook (cli_profiles/kimi.py) says when it refuses a call: both are tool results
-# with ``isError`` in the wire; the denied tool's name comes from its ``tool.call`` event.
+# Kimi's refusals, each a tool result with ``isError`` in the wire (the denied tool's name comes
+# from its ``tool.call`` event): a call of a tool the agent file does not list; the permission
+# hook's refusal (cli_profiles/kimi.py); Kimi's own path checks (a symlink that leads out of
+# the working directory, a dangling or too deep link, a sensitive file such as .env or a key).
 _KIMI_NOT_FOUND = re.compile(r'Tool "[^"\n]{1,200}" not found')
 _KIMI_HOOK_DENIAL = re.compile(r"Denied by the Agent Bridge permission profile \(level [a-z]+\): ")
+_KIMI_PATH_BLOCKED = re.compile(r'"[^\n]+ Access is blocked(\.| to protect secrets\.|; use the real path [^\n]+\.)')
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,40}")
 MAX_DENIED_TOOLS = 16
 
 
 def _kimi_denials(events: list[dict]) -> list[str]:
-    """The names of the tools whose calls Kimi refused (not offered, or refused by the hook),
-    sorted and unique; never their arguments."""
+    """The names of the tools whose calls Kimi refused (not offered, refused by the hook or by
+    its own path checks), sorted and unique; never their arguments."""
     names: dict[str, str] = {}
     denied: set[str] = set()
     for event in events:
@@ -237,7 +239,8 @@ def _kimi_denials(events: list[dict]) -> list[str]:
             result = loop["result"]
             output = result.get("output")
             if result.get("isError") is True and isinstance(output, str) and (
-                    _KIMI_NOT_FOUND.fullmatch(output.strip()) or _KIMI_HOOK_DENIAL.match(output)):
+                    _KIMI_NOT_FOUND.fullmatch(output.strip()) or _KIMI_HOOK_DENIAL.match(output)
+                    or _KIMI_PATH_BLOCKED.fullmatch(output.strip())):
                 name = names.get(call_id) if isinstance(call_id, str) else None
                 if name is not None and _TOOL_NAME.fullmatch(name):
                     denied.add(name)

@@ -23,7 +23,8 @@ _TOOLKIT = re.compile(r"^TOOLKIT=(\w+)\s*$", re.MULTILINE)
 # What the CLIs say when a permission rule, a sandbox or a path check refused a call.
 _DENIED = re.compile(
     r"denied|haven't granted|not allowed|read-only file system|not in workspace|outside (of )?the (workspace|project)"
-    r"|forbidden|rejected|operation not permitted|permission denied|blocked by policy|not permitted",
+    r"|forbidden|rejected|operation not permitted|permission denied|blocked by policy|not permitted"
+    r"|access is blocked",
     re.IGNORECASE,
 )
 
