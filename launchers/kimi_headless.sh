@@ -28,7 +28,10 @@
 #     worker itself gets a private home, see below);
 #   AGENT_BRIDGE_MAX_TURNS (optional positive integer -> KIMI_LOOP_MAX_STEPS_PER_TURN,
 #     unless that is already set; Kimi counts steps, not turns, so this is approximate).
-# Exit code: Kimi's own exit code; 2 for a bad invocation; 127 if the CLI is missing.
+#   AGENT_BRIDGE_PERMISSIONS (optional: the agent's permission profile as JSON, set by the
+#     supervisor; absent = level bridge), AGENT_BRIDGE_WORKSPACE (the workspace, also the cwd).
+# Exit code: Kimi's own exit code; 2 for a bad invocation (an invalid profile included);
+#   78 if the profile cannot be enforced by Kimi (level project); 127 if the CLI is missing.
 set -euo pipefail
 set -o noclobber  # a `>` redirect never reuses an existing name (a planted file or link)
 umask 077
@@ -58,16 +61,81 @@ fi
 # workspace trusted in its home's trust records). The worker therefore gets its own
 # home in the attempt dir, containing:
 #   mcp.json      generated: only the agent_bridge server.
-#   config.toml   symlink to the user's file: providers, default model, [loop_control].
+#   config.toml   at level bridge a symlink to the user's file: providers, default model,
+#                 [loop_control]. Above bridge a private copy of it with the permission
+#                 hook appended (see "Permission profile" below).
 #   credentials/  symlink to the user's directory: `kimi login` OAuth tokens. A symlink,
 #                 not a copy, so a token refreshed by the worker is saved for the user too.
 #   device_id, region   symlinks (device identity; the mainland-cn/global login region).
+#   bin/rg        above bridge, a symlink to the user's Kimi-downloaded ripgrep, if any
+#                 (Glob and Grep need `rg` on PATH or there).
 # Deliberately NOT linked: sessions and logs (they hold the task and the model's text and
 # stay private to this attempt), plugins, skills, AGENTS.md, the user's mcp.json, and the
 # trust records (so the workspace counts as untrusted and its project MCP files are ignored).
 user_home=${KIMI_CODE_HOME:-${HOME:-}/.kimi-code}
 worker_home=$attempt_dir/kimi-code-home
 mkdir -m 700 -- "$worker_home"  # must be new: an existing name (say, a planted link) fails the launch
+
+# --- Permission profile (AGENT_BRIDGE_PERMISSIONS) -------------------------------------
+# In prompt mode Kimi 2.1.0 approves every call it is offered, and [[permission.rules]] in
+# config.toml are parsed but not applied (a deny rule for Read did not stop a Read). What
+# Kimi itself does enforce (dispatcher/dispatch/cli_profiles/kimi.py):
+#   - the agent file's `tools:` list: the model is offered exactly these tools, and a call to
+#     any other is answered `Tool "X" not found`. Kimi matches built-in tools by exact name,
+#     so Bash, Write, Edit, FetchURL, Agent, Skill ... are not offered unless listed. The
+#     bridge tools are listed by name, never the `mcp__agent_bridge__*` glob (which would
+#     include `listener`).
+#       bridge: Read (needed to read REQUEST_FILE). Read is not limited to REQUEST_FILE: it
+#               opens any file the user can read whose name Kimi does not treat as a secret
+#               (.env*, id_rsa*, credentials* ...); the token files inside credentials/ pass.
+#       read: + Glob, Grep.   edit: + Write, Edit.   shell: + Bash.
+#   - above bridge, a PreToolUse hook in the private config.toml (cli_profiles/kimi_hook.py):
+#     Kimi runs it before every call and refuses the call when it exits 2. It confines file
+#     paths (symlinks resolved) to the workspace and extra_dirs (Read also: REQUEST_FILE),
+#     and lets Bash run only plain-word commands that start with an allowed command. There is
+#     no OS sandbox: an allowed command runs with the user's full rights.
+#   - level project: refused, exit 78 (prompt mode applies no workspace permission settings,
+#     so it would run every tool unconfined).
+# Exit 2: AGENT_BRIDGE_PERMISSIONS is not a valid profile. Exit 78: the profile cannot be
+# enforced here. ${base_prompt} in the agent file keeps Kimi's default system prompt.
+agent_file=$attempt_dir/kimi-agent-bridge-worker.md
+"$AGENT_BRIDGE_PYTHON" - "$agent_file" "$worker_home" "$user_home" "$request_file" <<'PY'
+import os, sys
+
+sys.path.insert(0, os.environ["AGENT_BRIDGE_PROJECT"])
+from dispatcher.dispatch.cli_profiles import kimi
+from dispatcher.permissions import ProfileError, profile_from_env
+from dispatcher.private_files import create_private_file
+
+agent_file, worker_home, user_home, request_file = sys.argv[1:5]
+try:
+    profile = profile_from_env(os.environ)
+except ProfileError as exc:
+    print(f"kimi_headless.sh: {exc}", file=sys.stderr)
+    sys.exit(2)
+try:
+    text = kimi.agent_file(profile)
+    config = None
+    if profile.level != "bridge":
+        user_config = os.path.join(user_home, "config.toml")
+        existing = open(user_config, encoding="utf-8").read() if os.path.isfile(user_config) else None
+        # The cwd (the workspace): Kimi resolves relative paths against it.
+        policy = kimi.hook_policy(profile, os.getcwd(), request_file)
+        hook = os.path.join(os.environ["AGENT_BRIDGE_PROJECT"], "dispatcher", "dispatch", "cli_profiles", "kimi_hook.py")
+        config = kimi.worker_config(existing, kimi.hook_command(os.environ["AGENT_BRIDGE_PYTHON"], hook, policy))
+except kimi.Unenforceable as exc:
+    print(f"kimi_headless.sh: permission level {profile.level}: {exc}", file=sys.stderr)
+    sys.exit(78)
+create_private_file(agent_file, text)
+if config is not None:
+    create_private_file(os.path.join(worker_home, "config.toml"), config)
+    rg = os.path.join(user_home, "bin", "rg")
+    if os.path.isfile(rg):
+        os.mkdir(os.path.join(worker_home, "bin"), 0o700)
+        os.symlink(rg, os.path.join(worker_home, "bin", "rg"))
+PY
+# set -e: the step's exit code (2 or 78) is the launcher's. Then the links (config.toml only
+# where the step wrote none, that is at level bridge).
 for item in config.toml credentials device_id region; do
     if [[ -e $user_home/$item && ! -e $worker_home/$item ]]; then
         ln -s -- "$user_home/$item" "$worker_home/$item"
@@ -77,31 +145,6 @@ if [[ ! -e $worker_home/config.toml ]]; then
     printf '%s: note: no %s; relying on KIMI_MODEL_* environment variables\n' \
         "$prog" "$user_home/config.toml" >&2
 fi
-
-# Agent profile: the worker sees only the worker's bridge tools, listed by name (never
-# the `mcp__agent_bridge__*` glob, which would include `listener`), plus the read-only
-# Read tool (needed to read REQUEST_FILE). Kimi matches built-in tools by exact name, so
-# Bash, Write, Edit, FetchURL, Agent, Skill ... are not offered to the model at all (every
-# model request of the real runs offered exactly these eight tools). Read is not limited to
-# REQUEST_FILE: it opens any file the user can read whose name Kimi does not treat as a
-# secret (.env*, id_rsa*, credentials* ...); the token files inside credentials/ pass.
-# ${base_prompt} keeps Kimi's default system prompt.
-agent_file=$attempt_dir/kimi-agent-bridge-worker.md
-{
-    printf '%s\n' --- "name: agent-bridge-worker" \
-        "description: One-shot Agent Bridge worker limited to the agent_bridge MCP tools and Read." \
-        "tools:" "  - Read"
-    printf '  - mcp__agent_bridge__%s\n' "${worker_tools[@]}"
-    cat <<'MD'
----
-${base_prompt}
-
-You are running as a one-shot, non-interactive Agent Bridge worker. Your only tools are
-the agent_bridge MCP tools and Read. Nobody is watching this session: do not ask
-questions; report results and problems through the agent_bridge tools.
-MD
-} >"$agent_file"
-
 write_bridge_mcp_config "$worker_home/mcp.json"
 
 # The fixed instruction: message id and file path only, never the task text.
@@ -117,7 +160,7 @@ if [[ -n $max_turns && -z ${KIMI_LOOP_MAX_STEPS_PER_TURN:-} ]]; then
 fi
 
 # Why each flag (Kimi Code 2.1.0):
-#   --agent-file FILE             the restricted profile above (tools: Read + bridge only).
+#   --agent-file FILE             the agent file above: the level's tools + the bridge tools.
 #   --output-format stream-json   one JSON object per line; used for the diagnostics.
 #   -p INSTRUCTION                prompt mode: run one prompt and exit. Last, so that
 #                                 nothing can be mistaken for its value.

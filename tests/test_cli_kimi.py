@@ -3,8 +3,9 @@ the real pinned binary on Node 22, the real server.py over stdio, and a scripted
 Messages server on 127.0.0.1 (``KIMI_MODEL_PROVIDER_TYPE=anthropic``).
 
 Kimi takes its prompt only from argv, so the launcher's argv names the request file and the
-model first reads it with Kimi's ``Read`` tool; ``KimiModel`` below adds that step in front of
-the API-neutral script. One listener, one model server and one sender serve the module's cases.
+model first reads it with Kimi's ``Read`` tool; ``KimiModel`` (tests/models/kimi.py) adds that
+step in front of the API-neutral script. One listener, one model server and one sender serve
+the module's cases.
 """
 
 import json
@@ -17,7 +18,8 @@ from cli_harness import require_cli
 from dispatch_harness import notices_for, start_listener, status, wait_finished, wait_until
 from harness import PROJECT, McpAgent, bridge_env, write_config
 from models import script
-from models.anthropic import AnthropicModel, offered_tools, to_turn
+from models.anthropic import offered_tools, to_turn
+from models.kimi import KimiModel
 
 pytestmark = pytest.mark.cli
 
@@ -31,47 +33,7 @@ ATTEMPTS = 2  # Kimi's attempts per model request (default 10, about 140 s of ba
 # The user's config.toml (linked into each worker's private home): a failing model ends the
 # run after ATTEMPTS attempts, in seconds.
 USER_CONFIG = f"[loop_control]\nmax_attempts_per_step = {ATTEMPTS}\n"
-_REQUEST_FILE = re.compile(r"from the file (/\S+) with the Read tool")
-_LINE_NUMBER = re.compile(r"^\s*\d+\t", re.MULTILINE)
-_MODEL_STATUS = re.compile(r"^MODEL_STATUS=(\d{3})\s*$", re.MULTILINE)
 _WIRE = re.compile(r"kimi-code-home/sessions/[^/]+/session_[^/]+/agents/main/wire\.jsonl")
-_READ_STATUS = re.compile(r"\n?<system>.*?</system>\s*$", re.DOTALL)
-
-
-class KimiModel(AnthropicModel):
-    """The scripted Anthropic server, plus the step Kimi needs first: Read the request file.
-
-    Kimi's prompt names the request file instead of holding the task; the first step reads
-    it with ``Read``, and from then on the script sees the file's text (Kimi's line-number
-    prefixes and trailing status block removed) as the prompt, and only the later tool
-    results. A task with a line ``MODEL_STATUS=<code>`` is answered with that HTTP error
-    once the file has been read (a failing model, for the fail-fast case)."""
-
-    @staticmethod
-    def read_task(turn: script.Turn) -> tuple[str | None, tuple[str, ...]]:
-        """(the request file's text once Read returned it, the tool results after it)."""
-        if not turn.tool_results or _REQUEST_FILE.search(turn.prompt) is None:
-            return None, turn.tool_results
-        return _LINE_NUMBER.sub("", _READ_STATUS.sub("", turn.tool_results[0])), turn.tool_results[1:]
-
-    def step_for(self, body: dict) -> script.Step:
-        turn = to_turn(body)
-        found = _REQUEST_FILE.search(turn.prompt)
-        if found is None or "Read" not in turn.tools:
-            return super().step_for(body)
-        task, results = self.read_task(turn)
-        if task is None:
-            return script.ToolCall("Read", {"path": found.group(1)})
-        return script.next_step(script.Turn(prompt=task, tools=turn.tools, tool_results=results))
-
-    def _messages(self, handler, body: dict) -> None:
-        task, _ = self.read_task(to_turn(body))
-        failing = _MODEL_STATUS.search(task or "")
-        if failing:
-            self._send_json(handler, int(failing.group(1)), {
-                "type": "error", "error": {"type": "api_error", "message": "scripted model failure"}})
-            return
-        super()._messages(handler, body)
 
 
 def canary(label: str) -> str:

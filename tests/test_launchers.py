@@ -15,6 +15,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -491,6 +492,38 @@ def test_kimi_agent_file_limits_tools(ctx):
     assert TASK_TEXT not in text
 
 
+def test_kimi_profile_above_bridge_writes_the_tools_and_a_private_config_with_the_hook(ctx):
+    s = ctx
+    user_home = kimi_user_home(s)
+    (user_home / "config.toml").write_text("[loop_control]\nmax_attempts_per_step = 3\n")
+    profile = json.dumps({"level": "shell", "allow_commands": ["git status"], "extra_dirs": []})
+    proc = run(KIMI, s, KIMI_BIN=str(s["fake"]), AGENT_BRIDGE_PERMISSIONS=profile)
+    assert proc.returncode == 0, proc.stderr
+    argv = record(s)["argv"]
+    front = Path(argv[argv.index("--agent-file") + 1]).read_text().split("---")[1]
+    tools = [line.removeprefix("  - ") for line in front.splitlines() if line.startswith("  - ")]
+    assert tools == ["Read", "Glob", "Grep", "Write", "Edit", "Bash"] + [
+        f"mcp__agent_bridge__{name}" for name in WORKER_TOOLS]
+    rec = record(s)["kimi_home"]
+    assert rec["config.toml"]["link"] is None  # a private copy, not the user's file
+    config = tomllib.loads((s["attempt"] / "kimi-code-home" / "config.toml").read_text())
+    assert config["loop_control"] == {"max_attempts_per_step": 3}  # the user's settings kept
+    [hook] = config["hooks"]
+    assert hook["event"] == "PreToolUse" and "kimi_hook.py" in hook["command"] and hook["timeout"] == 300
+    assert (user_home / "config.toml").read_text() == "[loop_control]\nmax_attempts_per_step = 3\n"
+
+
+def test_kimi_level_project_is_refused_with_78_and_an_invalid_profile_with_2(ctx):
+    s = ctx
+    proc = run(KIMI, s, KIMI_BIN=str(s["fake"]), AGENT_BRIDGE_PERMISSIONS='{"level":"project"}')
+    assert proc.returncode == 78
+    assert proc.stderr.count("\n") == 1 and "level project cannot be enforced by Kimi Code 2.1.0" in proc.stderr
+    assert not Path(s["env"]["FAKE_RECORD"]).exists()  # Kimi never started
+    proc = run(KIMI, s, KIMI_BIN=str(s["fake"]), AGENT_BRIDGE_PERMISSIONS='{"level":"everything"}')
+    assert proc.returncode == 2 and proc.stderr.startswith("kimi_headless.sh: AGENT_BRIDGE_PERMISSIONS is not")
+    assert not Path(s["env"]["FAKE_RECORD"]).exists()
+
+
 def test_kimi_diagnostics(ctx):
     s = ctx
     wire = "".join(json.dumps(e) + "\n" for e in [
@@ -520,7 +553,7 @@ def test_kimi_diagnostics(ctx):
         "turn_error_name": "APIStatusError",
         "turn_error_retryable": None,
         "cli": "kimi", "cli_status": "api_error", "cost_usd": None, "input_tokens": None, "output_tokens": None,
-        "cache_read_tokens": None, "cache_write_tokens": None,
+        "cache_read_tokens": None, "cache_write_tokens": None, "denied_tools": [],
     }
     raw = json.dumps(diag)
     for secret in (MODEL_TEXT, TOOL_INPUT, TASK_TEXT):

@@ -68,6 +68,9 @@ def test_every_run_in_the_corpus_is_classified_payload_free(tmp_path, run):
     assert set(LEDGER_KEYS) <= set(diag)
     assert clean_diagnostics(diag) == diag  # all of it survives what the supervisor keeps (32 keys, scalars)
     for key, value in diag.items():
+        if isinstance(value, list):  # denied_tools: tool names only
+            assert all(isinstance(v, str) and cli_results._ENUM.fullmatch(v) for v in value), key
+            continue
         assert value is None or isinstance(value, bool | int | float) or cli_results._ENUM.fullmatch(value), key
     assert CANARY not in json.dumps(diag)
 

@@ -3,7 +3,7 @@
 import json
 import os
 
-from dispatcher.dispatch.cli_results import CLAUDE_OUTPUT, KIMI_OUTPUT, cli_diagnostics
+from dispatcher.dispatch.cli_results import CLAUDE_OUTPUT, KIMI_OUTPUT, cli_diagnostics, kimi_diagnostics
 
 SECRET = "MODEL-TEXT-SECRET"
 
@@ -58,3 +58,26 @@ def test_kimi_takes_the_last_turn_of_the_newest_wire(tmp_path):
     assert (diag["stream_json"], diag["assistant_messages"], diag["unparsed_lines"]) == ("ok", 1, 1)
     assert (diag["turn_reason"], diag["turn_error_code"], diag["turn_error_name"]) == ("failed", "x.y", None)
     assert SECRET not in json.dumps(diag)
+
+
+# Verbatim wire lines of Kimi Code 2.1.0 (a scripted model on loopback): a call of a tool the
+# agent file does not list, Kimi's own refusal of a write through a symlink out of the working
+# directory, and a Read that went through. The permission hook's refusals are in the corpus
+# (tests/fixtures/cli_results/kimi/captured-permissions-shell.*).
+KIMI_REFUSALS = r"""
+{"type":"context.append_loop_event","agentId":"main","event":{"type":"tool.call","uuid":"83a4c02c-40de-43b5-aa5a-d5815d9c9ff9","turnId":"0","step":1,"stepUuid":"30bce640-9504-4cdf-ace6-e8d161654744","toolCallId":"toolu_scripted_0001","name":"Read","args":{"path":"/tmp/kexp/r1/ws/a.txt"},"display":{"kind":"file_io","operation":"read","path":"/tmp/kexp/r1/ws/a.txt"}},"time":1796152929546}
+{"type":"context.append_loop_event","agentId":"main","event":{"type":"tool.result","parentUuid":"83a4c02c-40de-43b5-aa5a-d5815d9c9ff9","toolCallId":"toolu_scripted_0001","result":{"output":"1\thello","note":"<system>1 line read from file starting from line 1. Total lines in file: 1. Requested range complete. Effective max_chars: 100000. End of file reached.</system>","durationMs":9}},"time":1796152929559}
+{"type":"context.append_loop_event","agentId":"main","event":{"type":"tool.call","uuid":"cfe0ce3c-24f2-4151-85d3-c6ca8c8fe58e","turnId":"0","step":6,"stepUuid":"16ad66bd-7fd2-46f3-9327-0b6dff28697d","toolCallId":"toolu_scripted_0006","name":"WebFetch","args":{"url":"http://x"}},"time":1796152929832}
+{"type":"context.append_loop_event","agentId":"main","event":{"type":"tool.result","parentUuid":"cfe0ce3c-24f2-4151-85d3-c6ca8c8fe58e","toolCallId":"toolu_scripted_0006","result":{"output":"Tool \"WebFetch\" not found","isError":true,"durationMs":0}},"time":1796152929832}
+{"type":"context.append_loop_event","agentId":"main","event":{"type":"tool.call","uuid":"d2e8c20a-01c1-4fc8-8abf-edbf171f684e","turnId":"0","step":1,"stepUuid":"7c4067d6-3af2-476c-8d32-955bcaf74723","toolCallId":"toolu_scripted_0007","name":"Write","args":{"path":"/tmp/kexp/r3/ws/link/x.txt","content":"escaped"},"display":{"kind":"file_io","operation":"write","path":"/tmp/kexp/r3/ws/link/x.txt","content":"escaped"}},"time":1796153263397}
+{"type":"context.append_loop_event","agentId":"main","event":{"type":"tool.result","parentUuid":"d2e8c20a-01c1-4fc8-8abf-edbf171f684e","toolCallId":"toolu_scripted_0007","result":{"output":"\"/tmp/kexp/r3/ws/link/x.txt\" resolves to \"/tmp/kexp/r3/outside/x.txt\" through a symbolic link that points outside the working directory. Access is blocked; use the real path directly or add the target directory to the workspace.","isError":true,"durationMs":1}},"time":1796153263404}
+"""
+
+
+def test_kimi_reports_the_tools_it_refused_by_name_only():
+    diag = kimi_diagnostics("", KIMI_REFUSALS, 0)
+    assert diag["denied_tools"] == ["WebFetch", "Write"]  # not Read, which went through
+    assert "kexp" not in json.dumps(diag) and "http://x" not in json.dumps(diag)
+    # A result that merely says the words, without isError, is no refusal.
+    quiet = KIMI_REFUSALS.replace('"isError":true,', "")
+    assert kimi_diagnostics("", quiet, 0)["denied_tools"] == []

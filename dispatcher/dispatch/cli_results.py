@@ -4,8 +4,9 @@ The launchers ``exec`` the CLI (so the worker's process-group leader *is* the CL
 nothing of the launcher is left to outlive it). They therefore cannot summarise the
 CLI's output themselves: each one sends that output to a fixed file in the private
 attempt directory, and the supervisor calls ``cli_diagnostics`` once the worker's whole
-tree is gone. Only booleans, numbers, counts and short enum words come out; the raw
-files (model text) stay in the attempt directory.
+tree is gone. Only booleans, numbers, counts, short enum words and lists of tool names
+(the tools a CLI reported denied) come out; the raw files (model text) stay in the
+attempt directory.
 
 Every CLI's diagnostics also carry the ledger's common keys (``LEDGER_KEYS``): ``cli``,
 ``cli_status`` (one word of ``CLI_STATUSES``, decided by a pure ``*_status`` function per
@@ -211,8 +212,44 @@ def kimi_status(stream_json: str, exit_code: int | None, turn_reason: str | None
     return "error"
 
 
+# Kimi's refusals, each a tool result with ``isError`` in the wire (the denied tool's name comes
+# from its ``tool.call`` event): a call of a tool the agent file does not list; the permission
+# hook's refusal (cli_profiles/kimi.py); Kimi's own path checks (a symlink that leads out of
+# the working directory, a dangling or too deep link, a sensitive file such as .env or a key).
+_KIMI_NOT_FOUND = re.compile(r'Tool "[^"\n]{1,200}" not found')
+_KIMI_HOOK_DENIAL = re.compile(r"Denied by the Agent Bridge permission profile \(level [a-z]+\): ")
+_KIMI_PATH_BLOCKED = re.compile(r'"[^\n]+ Access is blocked(\.| to protect secrets\.|; use the real path [^\n]+\.)')
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,40}")
+MAX_DENIED_TOOLS = 16
+
+
+def _kimi_denials(events: list[dict]) -> list[str]:
+    """The names of the tools whose calls Kimi refused (not offered, refused by the hook or by
+    its own path checks), sorted and unique; never their arguments."""
+    names: dict[str, str] = {}
+    denied: set[str] = set()
+    for event in events:
+        loop = event.get("event") if event.get("type") == "context.append_loop_event" else None
+        if not isinstance(loop, dict):
+            continue
+        call_id = loop.get("toolCallId")
+        if loop.get("type") == "tool.call" and isinstance(call_id, str) and isinstance(loop.get("name"), str):
+            names[call_id] = loop["name"]
+        elif loop.get("type") == "tool.result" and isinstance(loop.get("result"), dict):
+            result = loop["result"]
+            output = result.get("output")
+            if result.get("isError") is True and isinstance(output, str) and (
+                    _KIMI_NOT_FOUND.fullmatch(output.strip()) or _KIMI_HOOK_DENIAL.match(output)
+                    or _KIMI_PATH_BLOCKED.fullmatch(output.strip())):
+                name = names.get(call_id) if isinstance(call_id, str) else None
+                if name is not None and _TOOL_NAME.fullmatch(name):
+                    denied.add(name)
+    return sorted(denied)[:MAX_DENIED_TOOLS]
+
+
 def kimi_diagnostics(stream: str | None, wire: str | None, exit_code: int | None) -> dict[str, Any]:
-    """From Kimi's ``--output-format stream-json`` lines (counts) and its session's wire.jsonl (the last turn)."""
+    """From Kimi's ``--output-format stream-json`` lines (counts) and its session's wire.jsonl
+    (the last turn, and ``denied_tools``: the tools whose calls Kimi refused)."""
     diag: dict[str, Any] = {
         "stream_json": "missing", "exit_code": exit_code, "cli_version": None, "assistant_messages": 0,
         "tool_calls": 0, "bridge_tool_calls": 0, "tool_results": 0, "retries": 0, "last_retry_error_name": None,
@@ -229,15 +266,15 @@ def kimi_diagnostics(stream: str | None, wire: str | None, exit_code: int | None
             diag["unparsed_lines"] += 1
     if lines:
         diag["stream_json"] = "ok" if diag["unparsed_lines"] < len(lines) else "invalid"
-    for line in (wire or "").splitlines():
-        event = _json(line)
-        if isinstance(event, dict) and event.get("type") == "turn.ended":
+    events = [event for line in (wire or "").splitlines() if isinstance(event := _json(line), dict)]
+    for event in events:
+        if event.get("type") == "turn.ended":
             error = event.get("error") if isinstance(event.get("error"), dict) else {}
             diag["turn_reason"] = _enum(event.get("reason"))
             diag["turn_error_code"] = _enum(error.get("code"))
             diag["turn_error_name"] = _enum(error.get("name"))
             diag["turn_error_retryable"] = error.get("retryable") if isinstance(error.get("retryable"), bool) else None
-        elif isinstance(event, dict) and event.get("type") == "usage.record" and isinstance(event.get("usage"), dict):
+        elif event.get("type") == "usage.record" and isinstance(event.get("usage"), dict):
             usage.append(event["usage"])
     diag.update(
         cli="kimi",
@@ -248,6 +285,7 @@ def kimi_diagnostics(stream: str | None, wire: str | None, exit_code: int | None
         output_tokens=_sum([_tokens(u, "output") for u in usage]),
         cache_read_tokens=_sum([_tokens(u, "inputCacheRead") for u in usage]),
         cache_write_tokens=_sum([_tokens(u, "inputCacheCreation") for u in usage]),
+        denied_tools=_kimi_denials(events),
     )
     return diag
 

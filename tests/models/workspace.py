@@ -23,7 +23,8 @@ _TOOLKIT = re.compile(r"^TOOLKIT=(\w+)\s*$", re.MULTILINE)
 # What the CLIs say when a permission rule, a sandbox or a path check refused a call.
 _DENIED = re.compile(
     r"denied|haven't granted|not allowed|read-only file system|not in workspace|outside (of )?the (workspace|project)"
-    r"|forbidden|rejected|operation not permitted|permission denied|blocked by policy|not permitted",
+    r"|forbidden|rejected|operation not permitted|permission denied|blocked by policy|not permitted"
+    r"|access is blocked",
     re.IGNORECASE,
 )
 
@@ -51,7 +52,21 @@ def claude(action: dict, turn) -> Mapped:
     return name, args if _offered(turn, name) else None
 
 
-TOOLKITS: dict[str, Callable[[dict, object], Mapped]] = {"claude": claude}
+def kimi(action: dict, turn) -> Mapped:
+    """Kimi Code 2.1.0: Read{path}, Edit{path,old_string,new_string}, Write{path,content}, Bash{command}.
+    A refusal by the permission hook reads "Denied by the Agent Bridge permission profile ..."."""
+    if "read" in action:
+        name, args = "Read", {"path": action["read"]}
+    elif "edit" in action:
+        name, args = "Edit", {"path": action["edit"], "old_string": action["old"], "new_string": action["new"]}
+    elif "write" in action:
+        name, args = "Write", {"path": action["write"], "content": action["content"]}
+    else:
+        name, args = "Bash", {"command": action["run"]}
+    return name, args if _offered(turn, name) else None
+
+
+TOOLKITS: dict[str, Callable[[dict, object], Mapped]] = {"claude": claude, "kimi": kimi}
 
 
 def actions(prompt: str) -> list[dict]:
