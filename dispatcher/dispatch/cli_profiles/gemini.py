@@ -35,8 +35,9 @@ from typing import Any
 from ...permissions import WORKER_BRIDGE_TOOLS, PermissionProfile
 
 # Gemini's read-only file tools (read-only.toml of 0.61.0 lists them, plus web search and the
-# sub-agents, which a worker does not get).
-READ_TOOLS = ("read_file", "read_many_files", "list_directory", "glob", "grep_search")
+# sub-agents, which a worker does not get). Not read_many_files: 0.61.0 does not register it in
+# a headless run, so listing it would offer nothing.
+READ_TOOLS = ("read_file", "list_directory", "glob", "grep_search")
 EDIT_TOOLS = ("write_file", "replace")
 SHELL_TOOL = "run_shell_command"
 BRIDGE_SERVER = "agent_bridge"
