@@ -68,6 +68,9 @@ def test_every_run_in_the_corpus_is_classified_payload_free(tmp_path, run):
     assert set(LEDGER_KEYS) <= set(diag)
     assert clean_diagnostics(diag) == diag  # all of it survives what the supervisor keeps (32 keys, scalars)
     for key, value in diag.items():
+        if isinstance(value, list):  # a list of names (denied_tools): enum words only
+            assert all(isinstance(v, str) and cli_results._ENUM.fullmatch(v) for v in value), key
+            continue
         assert value is None or isinstance(value, bool | int | float) or cli_results._ENUM.fullmatch(value), key
     assert CANARY not in json.dumps(diag)
 
@@ -173,3 +176,14 @@ def test_gemini_status(result_json, exit_code, error_code, status):
 def test_ledger_fields(diag, cap, expected):
     fields = ledger_fields(diag, cap)
     assert {k: fields[k] for k in expected} == expected
+
+
+@pytest.mark.parametrize(("run", "ledger"), [
+    ("gemini/permissions-bridge.json", None),
+    ("gemini/permissions-read.json", "read_file"),
+    ("gemini/permissions-shell.json", "read_file,run_shell_command,write_file"),
+    ("gemini/success-with-tool-failures.json", None),  # failures after a decision are no denials
+])
+def test_gemini_denied_tools_reach_the_ledger_as_names(tmp_path, run, ledger):
+    diag = clean_diagnostics(_diagnostics(tmp_path, run, 0))
+    assert ledger_fields(diag, None)["denied_tools"] == ledger
