@@ -104,7 +104,7 @@ try:
     profile = profile_from_env(os.environ).resolved()
     flags = profiles.cli_args(profile)
 except ProfileError as exc:
-    sys.exit(f"gemini_headless.sh: {exc}")  # exit 1 here; the launcher turns it into 2
+    sys.exit("gemini_headless.sh: " + " ".join(str(exc).split()))  # one line; exit 1 here, 2 below
 except profiles.Unenforceable as exc:
     print(f"gemini_headless.sh: permissions unenforceable: {exc}", file=sys.stderr)
     sys.exit(78)

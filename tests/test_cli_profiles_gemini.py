@@ -73,3 +73,82 @@ def test_no_level_ever_asks_for_yolo():
     profiles.append(PermissionProfile(level="shell", allow_commands=("git status",)))
     for profile in profiles:
         assert "yolo" not in gemini.cli_args(profile) and "--yolo" not in gemini.cli_args(profile)
+
+
+# The launcher's side of it, with a fake `gemini` that records its argv and environment.
+LAUNCHER = Path(__file__).resolve().parent.parent / "launchers" / "gemini_headless.sh"
+FAKE_GEMINI = """#!{python}
+import json, os, sys
+with open(os.environ["FAKE_RECORD"], "w") as fh:
+    json.dump({{"argv": sys.argv[1:], "trust": os.environ.get("GEMINI_CLI_TRUST_WORKSPACE")}}, fh)
+"""
+
+
+@pytest.fixture
+def launch(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    fake = tmp_path / "gemini"
+    fake.write_text(FAKE_GEMINI.format(python=sys.executable))
+    fake.chmod(0o755)
+    (tmp_path / "ws").mkdir()
+    request = tmp_path / "request.txt"
+    request.write_text("the task\n")
+    runs = iter(range(1, 100))
+
+    def run(permissions: dict | str | None, path: str | None = None) -> tuple[subprocess.CompletedProcess, dict]:
+        attempt = tmp_path / f"attempt-{next(runs)}"
+        attempt.mkdir(mode=0o700)
+        env = {"PATH": path or os.environ["PATH"], "HOME": str(tmp_path), "AGENT_ID": "gemini",
+               "AGENT_BRIDGE_MESSAGE_ID": "7", "AGENT_BRIDGE_DB": str(tmp_path / "db"),
+               "AGENT_BRIDGE_CONFIG": str(tmp_path / "config.json"), "AGENT_BRIDGE_PROJECT": str(LAUNCHER.parents[1]),
+               "AGENT_BRIDGE_PYTHON": sys.executable, "AGENT_BRIDGE_ATTEMPT_DIR": str(attempt),
+               "GEMINI_BIN": str(fake), "FAKE_RECORD": str(tmp_path / "record.json"),
+               "GEMINI_CLI_TRUST_WORKSPACE": "true"}  # inherited: only project may keep it
+        if permissions is not None:
+            env["AGENT_BRIDGE_PERMISSIONS"] = permissions if isinstance(permissions, str) else json.dumps(permissions)
+        (tmp_path / "record.json").unlink(missing_ok=True)
+        done = subprocess.run([str(LAUNCHER), str(request)], cwd=tmp_path / "ws", env=env, capture_output=True,
+                              text=True, timeout=60, stdin=subprocess.DEVNULL)
+        record = json.loads((tmp_path / "record.json").read_text()) if (tmp_path / "record.json").exists() else {}
+        settings = attempt / "gemini-home" / ".gemini" / "settings.json"
+        record["settings"] = json.loads(settings.read_text()) if settings.exists() else None
+        return done, record
+
+    return run
+
+
+def test_the_launcher_refuses_an_invalid_profile_with_exit_2_and_one_line(launch):
+    done, record = launch({"level": "root"})
+    assert done.returncode == 2 and record == {"settings": None}
+    assert done.stderr.count("\n") == 1 and "AGENT_BRIDGE_PERMISSIONS" in done.stderr
+
+
+def test_the_launcher_refuses_shell_without_bwrap_with_exit_78(launch, tmp_path):
+    import os
+
+    bin_dir = tmp_path / "bin"  # everything the launcher needs, but no bwrap
+    bin_dir.mkdir()
+    for tool in ("bash", "env", "mkdir", "dirname", "ln"):
+        os.symlink(f"/usr/bin/{tool}" if Path(f"/usr/bin/{tool}").exists() else f"/bin/{tool}", bin_dir / tool)
+    done, record = launch({"level": "shell", "allow_commands": ["git status"]}, path=str(bin_dir))
+    assert done.returncode == 78 and "argv" not in record, done.stderr
+    assert done.stderr.count("\n") == 1 and "bubblewrap" in done.stderr
+
+
+@pytest.mark.parametrize(("level", "flags", "trust"), [
+    (None, [], None),  # no profile: exactly the flags from before profiles
+    ("read", ["--approval-mode", "default"], None),
+    ("project", [], "true"),
+])
+def test_the_launcher_passes_the_profile_to_gemini(launch, level, flags, trust):
+    done, record = launch({"level": level} if level else None)
+    assert done.returncode == 0, done.stderr
+    assert record["argv"][:3] == ["--skip-trust", "--allowed-mcp-server-names", "agent_bridge"]
+    assert record["argv"][3:-4] == flags and record["argv"][-4:-1] == ["-o", "json", "-p"]
+    assert record["trust"] == trust  # an inherited GEMINI_CLI_TRUST_WORKSPACE is dropped below project
+    core = record["settings"]["tools"].get("core") if "tools" in record["settings"] else None
+    assert core == gemini.core_tools(PermissionProfile(level=level or "bridge"))
