@@ -206,7 +206,8 @@ def runs(tmp_path_factory, gemini_bin, model):
                                   and p.name.startswith(("hook-ran", "planted-mcp"))),
             }
             if os.environ.get("AGENT_BRIDGE_SAVE_FIXTURES") == "1" and result.exists():
-                (FIXTURES / f"permissions-{name}.json").write_text(result.read_text().replace(marker, "CANARY-PLACEHOLDER"))
+                saved = result.read_text().replace(marker, "CANARY-PLACEHOLDER")
+                (FIXTURES / f"permissions-{name}.json").write_text(saved)
         yield results
     finally:
         end_listeners([listener])
