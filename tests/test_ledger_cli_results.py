@@ -176,3 +176,14 @@ def test_gemini_status(result_json, exit_code, error_code, status):
 def test_ledger_fields(diag, cap, expected):
     fields = ledger_fields(diag, cap)
     assert {k: fields[k] for k in expected} == expected
+
+
+@pytest.mark.parametrize(("run", "ledger"), [
+    ("gemini/permissions-bridge.json", None),
+    ("gemini/permissions-read.json", "read_file"),
+    ("gemini/permissions-shell.json", "read_file,run_shell_command,write_file"),
+    ("gemini/success-with-tool-failures.json", None),  # failures after a decision are no denials
+])
+def test_gemini_denied_tools_reach_the_ledger_as_names(tmp_path, run, ledger):
+    diag = clean_diagnostics(_diagnostics(tmp_path, run, 0))
+    assert ledger_fields(diag, None)["denied_tools"] == ledger

@@ -384,6 +384,34 @@ def gemini_status(result_json: str, exit_code: int | None, error_code: int | Non
     return "error"
 
 
+MAX_DENIED_TOOLS = 16  # what the ledger keeps of a list (attempts.MAX_LIST_ITEMS)
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,40}")  # a name the ledger keeps (attempts._ENUM_WORD)
+
+
+def gemini_denied_tools(by_name: Any) -> list[str]:
+    """The tools Gemini refused to run, by name, from ``stats.tools.byName`` of ``-o json``.
+
+    Gemini 0.61.0 counts a decision (``accept``, ``auto_accept``, ...) for every call it let run;
+    a call refused before it ran (denied by policy, a path outside the workspace, a tool that
+    was never offered) fails without one. So a name whose failed calls outnumber its runs that
+    failed after a decision is a denied tool. Gemini does not tell these refusals apart in its
+    stats; its chat record words them ("Tool execution denied by policy.", "Path not in
+    workspace: ...")."""
+    if not isinstance(by_name, dict):
+        return []
+    denied = []
+    for name, entry in by_name.items():
+        if not isinstance(entry, dict) or not isinstance(name, str) or not _TOOL_NAME.fullmatch(name):
+            continue
+        count, fail = _integer(entry.get("count")) or 0, _integer(entry.get("fail")) or 0
+        decisions = entry.get("decisions") if isinstance(entry.get("decisions"), dict) else {}
+        decided = sum(v for v in (_integer(x) for x in decisions.values()) if v is not None and v > 0)
+        rejected = _integer(decisions.get("reject")) or 0
+        if rejected > 0 or (fail > 0 and count > decided):
+            denied.append(name)
+    return sorted(denied)[:MAX_DENIED_TOOLS]
+
+
 def gemini_diagnostics(text: str | None, exit_code: int | None) -> dict[str, Any]:
     """From ``gemini -o json`` (one object: ``stats`` or ``error``) or the ``result`` line of stream-json."""
     status, doc = "missing", None
@@ -415,6 +443,7 @@ def gemini_diagnostics(text: str | None, exit_code: int | None) -> dict[str, Any
         "api_errors": _sum([_tokens(a, "totalErrors") for a in api]),
         "tool_calls": _integer(tools.get("totalCalls")) if tools else _integer(stats.get("tool_calls")),
         "tool_failures": _integer(tools.get("totalFail")) if tools else None,
+        "denied_tools": gemini_denied_tools(tools.get("byName")) if tools else None,
         "cli": "gemini", "cli_status": gemini_status(status, exit_code, error_code),
         "cost_usd": None, "input_tokens": inputs, "output_tokens": outputs,
         "cache_read_tokens": cached, "cache_write_tokens": None,

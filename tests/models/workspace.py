@@ -66,7 +66,21 @@ def kimi(action: dict, turn) -> Mapped:
     return name, args if _offered(turn, name) else None
 
 
-TOOLKITS: dict[str, Callable[[dict, object], Mapped]] = {"claude": claude, "kimi": kimi}
+def gemini(action: dict, turn) -> Mapped:
+    """Gemini CLI 0.61.0: read_file, replace, write_file, run_shell_command (absolute paths)."""
+    if "read" in action:
+        name, args = "read_file", {"file_path": action["read"]}
+    elif "edit" in action:
+        name, args = "replace", {"file_path": action["edit"], "old_string": action["old"], "new_string": action["new"],
+                                 "instruction": "make the task's edit"}
+    elif "write" in action:
+        name, args = "write_file", {"file_path": action["write"], "content": action["content"]}
+    else:
+        name, args = "run_shell_command", {"command": action["run"], "description": "run the task's command"}
+    return name, args if _offered(turn, name) else None
+
+
+TOOLKITS: dict[str, Callable[[dict, object], Mapped]] = {"claude": claude, "kimi": kimi, "gemini": gemini}
 
 
 def actions(prompt: str) -> list[dict]:
