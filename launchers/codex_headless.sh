@@ -171,25 +171,29 @@ if codex.uses_hook(profile):
     create_private_file(policy, json.dumps(document) + "\n")
     command = codex.hook_command(env["AGENT_BRIDGE_PYTHON"], env["AGENT_BRIDGE_PROJECT"], policy)
     create_private_file(home / "hooks.json", json.dumps(codex.hooks_json(command), indent=2) + "\n")
-sys.stdout.write("\0".join([codex.sandbox_mode(profile) or "", *codex.exec_flags(profile)]) + "\0")
+sys.stdout.write("\0".join([profile.level, codex.sandbox_mode(profile) or "", *codex.exec_flags(profile)]) + "\0")
 PY
 mapfile -d '' -t profile_words <"$profile_out"
-probe_mode=${profile_words[0]}
-level_flags=("${profile_words[@]:1}")
+level=${profile_words[0]}
+probe_mode=${profile_words[1]}
+level_flags=("${profile_words[@]:2}")
 
 export CODEX_HOME=$worker_home
 
-# A level with a sandbox: a private TMPDIR in the attempt dir (Codex keeps $TMPDIR writable
-# in workspace-write, and refuses to set up its sandbox helper when CODEX_HOME lies under
-# $TMPDIR, as it does under /tmp), then a probe: the same sandbox must start, and a write to
-# the attempt dir (not a writable root) must fail. Otherwise refuse (78), never unconfined.
-if [[ -n $probe_mode ]]; then
+# Above `bridge` the shell runs: a private TMPDIR in the attempt dir (Codex keeps $TMPDIR a
+# writable root in workspace-write, and refuses to set up its sandbox helper when CODEX_HOME
+# lies under $TMPDIR, as an attempt dir under /tmp does with TMPDIR unset). Then, for a level
+# with a sandbox, a probe: the same sandbox must start, and a write to the attempt dir (not a
+# writable root) must fail. Otherwise refuse (78): never run unconfined.
+if [[ $level != bridge ]]; then
     mkdir -m 700 -- "$attempt_dir/tmp"
     export TMPDIR=$attempt_dir/tmp
+fi
+if [[ -n $probe_mode ]]; then
     probe_file=$attempt_dir/sandbox-probe
     # shellcheck disable=SC2016  # $1 is the probe's own argument
     probe=$("$codex_bin" sandbox -c "sandbox_mode=\"$probe_mode\"" -- /bin/sh -c \
-        'if : >"$1" 2>/dev/null; then echo escaped; else echo confined; fi' sh "$probe_file" 2>&1) || true
+        'if (: >"$1") 2>/dev/null; then echo escaped; else echo confined; fi' sh "$probe_file" 2>&1) || true
     if [[ $probe != *confined* || -e $probe_file ]]; then
         fail 78 "Codex's $probe_mode sandbox does not work here (probe said: ${probe//$'\n'/ }); install bubblewrap or allow unprivileged user namespaces, or lower this agent's permissions level"
     fi
