@@ -50,8 +50,8 @@ BASE_FLAGS = ("--json", "--ephemeral", "--skip-git-repo-check")
 # One shell word the hook accepts: plain characters, '...' or "..." without expansions.
 _SEGMENT = r"""[A-Za-z0-9_./=:@+,%-]+|'[^']*'|"[^"$`\\!]*\""""
 _WORD = re.compile(rf"(?:{_SEGMENT})+")
+_LINE = re.compile(rf"(?:{_SEGMENT})+(?:[ \t]+(?:{_SEGMENT})+)*")
 _SEGMENTS = re.compile(_SEGMENT)
-_BLANKS = re.compile(r"[ \t]+")
 
 # The read-only vocabulary a worker may run from ``read`` up: first word -> options it must
 # not use (those that execute programs or write files). Any other first word is denied
@@ -138,12 +138,11 @@ def policy_document(profile: PermissionProfile, workspace: Path, tmp_dir: Path) 
 def shell_words(command: str) -> list[str] | None:
     """The words bash would run for ``command``, or None when it uses any shell syntax beyond
     plain words and simple quotes (operators, redirections, expansions, globs, newlines)."""
-    words = []
-    for raw in _BLANKS.split(command.strip()):
-        if not raw or not _WORD.fullmatch(raw):
-            return None
-        words.append("".join(s[1:-1] if s[0] in "'\"" else s for s in _SEGMENTS.findall(raw)))
-    return words or None
+    line = command.strip(" \t")
+    if not _LINE.fullmatch(line):
+        return None
+    return ["".join(s[1:-1] if s[0] in "'\"" else s for s in _SEGMENTS.findall(word.group()))
+            for word in _WORD.finditer(line)]
 
 
 def _inside(path: Path, roots: Sequence[Path]) -> bool:
