@@ -28,11 +28,14 @@
 #     as one `-c key=value`, which wins over the generated config.toml; for settings of your
 #     own such as model_reasoning_effort="low". It can also undo this launcher's choices, so
 #     treat it as local policy).
+#   AGENT_BRIDGE_WORKSPACE (the workspace, also the cwd) and AGENT_BRIDGE_PERMISSIONS (the
+#     agent's permission profile as JSON; absent: level `bridge`), see "Permission profile" below.
 # AGENT_BRIDGE_MAX_TURNS is not used: codex-cli 0.171.0 has no turn cap (`exec` runs one turn
 # until the model stops; the dispatcher's worker timeout bounds it).
 # The launcher ends by exec-ing Codex: its --json event stream goes to codex-events.jsonl
 # in the attempt dir, and the supervisor derives the diagnostics from it afterwards.
-# Exit code: Codex's own exit code; 2 for a bad invocation; 127 if the CLI is missing.
+# Exit code: Codex's own exit code; 2 for a bad invocation (an invalid AGENT_BRIDGE_PERMISSIONS
+# included); 127 if the CLI is missing; 78 if the profile's sandbox does not work here.
 set -euo pipefail
 set -o noclobber  # a `>` redirect never reuses an existing name (a planted file or link)
 umask 077
@@ -80,14 +83,32 @@ fi
 # no image viewer, no sub-agents, no goals, no web search, no user questions, no plan, no
 # apps/plugins/image generation (a ChatGPT login turns those on), no bundled skills.
 # Written by Python so that every string is TOML-escaped; O_EXCL|O_NOFOLLOW, 0600.
-"$AGENT_BRIDGE_PYTHON" - "$worker_home/config.toml" "${worker_tools[@]}" <<'PY'
+#
+# Permission profile (dispatcher/dispatch/cli_profiles/codex.py says what enforces each level):
+# the same Python reads AGENT_BRIDGE_PERMISSIONS (invalid: exit 2), switches the shell tool
+# on above `bridge`, adds the level's tables, and above `bridge` (except `project`) writes the
+# PreToolUse hook (hooks.json) and the policy it reads (codex-permissions.json in the attempt
+# dir). It prints, NUL-separated, the sandbox mode to probe (empty: none) and then the
+# `codex exec` flags of the level.
+profile_out=$attempt_dir/codex-profile.out
+"$AGENT_BRIDGE_PYTHON" - "$worker_home" "${AGENT_BRIDGE_WORKSPACE:-$PWD}" >"$profile_out" <<'PY'
 import json, os, sys
+from pathlib import Path
 
 sys.path.insert(0, os.environ["AGENT_BRIDGE_PROJECT"])
+from dispatcher.dispatch.cli_profiles import codex
 from dispatcher.dispatch.worker_mcp import bridge_server
+from dispatcher.permissions import WORKER_BRIDGE_TOOLS, ProfileError, profile_from_env
 from dispatcher.private_files import create_private_file
 
 env = os.environ
+home, workspace = Path(sys.argv[1]), Path(sys.argv[2])
+attempt_dir = Path(env["AGENT_BRIDGE_ATTEMPT_DIR"])
+try:
+    profile = profile_from_env(env)
+except ProfileError as exc:
+    print(f"codex_headless.sh: {exc}", file=sys.stderr)
+    sys.exit(2)
 
 
 def toml(value):
@@ -110,8 +131,10 @@ lines = [
     "[analytics]", "enabled = false",
     "[history]", 'persistence = "none"',
     "[features]",
+    *(f"{feature} = {codex.toml_string(value) if isinstance(value, str) else str(value).lower()}"
+      for feature, value in codex.features(profile).items()),
     *(f"{feature} = false" for feature in (
-        "shell_tool", "shell_snapshot", "view_image", "goals", "memories", "apps", "plugins", "remote_plugin",
+        "shell_snapshot", "view_image", "goals", "memories", "apps", "plugins", "remote_plugin",
         "tool_suggest", "image_generation", "computer_use", "browser_use", "in_app_browser")),
     "[agents]", "enabled = false",
     "[tools.experimental_request_user_input]", "enabled = false",
@@ -135,29 +158,70 @@ lines += [
     "required = true",
     "startup_timeout_sec = 60",
     "tool_timeout_sec = 120",
-    f"enabled_tools = {toml(sys.argv[2:])}",
+    f"enabled_tools = {toml(list(WORKER_BRIDGE_TOOLS))}",
     'default_tools_approval_mode = "approve"',
     "[mcp_servers.agent_bridge.env]",
     *(f"{k} = {toml(v)}" for k, v in server["env"].items()),
 ]
-create_private_file(sys.argv[1], "\n".join(lines) + "\n")
+lines += codex.config_tables(profile, workspace)
+create_private_file(home / "config.toml", "\n".join(lines) + "\n")
+if codex.uses_hook(profile):
+    policy = attempt_dir / codex.POLICY_FILE
+    document = codex.policy_document(profile, workspace, attempt_dir / codex.TMP_DIR)
+    create_private_file(policy, json.dumps(document) + "\n")
+    command = codex.hook_command(env["AGENT_BRIDGE_PYTHON"], env["AGENT_BRIDGE_PROJECT"], policy)
+    create_private_file(home / "hooks.json", json.dumps(codex.hooks_json(command), indent=2) + "\n")
+sys.stdout.write("\0".join([profile.level, codex.sandbox_mode(profile) or "", *codex.exec_flags(profile)]) + "\0")
 PY
+mapfile -d '' -t profile_words <"$profile_out"
+level=${profile_words[0]}
+probe_mode=${profile_words[1]}
+level_flags=("${profile_words[@]:2}")
 
 export CODEX_HOME=$worker_home
+
+# Above `bridge` the shell runs: a private TMPDIR in the attempt dir (Codex keeps $TMPDIR a
+# writable root in workspace-write, and refuses to set up its sandbox helper when CODEX_HOME
+# lies under $TMPDIR, as an attempt dir under /tmp does with TMPDIR unset). Then, for a level
+# with a sandbox, a probe: the same sandbox must start, and a write to the attempt dir (not a
+# writable root) must fail. Otherwise refuse (78): never run unconfined.
+if [[ $level != bridge ]]; then
+    mkdir -m 700 -- "$attempt_dir/tmp"
+    export TMPDIR=$attempt_dir/tmp
+fi
+if [[ -n $probe_mode ]]; then
+    probe_file=$attempt_dir/sandbox-probe
+    # shellcheck disable=SC2016  # $1 is the probe's own argument
+    probe=$("$codex_bin" sandbox -c "sandbox_mode=\"$probe_mode\"" -- /bin/sh -c \
+        'if (: >"$1") 2>/dev/null; then echo escaped; else echo confined; fi' sh "$probe_file" 2>&1) || true
+    if [[ $probe != *confined* || -e $probe_file ]]; then
+        fail 78 "Codex's $probe_mode sandbox does not work here (probe said: ${probe//$'\n'/ }); install bubblewrap or allow unprivileged user namespaces, or lower this agent's permissions level"
+    fi
+fi
 
 # Why each flag (codex-cli 0.171.0):
 #   exec                    non-interactive: one turn, then exit (approval `never`).
 #   --json                  JSONL events on stdout (turn.completed usage, turn.failed ...).
 #   --ephemeral             no session files (the transcript with the task text) on disk.
 #   --skip-git-repo-check   the workspace need not be a git repository.
-#   --ignore-rules          no user or project execpolicy .rules files.
+#   --ignore-rules          no user or project execpolicy .rules files (every level but
+#                           `project`, where the workspace's .codex/rules decide).
+#   --sandbox MODE          `read-only` at read, `workspace-write` at edit and shell (probed
+#                           above); none at bridge (exec's default `read-only`, with the shell
+#                           tool off it has nothing to run) and project (the workspace decides).
+#   --dangerously-bypass-hook-trust   at read, edit and shell: run the generated PreToolUse
+#                           hook, which nobody trusted in a TUI, for this run only. Codex then
+#                           runs the enabled hooks: ours in the private home (a project's
+#                           .codex/ layer is disabled while the workspace is untrusted).
+#   --add-dir DIR           at edit and shell: each of extra_dirs, a writable root.
 #   -c key=value            only the lines of AGENT_BRIDGE_CODEX_OVERRIDES.
 #   -m MODEL                only when AGENT_BRIDGE_CODEX_MODEL is set.
 #   -                       the prompt is read from stdin (the request file). Last.
-# Sandbox: exec's default `read-only`; with the shell tool off it has nothing to run.
 # Not used: --dangerously-bypass-approvals-and-sandbox (the worker tools are approved by
-# name in config.toml instead), --trust (it would persist trust for the workspace).
-args=(exec --json --ephemeral --skip-git-repo-check --ignore-rules)
+# name in config.toml instead), --trust (it would persist trust for the workspace), execpolicy
+# rules for allow_commands (an `allow` rule runs its command outside the sandbox, and no rule
+# denies what is unmatched: the hook does that instead).
+args=(exec "${level_flags[@]}")
 if [[ -n ${AGENT_BRIDGE_CODEX_OVERRIDES:-} ]]; then
     while IFS= read -r override; do
         [[ -z $override ]] && continue

@@ -32,6 +32,7 @@ CANARY = "CANARY-7f3e"
 RUNS = sorted(
     str(p.relative_to(CORPUS)) for p in CORPUS.glob("*/*")
     if p.is_file() and not p.name.endswith(".wire.jsonl") and p.name != "README.md" and p.parent.name in OUTPUT_NAME
+    and not (p.parent.name == "codex" and p.name.endswith(".worker.log"))  # a codex run's stderr, beside it
 )
 
 
@@ -46,6 +47,9 @@ def _diagnostics(tmp_path: Path, run: str, exit_code: int | None) -> dict:
         shutil.copyfile(source, attempt / "worker.log")
     else:
         shutil.copyfile(source, attempt / OUTPUT_NAME[cli])
+    log = source.with_suffix(".worker.log")  # codex: the run's stderr, where Codex reports refused calls
+    if cli == "codex" and log.exists():
+        shutil.copyfile(log, attempt / "worker.log")
     wire = source.with_name(source.name.replace(".stream.jsonl", ".wire.jsonl"))
     if cli == "kimi" and wire != source and wire.exists():
         main = attempt / KIMI_HOME / "sessions" / "h" / "s" / "agents" / "main"

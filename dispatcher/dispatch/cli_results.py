@@ -299,8 +299,38 @@ def codex_status(events: str, exit_code: int | None, completed: int, failed: int
     return "ok" if exit_code in (0, None) else "error"
 
 
-def codex_diagnostics(text: str | None, exit_code: int | None) -> dict[str, Any]:
-    """From ``codex exec --json``: counts of events, usage summed over ``turn.completed``."""
+# What Codex 0.171.0 reports when a permission refused a tool call. In the --json events: a
+# command_execution that failed on the sandbox (the OS error of its write); in its stderr
+# (the attempt's worker.log), one ERROR line per refused call: the permission hook's denial
+# (whose reason names the tool), a command its safety check or execpolicy rejected, a patch
+# outside the writable roots, a patch the sandbox stopped.
+_CODEX_SANDBOX_ERRORS = re.compile(r"Read-only file system|Operation not permitted|Permission denied")
+_CODEX_LOG_DENIALS = (
+    (re.compile(r"blocked by PreToolUse hook: denied (exec_command|apply_patch)\b"), None),
+    (re.compile(r"error=exec_command failed: CreateProcess \{ message: \\?\"Rejected\("), "exec_command"),
+    (re.compile(r"error=patch rejected: "), "apply_patch"),
+    (re.compile(r"^Failed to write file ", re.MULTILINE), "apply_patch"),
+)
+
+
+def codex_denied_tools(events: list[dict], log: str | None) -> list[str]:
+    """The tools Codex reported refused (names only, sorted, unique; pure)."""
+    denied: set[str] = set()
+    for event in events:
+        item = event.get("item") if isinstance(event.get("item"), dict) else {}
+        output = item.get("aggregated_output")
+        if (event.get("type") == "item.completed" and item.get("type") == "command_execution"
+                and item.get("status") == "failed" and isinstance(output, str) and _CODEX_SANDBOX_ERRORS.search(output)):
+            denied.add("exec_command")
+    for pattern, tool in _CODEX_LOG_DENIALS:
+        for found in pattern.finditer(log or ""):
+            denied.add(tool or found.group(1))
+    return sorted(denied)
+
+
+def codex_diagnostics(text: str | None, exit_code: int | None, log: str | None = None) -> dict[str, Any]:
+    """From ``codex exec --json``: counts of events, usage summed over ``turn.completed``; with
+    its stderr (``log``), the tools a permission refused (``denied_tools``)."""
     diag: dict[str, Any] = {
         "events_json": "missing", "exit_code": exit_code, "turns_completed": 0, "turns_failed": 0,
         "error_events": 0, "warning_items": 0, "tool_calls": 0, "failed_tool_calls": 0, "unparsed_lines": 0,
@@ -308,11 +338,13 @@ def codex_diagnostics(text: str | None, exit_code: int | None) -> dict[str, Any]
     }
     usage: dict[str, list[int | None]] = {k: [] for k in ("input", "cached", "cache_write", "output", "reasoning")}
     lines = [line for line in (text or "").splitlines() if line.strip()]
+    parsed: list[dict] = []
     for line in lines:
         event = _json(line)
         if not isinstance(event, dict):
             diag["unparsed_lines"] += 1
             continue
+        parsed.append(event)
         kind = event.get("type")
         item = event.get("item") if isinstance(event.get("item"), dict) else {}
         if kind == "turn.completed":
@@ -335,6 +367,7 @@ def codex_diagnostics(text: str | None, exit_code: int | None) -> dict[str, Any]
     if lines:
         diag["events_json"] = "ok" if diag["unparsed_lines"] < len(lines) else "invalid"
     diag["reasoning_tokens"] = _sum(usage["reasoning"])
+    diag["denied_tools"] = codex_denied_tools(parsed, log)
     diag.update(
         cli="codex",
         cli_status=codex_status(diag["events_json"], exit_code, diag["turns_completed"], diag["turns_failed"],
@@ -470,11 +503,11 @@ def _kimi(attempt_dir: Path, exit_code: int | None) -> dict[str, Any]:
     return kimi_diagnostics(_read(attempt_dir / KIMI_OUTPUT), _last_kimi_wire(attempt_dir / KIMI_HOME), exit_code)
 
 
-def _codex(attempt_dir: Path, exit_code: int | None) -> dict[str, Any]:
-    return codex_diagnostics(_read(attempt_dir / CODEX_OUTPUT), exit_code)
-
-
 WORKER_LOG = "worker.log"
+
+
+def _codex(attempt_dir: Path, exit_code: int | None) -> dict[str, Any]:
+    return codex_diagnostics(_read(attempt_dir / CODEX_OUTPUT), exit_code, _read(attempt_dir / WORKER_LOG))
 
 
 def _gemini(attempt_dir: Path, exit_code: int | None) -> dict[str, Any]:

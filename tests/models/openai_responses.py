@@ -12,6 +12,12 @@ turn sees them as ``mcp__agent_bridge__claim_message`` (which ``script.bridge_na
 maps), and the call goes back with ``"namespace"`` and ``"name"`` split again. Built-in
 tools are named by their ``name`` or, for the typed ones (``web_search`` ...), by type.
 
+For a known model slug (``gpt-5.5``) Codex defers MCP tools behind ``tool_search``: the
+script's first call is then a ``tool_search_call`` (a BM25 query naming the bridge tools),
+and the namespace it returns (``tool_search_output``) is called by full name from then on
+(as deferred tools); the search counts as one tool result. A freeform tool (``apply_patch``, ``"type": "custom"``) is called with
+a ``custom_tool_call`` carrying the raw ``input`` text.
+
 Every request is appended to a JSONL recording (method, path, selected headers, body),
 so tests can assert what the CLI offered and sent. The recording holds the task text:
 it is the model vendor's side and belongs outside the bridge's files.
@@ -31,6 +37,7 @@ from typing import Any
 from . import script
 from .loopback import LoopbackServer
 
+TOOL_SEARCH = "tool_search"  # offered (as a tool of that type) for known model slugs such as gpt-5.5
 _RECORDED_HEADERS = ("content-type", "accept", "authorization", "originator", "user-agent", "upgrade",
                      "content-encoding", "session-id", "thread-id")
 
@@ -63,6 +70,7 @@ def to_turn(body: dict) -> tuple[script.Turn, dict[str, tuple[str | None, str]]]
     """A Responses request as the script sees it, and the offered tools by turn name."""
     prompt: list[str] = []
     results: list[str] = []
+    found: list[dict] = []
     for item in body.get("input") or []:
         if not isinstance(item, dict):
             continue
@@ -72,8 +80,14 @@ def to_turn(body: dict) -> tuple[script.Turn, dict[str, tuple[str | None, str]]]
         elif kind in ("function_call_output", "custom_tool_call_output"):
             output = item.get("output")
             results.append(output if isinstance(output, str) else "".join(_text_of(output)))
+        elif kind == "tool_search_output":  # the tools it found are offered from now on
+            found.extend(t for t in item.get("tools") or [] if isinstance(t, dict))
+            results.append(json.dumps([t.get("name") for t in item.get("tools") or [] if isinstance(t, dict)]))
     tools = offered_tools(body)
-    return script.Turn(prompt="\n".join(prompt), tools=tuple(tools), tool_results=tuple(results)), tools
+    # Tools found by tool_search stay out of the turn's list (the script then calls them by full
+    # name, as deferred tools), but the call goes back by their namespace and name.
+    callable_tools = {**offered_tools({"tools": found}), **tools}
+    return script.Turn(prompt="\n".join(prompt), tools=tuple(tools), tool_results=tuple(results)), callable_tools
 
 
 def _usage(body: dict, output: list[dict]) -> dict:
@@ -108,9 +122,20 @@ class ResponsesServer(LoopbackServer):
     def respond(self, body: dict) -> list[dict]:
         """The SSE events answering one request body."""
         turn, tools = to_turn(body)
-        step = script.next_step(turn)
+        step = script.next_step(turn, tool_search=TOOL_SEARCH if TOOL_SEARCH in tools else None)
         n = self._next_id()
-        if isinstance(step, script.ToolCall):
+        custom = {t.get("name") for t in body.get("tools") or [] if isinstance(t, dict) and t.get("type") == "custom"}
+        if isinstance(step, script.ToolCall) and step.name == TOOL_SEARCH:
+            # Codex's tool_search (known model slugs defer MCP tools behind it): a BM25 query.
+            names = step.arguments.get("query", "").removeprefix("select:").replace(",", " ")
+            items = [{"type": "tool_search_call", "id": f"ts_{n}", "call_id": f"call_{n}", "execution": "client",
+                      "status": "completed", "arguments": {"query": names.replace("mcp__agent_bridge__", ""),
+                                                           "limit": 20}}]
+        elif isinstance(step, script.ToolCall) and step.name in custom:
+            # A freeform tool (apply_patch): its input is the raw text, not JSON arguments.
+            items = [{"type": "custom_tool_call", "id": f"ctc_{n}", "call_id": f"call_{n}", "name": step.name,
+                      "input": step.arguments.get("input", ""), "status": "completed"}]
+        elif isinstance(step, script.ToolCall):
             namespace, name = tools.get(step.name, (None, step.name))
             item = {"type": "function_call", "id": f"fc_{n}", "call_id": f"call_{n}", "name": name,
                     "arguments": script.arguments_json(step), "status": "completed"}

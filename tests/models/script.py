@@ -20,7 +20,7 @@ A task for a review turn is not scripted (the CLI tests send standalone tasks).
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 BRIDGE_TOOLS = ("send_message", "receive_messages", "claim_message", "release_message", "mark_read",
                 "get_message", "conversation", "start_conversation", "listener")
@@ -120,7 +120,12 @@ def next_step(turn: Turn, tool_search: str | None = None) -> Step:
     bridge's tools, and that call counts as one tool result.
     """
     message_id, sender, mode = _task(turn.prompt)
-    plan = _workspace_plan(turn, message_id, sender) if mode == "workspace" else _plan(message_id, sender, mode)
+    deferred = bool(tool_search) and _offered(turn, "claim_message") is None
+    if mode == "workspace":  # its plan reads the results of its own calls: the search's is not one
+        own = replace(turn, tool_results=turn.tool_results[1:]) if deferred else turn
+        plan = _workspace_plan(own, message_id, sender)
+    else:
+        plan = _plan(message_id, sender, mode)
     done = len(turn.tool_results)
     if plan and tool_search and _offered(turn, plan[0][0]) is None:
         if done == 0:

@@ -16,6 +16,7 @@ the action (a permission rule, a sandbox, a path check) from one that carried it
 
 import json
 import re
+import shlex
 from collections.abc import Callable
 
 _ACTION = re.compile(r"^DO=(\{.*\})\s*$", re.MULTILINE)
@@ -24,7 +25,7 @@ _TOOLKIT = re.compile(r"^TOOLKIT=(\w+)\s*$", re.MULTILINE)
 _DENIED = re.compile(
     r"denied|haven't granted|not allowed|read-only file system|not in workspace|outside (of )?the (workspace|project)"
     r"|forbidden|rejected|operation not permitted|permission denied|blocked by policy|not permitted"
-    r"|access is blocked",
+    r"|access is blocked|blocked by PreToolUse hook|failed to write file",
     re.IGNORECASE,
 )
 
@@ -80,7 +81,30 @@ def gemini(action: dict, turn) -> Mapped:
     return name, args if _offered(turn, name) else None
 
 
-TOOLKITS: dict[str, Callable[[dict, object], Mapped]] = {"claude": claude, "kimi": kimi, "gemini": gemini}
+def _patch(*lines: str) -> str:
+    return "\n".join(["*** Begin Patch", *lines, "*** End Patch"]) + "\n"
+
+
+def codex(action: dict, turn) -> Mapped:
+    """Codex 0.171.0: no read tool, so reads and commands go through ``exec_command{cmd}``;
+    edits and new files through the freeform ``apply_patch`` (offered for known model slugs
+    only). An edit replaces whole lines: ``old`` and ``new`` are lines of the file."""
+    if "read" in action:
+        name, args = "exec_command", {"cmd": f"cat {shlex.quote(action['read'])}"}
+    elif "run" in action:
+        name, args = "exec_command", {"cmd": action["run"]}
+    elif "edit" in action:
+        old = [f"-{line}" for line in action["old"].splitlines()]
+        new = [f"+{line}" for line in action["new"].splitlines()]
+        name, args = "apply_patch", {"input": _patch(f"*** Update File: {action['edit']}", "@@", *old, *new)}
+    else:
+        body = [f"+{line}" for line in action["content"].splitlines()]
+        name, args = "apply_patch", {"input": _patch(f"*** Add File: {action['write']}", *body)}
+    return name, args if _offered(turn, name) else None
+
+
+TOOLKITS: dict[str, Callable[[dict, object], Mapped]] = {"claude": claude, "kimi": kimi, "gemini": gemini,
+                                                        "codex": codex}
 
 
 def actions(prompt: str) -> list[dict]:
