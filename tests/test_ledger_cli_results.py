@@ -68,7 +68,8 @@ def test_every_run_in_the_corpus_is_classified_payload_free(tmp_path, run):
     assert set(LEDGER_KEYS) <= set(diag)
     assert clean_diagnostics(diag) == diag  # all of it survives what the supervisor keeps (32 keys, scalars)
     for key, value in diag.items():
-        assert value is None or isinstance(value, bool | int | float) or cli_results._ENUM.fullmatch(value), key
+        words = value if isinstance(value, list) else [value]  # a list: the denied tools' names
+        assert all(v is None or isinstance(v, bool | int | float) or cli_results._ENUM.fullmatch(v) for v in words), key
     assert CANARY not in json.dumps(diag)
 
 
