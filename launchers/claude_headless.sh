@@ -21,9 +21,12 @@
 #   turns, so a run can end somewhat above it).
 #   CLAUDE_CONFIG_DIR is left as it is: the user's login lives there. The run keeps no
 #   session transcript in it (--no-session-persistence).
+#   AGENT_BRIDGE_PERMISSIONS (the agent's permission profile as JSON, set by the supervisor;
+#   level bridge when unset) -> the tool lists, rules, settings sources and sandbox below.
 # The launcher ends by exec-ing Claude: its output goes to claude-result.json in the
 # attempt dir, and the supervisor derives the diagnostics from it afterwards.
-# Exit code: Claude's own exit code; 2 for a bad invocation; 127 if the CLI is missing.
+# Exit code: Claude's own exit code; 2 for a bad invocation (an invalid profile included);
+# 127 if the CLI is missing; 78 if the profile cannot be enforced here (no working sandbox).
 set -euo pipefail
 set -o noclobber  # a `>` redirect never reuses an existing name (a planted file or link)
 umask 077
@@ -51,43 +54,62 @@ command -v -- "$claude_bin" >/dev/null 2>&1 \
 mcp_config=$attempt_dir/claude-mcp-config.json
 write_bridge_mcp_config "$mcp_config" stdio
 
-# The worker tools by name, never `mcp__agent_bridge__*` (which would include `listener`).
-allowed_tools=$(printf 'mcp__agent_bridge__%s,' "${worker_tools[@]}")
-allowed_tools=${allowed_tools%,}
-# The bridge tools a worker must not use are not even offered to the model.
-disallowed_tools=$(printf 'mcp__agent_bridge__%s,' "${non_worker_tools[@]}")
-disallowed_tools=${disallowed_tools%,}
+# The permission flags of the agent's profile (AGENT_BRIDGE_PERMISSIONS; level bridge when
+# unset), from dispatcher/dispatch/cli_profiles/claude.py: written NUL-separated into the
+# attempt dir (a new private name), with the level's --settings file beside it. It exits
+# 2 for an invalid profile and 78 when the level cannot be enforced here (level shell
+# without bwrap/socat, or a bubblewrap that cannot make its namespaces), one line each.
+"$AGENT_BRIDGE_PYTHON" - "$attempt_dir" <<'PY' || exit $?
+import os, sys
+
+sys.path.insert(0, os.environ["AGENT_BRIDGE_PROJECT"])
+from dispatcher.dispatch.cli_profiles.claude import launcher_main
+
+sys.exit(launcher_main(os.environ, sys.argv[1]))
+PY
+mapfile -d '' -t profile_args <"$attempt_dir/claude-profile-args"
 
 # Why each flag (Claude Code 2.1.332):
 #   -p                          non-interactive; the prompt is read from stdin (no positional).
-#   --output-format json        one result object at the end (is_error, subtype, ...).
+#   --output-format json        one result object at the end (is_error, subtype,
+#                               permission_denials[].tool_name -> denied_tools, ...).
 #   --mcp-config FILE           load the bridge server from the generated file ...
 #   --strict-mcp-config         ... and ignore every other MCP configuration.
-#   --tools ""                  no built-in tools at all (no Bash, Edit, Read, WebFetch ...).
-#   --allowedTools LIST         pre-approve only the worker's bridge tools, by name.
+#   --no-session-persistence    no transcript (task text included) under
+#                               $CLAUDE_CONFIG_DIR/projects/, next to the user's sessions.
+# The profile's flags (profile_args; docs/launchers.md has the table per level):
+#   --tools LIST                the built-in tools offered: "" (none) at bridge; Read,Grep,
+#                               Glob,Edit,Write at read and edit; + Bash at shell; absent
+#                               (the CLI's default set) at project.
+#   --allowedTools LIST         pre-approve only the worker's bridge tools, by name, never
+#                               `mcp__agent_bridge__*` (which would include `listener`).
 #   --disallowedTools LIST      remove start_conversation and listener from the tools the
 #                               model is offered (the server offers them; --allowedTools
 #                               only decides approval, not what is offered).
-#   --no-session-persistence    no transcript (task text included) under
-#                               $CLAUDE_CONFIG_DIR/projects/, next to the user's sessions.
+#   --setting-sources user      (all levels but project) the workspace's .claude/settings.json
+#                               and settings.local.json are not loaded: a task author's
+#                               allow rules, hooks or sandbox switches do not apply.
+#   --add-dir DIR               each of the profile's extra_dirs (readable; writable at edit
+#                               and above through an Edit(//DIR/**) rule).
+#   --settings FILE             the level's rules (read: deny Edit(//**); edit: allow
+#                               Edit(./**); shell: + Bash(<words>:*) per allowed command) and,
+#                               at shell, the OS sandbox (bwrap; failIfUnavailable, no way
+#                               out of it, no auto-approval of sandboxed commands).
 #   --permission-mode dontAsk   anything not pre-approved is denied instead of asked.
 #   --permission-prompts none   nobody answers prompts in -p: a would-be prompt is a denial.
-# Not used: bypassPermissions / --dangerously-skip-permissions (Claude Code refuses
-# them as root, and they would lift the policy above).
-# Variadic flags (--mcp-config, --tools, --allowedTools, --disallowedTools) swallow following words that
-# do not start with '-'; each one is followed by another option here, and there is no
-# positional prompt for them to swallow: the prompt goes on stdin.
+# Not used: acceptEdits (it let a Bash call run that no rule allowed), bypassPermissions /
+# --dangerously-skip-permissions (Claude Code refuses them as root, and they would lift
+# the policy above).
+# Variadic flags (--mcp-config, --tools, --allowedTools, --disallowedTools, --add-dir) swallow
+# following words that do not start with '-'; each one is followed by another option here,
+# and there is no positional prompt for them to swallow: the prompt goes on stdin.
 args=(
     -p
     --output-format json
     --mcp-config "$mcp_config"
     --strict-mcp-config
-    --tools ""
-    --allowedTools "$allowed_tools"
-    --disallowedTools "$disallowed_tools"
     --no-session-persistence
-    --permission-mode dontAsk
-    --permission-prompts none
+    "${profile_args[@]}"
 )
 if [[ -n $max_turns ]]; then
     args+=(--max-turns "$max_turns")

@@ -86,3 +86,35 @@ def with_model(env: dict, base_url: str) -> dict:
     """Point Claude Code at a scripted loopback model (never a vendor's service)."""
     return {**env, "ANTHROPIC_BASE_URL": base_url, "ANTHROPIC_API_KEY": MODEL_KEY,
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "CLAUDE_CODE_MAX_RETRIES": "0"}
+
+
+def claude_worker_env(env: dict, root: Path, base_url: str, claude_bin: Path) -> dict:
+    """The bridge env plus what a listener needs to run real Claude Code workers against a
+    scripted model: the endpoint, fail-fast retries, and a private HOME, config dir (first run
+    answered) and TMPDIR inside ``root``."""
+    import json
+
+    home = root / "home"
+    config_dir = home / ".claude"
+    tmp = root / "tmp"
+    for directory in (home, config_dir, tmp):
+        directory.mkdir(parents=True, exist_ok=True)
+    (config_dir / ".claude.json").write_text(json.dumps({"hasCompletedOnboarding": True}))
+    return {
+        **env,
+        "CLAUDE_BIN": str(claude_bin),
+        "ANTHROPIC_BASE_URL": base_url,
+        "ANTHROPIC_API_KEY": "dummy",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "CLAUDE_CODE_MAX_RETRIES": "0",
+        "CLAUDE_CONFIG_DIR": str(config_dir),
+        "HOME": str(home),
+        "XDG_CACHE_HOME": str(home / ".cache"),  # Claude's MCP logs go here
+        "XDG_DATA_HOME": str(home / ".local" / "share"),
+        "TMPDIR": str(tmp),
+    }
+
+
+def without_cli_settings(environ: dict) -> dict:
+    """The environment without the user's own Claude settings (a login, a base URL)."""
+    return {k: v for k, v in environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_"))}

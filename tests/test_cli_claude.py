@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from cli_harness import require_cli
+from cli_harness import claude_worker_env, require_cli, without_cli_settings
 from dispatch_harness import attempt, cli, notices_for, query, status, wait_until
 from harness import PROJECT, McpAgent, write_config
 from models.anthropic import AnthropicModel, offered_tools
@@ -53,35 +53,17 @@ def model(tmp_path_factory):
 def claude_env(env, bridge_root, model, claude_bin) -> dict[str, str]:
     """The bridge env plus Claude's: the scripted endpoint, fail-fast retries, and a private
     HOME, config dir and TMPDIR inside the bridge root (all scanned for the canary)."""
-    home = bridge_root / "home"
-    config_dir = home / ".claude"
-    tmp = bridge_root / "tmp"
-    for directory in (home, config_dir, tmp):
-        directory.mkdir(parents=True, exist_ok=True)
-    (config_dir / ".claude.json").write_text(json.dumps({"hasCompletedOnboarding": True}))
     write_config(Path(env["AGENT_BRIDGE_CONFIG"]), agents={
         "claude": {"auto": True, "launcher": str(LAUNCHER), "worker_timeout_seconds": 120},
         "kimi": {"auto": False, "launcher": "launchers/kimi_headless.sh"},
     })
-    return {
-        **env,
-        "CLAUDE_BIN": str(claude_bin),
-        "ANTHROPIC_BASE_URL": model.base_url,
-        "ANTHROPIC_API_KEY": "dummy",
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        "CLAUDE_CODE_MAX_RETRIES": "0",
-        "CLAUDE_CONFIG_DIR": str(config_dir),
-        "HOME": str(home),
-        "XDG_CACHE_HOME": str(home / ".cache"),  # Claude's MCP logs go here
-        "XDG_DATA_HOME": str(home / ".local" / "share"),
-        "TMPDIR": str(tmp),
-    }
+    return claude_worker_env(env, bridge_root, model.base_url, claude_bin)
 
 
 @pytest.fixture(scope="module")
 def listener(claude_env):
     # The user's own Claude settings (a login, a base URL) must not leak into the test's CLI.
-    inherited = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_"))}
+    inherited = without_cli_settings(dict(os.environ))
     proc = subprocess.Popen(
         [sys.executable, "-m", "dispatcher", "listener", "run", "--agent", "claude"], cwd=PROJECT,
         env={**inherited, **claude_env}, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,

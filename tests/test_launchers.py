@@ -46,6 +46,7 @@ CLAUDE_DIAG_KEYS = {
     "duration_ms",
     "api_error_status",
     "permission_denials_count",
+    "denied_tools",
     # the ledger's common keys (cli_results.LEDGER_KEYS)
     "cli", "cli_status", "cost_usd", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
 }
@@ -321,6 +322,7 @@ def test_claude_diagnostics_are_payload_free(ctx):
         "duration_ms": 1234,
         "api_error_status": None,
         "permission_denials_count": 2,
+        "denied_tools": ["Bash", "Write"],
         "cli": "claude", "cli_status": "ok", "cost_usd": 0.0042, "input_tokens": None, "output_tokens": None,
         "cache_read_tokens": None, "cache_write_tokens": None,
     }

@@ -109,6 +109,23 @@ def claude_status(result_json: str, subtype: str | None, terminal_reason: str | 
     return "error"
 
 
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,40}")  # what the ledger keeps of a tool (attempts._ENUM_WORD)
+MAX_DENIED_TOOLS = 16  # attempts.MAX_LIST_ITEMS
+
+
+def denied_tool_names(denials: Any) -> list[str] | None:
+    """The names of the tools a CLI reported denied, first seen first, each once; never their
+    arguments. None when the CLI gave no list; a name that is not a plain tool name is left out."""
+    if not isinstance(denials, list):
+        return None
+    names: list[str] = []
+    for denial in denials:
+        name = denial.get("tool_name") if isinstance(denial, dict) else None
+        if isinstance(name, str) and _TOOL_NAME.fullmatch(name) and name not in names:
+            names.append(name)
+    return names[:MAX_DENIED_TOOLS]
+
+
 def _claude_usage(usage: Any, model_usage: Any) -> Any:
     """``usage``, unless it is all zeros while ``modelUsage`` counted tokens: a budget stop
     (2.1.332) reports ``usage`` as zeros and the real counts only per model."""
@@ -148,6 +165,8 @@ def claude_diagnostics(text: str | None) -> dict[str, Any]:
         "duration_ms": _number(result.get("duration_ms")),
         "api_error_status": _integer(result.get("api_error_status")),
         "permission_denials_count": len(denials) if isinstance(denials, list) else None,
+        # permission_denials[].tool_name: what Claude itself refused (dontAsk, a deny rule)
+        "denied_tools": denied_tool_names(denials),
     }
     cost = diag["total_cost_usd"]
     usage = _claude_usage(usage, result.get("modelUsage"))

@@ -1,0 +1,205 @@
+"""A permission profile in Claude Code 2.1.332's own terms (launchers/claude_headless.sh).
+
+What enforces each level (observed with the pinned binary, as root; docs/launchers.md):
+
+- every level: ``--permission-mode dontAsk`` with ``--permission-prompts none`` (anything no
+  rule allows is denied, never asked), the seven worker bridge tools pre-approved by name and
+  the other bridge tools not offered (``--allowedTools`` / ``--disallowedTools``). Never
+  ``acceptEdits`` (it let a ``Bash`` call run that no rule allowed) nor ``bypassPermissions``;
+- every level but ``project``: ``--setting-sources user``, so the workspace's own
+  ``.claude/settings.json`` and ``settings.local.json`` (allow rules, hooks, sandbox switches)
+  are not loaded; the user's own settings are (their choice, not the task author's);
+- ``bridge``: ``--tools ""``, no built-in tool at all (as before profiles existed);
+- ``read``: the tool list ``Read, Grep, Glob`` plus ``Edit, Write``, which a deny rule
+  ``Edit(//**)`` (it covers ``Write`` too, and a deny beats any allow rule of any source)
+  refuses on every path: so a worker that tries to edit is *denied* by the CLI, and the
+  denial is reported (``denied_tools``). Reads outside the workspace (and ``--add-dir``) are
+  denied by ``dontAsk``, which only lets reads inside the working directories through;
+- ``edit``: ``Read, Grep, Glob, Edit, Write`` with the allow rule ``Edit(./**)`` (relative to
+  the workspace, the cwd; a bare ``Edit`` rule is not limited to it). Paths are resolved
+  before they are matched, so a symlink out of the workspace does not let a write out;
+- ``shell``: also ``Bash``, with one rule ``Bash(<words>:*)`` per allowed command (a prefix of
+  whole words; compound commands are split and every part must match), inside Claude's OS
+  sandbox (bubblewrap + socat): ``failIfUnavailable`` (no sandbox, no start),
+  ``allowUnsandboxedCommands: false`` (the model cannot ask to leave it) and
+  ``autoAllowBashIfSandboxed: false`` (being sandboxed does not approve a command). The
+  sandbox confines the commands' writes to the workspace; the allow list decides which
+  commands run at all;
+- ``project``: the CLI's default tools and every settings source: the workspace's settings
+  decide what is allowed (``dontAsk`` still denies the rest).
+
+``extra_dirs`` become ``--add-dir`` (readable, and writable by sandboxed commands), plus an
+``Edit(//dir/**)`` allow rule at ``edit`` and above.
+"""
+
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ...errors import BridgeError
+from ...permissions import (
+    NON_WORKER_BRIDGE_TOOLS,
+    WORKER_BRIDGE_TOOLS,
+    PermissionProfile,
+    ProfileError,
+    profile_from_env,
+)
+from ...private_files import create_private_file
+
+# The built-in tools offered at each level (None: the CLI's default set, for ``project``).
+READ_TOOLS = ("Read", "Grep", "Glob")
+EDIT_TOOLS = ("Edit", "Write")
+TOOLS: dict[str, tuple[str, ...] | None] = {
+    "bridge": (),
+    "read": (*READ_TOOLS, *EDIT_TOOLS),  # Edit and Write offered, and denied by DENY_ALL_EDITS
+    "edit": (*READ_TOOLS, *EDIT_TOOLS),
+    "shell": (*READ_TOOLS, *EDIT_TOOLS, "Bash"),
+    "project": None,
+}
+DENY_ALL_EDITS = "Edit(//**)"  # every absolute path; Claude applies Edit rules to Write too
+WORKSPACE_EDITS = "Edit(./**)"  # relative to the workspace (the cwd)
+SANDBOX: dict[str, Any] = {
+    "enabled": True,
+    "failIfUnavailable": True,
+    "allowUnsandboxedCommands": False,
+    "autoAllowBashIfSandboxed": False,
+}
+SANDBOX_BINARIES = ("bwrap", "socat")
+SETTINGS_FILE = "claude-settings.json"
+ARGS_FILE = "claude-profile-args"
+# A directory name that Claude's rules would read as a pattern (gitignore-style globs, the
+# rule's own parentheses) or that the argv file cannot carry.
+_UNSAFE_IN_RULE = frozenset("*?[]{}()!\\\n\r\0")
+UNENFORCEABLE = 78  # dispatcher/dispatch/outcome.py PERMISSIONS_UNENFORCEABLE_EXIT
+
+
+class Unenforceable(Exception):
+    """The profile cannot be enforced by Claude Code on this machine (the launcher exits 78)."""
+
+
+def builtin_tools(profile: PermissionProfile) -> tuple[str, ...] | None:
+    """The built-in tools offered to the model (``--tools``); None: the CLI's default set."""
+    return TOOLS[profile.level]
+
+
+def _dir_rule(directory: str) -> str:
+    if _UNSAFE_IN_RULE & set(directory):
+        raise Unenforceable(f"extra_dirs entry {directory!r} holds a character that Claude Code's permission "
+                            "rules read as a pattern; rename the directory or leave it out")
+    return f"Edit(/{directory.rstrip('/')}/**)"  # "//abs/**": an absolute path in Claude's rules
+
+
+def command_rule(words: Sequence[str]) -> str:
+    """``Bash(git status:*)``: the command starts with exactly these words (pure)."""
+    return f"Bash({' '.join(words)}:*)"
+
+
+def permission_rules(profile: PermissionProfile) -> dict[str, list[str]]:
+    """The level's ``permissions`` block for ``--settings``: ``allow`` and ``deny`` rules (pure)."""
+    profile = profile.resolved()
+    allow: list[str] = []
+    deny: list[str] = []
+    if profile.level == "read":
+        deny.append(DENY_ALL_EDITS)
+    if profile.level in ("edit", "shell"):
+        allow.append(WORKSPACE_EDITS)
+    if profile.writes:
+        allow.extend(_dir_rule(d) for d in profile.extra_dirs)
+    else:
+        for directory in profile.extra_dirs:
+            _dir_rule(directory)  # the same check: --add-dir gets the same name
+    allow.extend(command_rule(words) for words in profile.command_prefixes())
+    return {key: rules for key, rules in (("allow", allow), ("deny", deny)) if rules}
+
+
+def settings(profile: PermissionProfile) -> dict[str, Any] | None:
+    """The ``--settings`` document of the level, or None when it needs none (pure)."""
+    doc: dict[str, Any] = {}
+    rules = permission_rules(profile)
+    if rules:
+        doc["permissions"] = rules
+    if uses_sandbox(profile):
+        doc["sandbox"] = dict(SANDBOX)
+    return doc or None
+
+
+def uses_sandbox(profile: PermissionProfile) -> bool:
+    """Whether the level offers ``Bash`` under our control, so it runs in Claude's sandbox."""
+    tools = builtin_tools(profile)
+    return tools is not None and "Bash" in tools
+
+
+def missing_sandbox_binaries(which: Callable[[str], str | None], profile: PermissionProfile) -> list[str]:
+    """The sandbox's helpers not on PATH, when the level needs the sandbox."""
+    return [name for name in SANDBOX_BINARIES if which(name) is None] if uses_sandbox(profile) else []
+
+
+def claude_args(profile: PermissionProfile, settings_file: Path | None) -> list[str]:
+    """The permission flags for ``claude -p`` (pure): tool lists, rules, settings sources,
+    extra directories, the no-prompt policy. ``settings_file`` holds ``settings(profile)``
+    (None when that is None)."""
+    profile = profile.resolved()
+    args: list[str] = []
+    tools = builtin_tools(profile)
+    if tools is not None:
+        args += ["--tools", ",".join(tools)]
+    args += ["--allowedTools", ",".join(f"mcp__agent_bridge__{t}" for t in WORKER_BRIDGE_TOOLS),
+             "--disallowedTools", ",".join(f"mcp__agent_bridge__{t}" for t in NON_WORKER_BRIDGE_TOOLS)]
+    if profile.level != "project":
+        args += ["--setting-sources", "user"]
+    for directory in profile.extra_dirs:
+        args += ["--add-dir", directory]
+    if settings_file is not None:
+        args += ["--settings", str(settings_file)]
+    args += ["--permission-mode", "dontAsk", "--permission-prompts", "none"]
+    return args
+
+
+def _sandbox_works(bwrap: str) -> bool:
+    """bubblewrap can make a namespace here (as Claude's sandbox needs: mount, pid, net)."""
+    try:
+        done = subprocess.run([bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid",
+                               "--unshare-net", "--", "true"], stdin=subprocess.DEVNULL, capture_output=True,
+                              timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def prepare(env: Mapping[str, str], attempt_dir: Path, which: Callable[[str], str | None] = shutil.which,
+            probe: Callable[[str], bool] = _sandbox_works) -> list[str]:
+    """The launcher's step: the profile from ``AGENT_BRIDGE_PERMISSIONS``, its settings file
+    written (private, new name) into the attempt directory, and the flags. Raises
+    ``ProfileError`` (invalid profile) or ``Unenforceable`` (not here)."""
+    profile = profile_from_env(env)
+    missing = missing_sandbox_binaries(which, profile)
+    if missing:
+        raise Unenforceable(f"level {profile.level} needs Claude Code's sandbox, which needs {' and '.join(missing)} "
+                            "on PATH: install them (Debian/Ubuntu: apt-get install bubblewrap socat)")
+    if uses_sandbox(profile) and not probe(which("bwrap") or "bwrap"):
+        raise Unenforceable(f"level {profile.level} needs Claude Code's sandbox, but bubblewrap cannot create "
+                            "its namespaces here (user namespaces off, or a container without them)")
+    doc = settings(profile)
+    settings_file = None
+    if doc is not None:
+        settings_file = attempt_dir / SETTINGS_FILE
+        create_private_file(settings_file, json.dumps(doc, indent=2) + "\n")
+    return claude_args(profile, settings_file)
+
+
+def launcher_main(env: Mapping[str, str], attempt_dir: str, prog: str = "claude_headless.sh") -> int:
+    """Write the flags NUL-separated to ``ARGS_FILE`` in the attempt dir; 0, 2 or 78 with one line."""
+    try:
+        args = prepare(env, Path(attempt_dir))
+        create_private_file(Path(attempt_dir) / ARGS_FILE, "".join(f"{a}\0" for a in args))
+    except (ProfileError, BridgeError) as exc:
+        print(f"{prog}: " + " ".join(str(exc).split()), file=sys.stderr)  # one line
+        return 2
+    except Unenforceable as exc:
+        print(f"{prog}: permissions cannot be enforced: {exc}", file=sys.stderr)
+        return UNENFORCEABLE
+    return 0
