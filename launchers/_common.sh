@@ -38,16 +38,9 @@ read_max_turns() {
     fi
 }
 
-# The bridge tools a worker may call, by name: what its prompts use (claim, result,
-# acknowledge, release, conversation moves) plus reading messages. Not `listener` (a task
-# text must not be able to switch dispatching off) and not `start_conversation` (an
-# unattended worker answers its task; it does not open new threads to other agents).
-# shellcheck disable=SC2034  # used by the launchers that source this file
-worker_tools=(send_message receive_messages claim_message release_message mark_read get_message conversation)
-# The bridge tools a worker must not even see (a CLI that offers every tool of a server
-# gets these denied by name, so the model is never offered them).
-# shellcheck disable=SC2034  # used by the launchers that source this file
-non_worker_tools=(start_conversation listener)
+# The bridge tools a worker may call, and those it must not even see, are defined once in
+# Python (dispatcher/permissions.py: WORKER_BRIDGE_TOOLS, NON_WORKER_BRIDGE_TOOLS); each
+# launcher takes them from its CLI's profile module (dispatcher/dispatch/cli_profiles/).
 
 # write_bridge_mcp_config FILE [TYPE]: an MCP config with exactly one stdio server,
 # agent_bridge, running as a worker (AGENT_BRIDGE_ROLE=worker) on the supervisor's

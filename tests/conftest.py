@@ -5,6 +5,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from cli_harness import require_cli  # noqa: E402
 from harness import bridge_env, start_agents, write_config  # noqa: E402
 
 
@@ -65,3 +66,19 @@ def _end_listeners_started_by_the_test():
     started = dispatch_harness.STARTED[before:]
     del dispatch_harness.STARTED[before:]
     dispatch_harness.end_listeners(started)
+
+
+# The pinned agent CLIs (tests/cli_harness.py): the path, or a loud skip (a failure under CI=true).
+@pytest.fixture(scope="module")
+def claude_bin() -> Path:
+    return require_cli("claude")
+
+
+@pytest.fixture(scope="module")
+def codex_bin() -> Path:
+    return require_cli("codex")
+
+
+@pytest.fixture(scope="module")
+def gemini_bin() -> Path:
+    return require_cli("gemini")

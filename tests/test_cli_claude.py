@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from cli_harness import claude_worker_env, require_cli, without_cli_settings
+from cli_harness import claude_worker_env, without_cli_settings
 from dispatch_harness import attempt, cli, notices_for, query, status, wait_until
 from harness import PROJECT, McpAgent, write_config
 from models.anthropic import AnthropicModel, offered_tools
@@ -35,11 +35,6 @@ class Run:
     progress: str  # `listener progress --once`
     message: dict  # get_message(task) as the sender sees it
     request_seen: bool  # the request file held the canary while the worker ran
-
-
-@pytest.fixture(scope="module")
-def claude_bin() -> Path:
-    return require_cli("claude")
 
 
 @pytest.fixture(scope="module")

@@ -71,11 +71,6 @@ class HookModel(AnthropicModel):
 
 
 @pytest.fixture(scope="module")
-def claude_bin() -> Path:
-    return require_cli("claude")
-
-
-@pytest.fixture(scope="module")
 def setup(tmp_path_factory, claude_bin):
     made = claude_with_hooks(tmp_path_factory.mktemp("claude-hooks"), claude_bin)
     read_me = made["workspace"] / "notes.txt"

@@ -19,7 +19,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-from cli_harness import require_cli
 from dispatch_harness import end_listeners, notices_for, query, start_listener, status, wait_finished, wait_until
 from harness import PROJECT, McpAgent, bridge_env
 from models.openai_responses import ResponsesServer, to_turn
@@ -37,11 +36,6 @@ CODEX_MCP_RESOURCE_TOOLS = {"list_mcp_resources", "list_mcp_resource_templates",
 CANARY = f"codex-canary-{uuid.uuid4().hex}"
 FIXTURES = Path(__file__).parent / "fixtures" / "cli_results" / "codex"
 DEADLINE = 120.0
-
-
-@pytest.fixture(scope="module")
-def codex_bin() -> Path:
-    return require_cli("codex")
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-from cli_harness import require_cli
 from dispatch_harness import (
     DEADLINE,
     STARTED,
@@ -36,11 +35,6 @@ WORKER_TOOLS = {"send_message", "receive_messages", "claim_message", "release_me
                 "conversation"}
 FIXTURES = Path(__file__).parent / "fixtures" / "cli_results" / "gemini"
 CANARY_PLACEHOLDER = "CANARY-PLACEHOLDER"
-
-
-@pytest.fixture(scope="module")
-def gemini_bin() -> Path:
-    return require_cli("gemini")
 
 
 @pytest.fixture(scope="module")

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from cli_harness import claude_worker_env, require_cli, without_cli_settings
+from cli_harness import claude_worker_env, without_cli_settings
 from dispatch_harness import attempt, cli, status, wait_until
 from harness import PROJECT, McpAgent, write_config
 from models.anthropic import AnthropicModel, offered_tools, to_turn
@@ -72,11 +72,6 @@ class Run:
     offered: set[str]  # every tool name offered in this run's model requests
     results: tuple[str, ...]  # the text of every tool result the model got back, in order
     seconds: float
-
-
-@pytest.fixture(scope="module")
-def claude_bin() -> Path:
-    return require_cli("claude")
 
 
 @pytest.fixture(scope="module")

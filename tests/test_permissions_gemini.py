@@ -21,7 +21,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-from cli_harness import require_cli
 from dispatch_harness import (
     DEADLINE,
     STARTED,
@@ -55,11 +54,6 @@ PROFILES = {
     "shell": {"level": "shell", "allow_commands": ["touch", "git status*"], "extra_dirs": ["{extra}"]},
     "project": {"level": "project"},
 }
-
-
-@pytest.fixture(scope="module")
-def gemini_bin() -> Path:
-    return require_cli("gemini")
 
 
 @pytest.fixture(scope="module")
