@@ -16,10 +16,15 @@ import stat
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .store.readonly import open_read_only, store_is_idle
+
+if TYPE_CHECKING:
+    from .permissions import PermissionProfile
 
 OK, WARN, ERROR = "ok", "warn", "error"
 LOW_DISK_BYTES = 100 * 1024 * 1024
@@ -237,6 +242,48 @@ def _cli_finding(agent: str, cli: str) -> Finding:
     return Finding("cli_ok", OK, f"{cli} {version} ({binary}), the tested version", "", agent)
 
 
+def check_permissions(ctx: Context) -> list[Finding]:
+    from .locations import PROJECT_DIR
+
+    found = []
+    for agent in sorted(ctx.config.agents):
+        cli = cli_of(ctx.config.launcher_path(agent, PROJECT_DIR))
+        if cli is not None:
+            found.append(permission_finding(agent, cli, ctx.config.permissions(agent), shutil.which))
+    return found
+
+
+def permission_finding(agent: str, cli: str, profile: "PermissionProfile", which: Callable[[str], str | None]) -> Finding:
+    """What an agent's workers may do, and whether its CLI can enforce that here (pure but for ``which``).
+
+    Error: the launcher would refuse every task (exit 78, ``permissions_unenforceable``).
+    Warning: it runs, but what the level promises is not fully confined (see docs/permissions.md)."""
+    from .dispatch.cli_profiles import claude, gemini
+    from .permissions import DESCRIPTIONS
+
+    level = profile.level
+    needs: list[str] = []
+    if cli == "claude":
+        needs = claude.missing_sandbox_binaries(which, profile)
+    elif cli == "gemini" and gemini.sandboxed(profile):
+        needs = [name for name in ("bwrap",) if which(name) is None]
+    if needs:
+        return Finding("permissions_unenforceable", ERROR, f"{agent}'s level {level} needs {cli}'s sandbox, but "
+                       f"{' and '.join(needs)} {'is' if len(needs) == 1 else 'are'} not on PATH: every task would end "
+                       "failed (permissions_unenforceable)",
+                       "install bubblewrap and socat (Debian: apt-get install bubblewrap socat), or lower the level",
+                       agent)
+    if cli == "kimi" and level == "project":
+        return Finding("permissions_unenforceable", ERROR, f"{agent}'s level project cannot be enforced by Kimi "
+                       "(prompt mode applies no workspace permission settings): every task would end failed "
+                       "(permissions_unenforceable)", "give kimi level read, edit or shell in config.json", agent)
+    if (cli, level) in (("kimi", "shell"), ("gemini", "project")):
+        return Finding("permissions_unconfined", WARN, f"{agent}'s workers may run commands that nothing confines to "
+                       f"the workspace ({cli} at level {level} has no OS sandbox)",
+                       "lower the level if its tasks do not need that; see docs/permissions.md", agent)
+    return Finding("permissions_ok", OK, f"{agent}'s workers may {DESCRIPTIONS[level]} (level {level})", "", agent)
+
+
 # --- each agent's listener and systemd unit ----------------------------------------------
 
 def check_listeners(ctx: Context) -> list[Finding]:
@@ -429,7 +476,7 @@ def run_checks() -> list[Finding]:
     try:
         findings = _safe(check_store, ctx) + _safe(check_runtime, ctx) + _safe(check_config, ctx)
         if ctx.config is not None:
-            for check in (check_launchers, check_clis, check_listeners, check_units):
+            for check in (check_launchers, check_clis, check_permissions, check_listeners, check_units):
                 findings += _safe(check, ctx)
         findings += _safe(check_statusline, ctx)
         if ctx.conn is not None and ctx.schema_current:

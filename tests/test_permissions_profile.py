@@ -179,3 +179,37 @@ def test_init_gives_edit_only_where_a_sandbox_confines_writes_and_read_elsewhere
                       "kimi": {"level": "read"}}
     assert BridgeConfig.model_validate(config).permissions("kimi").level == "read"
     assert build_config([], tmp_path)["agents"]["claude"]["permissions"] == {"level": "edit"}
+
+
+# -- doctor: what each agent's workers may do, and whether its CLI can enforce it here -------------------------
+
+def _which(missing: set[str]):
+    return lambda name: None if name in missing else f"/usr/bin/{name}"
+
+
+@pytest.mark.parametrize(("cli", "profile", "missing", "code", "words"), [
+    ("claude", {"level": "edit"}, {"bwrap", "socat"}, "permissions_ok",
+     "may read, search, list, create and edit files inside the workspace (level edit)"),
+    ("claude", {"level": "shell", "allow_commands": ["git status"]}, set(), "permissions_ok", "level shell"),
+    ("claude", {"level": "shell", "allow_commands": ["git status"]}, {"socat"}, "permissions_unenforceable",
+     "needs claude's sandbox, but socat is not on PATH"),
+    ("claude", {"level": "shell", "allow_commands": ["git status"]}, {"bwrap", "socat"}, "permissions_unenforceable",
+     "bwrap and socat are not on PATH"),
+    ("gemini", {"level": "shell", "allow_commands": ["git status"]}, {"bwrap"}, "permissions_unenforceable",
+     "needs gemini's sandbox, but bwrap is not on PATH"),
+    ("gemini", {"level": "read"}, {"bwrap"}, "permissions_ok", "level read"),
+    ("gemini", {"level": "project"}, set(), "permissions_unconfined", "no OS sandbox"),
+    ("kimi", {"level": "shell", "allow_commands": ["git status"]}, set(), "permissions_unconfined", "no OS sandbox"),
+    ("kimi", {"level": "project"}, set(), "permissions_unenforceable", "cannot be enforced by Kimi"),
+    ("kimi", {"level": "read"}, set(), "permissions_ok", "level read"),
+    ("codex", {"level": "shell", "allow_commands": ["git status"]}, {"bwrap", "socat"}, "permissions_ok", "level shell"),
+])
+def test_doctor_says_what_workers_may_do_and_whether_the_cli_can_enforce_it(cli, profile, missing, code, words):
+    from dispatcher.doctor import ERROR, OK, WARN, permission_finding
+
+    finding = permission_finding("agent", cli, PermissionProfile.model_validate(
+        {k: tuple(v) if isinstance(v, list) else v for k, v in profile.items()}), _which(missing))
+    assert finding.code == code and words in finding.message and finding.agent == "agent"
+    assert finding.level == {"permissions_ok": OK, "permissions_unconfined": WARN,
+                             "permissions_unenforceable": ERROR}[code]
+    assert code == "permissions_ok" or finding.fix
