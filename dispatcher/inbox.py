@@ -7,6 +7,7 @@ Every wake signal is only a hint to call ``receive_messages``; the store stays t
 
 import sqlite3
 from dataclasses import dataclass, field
+from typing import Any
 
 from .rows import active_claim_sql
 
@@ -28,7 +29,7 @@ class InboxSummary:
     newest_id: int | None
     first: tuple[Waiting, ...] = field(default=())  # oldest first, at most NAMED_IDS
 
-    def as_dict(self, now: float) -> dict:
+    def as_dict(self, now: float) -> dict[str, Any]:
         return {
             "agent": self.agent,
             "unread": self.unread,

@@ -1,9 +1,11 @@
 """Message rows: the insert, the fetch, what an active claim is, and the view every tool returns."""
 
 import sqlite3
+from typing import Any
 
 from .clock import iso
 from .errors import BridgeError
+from .store import inserted_id
 
 KINDS = ("task", "result", "notice")
 # No lease outlives this from the moment the bridge reads it: one taken while the clock
@@ -33,11 +35,12 @@ def insert_message(
         (sender, recipient, kind, text, reply_to, conversation_id, dedup_key, created_at, response_deadline, origin,
          broadcast_id),
     )
-    return cur.lastrowid
+    return inserted_id(cur)
 
 
 def fetch_message(conn: sqlite3.Connection, message_id: int) -> sqlite3.Row | None:
-    return conn.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
+    row: sqlite3.Row | None = conn.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
+    return row
 
 
 def find_dedup(
@@ -48,7 +51,7 @@ def find_dedup(
     delivered)."""
     if dedup_key is None:
         return None
-    row = conn.execute(
+    row: sqlite3.Row | None = conn.execute(
         "SELECT * FROM messages WHERE sender = ? AND dedup_key = ?", (sender, dedup_key)
     ).fetchone()
     if row is None:
@@ -90,7 +93,9 @@ def cap_far_lease(conn: sqlite3.Connection, row: sqlite3.Row, now: float) -> sql
         return row
     conn.execute("UPDATE messages SET claim_expires_at = ? WHERE id = ? AND claim_expires_at > ?",
                  (cap, row["id"], cap))
-    return fetch_message(conn, row["id"])
+    # The row was just read and the update keeps it: it is there.
+    capped: sqlite3.Row = conn.execute("SELECT * FROM messages WHERE id = ?", (row["id"],)).fetchone()
+    return capped
 
 
 def cap_far_leases(conn: sqlite3.Connection, recipient: str, now: float) -> None:
@@ -102,7 +107,7 @@ def cap_far_leases(conn: sqlite3.Connection, recipient: str, now: float) -> None
         conn.execute(f"UPDATE messages SET claim_expires_at = :cap WHERE {where}", params)
 
 
-def message_view(row: sqlite3.Row, worker_id: str, now: float) -> dict:
+def message_view(row: sqlite3.Row, worker_id: str, now: float) -> dict[str, Any]:
     active = claim_is_active(row, now)
     return {
         "id": row["id"],
