@@ -60,7 +60,8 @@ def effective_state(state: str, expires_at: float, now: float) -> str:
     return state
 
 
-def accepts_messages(state: str) -> bool:
+def accepts_messages(state: str | None) -> bool:
+    """None: the conversation row is missing, and accepts nothing."""
     return state in ACCEPTS_MESSAGES
 
 

@@ -1,6 +1,7 @@
 """Message rows: the insert, the fetch, what an active claim is, and the view every tool returns."""
 
 import sqlite3
+from collections.abc import Mapping
 from typing import Any
 
 from .clock import iso
@@ -43,6 +44,14 @@ def fetch_message(conn: sqlite3.Connection, message_id: int) -> sqlite3.Row | No
     return row
 
 
+def fetch_existing_message(conn: sqlite3.Connection, message_id: int) -> sqlite3.Row:
+    """``fetch_message`` for a message the caller has just read or written: it is there."""
+    row = fetch_message(conn, message_id)
+    if row is None:
+        raise LookupError(f"message #{message_id} is gone although it was just read")
+    return row
+
+
 def find_dedup(
     conn: sqlite3.Connection, sender: str, dedup_key: str | None, *, recipient: str | None = None
 ) -> sqlite3.Row | None:
@@ -73,7 +82,7 @@ def find_dedup(
     return row
 
 
-def claim_is_active(row: sqlite3.Row, now: float) -> bool:
+def claim_is_active(row: sqlite3.Row | Mapping[str, Any], now: float) -> bool:
     """The one definition of an active claim (``active_claim_sql`` is its SQL twin)."""
     expires = row["claim_expires_at"]
     return row["claim_owner"] is not None and expires is not None and expires > now
@@ -93,9 +102,7 @@ def cap_far_lease(conn: sqlite3.Connection, row: sqlite3.Row, now: float) -> sql
         return row
     conn.execute("UPDATE messages SET claim_expires_at = ? WHERE id = ? AND claim_expires_at > ?",
                  (cap, row["id"], cap))
-    # The row was just read and the update keeps it: it is there.
-    capped: sqlite3.Row = conn.execute("SELECT * FROM messages WHERE id = ?", (row["id"],)).fetchone()
-    return capped
+    return fetch_existing_message(conn, row["id"])
 
 
 def cap_far_leases(conn: sqlite3.Connection, recipient: str, now: float) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..config import BridgeConfig
 from ..errors import AlreadyAttempted, DispatchRefused
-from ..rows import fetch_message
+from ..rows import fetch_existing_message
 from ..store import write_transaction
 from . import queue
 
@@ -77,7 +77,7 @@ def begin_attempt(
             (message_id, agent, now, supervisor_pid, supervisor_start, deadline, worker_token,
              config.agents[agent].max_cost_usd_per_task, config.permissions(agent).level),
         )
-        return fetch_message(conn, message_id)
+        return fetch_existing_message(conn, message_id)
 
 
 def mark_spawned(conn: sqlite3.Connection, message_id: int, worker_pid: int, worker_start: float | None) -> bool:
@@ -152,7 +152,7 @@ def clean_diagnostics(raw: object) -> dict[str, Any] | None:
     wrote can smuggle text in."""
     if not isinstance(raw, dict):
         return None
-    kept = {}
+    kept: dict[str, Any] = {}
     for key, value in list(raw.items())[:MAX_DIAGNOSTIC_KEYS]:
         if not (isinstance(key, str) and len(key) <= 40 and key.isidentifier()):
             continue

@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from typing import Any
 
 from ..locations import PROJECT_DIR, LocationsLike
 from ..private_files import open_private_lock
@@ -106,6 +107,7 @@ def listener_status(settings: LocationsLike, agent: str, check_config: bool = Tr
     paths = AgentPaths.of(settings, agent)
     holder = flock_holder(paths.lock)
     doc, problem = read_progress(paths.progress)
+    progress = doc or {}  # no document only with a problem, each handled below before it is read
     config_error = _config_error(settings, agent) if check_config else None
     state: str | None = None
     if holder is None:
@@ -118,10 +120,10 @@ def listener_status(settings: LocationsLike, agent: str, check_config: bool = Tr
         stage, state = "unknown", "unreadable"
     elif problem == "no_format_version":
         stage, state = "legacy", "no_format_version"
-    elif doc.get("listener_pid") != holder:
+    elif progress.get("listener_pid") != holder:
         stage, state = "unknown", "stale_pid"
     else:
-        stage = doc.get("stage", "unknown")
+        stage = progress.get("stage", "unknown")
     if config_error:
         stage = "error"
     trusted = doc if problem is None and state is None else None
@@ -214,7 +216,7 @@ def pending(settings: LocationsLike, agent: str) -> dict:
     from ..store import SCHEMA_VERSION
     from . import queue
 
-    report = {"agent": agent, "auto": None, "dispatchable": [], "held_auto_off": [], "stale": [],
+    report: dict[str, Any] = {"agent": agent, "auto": None, "dispatchable": [], "held_auto_off": [], "stale": [],
               "held_interactive": [], "error": None}
     try:
         config = load_config(settings.config_path())

@@ -176,7 +176,7 @@ class Listener:
                 return
             if isinstance(action, BackOff):
                 self._back_off(action)
-            elif isinstance(action, Dispatch):
+            elif isinstance(action, Dispatch) and self._candidate is not None:  # (step dispatches only it)
                 self._dispatch(store, self._candidate)
             elif isinstance(action, Wait):
                 if action.wake_on_commit:  # (a backoff keeps showing its reason)
@@ -384,10 +384,13 @@ class Listener:
     def _run_supervisor_child(self, message_id: int) -> None:
         code = 0
         try:
-            os.close(self._lock_fd)  # the lock belongs to the listener alone
+            if self._lock_fd is not None:  # (always: run() took the lock before dispatching)
+                os.close(self._lock_fd)  # the lock belongs to the listener alone
             os.setsid()  # a Ctrl-C or a stop aimed at the listener does not cut a dispatch short
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
+            if self.config is None:  # never: the listener dispatches nothing without a valid config
+                raise RuntimeError("a supervisor was started without a valid config")
             supervise(self.settings, self.config, message_id)
         except DispatchRefused as exc:
             log.info("dispatch_refused", message_id=message_id, code=exc.code)

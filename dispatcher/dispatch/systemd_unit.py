@@ -235,7 +235,9 @@ def unit_installed(target_dir: Path | None = None) -> bool:
 def user_manager_available() -> bool:
     """A systemd user manager is running for this user (cheap check: no subprocess)."""
     runtime = os.environ.get("XDG_RUNTIME_DIR")
-    return bool(runtime) and os.path.exists(os.path.join(runtime, "systemd", "private"))
+    if not runtime:
+        return False
+    return os.path.exists(os.path.join(runtime, "systemd", "private"))
 
 
 def remove_steps(agent: str) -> tuple[Step, ...]:
