@@ -55,7 +55,7 @@ def _usage_error(exc: click.ClickException) -> int:
     ctx = getattr(exc, "ctx", None)
     helper = f" See `{ctx.command_path} --help`." if ctx is not None else ""
     text = " ".join(exc.format_message().split())
-    if isinstance(exc, click.exceptions.NoArgsIsHelpError):  # a bare group: its help, then the one line
+    if isinstance(exc, click.exceptions.NoArgsIsHelpError) and ctx is not None:  # a bare group: its help, then the one line
         click.echo(ctx.get_help())
         text, helper = "a command is missing; pick one of those listed above.", ""
     print(f"agent-bridge: usage_error: {text}{helper}", file=sys.stderr)

@@ -162,7 +162,7 @@ def main_wait(cli: str, agent: str | None, wait: str | None) -> int:
                 return hooks.emit(answer)
             seconds = parse_wait(wait)
             claude = claude_process(os.environ) if cli == "claude" and seconds is not None else None
-            if claude is None:
+            if claude is None or seconds is None:  # (claude is None whenever seconds is)
                 return 0
         return _wait(agent, raw, seconds, claude)
     except _Ended:  # before the wait began (a signal during the Stop answer)

@@ -219,7 +219,7 @@ def update_state(runtime: Path, agent: str, key: str, rule, touch: bool = False)
 
 
 def _read_all(fd: int) -> bytes:
-    chunks = []
+    chunks: list[bytes] = []
     offset = 0
     while True:
         chunk = os.pread(fd, 65536, offset)

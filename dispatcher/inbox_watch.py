@@ -172,7 +172,7 @@ def watch(
                         "store_unavailable",
                         f"cannot read {db} ({exc}); check it with `agent-bridge doctor`, then re-arm the watch.",
                     ) from None
-            if deadline is not None and time.monotonic() >= deadline:
+            if deadline is not None and max_seconds is not None and time.monotonic() >= deadline:
                 out.write(expiry_line(agent, max_seconds, rearm) + "\n")
                 out.flush()
                 return

@@ -59,7 +59,8 @@ class _Scanned:
 
 
 def _skip_ws(text: str, pos: int) -> int:
-    return _WS.match(text, pos).end()
+    match = _WS.match(text, pos)  # never None: the pattern matches the empty string anywhere
+    return pos if match is None else match.end()
 
 
 def _value_end(text: str, pos: int) -> tuple[int, int]:

@@ -27,7 +27,7 @@ import json
 from collections.abc import Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import anyio
 import mcp_types as types
@@ -43,7 +43,7 @@ from .logs import get_logger
 
 RESOURCE_URI = "bridge://inbox"
 CHANNEL_CAPABILITY = "claude/channel"
-CHANNEL_METHOD = "notifications/claude/channel"
+CHANNEL_METHOD: Final = "notifications/claude/channel"
 POLL_SECONDS = 0.1
 
 log = get_logger("agent_bridge.wake")
@@ -282,5 +282,6 @@ def install(mcp: MCPServer, agent: str, db: Path, *, claude_channel: bool, role:
             experimental = {**(experimental_capabilities or {}), CHANNEL_CAPABILITY: {}}
             return create_options(notification_options, experimental, extensions)
 
-        low.create_initialization_options = with_channel
+        # This server's instance only: the SDK offers no other way to add an experimental capability.
+        low.create_initialization_options = with_channel  # type: ignore[method-assign]  # per instance, on purpose
     return wake
