@@ -240,7 +240,7 @@ def _cli_finding(agent: str, cli: str) -> Finding:
         return Finding("cli_not_found", ERROR, f"the {cli} CLI ({wanted!r}) is not found: every task for {agent} "
                        "would fail with rc=127", f"install {cli}, or set {variable} to its path", agent)
     try:
-        done = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=VERSION_TIMEOUT_SECONDS,
+        done = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=VERSION_TIMEOUT_SECONDS,  # noqa: S603 - the agent's CLI (PATH or its *_BIN), --version only
                               stdin=subprocess.DEVNULL)
         text = f"{done.stdout}\n{done.stderr}"
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -325,7 +325,7 @@ def _systemctl(verb: str, unit: str) -> tuple[str | None, str]:
     """systemctl's one-word answer (``enabled``, ``inactive``, ...), or None with the reason it
     gave none (its first stderr line: e.g. "Failed to connect to bus: No medium found")."""
     try:
-        done = subprocess.run(["systemctl", "--user", verb, unit], capture_output=True, text=True, timeout=5,
+        done = subprocess.run(["systemctl", "--user", verb, unit], capture_output=True, text=True, timeout=5,  # noqa: S603, S607 - a fixed argv; systemctl from PATH, as the user runs it
                               stdin=subprocess.DEVNULL)
     except FileNotFoundError:
         return None, "systemctl is not on PATH"
@@ -346,7 +346,7 @@ def check_statusline(ctx: Context) -> list[Finding]:
 
     began = time.monotonic()
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=5, cwd=PROJECT_DIR,
+        done = subprocess.run(command, capture_output=True, text=True, timeout=5, cwd=PROJECT_DIR,  # noqa: S603 - our own interpreter and status line, fixed arguments
                               stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         return [Finding("statusline_failed", ERROR, "the status line did not answer within 5 s",
@@ -464,7 +464,7 @@ def _safe(check, ctx: Context) -> list[Finding]:
     """A check that fails unexpectedly is one finding, not the end of the report."""
     try:
         return check(ctx)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - a check that fails unexpectedly is one finding, not the end of the report
         name = check.__name__.removeprefix("check_")
         return [Finding("check_failed", ERROR, f"the {name} check failed ({type(exc).__name__}: "
                         f"{_one_line(exc)[:160]})", "run again with AGENT_BRIDGE_LOG_LEVEL=DEBUG and report it")]

@@ -102,7 +102,7 @@ def _os_failure(exc: OSError, where: Where) -> Failure:
     return Failure("file_unavailable", f"cannot use {path} ({reason}); {hint}.", EXIT_FAILURE)
 
 
-def describe(exc: BaseException, where: Where = Where()) -> Failure:
+def describe(exc: BaseException, where: Where = Where()) -> Failure:  # noqa: B008 - Where is a frozen dataclass: one shared default is safe
     """The one line and exit status for any exception that ends a command."""
     corrupt = store_corruption(exc)
     if corrupt is not None and (not isinstance(exc, BridgeError) or exc.code == "store_unavailable"):
@@ -151,7 +151,7 @@ def _keep_traceback(exc: BaseException, runtime: Path | None) -> Path | None:
             os.write(fd, (json.dumps(entry) + "\n").encode())
         finally:
             os.close(fd)
-    except Exception:  # the one line must still be printed
+    except Exception:  # noqa: BLE001 - the one line must still be printed
         return None
     return log
 
@@ -166,5 +166,5 @@ def report(exc: BaseException) -> int:
     if failure.code == "internal_error":
         log = _keep_traceback(exc, where.runtime)
         failure = describe(exc, Where(where.db, where.runtime, log))
-    print(failure.line(), file=sys.stderr, flush=True)
+    print(failure.line(), file=sys.stderr, flush=True)  # noqa: T201 - the one failure line; server.py uses it before its handshake, outside click
     return failure.status

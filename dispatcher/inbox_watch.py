@@ -105,10 +105,7 @@ def rearm_command(agent: str, max_seconds: float | None, argv0: str, on_path: st
     """
     script = Path(argv0)
     if script.name == "agent-bridge":
-        if on_path and Path(on_path).resolve() == script.resolve():
-            head = ["agent-bridge"]
-        else:
-            head = [str(script.resolve())]
+        head = ["agent-bridge"] if on_path and Path(on_path).resolve() == script.resolve() else [str(script.resolve())]
     else:
         head = [python, "-m", "dispatcher"]
     tail = ["inbox", "watch", "--agent", agent]

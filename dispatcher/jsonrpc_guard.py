@@ -185,7 +185,7 @@ def _expects_answer(scanned: _Scanned) -> bool:
         return True
     if "method" not in scanned.keys and scanned.keys & {"result", "error"}:
         return False  # a response (result or error, no method)
-    if "id" not in scanned.keys and scanned.members.get("method", "").startswith('"'):
+    if "id" not in scanned.keys and scanned.members.get("method", "").startswith('"'):  # noqa: SIM103 - a case a line
         return False  # a notification (a string method, no id)
     return True
 

@@ -73,7 +73,7 @@ def _env_path(variable: str) -> Path | None:
 def _xdg(var: str, fallback: str) -> Path:
     value = os.environ.get(var)
     # The XDG spec says relative values are invalid and must be ignored.
-    return Path(value) if value and os.path.isabs(value) else Path.home() / fallback
+    return Path(value) if value and Path(value).is_absolute() else Path.home() / fallback
 
 
 def default_db() -> Path:

@@ -21,7 +21,7 @@ class _PrivateFileHandler(logging.StreamHandler[TextIO]):
 
     def __init__(self, path: Path, level: int) -> None:
         ensure_private_dir(path.parent, "runtime directory")
-        super().__init__(open(open_private_append(path), "a", encoding="utf-8", buffering=1))
+        super().__init__(open(open_private_append(path), "a", encoding="utf-8", buffering=1))  # noqa: SIM115, PTH123 - the handler owns and closes it; an fd (O_NOFOLLOW, 0600) Path.open cannot take
         self.setLevel(level)
 
     def close(self) -> None:

@@ -170,7 +170,7 @@ def receive_messages(
     limit = clamp(limit, *RECEIVE_LIMIT_RANGE, "limit")
     cap_far_leases(conn, agent, now)
     rows = conn.execute(
-        "SELECT * FROM messages WHERE recipient = :agent AND acknowledged_at IS NULL"
+        "SELECT * FROM messages WHERE recipient = :agent AND acknowledged_at IS NULL"  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
         f" AND (NOT {active_claim_sql()} OR claim_owner = :worker)"
         " ORDER BY id LIMIT :limit",
         {"agent": agent, "worker": worker_id, "now": now, "limit": limit},

@@ -169,7 +169,7 @@ def sessions(conn: sqlite3.Connection, agent: str | None = None, *, here: str | 
     here = this_host() if here is None else here
     where, params = ("WHERE agent = ?", (agent,)) if agent is not None else ("", ())
     found = []
-    for row in conn.execute(f"SELECT {_COLUMNS} FROM sessions {where} ORDER BY id", params):
+    for row in conn.execute(f"SELECT {_COLUMNS} FROM sessions {where} ORDER BY id", params):  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
         (sid, name, role, host, pid, start, client_pid, client, version, started, last, paths) = tuple(row)
         seen = probe(pid) if host == here else None
         found.append(Session(sid, name, role, host, pid, start, client_pid, client_text(client),

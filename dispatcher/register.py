@@ -280,7 +280,7 @@ def _stdio(reg: Registration) -> dict:
 def _run_claude(binary: str, args: list[str], backup: Path | None) -> None:
     env = dict(os.environ, CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
     try:
-        done = subprocess.run([binary, *args], capture_output=True, text=True, timeout=120, env=env,
+        done = subprocess.run([binary, *args], capture_output=True, text=True, timeout=120, env=env,  # noqa: S603 - the claude CLI the user runs, with argv built here (no shell)
                               stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise BridgeError("registration_failed",

@@ -110,8 +110,8 @@ def cap_far_leases(conn: sqlite3.Connection, recipient: str, now: float) -> None
     unless a lease reaches past now + LEASE_CAP_SECONDS."""
     where = "recipient = :agent AND acknowledged_at IS NULL AND claim_expires_at > :cap"
     params = {"agent": recipient, "cap": now + LEASE_CAP_SECONDS}
-    if conn.execute(f"SELECT 1 FROM messages WHERE {where} LIMIT 1", params).fetchone():
-        conn.execute(f"UPDATE messages SET claim_expires_at = :cap WHERE {where}", params)
+    if conn.execute(f"SELECT 1 FROM messages WHERE {where} LIMIT 1", params).fetchone():  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
+        conn.execute(f"UPDATE messages SET claim_expires_at = :cap WHERE {where}", params)  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
 
 
 def message_view(row: sqlite3.Row, worker_id: str, now: float) -> dict[str, Any]:

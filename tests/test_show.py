@@ -6,13 +6,13 @@ import subprocess
 import sys
 
 import pytest
+from harness import PROJECT
 
 from dispatcher import messages
 from dispatcher.config import BridgeConfig
 from dispatcher.dispatch.attempts import begin_attempt
 from dispatcher.dispatch.outcome import settle
 from dispatcher.store import open_store
-from harness import PROJECT
 
 AGENTS = {"claude", "kimi"}
 

@@ -43,7 +43,7 @@ def _move(conn: sqlite3.Connection, message_id: int, event: str, assignments: st
     target, allowed_from = TRANSITIONS[event]
     marks = ", ".join("?" * len(allowed_from))
     cur = conn.execute(
-        f"UPDATE dispatch_attempts SET state = ?, {assignments} WHERE message_id = ? AND state IN ({marks})",
+        f"UPDATE dispatch_attempts SET state = ?, {assignments} WHERE message_id = ? AND state IN ({marks})",  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
         (target, *params, message_id, *allowed_from),
     )
     return cur.rowcount == 1
@@ -156,12 +156,12 @@ def clean_diagnostics(raw: object) -> dict[str, Any] | None:
     for key, value in list(raw.items())[:MAX_DIAGNOSTIC_KEYS]:
         if not (isinstance(key, str) and len(key) <= 40 and key.isidentifier()):
             continue
-        if value is None or isinstance(value, bool | int | float) or (
+        scalar = value is None or isinstance(value, bool | int | float) or (
             isinstance(value, str) and _ENUM_WORD.fullmatch(value)
-        ):
-            kept[key] = value
-        elif isinstance(value, list) and len(value) <= MAX_LIST_ITEMS and all(
+        )
+        words = isinstance(value, list) and len(value) <= MAX_LIST_ITEMS and all(
             isinstance(v, str) and _ENUM_WORD.fullmatch(v) for v in value
-        ):
+        )
+        if scalar or words:
             kept[key] = value
     return kept or None

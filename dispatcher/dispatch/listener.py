@@ -137,7 +137,7 @@ class Listener:
         os.ftruncate(self._lock_fd, 0)
         os.write(self._lock_fd, f"{os.getpid()}\n".encode())
         if self.paths.disabled_marker.exists():
-            print(
+            print(  # noqa: T201 - the listener's one stderr line; it also runs under systemd, outside click
                 f"agent-bridge: the {self.agent} listener is disabled; run `agent-bridge listener enable "
                 f"--agent {self.agent}`.",
                 file=sys.stderr,
@@ -165,7 +165,8 @@ class Listener:
         return 0 if other is None else self._already_running(other)
 
     def _already_running(self, pid: int | None) -> int:
-        print(f"agent-bridge: the {self.agent} listener is already running (pid {pid}).", file=sys.stderr)
+        message = f"agent-bridge: the {self.agent} listener is already running (pid {pid})."
+        print(message, file=sys.stderr)  # noqa: T201 - the listener's stderr line; it also runs under systemd, outside click
         return 0
 
     def _loop(self, store: Store) -> None:
