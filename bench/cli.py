@@ -13,7 +13,7 @@ import sys
 import tempfile
 import time
 import traceback
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -111,7 +111,7 @@ class Runner:
     def guarded(self, what: str, key: str, fn):
         try:
             return fn()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - one failing measurement is logged and the run goes on
             self.log(f"{what} {key} FAILED: {type(exc).__name__}: {exc}")
             return {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-3000:]}
 
@@ -275,7 +275,7 @@ class Runner:
             # Each round's domain figure against the raw reference of the same round (measured
             # seconds apart), then the median: steadier on a shared machine than median/median.
             paired = [x["domain"]["per_second"] / raw["per_second"]
-                      for x, raw in zip(rounds, raw_rounds) if "domain" in x]
+                      for x, raw in zip(rounds, raw_rounds, strict=True) if "domain" in x]
             self.sys(key)["domain"] = {"domain_per_second": dom, "raw_into_own_schema_per_second": own,
                                        "fraction_of_raw_reference": statistics.median(paired),
                                        "fraction_per_round": paired, "rounds": rounds}
@@ -340,7 +340,7 @@ class Runner:
 
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
-    started = datetime.now(timezone.utc)
+    started = datetime.now(UTC)
     print(f"bench: parts={','.join(a.parts)} systems={','.join(a.systems)} quick={a.quick}", file=sys.stderr)
     targets_all = make_targets(a.cache_dir, a.systems, log=lambda m: print(m, file=sys.stderr))
     systems: dict[str, dict] = {}
@@ -390,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"bench: kept temporary stores in {tmp}", file=sys.stderr)
         else:
             shutil.rmtree(tmp, ignore_errors=True)
-    results["meta"]["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    results["meta"]["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
     results["meta"]["duration_seconds"] = round(time.monotonic() - runner.t0, 1)
     results["comparison"] = report.rows(results)
     results["targets"] = report.targets(results)

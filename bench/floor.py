@@ -29,7 +29,7 @@ async def floor(target: Target, store: Store, *, calls: int, warmup: int, limit:
         reader = await stack.enter_async_context(open_session(target, store, READER, reads=True))
         keeper = InboxKeeper(target, store)
         stack.callback(keeper.close)
-        errlog = stack.enter_context(open(store.dir / "noop-server.stderr.log", "a", encoding="utf-8"))
+        errlog = stack.enter_context(open(store.dir / "noop-server.stderr.log", "a", encoding="utf-8"))  # noqa: SIM115 - closed by the ExitStack it is entered into
         params = StdioServerParameters(command=target.python(), args=[str(NOOP_SERVER)], cwd=str(REPO))
         noop_client = await stack.enter_async_context(
             Client(stdio_client(params, errlog=errlog), read_timeout_seconds=CALL_TIMEOUT_S))

@@ -5,6 +5,7 @@ Every loop is bounded twice: by a count and by a wall-clock deadline.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -183,7 +184,7 @@ async def cold_start(targets: list[Target], stores: dict[str, Store], reps: int,
             imp = bare_import_seconds(t, teardown=True)
             if rep == 0:
                 continue
-            for k, v in zip(kinds, (srv, imp_only, imp)):
+            for k, v in zip(kinds, (srv, imp_only, imp), strict=True):
                 raw[t.key][k].append(v)
             if not ok:
                 raw[t.key]["errors"].append(err)
@@ -193,7 +194,7 @@ async def cold_start(targets: list[Target], stores: dict[str, Store], reps: int,
         summ = {k: summarize(r[k]) for k in kinds}
 
         def over(base: str) -> float | None:
-            return summ["server"]["median"] - summ[base]["median"] if summ["server"]["n"] and summ[base]["n"] else None
+            return summ["server"]["median"] - summ[base]["median"] if summ["server"]["n"] and summ[base]["n"] else None  # noqa: B023 - the closure runs at once, inside this iteration
 
         out[t.key] = {
             "server_to_first_result": summ["server"],
@@ -392,10 +393,8 @@ def throughput(target: Target, store: Store, *, clients: int, seconds: float, ma
     finally:
         for p in procs:
             if p.poll() is None:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(p.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
                 p.wait(timeout=10)
 
     ok = sum(r["ok"] for r in results)

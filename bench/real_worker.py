@@ -87,7 +87,7 @@ def measure(messages: int = 100) -> dict:
                                     agents=AGENTS)
                 created = reader.execute("SELECT created_at FROM messages WHERE id = ?", (sent["id"],)).fetchone()[0]
                 done = _wait(lambda: (r := reader.execute(
-                    "SELECT worker_started_at, state FROM dispatch_attempts WHERE message_id = ?", (sent["id"],)
+                    "SELECT worker_started_at, state FROM dispatch_attempts WHERE message_id = ?", (sent["id"],)  # noqa: B023 - the closure runs at once, inside this iteration
                 ).fetchone()) and r[1] == "finished" and r)
                 mark = root / "marks" / f"{sent['id']}.json"
                 if done[0]:

@@ -234,7 +234,7 @@ def chart(results: dict, path: Path) -> str | None:
             rate = [tp[str(c)]["sends_per_second"] or 0 for c in conc]
             right.plot(conc, rate, "o-", color=color, label=s.get("label", k))
             top = max(top, *rate)
-            for c, r in zip(conc, rate):
+            for c, r in zip(conc, rate, strict=True):
                 errs = tp[str(c)]["errors"]
                 right.annotate(f"{r:.0f}/s" + (f"\n{errs} err" if errs else ""), (c, r),
                                textcoords="offset points", xytext=(0, 7), ha="center", fontsize=8, color=color)

@@ -99,14 +99,14 @@ def measure(runs: int) -> dict:
             samples = []
             try:
                 for n in range(runs + 1):  # the first run warms up and is not counted
-                    _wait(lambda: len(results) >= n + 1)
+                    _wait(lambda: len(results) >= n + 1)  # noqa: B023 - the closure runs at once, inside this iteration
                     _wait(lambda: _waiter(root))
                     time.sleep(GAP_SECONDS)
                     seen = len(arrivals)
                     message = send_message(conn, sender="kimi", recipient="claude", text=f"{SECRET} {n}",
                                            agents=AGENTS, max_body_bytes=65536, kind="task")["id"]
                     start = time.perf_counter()
-                    at, text = _wait(lambda: len(arrivals) > seen and arrivals[seen])
+                    at, text = _wait(lambda: len(arrivals) > seen and arrivals[seen])  # noqa: B023 - the closure runs at once, inside this iteration
                     if f"#{message} from kimi" not in text or SECRET in text:
                         raise SystemExit(f"run {n}: the woken request does not carry the notice for #{message}")
                     if n:

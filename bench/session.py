@@ -54,7 +54,7 @@ class Session:
     async def _call(self, tool: str, args: dict[str, Any], extract) -> CallOutcome:
         try:
             r = await self.client.call_tool(tool, args)
-        except Exception as exc:  # a timeout or a broken pipe counts as an error, not a crash
+        except Exception as exc:  # noqa: BLE001 - a timeout or a broken pipe counts as an error, not a crash
             return CallOutcome(False, None, f"{type(exc).__name__}: {exc}"[:300])
         if r.is_error:
             text = " ".join(getattr(c, "text", "") for c in r.content)

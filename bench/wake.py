@@ -259,7 +259,7 @@ async def mcp_paths(env: dict[str, str], sender: Agent, n: int, idle_seconds: fl
     params = StdioServerParameters(command=sys.executable, args=[str(PROJECT / "server.py")],
                                    env={**env, "AGENT_ID": "kimi", "AGENT_BRIDGE_CLAUDE_CHANNEL": "1"},
                                    cwd=str(PROJECT))
-    errlog = open(os.devnull, "w")
+    errlog = open(os.devnull, "w")  # noqa: SIM115 - closed in the finally below
     channel, updated, idle = [], [], None
     try:
         async with Client(stdio_client(params, errlog=errlog), mode="legacy", message_handler=on_message,

@@ -54,7 +54,7 @@ def main() -> None:
     job = json.loads(sys.argv[1])
     try:
         result = anyio.run(run, job)
-    except Exception as exc:  # reported to the parent, which counts it as an error
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which counts it as an error
         print("FAILED " + json.dumps({"agent": job.get("agent"), "error": f"{type(exc).__name__}: {exc}"[:400]}),
               flush=True)
         sys.exit(1)

@@ -10,12 +10,13 @@ in one ``BEGIN IMMEDIATE`` transaction, so a refusal writes nothing.
 """
 
 import sqlite3
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
+from typing import Any
 
 from .clock import iso
 from .errors import BridgeError
 from .rows import insert_message
-from .store import write_transaction
+from .store import inserted_id, write_transaction
 
 BROADCAST_RECIPIENT = "*"
 BROADCAST_KIND = "notice"
@@ -57,7 +58,9 @@ def _copies(conn: sqlite3.Connection, broadcast_id: int) -> list[sqlite3.Row]:
     ).fetchall()
 
 
-def _answer(broadcast_id: int, copies: list, duplicate: bool, created_at: float) -> dict:
+def _answer(
+    broadcast_id: int, copies: Sequence[sqlite3.Row | tuple[int, str]], duplicate: bool, created_at: float
+) -> dict[str, Any]:
     return {
         "broadcast_id": broadcast_id,
         "ids": [c[0] for c in copies],
@@ -80,7 +83,7 @@ def send_broadcast(
     dedup_key: str | None,
     deadline: float | None,
     now: float,
-) -> dict:
+) -> dict[str, Any]:
     """Arguments already checked by ``messages.send_message`` (sender, body, key, types)."""
     refusal = broadcast_refusal(kind, reply_to, conversation_id)
     if refusal is not None:
@@ -102,9 +105,9 @@ def send_broadcast(
                     f"this dedup_key was already used for message #{direct[0]} to {direct[1]}, so it cannot name a "
                     "broadcast; nothing was sent. Pick a new dedup_key for this broadcast.",
                 )
-        broadcast_id = conn.execute(
+        broadcast_id = inserted_id(conn.execute(
             "INSERT INTO broadcasts (sender, dedup_key, created_at) VALUES (?, ?, ?)", (sender, dedup_key, now)
-        ).lastrowid
+        ))
         copies = [
             (insert_message(conn, sender=sender, recipient=recipient, text=text, kind=BROADCAST_KIND,
                             created_at=now, response_deadline=deadline, broadcast_id=broadcast_id), recipient)

@@ -5,6 +5,7 @@ background timers, so an expired lease simply stops counting.
 """
 
 import sqlite3
+from typing import Any
 
 from .clock import iso
 from .clock import now as clock_now
@@ -40,7 +41,7 @@ def claim_message(
     message_id: int,
     lease_seconds: float = 300,
     now: float | None = None,
-) -> dict:
+) -> dict[str, Any]:
     now = clock_now() if now is None else now
     check_message_id(message_id)
     lease = clamp(lease_seconds, *LEASE_RANGE_SECONDS, "lease_seconds")
@@ -67,7 +68,7 @@ def claim_message(
 
 def release_message(
     conn: sqlite3.Connection, *, agent: str, worker_id: str, message_id: int, now: float | None = None
-) -> dict:
+) -> dict[str, Any]:
     now = clock_now() if now is None else now
     check_message_id(message_id)
     _cap_lease(conn, message_id, now)

@@ -42,11 +42,11 @@ class BridgeGroup(click.Group):
         try:
             done = super().main(args, prog_name or "agent-bridge", complete_var, standalone_mode=False, **extra)
         except click.exceptions.Abort:  # Ctrl-C (click turns KeyboardInterrupt into Abort)
-            print("agent-bridge: interrupted: stopped by Ctrl-C; nothing more was done.", file=sys.stderr)
+            click.echo("agent-bridge: interrupted: stopped by Ctrl-C; nothing more was done.", err=True)
             sys.exit(EXIT_INTERRUPTED)
         except click.ClickException as exc:
             sys.exit(_usage_error(exc))
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any other failure is one documented line and exit status (exits.report)
             sys.exit(report(exc))
         sys.exit(done if isinstance(done, int) else 0)
 
@@ -55,10 +55,10 @@ def _usage_error(exc: click.ClickException) -> int:
     ctx = getattr(exc, "ctx", None)
     helper = f" See `{ctx.command_path} --help`." if ctx is not None else ""
     text = " ".join(exc.format_message().split())
-    if isinstance(exc, click.exceptions.NoArgsIsHelpError):  # a bare group: its help, then the one line
+    if isinstance(exc, click.exceptions.NoArgsIsHelpError) and ctx is not None:  # a bare group: its help, then the one line
         click.echo(ctx.get_help())
         text, helper = "a command is missing; pick one of those listed above.", ""
-    print(f"agent-bridge: usage_error: {text}{helper}", file=sys.stderr)
+    click.echo(f"agent-bridge: usage_error: {text}{helper}", err=True)
     return EXIT_USAGE
 
 

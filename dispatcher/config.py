@@ -12,7 +12,9 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
 
-from .errors import BridgeError, ConfigError
+# ConfigError is part of this module's interface (callers import it from here): an explicit re-export.
+from .errors import BridgeError
+from .errors import ConfigError as ConfigError
 from .locations import PACKAGE_DATA
 from .permissions import BRIDGE_ONLY, PermissionProfile
 from .validation import AGENT_ID_PATTERN

@@ -8,12 +8,13 @@ conversations accept messages. Every state change is one row of ``TRANSITIONS``.
 """
 
 import sqlite3
+from typing import Any
 
 from .clock import iso
 from .clock import now as clock_now
 from .errors import BridgeError, StateChangedError
 from .rows import find_dedup, insert_message
-from .store import write_transaction
+from .store import inserted_id, write_transaction
 from .validation import check_body, check_dedup_key, check_message_id, clamp
 
 # event -> (target state, states it may happen in). The agents' actions (complete,
@@ -44,6 +45,14 @@ def next_state(state: str, event: str) -> str | None:
     return target if state in allowed_from else None
 
 
+def _target(state: str, event: str) -> str:
+    """``next_state`` where the caller has already made sure ``event`` may happen in ``state``."""
+    target = next_state(state, event)
+    if target is None:
+        raise ValueError(f"{event!r} cannot happen to a conversation in state {state!r}")
+    return target
+
+
 def effective_state(state: str, expires_at: float, now: float) -> str:
     """The state as the next touch will see it: an active conversation past its expiry is expired."""
     if expires_at <= now and next_state(state, "expire") is not None:
@@ -51,7 +60,8 @@ def effective_state(state: str, expires_at: float, now: float) -> str:
     return state
 
 
-def accepts_messages(state: str) -> bool:
+def accepts_messages(state: str | None) -> bool:
+    """None: the conversation row is missing, and accepts nothing."""
     return state in ACCEPTS_MESSAGES
 
 
@@ -75,7 +85,7 @@ def _record_transition(
 
 
 def _load(conn: sqlite3.Connection, conversation_id: int, agent: str) -> sqlite3.Row:
-    conv = conn.execute("SELECT * FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
+    conv: sqlite3.Row | None = conn.execute("SELECT * FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
     if conv is None or agent not in (conv["initiator"], conv["recipient"]):
         raise BridgeError(
             "conversation_not_found",
@@ -90,7 +100,8 @@ def _settle_expiry(conn: sqlite3.Connection, conv: sqlite3.Row, actor: str, now:
     state = effective_state(conv["state"], conv["expires_at"], now)
     if state != conv["state"]:
         _record_transition(conn, conv, state, actor, "expired", now)
-        return conn.execute("SELECT * FROM conversations WHERE id = ?", (conv["id"],)).fetchone()
+        settled: sqlite3.Row = conn.execute("SELECT * FROM conversations WHERE id = ?", (conv["id"],)).fetchone()
+        return settled
     return conv
 
 
@@ -107,7 +118,7 @@ def start_conversation(
     dedup_key: str | None = None,
     max_cost_usd: float | None = None,
     now: float | None = None,
-) -> dict:
+) -> dict[str, Any]:
     from .messages import check_recipient
 
     now = clock_now() if now is None else now
@@ -130,7 +141,7 @@ def start_conversation(
             " created_at, expires_at, updated_at, max_cost_usd) VALUES (?, ?, ?, 'active', ?, 1, ?, ?, ?, ?)",
             (initiator, recipient, goal, turns, now, now + lifetime, now, cap),
         )
-        conversation_id = cur.lastrowid
+        conversation_id = inserted_id(cur)
         message_id = insert_message(
             conn,
             sender=initiator,
@@ -172,7 +183,7 @@ def check_max_cost(value: object) -> float | None:
     return float(value)
 
 
-def conversation_totals(conn: sqlite3.Connection, conversation_id: int) -> dict:
+def conversation_totals(conn: sqlite3.Connection, conversation_id: int) -> dict[str, Any]:
     """The ledger of a conversation's attempts: how many, their recorded cost and tokens."""
     row = conn.execute(
         "SELECT count(*), sum(a.cost_usd), sum(a.input_tokens), sum(a.output_tokens)"
@@ -189,7 +200,7 @@ def budget_exhausted(state: str, max_cost_usd: float | None, cost_usd: float | N
             and next_state(state, "budget_exhausted") is not None)
 
 
-def exhaust_budget(conn: sqlite3.Connection, conversation_id: int, actor: str, now: float) -> dict | None:
+def exhaust_budget(conn: sqlite3.Connection, conversation_id: int, actor: str, now: float) -> dict[str, Any] | None:
     """Move the conversation to needs_human when its recorded cost reached its cap (the dispatcher's
     move, inside the caller's write transaction: it commits with the verdict that recorded the cost).
     Returns the totals and cap when it moved, else None."""
@@ -200,7 +211,7 @@ def exhaust_budget(conn: sqlite3.Connection, conversation_id: int, actor: str, n
     totals = conversation_totals(conn, conversation_id)
     if not budget_exhausted(conv["state"], conv["max_cost_usd"], totals["cost_usd"]):
         return None
-    _record_transition(conn, conv, next_state(conv["state"], "budget_exhausted"), actor, "budget_exhausted", now)
+    _record_transition(conn, conv, _target(conv["state"], "budget_exhausted"), actor, "budget_exhausted", now)
     return {**totals, "max_cost_usd": conv["max_cost_usd"]}
 
 
@@ -258,7 +269,7 @@ def check_conversation_send(
             + ("Wait for the result." if in_flight["recipient"] != sender else ""),
         )
     if not turn_available(kind, conv["turn_count"], conv["max_turns"]):
-        _record_transition(conn, conv, next_state(conv["state"], "turn_limit"), sender, "turn_limit", now)
+        _record_transition(conn, conv, _target(conv["state"], "turn_limit"), sender, "turn_limit", now)
         room = " (a task needs a turn left for its result)" if kind == "task" else ""
         raise StateChangedError(
             "turn_limit_reached",
@@ -276,7 +287,7 @@ def take_turn(conn: sqlite3.Connection, conversation_id: int, message_id: int, n
     )
 
 
-def _status(conn: sqlite3.Connection, conv: sqlite3.Row) -> dict:
+def _status(conn: sqlite3.Connection, conv: sqlite3.Row) -> dict[str, Any]:
     in_flight = conn.execute(
         "SELECT id, kind, sender, recipient FROM messages WHERE id = ?", (conv["in_flight_message_id"],)
     ).fetchone()
@@ -305,7 +316,7 @@ def _status(conn: sqlite3.Connection, conv: sqlite3.Row) -> dict:
 
 def conversation_action(
     conn: sqlite3.Connection, *, agent: str, action: str, conversation_id: int, now: float | None = None
-) -> dict:
+) -> dict[str, Any]:
     now = clock_now() if now is None else now
     if action not in ACTIONS:
         raise BridgeError("invalid_action", f"action must be one of {', '.join(ACTIONS)}.")

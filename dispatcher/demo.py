@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import anyio
+import click
 
 from .errors import BridgeError
 from .settings import PROJECT_DIR, BridgeSettings
@@ -26,7 +27,7 @@ _PRINT = threading.Lock()
 
 def _say(actor: str, text: str) -> None:
     with _PRINT:  # the status watcher prints from its own thread
-        print(f"{actor:>8} | {text}", flush=True)
+        click.echo(f"{actor:>8} | {text}")  # (click.echo flushes)
 
 
 class _StatusWatcher(threading.Thread):

@@ -25,6 +25,7 @@ async def bridge_tools() -> AsyncIterator[Call]:
     """The bridge as this worker's MCP server, yielding ``call(tool, **arguments)``."""
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
+    from mcp.types import TextContent
 
     server = StdioServerParameters(
         command=os.environ["AGENT_BRIDGE_PYTHON"],
@@ -35,7 +36,8 @@ async def bridge_tools() -> AsyncIterator[Call]:
         async def call(tool: str, **arguments: Any) -> dict[str, Any]:
             result = await client.call_tool(tool, arguments)
             if result.is_error:
-                raise RuntimeError(f"{tool} refused: {result.content[0].text}")
+                first = result.content[0]
+                raise RuntimeError(f"{tool} refused: {first.text if isinstance(first, TextContent) else first}")
             return result.structured_content
 
         yield call

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .locations import Locations
 from .store.readonly import open_read_only, store_is_idle
 
 if TYPE_CHECKING:
@@ -33,6 +34,9 @@ VERSION_TIMEOUT_SECONDS = 5.0
 # The CLI versions the launchers were proven with, end to end (see README, "Real launchers").
 TESTED_VERSIONS = {"claude": "2.1.332", "kimi": "2.1.0", "codex": "0.171.0", "gemini": "0.61.0"}
 _VERSION = re.compile(r"\d+\.\d+\.\d+")
+
+if TYPE_CHECKING:  # imported where used: pydantic is slow to import
+    from .config import BridgeConfig
 
 
 @dataclass(frozen=True)
@@ -48,10 +52,22 @@ class Finding:
 class Context:
     """What the checks share: the locations, the config (None when invalid) and the store (None when unusable)."""
 
-    locations: object
-    config: object = None
+    locations: Locations
+    config: "BridgeConfig | None" = None
     conn: sqlite3.Connection | None = None
     schema_current: bool = False
+
+    def valid_config(self) -> "BridgeConfig":
+        """For the checks ``run_checks`` runs only once ``check_config`` read a valid config."""
+        if self.config is None:
+            raise RuntimeError("this check needs the valid config.json that check_config reads first")
+        return self.config
+
+    def store(self) -> sqlite3.Connection:
+        """For the checks ``run_checks`` runs only once ``check_store`` opened the store."""
+        if self.conn is None:
+            raise RuntimeError("this check needs the store that check_store opens first")
+        return self.conn
 
 
 def _mode(path: Path) -> int:
@@ -95,6 +111,9 @@ def check_store(ctx: Context) -> list[Finding]:
     except sqlite3.Error as exc:
         return found + [Finding("store_unreadable", ERROR, f"cannot open {db} read-only ({_one_line(exc)})",
                                 "check the file's and its directory's permissions")]
+    if conn is None:  # removed since the check above
+        return found + [Finding("store_missing", WARN, f"no store yet at {db}; it is created on first use",
+                                "nothing to do (any agent-bridge command or MCP server creates it)")]
     try:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         check = [row[0] for row in conn.execute("PRAGMA quick_check").fetchmany(5)]
@@ -135,8 +154,8 @@ def check_store(ctx: Context) -> list[Finding]:
     return found
 
 
-def _open_read_only(db: Path) -> tuple[sqlite3.Connection, bool]:
-    """A read-only connection that creates no file; True when the store was idle."""
+def _open_read_only(db: Path) -> tuple[sqlite3.Connection | None, bool]:
+    """A read-only connection that creates no file (None: there is no store file); True when the store was idle."""
     idle = store_is_idle(db)
     return open_read_only(db), idle
 
@@ -184,9 +203,9 @@ def check_config(ctx: Context) -> list[Finding]:
 def check_launchers(ctx: Context) -> list[Finding]:
     from .locations import PROJECT_DIR
 
-    found = []
-    for agent in sorted(ctx.config.agents):
-        path = ctx.config.launcher_path(agent, PROJECT_DIR)
+    config, found = ctx.valid_config(), []
+    for agent in sorted(config.agents):
+        path = config.launcher_path(agent, PROJECT_DIR)
         if not path.is_file():
             found.append(Finding("launcher_missing", ERROR, f"launcher {path} does not exist",
                                  f"fix agents.{agent}.launcher in config.json", agent))
@@ -209,9 +228,9 @@ def cli_of(launcher: Path) -> str | None:
 def check_clis(ctx: Context) -> list[Finding]:
     from .locations import PROJECT_DIR
 
-    found = []
-    for agent in sorted(ctx.config.agents):
-        cli = cli_of(ctx.config.launcher_path(agent, PROJECT_DIR))
+    config, found = ctx.valid_config(), []
+    for agent in sorted(config.agents):
+        cli = cli_of(config.launcher_path(agent, PROJECT_DIR))
         if cli is not None:
             found.append(_cli_finding(agent, cli))
     return found
@@ -225,7 +244,7 @@ def _cli_finding(agent: str, cli: str) -> Finding:
         return Finding("cli_not_found", ERROR, f"the {cli} CLI ({wanted!r}) is not found: every task for {agent} "
                        "would fail with rc=127", f"install {cli}, or set {variable} to its path", agent)
     try:
-        done = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=VERSION_TIMEOUT_SECONDS,
+        done = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=VERSION_TIMEOUT_SECONDS,  # noqa: S603 - the agent's CLI (PATH or its *_BIN), --version only
                               stdin=subprocess.DEVNULL)
         text = f"{done.stdout}\n{done.stderr}"
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -290,7 +309,7 @@ def check_listeners(ctx: Context) -> list[Finding]:
     from .dispatch.control import listener_status
 
     found = []
-    for agent in sorted(ctx.config.agents):
+    for agent in sorted(ctx.valid_config().agents):
         status = listener_status(ctx.locations, agent, late_results=False, totals=False)
         start = f"agent-bridge listener enable --agent {agent}"
         if not status["enabled"]:
@@ -320,7 +339,7 @@ def check_units(ctx: Context) -> list[Finding]:
 
     found = []
     installed, manager = unit_installed(), user_manager_available()
-    for agent in sorted(ctx.config.agents):
+    for agent in sorted(ctx.valid_config().agents):
         unit = unit_name(agent)
         if not installed:
             found.append(Finding("unit_not_installed", WARN, f"no systemd user unit for {agent}: its listener does "
@@ -352,7 +371,7 @@ def _systemctl(verb: str, unit: str) -> tuple[str | None, str]:
     """systemctl's one-word answer (``enabled``, ``inactive``, ...), or None with the reason it
     gave none (its first stderr line: e.g. "Failed to connect to bus: No medium found")."""
     try:
-        done = subprocess.run(["systemctl", "--user", verb, unit], capture_output=True, text=True, timeout=5,
+        done = subprocess.run(["systemctl", "--user", verb, unit], capture_output=True, text=True, timeout=5,  # noqa: S603, S607 - a fixed argv; systemctl from PATH, as the user runs it
                               stdin=subprocess.DEVNULL)
     except FileNotFoundError:
         return None, "systemctl is not on PATH"
@@ -373,7 +392,7 @@ def check_statusline(ctx: Context) -> list[Finding]:
 
     began = time.monotonic()
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=5, cwd=PROJECT_DIR,
+        done = subprocess.run(command, capture_output=True, text=True, timeout=5, cwd=PROJECT_DIR,  # noqa: S603 - our own interpreter and status line, fixed arguments
                               stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         return [Finding("statusline_failed", ERROR, "the status line did not answer within 5 s",
@@ -418,7 +437,7 @@ def _claude_settings() -> Finding:
 def check_stale(ctx: Context) -> list[Finding]:
     from .dispatch.procs import is_same_process
 
-    conn, found, now = ctx.conn, [], time.time()
+    conn, found, now = ctx.store(), [], time.time()
     conn.row_factory = sqlite3.Row
     agents = sorted(ctx.config.agents) if ctx.config is not None else []
     for row in conn.execute("SELECT message_id, agent, supervisor_pid, supervisor_start_time FROM dispatch_attempts "
@@ -491,7 +510,7 @@ def _safe(check, ctx: Context) -> list[Finding]:
     """A check that fails unexpectedly is one finding, not the end of the report."""
     try:
         return check(ctx)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - a check that fails unexpectedly is one finding, not the end of the report
         name = check.__name__.removeprefix("check_")
         return [Finding("check_failed", ERROR, f"the {name} check failed ({type(exc).__name__}: "
                         f"{_one_line(exc)[:160]})", "run again with AGENT_BRIDGE_LOG_LEVEL=DEBUG and report it")]

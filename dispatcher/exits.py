@@ -14,6 +14,7 @@ import sqlite3
 import sys
 import time
 import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,12 +52,13 @@ class Where:
     log: Path | None = None
 
 
-def _chain(exc: BaseException):
+def _chain(exc: BaseException) -> Iterator[BaseException]:
     seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        yield exc
-        exc = exc.__cause__ or exc.__context__
+    link: BaseException | None = exc
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        yield link
+        link = link.__cause__ or link.__context__
 
 
 def store_corruption(exc: BaseException) -> sqlite3.DatabaseError | None:
@@ -100,7 +102,7 @@ def _os_failure(exc: OSError, where: Where) -> Failure:
     return Failure("file_unavailable", f"cannot use {path} ({reason}); {hint}.", EXIT_FAILURE)
 
 
-def describe(exc: BaseException, where: Where = Where()) -> Failure:
+def describe(exc: BaseException, where: Where = Where()) -> Failure:  # noqa: B008 - Where is a frozen dataclass: one shared default is safe
     """The one line and exit status for any exception that ends a command."""
     corrupt = store_corruption(exc)
     if corrupt is not None and (not isinstance(exc, BridgeError) or exc.code == "store_unavailable"):
@@ -149,7 +151,7 @@ def _keep_traceback(exc: BaseException, runtime: Path | None) -> Path | None:
             os.write(fd, (json.dumps(entry) + "\n").encode())
         finally:
             os.close(fd)
-    except Exception:  # the one line must still be printed
+    except Exception:  # noqa: BLE001 - the one line must still be printed
         return None
     return log
 
@@ -164,5 +166,5 @@ def report(exc: BaseException) -> int:
     if failure.code == "internal_error":
         log = _keep_traceback(exc, where.runtime)
         failure = describe(exc, Where(where.db, where.runtime, log))
-    print(failure.line(), file=sys.stderr, flush=True)
+    print(failure.line(), file=sys.stderr, flush=True)  # noqa: T201 - the one failure line; server.py uses it before its handshake, outside click
     return failure.status

@@ -38,6 +38,7 @@ that sits idle. Per session:
 """
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 MIN_GAP_SECONDS = 10.0
 REMIND_SECONDS = 600.0
@@ -55,7 +56,7 @@ class SessionState:
     stop_blocks: int = 0  # consecutive Stop blocks
     waiter: str | None = None  # the token of the waiting Stop hook that holds the slot
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         return {"announced": {str(k): v for k, v in sorted(self.announced.items())},
                 "last_at": self.last_at, "stop_blocks": self.stop_blocks, "waiter": self.waiter}
 

@@ -30,6 +30,7 @@ Never breaks the session: every failure exits 0 silently with one payload-free l
 ``hooks.log``; SIGTERM, SIGHUP and SIGINT end it silently (exit 0).
 """
 
+import itertools
 import os
 import secrets
 import signal
@@ -75,7 +76,7 @@ def claude_backgrounds(argv: list[str], stdout_is_tty: bool | None) -> bool:
     sdk = any(a.startswith("--sdk-url") for a in args)
     printing = sdk or any(a in ("-p", "--print", "--init-only") for a in args)
     streaming = sdk or "--input-format=stream-json" in args or any(
-        a == "--input-format" and b == "stream-json" for a, b in zip(args, args[1:]))
+        a == "--input-format" and b == "stream-json" for a, b in itertools.pairwise(args))
     if printing:
         return streaming
     return stdout_is_tty is True
@@ -162,7 +163,7 @@ def main_wait(cli: str, agent: str | None, wait: str | None) -> int:
                 return hooks.emit(answer)
             seconds = parse_wait(wait)
             claude = claude_process(os.environ) if cli == "claude" and seconds is not None else None
-            if claude is None:
+            if claude is None or seconds is None:  # (claude is None whenever seconds is)
                 return 0
         return _wait(agent, raw, seconds, claude)
     except _Ended:  # before the wait began (a signal during the Stop answer)
@@ -173,7 +174,7 @@ def main_wait(cli: str, agent: str | None, wait: str | None) -> int:
         from .locations import Locations
 
         hooks.log_line(Locations.from_env().private_dir(), "claude", "Stop", agent, why)
-    except Exception:  # noqa: BLE001 - nothing more to do: exit 0
+    except Exception:  # noqa: BLE001, S110 - nothing more to do: exit 0
         pass
     return 0
 

@@ -219,7 +219,7 @@ def update_state(runtime: Path, agent: str, key: str, rule, touch: bool = False)
 
 
 def _read_all(fd: int) -> bytes:
-    chunks = []
+    chunks: list[bytes] = []
     offset = 0
     while True:
         chunk = os.pread(fd, 65536, offset)
@@ -260,7 +260,7 @@ def _log(runtime: Path | None, cli: str, event: str, agent: str | None, why: str
             os.write(fd, line.encode())
         finally:
             os.close(fd)
-    except Exception:  # noqa: BLE001 - logging must not break the hook either
+    except Exception:  # noqa: BLE001, S110 - logging must not break the hook either
         pass
 
 

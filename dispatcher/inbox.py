@@ -7,6 +7,7 @@ Every wake signal is only a hint to call ``receive_messages``; the store stays t
 
 import sqlite3
 from dataclasses import dataclass, field
+from typing import Any
 
 from .rows import active_claim_sql
 
@@ -28,7 +29,7 @@ class InboxSummary:
     newest_id: int | None
     first: tuple[Waiting, ...] = field(default=())  # oldest first, at most NAMED_IDS
 
-    def as_dict(self, now: float) -> dict:
+    def as_dict(self, now: float) -> dict[str, Any]:
         return {
             "agent": self.agent,
             "unread": self.unread,
@@ -44,12 +45,12 @@ def inbox_summary(conn: sqlite3.Connection, agent: str, now: float, *, after_id:
     where = f"recipient = :agent AND acknowledged_at IS NULL AND id > :after AND NOT {active_claim_sql()}"
     params = {"agent": agent, "after": after_id, "now": now}
     count, oldest, newest = conn.execute(
-        f"SELECT COUNT(*), MIN(created_at), MAX(id) FROM messages WHERE {where}", params
+        f"SELECT COUNT(*), MIN(created_at), MAX(id) FROM messages WHERE {where}", params  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
     ).fetchone()
     first = tuple(
         Waiting(i, s, k)
         for i, s, k in conn.execute(
-            f"SELECT id, sender, kind FROM messages WHERE {where} ORDER BY id LIMIT {NAMED_IDS}", params
+            f"SELECT id, sender, kind FROM messages WHERE {where} ORDER BY id LIMIT {NAMED_IDS}", params  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
         )
     )
     return InboxSummary(agent, count, oldest, newest, first)

@@ -105,10 +105,7 @@ def rearm_command(agent: str, max_seconds: float | None, argv0: str, on_path: st
     """
     script = Path(argv0)
     if script.name == "agent-bridge":
-        if on_path and Path(on_path).resolve() == script.resolve():
-            head = ["agent-bridge"]
-        else:
-            head = [str(script.resolve())]
+        head = ["agent-bridge"] if on_path and Path(on_path).resolve() == script.resolve() else [str(script.resolve())]
     else:
         head = [python, "-m", "dispatcher"]
     tail = ["inbox", "watch", "--agent", agent]
@@ -172,7 +169,7 @@ def watch(
                         "store_unavailable",
                         f"cannot read {db} ({exc}); check it with `agent-bridge doctor`, then re-arm the watch.",
                     ) from None
-            if deadline is not None and time.monotonic() >= deadline:
+            if deadline is not None and max_seconds is not None and time.monotonic() >= deadline:
                 out.write(expiry_line(agent, max_seconds, rearm) + "\n")
                 out.flush()
                 return

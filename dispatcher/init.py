@@ -61,13 +61,13 @@ class Found:
 
 def config_path() -> Path:
     value = os.environ.get("XDG_CONFIG_HOME")
-    base = Path(value) if value and os.path.isabs(value) else Path.home() / ".config"
+    base = Path(value) if value and Path(value).is_absolute() else Path.home() / ".config"
     return base / "agent-bridge" / "config.json"
 
 
 def cli_version(path: str) -> str | None:
     try:
-        done = subprocess.run([path, "--version"], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+        done = subprocess.run([path, "--version"], stdin=subprocess.DEVNULL, capture_output=True, text=True,  # noqa: S603 - a CLI found on PATH (or *_BIN), --version only
                               timeout=VERSION_TIMEOUT_SECONDS, errors="replace")
     except (OSError, subprocess.SubprocessError):
         return None

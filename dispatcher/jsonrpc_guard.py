@@ -59,7 +59,8 @@ class _Scanned:
 
 
 def _skip_ws(text: str, pos: int) -> int:
-    return _WS.match(text, pos).end()
+    match = _WS.match(text, pos)  # never None: the pattern matches the empty string anywhere
+    return pos if match is None else match.end()
 
 
 def _value_end(text: str, pos: int) -> tuple[int, int]:
@@ -184,7 +185,7 @@ def _expects_answer(scanned: _Scanned) -> bool:
         return True
     if "method" not in scanned.keys and scanned.keys & {"result", "error"}:
         return False  # a response (result or error, no method)
-    if "id" not in scanned.keys and scanned.members.get("method", "").startswith('"'):
+    if "id" not in scanned.keys and scanned.members.get("method", "").startswith('"'):  # noqa: SIM103 - a case a line
         return False  # a notification (a string method, no id)
     return True
 

@@ -13,6 +13,7 @@ CLI, and a relative path would quietly name a different file in each.
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from .errors import BridgeError
 
@@ -48,7 +49,7 @@ class InvalidSetting(BridgeError):
         self.variable = variable
 
 
-def absolute_path(value: str | os.PathLike) -> Path:
+def absolute_path(value: str | os.PathLike[str]) -> Path:
     """The rule for every path setting: ``~`` expanded, then absolute, else ``ValueError``."""
     path = Path(value).expanduser()
     if not path.is_absolute():
@@ -72,7 +73,7 @@ def _env_path(variable: str) -> Path | None:
 def _xdg(var: str, fallback: str) -> Path:
     value = os.environ.get(var)
     # The XDG spec says relative values are invalid and must be ignored.
-    return Path(value) if value and os.path.isabs(value) else Path.home() / fallback
+    return Path(value) if value and Path(value).is_absolute() else Path.home() / fallback
 
 
 def default_db() -> Path:
@@ -111,3 +112,15 @@ class Locations:
 
     def config_path(self) -> Path:
         return resolve_config(self.config)
+
+
+class LocationsLike(Protocol):
+    """What ``Locations`` and ``BridgeSettings`` both answer: the store, the runtime directory
+    and config.json. Code that needs only these takes either."""
+
+    @property
+    def db(self) -> Path: ...
+
+    def private_dir(self) -> Path: ...
+
+    def config_path(self) -> Path: ...

@@ -9,18 +9,19 @@ is a ``basicConfig`` that does nothing once the root logger has handlers.
 import logging
 import sys
 from pathlib import Path
+from typing import TextIO
 
 import structlog
 
 from .private_files import ensure_private_dir, open_private_append
 
 
-class _PrivateFileHandler(logging.StreamHandler):
+class _PrivateFileHandler(logging.StreamHandler[TextIO]):
     """A handler on a log file opened once, without following links (see private_files)."""
 
     def __init__(self, path: Path, level: int) -> None:
         ensure_private_dir(path.parent, "runtime directory")
-        super().__init__(open(open_private_append(path), "a", encoding="utf-8", buffering=1))
+        super().__init__(open(open_private_append(path), "a", encoding="utf-8", buffering=1))  # noqa: SIM115, PTH123 - the handler owns and closes it; an fd (O_NOFOLLOW, 0600) Path.open cannot take
         self.setLevel(level)
 
     def close(self) -> None:
@@ -33,7 +34,7 @@ class _PrivateFileHandler(logging.StreamHandler):
 def configure_logging(
     *, stderr_level: int = logging.WARNING, log_file: Path | None = None, file_level: int = logging.INFO
 ) -> None:
-    shared = [
+    shared: list[structlog.typing.Processor] = [
         structlog.contextvars.merge_contextvars,
         structlog.stdlib.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
@@ -48,7 +49,7 @@ def configure_logging(
     )
     stderr = logging.StreamHandler(sys.stderr)
     stderr.setLevel(stderr_level)
-    handlers = [stderr]
+    handlers: list[logging.Handler] = [stderr]
     if log_file is not None:
         handlers.append(_PrivateFileHandler(log_file, file_level))
     root = logging.getLogger()
@@ -69,4 +70,4 @@ def configure_logging(
 
 
 def get_logger(name: str) -> structlog.stdlib.BoundLogger:
-    return structlog.get_logger(name)
+    return structlog.stdlib.get_logger(name)

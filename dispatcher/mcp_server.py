@@ -333,7 +333,7 @@ def build_server(agent: str, store: Store, config: BridgeConfig, settings: Bridg
         except BridgeError as exc:  # e.g. unsafe_path: its text says what to do
             log.warning("listener_tool_failed", action=action, code=exc.code)
             return {"error": str(exc)}
-        except Exception as exc:  # this tool reports, it never raises
+        except Exception as exc:  # noqa: BLE001 - this tool reports, it never raises
             log.warning("listener_tool_failed", action=action, error=type(exc).__name__)
             return {"error": f"listener_unavailable: {type(exc).__name__}; try `agent-bridge listener status --agent {agent}`."}
 

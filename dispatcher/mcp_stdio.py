@@ -66,13 +66,15 @@ class _GuardedStdin:
             log.info("invalid_line", answered=len(replies))
             await self._ready.wait()
             for reply in replies:
-                await self._replies.send(SessionMessage(_RawLine(reply)))
+                # The SDK's writer only calls model_dump_json on it (see _RawLine).
+                await self._replies.send(SessionMessage(_RawLine(reply)))  # type: ignore[arg-type]  # a duck
 
 
 async def serve_stdio(mcp: MCPServer) -> None:
     """``MCPServer.run_stdio_async``, with stdin behind the guard."""
     stdin = _GuardedStdin()
-    async with stdio_server(stdin=stdin) as (read_stream, write_stream):
+    # The SDK only iterates its stdin by line (async for), which _GuardedStdin does.
+    async with stdio_server(stdin=stdin) as (read_stream, write_stream):  # type: ignore[arg-type]  # a duck
         stdin.attach(write_stream)
         lowlevel = mcp._lowlevel_server
         await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())

@@ -2,6 +2,7 @@
 
 import sqlite3
 from collections.abc import Collection
+from typing import Any, cast
 
 from .broadcast import BROADCAST_RECIPIENT, send_broadcast
 from .clock import iso
@@ -79,7 +80,7 @@ def send_message(
     conversation_id: int | None = None,
     kind: str | None = None,
     now: float | None = None,
-) -> dict:
+) -> dict[str, Any]:
     now = clock_now() if now is None else now
     check_agent_id(sender, "sender")
     broadcast = recipient == BROADCAST_RECIPIENT
@@ -125,7 +126,9 @@ def send_message(
                 conversation_id=conversation_id,
                 sender=sender,
                 recipient=recipient,
-                kind=kind,
+                # A str: a conversation message without a kind was refused above (kind_required),
+                # and a reply lends its conversation only to a message with one.
+                kind=cast(str, kind),
                 reply_to=reply,
                 now=now,
             )
@@ -143,12 +146,12 @@ def send_message(
             created_at=now,
             response_deadline=deadline,
         )
-        if takes_turn:
+        if takes_turn and conversation_id is not None:  # takes_turn implies a conversation
             take_turn(conn, conversation_id, message_id, now)
     return _sent(message_id, conversation_id, kind, now, deadline)
 
 
-def _sent(message_id: int, conversation_id: int | None, kind: str | None, now: float, deadline: float | None) -> dict:
+def _sent(message_id: int, conversation_id: int | None, kind: str | None, now: float, deadline: float | None) -> dict[str, Any]:
     return {
         "id": message_id,
         "duplicate": False,
@@ -161,13 +164,13 @@ def _sent(message_id: int, conversation_id: int | None, kind: str | None, now: f
 
 def receive_messages(
     conn: sqlite3.Connection, *, agent: str, worker_id: str, limit: int = 20, now: float | None = None
-) -> dict:
+) -> dict[str, Any]:
     """Unacknowledged messages for ``agent``, oldest first, minus those another process holds."""
     now = clock_now() if now is None else now
     limit = clamp(limit, *RECEIVE_LIMIT_RANGE, "limit")
     cap_far_leases(conn, agent, now)
     rows = conn.execute(
-        "SELECT * FROM messages WHERE recipient = :agent AND acknowledged_at IS NULL"
+        "SELECT * FROM messages WHERE recipient = :agent AND acknowledged_at IS NULL"  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
         f" AND (NOT {active_claim_sql()} OR claim_owner = :worker)"
         " ORDER BY id LIMIT :limit",
         {"agent": agent, "worker": worker_id, "now": now, "limit": limit},
@@ -199,7 +202,7 @@ def _ack_skip_reason(row: sqlite3.Row | None, agent: str, worker_id: str, now: f
 
 def mark_read(
     conn: sqlite3.Connection, *, agent: str, worker_id: str, message_ids: list[int], now: float | None = None
-) -> dict:
+) -> dict[str, Any]:
     now = clock_now() if now is None else now
     if not isinstance(message_ids, list) or not message_ids or len(message_ids) > MAX_ACK_IDS:
         raise BridgeError("invalid_message_ids", f"message_ids must be a list of 1..{MAX_ACK_IDS} ids.")
@@ -237,7 +240,7 @@ def late_result_ids(conn: sqlite3.Connection, message_id: int, attempt: sqlite3.
     )]
 
 
-def _dispatch_summary(conn: sqlite3.Connection, message_id: int) -> dict | None:
+def _dispatch_summary(conn: sqlite3.Connection, message_id: int) -> dict[str, Any] | None:
     row = conn.execute(
         "SELECT state, outcome, error_kind, started_at, finished_at, cli_status, cost_usd, input_tokens,"
         " output_tokens, cache_read_tokens, cache_write_tokens, max_cost_usd, cost_overshoot_usd,"
@@ -257,7 +260,7 @@ def _dispatch_summary(conn: sqlite3.Connection, message_id: int) -> dict | None:
 
 def get_message(
     conn: sqlite3.Connection, *, agent: str, worker_id: str, message_id: int, now: float | None = None
-) -> dict:
+) -> dict[str, Any]:
     now = clock_now() if now is None else now
     check_message_id(message_id)
     row = fetch_message(conn, message_id)

@@ -22,12 +22,15 @@ import re
 import socket
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from .errors import BridgeError
+from .locations import LocationsLike
 from .logs import get_logger
-from .store import write_transaction
+from .store import Store, inserted_id, write_transaction
 
 ROLES = ("interactive", "worker")
 # How a session can be woken: a Claude Code hook, a Monitor line (inbox watch), the
@@ -144,7 +147,7 @@ class Session:
     wake_paths: tuple[str, ...]
     liveness: str
 
-    def view(self, now: float) -> dict:
+    def view(self, now: float) -> dict[str, Any]:
         """Ids, enums, numbers and names only."""
         last = self.last_call_at if self.last_call_at is not None else self.started_at
         return {
@@ -166,7 +169,7 @@ def sessions(conn: sqlite3.Connection, agent: str | None = None, *, here: str | 
     here = this_host() if here is None else here
     where, params = ("WHERE agent = ?", (agent,)) if agent is not None else ("", ())
     found = []
-    for row in conn.execute(f"SELECT {_COLUMNS} FROM sessions {where} ORDER BY id", params):
+    for row in conn.execute(f"SELECT {_COLUMNS} FROM sessions {where} ORDER BY id", params):  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
         (sid, name, role, host, pid, start, client_pid, client, version, started, last, paths) = tuple(row)
         seen = probe(pid) if host == here else None
         found.append(Session(sid, name, role, host, pid, start, client_pid, client_text(client),
@@ -197,7 +200,7 @@ def register_session(conn: sqlite3.Connection, agent: str, role: str, *, pid: in
             " VALUES (?, ?, ?, ?, ?, ?, ?)", (agent, role, here, pid, start_time, client_pid, now))
     if removed:
         log.info("sessions_pruned", count=removed)
-    return cur.lastrowid
+    return inserted_id(cur)
 
 
 def end_session(conn: sqlite3.Connection, session_id: int) -> bool:
@@ -248,7 +251,7 @@ def forget_wake_path(conn: sqlite3.Connection, session_id: int, path: str) -> No
                          (json.dumps([p for p in paths if p != path]), session_id))
 
 
-def mark_from_descendant(db, agent: str, path: str, *, session_id: int | None = None) -> int | None:
+def mark_from_descendant(db: Path, agent: str, path: str, *, session_id: int | None = None) -> int | None:
     """For a process the CLI started (a hook, a Monitor watch): record ``path`` on the session of
     ``agent`` whose CLI is an ancestor of this process, or, given ``session_id``, forget it there.
     Returns the session id, None when there is no such session or no store. Looks read-only
@@ -257,11 +260,13 @@ def mark_from_descendant(db, agent: str, path: str, *, session_id: int | None = 
     from .store import open_store
     from .store.readonly import open_read_only
 
-    conn = None
+    conn: sqlite3.Connection | None = None
     try:
         if session_id is None:
             conn = open_read_only(db)
-            found = None if conn is None else session_of_ancestor(conn, agent)
+            if conn is None:
+                return None
+            found = session_of_ancestor(conn, agent)
             if found is None or path in wake_paths_of(
                     conn.execute("SELECT wake_paths FROM sessions WHERE id = ?", (found,)).fetchone()[0]):
                 return found
@@ -315,8 +320,8 @@ def has_wakeable_session(conn: sqlite3.Connection, agent: str, *, here: str | No
 
 
 # -- the who view ----------------------------------------------------------------------------
-def who_report(conn: sqlite3.Connection | None, agents: Iterable[str], settings, now: float, *,
-               here: str | None = None, probe: Probe = observed_start) -> dict:
+def who_report(conn: sqlite3.Connection | None, agents: Iterable[str], settings: LocationsLike, now: float, *,
+               here: str | None = None, probe: Probe = observed_start) -> dict[str, Any]:
     """For each agent: live interactive sessions, its listener, inbox depth and oldest unread age.
     ``conn`` None (no store yet): no sessions and empty inboxes. Payload-free."""
     from .dispatch.control import listener_status
@@ -339,7 +344,7 @@ def who_report(conn: sqlite3.Connection | None, agents: Iterable[str], settings,
     return {"agents": report}
 
 
-def who_tool(conn: sqlite3.Connection, *, agents: list[str], settings, only: str | None = None) -> dict:
+def who_tool(conn: sqlite3.Connection, *, agents: list[str], settings: LocationsLike, only: str | None = None) -> dict[str, Any]:
     """The ``who`` tool: cleans this host's dead rows first (lazily, here), then reports."""
     if only is not None and only not in agents:
         raise BridgeError("unknown_agent", f"agent {only!r} is not declared; declared agents: {', '.join(agents)}.")
@@ -354,7 +359,7 @@ class ServerPresence:
     touched on tool calls (throttled), removed on a clean exit. A failing write is logged
     and never fails a request: presence is a view, the messages are the truth."""
 
-    def __init__(self, store, agent: str, role: str) -> None:
+    def __init__(self, store: Store, agent: str, role: str) -> None:
         from .dispatch.procs import start_time
 
         self.store = store
@@ -401,7 +406,7 @@ class ServerPresence:
         self._write("end", lambda conn, sid: end_session(conn, sid))
         self.session_id = None
 
-    async def middleware(self, ctx, call_next):
+    async def middleware(self, ctx: object, call_next: Callable[[Any], Awaitable[object]]) -> object:
         """A server middleware: the client's name from the first request that carries it
         (``initialize``, or any request's ``_meta``); a tool call that succeeded touches the row
         (a refused one leaves the whole store unchanged, as every refusal does)."""
@@ -421,7 +426,7 @@ class ServerPresence:
 
 
 # -- the CLI ---------------------------------------------------------------------------------
-def who_cli(settings, only: str | None = None) -> dict:
+def who_cli(settings: LocationsLike, only: str | None = None) -> dict[str, Any]:
     """``agent-bridge who``: the same report, on a read-only connection (it never writes,
     so dead rows are only left out here; the tool and the next session clean them)."""
     from .config import load_config, require_agent
@@ -456,7 +461,7 @@ def _age(seconds: float | None) -> str:
     return f"{seconds:.0f}s"
 
 
-def render_who(report: dict) -> str:
+def render_who(report: dict[str, Any]) -> str:
     """The plain-text ``who``: one line per agent, one indented line per live session."""
     lines = []
     for a in report["agents"]:

@@ -1,13 +1,14 @@
 """Who holds a lock on a file, read from /proc/locks: takes no lock, changes nothing."""
 
 import os
+from pathlib import Path
 
 
 def lock_holders(st: os.stat_result, kind: str | None = None) -> list[int] | None:
     """Pids holding (not waiting for) a lock of ``kind`` (FLOCK, POSIX, OFDLCK; any if None)
     on the file ``st`` describes; None when /proc/locks cannot be read."""
     try:
-        with open("/proc/locks") as fh:
+        with Path("/proc/locks").open() as fh:
             lines = fh.read().splitlines()
     except OSError:
         return None

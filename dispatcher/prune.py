@@ -70,7 +70,7 @@ MESSAGE_MAY_GO = f"""
     AND (m.conversation_id IS NULL
          OR EXISTS (SELECT 1 FROM conversations AS c WHERE c.id = m.conversation_id
                     AND c.state IN {_TERMINAL_SQL} AND c.updated_at <= :cutoff))
-"""
+"""  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
 
 BROADCAST_MAY_GO = """
     b.created_at <= :cutoff
@@ -82,7 +82,7 @@ CONVERSATION_MAY_GO = f"""
     c.state IN {_TERMINAL_SQL} AND c.updated_at <= :cutoff
     AND NOT EXISTS (SELECT 1 FROM messages AS m WHERE m.conversation_id = c.id
                     AND m.id NOT IN (SELECT id FROM temp.prune_gone))
-"""
+"""  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
 
 
 def parse_duration(text: str) -> float:
@@ -131,7 +131,7 @@ def _ids_json(ids) -> str:
 def _window(conn: sqlite3.Connection, lo: int, hi: int, params: dict) -> list[int]:
     """The ids in [lo, hi] that may go now: own rule, not in flight, no kept reply (transitively)."""
     rows = conn.execute(
-        f"SELECT m.id FROM messages AS m WHERE m.id BETWEEN :lo AND :hi AND {MESSAGE_MAY_GO}",
+        f"SELECT m.id FROM messages AS m WHERE m.id BETWEEN :lo AND :hi AND {MESSAGE_MAY_GO}",  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
         {**params, "lo": lo, "hi": hi},
     ).fetchall()
     going = {r[0] for r in rows}
@@ -267,7 +267,7 @@ def _prune_conversations(conn, params, report: PruneReport, pacer: _Pacer, dry_r
             conn.execute("DELETE FROM conversations WHERE id IN (SELECT value FROM json_each(?))", (ids_json,))
         report.conversations += len(ids)
 
-    _prune_by_id(conn, params, pacer, dry_run, f"SELECT c.id FROM conversations AS c WHERE c.id > :last AND "
+    _prune_by_id(conn, params, pacer, dry_run, f"SELECT c.id FROM conversations AS c WHERE c.id > :last AND "  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
                  f"{CONVERSATION_MAY_GO} ORDER BY c.id LIMIT :batch", act)
 
 
@@ -277,7 +277,7 @@ def _prune_broadcasts(conn, params, report: PruneReport, pacer: _Pacer, dry_run:
             conn.execute("DELETE FROM broadcasts WHERE id IN (SELECT value FROM json_each(?))", (ids_json,))
         report.broadcasts += len(ids)
 
-    _prune_by_id(conn, params, pacer, dry_run, f"SELECT b.id FROM broadcasts AS b WHERE b.id > :last AND "
+    _prune_by_id(conn, params, pacer, dry_run, f"SELECT b.id FROM broadcasts AS b WHERE b.id > :last AND "  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
                  f"{BROADCAST_MAY_GO} ORDER BY b.id LIMIT :batch", act)
 
 

@@ -27,7 +27,7 @@ import sys
 import tempfile
 import time
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -73,7 +73,7 @@ class Registration:
     env: dict[str, str] = field(default_factory=dict)
 
 
-def server_registration(agent: str, environ: dict[str, str] | None = None) -> Registration:
+def server_registration(agent: str, environ: Mapping[str, str] | None = None) -> Registration:
     """`python -m dispatcher serve` with the current interpreter, AGENT_ID and the store/config in use."""
     environ = os.environ if environ is None else environ
     env = {"AGENT_ID": agent}
@@ -280,7 +280,7 @@ def _stdio(reg: Registration) -> dict:
 def _run_claude(binary: str, args: list[str], backup: Path | None) -> None:
     env = dict(os.environ, CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
     try:
-        done = subprocess.run([binary, *args], capture_output=True, text=True, timeout=120, env=env,
+        done = subprocess.run([binary, *args], capture_output=True, text=True, timeout=120, env=env,  # noqa: S603 - the claude CLI the user runs, with argv built here (no shell)
                               stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise BridgeError("registration_failed",
@@ -361,7 +361,7 @@ def agent_bridge_command() -> str:
     return installed_script("agent-bridge")
 
 
-def hook_command(cli: str, event: str, agent: str, environ: dict[str, str] | None = None) -> str:
+def hook_command(cli: str, event: str, agent: str, environ: Mapping[str, str] | None = None) -> str:
     """The shell command a CLI runs for ``event``: the store and runtime directory in use, then
     ``agent-bridge hook <cli> <event> --agent <agent>`` (the CLI's own environment has no AGENT_ID)."""
     environ = os.environ if environ is None else environ

@@ -1,9 +1,12 @@
 """Message rows: the insert, the fetch, what an active claim is, and the view every tool returns."""
 
 import sqlite3
+from collections.abc import Mapping
+from typing import Any
 
 from .clock import iso
 from .errors import BridgeError
+from .store import inserted_id
 
 KINDS = ("task", "result", "notice")
 # No lease outlives this from the moment the bridge reads it: one taken while the clock
@@ -33,11 +36,20 @@ def insert_message(
         (sender, recipient, kind, text, reply_to, conversation_id, dedup_key, created_at, response_deadline, origin,
          broadcast_id),
     )
-    return cur.lastrowid
+    return inserted_id(cur)
 
 
 def fetch_message(conn: sqlite3.Connection, message_id: int) -> sqlite3.Row | None:
-    return conn.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
+    row: sqlite3.Row | None = conn.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
+    return row
+
+
+def fetch_existing_message(conn: sqlite3.Connection, message_id: int) -> sqlite3.Row:
+    """``fetch_message`` for a message the caller has just read or written: it is there."""
+    row = fetch_message(conn, message_id)
+    if row is None:
+        raise LookupError(f"message #{message_id} is gone although it was just read")
+    return row
 
 
 def find_dedup(
@@ -48,7 +60,7 @@ def find_dedup(
     delivered)."""
     if dedup_key is None:
         return None
-    row = conn.execute(
+    row: sqlite3.Row | None = conn.execute(
         "SELECT * FROM messages WHERE sender = ? AND dedup_key = ?", (sender, dedup_key)
     ).fetchone()
     if row is None:
@@ -70,7 +82,7 @@ def find_dedup(
     return row
 
 
-def claim_is_active(row: sqlite3.Row, now: float) -> bool:
+def claim_is_active(row: sqlite3.Row | Mapping[str, Any], now: float) -> bool:
     """The one definition of an active claim (``active_claim_sql`` is its SQL twin)."""
     expires = row["claim_expires_at"]
     return row["claim_owner"] is not None and expires is not None and expires > now
@@ -90,7 +102,7 @@ def cap_far_lease(conn: sqlite3.Connection, row: sqlite3.Row, now: float) -> sql
         return row
     conn.execute("UPDATE messages SET claim_expires_at = ? WHERE id = ? AND claim_expires_at > ?",
                  (cap, row["id"], cap))
-    return fetch_message(conn, row["id"])
+    return fetch_existing_message(conn, row["id"])
 
 
 def cap_far_leases(conn: sqlite3.Connection, recipient: str, now: float) -> None:
@@ -98,11 +110,11 @@ def cap_far_leases(conn: sqlite3.Connection, recipient: str, now: float) -> None
     unless a lease reaches past now + LEASE_CAP_SECONDS."""
     where = "recipient = :agent AND acknowledged_at IS NULL AND claim_expires_at > :cap"
     params = {"agent": recipient, "cap": now + LEASE_CAP_SECONDS}
-    if conn.execute(f"SELECT 1 FROM messages WHERE {where} LIMIT 1", params).fetchone():
-        conn.execute(f"UPDATE messages SET claim_expires_at = :cap WHERE {where}", params)
+    if conn.execute(f"SELECT 1 FROM messages WHERE {where} LIMIT 1", params).fetchone():  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
+        conn.execute(f"UPDATE messages SET claim_expires_at = :cap WHERE {where}", params)  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
 
 
-def message_view(row: sqlite3.Row, worker_id: str, now: float) -> dict:
+def message_view(row: sqlite3.Row, worker_id: str, now: float) -> dict[str, Any]:
     active = claim_is_active(row, now)
     return {
         "id": row["id"],

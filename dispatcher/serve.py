@@ -44,7 +44,7 @@ def _prepare():
 def run_server() -> int:
     try:
         settings, config, store = _prepare()
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - before the handshake every failure is one line and an exit status (exits.report)
         report(exc)
         return EXIT_USAGE
     from .mcp_server import build_server  # the SDK import is the slow part of start-up
@@ -54,7 +54,7 @@ def run_server() -> int:
     presence = ServerPresence(store, settings.agent_id, role_of(settings.role))
     try:
         run_stdio(build_server(settings.agent_id, store, config, settings, presence=presence))
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - a failing server ends with one line and an exit status (exits.report)
         return report(exc)
     finally:
         presence.close()  # a clean exit removes the row; a killed server's row is cleaned lazily

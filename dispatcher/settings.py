@@ -6,7 +6,7 @@ config.json's job (see ``config``). An unusable value raises ``InvalidSetting`` 
 """
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
@@ -50,7 +50,7 @@ class BridgeSettings(BaseSettings):
     # The MCP server's identity; read here so that AGENT_ID is documented with the rest.
     agent_id: str | None = Field(default=None, validation_alias="AGENT_ID")
 
-    def __init__(self, **values) -> None:
+    def __init__(self, **values: Any) -> None:
         try:
             super().__init__(**values)
         except ValidationError as exc:

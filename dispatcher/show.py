@@ -11,7 +11,7 @@ from typing import Any
 
 from .clock import iso
 from .errors import BridgeError
-from .locations import Locations
+from .locations import LocationsLike
 from .rows import fetch_message
 from .store.readonly import open_read_only
 
@@ -39,7 +39,7 @@ def _attempt(conn: sqlite3.Connection, message_id: int, runtime: Path) -> dict[s
     }
 
 
-def message_report(settings: Locations, message_id: int) -> dict[str, Any]:
+def message_report(settings: LocationsLike, message_id: int) -> dict[str, Any]:
     conn = open_read_only(settings.db)
     if conn is None:
         raise BridgeError("message_not_found", f"there is no store at {settings.db} yet, so no message #{message_id}.")

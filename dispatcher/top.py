@@ -128,7 +128,7 @@ def _cost(value: float | None) -> str:
 
 def render(snap: dict, filter_agent: str | None = None, details: bool = False):
     """A Rich renderable of one snapshot; ``filter_agent`` keeps only rows that name that agent."""
-    from rich.console import Group
+    from rich.console import Group, RenderableType
     from rich.table import Table
     from rich.text import Text
 
@@ -139,7 +139,7 @@ def render(snap: dict, filter_agent: str | None = None, details: bool = False):
     keys = " ".join(f"{i}:{n}" for i, n in enumerate(names, 1))
     header = Text(f"agent-bridge top  {time.strftime('%H:%M:%S', time.localtime(snap['at']))}  "
                   f"store {snap['store']}  filter: {filter_agent or 'all'}", style="bold")
-    parts = [header, Text(f"keys: a cycle agent, 0 all, {keys}  d details  q quit", style="dim")]
+    parts: list[RenderableType] = [header, Text(f"keys: a cycle agent, 0 all, {keys}  d details  q quit", style="dim")]
     if snap["error"]:
         parts.append(Text(f"error: {snap['error']}", style="bold red"))
 
@@ -258,7 +258,8 @@ def run_top(settings, filter_agent: str | None = None, once: bool = False) -> No
             termios.tcsetattr(stdin.fileno(), termios.TCSADRAIN, tty_state)
 
 
-def _sleep(seconds: float) -> None:
+def _sleep(seconds: float) -> str | None:
+    """``_read_key`` without a terminal: waits, and no key was pressed."""
     time.sleep(seconds)
     return None
 

@@ -27,7 +27,7 @@ import json
 from collections.abc import Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import anyio
 import mcp_types as types
@@ -43,7 +43,7 @@ from .logs import get_logger
 
 RESOURCE_URI = "bridge://inbox"
 CHANNEL_CAPABILITY = "claude/channel"
-CHANNEL_METHOD = "notifications/claude/channel"
+CHANNEL_METHOD: Final = "notifications/claude/channel"
 POLL_SECONDS = 0.1
 
 log = get_logger("agent_bridge.wake")
@@ -117,7 +117,7 @@ class InboxWake:
     def read(self) -> str:
         try:
             return json.dumps(self._current().as_dict(clock_now()))
-        except Exception as exc:  # sqlite3 errors: a short refusal, never a traceback
+        except Exception as exc:  # noqa: BLE001 - sqlite3 errors and the like: a short refusal, never a traceback
             raise ResourceError(
                 f"store_unavailable: cannot read the inbox ({type(exc).__name__}); try again or run `agent-bridge doctor`."
             ) from None
@@ -125,7 +125,7 @@ class InboxWake:
     def _baseline(self) -> InboxSummary:
         try:
             return self._current()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - best effort: the next poll reads again
             log.info("wake_read_failed", error=type(exc).__name__, agent=self.agent)
             return InboxSummary(self.agent, 0, None, None)
 
@@ -160,7 +160,7 @@ class InboxWake:
     async def _notify(self, session: Any, notification: Any) -> None:
         try:
             await session.send_notification(notification)
-        except Exception as exc:  # best effort: the queue is the truth
+        except Exception as exc:  # noqa: BLE001 - best effort: the queue is the truth
             log.info("wake_notification_dropped", error=type(exc).__name__, agent=self.agent)
 
     async def _watch(self) -> None:
@@ -180,7 +180,7 @@ class InboxWake:
                         generation = reader.generation
                     summary = reader.summary()
                     fresh = reader.summary(after_id=self.announced) if channel else None
-                except Exception as exc:  # locked or replaced store: look again next time
+                except Exception as exc:  # noqa: BLE001 - locked or replaced store: look again next time
                     log.info("wake_read_failed", error=type(exc).__name__, agent=self.agent)
                     reader.close()
                     continue
@@ -282,5 +282,6 @@ def install(mcp: MCPServer, agent: str, db: Path, *, claude_channel: bool, role:
             experimental = {**(experimental_capabilities or {}), CHANNEL_CAPABILITY: {}}
             return create_options(notification_options, experimental, extensions)
 
-        low.create_initialization_options = with_channel
+        # This server's instance only: the SDK offers no other way to add an experimental capability.
+        low.create_initialization_options = with_channel  # type: ignore[method-assign]  # per instance, on purpose
     return wake

@@ -5,6 +5,7 @@ so tests stay synchronous and a module can keep its servers for all of its cases
 """
 
 import asyncio
+import contextlib
 import json
 import sqlite3
 import sys
@@ -65,7 +66,7 @@ class McpAgent:
         self._stop: asyncio.Event | None = None
         self._client: Client | None = None
         self._ready: Future = Future()
-        self._errlog = open(stderr_path, "a") if stderr_path else sys.stderr
+        self._errlog = open(stderr_path, "a") if stderr_path else sys.stderr  # noqa: SIM115 - the server's stderr for its whole life; close() closes it
         params = StdioServerParameters(
             command=sys.executable, args=[str(PROJECT / "server.py")], env={**env, "AGENT_ID": agent}, cwd=str(PROJECT)
         )
@@ -129,10 +130,9 @@ class McpAgent:
     def close(self) -> None:
         if self._stop is not None:
             self._loop.call_soon_threadsafe(self._stop.set)
-        try:
+        # Whatever the server's task ended with (closing is all that is left), the loop must stop.
+        with contextlib.suppress(BaseException):
             self._main.result(30)
-        except BaseException:
-            pass
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
         if not self._thread.is_alive():

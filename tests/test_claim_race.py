@@ -46,7 +46,7 @@ def test_exactly_one_winner_per_claim_race(racers):
         task = claude.ok("send_message", recipient="kimi", text=f"race {rounds}", kind="task")["id"]
         results, overlapped = race(kimis, "claim_message", message_id=task)
         overlapped_rounds += overlapped
-        winners = [k for k, r in zip(kimis, results) if not r.is_error]
+        winners = [k for k, r in zip(kimis, results, strict=True) if not r.is_error]
         assert len(winners) == 1, [r.text for r in results]
         assert [r.code for r in results if r.is_error] == ["claimed_by_other"] * (RACERS - 1)
         # The store agrees with the answers: the lease is the winner's and no loser's.

@@ -23,7 +23,7 @@ def test_demo_runs_end_to_end(tmp_path):
     # status line may mention each one only after the line that sent it.
     sends = [i for i, line in enumerate(lines) if re.match(r" *kimi \| (send_message|start_conversation)\(", line)]
     assert len(sends) == 3, out
-    for sent_at, message_id in zip(sends, (1, 3, 5)):
+    for sent_at, message_id in zip(sends, (1, 3, 5), strict=True):
         first = next(i for i, line in enumerate(lines) if line.lstrip().startswith("status |") and f"msg#{message_id} " in line)
         assert first > sent_at, f"a status line about msg#{message_id} came before the line that sent it:\n{out}"
 

@@ -119,6 +119,19 @@ def test_missing_store_is_a_warning_and_is_not_created(setup):
     assert not setup["db"].exists()
 
 
+def test_store_removed_while_doctor_opens_it_is_missing(tmp_path, monkeypatch):
+    """The store file vanishing between the check that it exists and the read-only open is
+    ``store_missing``, not a failed check (found by typing: ``open_read_only`` returns None then)."""
+    from dispatcher import doctor as doctor_module
+    from dispatcher.locations import Locations
+
+    db = tmp_path / "bridge.db"
+    open_store(db).close()
+    monkeypatch.setattr(doctor_module, "open_read_only", lambda path: None)  # as if unlinked just before
+    found = doctor_module._safe(doctor_module.check_store, doctor_module.Context(Locations(db=db)))
+    assert "store_missing" in {f.code for f in found} and "check_failed" not in {f.code for f in found}, found
+
+
 def test_store_mode(setup):
     os.chmod(setup["db"], 0o644)
     assert_error(setup["env"], "store_mode")

@@ -122,7 +122,7 @@ class Chaos:
                 continue
             try:
                 result = fut.result(120)
-            except Exception as exc:  # the server died under the call: the caller retries later
+            except Exception as exc:  # noqa: BLE001 - the server died under the call: the caller retries later
                 self.unconfirmed.add(key)
                 self.events.append(f"send {key} lost its server ({type(exc).__name__})")
                 continue

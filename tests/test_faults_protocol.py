@@ -31,7 +31,7 @@ def _int_or_digits(token: str) -> int | str:
 
 class RawServer:
     def __init__(self, env: dict[str, str], stderr: Path) -> None:
-        self._stderr = open(stderr, "ab")
+        self._stderr = open(stderr, "ab")  # noqa: SIM115 - the server's stderr for its whole life; close() closes it
         self.proc = subprocess.Popen(
             [sys.executable, str(PROJECT / "server.py")], cwd=PROJECT, env={**os.environ, **env, "AGENT_ID": "claude"},
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,

@@ -52,7 +52,7 @@ class McpWriter(threading.Thread):
             key = f"{self.agent.agent}-{n}"
             try:
                 result = self.agent.call("send_message", recipient="sink", text=f"storm {key}", dedup_key=key)
-            except Exception as exc:  # transport failure: the caller saw an error
+            except Exception as exc:  # noqa: BLE001 - transport failure: the caller saw an error
                 self.errors.append(f"send {key}: {type(exc).__name__}: {exc}")
                 return
             if result.is_error:
@@ -93,7 +93,7 @@ class McpReader(threading.Thread):
                         self.errors.append(f"mark_read #{message['id']} after claiming it: {done.text}")
                         continue
                     self.acknowledged.extend(done.data["acknowledged"])
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any failure of the reader thread is recorded and asserted empty
             self.errors.append(f"{type(exc).__name__}: {exc}")
 
 

@@ -2,6 +2,7 @@
 stand-in Claude process (tests/fake_claude_parent.py, whose argv carries Claude's flags), a real
 store and real signals. The pure parts (``claude_backgrounds``, ``parse_wait``) have a case table."""
 
+import contextlib
 import json
 import os
 import signal
@@ -256,10 +257,8 @@ def test_it_ends_when_the_claude_process_is_gone(store):
         hook.proc.communicate()
         wait_for(lambda: "wait_claude_gone" in log(store))
     finally:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(hook.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 def test_the_margin_leaves_time_to_end_before_claude_kills_it():

@@ -1,5 +1,6 @@
 """The payload-free inbox summary every wake path announces."""
 
+import sqlite3
 import time
 
 from dispatcher import inbox
@@ -63,7 +64,7 @@ def test_read_only_connection_leaves_no_file_and_cannot_write(tmp_path):
     assert inbox.inbox_summary(ro, "claude", time.time()).unread == 1
     try:
         ro.execute("DELETE FROM messages")
-    except Exception as exc:
+    except sqlite3.Error as exc:
         assert "readonly" in str(exc).replace(" ", "").lower() or "query_only" in str(exc).lower()
     else:
         raise AssertionError("a read-only connection wrote")

@@ -221,9 +221,8 @@ def test_bad_durations_are_refused(text):
 # ---- the CLI, end to end ----------------------------------------------------------------
 
 def _cli(env, *args):
-    proc = subprocess.run([sys.executable, "-m", "dispatcher", "prune", *args], cwd=PROJECT,
+    return subprocess.run([sys.executable, "-m", "dispatcher", "prune", *args], cwd=PROJECT,
                           env={**os.environ, **env}, capture_output=True, text=True, timeout=60)
-    return proc
 
 
 def test_cli_prune_dry_run_then_real(tmp_path):

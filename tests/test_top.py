@@ -38,7 +38,7 @@ def own_store(tmp_path, monkeypatch):
 def _text(renderable) -> str:
     from rich.console import Console
 
-    console = Console(record=True, width=120, file=open(os.devnull, "w"))
+    console = Console(record=True, width=120, file=open(os.devnull, "w"))  # noqa: SIM115 - closed in the finally
     try:
         console.print(renderable)
         return console.export_text()

@@ -6,6 +6,7 @@ Messages are sent by the test process straight into the store (another connectio
 exactly what a peer's server does)."""
 
 import asyncio
+import contextlib
 import json
 import sys
 import threading
@@ -72,7 +73,7 @@ class WakeClient:
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._thread.start()
         self._ready: Future = Future()
-        self._errlog = open(errlog, "a")
+        self._errlog = open(errlog, "a")  # noqa: SIM115 - the server's stderr for its whole life; close() closes it
         params = StdioServerParameters(command=sys.executable, args=[str(PROJECT / "server.py")],
                                        env={**env, "AGENT_ID": agent}, cwd=str(PROJECT))
         self._main = asyncio.run_coroutine_threadsafe(self._run(params), self._loop)
@@ -118,10 +119,9 @@ class WakeClient:
 
     def close(self) -> None:
         self._loop.call_soon_threadsafe(self._stop.set)
-        try:
+        # Whatever the server's task ended with (closing is all that is left), the loop must stop.
+        with contextlib.suppress(BaseException):
             self._main.result(30)
-        except BaseException:
-            pass
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
         if not self._thread.is_alive():

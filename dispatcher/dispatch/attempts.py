@@ -16,7 +16,7 @@ from typing import Any
 
 from ..config import BridgeConfig
 from ..errors import AlreadyAttempted, DispatchRefused
-from ..rows import fetch_message
+from ..rows import fetch_existing_message
 from ..store import write_transaction
 from . import queue
 
@@ -43,7 +43,7 @@ def _move(conn: sqlite3.Connection, message_id: int, event: str, assignments: st
     target, allowed_from = TRANSITIONS[event]
     marks = ", ".join("?" * len(allowed_from))
     cur = conn.execute(
-        f"UPDATE dispatch_attempts SET state = ?, {assignments} WHERE message_id = ? AND state IN ({marks})",
+        f"UPDATE dispatch_attempts SET state = ?, {assignments} WHERE message_id = ? AND state IN ({marks})",  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
         (target, *params, message_id, *allowed_from),
     )
     return cur.rowcount == 1
@@ -77,7 +77,7 @@ def begin_attempt(
             (message_id, agent, now, supervisor_pid, supervisor_start, deadline, worker_token,
              config.agents[agent].max_cost_usd_per_task, config.permissions(agent).level),
         )
-        return fetch_message(conn, message_id)
+        return fetch_existing_message(conn, message_id)
 
 
 def mark_spawned(conn: sqlite3.Connection, message_id: int, worker_pid: int, worker_start: float | None) -> bool:
@@ -152,16 +152,16 @@ def clean_diagnostics(raw: object) -> dict[str, Any] | None:
     wrote can smuggle text in."""
     if not isinstance(raw, dict):
         return None
-    kept = {}
+    kept: dict[str, Any] = {}
     for key, value in list(raw.items())[:MAX_DIAGNOSTIC_KEYS]:
         if not (isinstance(key, str) and len(key) <= 40 and key.isidentifier()):
             continue
-        if value is None or isinstance(value, bool | int | float) or (
+        scalar = value is None or isinstance(value, bool | int | float) or (
             isinstance(value, str) and _ENUM_WORD.fullmatch(value)
-        ):
-            kept[key] = value
-        elif isinstance(value, list) and len(value) <= MAX_LIST_ITEMS and all(
+        )
+        words = isinstance(value, list) and len(value) <= MAX_LIST_ITEMS and all(
             isinstance(v, str) and _ENUM_WORD.fullmatch(v) for v in value
-        ):
+        )
+        if scalar or words:
             kept[key] = value
     return kept or None

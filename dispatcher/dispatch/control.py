@@ -10,8 +10,9 @@ import sqlite3
 import subprocess
 import sys
 import time
+from typing import Any
 
-from ..locations import PROJECT_DIR, Locations
+from ..locations import PROJECT_DIR, LocationsLike
 from ..private_files import open_private_lock
 from ..store.readonly import open_read_only
 from .paths import AgentPaths
@@ -25,7 +26,7 @@ from .progress import read_progress, render_line
 STARTUP_GRACE_SECONDS = 5.0
 
 
-def _config_error(settings: Locations, agent: str) -> str | None:
+def _config_error(settings: LocationsLike, agent: str) -> str | None:
     from ..config import ConfigError, load_config
 
     try:
@@ -35,7 +36,7 @@ def _config_error(settings: Locations, agent: str) -> str | None:
     return None if agent in config.agents else f"agent {agent!r} is not declared in {settings.config_path()}"
 
 
-def _late_result_ids(settings: Locations, last: dict) -> list[int] | None:
+def _late_result_ids(settings: LocationsLike, last: dict) -> list[int] | None:
     """Results that came after the last attempt's non-success verdict; None when the store cannot tell."""
     from ..messages import late_result_ids  # the one definition, shared with get_message
 
@@ -83,7 +84,7 @@ def agent_totals(conn: sqlite3.Connection, agent: str, now: float) -> dict:
     return {"all_time": part(*row[0:5]), "today": part(*row[5:10])}
 
 
-def _agent_totals(settings: Locations, agent: str) -> dict | None:
+def _agent_totals(settings: LocationsLike, agent: str) -> dict | None:
     """None when the store cannot tell (missing, older schema, unreadable)."""
     try:
         conn = _read_only(settings)
@@ -97,7 +98,7 @@ def _agent_totals(settings: Locations, agent: str) -> dict | None:
         return None
 
 
-def listener_status(settings: Locations, agent: str, check_config: bool = True, late_results: bool = True,
+def listener_status(settings: LocationsLike, agent: str, check_config: bool = True, late_results: bool = True,
                     totals: bool = True) -> dict:
     """``check_config=False`` skips validating config.json (the status line's fast path);
     a running listener still reports an invalid config through its ``error`` stage.
@@ -106,6 +107,7 @@ def listener_status(settings: Locations, agent: str, check_config: bool = True, 
     paths = AgentPaths.of(settings, agent)
     holder = flock_holder(paths.lock)
     doc, problem = read_progress(paths.progress)
+    progress = doc or {}  # no document only with a problem, each handled below before it is read
     config_error = _config_error(settings, agent) if check_config else None
     state: str | None = None
     if holder is None:
@@ -118,10 +120,10 @@ def listener_status(settings: Locations, agent: str, check_config: bool = True, 
         stage, state = "unknown", "unreadable"
     elif problem == "no_format_version":
         stage, state = "legacy", "no_format_version"
-    elif doc.get("listener_pid") != holder:
+    elif progress.get("listener_pid") != holder:
         stage, state = "unknown", "stale_pid"
     else:
-        stage = doc.get("stage", "unknown")
+        stage = progress.get("stage", "unknown")
     if config_error:
         stage = "error"
     trusted = doc if problem is None and state is None else None
@@ -152,7 +154,7 @@ def _error_head(error: object) -> str:
     return head[:40] if head.replace("_", "").replace(" ", "").isalnum() else "error"
 
 
-def progress_line(settings: Locations, agent: str, check_config: bool = True) -> str:
+def progress_line(settings: LocationsLike, agent: str, check_config: bool = True) -> str:
     status = listener_status(settings, agent, check_config, late_results=False, totals=False)
     detail = None
     if status["config_error"]:
@@ -168,14 +170,14 @@ def progress_line(settings: Locations, agent: str, check_config: bool = True) ->
     return render_line(agent, status["stage"], status["progress"], detail)
 
 
-def disable(settings: Locations, agent: str) -> dict:
+def disable(settings: LocationsLike, agent: str) -> dict:
     paths = AgentPaths.of(settings, agent).ensure()
     os.close(open_private_lock(paths.disabled_marker))  # a planted link or FIFO is refused
     return {"agent": agent, "enabled": False, "running": flock_holder(paths.lock) is not None,
             "note": "the listener takes no new task, lets a running worker finish, and exits"}
 
 
-def enable(settings: Locations, agent: str, wait_seconds: float = 10.0) -> dict:
+def enable(settings: LocationsLike, agent: str, wait_seconds: float = 10.0) -> dict:
     """Remove the marker and start the listener (idempotent: a second one exits at once)."""
     from .systemd_unit import unit_installed, unit_name, user_manager_available
 
@@ -186,10 +188,10 @@ def enable(settings: Locations, agent: str, wait_seconds: float = 10.0) -> dict:
         return {"agent": agent, "enabled": True, "running": True, "pid": holder, "started": "already_running"}
     how = "detached"
     if unit_installed() and user_manager_available():
-        done = subprocess.run(["systemctl", "--user", "start", unit_name(agent)], capture_output=True, timeout=30)
+        done = subprocess.run(["systemctl", "--user", "start", unit_name(agent)], capture_output=True, timeout=30)  # noqa: S603, S607 - a fixed argv; systemctl from PATH, as the user runs it
         how = "systemd" if done.returncode == 0 else "detached"
     if how == "detached":
-        subprocess.Popen(
+        subprocess.Popen(  # noqa: S603 - our own interpreter and module, fixed arguments (the agent id is validated)
             [sys.executable, "-m", "dispatcher", "listener", "run", "--agent", agent],
             cwd=PROJECT_DIR, env=os.environ.copy(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL, start_new_session=True,
@@ -200,11 +202,11 @@ def enable(settings: Locations, agent: str, wait_seconds: float = 10.0) -> dict:
     return {"agent": agent, "enabled": True, "running": holder is not None, "pid": holder, "started": how}
 
 
-def _read_only(settings: Locations) -> sqlite3.Connection | None:
+def _read_only(settings: LocationsLike) -> sqlite3.Connection | None:
     return open_read_only(settings.db)
 
 
-def pending(settings: Locations, agent: str) -> dict:
+def pending(settings: LocationsLike, agent: str) -> dict:
     """Never-attempted messages by what the listener would do with them (ids and ages only):
     ``dispatchable`` now, ``held_auto_off`` (the agent's ``auto`` is false: left for a
     human), ``stale`` (older than ``dispatch_max_age_seconds``: left for a human),
@@ -214,7 +216,7 @@ def pending(settings: Locations, agent: str) -> dict:
     from ..store import SCHEMA_VERSION
     from . import queue
 
-    report = {"agent": agent, "auto": None, "dispatchable": [], "held_auto_off": [], "stale": [],
+    report: dict[str, Any] = {"agent": agent, "auto": None, "dispatchable": [], "held_auto_off": [], "stale": [],
               "held_interactive": [], "error": None}
     try:
         config = load_config(settings.config_path())

@@ -137,7 +137,7 @@ class Listener:
         os.ftruncate(self._lock_fd, 0)
         os.write(self._lock_fd, f"{os.getpid()}\n".encode())
         if self.paths.disabled_marker.exists():
-            print(
+            print(  # noqa: T201 - the listener's one stderr line; it also runs under systemd, outside click
                 f"agent-bridge: the {self.agent} listener is disabled; run `agent-bridge listener enable "
                 f"--agent {self.agent}`.",
                 file=sys.stderr,
@@ -165,7 +165,8 @@ class Listener:
         return 0 if other is None else self._already_running(other)
 
     def _already_running(self, pid: int | None) -> int:
-        print(f"agent-bridge: the {self.agent} listener is already running (pid {pid}).", file=sys.stderr)
+        message = f"agent-bridge: the {self.agent} listener is already running (pid {pid})."
+        print(message, file=sys.stderr)  # noqa: T201 - the listener's stderr line; it also runs under systemd, outside click
         return 0
 
     def _loop(self, store: Store) -> None:
@@ -176,7 +177,7 @@ class Listener:
                 return
             if isinstance(action, BackOff):
                 self._back_off(action)
-            elif isinstance(action, Dispatch):
+            elif isinstance(action, Dispatch) and self._candidate is not None:  # (step dispatches only it)
                 self._dispatch(store, self._candidate)
             elif isinstance(action, Wait):
                 if action.wake_on_commit:  # (a backoff keeps showing its reason)
@@ -384,10 +385,13 @@ class Listener:
     def _run_supervisor_child(self, message_id: int) -> None:
         code = 0
         try:
-            os.close(self._lock_fd)  # the lock belongs to the listener alone
+            if self._lock_fd is not None:  # (always: run() took the lock before dispatching)
+                os.close(self._lock_fd)  # the lock belongs to the listener alone
             os.setsid()  # a Ctrl-C or a stop aimed at the listener does not cut a dispatch short
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
+            if self.config is None:  # never: the listener dispatches nothing without a valid config
+                raise RuntimeError("a supervisor was started without a valid config")
             supervise(self.settings, self.config, message_id)
         except DispatchRefused as exc:
             log.info("dispatch_refused", message_id=message_id, code=exc.code)

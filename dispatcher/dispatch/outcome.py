@@ -47,7 +47,7 @@ def decide(evidence_outcome: str | None, evidence_kind: str | None, fallback: st
     if fallback == "failed" and cli_status == "budget_exceeded":
         return "budget_exceeded", error_kind or evidence_kind
     if fallback == "failed" and error_kind is None and evidence_kind == "no_evidence" and cli_status is None:
-        return fallback, LAUNCHER_EXIT_KINDS.get(exit_code, evidence_kind)
+        return fallback, evidence_kind if exit_code is None else LAUNCHER_EXIT_KINDS.get(exit_code, evidence_kind)
     return fallback, error_kind or evidence_kind
 
 
@@ -119,13 +119,14 @@ def settle(
         message = fetch_message(conn, message_id)
         conversation_id = message["conversation_id"] if message is not None else None
         # The cost cap first: a conversation it stops is needs_human, not blocked by the failure below.
-        spent = exhaust_budget(conn, conversation_id, message["recipient"], now) if conversation_id else None
+        spent = (exhaust_budget(conn, conversation_id, message["recipient"], now)
+                 if message is not None and conversation_id else None)
         if outcome in FAILURE_OUTCOMES and message is not None:
             text = _failure_text(message, outcome, error_kind, ledger, max_cost)
             _notify(conn, message, text + (" " + _budget_text(message, spent) if spent else ""), now)
             if conversation_id is not None:
                 block_conversation(conn, conversation_id, message["recipient"], f"dispatch_{outcome}", now)
-        elif spent:
+        elif spent and message is not None:  # (spent implies the message)
             _notify(conn, message, _budget_text(message, spent), now)
         if before_commit is not None:
             before_commit()

@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..locations import Locations
+from ..locations import LocationsLike
 from ..private_files import ensure_private_dir
 
 
@@ -13,8 +13,8 @@ class AgentPaths:
     agent: str
 
     @classmethod
-    def of(cls, settings: Locations, agent: str) -> "AgentPaths":
-        """``settings``: a BridgeSettings or Locations (anything with ``private_dir()``)."""
+    def of(cls, settings: LocationsLike, agent: str) -> "AgentPaths":
+        """``settings``: a BridgeSettings or Locations."""
         return cls(settings.private_dir(), agent)
 
     @property

@@ -4,6 +4,7 @@ subreaper) and ends the whole tree; every process of a worker carries the attemp
 in its environment, so a later listener finds the tree even without its supervisor.
 """
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -40,7 +41,7 @@ def is_same_process(pid: int | None, recorded_start: float | None) -> bool:
         return False
 
 
-TOKEN_ENV = "AGENT_BRIDGE_WORKER_TOKEN"
+TOKEN_ENV = "AGENT_BRIDGE_WORKER_TOKEN"  # noqa: S105 - the variable's name, not a token
 _PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -54,10 +55,8 @@ def become_subreaper() -> bool:
 
 
 def _signal_group(pgid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def end_worker(proc: subprocess.Popen, grace_seconds: float) -> None:
@@ -88,10 +87,8 @@ def _terminate(procs: list, grace_seconds: float) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for proc in procs:
-            try:
+            with contextlib.suppress(psutil.Error):
                 proc.send_signal(sig)
-            except psutil.Error:
-                pass
         procs = psutil.wait_procs(procs, timeout=grace_seconds if sig == signal.SIGTERM else 5.0)[1]
         if not procs:
             break

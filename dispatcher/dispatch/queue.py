@@ -43,7 +43,7 @@ WHERE m.recipient = :agent
   AND NOT EXISTS (SELECT 1 FROM dispatch_attempts AS a WHERE a.message_id = m.id)
   AND m.created_at >= :oldest
 ORDER BY m.id
-"""
+"""  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
 _ONE = _FACTS + "WHERE m.id = :id"
 
 

@@ -7,6 +7,7 @@ age window, nothing else (see ``queue.dispatch_refusal``)."""
 
 import logging
 import time
+from typing import Any
 
 from ..config import ConfigError, load_config
 from ..errors import DispatchRefused
@@ -59,7 +60,7 @@ def recover(settings: BridgeSettings, agent: str, *, dispatch: bool = False) -> 
     conn = open_store(settings.db)
     still_running = reconcile(conn, AgentPaths.of(settings, agent))
     backlog = queue.classify(conn, agent, config, time.time())
-    report = {
+    report: dict[str, Any] = {
         "agent": agent,
         "attempt_still_running": still_running,
         "dispatchable": [c.message_id for c in backlog.dispatchable],

@@ -70,7 +70,7 @@ def scan(conn: sqlite3.Connection, attempts_root: Path) -> list[AttemptDir]:
 
 def _make_writable(function, path, excinfo) -> None:
     """A CLI may leave read-only directories: open them up (never through a link) and retry once."""
-    parent = os.path.dirname(path)
+    parent = os.path.dirname(path)  # noqa: PTH120 - rmtree's own str (or bytes) path, back to os.lstat
     try:
         for target in (parent, path):
             st = os.lstat(target)

@@ -7,6 +7,7 @@ is the gate opened. If recording fails or the supervisor dies first, the pipe cl
 the gate exits without ever running the launcher.
 """
 
+import contextlib
 import errno
 import json
 import os
@@ -49,10 +50,8 @@ class Launch:
     gate: int  # write end of the pipe the gate waits on
 
     def open_gate(self) -> None:
-        try:
+        with contextlib.suppress(BrokenPipeError):  # the gate is gone already; the wait will show it
             os.write(self.gate, b"go\n")
-        except BrokenPipeError:
-            pass  # the gate is gone already; the wait will show it
         self.close_gate()
 
     def close_gate(self) -> None:
@@ -125,7 +124,7 @@ def _launch(settings: BridgeSettings, config: BridgeConfig, paths: AgentPaths, m
     log_fd = open_private_append(attempt_dir / "worker.log")
     gate_in, gate_out = os.pipe()
     try:
-        proc = subprocess.Popen(
+        proc = subprocess.Popen(  # noqa: S603 - the launcher config.json names, via a fixed gate script; paths are argv, never shell text
             ["/bin/sh", "-c", GATE_SCRIPT, str(launcher), str(request)],
             cwd=workspace, env=env, stdin=gate_in, stdout=log_fd, stderr=subprocess.STDOUT,
             start_new_session=True,  # own session and process group: a timeout kills exactly this

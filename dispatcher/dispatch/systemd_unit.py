@@ -6,6 +6,7 @@ caller which commands to print. ``listener enable`` uses :func:`unit_installed` 
 detached start.
 """
 
+import contextlib
 import getpass
 import os
 import re
@@ -75,7 +76,7 @@ def unit_dir() -> Path:
     """The user unit directory: ``$XDG_CONFIG_HOME/systemd/user``, default ``~/.config/systemd/user``."""
     xdg = os.environ.get("XDG_CONFIG_HOME")
     # The XDG spec says relative values are invalid and must be ignored.
-    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".config"
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".config"
     return base / "systemd" / "user"
 
 
@@ -144,10 +145,8 @@ def _write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
     try:  # make the rename durable too; best effort (some filesystems refuse O_RDONLY dirs)
         dir_fd = os.open(path.parent, os.O_RDONLY)
@@ -235,7 +234,9 @@ def unit_installed(target_dir: Path | None = None) -> bool:
 def user_manager_available() -> bool:
     """A systemd user manager is running for this user (cheap check: no subprocess)."""
     runtime = os.environ.get("XDG_RUNTIME_DIR")
-    return bool(runtime) and os.path.exists(os.path.join(runtime, "systemd", "private"))
+    if not runtime:
+        return False
+    return os.path.exists(os.path.join(runtime, "systemd", "private"))  # noqa: PTH118 - a str for os.path.exists (PTH110)
 
 
 def remove_steps(agent: str) -> tuple[Step, ...]:

@@ -25,6 +25,6 @@ def bridge_server(env: Mapping[str, str]) -> dict:
     }
     return {
         "command": env["AGENT_BRIDGE_PYTHON"],
-        "args": [os.path.join(env["AGENT_BRIDGE_PROJECT"], "server.py")],
+        "args": [os.path.join(env["AGENT_BRIDGE_PROJECT"], "server.py")],  # noqa: PTH118 - the str as given
         "env": server_env,
     }

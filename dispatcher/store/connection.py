@@ -7,6 +7,7 @@ import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from ..errors import BridgeError, StateChangedError
 from ..private_files import ensure_private_dir
@@ -53,7 +54,7 @@ class TrackedConnection(sqlite3.Connection):
     run unlocked. ``open_connections()`` lets a forking caller refuse instead.
     """
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         _open_connections.add(self)
 
@@ -90,8 +91,18 @@ def _switch_to_wal(conn: sqlite3.Connection) -> None:
         delay = min(delay * 2, 0.1)
 
 
+def inserted_id(cursor: sqlite3.Cursor) -> int:
+    """The rowid of the row an INSERT on ``cursor`` just added (``lastrowid`` is None only
+    on a cursor that has run no INSERT, which would be a bug here)."""
+    rowid = cursor.lastrowid
+    if rowid is None:
+        raise RuntimeError("lastrowid read from a cursor that inserted nothing")
+    return rowid
+
+
 def schema_version(conn: sqlite3.Connection) -> int:
-    return conn.execute("PRAGMA user_version").fetchone()[0]
+    version: int = conn.execute("PRAGMA user_version").fetchone()[0]
+    return version
 
 
 def migrate(conn: sqlite3.Connection, path: Path, target: int = SCHEMA_VERSION) -> None:

@@ -89,13 +89,13 @@ class Store:
             )
         self._let_go(same_file=identity is not None and identity == self._identity)
         self._refuse_while_split()
-        self._conn = open_store(self.path)
+        self._conn = conn = open_store(self.path)
         self._identity = self._current_identity()
-        self._pin()
-        return self._conn
+        self._pin(conn)
+        return conn
 
-    def _pin(self) -> None:
-        self._conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # SQLite now has both open
+    def _pin(self, conn: sqlite3.Connection) -> None:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # SQLite now has both open
         for suffix in SIDECARS:
             try:
                 fd = os.open(f"{self.path}{suffix}", os.O_RDONLY | os.O_CLOEXEC)
