@@ -264,11 +264,11 @@ def _cli_finding(agent: str, cli: str) -> Finding:
 def check_permissions(ctx: Context) -> list[Finding]:
     from .locations import PROJECT_DIR
 
-    found = []
-    for agent in sorted(ctx.config.agents):
-        cli = cli_of(ctx.config.launcher_path(agent, PROJECT_DIR))
+    config, found = ctx.valid_config(), []
+    for agent in sorted(config.agents):
+        cli = cli_of(config.launcher_path(agent, PROJECT_DIR))
         if cli is not None:
-            found.append(permission_finding(agent, cli, ctx.config.permissions(agent), shutil.which))
+            found.append(permission_finding(agent, cli, config.permissions(agent), shutil.which))
     return found
 
 

@@ -110,6 +110,13 @@ class PermissionProfile(BaseModel):
     def to_env(self) -> str:
         return json.dumps(self.resolved().model_dump(mode="json"), separators=(",", ":"))
 
+    @classmethod
+    def from_json(cls, data: object) -> "PermissionProfile":
+        """A profile from parsed JSON (lists where the model has tuples); raises ValidationError."""
+        if isinstance(data, dict):
+            data = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+        return cls.model_validate(data)
+
 
 BRIDGE_ONLY = PermissionProfile(level="bridge")
 
@@ -124,9 +131,6 @@ def profile_from_env(env: Mapping[str, str]) -> PermissionProfile:
     if not raw:
         return BRIDGE_ONLY
     try:
-        data = json.loads(raw)
-        if isinstance(data, dict):
-            data = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
-        return PermissionProfile.model_validate(data)
+        return PermissionProfile.from_json(json.loads(raw))
     except (ValueError, ValidationError) as exc:
         raise ProfileError(f"{PERMISSIONS_ENV} is not a valid permission profile: {exc}") from None

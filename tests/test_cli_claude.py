@@ -5,6 +5,7 @@ the real pinned binary and the real worker server.py, driven by the scripted mod
 One listener and one model server per module; the three runs (succeed, block, silent) go
 back to back in one module fixture, and each test asserts one part of what they left."""
 
+import contextlib
 import json
 import os
 import subprocess
@@ -101,10 +102,8 @@ def _finished_peeking(claude_env: dict, db_path: Path, task: int) -> tuple[dict,
     seen = []
 
     def finished():
-        try:
+        with contextlib.suppress(OSError):
             seen.append(CANARY in (attempt_dir / "request.md").read_text())
-        except OSError:
-            pass
         row = attempt(db_path, task)
         return row if row and row["state"] == "finished" else None
 

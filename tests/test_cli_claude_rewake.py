@@ -10,6 +10,7 @@ Claude must make a new model request by itself, with no further input, carrying 
 (id, sender) and never the message's text.
 """
 
+import contextlib
 import fcntl
 import json
 import os
@@ -76,10 +77,8 @@ class Session:
 
     def _read(self) -> None:
         for line in self.proc.stdout:
-            try:
+            with contextlib.suppress(ValueError):
                 self.events.append(json.loads(line))
-            except ValueError:
-                pass
 
     def say(self, text: str) -> None:
         self.proc.stdin.write(json.dumps({"type": "user", "message": {"role": "user", "content": text}}) + "\n")
@@ -290,10 +289,8 @@ def test_an_idle_interactive_session_in_a_terminal_is_woken_by_new_mail(setup):
             assert time.monotonic() < deadline, f"timed out waiting for {what}; screen: {bytes(screen[-800:])!r}"
             ready, _, _ = select.select([master], [], [], 0.1)
             if ready:
-                try:
+                with contextlib.suppress(OSError):
                     screen.extend(os.read(master, 65536))
-                except OSError:
-                    pass
 
     try:
         drain_until(lambda: len(main_requests(setup["model"], "tui")) >= 1, 120, "the first request")
@@ -303,10 +300,8 @@ def test_an_idle_interactive_session_in_a_terminal_is_woken_by_new_mail(setup):
         woken = main_requests(setup["model"], "tui")[1]
         assert f"1 unread for claude: #{arrived} from kimi (task)" in woken and SECRET not in woken
     finally:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
         try:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:

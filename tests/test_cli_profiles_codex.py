@@ -149,7 +149,9 @@ def run_hook(tmp_path: Path, policy_doc: dict | None, stdin: str) -> dict:
     if policy_doc is not None:
         path.write_text(json.dumps(policy_doc))
     command = codex.hook_command(sys.executable, str(PROJECT), path)
-    done = subprocess.run(command, shell=True, input=stdin, capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    # The hook command exactly as Codex runs it: through a shell.
+    done = subprocess.run(command, shell=True, input=stdin, capture_output=True, text=True,  # noqa: S602
+                          timeout=60, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 

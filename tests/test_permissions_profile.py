@@ -207,8 +207,7 @@ def _which(missing: set[str]):
 def test_doctor_says_what_workers_may_do_and_whether_the_cli_can_enforce_it(cli, profile, missing, code, words):
     from dispatcher.doctor import ERROR, OK, WARN, permission_finding
 
-    finding = permission_finding("agent", cli, PermissionProfile.model_validate(
-        {k: tuple(v) if isinstance(v, list) else v for k, v in profile.items()}), _which(missing))
+    finding = permission_finding("agent", cli, PermissionProfile.from_json(profile), _which(missing))
     assert finding.code == code and words in finding.message and finding.agent == "agent"
     assert finding.level == {"permissions_ok": OK, "permissions_unconfined": WARN,
                              "permissions_unenforceable": ERROR}[code]

@@ -66,6 +66,15 @@ def _number(value: Any) -> int | float | None:
     return value if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
+def _dict(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one: untrusted output never raises."""
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def _json(text: str) -> Any:
     """Parsed JSON, or None for anything unreadable (also absurd nesting or huge integers)."""
     try:
@@ -154,27 +163,24 @@ def claude_diagnostics(text: str | None) -> dict[str, Any]:
             status = "ok"
     result = result or {}
     denials = result.get("permission_denials")
-    usage = result.get("usage")
-    diag = {
+    is_error = result.get("is_error") if isinstance(result.get("is_error"), bool) else None
+    subtype, terminal_reason = _enum(result.get("subtype")), _enum(result.get("terminal_reason"))
+    cost, api_error_status = _number(result.get("total_cost_usd")), _integer(result.get("api_error_status"))
+    usage = _claude_usage(result.get("usage"), result.get("modelUsage"))
+    return {
         "result_json": status,
-        "is_error": result.get("is_error") if isinstance(result.get("is_error"), bool) else None,
-        "subtype": _enum(result.get("subtype")),
-        "terminal_reason": _enum(result.get("terminal_reason")),
+        "is_error": is_error,
+        "subtype": subtype,
+        "terminal_reason": terminal_reason,
         "num_turns": _integer(result.get("num_turns")),
-        "total_cost_usd": _number(result.get("total_cost_usd")),
+        "total_cost_usd": cost,
         "duration_ms": _number(result.get("duration_ms")),
-        "api_error_status": _integer(result.get("api_error_status")),
+        "api_error_status": api_error_status,
         "permission_denials_count": len(denials) if isinstance(denials, list) else None,
         # permission_denials[].tool_name: what Claude itself refused (dontAsk, a deny rule)
         "denied_tools": denied_tool_names(denials),
-    }
-    cost = diag["total_cost_usd"]
-    usage = _claude_usage(usage, result.get("modelUsage"))
-    return {
-        **diag,
         "cli": "claude",
-        "cli_status": claude_status(status, diag["subtype"], diag["terminal_reason"], diag["is_error"],
-                                    diag["api_error_status"]),
+        "cli_status": claude_status(status, subtype, terminal_reason, is_error, api_error_status),
         "cost_usd": cost if cost is not None and cost >= 0 else None,
         "input_tokens": _tokens(usage, "input_tokens"),
         "output_tokens": _tokens(usage, "output_tokens"),
@@ -195,7 +201,7 @@ def _count_stream_line(diag: dict[str, Any], obj: dict) -> None:
         diag["completed_with_resume_hint"] = True
     elif role == "assistant":
         diag["assistant_messages"] += 1
-        calls = obj.get("tool_calls") if isinstance(obj.get("tool_calls"), list) else []
+        calls = _list(obj.get("tool_calls"))
         for call in calls:
             diag["tool_calls"] += 1
             function = call.get("function") if isinstance(call, dict) else None
@@ -288,7 +294,7 @@ def kimi_diagnostics(stream: str | None, wire: str | None, exit_code: int | None
     events = [event for line in (wire or "").splitlines() if isinstance(event := _json(line), dict)]
     for event in events:
         if event.get("type") == "turn.ended":
-            error = event.get("error") if isinstance(event.get("error"), dict) else {}
+            error = _dict(event.get("error"))
             diag["turn_reason"] = _enum(event.get("reason"))
             diag["turn_error_code"] = _enum(error.get("code"))
             diag["turn_error_name"] = _enum(error.get("name"))
@@ -336,7 +342,7 @@ def codex_denied_tools(events: list[dict], log: str | None) -> list[str]:
     """The tools Codex reported refused (names only, sorted, unique; pure)."""
     denied: set[str] = set()
     for event in events:
-        item = event.get("item") if isinstance(event.get("item"), dict) else {}
+        item = _dict(event.get("item"))
         output = item.get("aggregated_output")
         if (event.get("type") == "item.completed" and item.get("type") == "command_execution"
                 and item.get("status") == "failed" and isinstance(output, str) and _CODEX_SANDBOX_ERRORS.search(output)):
@@ -365,7 +371,7 @@ def codex_diagnostics(text: str | None, exit_code: int | None, log: str | None =
             continue
         parsed.append(event)
         kind = event.get("type")
-        item = event.get("item") if isinstance(event.get("item"), dict) else {}
+        item = _dict(event.get("item"))
         if kind == "turn.completed":
             diag["turns_completed"] += 1
             u = event.get("usage")
@@ -456,7 +462,7 @@ def gemini_denied_tools(by_name: Any) -> list[str]:
         if not isinstance(entry, dict) or not isinstance(name, str) or not _TOOL_NAME.fullmatch(name):
             continue
         count, fail = _integer(entry.get("count")) or 0, _integer(entry.get("fail")) or 0
-        decisions = entry.get("decisions") if isinstance(entry.get("decisions"), dict) else {}
+        decisions = _dict(entry.get("decisions"))
         decided = sum(v for v in (_integer(x) for x in decisions.values()) if v is not None and v > 0)
         rejected = _integer(decisions.get("reject")) or 0
         if rejected > 0 or (fail > 0 and count > decided):
@@ -474,11 +480,11 @@ def gemini_diagnostics(text: str | None, exit_code: int | None) -> dict[str, Any
         if doc is not None:
             status = "ok"
     doc = doc or {}
-    stats = doc.get("stats") if isinstance(doc.get("stats"), dict) else {}
-    error = doc.get("error") if isinstance(doc.get("error"), dict) else {}
-    models = stats.get("models") if isinstance(stats.get("models"), dict) else {}
+    stats = _dict(doc.get("stats"))
+    error = _dict(doc.get("error"))
+    models = _dict(stats.get("models"))
     per_model = [m.get("tokens") for m in models.values() if isinstance(m, dict)]
-    tools = stats.get("tools") if isinstance(stats.get("tools"), dict) else {}
+    tools = _dict(stats.get("tools"))
     if per_model:  # -o json: tokens per model
         inputs = _sum([_tokens(t, "input", "prompt") for t in per_model])
         outputs = _sum([_tokens(t, "candidates", "output") for t in per_model])

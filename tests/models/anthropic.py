@@ -18,6 +18,7 @@ A request that names no bridge task (a CLI's side request: a title, a quota prob
 short fixed text answer and ``end_turn``.
 """
 
+import contextlib
 import itertools
 import json
 from http.server import BaseHTTPRequestHandler
@@ -174,10 +175,8 @@ class AnthropicModel(LoopbackServer):
             pass
         except Exception as exc:  # noqa: BLE001 - reported to the test, answered as a 500
             self.errors.append(f"{type(exc).__name__}: {exc}")
-            try:
+            with contextlib.suppress(OSError):
                 self._send_json(handler, 500, {"type": "error", "error": {"type": "api_error", "message": str(exc)}})
-            except OSError:
-                pass
 
     def step_for(self, body: dict) -> script.Step:
         turn = to_turn(body)

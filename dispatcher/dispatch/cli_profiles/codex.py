@@ -178,15 +178,18 @@ def allowed_prefix(profile: PermissionProfile, words: Sequence[str]) -> bool:
     return any(tuple(words[:len(prefix)]) == prefix for prefix in profile.command_prefixes())
 
 
+def _object(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def hook_decision(policy: Mapping[str, Any], event: Mapping[str, Any]) -> str | None:
     """Why the hook denies this tool call, or None to let it through (pure)."""
-    profile = PermissionProfile.model_validate(
-        {k: tuple(v) if isinstance(v, list) else v for k, v in policy["profile"].items()})
+    profile = PermissionProfile.from_json(policy["profile"])
     workspace = Path(policy["workspace"]).resolve()
     read_roots = [workspace, *(Path(d).resolve() for d in profile.extra_dirs)]
     write_roots = [*read_roots, Path(policy["tmp_dir"]).resolve()]
     tool = event.get("tool_name")
-    tool_input = event.get("tool_input") if isinstance(event.get("tool_input"), dict) else {}
+    tool_input = _object(event.get("tool_input"))
     cwd = Path(str(event.get("cwd") or workspace))
     if tool == HOOK_SHELL:
         command = tool_input.get("command")
@@ -223,8 +226,9 @@ def hook_main(policy_path: str) -> int:
     except Exception as exc:  # noqa: BLE001 - any failure must deny, never allow
         reason = f"denied: the permission hook failed ({type(exc).__name__})"
     if reason is not None:
-        print(json.dumps({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
-                                                 "permissionDecisionReason": reason}}))
+        # The hook's answer to Codex is its stdout (the PreToolUse contract).
+        decision = {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": reason}
+        print(json.dumps({"hookSpecificOutput": decision}))  # noqa: T201
     else:
-        print("{}")
+        print("{}")  # noqa: T201 - no decision: the call goes on
     return 0

@@ -199,7 +199,7 @@ def _resolve(policy: HookPolicy, raw: object) -> str | None:
     expands ``~/``; ``kimi-file://`` names an attachment)."""
     if not isinstance(raw, str) or not raw or raw.startswith("~") or "://" in raw or "\0" in raw:
         return None
-    return os.path.realpath(os.path.join(policy.workspace, raw))
+    return os.path.realpath(os.path.join(policy.workspace, raw))  # noqa: PTH118 - a str path, resolved like Kimi does
 
 
 def _command_allowed(policy: HookPolicy, command: object) -> bool:
