@@ -77,12 +77,12 @@ def measure(messages: int = 100, idle_seconds: float = 20.0) -> dict:
             for n in range(messages):
                 sent = send_message(conn, sender="kimi", recipient="claude", text=f"bench {n}", kind="task", agents=AGENTS)
                 created = reader.execute("SELECT created_at FROM messages WHERE id = ?", (sent["id"],)).fetchone()[0]
-                row = _wait(lambda: reader.execute(
+                row = _wait(lambda sid=sent["id"]: reader.execute(
                     "SELECT started_at, worker_start_time, state FROM dispatch_attempts WHERE message_id = ?",
-                    (sent["id"],)).fetchone())  # noqa: B023 - the closure runs at once, inside this iteration
+                    (sid,)).fetchone())
                 to_supervisor.append((row[0] - created) * 1000)
-                done = _wait(lambda: (r := reader.execute(
-                    "SELECT worker_started_at, state FROM dispatch_attempts WHERE message_id = ?", (sent["id"],)  # noqa: B023 - the closure runs at once, inside this iteration
+                done = _wait(lambda sid=sent["id"]: (r := reader.execute(
+                    "SELECT worker_started_at, state FROM dispatch_attempts WHERE message_id = ?", (sid,)
                 ).fetchone()) and r[1] == "finished" and r)
                 if done[0]:
                     to_worker.append((done[0] - created) * 1000)

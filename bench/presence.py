@@ -132,7 +132,7 @@ def run(rounds: int, sessions: int, seed: int) -> dict:
         for i in range(sessions):
             agent = "claude" if i % 2 == 0 else "kimi"
             procs.append(_start_server({**env, "AGENT_ID": agent}))
-        ids = _wait(lambda: (found := {r[0]: i for i, p in enumerate(procs) for r in [  # noqa: B023 - the closure runs at once, inside this iteration
+        ids = _wait(lambda procs=procs: (found := {r[0]: i for i, p in enumerate(procs) for r in [
             (rid, pid) for rid, (pid, _s, _h) in _rows(db).items()] if r[1] == p.pid}) and len(found) == sessions
             and found, what="every server's session row")
         by_index = {i: rid for rid, i in ids.items()}
@@ -176,8 +176,8 @@ def run(rounds: int, sessions: int, seed: int) -> dict:
             if by_server:
                 reuse.stdin.write(INITIALIZE + "\n")
                 reuse.stdin.flush()
-                new_id = _wait(lambda p=pid: next((rid for rid, (rpid, _s, _h) in _rows(db).items()
-                                                   if rpid == p and rid not in ids), None), what="the reusing server's row")  # noqa: B023 - the closure runs at once, inside this iteration
+                new_id = _wait(lambda p=pid, known=ids: next((rid for rid, (rpid, _s, _h) in _rows(db).items()
+                                                   if rpid == p and rid not in known), None), what="the reusing server's row")
                 live_ids.add(new_id)
                 totals["reuse_by_server"] += 1
         import sqlite3

@@ -162,9 +162,9 @@ def claude_args(profile: PermissionProfile, settings_file: Path | None) -> list[
 def _sandbox_works(bwrap: str) -> bool:
     """bubblewrap can make a namespace here (as Claude's sandbox needs: mount, pid, net)."""
     try:
-        done = subprocess.run([bwrap, "--ro-bind",  # noqa: S603 - bwrap from PATH with a fixed argv "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid",
-                               "--unshare-net", "--", "true"], stdin=subprocess.DEVNULL, capture_output=True,
-                              timeout=30)
+        done = subprocess.run(  # noqa: S603 - bwrap from PATH with a fixed argv
+            [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--unshare-net", "--",
+             "true"], stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return False
     return done.returncode == 0
