@@ -33,12 +33,42 @@ PARTS = ["cold", "latency", "floor", "paths", "startup", "throughput", "domain",
 ALIASES = {"cold-start": "cold", "coldstart": "cold", "tp": "throughput", "sqlite": "domain", "raw": "domain"}
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
-FULL = dict(latency_calls=1000, latency_warmup=20, cold_reps=15, concurrency="1,4,16", tp_seconds=5.0,
-            tp_max_sends=100_000, domain_seconds=2.0, domain_rounds=3, backlogs="100,100000,1000000",
-            backlog_calls=200, backlog_warmup=5, empty_calls=50, statusline_runs=100, dispatch_messages=100, real_worker_messages=30, idle_seconds=20.0)
-QUICK = dict(latency_calls=100, latency_warmup=5, cold_reps=3, concurrency="1,4", tp_seconds=1.5,
-             tp_max_sends=10_000, domain_seconds=0.5, domain_rounds=1, backlogs="100,10000",
-             backlog_calls=10, backlog_warmup=1, empty_calls=5, statusline_runs=10, dispatch_messages=20, real_worker_messages=3, idle_seconds=5.0)
+FULL = dict(
+    latency_calls=1000,
+    latency_warmup=20,
+    cold_reps=15,
+    concurrency="1,4,16",
+    tp_seconds=5.0,
+    tp_max_sends=100_000,
+    domain_seconds=2.0,
+    domain_rounds=3,
+    backlogs="100,100000,1000000",
+    backlog_calls=200,
+    backlog_warmup=5,
+    empty_calls=50,
+    statusline_runs=100,
+    dispatch_messages=100,
+    real_worker_messages=30,
+    idle_seconds=20.0,
+)
+QUICK = dict(
+    latency_calls=100,
+    latency_warmup=5,
+    cold_reps=3,
+    concurrency="1,4",
+    tp_seconds=1.5,
+    tp_max_sends=10_000,
+    domain_seconds=0.5,
+    domain_rounds=1,
+    backlogs="100,10000",
+    backlog_calls=10,
+    backlog_warmup=1,
+    empty_calls=5,
+    statusline_runs=10,
+    dispatch_messages=20,
+    real_worker_messages=3,
+    idle_seconds=5.0,
+)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -118,111 +148,147 @@ class Runner:
     # -- parts ----------------------------------------------------------------------
     def discover(self) -> None:
         for key, t in self.targets.items():
+
             def go(t=t):
                 store = self.store(t, "discover")
+
                 async def run():
                     async with open_session(t, store, READER, reads=True) as s:
                         return await s.tool_schemas([t.send_tool, t.recv_tool])
+
                 out = anyio.run(run)
                 self.drop(store)
                 return out
+
             self.sys(key)["tools"] = self.guarded("discover", key, go)
             self.log(f"{key} tools: {self.sys(key)['tools'].get('_all_tools')}")
 
     def cold(self) -> None:
         ts = list(self.targets.values())
         stores = {t.key: self.store(t, "cold") for t in ts}
-        out = self.guarded("cold start", "all", lambda: anyio.run(
-            measure.cold_start, ts, stores, self.a.cold_reps, self.a.max_phase_seconds))
+        out = self.guarded(
+            "cold start",
+            "all",
+            lambda: anyio.run(measure.cold_start, ts, stores, self.a.cold_reps, self.a.max_phase_seconds),
+        )
         for t in ts:
             self.sys(t.key)["cold_start"] = out.get(t.key, out)
             c = self.sys(t.key)["cold_start"]
             if "server_to_first_result" in c:
-                self.log(f"cold {t.key}: {c['server_to_first_result']['median'] * 1000:.0f} ms to first result, "
-                         f"bare import {c['bare_import']['median'] * 1000:.0f} ms "
-                         f"({c['import_only']['median'] * 1000:.0f} ms without teardown)")
+                self.log(
+                    f"cold {t.key}: {c['server_to_first_result']['median'] * 1000:.0f} ms to first result, "
+                    f"bare import {c['bare_import']['median'] * 1000:.0f} ms "
+                    f"({c['import_only']['median'] * 1000:.0f} ms without teardown)"
+                )
             self.drop(stores[t.key])
 
     def latency(self) -> None:
         a = self.a
+
         def go():
             pairs = [(t, self.store(t, "latency")) for t in self.targets.values()]
-            fills = {t.key: measure.fill_store(t, st, background=0, unread_for_reader=measure.STEADY_UNREAD)
-                     for t, st in pairs}
-            out = anyio.run(lambda: measure.latency(pairs, calls=a.latency_calls, warmup=a.latency_warmup,
-                                                    limit=20, max_seconds=a.max_phase_seconds))
+            fills = {
+                t.key: measure.fill_store(t, st, background=0, unread_for_reader=measure.STEADY_UNREAD)
+                for t, st in pairs
+            }
+            out = anyio.run(
+                lambda: measure.latency(
+                    pairs, calls=a.latency_calls, warmup=a.latency_warmup, limit=20, max_seconds=a.max_phase_seconds
+                )
+            )
             for _, st in pairs:
                 self.drop(st)
             return {k: {**v, "fill": fills[k]} for k, v in out.items()}
+
         out = self.guarded("latency", "all", go)
         for key in self.targets:
             res = self.sys(key)["latency"] = out.get(key, out)
             if "send" in res:
-                self.log(f"latency {key}: send {res['send']['median'] * 1000:.2f}/{res['send']['p99'] * 1000:.2f} ms, "
-                         f"receive {res['receive']['median'] * 1000:.2f}/{res['receive']['p99'] * 1000:.2f} ms "
-                         f"(median/p99), {res['receive']['mean_value']} msgs per receive; consume "
-                         f"{res['consume']['median'] * 1000:.2f}/{res['consume']['p99'] * 1000:.2f} ms")
+                self.log(
+                    f"latency {key}: send {res['send']['median'] * 1000:.2f}/{res['send']['p99'] * 1000:.2f} ms, "
+                    f"receive {res['receive']['median'] * 1000:.2f}/{res['receive']['p99'] * 1000:.2f} ms "
+                    f"(median/p99), {res['receive']['mean_value']} msgs per receive; consume "
+                    f"{res['consume']['median'] * 1000:.2f}/{res['consume']['p99'] * 1000:.2f} ms"
+                )
 
     def floor(self) -> None:
         """Ours only: send/receive medians as a ratio to a no-op tool on a bare MCPServer."""
         if "ours" not in self.targets:
             return
         a, t = self.a, self.targets["ours"]
+
         def go():
             store = self.store(t, "floor")
             measure.fill_store(t, store, background=0, unread_for_reader=measure.STEADY_UNREAD)
-            out = anyio.run(lambda: floor.floor(t, store, calls=a.latency_calls, warmup=a.latency_warmup,
-                                                limit=20, max_seconds=a.max_phase_seconds))
+            out = anyio.run(
+                lambda: floor.floor(
+                    t, store, calls=a.latency_calls, warmup=a.latency_warmup, limit=20, max_seconds=a.max_phase_seconds
+                )
+            )
             self.drop(store)
             return out
+
         res = self.sys("ours")["floor"] = self.guarded("floor", "ours", go)
         if "noop" in res:
-            self.log(f"floor: noop {res['noop']['median'] * 1000:.2f} ms; send {res['send']['median'] * 1000:.2f} ms"
-                     f" = {res['send_over_noop']:.2f}x, receive {res['receive']['median'] * 1000:.2f} ms"
-                     f" = {res['receive_over_noop']:.2f}x the floor")
+            self.log(
+                f"floor: noop {res['noop']['median'] * 1000:.2f} ms; send {res['send']['median'] * 1000:.2f} ms"
+                f" = {res['send_over_noop']:.2f}x, receive {res['receive']['median'] * 1000:.2f} ms"
+                f" = {res['receive_over_noop']:.2f}x the floor"
+            )
 
     def paths(self) -> None:
         """Ours only: every send path over stdio, in process and as raw SQL (bench/paths.py)."""
         if "ours" not in self.targets:
             return
         a, t = self.a, self.targets["ours"]
+
         def go():
             stores = {lvl: self.store(t, f"paths-{lvl}") for lvl in ("stdio", "domain", "raw")}
-            out = paths.measure(t, stores, calls=a.latency_calls, warmup=a.latency_warmup,
-                                max_seconds=a.max_phase_seconds)
+            out = paths.measure(
+                t, stores, calls=a.latency_calls, warmup=a.latency_warmup, max_seconds=a.max_phase_seconds
+            )
             for st in stores.values():
                 self.drop(st)
             return out
+
         res = self.sys("ours")["paths"] = self.guarded("paths", "ours", go)
         for p in paths.PATHS if "ratios" in res else ():
             f = {lvl: res[lvl][p]["median"] * 1000 for lvl in ("stdio", "domain", "raw")}
-            self.log(f"path {p}: stdio {f['stdio']:.2f} ms (p99 {res['stdio'][p]['p99'] * 1000:.2f}), "
-                     f"domain {f['domain']:.3f} ms, raw SQL {f['raw']:.3f} ms; stdio/raw "
-                     f"{res['ratios'][p]['stdio']:.1f}x, domain/raw {res['ratios'][p]['domain']:.1f}x")
+            self.log(
+                f"path {p}: stdio {f['stdio']:.2f} ms (p99 {res['stdio'][p]['p99'] * 1000:.2f}), "
+                f"domain {f['domain']:.3f} ms, raw SQL {f['raw']:.3f} ms; stdio/raw "
+                f"{res['ratios'][p]['stdio']:.1f}x, domain/raw {res['ratios'][p]['domain']:.1f}x"
+            )
 
     def startup(self) -> None:
         """A truly cold first call (every system); ours: the status line, doctor --json and top --once
         (bench/startup.py)."""
         a = self.a
         for key, t in self.targets.items():
+
             def cold(t=t):
                 parent = self.tmp / f"{t.key}-cold-store"
                 out = startup.cold_store(t, parent, a.cold_reps, time.monotonic() + a.max_phase_seconds)
                 shutil.rmtree(parent, ignore_errors=True)
                 return out
+
             res = self.sys(key)["cold_store"] = self.guarded("cold store", key, cold)
             if res.get("n"):
                 imp = res["bare_import_without_teardown"]
-                self.log(f"startup {key}: new store, spawn -> first send result median {res['median'] * 1000:.0f} ms,"
-                         f" p99 {res['p99'] * 1000:.0f} ms; bare import {imp['median'] * 1000:.0f} ms")
+                self.log(
+                    f"startup {key}: new store, spawn -> first send result median {res['median'] * 1000:.0f} ms,"
+                    f" p99 {res['p99'] * 1000:.0f} ms; bare import {imp['median'] * 1000:.0f} ms"
+                )
         if "ours" not in self.targets:
             return
         t = self.targets["ours"]
+
         def go():
             store = self.store(t, "startup")
             out = startup.measure(t, store, runs=a.statusline_runs, max_seconds=a.max_phase_seconds)
             self.drop(store)
             return out
+
         res = self.sys("ours")["startup"] = self.guarded("startup", "ours", go)
         for k, what in (("statusline", "statusline"), ("doctor_json", "doctor --json"), ("top_once", "top --once")):
             if res.get(k, {}).get("n"):
@@ -232,16 +298,20 @@ class Runner:
         a = self.a
         for c in a.concurrency:
             for key, t in self.targets.items():
+
                 def go(t=t, c=c):
                     store = self.store(t, f"tp{c}")
                     out = measure.throughput(t, store, clients=c, seconds=a.tp_seconds, max_sends=a.tp_max_sends)
                     self.drop(store)
                     return out
+
                 res = self.guarded(f"throughput c={c}", key, go)
                 self.sys(key).setdefault("throughput", {})[str(c)] = res
                 if "sends_ok" in res:
-                    self.log(f"throughput {key} c={c}: {res['sends_per_second'] or 0:.0f} sends/s, "
-                             f"{res['errors']} errors, {res['duplicate_ids']} duplicate ids")
+                    self.log(
+                        f"throughput {key} c={c}: {res['sends_per_second'] or 0:.0f} sends/s, "
+                        f"{res['errors']} errors, {res['duplicate_ids']} duplicate ids"
+                    )
 
     def domain(self) -> None:
         a = self.a
@@ -253,17 +323,22 @@ class Runner:
             for suffix in ("", "-wal", "-shm"):
                 Path(f"{db}{suffix}").unlink(missing_ok=True)
             for key, t in self.targets.items():
+
                 def go(t=t, r=r):
                     store = self.store(t, f"domain{r}")
                     out = measure.domain_round(t, store, seconds=a.domain_seconds, max_count=1_000_000)
                     self.drop(store)
                     return out
+
                 per[key].append(self.guarded("domain", key, go))
         raw_med = statistics.median(x["per_second"] for x in raw_rounds)
-        self.results["raw_sqlite"] = {"per_second": raw_med, "rounds": raw_rounds,
-                                      "definition": "WAL, synchronous=NORMAL, one connection, one autocommit "
-                                                    "INSERT per row (the form of a plain send), plain table "
-                                                    "with our messages columns"}
+        self.results["raw_sqlite"] = {
+            "per_second": raw_med,
+            "rounds": raw_rounds,
+            "definition": "WAL, synchronous=NORMAL, one connection, one autocommit "
+            "INSERT per row (the form of a plain send), plain table "
+            "with our messages columns",
+        }
         self.log(f"raw SQLite reference: {raw_med:,.0f} inserts/s")
         for key, rounds in per.items():
             good = [x for x in rounds if "domain" in x]
@@ -274,37 +349,59 @@ class Runner:
             own = statistics.median(x["raw_into_own_schema"]["per_second"] for x in good)
             # Each round's domain figure against the raw reference of the same round (measured
             # seconds apart), then the median: steadier on a shared machine than median/median.
-            paired = [x["domain"]["per_second"] / raw["per_second"]
-                      for x, raw in zip(rounds, raw_rounds, strict=True) if "domain" in x]
-            self.sys(key)["domain"] = {"domain_per_second": dom, "raw_into_own_schema_per_second": own,
-                                       "fraction_of_raw_reference": statistics.median(paired),
-                                       "fraction_per_round": paired, "rounds": rounds}
-            self.log(f"domain {key}: {dom:,.0f} sends/s = {statistics.median(paired):.0%} of raw "
-                     f"(rounds: {', '.join(f'{p:.0%}' for p in paired)}); own schema {own:,.0f} rows/s")
+            paired = [
+                x["domain"]["per_second"] / raw["per_second"]
+                for x, raw in zip(rounds, raw_rounds, strict=True)
+                if "domain" in x
+            ]
+            self.sys(key)["domain"] = {
+                "domain_per_second": dom,
+                "raw_into_own_schema_per_second": own,
+                "fraction_of_raw_reference": statistics.median(paired),
+                "fraction_per_round": paired,
+                "rounds": rounds,
+            }
+            self.log(
+                f"domain {key}: {dom:,.0f} sends/s = {statistics.median(paired):.0%} of raw "
+                f"(rounds: {', '.join(f'{p:.0%}' for p in paired)}); own schema {own:,.0f} rows/s"
+            )
 
     def backlog(self) -> None:
         a = self.a
         for b in a.backlogs:
+
             def go(b=b):
                 pairs = [(t, self.store(t, f"backlog{b}")) for t in self.targets.values()]
                 fills = {}
                 for t, st in pairs:
                     fills[t.key] = measure.fill_store(t, st, background=b, unread_for_reader=measure.STEADY_UNREAD)
-                    self.log(f"backlog {t.key} {b:,}: filled {fills[t.key]['rows_in_store']:,} rows in "
-                             f"{fills[t.key]['fill_seconds']} s")
-                out = anyio.run(lambda: measure.backlog_read(
-                    pairs, calls=a.backlog_calls, warmup=a.backlog_warmup, empty_calls=a.empty_calls,
-                    limit=20, max_seconds=a.max_phase_seconds))
+                    self.log(
+                        f"backlog {t.key} {b:,}: filled {fills[t.key]['rows_in_store']:,} rows in "
+                        f"{fills[t.key]['fill_seconds']} s"
+                    )
+                out = anyio.run(
+                    lambda: measure.backlog_read(
+                        pairs,
+                        calls=a.backlog_calls,
+                        warmup=a.backlog_warmup,
+                        empty_calls=a.empty_calls,
+                        limit=20,
+                        max_seconds=a.max_phase_seconds,
+                    )
+                )
                 for _, st in pairs:
                     self.drop(st)
                 return {k: {**v, "fill": fills[k]} for k, v in out.items()}
+
             out = self.guarded(f"backlog {b}", "all", go)
             for key in self.targets:
                 res = self.sys(key).setdefault("backlog", {})[str(b)] = out.get(key, out)
                 if "full_page" in res:
-                    self.log(f"backlog {key} {b:,}: receive(20) median {res['full_page']['median'] * 1000:.2f} ms, "
-                             f"p99 {res['full_page']['p99'] * 1000:.2f} ms, empty poll "
-                             f"{(res['after_drain']['median'] or 0) * 1000:.2f} ms")
+                    self.log(
+                        f"backlog {key} {b:,}: receive(20) median {res['full_page']['median'] * 1000:.2f} ms, "
+                        f"p99 {res['full_page']['p99'] * 1000:.2f} ms, empty poll "
+                        f"{(res['after_drain']['median'] or 0) * 1000:.2f} ms"
+                    )
         for key in self.targets:
             bl = self.sys(key).get("backlog") or {}
             sizes = sorted(int(x) for x in bl if "full_page" in bl[x])
@@ -312,18 +409,17 @@ class Runner:
                 lo, hi = bl[str(sizes[0])]["full_page"]["median"], bl[str(sizes[-1])]["full_page"]["median"]
                 self.sys(key)["backlog_ratio"] = hi / lo if lo else None
 
-
-
     def dispatch(self) -> None:
         """Agent Bridge only: the listener's wake-up latency and idle cost (bench/listener.py)."""
         if "ours" not in self.targets:
             return
-        out = self.guarded("dispatch", "ours",
-                           lambda: listener.measure(self.a.dispatch_messages, self.a.idle_seconds))
+        out = self.guarded("dispatch", "ours", lambda: listener.measure(self.a.dispatch_messages, self.a.idle_seconds))
         self.sys("ours")["dispatch"] = out
         if "send_to_supervisor_ms" in out:
-            self.log(f"dispatch: send->supervisor median {out['send_to_supervisor_ms']['median']:.1f} ms, "
-                     f"idle CPU {out['idle_listener']['cpu_percent']:.2f}%")
+            self.log(
+                f"dispatch: send->supervisor median {out['send_to_supervisor_ms']['median']:.1f} ms, "
+                f"idle CPU {out['idle_listener']['cpu_percent']:.2f}%"
+            )
 
     def worker(self) -> None:
         """Agent Bridge only: send -> a real worker's first receive_messages answer (bench/real_worker.py)."""
@@ -333,9 +429,11 @@ class Runner:
         self.sys("ours")["real_worker"] = out
         if out.get("send_to_first_receive", {}).get("n"):
             r, w = out["send_to_first_receive"], out["send_to_worker_recorded"]
-            self.log(f"real worker: send->first receive answer median {r['median'] * 1000:.0f} ms, p99 "
-                     f"{r['p99'] * 1000:.0f} ms (send->worker recorded {w['median'] * 1000:.0f} ms); "
-                     f"{out['failures']} failures")
+            self.log(
+                f"real worker: send->first receive answer median {r['median'] * 1000:.0f} ms, p99 "
+                f"{r['p99'] * 1000:.0f} ms (send->worker recorded {w['median'] * 1000:.0f} ms); "
+                f"{out['failures']} failures"
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -353,7 +451,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"bench: skipping {key}: {reason}", file=sys.stderr)
         else:
             targets[key] = t
-    machine = f"{os.cpu_count()} cores (shared), {platform.system()} {platform.machine()}, Python {platform.python_version()}"
+    machine = (
+        f"{os.cpu_count()} cores (shared), {platform.system()} {platform.machine()}, Python {platform.python_version()}"
+    )
     results: dict[str, Any] = {
         "meta": {
             "started": started.isoformat(timespec="seconds"),
@@ -362,9 +462,13 @@ def main(argv: list[str] | None = None) -> int:
             "argv": sys.argv[1:] if argv is None else argv,
             "settings": {k: (v if not isinstance(v, Path) else str(v)) for k, v in vars(a).items()},
             "client": f"mcp {package_version(sys.executable, 'mcp')} Client over stdio (mode auto)",
-            "versions": {k: {"mcp": package_version(t.python(), "mcp"),
-                             **({"dlb-mcp": package_version(t.python(), "dlb-mcp")} if k == "dlb" else {})}
-                         for k, t in targets.items()},
+            "versions": {
+                k: {
+                    "mcp": package_version(t.python(), "mcp"),
+                    **({"dlb-mcp": package_version(t.python(), "dlb-mcp")} if k == "dlb" else {}),
+                }
+                for k, t in targets.items()
+            },
         },
         "systems": systems,
     }

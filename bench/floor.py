@@ -22,8 +22,9 @@ from .targets import READER, REPO, SENDERS, TEXT, Store, Target
 NOOP_SERVER = Path(__file__).resolve().parent / "noop_server.py"
 
 
-async def floor(target: Target, store: Store, *, calls: int, warmup: int, limit: int,
-                max_seconds: float) -> dict[str, Any]:
+async def floor(
+    target: Target, store: Store, *, calls: int, warmup: int, limit: int, max_seconds: float
+) -> dict[str, Any]:
     async with AsyncExitStack() as stack:
         sender = await stack.enter_async_context(open_session(target, store, SENDERS[0]))
         reader = await stack.enter_async_context(open_session(target, store, READER, reads=True))
@@ -32,17 +33,23 @@ async def floor(target: Target, store: Store, *, calls: int, warmup: int, limit:
         errlog = stack.enter_context(open(store.dir / "noop-server.stderr.log", "a", encoding="utf-8"))  # noqa: SIM115 - closed by the ExitStack it is entered into
         params = StdioServerParameters(command=target.python(), args=[str(NOOP_SERVER)], cwd=str(REPO))
         noop_client = await stack.enter_async_context(
-            Client(stdio_client(params, errlog=errlog), read_timeout_seconds=CALL_TIMEOUT_S))
+            Client(stdio_client(params, errlog=errlog), read_timeout_seconds=CALL_TIMEOUT_S)
+        )
 
         async def noop() -> CallOutcome:
             r = await noop_client.call_tool("noop", {})
             return CallOutcome(not r.is_error, 0, None if not r.is_error else "noop failed")
 
-        res = await _timed_interleaved({
-            "send": (lambda: sender.send(SENDERS[1], TEXT), None),
-            "receive": (lambda: reader.receive(limit), keeper),
-            "noop": (noop, None),
-        }, calls, warmup, max_seconds)
+        res = await _timed_interleaved(
+            {
+                "send": (lambda: sender.send(SENDERS[1], TEXT), None),
+                "receive": (lambda: reader.receive(limit), keeper),
+                "noop": (noop, None),
+            },
+            calls,
+            warmup,
+            max_seconds,
+        )
     base = res["noop"]["median"]
     return {
         **res,

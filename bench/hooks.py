@@ -39,13 +39,20 @@ def hook_binary() -> str:
 
 
 def one_run(conn, env: dict, n: int) -> float:
-    message = send_message(conn, sender="kimi", recipient="claude", text=f"{SECRET} {n}", agents=AGENTS,
-                           max_body_bytes=65536, kind="task")["id"]
+    message = send_message(
+        conn, sender="kimi", recipient="claude", text=f"{SECRET} {n}", agents=AGENTS, max_body_bytes=65536, kind="task"
+    )["id"]
     start = time.perf_counter()  # the send has committed (autocommit connection)
-    proc = subprocess.Popen([hook_binary(), "hook", "claude", "UserPromptSubmit", "--agent", "claude"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    proc.stdin.write(json.dumps({"session_id": f"bench-{n}", "hook_event_name": "UserPromptSubmit",
-                                 "prompt": "hi"}).encode())
+    proc = subprocess.Popen(
+        [hook_binary(), "hook", "claude", "UserPromptSubmit", "--agent", "claude"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    proc.stdin.write(
+        json.dumps({"session_id": f"bench-{n}", "hook_event_name": "UserPromptSubmit", "prompt": "hi"}).encode()
+    )
     proc.stdin.close()
     line = proc.stdout.readline()
     elapsed = time.perf_counter() - start
@@ -93,9 +100,11 @@ def latency_cli(measure, default_runs: int, description: str, argv: list[str] | 
         print(json.dumps(result, indent=2))
         return
     ms = result["ms"]
-    print(f"{result['what']}: n={result['runs']} p50={ms['median']} ms p99={ms['p99']} ms "
-          f"min={ms['min']} ms max={ms['max']} ms; load(1m) {result['load_1min_before']} -> "
-          f"{result['load_1min_after']} on {result['cpus']} CPUs")
+    print(
+        f"{result['what']}: n={result['runs']} p50={ms['median']} ms p99={ms['p99']} ms "
+        f"min={ms['min']} ms max={ms['max']} ms; load(1m) {result['load_1min_before']} -> "
+        f"{result['load_1min_after']} on {result['cpus']} CPUs"
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

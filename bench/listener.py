@@ -43,11 +43,23 @@ def _setup(root: Path) -> dict[str, str]:
     launcher = root / "instant.sh"
     launcher.write_text("#!/bin/sh\nexit 0\n")
     launcher.chmod(0o755)
-    (root / "config.json").write_text(json.dumps({"agents": {
-        "claude": {"auto": True, "launcher": str(launcher), "worker_timeout_seconds": 60},
-        "kimi": {"auto": False, "launcher": str(launcher)}}}))
-    return {**os.environ, "AGENT_BRIDGE_DB": str(root / "bridge.db"), "AGENT_BRIDGE_CONFIG": str(root / "config.json"),
-            "AGENT_BRIDGE_RUNTIME_DIR": str(root / "runtime"), "AGENT_BRIDGE_WORKSPACE": str(root)}
+    (root / "config.json").write_text(
+        json.dumps(
+            {
+                "agents": {
+                    "claude": {"auto": True, "launcher": str(launcher), "worker_timeout_seconds": 60},
+                    "kimi": {"auto": False, "launcher": str(launcher)},
+                }
+            }
+        )
+    )
+    return {
+        **os.environ,
+        "AGENT_BRIDGE_DB": str(root / "bridge.db"),
+        "AGENT_BRIDGE_CONFIG": str(root / "config.json"),
+        "AGENT_BRIDGE_RUNTIME_DIR": str(root / "runtime"),
+        "AGENT_BRIDGE_WORKSPACE": str(root),
+    }
 
 
 def measure(messages: int = 100, idle_seconds: float = 20.0) -> dict:
@@ -59,8 +71,12 @@ def measure(messages: int = 100, idle_seconds: float = 20.0) -> dict:
         root = Path(tmp)
         env = _setup(root)
         conn = open_store(root / "bridge.db")
-        listener = subprocess.Popen([sys.executable, "-m", "dispatcher", "listener", "run", "--agent", "claude"],
-                                    cwd=PROJECT, env=env, stdin=subprocess.DEVNULL)
+        listener = subprocess.Popen(
+            [sys.executable, "-m", "dispatcher", "listener", "run", "--agent", "claude"],
+            cwd=PROJECT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+        )
         try:
             progress = root / "runtime" / "claude.progress.json"
             _wait(lambda: progress.exists() and json.loads(progress.read_text()).get("stage") == "idle")
@@ -75,15 +91,28 @@ def measure(messages: int = 100, idle_seconds: float = 20.0) -> dict:
             to_supervisor, to_worker = [], []
             reader = sqlite3.connect(root / "bridge.db")
             for n in range(messages):
-                sent = send_message(conn, sender="kimi", recipient="claude", text=f"bench {n}", kind="task", agents=AGENTS)
+                sent = send_message(
+                    conn, sender="kimi", recipient="claude", text=f"bench {n}", kind="task", agents=AGENTS
+                )
                 created = reader.execute("SELECT created_at FROM messages WHERE id = ?", (sent["id"],)).fetchone()[0]
-                row = _wait(lambda sid=sent["id"]: reader.execute(
-                    "SELECT started_at, worker_start_time, state FROM dispatch_attempts WHERE message_id = ?",
-                    (sid,)).fetchone())
+                row = _wait(
+                    lambda sid=sent["id"]: reader.execute(
+                        "SELECT started_at, worker_start_time, state FROM dispatch_attempts WHERE message_id = ?",
+                        (sid,),
+                    ).fetchone()
+                )
                 to_supervisor.append((row[0] - created) * 1000)
-                done = _wait(lambda sid=sent["id"]: (r := reader.execute(
-                    "SELECT worker_started_at, state FROM dispatch_attempts WHERE message_id = ?", (sid,)
-                ).fetchone()) and r[1] == "finished" and r)
+                done = _wait(
+                    lambda sid=sent["id"]: (
+                        (
+                            r := reader.execute(
+                                "SELECT worker_started_at, state FROM dispatch_attempts WHERE message_id = ?", (sid,)
+                            ).fetchone()
+                        )
+                        and r[1] == "finished"
+                        and r
+                    )
+                )
                 if done[0]:
                     to_worker.append((done[0] - created) * 1000)
                 # The listener goes back to idle waiting before the next send.

@@ -52,8 +52,9 @@ READER_HISTORY_CAP = 1000
 STEADY_UNREAD = 100
 
 
-def backlog_rows(background: int, unread_for_reader: int, now: float | None = None,
-                 reader_history_cap: int = READER_HISTORY_CAP) -> Iterator[LogicalRow]:
+def backlog_rows(
+    background: int, unread_for_reader: int, now: float | None = None, reader_history_cap: int = READER_HISTORY_CAP
+) -> Iterator[LogicalRow]:
     """``background`` old rows the reader must not get, then ``unread_for_reader`` new ones for it.
 
     The background is spread evenly over the 17 inboxes (a0..a15 and the reader), as in a
@@ -89,8 +90,9 @@ class InboxKeeper:
     (ours until mark_read), and history doesn't pile up beyond what dlb would keep.
     """
 
-    def __init__(self, target: Target, store: Store, *, unread: int = STEADY_UNREAD,
-                 history_cap: int = READER_HISTORY_CAP) -> None:
+    def __init__(
+        self, target: Target, store: Store, *, unread: int = STEADY_UNREAD, history_cap: int = READER_HISTORY_CAP
+    ) -> None:
         self.target, self.unread, self.history_cap = target, unread, history_cap
         self.conn = sqlite3.connect(store.db, isolation_level=None, timeout=30)
         self.inserted_since_trim = 0
@@ -103,7 +105,9 @@ class InboxKeeper:
         if missing <= 0:
             return
         now = time.time()
-        rows = [t.row(LogicalRow(SENDERS[k % len(SENDERS)], READER, TEXT, now + k * 1e-6, False)) for k in range(missing)]
+        rows = [
+            t.row(LogicalRow(SENDERS[k % len(SENDERS)], READER, TEXT, now + k * 1e-6, False)) for k in range(missing)
+        ]
         self.conn.execute("BEGIN IMMEDIATE")
         self.conn.executemany(t.insert_sql, rows)
         self.inserted += missing
@@ -199,8 +203,10 @@ async def cold_start(targets: list[Target], stores: dict[str, Store], reps: int,
         out[t.key] = {
             "server_to_first_result": summ["server"],
             "bare_import": {**summ["bare_import"], "command": f'python -c "import {t.bare_import}"'},
-            "import_only": {**summ["import_only"],
-                            "command": f'python -c "import {t.bare_import}; import os; os._exit(0)"'},
+            "import_only": {
+                **summ["import_only"],
+                "command": f'python -c "import {t.bare_import}; import os; os._exit(0)"',
+            },
             "over_bare_import_median": over("bare_import"),
             "over_import_only_median": over("import_only"),
             "errors": len(r["errors"]),
@@ -213,8 +219,9 @@ async def cold_start(targets: list[Target], stores: dict[str, Store], reps: int,
 # ----------------------------------------------------------------------------- latency
 
 
-async def latency(pairs: list[tuple[Target, Store]], *, calls: int, warmup: int, limit: int,
-                  max_seconds: float) -> dict[str, dict]:
+async def latency(
+    pairs: list[tuple[Target, Store]], *, calls: int, warmup: int, limit: int, max_seconds: float
+) -> dict[str, dict]:
     """Per-call latency of send, of receive (limit ``limit``) and of a consume cycle.
 
     One call at a time, the systems interleaved call by call (their order alternating),
@@ -246,8 +253,12 @@ async def latency(pairs: list[tuple[Target, Store]], *, calls: int, warmup: int,
     return out
 
 
-async def _timed_interleaved(calls_by_key: dict[str, tuple], calls: int, warmup: int, max_seconds: float,
-                             ) -> dict[str, dict]:
+async def _timed_interleaved(
+    calls_by_key: dict[str, tuple],
+    calls: int,
+    warmup: int,
+    max_seconds: float,
+) -> dict[str, dict]:
     """Time ``calls`` rounds of one call per system; each entry is ``(call, after)``, where
     ``after()`` (or None) runs untimed after every call. Bounded by ``max_seconds`` too."""
     keys = list(calls_by_key)
@@ -258,7 +269,7 @@ async def _timed_interleaved(calls_by_key: dict[str, tuple], calls: int, warmup:
     for n in range(warmup + calls):
         if n >= warmup and time.monotonic() > deadline:
             break
-        for key in (keys if n % 2 == 0 else keys[::-1]):
+        for key in keys if n % 2 == 0 else keys[::-1]:
             call, after = calls_by_key[key]
             t0 = time.perf_counter()
             out = await call()
@@ -285,8 +296,9 @@ async def _timed_interleaved(calls_by_key: dict[str, tuple], calls: int, warmup:
     }
 
 
-async def backlog_read(pairs: list[tuple[Target, Store]], *, calls: int, warmup: int, empty_calls: int,
-                       limit: int, max_seconds: float) -> dict[str, dict]:
+async def backlog_read(
+    pairs: list[tuple[Target, Store]], *, calls: int, warmup: int, empty_calls: int, limit: int, max_seconds: float
+) -> dict[str, dict]:
     """receive(limit) against big stores: full pages first, then polls of a drained inbox.
 
     The systems are interleaved call by call. During the full-page calls an
@@ -300,7 +312,8 @@ async def backlog_read(pairs: list[tuple[Target, Store]], *, calls: int, warmup:
         keepers = {t.key: InboxKeeper(t, st) for t, st in pairs}
         stack.callback(lambda: [k.close() for k in keepers.values()])
         full = await _timed_interleaved(
-            {k: (lambda r=r: r.receive(limit), keepers[k]) for k, r in readers.items()}, calls, warmup, max_seconds)
+            {k: (lambda r=r: r.receive(limit), keepers[k]) for k, r in readers.items()}, calls, warmup, max_seconds
+        )
         drained: dict[str, bool] = {}
         for k, r in readers.items():
             drained[k] = False
@@ -310,7 +323,8 @@ async def backlog_read(pairs: list[tuple[Target, Store]], *, calls: int, warmup:
                     drained[k] = got.ok
                     break
         empty = await _timed_interleaved(
-            {k: (lambda r=r: r.receive(limit), None) for k, r in readers.items()}, empty_calls, 0, max_seconds)
+            {k: (lambda r=r: r.receive(limit), None) for k, r in readers.items()}, empty_calls, 0, max_seconds
+        )
     for k in readers:
         full[k]["rows_topped_up"] = keepers[k].inserted
         empty[k]["drained"] = drained[k]
@@ -321,8 +335,7 @@ async def backlog_read(pairs: list[tuple[Target, Store]], *, calls: int, warmup:
 # ----------------------------------------------------------------------------- throughput
 
 
-def throughput(target: Target, store: Store, *, clients: int, seconds: float, max_sends: int,
-               log=print) -> dict:
+def throughput(target: Target, store: Store, *, clients: int, seconds: float, max_sends: int, log=print) -> dict:
     """``clients`` client processes, each with its own server process, all on one store.
 
     Every worker connects, reports READY, and starts sending to the reader as fast as it
@@ -338,8 +351,11 @@ def throughput(target: Target, store: Store, *, clients: int, seconds: float, ma
         for i in range(clients):
             job = {
                 "target": spec_of(target),
-                "store": {"dir": str(store.dir), "db": str(store.db),
-                          "config": str(store.config) if store.config else None},
+                "store": {
+                    "dir": str(store.dir),
+                    "db": str(store.db),
+                    "config": str(store.config) if store.config else None,
+                },
                 "agent": SENDERS[i % len(SENDERS)],
                 "recipient": READER,
                 "seconds": seconds,
@@ -347,8 +363,12 @@ def throughput(target: Target, store: Store, *, clients: int, seconds: float, ma
             }
             p = subprocess.Popen(
                 [sys.executable, "-m", "bench.worker", json.dumps(job)],
-                cwd=str(REPO), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                text=True, start_new_session=True,
+                cwd=str(REPO),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+                start_new_session=True,
             )
             procs.append(p)
             threading.Thread(target=_pump, args=(i, p, lines), daemon=True).start()
@@ -377,7 +397,7 @@ def throughput(target: Target, store: Store, *, clients: int, seconds: float, ma
             except queue.Empty:
                 continue
             if line.startswith("RESULT "):
-                results.append(json.loads(line[len("RESULT "):]))
+                results.append(json.loads(line[len("RESULT ") :]))
                 pending.discard(i)
             elif line == "EOF":
                 startup["failed"].append({"worker": i, "reason": "exited without a result"})
@@ -431,7 +451,11 @@ def _pump(i: int, p: subprocess.Popen, lines: queue.Queue) -> None:
 
 def run_probe(python: str, args: list[str], env: dict[str, str] | None = None, timeout: float = 300) -> dict:
     proc = subprocess.run(
-        [python, str(PROBE), *args], cwd=str(REPO), capture_output=True, text=True, timeout=timeout,
+        [python, str(PROBE), *args],
+        cwd=str(REPO),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
         env={**os.environ, **(env or {})},
     )
     if proc.returncode != 0:
@@ -448,9 +472,7 @@ def domain_round(target: Target, store: Store, *, seconds: float, max_count: int
         env=target.env(store, SENDERS[0]),
     )
     row = list(target.row(LogicalRow(SENDERS[0], READER, TEXT, time.time(), False)))
-    schema = run_probe(
-        sys.executable, ["schema", *common, "--sql", target.insert_sql, "--row", json.dumps(row)]
-    )
+    schema = run_probe(sys.executable, ["schema", *common, "--sql", target.insert_sql, "--row", json.dumps(row)])
     return {"domain": domain, "raw_into_own_schema": schema}
 
 

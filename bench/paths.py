@@ -58,8 +58,7 @@ async def stdio(target: Target, store: Store, *, calls: int, warmup: int, max_se
                 task = _ok(await a.call_tool("send_message", {"recipient": B, "text": TEXT, "kind": "task"}))
                 return b, "send_message", {"recipient": A, "text": TEXT, "kind": "result", "reply_to": task["id"]}
             conv = _ok(await a.call_tool("start_conversation", {"recipient": B, "goal": TEXT}))
-            return b, "send_message", {"recipient": A, "text": TEXT, "kind": "result",
-                                       "reply_to": conv["message_id"]}
+            return b, "send_message", {"recipient": A, "text": TEXT, "kind": "result", "reply_to": conv["message_id"]}
 
         deadline = time.monotonic() + max_seconds
         for n in range(warmup + calls):
@@ -84,8 +83,10 @@ def _in_process(store: Store, *, calls: int, warmup: int, raw: bool) -> dict[str
 
     conn = open_store(store.db)
     agents = frozenset([A, B])
-    insert = ("INSERT INTO messages (sender, recipient, kind, text, reply_to, conversation_id, dedup_key,"
-              " created_at, response_deadline, origin) VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, 'agent')")
+    insert = (
+        "INSERT INTO messages (sender, recipient, kind, text, reply_to, conversation_id, dedup_key,"
+        " created_at, response_deadline, origin) VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, 'agent')"
+    )
 
     def domain_call(path: str, n: int, prep: Any) -> None:
         if path == "plain":
@@ -115,8 +116,11 @@ def _in_process(store: Store, *, calls: int, warmup: int, raw: bool) -> dict[str
             conn.execute("SELECT * FROM conversations WHERE id = ?", (conv_id,)).fetchall()
             conn.execute("SELECT id, kind, sender, recipient FROM messages WHERE id = ?", (msg_id,)).fetchall()
             new_id = conn.execute(insert, (B, A, "result", TEXT, msg_id, conv_id, None, now)).lastrowid
-            conn.execute("UPDATE conversations SET turn_count = turn_count + 1, in_flight_message_id = ?,"
-                         " updated_at = ? WHERE id = ?", (new_id, now, conv_id))
+            conn.execute(
+                "UPDATE conversations SET turn_count = turn_count + 1, in_flight_message_id = ?,"
+                " updated_at = ? WHERE id = ?",
+                (new_id, now, conv_id),
+            )
         conn.execute("COMMIT")
 
     def prepare(path: str) -> Any:
@@ -147,14 +151,15 @@ def measure(target: Target, stores: dict[str, Store], *, calls: int, warmup: int
     import anyio
 
     out: dict[str, Any] = {
-        "stdio": anyio.run(lambda: stdio(target, stores["stdio"], calls=calls, warmup=warmup,
-                                         max_seconds=max_seconds)),
+        "stdio": anyio.run(lambda: stdio(target, stores["stdio"], calls=calls, warmup=warmup, max_seconds=max_seconds)),
         "domain": _in_process(stores["domain"], calls=calls, warmup=warmup, raw=False),
         "raw": _in_process(stores["raw"], calls=calls, warmup=warmup, raw=True),
     }
     out["ratios"] = {
-        p: {lvl: (out[lvl][p]["median"] / out["raw"][p]["median"]) if out["raw"][p]["median"] else None
-            for lvl in ("stdio", "domain")}
+        p: {
+            lvl: (out[lvl][p]["median"] / out["raw"][p]["median"]) if out["raw"][p]["median"] else None
+            for lvl in ("stdio", "domain")
+        }
         for p in PATHS
     }
     return out

@@ -34,8 +34,18 @@ from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parent.parent
 NS_LAST_PID = Path("/proc/sys/kernel/ns_last_pid")
-INITIALIZE = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1.0"}}})
+INITIALIZE = json.dumps(
+    {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "bench", "version": "1.0"},
+        },
+    }
+)
 
 
 def _wait(predicate, deadline: float = 120.0, what: str = "condition"):
@@ -58,8 +68,15 @@ def _rows(db: str) -> dict[int, tuple]:
 
 
 def _start_server(env: dict) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, str(PROJECT / "server.py")], cwd=PROJECT, env=env,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(PROJECT / "server.py")],
+        cwd=PROJECT,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     proc.stdin.write(INITIALIZE + "\n")
     proc.stdin.flush()
     return proc
@@ -72,8 +89,15 @@ def _reuse_pid(pid: int, argv: list[str], env: dict) -> subprocess.Popen | None:
             NS_LAST_PID.write_text(str(pid - 1))
         except OSError:
             return None
-        proc = subprocess.Popen(argv, cwd=PROJECT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, text=True)
+        proc = subprocess.Popen(
+            argv,
+            cwd=PROJECT,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
         if proc.pid == pid:
             return proc
         _finish(proc)  # another fork won the race: try again
@@ -115,32 +139,75 @@ def run(rounds: int, sessions: int, seed: int) -> dict:
     rng = random.Random(seed)
     root = Path(tempfile.mkdtemp(prefix="bench-presence-"))
     config = root / "config.json"
-    config.write_text(json.dumps({"agents": {"claude": {"launcher": "launchers/claude_headless.sh"},
-                                             "kimi": {"launcher": "launchers/kimi_headless.sh"}}}))
+    config.write_text(
+        json.dumps(
+            {
+                "agents": {
+                    "claude": {"launcher": "launchers/claude_headless.sh"},
+                    "kimi": {"launcher": "launchers/kimi_headless.sh"},
+                }
+            }
+        )
+    )
     db = str(root / "bridge.db")
-    env = {**os.environ, "AGENT_BRIDGE_DB": db, "AGENT_BRIDGE_CONFIG": str(config),
-           "AGENT_BRIDGE_RUNTIME_DIR": str(root / "runtime"), "AGENT_BRIDGE_WORKSPACE": str(root)}
-    os.environ.update({k: env[k] for k in ("AGENT_BRIDGE_DB", "AGENT_BRIDGE_CONFIG", "AGENT_BRIDGE_RUNTIME_DIR",
-                                           "AGENT_BRIDGE_WORKSPACE")})
+    env = {
+        **os.environ,
+        "AGENT_BRIDGE_DB": db,
+        "AGENT_BRIDGE_CONFIG": str(config),
+        "AGENT_BRIDGE_RUNTIME_DIR": str(root / "runtime"),
+        "AGENT_BRIDGE_WORKSPACE": str(root),
+    }
+    os.environ.update(
+        {
+            k: env[k]
+            for k in ("AGENT_BRIDGE_DB", "AGENT_BRIDGE_CONFIG", "AGENT_BRIDGE_RUNTIME_DIR", "AGENT_BRIDGE_WORKSPACE")
+        }
+    )
     open_store(db).close()
     settings = BridgeSettings()
-    totals = {"false_alive": 0, "false_dead": 0, "foreign_wrong": 0, "checks": 0, "kill9": 0, "sigterm": 0,
-              "clean_exit": 0, "pid_reuse_real": 0, "pid_reuse_simulated": 0, "reuse_by_server": 0}
+    totals = {
+        "false_alive": 0,
+        "false_dead": 0,
+        "foreign_wrong": 0,
+        "checks": 0,
+        "kill9": 0,
+        "sigterm": 0,
+        "clean_exit": 0,
+        "pid_reuse_real": 0,
+        "pid_reuse_simulated": 0,
+        "reuse_by_server": 0,
+    }
     who_ms: list[float] = []
     for _ in range(rounds):
         procs = []
         for i in range(sessions):
             agent = "claude" if i % 2 == 0 else "kimi"
             procs.append(_start_server({**env, "AGENT_ID": agent}))
-        ids = _wait(lambda procs=procs: (found := {r[0]: i for i, p in enumerate(procs) for r in [
-            (rid, pid) for rid, (pid, _s, _h) in _rows(db).items()] if r[1] == p.pid}) and len(found) == sessions
-            and found, what="every server's session row")
+        ids = _wait(
+            lambda procs=procs: (
+                (
+                    found := {
+                        r[0]: i
+                        for i, p in enumerate(procs)
+                        for r in [(rid, pid) for rid, (pid, _s, _h) in _rows(db).items()]
+                        if r[1] == p.pid
+                    }
+                )
+                and len(found) == sessions
+                and found
+            ),
+            what="every server's session row",
+        )
         by_index = {i: rid for rid, i in ids.items()}
         order = list(range(sessions))
         rng.shuffle(order)
         n_kill = max(1, sessions // 2)
-        kill9, term, clean, keep = order[:n_kill], order[n_kill:n_kill + 1], order[n_kill + 1:n_kill + 2], \
-            order[n_kill + 2:]
+        kill9, term, clean, keep = (
+            order[:n_kill],
+            order[n_kill : n_kill + 1],
+            order[n_kill + 1 : n_kill + 2],
+            order[n_kill + 2 :],
+        )
         for i in kill9:
             procs[i].send_signal(signal.SIGKILL)
         for i in term:
@@ -176,17 +243,23 @@ def run(rounds: int, sessions: int, seed: int) -> dict:
             if by_server:
                 reuse.stdin.write(INITIALIZE + "\n")
                 reuse.stdin.flush()
-                new_id = _wait(lambda p=pid, known=ids: next((rid for rid, (rpid, _s, _h) in _rows(db).items()
-                                                   if rpid == p and rid not in known), None), what="the reusing server's row")
+                new_id = _wait(
+                    lambda p=pid, known=ids: next(
+                        (rid for rid, (rpid, _s, _h) in _rows(db).items() if rpid == p and rid not in known), None
+                    ),
+                    what="the reusing server's row",
+                )
                 live_ids.add(new_id)
                 totals["reuse_by_server"] += 1
         import sqlite3
 
         conn = sqlite3.connect(db, timeout=30)
         with conn:
-            foreign = conn.execute("INSERT INTO sessions (agent, role, host, pid, start_time, started_at) VALUES"
-                                   " ('kimi', 'interactive', ?, ?, 1.0, ?)",
-                                   (this_host() + "-elsewhere", os.getpid(), time.time())).lastrowid
+            foreign = conn.execute(
+                "INSERT INTO sessions (agent, role, host, pid, start_time, started_at) VALUES"
+                " ('kimi', 'interactive', ?, ?, 1.0, ?)",
+                (this_host() + "-elsewhere", os.getpid(), time.time()),
+            ).lastrowid
         conn.close()
         report, ms = _who(settings)
         who_ms.append(ms)
@@ -195,8 +268,14 @@ def run(rounds: int, sessions: int, seed: int) -> dict:
             totals[key] += score[key]
         totals["checks"] += 1
         # The CLI itself, once per round: the same verdicts.
-        done = subprocess.run([sys.executable, "-m", "dispatcher", "who", "--json"], cwd=PROJECT, env=env,
-                              capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-m", "dispatcher", "who", "--json"],
+            cwd=PROJECT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         cli_score = _score(json.loads(done.stdout), live_ids, {foreign})
         for key in ("false_alive", "false_dead", "foreign_wrong"):
             totals[key] += cli_score[key]
@@ -217,12 +296,17 @@ def run(rounds: int, sessions: int, seed: int) -> dict:
     statusline_ms = []
     for _ in range(10):
         started = time.perf_counter()
-        subprocess.run([str(Path(sys.executable).parent / "agent-bridge-statusline")], env=env,
-                       capture_output=True, timeout=30)
+        subprocess.run(
+            [str(Path(sys.executable).parent / "agent-bridge-statusline")], env=env, capture_output=True, timeout=30
+        )
         statusline_ms.append((time.perf_counter() - started) * 1000)
     return {
-        **totals, "rounds": rounds, "sessions_per_round": sessions, "seed": seed,
-        "who_ms_median": round(statistics.median(who_ms), 1), "who_ms_max": round(max(who_ms), 1),
+        **totals,
+        "rounds": rounds,
+        "sessions_per_round": sessions,
+        "seed": seed,
+        "who_ms_median": round(statistics.median(who_ms), 1),
+        "who_ms_max": round(max(who_ms), 1),
         "statusline_subprocess_ms_median": round(statistics.median(statusline_ms), 1),
         "statusline_subprocess_ms_max": round(max(statusline_ms), 1),
         "loadavg_1m": round(os.getloadavg()[0], 2),
@@ -240,12 +324,14 @@ def main() -> None:
     seed = args.seed if args.seed is not None else random.randrange(2**32)
     result = run(rounds, sessions, seed)
     print(json.dumps(result, indent=2))
-    print(f"who: false alive {result['false_alive']}, false dead {result['false_dead']} over {result['checks']} "
-          f"checks ({result['kill9']} kill -9, {result['sigterm']} SIGTERM, {result['clean_exit']} clean exits, "
-          f"{result['pid_reuse_real']} real pid reuses ({result['reuse_by_server']} by a new server), "
-          f"{result['pid_reuse_simulated']} simulated); other host shown wrong {result['foreign_wrong']}; "
-          f"who {result['who_ms_median']} ms median; status line {result['statusline_subprocess_ms_median']} ms "
-          f"median (process start included)")
+    print(
+        f"who: false alive {result['false_alive']}, false dead {result['false_dead']} over {result['checks']} "
+        f"checks ({result['kill9']} kill -9, {result['sigterm']} SIGTERM, {result['clean_exit']} clean exits, "
+        f"{result['pid_reuse_real']} real pid reuses ({result['reuse_by_server']} by a new server), "
+        f"{result['pid_reuse_simulated']} simulated); other host shown wrong {result['foreign_wrong']}; "
+        f"who {result['who_ms_median']} ms median; status line {result['statusline_subprocess_ms_median']} ms "
+        f"median (process start included)"
+    )
 
 
 if __name__ == "__main__":

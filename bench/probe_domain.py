@@ -52,6 +52,7 @@ def raw_connection(db: str) -> sqlite3.Connection:
 
 def single_row_inserts(conn: sqlite3.Connection, sql: str, row: list) -> callable:
     """One autocommit INSERT per row: the transaction form of a plain send_message."""
+
     def insert(_n: int) -> None:
         conn.execute(sql, row)
 

@@ -31,15 +31,17 @@ async def _worker() -> None:
 
     mark_dir = Path(os.environ[MARK_DIR_ENV])
     message_id = int(os.environ["AGENT_BRIDGE_MESSAGE_ID"])
-    params = StdioServerParameters(command=sys.executable, args=[str(PROJECT / "server.py")], env=dict(os.environ),
-                                   cwd=str(PROJECT))
+    params = StdioServerParameters(
+        command=sys.executable, args=[str(PROJECT / "server.py")], env=dict(os.environ), cwd=str(PROJECT)
+    )
     with open(mark_dir / f"{message_id}.stderr.log", "a", encoding="utf-8") as errlog:
         async with Client(stdio_client(params, errlog=errlog), read_timeout_seconds=30) as client:
             r = await client.call_tool("receive_messages", {"limit": 20})
             answered = time.time()
             ids = [m["id"] for m in (r.structured_content or {}).get("messages") or []]
-    (mark_dir / f"{message_id}.json").write_text(json.dumps(
-        {"answered": answered, "error": r.is_error, "got_task": message_id in ids}))
+    (mark_dir / f"{message_id}.json").write_text(
+        json.dumps({"answered": answered, "error": r.is_error, "got_task": message_id in ids})
+    )
 
 
 def _setup(root: Path) -> dict[str, str]:
@@ -47,12 +49,24 @@ def _setup(root: Path) -> dict[str, str]:
     launcher.write_text(f'#!/bin/sh\nexec "$AGENT_BRIDGE_PYTHON" {str(Path(__file__).resolve())!r} --as-worker\n')
     launcher.chmod(0o755)
     (root / "marks").mkdir()
-    (root / "config.json").write_text(json.dumps({"agents": {
-        "claude": {"auto": True, "launcher": str(launcher), "worker_timeout_seconds": 60},
-        "kimi": {"auto": False, "launcher": str(launcher)}}}))
-    return {**os.environ, "AGENT_BRIDGE_DB": str(root / "bridge.db"), "AGENT_BRIDGE_CONFIG": str(root / "config.json"),
-            "AGENT_BRIDGE_RUNTIME_DIR": str(root / "runtime"), "AGENT_BRIDGE_WORKSPACE": str(root),
-            MARK_DIR_ENV: str(root / "marks")}
+    (root / "config.json").write_text(
+        json.dumps(
+            {
+                "agents": {
+                    "claude": {"auto": True, "launcher": str(launcher), "worker_timeout_seconds": 60},
+                    "kimi": {"auto": False, "launcher": str(launcher)},
+                }
+            }
+        )
+    )
+    return {
+        **os.environ,
+        "AGENT_BRIDGE_DB": str(root / "bridge.db"),
+        "AGENT_BRIDGE_CONFIG": str(root / "config.json"),
+        "AGENT_BRIDGE_RUNTIME_DIR": str(root / "runtime"),
+        "AGENT_BRIDGE_WORKSPACE": str(root),
+        MARK_DIR_ENV: str(root / "marks"),
+    }
 
 
 def _wait(predicate, deadline: float = 60.0):
@@ -75,20 +89,34 @@ def measure(messages: int = 100) -> dict:
         root = Path(tmp)
         env = _setup(root)
         conn = open_store(root / "bridge.db")
-        listener = subprocess.Popen([sys.executable, "-m", "dispatcher", "listener", "run", "--agent", "claude"],
-                                    cwd=PROJECT, env=env, stdin=subprocess.DEVNULL)
+        listener = subprocess.Popen(
+            [sys.executable, "-m", "dispatcher", "listener", "run", "--agent", "claude"],
+            cwd=PROJECT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+        )
         to_receive, to_worker, failures = [], [], []
         try:
             progress = root / "runtime" / "claude.progress.json"
             _wait(lambda: progress.exists() and json.loads(progress.read_text()).get("stage") == "idle")
             reader = sqlite3.connect(root / "bridge.db")
             for n in range(messages):
-                sent = send_message(conn, sender="kimi", recipient="claude", text=f"bench {n}", kind="task",
-                                    agents=AGENTS)
+                sent = send_message(
+                    conn, sender="kimi", recipient="claude", text=f"bench {n}", kind="task", agents=AGENTS
+                )
                 created = reader.execute("SELECT created_at FROM messages WHERE id = ?", (sent["id"],)).fetchone()[0]
-                done = _wait(lambda: (r := reader.execute(
-                    "SELECT worker_started_at, state FROM dispatch_attempts WHERE message_id = ?", (sent["id"],)  # noqa: B023 - the closure runs at once, inside this iteration
-                ).fetchone()) and r[1] == "finished" and r)
+                done = _wait(
+                    lambda: (
+                        (
+                            r := reader.execute(
+                                "SELECT worker_started_at, state FROM dispatch_attempts WHERE message_id = ?",
+                                (sent["id"],),  # noqa: B023 - the closure runs at once, inside this iteration
+                            ).fetchone()
+                        )
+                        and r[1] == "finished"
+                        and r
+                    )
+                )
                 mark = root / "marks" / f"{sent['id']}.json"
                 if done[0]:
                     to_worker.append(done[0] - created)
@@ -99,17 +127,23 @@ def measure(messages: int = 100) -> dict:
                     to_receive.append(m["answered"] - created)
                 else:
                     log = root / "marks" / f"{sent['id']}.stderr.log"
-                    failures.append(f"message {sent['id']}: no answer; "
-                                    f"{log.read_text()[-300:] if log.exists() else 'no server log'}")
+                    failures.append(
+                        f"message {sent['id']}: no answer; "
+                        f"{log.read_text()[-300:] if log.exists() else 'no server log'}"
+                    )
                 _wait(lambda: json.loads(progress.read_text()).get("current") is None)
             reader.close()
         finally:
             listener.terminate()
             listener.wait(30)
             conn.close()
-    return {"messages": messages, "send_to_first_receive": summarize(to_receive),
-            "send_to_worker_recorded": summarize(to_worker), "failures": len(failures),
-            "failure_samples": failures[:3]}
+    return {
+        "messages": messages,
+        "send_to_first_receive": summarize(to_receive),
+        "send_to_worker_recorded": summarize(to_worker),
+        "failures": len(failures),
+        "failure_samples": failures[:3],
+    }
 
 
 def main() -> None:

@@ -30,86 +30,227 @@ def rows(results: dict) -> list[dict]:
         if any(x is not None for x in vals.values()):
             out.append({"figure": name, "unit": unit, "better": better, "values": vals, "ratio": ratio})
 
-    add("cold start: spawn -> first tool result (median)", "ms", "lower",
-        lambda s: _ms(_get(s, "cold_start", "server_to_first_result", "median")))
-    add("  bare `python -c 'import mcp.server.*'` (median)", "ms", "lower",
-        lambda s: _ms(_get(s, "cold_start", "bare_import", "median")))
-    add("  same import, exit skipping teardown (median)", "ms", "lower",
-        lambda s: _ms(_get(s, "cold_start", "import_only", "median")))
-    add("  cold start minus bare import", "ms", "lower",
-        lambda s: _ms(_get(s, "cold_start", "over_bare_import_median")), ratio=False)
-    add("  cold start minus import without teardown", "ms", "lower",
-        lambda s: _ms(_get(s, "cold_start", "over_import_only_median")), ratio=False)
-    add("cold start on a new store: spawn -> first send result (median)", "ms", "lower",
-        lambda s: _ms(_get(s, "cold_store", "median")))
+    add(
+        "cold start: spawn -> first tool result (median)",
+        "ms",
+        "lower",
+        lambda s: _ms(_get(s, "cold_start", "server_to_first_result", "median")),
+    )
+    add(
+        "  bare `python -c 'import mcp.server.*'` (median)",
+        "ms",
+        "lower",
+        lambda s: _ms(_get(s, "cold_start", "bare_import", "median")),
+    )
+    add(
+        "  same import, exit skipping teardown (median)",
+        "ms",
+        "lower",
+        lambda s: _ms(_get(s, "cold_start", "import_only", "median")),
+    )
+    add(
+        "  cold start minus bare import",
+        "ms",
+        "lower",
+        lambda s: _ms(_get(s, "cold_start", "over_bare_import_median")),
+        ratio=False,
+    )
+    add(
+        "  cold start minus import without teardown",
+        "ms",
+        "lower",
+        lambda s: _ms(_get(s, "cold_start", "over_import_only_median")),
+        ratio=False,
+    )
+    add(
+        "cold start on a new store: spawn -> first send result (median)",
+        "ms",
+        "lower",
+        lambda s: _ms(_get(s, "cold_store", "median")),
+    )
     add("  p99", "ms", "lower", lambda s: _ms(_get(s, "cold_store", "p99")))
-    add("  bare import without teardown, same reps (median)", "ms", "lower",
-        lambda s: _ms(_get(s, "cold_store", "bare_import_without_teardown", "median")))
-    add("  new-store cold start minus that import", "ms", "lower",
-        lambda s: _ms(_get(s, "cold_store", "over_bare_import_median")), ratio=False)
+    add(
+        "  bare import without teardown, same reps (median)",
+        "ms",
+        "lower",
+        lambda s: _ms(_get(s, "cold_store", "bare_import_without_teardown", "median")),
+    )
+    add(
+        "  new-store cold start minus that import",
+        "ms",
+        "lower",
+        lambda s: _ms(_get(s, "cold_store", "over_bare_import_median")),
+        ratio=False,
+    )
     names = {"send": "send", "receive": "receive(20)", "consume": "consume 20 (receive + ack)"}
     for op in ("send", "receive", "consume"):
         for stat in ("median", "p99"):
-            add(f"{names[op]} latency over stdio ({stat})", "ms", "lower", lambda s, op=op, stat=stat: _ms(_get(s, "latency", op, stat)))
-    add("floor: no-op tool on a bare MCPServer (median; ours only)", "ms", "lower",
-        lambda s: _ms(_get(s, "floor", "noop", "median")), ratio=False)
+            add(
+                f"{names[op]} latency over stdio ({stat})",
+                "ms",
+                "lower",
+                lambda s, op=op, stat=stat: _ms(_get(s, "latency", op, stat)),
+            )
+    add(
+        "floor: no-op tool on a bare MCPServer (median; ours only)",
+        "ms",
+        "lower",
+        lambda s: _ms(_get(s, "floor", "noop", "median")),
+        ratio=False,
+    )
     add("  send / floor (medians, same run)", "x", "lower", lambda s: _get(s, "floor", "send_over_noop"), ratio=False)
-    add("  receive(20) / floor (medians, same run)", "x", "lower",
-        lambda s: _get(s, "floor", "receive_over_noop"), ratio=False)
-    path_names = {"plain": "plain send", "task_dedup": "task with dedup_key", "reply": "reply (result, reply_to)",
-                  "conversation_turn": "conversation turn"}
+    add(
+        "  receive(20) / floor (medians, same run)",
+        "x",
+        "lower",
+        lambda s: _get(s, "floor", "receive_over_noop"),
+        ratio=False,
+    )
+    path_names = {
+        "plain": "plain send",
+        "task_dedup": "task with dedup_key",
+        "reply": "reply (result, reply_to)",
+        "conversation_turn": "conversation turn",
+    }
     for p, label in path_names.items():
         for stat in ("median", "p99"):
-            add(f"{label} over stdio ({stat}; ours only)", "ms", "lower",
-                lambda s, p=p, stat=stat: _ms(_get(s, "paths", "stdio", p, stat)), ratio=False)
-        add(f"  {label}: raw SQL, same transaction form (median)", "µs", "lower",
-            lambda s, p=p: _us(_get(s, "paths", "raw", p, "median")), ratio=False)
-        add(f"  {label}: domain call, no MCP (median)", "µs", "lower",
-            lambda s, p=p: _us(_get(s, "paths", "domain", p, "median")), ratio=False)
-        add(f"  {label}: stdio / raw SQL", "x", "lower", lambda s, p=p: _get(s, "paths", "ratios", p, "stdio"),
-            ratio=False)
-        add(f"  {label}: domain call / raw SQL", "x", "lower", lambda s, p=p: _get(s, "paths", "ratios", p, "domain"),
-            ratio=False)
+            add(
+                f"{label} over stdio ({stat}; ours only)",
+                "ms",
+                "lower",
+                lambda s, p=p, stat=stat: _ms(_get(s, "paths", "stdio", p, stat)),
+                ratio=False,
+            )
+        add(
+            f"  {label}: raw SQL, same transaction form (median)",
+            "µs",
+            "lower",
+            lambda s, p=p: _us(_get(s, "paths", "raw", p, "median")),
+            ratio=False,
+        )
+        add(
+            f"  {label}: domain call, no MCP (median)",
+            "µs",
+            "lower",
+            lambda s, p=p: _us(_get(s, "paths", "domain", p, "median")),
+            ratio=False,
+        )
+        add(
+            f"  {label}: stdio / raw SQL",
+            "x",
+            "lower",
+            lambda s, p=p: _get(s, "paths", "ratios", p, "stdio"),
+            ratio=False,
+        )
+        add(
+            f"  {label}: domain call / raw SQL",
+            "x",
+            "lower",
+            lambda s, p=p: _get(s, "paths", "ratios", p, "domain"),
+            ratio=False,
+        )
     conc = sorted({int(c) for s in systems.values() for c in (_get(s, "throughput") or {})})
     for c in conc:
-        add(f"throughput, {c} client process{'es' if c > 1 else ''}", "sends/s", "higher",
-            lambda s, c=c: _get(s, "throughput", str(c), "sends_per_second"))
-        add(f"  send p99 with {c} client process{'es' if c > 1 else ''}", "ms", "lower",
-            lambda s, c=c: _ms(_get(s, "throughput", str(c), "call_latency", "p99")))
-        add(f"  errors, {c} client process{'es' if c > 1 else ''}", "count", "lower",
-            lambda s, c=c: _get(s, "throughput", str(c), "errors"), ratio=False)
+        add(
+            f"throughput, {c} client process{'es' if c > 1 else ''}",
+            "sends/s",
+            "higher",
+            lambda s, c=c: _get(s, "throughput", str(c), "sends_per_second"),
+        )
+        add(
+            f"  send p99 with {c} client process{'es' if c > 1 else ''}",
+            "ms",
+            "lower",
+            lambda s, c=c: _ms(_get(s, "throughput", str(c), "call_latency", "p99")),
+        )
+        add(
+            f"  errors, {c} client process{'es' if c > 1 else ''}",
+            "count",
+            "lower",
+            lambda s, c=c: _get(s, "throughput", str(c), "errors"),
+            ratio=False,
+        )
     add("domain layer sends, no MCP", "sends/s", "higher", lambda s: _get(s, "domain", "domain_per_second"))
-    add("single-row inserts into its own schema", "rows/s", "higher",
-        lambda s: _get(s, "domain", "raw_into_own_schema_per_second"))
-    add("domain layer / raw SQLite reference", "%", "higher",
-        lambda s: _pct(_get(s, "domain", "fraction_of_raw_reference")))
+    add(
+        "single-row inserts into its own schema",
+        "rows/s",
+        "higher",
+        lambda s: _get(s, "domain", "raw_into_own_schema_per_second"),
+    )
+    add(
+        "domain layer / raw SQLite reference",
+        "%",
+        "higher",
+        lambda s: _pct(_get(s, "domain", "fraction_of_raw_reference")),
+    )
     sizes = sorted({int(b) for s in systems.values() for b in (_get(s, "backlog") or {})})
     for b in sizes:
-        add(f"receive(20) with {b:,} backlog (median)", "ms", "lower",
-            lambda s, b=b: _ms(_get(s, "backlog", str(b), "full_page", "median")))
+        add(
+            f"receive(20) with {b:,} backlog (median)",
+            "ms",
+            "lower",
+            lambda s, b=b: _ms(_get(s, "backlog", str(b), "full_page", "median")),
+        )
     for b in sizes:
-        add(f"empty-inbox poll with {b:,} backlog (median)", "ms", "lower",
-            lambda s, b=b: _ms(_get(s, "backlog", str(b), "after_drain", "median")))
+        add(
+            f"empty-inbox poll with {b:,} backlog (median)",
+            "ms",
+            "lower",
+            lambda s, b=b: _ms(_get(s, "backlog", str(b), "after_drain", "median")),
+        )
     if len(sizes) >= 2:
         add(f"receive(20): {sizes[-1]:,} backlog / {sizes[0]:,}", "x", "lower", lambda s: _get(s, "backlog_ratio"))
     for what, key in (("supervisor", "send_to_supervisor_ms"), ("worker", "send_to_worker_ms")):
         for stat in ("median", "p99"):
-            add(f"send -> {what} start ({stat}; ours only)", "ms", "lower",
-                lambda s, key=key, stat=stat: _get(s, "dispatch", key, stat), ratio=False)
+            add(
+                f"send -> {what} start ({stat}; ours only)",
+                "ms",
+                "lower",
+                lambda s, key=key, stat=stat: _get(s, "dispatch", key, stat),
+                ratio=False,
+            )
     for stat in ("median", "p99"):
-        add(f"send -> real worker's first receive answer ({stat}; ours only)", "ms", "lower",
-            lambda s, stat=stat: _ms(_get(s, "real_worker", "send_to_first_receive", stat)), ratio=False)
-    add("  send -> worker start recorded, same runs (median)", "ms", "lower",
-        lambda s: _ms(_get(s, "real_worker", "send_to_worker_recorded", "median")), ratio=False)
-    for k, label in (("statusline", "agent-bridge-statusline"), ("doctor_json", "agent-bridge doctor --json"),
-                     ("top_once", "agent-bridge top --once")):
+        add(
+            f"send -> real worker's first receive answer ({stat}; ours only)",
+            "ms",
+            "lower",
+            lambda s, stat=stat: _ms(_get(s, "real_worker", "send_to_first_receive", stat)),
+            ratio=False,
+        )
+    add(
+        "  send -> worker start recorded, same runs (median)",
+        "ms",
+        "lower",
+        lambda s: _ms(_get(s, "real_worker", "send_to_worker_recorded", "median")),
+        ratio=False,
+    )
+    for k, label in (
+        ("statusline", "agent-bridge-statusline"),
+        ("doctor_json", "agent-bridge doctor --json"),
+        ("top_once", "agent-bridge top --once"),
+    ):
         for stat in ("median", "p99"):
-            add(f"{label} process wall time ({stat}; ours only)", "ms", "lower",
-                lambda s, k=k, stat=stat: _ms(_get(s, "startup", k, stat)), ratio=False)
-    add("idle listener CPU (ours only)", "% core", "lower",
-        lambda s: _get(s, "dispatch", "idle_listener", "cpu_percent"), ratio=False)
-    add("idle listener RSS (ours only)", "MiB", "lower",
-        lambda s: _get(s, "dispatch", "idle_listener", "rss_mib"), ratio=False)
+            add(
+                f"{label} process wall time ({stat}; ours only)",
+                "ms",
+                "lower",
+                lambda s, k=k, stat=stat: _ms(_get(s, "startup", k, stat)),
+                ratio=False,
+            )
+    add(
+        "idle listener CPU (ours only)",
+        "% core",
+        "lower",
+        lambda s: _get(s, "dispatch", "idle_listener", "cpu_percent"),
+        ratio=False,
+    )
+    add(
+        "idle listener RSS (ours only)",
+        "MiB",
+        "lower",
+        lambda s: _get(s, "dispatch", "idle_listener", "rss_mib"),
+        ratio=False,
+    )
     return out
 
 
@@ -161,8 +302,10 @@ def table(results: dict) -> str:
             text.append("  ".join("-" * w for w in widths))
     if raw.get("per_second"):
         text.append("")
-        text.append(f"raw SQLite reference (WAL, synchronous=NORMAL, one connection, one autocommit INSERT per row): "
-                    f"{raw['per_second']:,.0f} inserts/s (median of {len(raw.get('rounds', []))} rounds)")
+        text.append(
+            f"raw SQLite reference (WAL, synchronous=NORMAL, one connection, one autocommit INSERT per row): "
+            f"{raw['per_second']:,.0f} inserts/s (median of {len(raw.get('rounds', []))} rounds)"
+        )
     return "\n".join(text)
 
 
@@ -176,8 +319,9 @@ def targets(results: dict, key: str = "ours") -> list[dict]:
             checks.append(("cold start <= 100 ms above bare import", f"{over * MS:.0f} ms", over <= 0.100))
         strict = _get(s, "cold_start", "over_import_only_median")
         if strict is not None:
-            checks.append(("  same, bare import timed without interpreter teardown", f"{strict * MS:.0f} ms",
-                           strict <= 0.100))
+            checks.append(
+                ("  same, bare import timed without interpreter teardown", f"{strict * MS:.0f} ms", strict <= 0.100)
+            )
         tp = _get(s, "throughput") or {}
         if tp:
             errs = sum(v.get("errors", 0) for v in tp.values())
@@ -236,8 +380,15 @@ def chart(results: dict, path: Path) -> str | None:
             top = max(top, *rate)
             for c, r in zip(conc, rate, strict=True):
                 errs = tp[str(c)]["errors"]
-                right.annotate(f"{r:.0f}/s" + (f"\n{errs} err" if errs else ""), (c, r),
-                               textcoords="offset points", xytext=(0, 7), ha="center", fontsize=8, color=color)
+                right.annotate(
+                    f"{r:.0f}/s" + (f"\n{errs} err" if errs else ""),
+                    (c, r),
+                    textcoords="offset points",
+                    xytext=(0, 7),
+                    ha="center",
+                    fontsize=8,
+                    color=color,
+                )
     left.set_xscale("log")
     left.set_xlabel("messages already in the store (backlog)")
     left.set_ylabel("receive / read (limit 20) latency, ms")

@@ -72,26 +72,65 @@ def measure(runs: int) -> dict:
         config_dir = root / "home" / ".claude"
         config_dir.mkdir(parents=True)
         (config_dir / ".claude.json").write_text(json.dumps({"hasCompletedOnboarding": True}))
-        (root / "config.json").write_text(json.dumps({"agents": {
-            a: {"auto": False, "launcher": f"launchers/{a}_headless.sh"} for a in sorted(AGENTS)}}))
+        (root / "config.json").write_text(
+            json.dumps(
+                {"agents": {a: {"auto": False, "launcher": f"launchers/{a}_headless.sh"} for a in sorted(AGENTS)}}
+            )
+        )
         inherited = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_", "AGENT_"))}
-        env = {**inherited, "AGENT_BRIDGE_DB": str(db), "AGENT_BRIDGE_CONFIG": str(root / "config.json"),
-               "AGENT_BRIDGE_RUNTIME_DIR": str(root / "runtime"), "CLAUDE_CONFIG_DIR": str(config_dir),
-               "HOME": str(root / "home"), "TMPDIR": str(root)}
-        done = subprocess.run([sys.executable, "-m", "dispatcher", "register", "claude", "--agent", "claude",
-                               "--hooks"], cwd=PROJECT, env=env, capture_output=True, text=True, timeout=180)
+        env = {
+            **inherited,
+            "AGENT_BRIDGE_DB": str(db),
+            "AGENT_BRIDGE_CONFIG": str(root / "config.json"),
+            "AGENT_BRIDGE_RUNTIME_DIR": str(root / "runtime"),
+            "CLAUDE_CONFIG_DIR": str(config_dir),
+            "HOME": str(root / "home"),
+            "TMPDIR": str(root),
+        }
+        done = subprocess.run(
+            [sys.executable, "-m", "dispatcher", "register", "claude", "--agent", "claude", "--hooks"],
+            cwd=PROJECT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
         if done.returncode != 0:
             raise SystemExit(done.stderr)
         with Model(root / "requests.jsonl") as model:
-            env.update({"ANTHROPIC_BASE_URL": model.base_url, "ANTHROPIC_API_KEY": "dummy",
-                        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "CLAUDE_CODE_MAX_RETRIES": "0"})
-            proc = subprocess.Popen([str(claude), "-p", "--input-format", "stream-json", "--output-format",
-                                     "stream-json", "--verbose", "--no-session-persistence"],
-                                    cwd=root, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    stderr=subprocess.DEVNULL, text=True)
+            env.update(
+                {
+                    "ANTHROPIC_BASE_URL": model.base_url,
+                    "ANTHROPIC_API_KEY": "dummy",
+                    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+                    "CLAUDE_CODE_MAX_RETRIES": "0",
+                }
+            )
+            proc = subprocess.Popen(
+                [
+                    str(claude),
+                    "-p",
+                    "--input-format",
+                    "stream-json",
+                    "--output-format",
+                    "stream-json",
+                    "--verbose",
+                    "--no-session-persistence",
+                ],
+                cwd=root,
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+            )
             results = []
-            reader = threading.Thread(target=lambda: [results.append(1) for line in proc.stdout
-                                                      if '"type":"result"' in line.replace(" ", "")], daemon=True)
+            reader = threading.Thread(
+                target=lambda: [
+                    results.append(1) for line in proc.stdout if '"type":"result"' in line.replace(" ", "")
+                ],
+                daemon=True,
+            )
             reader.start()
             proc.stdin.write(json.dumps({"type": "user", "message": {"role": "user", "content": "hello"}}) + "\n")
             proc.stdin.flush()
@@ -103,8 +142,15 @@ def measure(runs: int) -> dict:
                     _wait(lambda: _waiter(root))
                     time.sleep(GAP_SECONDS)
                     seen = len(arrivals)
-                    message = send_message(conn, sender="kimi", recipient="claude", text=f"{SECRET} {n}",
-                                           agents=AGENTS, max_body_bytes=65536, kind="task")["id"]
+                    message = send_message(
+                        conn,
+                        sender="kimi",
+                        recipient="claude",
+                        text=f"{SECRET} {n}",
+                        agents=AGENTS,
+                        max_body_bytes=65536,
+                        kind="task",
+                    )["id"]
                     start = time.perf_counter()
                     at, text = _wait(lambda: len(arrivals) > seen and arrivals[seen])  # noqa: B023 - the closure runs at once, inside this iteration
                     if f"#{message} from kimi" not in text or SECRET in text:

@@ -72,9 +72,7 @@ class Session:
 
 
 @asynccontextmanager
-async def open_session(
-    target: Target, store: Store, agent: str, *, reads: bool = False
-) -> AsyncIterator[Session]:
+async def open_session(target: Target, store: Store, agent: str, *, reads: bool = False) -> AsyncIterator[Session]:
     """Spawn the target's server for ``agent`` on ``store`` and connect to it.
 
     The server's stderr goes to a log file in the store directory (dlb-mcp logs every

@@ -32,8 +32,9 @@ from .targets import RECIPIENTS, REPO, Store, Target
 
 def _timed_process(argv: list[str], env: dict[str, str]) -> tuple[float, int]:
     t0 = time.perf_counter()
-    proc = subprocess.run(argv, env=env, cwd=str(REPO), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                          timeout=120)
+    proc = subprocess.run(
+        argv, env=env, cwd=str(REPO), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120
+    )
     return time.perf_counter() - t0, proc.returncode
 
 
@@ -46,9 +47,12 @@ def _process_figure(argv: list[str], env: dict[str, str], runs: int, deadline: f
         s, rc = _timed_process(argv, env)
         samples.append(s)
         codes.append(rc)
-    return {**summarize(samples), "command": " ".join(Path(argv[0]).name if i == 0 else a
-                                                      for i, a in enumerate(argv)),
-            "exit_codes": sorted(set(codes)), "samples": _round(samples)}
+    return {
+        **summarize(samples),
+        "command": " ".join(Path(argv[0]).name if i == 0 else a for i, a in enumerate(argv)),
+        "exit_codes": sorted(set(codes)),
+        "samples": _round(samples),
+    }
 
 
 def cold_store(target: Target, parent: Path, reps: int, deadline: float) -> dict[str, Any]:
@@ -74,9 +78,14 @@ def cold_store(target: Target, parent: Path, reps: int, deadline: float) -> dict
         if not ok or not created:
             errors.append(err or "the store was not created")
     imp_summary = summarize(imports)
-    return {**summarize(samples), "errors": len(errors), "error_samples": errors[:3], "samples": _round(samples),
-            "bare_import_without_teardown": {**imp_summary, "samples": _round(imports)},
-            "over_bare_import_median": (statistics.median(samples) - imp_summary["median"]) if samples else None}
+    return {
+        **summarize(samples),
+        "errors": len(errors),
+        "error_samples": errors[:3],
+        "samples": _round(samples),
+        "bare_import_without_teardown": {**imp_summary, "samples": _round(imports)},
+        "over_bare_import_median": (statistics.median(samples) - imp_summary["median"]) if samples else None,
+    }
 
 
 def measure(target: Target, store: Store, *, runs: int, max_seconds: float) -> dict[str, Any]:
@@ -85,8 +94,10 @@ def measure(target: Target, store: Store, *, runs: int, max_seconds: float) -> d
     bindir = Path(target.python()).parent
     return {
         "statusline": _process_figure([str(bindir / "agent-bridge-statusline")], env, runs, deadline),
-        "doctor_json": _process_figure([str(bindir / "agent-bridge"), "doctor", "--json"], env,
-                                       max(3, runs // 4), deadline),
-        "top_once": _process_figure([str(bindir / "agent-bridge"), "top", "--once"], {**env, "COLUMNS": "160"},
-                                    max(3, runs // 4), deadline),
+        "doctor_json": _process_figure(
+            [str(bindir / "agent-bridge"), "doctor", "--json"], env, max(3, runs // 4), deadline
+        ),
+        "top_once": _process_figure(
+            [str(bindir / "agent-bridge"), "top", "--once"], {**env, "COLUMNS": "160"}, max(3, runs // 4), deadline
+        ),
     }

@@ -53,9 +53,14 @@ TEXT = "bench payload"  # every message's body (dlb's: TEXT and a nonce); never 
 def setup(root: Path) -> dict[str, str]:
     agents = {a: {"auto": False, "launcher": "launchers/claude_headless.sh"} for a in sorted(AGENTS)}
     (root / "config.json").write_text(json.dumps({"agents": agents}))
-    return {**os.environ, "AGENT_BRIDGE_DB": str(root / "state" / "bridge.db"),
-            "AGENT_BRIDGE_CONFIG": str(root / "config.json"), "AGENT_BRIDGE_RUNTIME_DIR": str(root / "runtime"),
-            "AGENT_BRIDGE_WORKSPACE": str(root), "PYTHONDONTWRITEBYTECODE": "1"}
+    return {
+        **os.environ,
+        "AGENT_BRIDGE_DB": str(root / "state" / "bridge.db"),
+        "AGENT_BRIDGE_CONFIG": str(root / "config.json"),
+        "AGENT_BRIDGE_RUNTIME_DIR": str(root / "runtime"),
+        "AGENT_BRIDGE_WORKSPACE": str(root),
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
 
 
 def cpu_seconds(pid: int) -> float:
@@ -77,9 +82,15 @@ class Agent:
 
     def __init__(self, system: str, python: str, env: dict[str, str]) -> None:
         self.env = env
-        self.proc = subprocess.Popen([python, str(PROJECT / "bench" / "wake_agent.py"), system], cwd=PROJECT, env=env,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     text=True)
+        self.proc = subprocess.Popen(
+            [python, str(PROJECT / "bench" / "wake_agent.py"), system],
+            cwd=PROJECT,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
         if self.proc.stdout.readline() != "ready\n":
             self.close()
             raise RuntimeError(f"bench/wake_agent.py {system} did not start under {python}")
@@ -117,11 +128,13 @@ class Watch:
     """A watch command running with its stdout read line by line; each line is queued with
     ``time.monotonic()`` of the moment it was read (several watches may share one queue)."""
 
-    def __init__(self, cmd: list[str], env: dict[str, str],
-                 lines: queue.Queue[tuple[float, str]] | None = None) -> None:
+    def __init__(
+        self, cmd: list[str], env: dict[str, str], lines: queue.Queue[tuple[float, str]] | None = None
+    ) -> None:
         self.cmd = cmd
-        self.proc = subprocess.Popen(cmd, cwd=PROJECT, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     text=True)
+        self.proc = subprocess.Popen(
+            cmd, cwd=PROJECT, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        )
         self.lines: queue.Queue[tuple[float, str]] = queue.Queue() if lines is None else lines
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -164,10 +177,15 @@ def ours_rung(agent: Agent) -> MonitorRung:
         nonce, mid, sent_at = agent.send("claude")
         return (nonce, mid), sent_at
 
-    return MonitorRung("agent-bridge inbox watch", [sys.executable, "-m", "dispatcher", "inbox", "watch", "--agent",
-                                                    "claude"], agent.env, send=send,
-                       names=lambda line, key: key[1] in ours_line(line)[1], text=lambda key: f"{TEXT} {key[0]}",
-                       poll=0.1)
+    return MonitorRung(
+        "agent-bridge inbox watch",
+        [sys.executable, "-m", "dispatcher", "inbox", "watch", "--agent", "claude"],
+        agent.env,
+        send=send,
+        names=lambda line, key: key[1] in ours_line(line)[1],
+        text=lambda key: f"{TEXT} {key[0]}",
+        poll=0.1,
+    )
 
 
 def dlb_rung(venv: Path, agent: Agent, interval: float | None = None) -> MonitorRung:
@@ -179,9 +197,15 @@ def dlb_rung(venv: Path, agent: Agent, interval: float | None = None) -> Monitor
     if interval is not None:
         cmd += ["--interval", f"{interval:g}"]
     label = "dlb-monitor" + (f" --interval {interval:g}" if interval is not None else " (default 2 s poll)")
-    return MonitorRung(label, cmd, agent.env, send=send,
-                       names=lambda line, nonce: dlb_nonce(line, TEXT) == nonce, text=lambda nonce: f"{TEXT} {nonce}",
-                       poll=DLB_DEFAULT_POLL if interval is None else interval)
+    return MonitorRung(
+        label,
+        cmd,
+        agent.env,
+        send=send,
+        names=lambda line, nonce: dlb_nonce(line, TEXT) == nonce,
+        text=lambda nonce: f"{TEXT} {nonce}",
+        poll=DLB_DEFAULT_POLL if interval is None else interval,
+    )
 
 
 def monitor_lines(rungs: list[MonitorRung], n: int, idle_seconds: float, settle: float = 5.0) -> dict[str, dict]:
@@ -204,8 +228,14 @@ def monitor_lines(rungs: list[MonitorRung], n: int, idle_seconds: float, settle:
             early = []
             while not watch.lines.empty():
                 early.append(watch.lines.get()[1])
-            results[rung.label] = {"cmd": shlex.join(rung.cmd), "samples": [], "lines": 0, "lines_with_text": 0,
-                                   "shape": None, "names_waiting_mail_at_start": any(rung.names(x, key) for x in early)}
+            results[rung.label] = {
+                "cmd": shlex.join(rung.cmd),
+                "samples": [],
+                "lines": 0,
+                "lines_with_text": 0,
+                "shape": None,
+                "names_waiting_mail_at_start": any(rung.names(x, key) for x in early),
+            }
         for i in range(n):
             k = i % len(rungs)
             for rung, watch in zip(rungs[k:] + rungs[:k], watches[k:] + watches[:k], strict=True):
@@ -256,14 +286,22 @@ async def mcp_paths(env: dict[str, str], sender: Agent, n: int, idle_seconds: fl
         if isinstance(message, types.ResourceUpdatedNotification):
             updated_at.append(time.monotonic())
 
-    params = StdioServerParameters(command=sys.executable, args=[str(PROJECT / "server.py")],
-                                   env={**env, "AGENT_ID": "kimi", "AGENT_BRIDGE_CLAUDE_CHANNEL": "1"},
-                                   cwd=str(PROJECT))
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=[str(PROJECT / "server.py")],
+        env={**env, "AGENT_ID": "kimi", "AGENT_BRIDGE_CLAUDE_CHANNEL": "1"},
+        cwd=str(PROJECT),
+    )
     errlog = open(os.devnull, "w")  # noqa: SIM115 - closed in the finally below
     channel, updated, idle = [], [], None
     try:
-        async with Client(stdio_client(params, errlog=errlog), mode="legacy", message_handler=on_message,
-                          extensions=[Observer()], read_timeout_seconds=TIMEOUT) as client:
+        async with Client(
+            stdio_client(params, errlog=errlog),
+            mode="legacy",
+            message_handler=on_message,
+            extensions=[Observer()],
+            read_timeout_seconds=TIMEOUT,
+        ) as client:
             import warnings
 
             with warnings.catch_warnings():
@@ -305,8 +343,13 @@ def _server_pid() -> int | None:
     return None
 
 
-def measure(n: int = 200, idle_seconds: float = 10.0, systems: tuple[str, ...] = ("ours", "dlb"),
-            mcp: bool = True, cache_dir: Path | None = None) -> dict:
+def measure(
+    n: int = 200,
+    idle_seconds: float = 10.0,
+    systems: tuple[str, ...] = ("ours", "dlb"),
+    mcp: bool = True,
+    cache_dir: Path | None = None,
+) -> dict:
     dlb_venv = None
     if "dlb" in systems:
         from bench.targets import DLB_VERSION, default_cache_dir, ensure_dlb
@@ -330,10 +373,16 @@ def measure(n: int = 200, idle_seconds: float = 10.0, systems: tuple[str, ...] =
         finally:
             for agent in agents:
                 agent.close()
-    return {"messages": n, "idle_seconds": idle_seconds, "monitor_line": monitor, **paths,
-            "peer": f"dlb-mcp {DLB_VERSION}" if dlb_venv else None,
-            "loadavg_before": [round(x, 2) for x in load_before], "loadavg_after": [round(x, 2) for x in load_after],
-            "cpus": os.cpu_count()}
+    return {
+        "messages": n,
+        "idle_seconds": idle_seconds,
+        "monitor_line": monitor,
+        **paths,
+        "peer": f"dlb-mcp {DLB_VERSION}" if dlb_venv else None,
+        "loadavg_before": [round(x, 2) for x in load_before],
+        "loadavg_after": [round(x, 2) for x in load_after],
+        "cpus": os.cpu_count(),
+    }
 
 
 def _ms(stats: dict) -> str:
@@ -355,9 +404,11 @@ def main() -> None:
     result = measure(args.messages, args.idle_seconds, systems, not args.no_mcp, args.cache_dir)
     for label, r in result["monitor_line"].items():
         print(f"send -> Monitor line, {label}: {_ms(r['send_to_line'])}")
-        print(f"    idle CPU {r['idle_cpu_percent']}% of a core; lines carrying the message text: "
-              f"{r['lines_with_text']}/{r['lines']}; names mail already waiting when (re)started: "
-              f"{'yes' if r['names_waiting_mail_at_start'] else 'no'}; line shape: {r['shape']}")
+        print(
+            f"    idle CPU {r['idle_cpu_percent']}% of a core; lines carrying the message text: "
+            f"{r['lines_with_text']}/{r['lines']}; names mail already waiting when (re)started: "
+            f"{'yes' if r['names_waiting_mail_at_start'] else 'no'}; line shape: {r['shape']}"
+        )
     if "channel" in result:
         print(f"send -> notifications/claude/channel:      {_ms(result['channel'])}")
         print(f"send -> notifications/resources/updated:   {_ms(result['resource_updated'])}")

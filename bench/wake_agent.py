@@ -39,21 +39,26 @@ def ours():
     store = Store(os.environ["AGENT_BRIDGE_DB"])
 
     def send(sender: str, recipient: str, kind: str | None, body: str) -> int:
-        return messages.send_message(store.connection(), sender=sender, recipient=recipient, text=body,
-                                     agents=AGENTS, kind=kind)["id"]
+        return messages.send_message(
+            store.connection(), sender=sender, recipient=recipient, text=body, agents=AGENTS, kind=kind
+        )["id"]
 
     def drain(name: str) -> list[str]:
         keys: list[str] = []
         while got := messages.receive_messages(store.connection(), agent=name, worker_id="bench", limit=100)[
-                "messages"]:
+            "messages"
+        ]:
             ids = [m["id"] for m in got]
             messages.mark_read(store.connection(), agent=name, worker_id="bench", message_ids=ids)
             keys += map(str, ids)
         return keys
 
     def unread(name: str) -> int:
-        return store.connection().execute(
-            "SELECT COUNT(*) FROM messages WHERE recipient = ? AND acknowledged_at IS NULL", (name,)).fetchone()[0]
+        return (
+            store.connection()
+            .execute("SELECT COUNT(*) FROM messages WHERE recipient = ? AND acknowledged_at IS NULL", (name,))
+            .fetchone()[0]
+        )
 
     return send, (lambda name: None), drain, unread
 
@@ -79,8 +84,9 @@ def dlb():
     def unread(name: str) -> int:
         conn = sqlite3.connect(str(store.store_path()), timeout=5.0)
         try:
-            return conn.execute("SELECT COUNT(*) FROM messages WHERE recipient_name = ? AND read_at_ms IS NULL",
-                                (name,)).fetchone()[0]
+            return conn.execute(
+                "SELECT COUNT(*) FROM messages WHERE recipient_name = ? AND read_at_ms IS NULL", (name,)
+            ).fetchone()[0]
         finally:
             conn.close()
 

@@ -79,18 +79,31 @@ def ours_inbox(root: Path) -> Inbox:
         kind, ids = ours_line(line)
         return kind, [str(i) for i in ids]
 
-    return Inbox("ours", [sys.executable, "-m", "dispatcher", "inbox", "watch", "--agent", "claude"], env,
-                 lambda: Agent.ours(env), line_keys, lambda nonce, mid: str(mid))
+    return Inbox(
+        "ours",
+        [sys.executable, "-m", "dispatcher", "inbox", "watch", "--agent", "claude"],
+        env,
+        lambda: Agent.ours(env),
+        line_keys,
+        lambda nonce, mid: str(mid),
+    )
 
 
 def dlb_inbox(venv: Path, db: Path) -> Inbox:
     """dlb-monitor at its default poll; a line carries no id, so a message is known by its nonce."""
+
     def line_keys(line: str) -> tuple[str, list[str]]:
         nonce = dlb_nonce(line, TEXT)
         return ("new", [nonce]) if nonce else ("other", [])
 
-    return Inbox("dlb", [str(venv / "bin" / "dlb-monitor"), "--name", "claude"], {**os.environ, "DLB_STORE": str(db)},
-                 lambda: Agent.dlb(venv, db), line_keys, lambda nonce, mid: nonce)
+    return Inbox(
+        "dlb",
+        [str(venv / "bin" / "dlb-monitor"), "--name", "claude"],
+        {**os.environ, "DLB_STORE": str(db)},
+        lambda: Agent.dlb(venv, db),
+        line_keys,
+        lambda nonce, mid: nonce,
+    )
 
 
 class Run:
@@ -120,8 +133,9 @@ class Run:
         agent = self.inbox.agent()
         try:
             while not stop.wait(self.rng.expovariate(1 / mean_gap)):
-                nonce, mid, _ = agent.send("claude", self.rng.choice(["kimi", "codex"]),
-                                           self.rng.choice(["task", "notice", None]))
+                nonce, mid, _ = agent.send(
+                    "claude", self.rng.choice(["kimi", "codex"]), self.rng.choice(["task", "notice", None])
+                )
                 with self.lock:
                     self.sent.append(self.inbox.key(nonce, mid))
         finally:
@@ -153,8 +167,15 @@ class Run:
             agent.close()
 
 
-def run(seconds: float, rearm_every: float, mean_gap: float, drain_seconds: float, seed: int,
-        system: str = "ours", cache_dir: Path | None = None) -> dict:
+def run(
+    seconds: float,
+    rearm_every: float,
+    mean_gap: float,
+    drain_seconds: float,
+    seed: int,
+    system: str = "ours",
+    cache_dir: Path | None = None,
+) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-wake-lost-") as tmp:
         if system == "dlb":
             from bench.targets import default_cache_dir, ensure_dlb
@@ -199,14 +220,26 @@ def run(seconds: float, rearm_every: float, mean_gap: float, drain_seconds: floa
             return round(100 * ((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)) / elapsed, 2)
 
         return {
-            "system": system, "watch": " ".join([Path(inbox.watch_cmd[0]).name, *inbox.watch_cmd[1:]]),
-            "seconds": round(elapsed, 1), "rearm_every": rearm_every, "mean_gap_seconds": mean_gap, "seed": seed,
-            "sent": len(bench.sent), **counts, "never_woken": len(never), "never_woken_keys": never[:20],
+            "system": system,
+            "watch": " ".join([Path(inbox.watch_cmd[0]).name, *inbox.watch_cmd[1:]]),
+            "seconds": round(elapsed, 1),
+            "rearm_every": rearm_every,
+            "mean_gap_seconds": mean_gap,
+            "seed": seed,
+            "sent": len(bench.sent),
+            **counts,
+            "never_woken": len(never),
+            "never_woken_keys": never[:20],
             "named_by_no_line": sum(key not in bench.named for key in bench.sent),
-            "left_unread": inbox.left_unread(), "watches_started": bench.watches, "lines": bench.lines_seen,
-            "cpu_percent_of_a_core": {"bench_process": cpu(cpu_before, self_after),
-                                      "watch_processes": round(100 * bench.watch_cpu / elapsed, 2)},
-            "loadavg_before": [round(x, 2) for x in load_before], "loadavg_after": [round(x, 2) for x in load_after],
+            "left_unread": inbox.left_unread(),
+            "watches_started": bench.watches,
+            "lines": bench.lines_seen,
+            "cpu_percent_of_a_core": {
+                "bench_process": cpu(cpu_before, self_after),
+                "watch_processes": round(100 * bench.watch_cpu / elapsed, 2),
+            },
+            "loadavg_before": [round(x, 2) for x in load_before],
+            "loadavg_after": [round(x, 2) for x in load_after],
             "cpus": os.cpu_count(),
         }
 
@@ -218,13 +251,18 @@ def main() -> None:
     parser.add_argument("--mean-gap", type=float, default=2.0, help="mean seconds between messages")
     parser.add_argument("--drain-seconds", type=float, default=5.0)
     parser.add_argument("--seed", type=int, default=10)
-    parser.add_argument("--system", choices=["ours", "dlb"], default="ours",
-                        help="ours: agent-bridge inbox watch; dlb: the peer dlb-mcp's dlb-monitor")
+    parser.add_argument(
+        "--system",
+        choices=["ours", "dlb"],
+        default="ours",
+        help="ours: agent-bridge inbox watch; dlb: the peer dlb-mcp's dlb-monitor",
+    )
     parser.add_argument("--cache-dir", type=Path, default=None, help="where the dlb-mcp venv lives (bench's default)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args()
-    result = run(args.seconds, args.rearm_every, args.mean_gap, args.drain_seconds, args.seed, args.system,
-                 args.cache_dir)
+    result = run(
+        args.seconds, args.rearm_every, args.mean_gap, args.drain_seconds, args.seed, args.system, args.cache_dir
+    )
     print(json.dumps(result, indent=2))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))

@@ -26,8 +26,16 @@ async def run(job: dict) -> dict:
         print("READY", flush=True)
         go = await anyio.to_thread.run_sync(sys.stdin.readline)
         if go.strip() != "GO":
-            return {"agent": agent, "ok": 0, "errors": 0, "ids": [], "latencies": [], "error_samples": [],
-                    "start": time.monotonic(), "end": time.monotonic()}
+            return {
+                "agent": agent,
+                "ok": 0,
+                "errors": 0,
+                "ids": [],
+                "latencies": [],
+                "error_samples": [],
+                "start": time.monotonic(),
+                "end": time.monotonic(),
+            }
         ok, errors, ids, lat, samples = 0, 0, [], [], []
         start = time.monotonic()
         deadline = start + job["seconds"]
@@ -46,8 +54,16 @@ async def run(job: dict) -> dict:
                 if len(samples) < 3:
                     samples.append(out.error)
         end = time.monotonic()
-    return {"agent": agent, "ok": ok, "errors": errors, "ids": ids, "latencies": lat,
-            "error_samples": samples, "start": start, "end": end}
+    return {
+        "agent": agent,
+        "ok": ok,
+        "errors": errors,
+        "ids": ids,
+        "latencies": lat,
+        "error_samples": samples,
+        "start": start,
+        "end": end,
+    }
 
 
 def main() -> None:
@@ -55,8 +71,10 @@ def main() -> None:
     try:
         result = anyio.run(run, job)
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which counts it as an error
-        print("FAILED " + json.dumps({"agent": job.get("agent"), "error": f"{type(exc).__name__}: {exc}"[:400]}),
-              flush=True)
+        print(
+            "FAILED " + json.dumps({"agent": job.get("agent"), "error": f"{type(exc).__name__}: {exc}"[:400]}),
+            flush=True,
+        )
         sys.exit(1)
     print("RESULT " + json.dumps(result), flush=True)
 

@@ -31,11 +31,15 @@ def broadcast_refusal(kind: object, reply_to: object, conversation_id: object) -
             "to one agent by name. Nothing was sent."
         )
     if reply_to is not None:
-        return ("a broadcast (recipient '*') answers nothing: drop reply_to, or reply to that message's "
-                "sender by name. Nothing was sent.")
+        return (
+            "a broadcast (recipient '*') answers nothing: drop reply_to, or reply to that message's "
+            "sender by name. Nothing was sent."
+        )
     if conversation_id is not None:
-        return ("a broadcast (recipient '*') never joins a conversation: drop conversation_id, or send the "
-                "notice to the conversation's other agent by name. Nothing was sent.")
+        return (
+            "a broadcast (recipient '*') never joins a conversation: drop conversation_id, or send the "
+            "notice to the conversation's other agent by name. Nothing was sent."
+        )
     return None
 
 
@@ -105,12 +109,25 @@ def send_broadcast(
                     f"this dedup_key was already used for message #{direct[0]} to {direct[1]}, so it cannot name a "
                     "broadcast; nothing was sent. Pick a new dedup_key for this broadcast.",
                 )
-        broadcast_id = inserted_id(conn.execute(
-            "INSERT INTO broadcasts (sender, dedup_key, created_at) VALUES (?, ?, ?)", (sender, dedup_key, now)
-        ))
+        broadcast_id = inserted_id(
+            conn.execute(
+                "INSERT INTO broadcasts (sender, dedup_key, created_at) VALUES (?, ?, ?)", (sender, dedup_key, now)
+            )
+        )
         copies = [
-            (insert_message(conn, sender=sender, recipient=recipient, text=text, kind=BROADCAST_KIND,
-                            created_at=now, response_deadline=deadline, broadcast_id=broadcast_id), recipient)
+            (
+                insert_message(
+                    conn,
+                    sender=sender,
+                    recipient=recipient,
+                    text=text,
+                    kind=BROADCAST_KIND,
+                    created_at=now,
+                    response_deadline=deadline,
+                    broadcast_id=broadcast_id,
+                ),
+                recipient,
+            )
             for recipient in recipients
         ]
     return _answer(broadcast_id, copies, False, now)

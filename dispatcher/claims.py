@@ -29,7 +29,9 @@ def _load_own_message(conn: sqlite3.Connection, message_id: int, agent: str) -> 
     if row is None or agent not in (row["sender"], row["recipient"]):
         raise BridgeError("message_not_found", f"no message #{message_id} sent to or by you ({agent}).")
     if row["recipient"] != agent:
-        raise BridgeError("not_recipient", f"message #{message_id} is for {row['recipient']}; only its recipient can claim it.")
+        raise BridgeError(
+            "not_recipient", f"message #{message_id} is for {row['recipient']}; only its recipient can claim it."
+        )
     return row
 
 
@@ -49,7 +51,9 @@ def claim_message(
     with write_transaction(conn):
         row = _load_own_message(conn, message_id, agent)
         if row["acknowledged_at"] is not None:
-            raise BridgeError("already_acknowledged", f"message #{message_id} is already acknowledged; there is nothing to claim.")
+            raise BridgeError(
+                "already_acknowledged", f"message #{message_id} is already acknowledged; there is nothing to claim."
+            )
         if claim_is_active(row, now) and row["claim_owner"] != worker_id:
             raise BridgeError(
                 "claimed_by_other",

@@ -55,7 +55,9 @@ def _usage_error(exc: click.ClickException) -> int:
     ctx = getattr(exc, "ctx", None)
     helper = f" See `{ctx.command_path} --help`." if ctx is not None else ""
     text = " ".join(exc.format_message().split())
-    if isinstance(exc, click.exceptions.NoArgsIsHelpError) and ctx is not None:  # a bare group: its help, then the one line
+    if (
+        isinstance(exc, click.exceptions.NoArgsIsHelpError) and ctx is not None
+    ):  # a bare group: its help, then the one line
         click.echo(ctx.get_help())
         text, helper = "a command is missing; pick one of those listed above.", ""
     click.echo(f"agent-bridge: usage_error: {text}{helper}", err=True)
@@ -143,8 +145,10 @@ def listener_run(agent: str) -> None:
 
     settings = _settings()
     _declared(settings, agent, config_required=False)
-    click.echo(f"agent-bridge listener for {agent}: pid {os.getpid()}, store {settings.db}, "
-               f"runtime {settings.private_dir()}", err=True)
+    click.echo(
+        f"agent-bridge listener for {agent}: pid {os.getpid()}, store {settings.db}, runtime {settings.private_dir()}",
+        err=True,
+    )
     sys.exit(run_listener(settings, agent))
 
 
@@ -354,7 +358,9 @@ def doctor(as_json: bool) -> None:
 @click.option("--dry-run", is_flag=True, help="Print the unified diff of what would change; write nothing.")
 @click.option("--force", is_flag=True, help="Replace an existing agent_bridge entry that points elsewhere.")
 @click.option("--statusline", is_flag=True, help="Claude only: also set statusLine in Claude's settings.json.")
-@click.option("--hooks", is_flag=True, help="Also add the inbox-notice hooks (agent-bridge hook) to the CLI's settings.")
+@click.option(
+    "--hooks", is_flag=True, help="Also add the inbox-notice hooks (agent-bridge hook) to the CLI's settings."
+)
 def register(cli_name: str, agent: str, dry_run: bool, force: bool, statusline: bool, hooks: bool) -> None:
     """Register this installation's MCP server (as AGENT) in CLI's own config; safe to rerun.
 
@@ -364,15 +370,19 @@ def register(cli_name: str, agent: str, dry_run: bool, force: bool, statusline: 
     from .register import register as do_register
 
     _declared(_settings(), agent)
-    for line in do_register(cli_name, agent, dry_run=dry_run, force=force, statusline=statusline,
-                            hooks=hooks):
+    for line in do_register(cli_name, agent, dry_run=dry_run, force=force, statusline=statusline, hooks=hooks):
         click.echo(line)
 
 
 @main.command()
 @click.option("--force", is_flag=True, help="Replace an existing config.json.")
-@click.option("--workspace", type=click.Path(file_okay=False), default=".", show_default=True,
-              help="The directory workers run in, for every agent declared.")
+@click.option(
+    "--workspace",
+    type=click.Path(file_okay=False),
+    default=".",
+    show_default=True,
+    help="The directory workers run in, for every agent declared.",
+)
 def init(force: bool, workspace: str) -> None:
     """Write $XDG_CONFIG_HOME/agent-bridge/config.json declaring the agent CLIs found on PATH."""
     from pathlib import Path
@@ -383,8 +393,13 @@ def init(force: bool, workspace: str) -> None:
 
 
 @main.command()
-@click.option("--older-than", "older_than", required=True, metavar="AGE",
-              help="Age cutoff: a whole number and d, h, m or s (30d, 12h, 90m, 3600s).")
+@click.option(
+    "--older-than",
+    "older_than",
+    required=True,
+    metavar="AGE",
+    help="Age cutoff: a whole number and d, h, m or s (30d, 12h, 90m, 3600s).",
+)
 @click.option("--dry-run", is_flag=True, help="Only count what would go; change nothing.")
 @click.option("--compact", is_flag=True, help="VACUUM afterwards (holds the write lock while it runs).")
 def prune(older_than: str, dry_run: bool, compact: bool) -> None:
@@ -400,8 +415,12 @@ def prune(older_than: str, dry_run: bool, compact: bool) -> None:
 
 
 @main.command()
-@click.option("--agent", default=None, callback=lambda ctx, p, v: None if v is None else _agent_id(ctx, p, v),
-              help="Show only this agent's rows (keys: a cycles, 0 shows all).")
+@click.option(
+    "--agent",
+    default=None,
+    callback=lambda ctx, p, v: None if v is None else _agent_id(ctx, p, v),
+    help="Show only this agent's rows (keys: a cycles, 0 shows all).",
+)
 @click.option("--once", is_flag=True, help="Print one frame and exit (for scripts and tests).")
 def top(agent: str | None, once: bool) -> None:
     """A live, payload-free view: listeners, attempts in flight, recent outcomes, active
@@ -427,12 +446,19 @@ def hook() -> None:
 
 
 def _hook_command(cli_name: str, events: tuple[str, ...]):
-    @hook.command(cli_name, context_settings=_HOOK_SETTINGS,
-                  help=f"The {'/'.join(events)} hook (JSON on stdin); written by `register {cli_name} --hooks`.")
+    @hook.command(
+        cli_name,
+        context_settings=_HOOK_SETTINGS,
+        help=f"The {'/'.join(events)} hook (JSON on stdin); written by `register {cli_name} --hooks`.",
+    )
     @click.argument("event", required=False, default="")
     @click.option("--agent", default=None, help="Agent id (default: $AGENT_ID).")
-    @click.option("--wait", default=None, metavar="SECONDS",
-                  help="claude Stop only: in the background (asyncRewake), wait up to SECONDS for new mail.")
+    @click.option(
+        "--wait",
+        default=None,
+        metavar="SECONDS",
+        help="claude Stop only: in the background (asyncRewake), wait up to SECONDS for new mail.",
+    )
     @click.pass_context
     def run(ctx, event: str, agent: str | None, wait: str | None) -> None:
         from .hooks import main as hook_main
@@ -450,8 +476,12 @@ _hook_command("gemini", ("BeforeAgent", "AfterAgent"))
 
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-@click.option("--agent", default=None, callback=lambda ctx, p, v: None if v is None else _agent_id(ctx, p, v),
-              help="Only this agent (default: every declared one).")
+@click.option(
+    "--agent",
+    default=None,
+    callback=lambda ctx, p, v: None if v is None else _agent_id(ctx, p, v),
+    help="Only this agent (default: every declared one).",
+)
 def who(as_json: bool, agent: str | None) -> None:
     """Who is there: each agent's live interactive sessions (client, since, idle for), its
     listener, unread count and oldest unread age. Read-only; liveness is from the process."""
@@ -478,9 +508,15 @@ def _max_seconds(ctx, param, value: float | None) -> float | None:
 
 @inbox.command("watch")
 @agent_option
-@click.option("--max-seconds", type=float, default=None, callback=_max_seconds, metavar="SECONDS",
-              help="End by itself after this long with a line saying how to re-arm it "
-                   "(Claude Code's Monitor stops a watch after 30 minutes: use 1740).")
+@click.option(
+    "--max-seconds",
+    type=float,
+    default=None,
+    callback=_max_seconds,
+    metavar="SECONDS",
+    help="End by itself after this long with a line saying how to re-arm it "
+    "(Claude Code's Monitor stops a watch after 30 minutes: use 1740).",
+)
 def inbox_watch(agent: str, max_seconds: float | None) -> None:
     """Print one line per batch of new messages for AGENT, flushed at once, e.g.
     `2 new for claude: #41 from kimi (task), #42 from codex (notice) — call receive_messages`.

@@ -74,9 +74,7 @@ def turn_available(kind: str, turn_count: int, max_turns: int) -> bool:
 def _record_transition(
     conn: sqlite3.Connection, conv: sqlite3.Row, to_state: str, actor: str, reason: str, now: float
 ) -> None:
-    conn.execute(
-        "UPDATE conversations SET state = ?, updated_at = ? WHERE id = ?", (to_state, now, conv["id"])
-    )
+    conn.execute("UPDATE conversations SET state = ?, updated_at = ? WHERE id = ?", (to_state, now, conv["id"]))
     conn.execute(
         "INSERT INTO conversation_transitions (conversation_id, from_state, to_state, actor, reason, at)"
         " VALUES (?, ?, ?, ?, ?, ?)",
@@ -152,9 +150,7 @@ def start_conversation(
             dedup_key=dedup_key,
             created_at=now,
         )
-        conn.execute(
-            "UPDATE conversations SET in_flight_message_id = ? WHERE id = ?", (message_id, conversation_id)
-        )
+        conn.execute("UPDATE conversations SET in_flight_message_id = ? WHERE id = ?", (message_id, conversation_id))
         conn.execute(
             "INSERT INTO conversation_transitions (conversation_id, from_state, to_state, actor, reason, at)"
             " VALUES (?, NULL, 'active', ?, 'started', ?)",
@@ -190,14 +186,22 @@ def conversation_totals(conn: sqlite3.Connection, conversation_id: int) -> dict[
         " FROM dispatch_attempts AS a JOIN messages AS m ON m.id = a.message_id WHERE m.conversation_id = ?",
         (conversation_id,),
     ).fetchone()
-    return {"attempts": row[0], "cost_usd": None if row[1] is None else round(row[1], 6),
-            "input_tokens": row[2], "output_tokens": row[3]}
+    return {
+        "attempts": row[0],
+        "cost_usd": None if row[1] is None else round(row[1], 6),
+        "input_tokens": row[2],
+        "output_tokens": row[3],
+    }
 
 
 def budget_exhausted(state: str, max_cost_usd: float | None, cost_usd: float | None) -> bool:
     """The conversation cost rule (pure): an active conversation with a cap whose recorded cost reached it."""
-    return (max_cost_usd is not None and cost_usd is not None and cost_usd >= max_cost_usd
-            and next_state(state, "budget_exhausted") is not None)
+    return (
+        max_cost_usd is not None
+        and cost_usd is not None
+        and cost_usd >= max_cost_usd
+        and next_state(state, "budget_exhausted") is not None
+    )
 
 
 def exhaust_budget(conn: sqlite3.Connection, conversation_id: int, actor: str, now: float) -> dict[str, Any] | None:
@@ -281,8 +285,7 @@ def check_conversation_send(
 
 def take_turn(conn: sqlite3.Connection, conversation_id: int, message_id: int, now: float) -> None:
     conn.execute(
-        "UPDATE conversations SET turn_count = turn_count + 1, in_flight_message_id = ?, updated_at = ?"
-        " WHERE id = ?",
+        "UPDATE conversations SET turn_count = turn_count + 1, in_flight_message_id = ?, updated_at = ? WHERE id = ?",
         (message_id, now, conversation_id),
     )
 
@@ -308,9 +311,7 @@ def _status(conn: sqlite3.Connection, conv: sqlite3.Row) -> dict[str, Any]:
         "in_flight": dict(in_flight) if in_flight else None,
         "max_cost_usd": conv["max_cost_usd"],
         "totals": conversation_totals(conn, conv["id"]),
-        "transitions": [
-            {**dict(t), "at": iso(t["at"])} for t in reversed(transitions)
-        ],
+        "transitions": [{**dict(t), "at": iso(t["at"])} for t in reversed(transitions)],
     }
 
 
@@ -339,9 +340,7 @@ def conversation_action(
         return {**_status(conn, conv), "changed": True}
 
 
-def block_conversation(
-    conn: sqlite3.Connection, conversation_id: int, actor: str, reason: str, now: float
-) -> bool:
+def block_conversation(conn: sqlite3.Connection, conversation_id: int, actor: str, reason: str, now: float) -> bool:
     """Freeze an active conversation after a failed dispatch (the dispatcher's move).
 
     Runs inside the caller's write transaction: it commits with the verdict it follows from.

@@ -73,11 +73,16 @@ async def _script(env: dict[str, str]) -> None:
     from mcp.client.stdio import StdioServerParameters
 
     def server(agent: str) -> Client:
-        params = StdioServerParameters(command=sys.executable, args=[str(PROJECT_DIR / "server.py")],
-                                       env={**env, "AGENT_ID": agent}, cwd=str(PROJECT_DIR))
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=[str(PROJECT_DIR / "server.py")],
+            env={**env, "AGENT_ID": agent},
+            cwd=str(PROJECT_DIR),
+        )
         return Client(params)
 
     async with server("kimi") as kimi, server("claude") as claude:
+
         async def call(client, who, tool, **args):
             # Printed before the call: the status watcher may report the message it sends at once.
             shown = ", ".join(f"{k}={v!r}" for k, v in args.items())
@@ -97,24 +102,46 @@ async def _script(env: dict[str, str]) -> None:
             raise RuntimeError(f"the dispatch of message #{message_id} did not settle within 60 s")
 
         _say("demo", "1. kimi hands claude a task; claude has no interactive session, its listener wakes a worker")
-        task = await call(kimi, "kimi", "send_message", recipient="claude", kind="task", dedup_key="demo-task-1",
-                          text="Count the words in this request and report back.")
+        task = await call(
+            kimi,
+            "kimi",
+            "send_message",
+            recipient="claude",
+            kind="task",
+            dedup_key="demo-task-1",
+            text="Count the words in this request and report back.",
+        )
         inbox = await call(kimi, "kimi", "receive_messages", wait_seconds=30)
         reply = inbox["messages"][0]
         _say("kimi", f"  <- result #{reply['id']} (reply_to #{reply['reply_to']}): {reply['text']}")
         await call(kimi, "kimi", "mark_read", message_ids=[reply["id"]])
         seen = await settled(kimi, task["id"])
-        _say("kimi", f"  task #{task['id']}: acknowledged_at={seen['acknowledged_at']} "
-                     f"dispatch={seen['dispatch']['outcome']}")
+        _say(
+            "kimi",
+            f"  task #{task['id']}: acknowledged_at={seen['acknowledged_at']} dispatch={seen['dispatch']['outcome']}",
+        )
 
         _say("demo", "2. a bounded conversation: kimi sets a goal, claude's workers take the turns")
-        conv = await call(kimi, "kimi", "start_conversation", recipient="claude", max_turns=4,
-                          goal="Propose a name for the bridge's status command.")
+        conv = await call(
+            kimi,
+            "kimi",
+            "start_conversation",
+            recipient="claude",
+            max_turns=4,
+            goal="Propose a name for the bridge's status command.",
+        )
         cid = conv["conversation_id"]
         first = (await call(kimi, "kimi", "receive_messages", wait_seconds=30))["messages"][0]
         _say("kimi", f"  <- result #{first['id']}: {first['text']}")
-        follow = await call(kimi, "kimi", "send_message", recipient="claude", kind="task", reply_to=first["id"],
-                            text="Good. Now make it shorter.")
+        follow = await call(
+            kimi,
+            "kimi",
+            "send_message",
+            recipient="claude",
+            kind="task",
+            reply_to=first["id"],
+            text="Good. Now make it shorter.",
+        )
         await call(kimi, "kimi", "mark_read", message_ids=[first["id"]])
         second = (await call(kimi, "kimi", "receive_messages", wait_seconds=30))["messages"][0]
         _say("kimi", f"  <- result #{second['id']} (reply_to #{follow['id']}): {second['text']}")
@@ -132,8 +159,12 @@ def run_demo(keep: bool = False) -> None:
     env = {**os.environ, **_environment(root)}
     os.environ.update(_environment(root))  # the status watcher reads the same settings
     _say("demo", f"temporary store and runtime in {root}")
-    listener = subprocess.Popen([sys.executable, "-m", "dispatcher", "listener", "run", "--agent", "claude"],
-                                cwd=PROJECT_DIR, env=env, stdin=subprocess.DEVNULL)
+    listener = subprocess.Popen(
+        [sys.executable, "-m", "dispatcher", "listener", "run", "--agent", "claude"],
+        cwd=PROJECT_DIR,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
     watcher = _StatusWatcher(BridgeSettings())
     watcher.start()
     try:

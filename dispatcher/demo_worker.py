@@ -33,6 +33,7 @@ async def bridge_tools() -> AsyncIterator[Call]:
         env={k: v for k, v in os.environ.items() if k.startswith(("AGENT_", "XDG_", "PATH", "HOME"))},
     )
     async with Client(server) as client:
+
         async def call(tool: str, **arguments: Any) -> dict[str, Any]:
             result = await client.call_tool(tool, arguments)
             if result.is_error:
@@ -50,8 +51,7 @@ async def answer(call: Call, message_id: int, reply: Callable[[dict], str]) -> N
     if message["kind"] == "result":  # review turn: this worker accepts the result
         await call("conversation", action="complete", conversation_id=message["conversation_id"])
     else:
-        await call("send_message", recipient=message["sender"], kind="result", reply_to=message_id,
-                   text=reply(message))
+        await call("send_message", recipient=message["sender"], kind="result", reply_to=message_id, text=reply(message))
     await call("mark_read", message_ids=[message_id])
 
 

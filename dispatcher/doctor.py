@@ -80,6 +80,7 @@ def _one_line(text: object) -> str:
 
 # --- the store ----------------------------------------------------------------------------
 
+
 def check_store(ctx: Context) -> list[Finding]:
     from .store import SCHEMA_VERSION
 
@@ -89,31 +90,72 @@ def check_store(ctx: Context) -> list[Finding]:
     if directory.is_dir():
         found += _disk(directory)
         if _mode(directory) & 0o077:
-            found.append(Finding("store_dir_mode", WARN, f"the store's directory {directory} is "
-                                 f"{_mode(directory):04o}, not 0700: other users can list it",
-                                 f"chmod 700 {directory}"))
+            found.append(
+                Finding(
+                    "store_dir_mode",
+                    WARN,
+                    f"the store's directory {directory} is {_mode(directory):04o}, not 0700: other users can list it",
+                    f"chmod 700 {directory}",
+                )
+            )
     if not db.exists():
-        return found + [Finding("store_missing", WARN, f"no store yet at {db}; it is created on first use",
-                                "nothing to do (any agent-bridge command or MCP server creates it)")]
+        return found + [
+            Finding(
+                "store_missing",
+                WARN,
+                f"no store yet at {db}; it is created on first use",
+                "nothing to do (any agent-bridge command or MCP server creates it)",
+            )
+        ]
     info = db.lstat()
     if not stat.S_ISREG(info.st_mode):
-        return found + [Finding("store_not_file", ERROR, f"{db} is not a regular file",
-                                "move it aside; AGENT_BRIDGE_DB must name a regular file")]
+        return found + [
+            Finding(
+                "store_not_file",
+                ERROR,
+                f"{db} is not a regular file",
+                "move it aside; AGENT_BRIDGE_DB must name a regular file",
+            )
+        ]
     if info.st_uid != os.getuid():
-        found.append(Finding("store_owner", ERROR, f"{db} belongs to uid {info.st_uid}, not to you "
-                             f"(uid {os.getuid()})", f"chown {os.getuid()} {db} (or use your own AGENT_BRIDGE_DB)"))
+        found.append(
+            Finding(
+                "store_owner",
+                ERROR,
+                f"{db} belongs to uid {info.st_uid}, not to you (uid {os.getuid()})",
+                f"chown {os.getuid()} {db} (or use your own AGENT_BRIDGE_DB)",
+            )
+        )
     for path in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
         if path.exists() and _mode(path) & 0o077:
-            found.append(Finding("store_mode", ERROR, f"{path.name} is {_mode(path):04o}, not 0600: other "
-                                 "users can read the messages", f"chmod 600 {path}"))
+            found.append(
+                Finding(
+                    "store_mode",
+                    ERROR,
+                    f"{path.name} is {_mode(path):04o}, not 0600: other users can read the messages",
+                    f"chmod 600 {path}",
+                )
+            )
     try:
         conn, idle = _open_read_only(db)
     except sqlite3.Error as exc:
-        return found + [Finding("store_unreadable", ERROR, f"cannot open {db} read-only ({_one_line(exc)})",
-                                "check the file's and its directory's permissions")]
+        return found + [
+            Finding(
+                "store_unreadable",
+                ERROR,
+                f"cannot open {db} read-only ({_one_line(exc)})",
+                "check the file's and its directory's permissions",
+            )
+        ]
     if conn is None:  # removed since the check above
-        return found + [Finding("store_missing", WARN, f"no store yet at {db}; it is created on first use",
-                                "nothing to do (any agent-bridge command or MCP server creates it)")]
+        return found + [
+            Finding(
+                "store_missing",
+                WARN,
+                f"no store yet at {db}; it is created on first use",
+                "nothing to do (any agent-bridge command or MCP server creates it)",
+            )
+        ]
     try:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         check = [row[0] for row in conn.execute("PRAGMA quick_check").fetchmany(5)]
@@ -122,31 +164,61 @@ def check_store(ctx: Context) -> list[Finding]:
         from .exits import store_corruption
 
         if idle and Path(f"{db}-wal").exists():  # a writer started while we read the file as immutable
-            return found + [Finding("store_busy", WARN, f"{db} came into use while doctor read it",
-                                    "run agent-bridge doctor again")]
+            return found + [
+                Finding("store_busy", WARN, f"{db} came into use while doctor read it", "run agent-bridge doctor again")
+            ]
         if store_corruption(exc) is not None:
-            return found + [Finding("store_corrupt", ERROR, f"{db} is not a SQLite database or is damaged "
-                                    f"({_one_line(exc)})", "move it aside with its -wal and -shm files and "
-                                    "restore a backup (without one, the next start creates an empty store)")]
-        return found + [Finding("store_unreadable", ERROR, f"cannot read {db} ({_one_line(exc)})",
-                                "retry; if it persists, check the store's disk and permissions")]
+            return found + [
+                Finding(
+                    "store_corrupt",
+                    ERROR,
+                    f"{db} is not a SQLite database or is damaged ({_one_line(exc)})",
+                    "move it aside with its -wal and -shm files and "
+                    "restore a backup (without one, the next start creates an empty store)",
+                )
+            ]
+        return found + [
+            Finding(
+                "store_unreadable",
+                ERROR,
+                f"cannot read {db} ({_one_line(exc)})",
+                "retry; if it persists, check the store's disk and permissions",
+            )
+        ]
     if check != ["ok"] and idle and Path(f"{db}-wal").exists():
         conn.close()
-        return found + [Finding("store_busy", WARN, f"{db} came into use while doctor read it",
-                                "run agent-bridge doctor again")]
+        return found + [
+            Finding("store_busy", WARN, f"{db} came into use while doctor read it", "run agent-bridge doctor again")
+        ]
     if check != ["ok"]:
         conn.close()
-        return found + [Finding("store_corrupt", ERROR, f"PRAGMA quick_check on {db} failed: "
-                                f"{_one_line('; '.join(check))[:200]}", "move it aside with its -wal and -shm "
-                                "files and restore a backup")]
+        return found + [
+            Finding(
+                "store_corrupt",
+                ERROR,
+                f"PRAGMA quick_check on {db} failed: {_one_line('; '.join(check))[:200]}",
+                "move it aside with its -wal and -shm files and restore a backup",
+            )
+        ]
     ctx.conn = conn
     if version > SCHEMA_VERSION:
-        found.append(Finding("schema_too_new", ERROR, f"{db} has schema version {version}; this agent-bridge "
-                             f"knows up to {SCHEMA_VERSION}", "upgrade agent-bridge"))
+        found.append(
+            Finding(
+                "schema_too_new",
+                ERROR,
+                f"{db} has schema version {version}; this agent-bridge knows up to {SCHEMA_VERSION}",
+                "upgrade agent-bridge",
+            )
+        )
     elif version < SCHEMA_VERSION:
-        found.append(Finding("schema_old", WARN, f"{db} has schema version {version} (current "
-                             f"{SCHEMA_VERSION}); it is migrated on the next start",
-                             "nothing to do (or run any agent-bridge command that opens the store)"))
+        found.append(
+            Finding(
+                "schema_old",
+                WARN,
+                f"{db} has schema version {version} (current {SCHEMA_VERSION}); it is migrated on the next start",
+                "nothing to do (or run any agent-bridge command that opens the store)",
+            )
+        )
     else:
         ctx.schema_current = True
     if not [f for f in found if f.level == ERROR]:
@@ -167,8 +239,14 @@ def _disk(directory: Path) -> list[Finding]:
         return []
     free = vfs.f_bavail * vfs.f_frsize
     if free < LOW_DISK_BYTES:
-        return [Finding("disk_low", WARN, f"only {free // (1024 * 1024)} MiB free on the store's filesystem "
-                        f"({directory})", "free some disk space: SQLite fails writes on a full disk")]
+        return [
+            Finding(
+                "disk_low",
+                WARN,
+                f"only {free // (1024 * 1024)} MiB free on the store's filesystem ({directory})",
+                "free some disk space: SQLite fails writes on a full disk",
+            )
+        ]
     return []
 
 
@@ -177,15 +255,28 @@ def check_runtime(ctx: Context) -> list[Finding]:
     if not runtime.exists():
         return []
     if _mode(runtime) & 0o077:
-        return [Finding("runtime_dir_mode", ERROR, f"the runtime directory {runtime} is {_mode(runtime):04o}, "
-                        "not 0700", f"chmod 700 {runtime}")]
+        return [
+            Finding(
+                "runtime_dir_mode",
+                ERROR,
+                f"the runtime directory {runtime} is {_mode(runtime):04o}, not 0700",
+                f"chmod 700 {runtime}",
+            )
+        ]
     if runtime.stat().st_uid != os.getuid():
-        return [Finding("runtime_dir_owner", ERROR, f"the runtime directory {runtime} is not yours",
-                        "set AGENT_BRIDGE_RUNTIME_DIR to a directory of your own")]
+        return [
+            Finding(
+                "runtime_dir_owner",
+                ERROR,
+                f"the runtime directory {runtime} is not yours",
+                "set AGENT_BRIDGE_RUNTIME_DIR to a directory of your own",
+            )
+        ]
     return []
 
 
 # --- config.json and the launchers -------------------------------------------------------
+
 
 def check_config(ctx: Context) -> list[Finding]:
     from .config import ConfigError, load_config
@@ -194,9 +285,14 @@ def check_config(ctx: Context) -> list[Finding]:
     try:
         ctx.config = load_config(path)
     except ConfigError as exc:
-        return [Finding("config_invalid", ERROR, f"{path} is invalid: {_one_line(exc.reason)}",
-                        f"fix {path} (or point AGENT_BRIDGE_CONFIG at a valid one); listeners dispatch nothing "
-                        "until then")]
+        return [
+            Finding(
+                "config_invalid",
+                ERROR,
+                f"{path} is invalid: {_one_line(exc.reason)}",
+                f"fix {path} (or point AGENT_BRIDGE_CONFIG at a valid one); listeners dispatch nothing until then",
+            )
+        ]
     return [Finding("config_ok", OK, f"{path}: agents {', '.join(sorted(ctx.config.agents))}")]
 
 
@@ -207,17 +303,28 @@ def check_launchers(ctx: Context) -> list[Finding]:
     for agent in sorted(config.agents):
         path = config.launcher_path(agent, PROJECT_DIR)
         if not path.is_file():
-            found.append(Finding("launcher_missing", ERROR, f"launcher {path} does not exist",
-                                 f"fix agents.{agent}.launcher in config.json", agent))
+            found.append(
+                Finding(
+                    "launcher_missing",
+                    ERROR,
+                    f"launcher {path} does not exist",
+                    f"fix agents.{agent}.launcher in config.json",
+                    agent,
+                )
+            )
         elif not os.access(path, os.X_OK):
-            found.append(Finding("launcher_not_executable", ERROR, f"launcher {path} is not executable",
-                                 f"chmod +x {path}", agent))
+            found.append(
+                Finding(
+                    "launcher_not_executable", ERROR, f"launcher {path} is not executable", f"chmod +x {path}", agent
+                )
+            )
         else:
             found.append(Finding("launcher_ok", OK, f"launcher {path}", "", agent))
     return found
 
 
 # --- each agent's CLI --------------------------------------------------------------------
+
 
 def cli_of(launcher: Path) -> str | None:
     """Which CLI a launcher runs, from its file name (``claude_headless.sh`` -> ``claude``)."""
@@ -241,23 +348,48 @@ def _cli_finding(agent: str, cli: str) -> Finding:
     wanted = os.environ.get(variable) or cli
     binary = shutil.which(wanted)
     if binary is None:
-        return Finding("cli_not_found", ERROR, f"the {cli} CLI ({wanted!r}) is not found: every task for {agent} "
-                       "would fail with rc=127", f"install {cli}, or set {variable} to its path", agent)
+        return Finding(
+            "cli_not_found",
+            ERROR,
+            f"the {cli} CLI ({wanted!r}) is not found: every task for {agent} would fail with rc=127",
+            f"install {cli}, or set {variable} to its path",
+            agent,
+        )
     try:
-        done = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=VERSION_TIMEOUT_SECONDS,  # noqa: S603 - the agent's CLI (PATH or its *_BIN), --version only
-                              stdin=subprocess.DEVNULL)
+        done = subprocess.run(  # noqa: S603 - the agent's CLI (PATH or its *_BIN), --version only
+            [binary, "--version"],
+            capture_output=True,
+            text=True,
+            timeout=VERSION_TIMEOUT_SECONDS,
+            stdin=subprocess.DEVNULL,
+        )
         text = f"{done.stdout}\n{done.stderr}"
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return Finding("cli_version_unknown", WARN, f"{binary} --version did not answer ({type(exc).__name__})",
-                       f"check that {binary} runs", agent)
+        return Finding(
+            "cli_version_unknown",
+            WARN,
+            f"{binary} --version did not answer ({type(exc).__name__})",
+            f"check that {binary} runs",
+            agent,
+        )
     match = _VERSION.search(text)
     if match is None:
-        return Finding("cli_version_unknown", WARN, f"{binary} --version printed no version",
-                       f"check that {binary} is the {cli} CLI", agent)
+        return Finding(
+            "cli_version_unknown",
+            WARN,
+            f"{binary} --version printed no version",
+            f"check that {binary} is the {cli} CLI",
+            agent,
+        )
     version, tested = match.group(0), TESTED_VERSIONS[cli]
     if version != tested:
-        return Finding("cli_version_untested", WARN, f"{cli} {version} ({binary}); the launcher was tested with "
-                       f"{tested}", f"install {cli} {tested}, or run a dispatch by hand and check its outcome", agent)
+        return Finding(
+            "cli_version_untested",
+            WARN,
+            f"{cli} {version} ({binary}); the launcher was tested with {tested}",
+            f"install {cli} {tested}, or run a dispatch by hand and check its outcome",
+            agent,
+        )
     return Finding("cli_ok", OK, f"{cli} {version} ({binary}), the tested version", "", agent)
 
 
@@ -272,7 +404,9 @@ def check_permissions(ctx: Context) -> list[Finding]:
     return found
 
 
-def permission_finding(agent: str, cli: str, profile: "PermissionProfile", which: Callable[[str], str | None]) -> Finding:
+def permission_finding(
+    agent: str, cli: str, profile: "PermissionProfile", which: Callable[[str], str | None]
+) -> Finding:
     """What an agent's workers may do, and whether its CLI can enforce that here (pure but for ``which``).
 
     Error: the launcher would refuse every task (exit 78, ``permissions_unenforceable``).
@@ -287,23 +421,39 @@ def permission_finding(agent: str, cli: str, profile: "PermissionProfile", which
     elif cli == "gemini" and gemini.sandboxed(profile):
         needs = [name for name in ("bwrap",) if which(name) is None]
     if needs:
-        return Finding("permissions_unenforceable", ERROR, f"{agent}'s level {level} needs {cli}'s sandbox, but "
-                       f"{' and '.join(needs)} {'is' if len(needs) == 1 else 'are'} not on PATH: every task would end "
-                       "failed (permissions_unenforceable)",
-                       "install bubblewrap and socat (Debian: apt-get install bubblewrap socat), or lower the level",
-                       agent)
+        return Finding(
+            "permissions_unenforceable",
+            ERROR,
+            f"{agent}'s level {level} needs {cli}'s sandbox, but "
+            f"{' and '.join(needs)} {'is' if len(needs) == 1 else 'are'} not on PATH: every task would end "
+            "failed (permissions_unenforceable)",
+            "install bubblewrap and socat (Debian: apt-get install bubblewrap socat), or lower the level",
+            agent,
+        )
     if cli == "kimi" and level == "project":
-        return Finding("permissions_unenforceable", ERROR, f"{agent}'s level project cannot be enforced by Kimi "
-                       "(prompt mode applies no workspace permission settings): every task would end failed "
-                       "(permissions_unenforceable)", "give kimi level read, edit or shell in config.json", agent)
+        return Finding(
+            "permissions_unenforceable",
+            ERROR,
+            f"{agent}'s level project cannot be enforced by Kimi "
+            "(prompt mode applies no workspace permission settings): every task would end failed "
+            "(permissions_unenforceable)",
+            "give kimi level read, edit or shell in config.json",
+            agent,
+        )
     if (cli, level) in (("kimi", "shell"), ("gemini", "project")):
-        return Finding("permissions_unconfined", WARN, f"{agent}'s workers may run commands that nothing confines to "
-                       f"the workspace ({cli} at level {level} has no OS sandbox)",
-                       "lower the level if its tasks do not need that; see docs/permissions.md", agent)
+        return Finding(
+            "permissions_unconfined",
+            WARN,
+            f"{agent}'s workers may run commands that nothing confines to "
+            f"the workspace ({cli} at level {level} has no OS sandbox)",
+            "lower the level if its tasks do not need that; see docs/permissions.md",
+            agent,
+        )
     return Finding("permissions_ok", OK, f"{agent}'s workers may {DESCRIPTIONS[level]} (level {level})", "", agent)
 
 
 # --- each agent's listener and systemd unit ----------------------------------------------
+
 
 def check_listeners(ctx: Context) -> list[Finding]:
     from .dispatch.control import listener_status
@@ -315,22 +465,49 @@ def check_listeners(ctx: Context) -> list[Finding]:
         if not status["enabled"]:
             found.append(Finding("listener_disabled", WARN, f"the listener of {agent} is disabled", start, agent))
         elif not status["running"]:
-            found.append(Finding("listener_not_running", WARN, f"the listener of {agent} is not running: its tasks "
-                                 "wait", start, agent))
+            found.append(
+                Finding(
+                    "listener_not_running",
+                    WARN,
+                    f"the listener of {agent} is not running: its tasks wait",
+                    start,
+                    agent,
+                )
+            )
         elif status["stage"] in ("error", "unknown", "legacy"):
             why = status["config_error"] or (status["progress"] or {}).get("error") or status["progress_state"]
-            found.append(Finding("listener_error", ERROR, f"the listener of {agent} (pid {status['pid']}) is in stage "
-                                 f"{status['stage']}: {_one_line(why)[:160]}",
-                                 f"see `agent-bridge listener status --agent {agent}`", agent))
+            found.append(
+                Finding(
+                    "listener_error",
+                    ERROR,
+                    f"the listener of {agent} (pid {status['pid']}) is in stage "
+                    f"{status['stage']}: {_one_line(why)[:160]}",
+                    f"see `agent-bridge listener status --agent {agent}`",
+                    agent,
+                )
+            )
         else:
-            found.append(Finding("listener_ok", OK, f"the listener of {agent} runs (pid {status['pid']}, stage "
-                                 f"{status['stage']})", "", agent))
+            found.append(
+                Finding(
+                    "listener_ok",
+                    OK,
+                    f"the listener of {agent} runs (pid {status['pid']}, stage {status['stage']})",
+                    "",
+                    agent,
+                )
+            )
         last = status["last"]
         if isinstance(last, dict) and last.get("result") not in (None, "succeeded", "blocked"):
             kind = f" ({last['error_kind']})" if last.get("error_kind") else ""
-            found.append(Finding("last_attempt_failed", WARN, f"the last attempt of {agent} (message "
-                                 f"#{last.get('message_id')}) ended {last.get('result')}{kind}",
-                                 f"see `agent-bridge listener status --agent {agent}` and its attempt log", agent))
+            found.append(
+                Finding(
+                    "last_attempt_failed",
+                    WARN,
+                    f"the last attempt of {agent} (message #{last.get('message_id')}) ended {last.get('result')}{kind}",
+                    f"see `agent-bridge listener status --agent {agent}` and its attempt log",
+                    agent,
+                )
+            )
     return found
 
 
@@ -342,26 +519,57 @@ def check_units(ctx: Context) -> list[Finding]:
     for agent in sorted(ctx.valid_config().agents):
         unit = unit_name(agent)
         if not installed:
-            found.append(Finding("unit_not_installed", WARN, f"no systemd user unit for {agent}: its listener does "
-                                 "not start at login", f"agent-bridge systemd install --agent {agent}", agent))
+            found.append(
+                Finding(
+                    "unit_not_installed",
+                    WARN,
+                    f"no systemd user unit for {agent}: its listener does not start at login",
+                    f"agent-bridge systemd install --agent {agent}",
+                    agent,
+                )
+            )
             continue
         if not manager:
-            found.append(Finding("unit_no_manager", OK, f"{unit} is installed; no systemd user manager here "
-                                 "(listeners start detached)", "", agent))
+            found.append(
+                Finding(
+                    "unit_no_manager",
+                    OK,
+                    f"{unit} is installed; no systemd user manager here (listeners start detached)",
+                    "",
+                    agent,
+                )
+            )
             continue
         enabled, why = _systemctl("is-enabled", unit)
         active, why_active = _systemctl("is-active", unit) if enabled == "enabled" else (None, "")
         if enabled is None or (enabled == "enabled" and active is None):
-            found.append(Finding("unit_unknown", WARN, f"`systemctl --user` could not say whether {unit} is "
-                                 f"{'enabled' if enabled is None else 'active'}: {why or why_active}",
-                                 "make `systemctl --user status` work in this shell (a login session, or "
-                                 "`loginctl enable-linger $USER`; XDG_RUNTIME_DIR set), then rerun doctor", agent))
+            found.append(
+                Finding(
+                    "unit_unknown",
+                    WARN,
+                    f"`systemctl --user` could not say whether {unit} is "
+                    f"{'enabled' if enabled is None else 'active'}: {why or why_active}",
+                    "make `systemctl --user status` work in this shell (a login session, or "
+                    "`loginctl enable-linger $USER`; XDG_RUNTIME_DIR set), then rerun doctor",
+                    agent,
+                )
+            )
         elif enabled != "enabled":
-            found.append(Finding("unit_not_enabled", WARN, f"{unit} is {enabled}",
-                                 f"systemctl --user enable --now {unit}", agent))
+            found.append(
+                Finding(
+                    "unit_not_enabled", WARN, f"{unit} is {enabled}", f"systemctl --user enable --now {unit}", agent
+                )
+            )
         elif active != "active":
-            found.append(Finding("unit_not_active", WARN, f"{unit} is enabled but {active}",
-                                 f"systemctl --user start {unit}; journalctl --user -u {unit}", agent))
+            found.append(
+                Finding(
+                    "unit_not_active",
+                    WARN,
+                    f"{unit} is enabled but {active}",
+                    f"systemctl --user start {unit}; journalctl --user -u {unit}",
+                    agent,
+                )
+            )
         else:
             found.append(Finding("unit_ok", OK, f"{unit} is enabled and active", "", agent))
     return found
@@ -371,8 +579,13 @@ def _systemctl(verb: str, unit: str) -> tuple[str | None, str]:
     """systemctl's one-word answer (``enabled``, ``inactive``, ...), or None with the reason it
     gave none (its first stderr line: e.g. "Failed to connect to bus: No medium found")."""
     try:
-        done = subprocess.run(["systemctl", "--user", verb, unit], capture_output=True, text=True, timeout=5,  # noqa: S603, S607 - a fixed argv; systemctl from PATH, as the user runs it
-                              stdin=subprocess.DEVNULL)
+        done = subprocess.run(  # noqa: S603 - a fixed argv
+            ["systemctl", "--user", verb, unit],  # noqa: S607 - systemctl from PATH, as the user runs it
+            capture_output=True,
+            text=True,
+            timeout=5,
+            stdin=subprocess.DEVNULL,
+        )
     except FileNotFoundError:
         return None, "systemctl is not on PATH"
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -386,27 +599,51 @@ def _systemctl(verb: str, unit: str) -> tuple[str | None, str]:
 
 # --- the status line ---------------------------------------------------------------------
 
+
 def check_statusline(ctx: Context) -> list[Finding]:
     command = [sys.executable, "-c", "from dispatcher.dispatch.statusline import main; main()"]
     from .locations import PROJECT_DIR
 
     began = time.monotonic()
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=5, cwd=PROJECT_DIR,  # noqa: S603 - our own interpreter and status line, fixed arguments
-                              stdin=subprocess.DEVNULL)
+        done = subprocess.run(  # noqa: S603 - our own interpreter and status line, fixed arguments
+            command,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            cwd=PROJECT_DIR,
+            stdin=subprocess.DEVNULL,
+        )
     except subprocess.TimeoutExpired:
-        return [Finding("statusline_failed", ERROR, "the status line did not answer within 5 s",
-                        "run `agent-bridge-statusline` by hand and see what it waits for")]
+        return [
+            Finding(
+                "statusline_failed",
+                ERROR,
+                "the status line did not answer within 5 s",
+                "run `agent-bridge-statusline` by hand and see what it waits for",
+            )
+        ]
     took = time.monotonic() - began
     line = done.stdout.strip()
     found = []
     if done.returncode != 0 or not line or "unavailable" in line:
-        found.append(Finding("statusline_failed", ERROR, f"the status line answered {_one_line(line)[:120]!r} "
-                             f"(exit {done.returncode})", "run `agent-bridge-statusline` by hand"))
+        found.append(
+            Finding(
+                "statusline_failed",
+                ERROR,
+                f"the status line answered {_one_line(line)[:120]!r} (exit {done.returncode})",
+                "run `agent-bridge-statusline` by hand",
+            )
+        )
     elif took > STATUSLINE_BUDGET_SECONDS:
-        found.append(Finding("statusline_slow", WARN, f"the status line took {took * 1000:.0f} ms (budget "
-                             f"{STATUSLINE_BUDGET_SECONDS * 1000:.0f} ms)", "check the machine's load and the "
-                             "runtime directory's disk"))
+        found.append(
+            Finding(
+                "statusline_slow",
+                WARN,
+                f"the status line took {took * 1000:.0f} ms (budget {STATUSLINE_BUDGET_SECONDS * 1000:.0f} ms)",
+                "check the machine's load and the runtime directory's disk",
+            )
+        )
     else:
         found.append(Finding("statusline_ok", OK, f"the status line answers in {took * 1000:.0f} ms"))
     found.append(_claude_settings())
@@ -420,11 +657,16 @@ def _claude_settings() -> Finding:
     try:
         settings = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        return Finding("statusline_not_configured", WARN, f"{path} does not exist: Claude Code shows no bridge "
-                       "status line", fix)
+        return Finding(
+            "statusline_not_configured", WARN, f"{path} does not exist: Claude Code shows no bridge status line", fix
+        )
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        return Finding("claude_settings_unreadable", WARN, f"cannot read {path} ({type(exc).__name__})",
-                       f"fix {path}: Claude Code cannot read it either")
+        return Finding(
+            "claude_settings_unreadable",
+            WARN,
+            f"cannot read {path} ({type(exc).__name__})",
+            f"fix {path}: Claude Code cannot read it either",
+        )
     line = settings.get("statusLine") if isinstance(settings, dict) else None
     command = line.get("command") if isinstance(line, dict) else None
     if not isinstance(command, str) or "statusline" not in command:
@@ -434,42 +676,65 @@ def _claude_settings() -> Finding:
 
 # --- stale items -------------------------------------------------------------------------
 
+
 def check_stale(ctx: Context) -> list[Finding]:
     from .dispatch.procs import is_same_process
 
     conn, found, now = ctx.store(), [], time.time()
     conn.row_factory = sqlite3.Row
     agents = sorted(ctx.config.agents) if ctx.config is not None else []
-    for row in conn.execute("SELECT message_id, agent, supervisor_pid, supervisor_start_time FROM dispatch_attempts "
-                            "WHERE state != 'finished' ORDER BY message_id"):
+    for row in conn.execute(
+        "SELECT message_id, agent, supervisor_pid, supervisor_start_time FROM dispatch_attempts "
+        "WHERE state != 'finished' ORDER BY message_id"
+    ):
         if not is_same_process(row["supervisor_pid"], row["supervisor_start_time"]):
             agent = row["agent"]
-            found.append(Finding("stale_attempt", ERROR, f"the attempt at message #{row['message_id']} for {agent} is "
-                                 f"unfinished and its supervisor (pid {row['supervisor_pid']}) is gone",
-                                 f"agent-bridge listener recover --agent {agent} (a running listener settles it "
-                                 "too)", agent))
+            found.append(
+                Finding(
+                    "stale_attempt",
+                    ERROR,
+                    f"the attempt at message #{row['message_id']} for {agent} is "
+                    f"unfinished and its supervisor (pid {row['supervisor_pid']}) is gone",
+                    f"agent-bridge listener recover --agent {agent} (a running listener settles it too)",
+                    agent,
+                )
+            )
     for state, code in (("needs_human", "conversation_needs_human"), ("blocked", "conversation_blocked")):
         ids = [r[0] for r in conn.execute("SELECT id FROM conversations WHERE state = ? ORDER BY id", (state,))]
         if ids:
             shown = ", ".join(f"#{i}" for i in ids[:10]) + (" …" if len(ids) > 10 else "")
-            found.append(Finding(code, ERROR, f"{len(ids)} conversation(s) {state}: {shown}",
-                                 "decide each one: the `conversation` tool (status, then complete or cancel) in a "
-                                 "session of its initiator"))
+            found.append(
+                Finding(
+                    code,
+                    ERROR,
+                    f"{len(ids)} conversation(s) {state}: {shown}",
+                    "decide each one: the `conversation` tool (status, then complete or cancel) in a "
+                    "session of its initiator",
+                )
+            )
     max_age = ctx.config.dispatch_max_age_seconds if ctx.config is not None else 86400
     for agent in agents:
-        count, oldest = conn.execute("SELECT count(*), min(created_at) FROM messages WHERE recipient = ? AND "
-                                     "acknowledged_at IS NULL", (agent,)).fetchone()
+        count, oldest = conn.execute(
+            "SELECT count(*), min(created_at) FROM messages WHERE recipient = ? AND acknowledged_at IS NULL", (agent,)
+        ).fetchone()
         if not count:
             continue
         age = now - oldest
         if age > max_age:
-            found.append(Finding("unread_old", WARN, f"{agent} has {count} unread message(s), the oldest "
-                                 f"{_age(age)} old (past dispatch_max_age_seconds={max_age}: never dispatched)",
-                                 f"read them in a session of {agent}, or see `agent-bridge listener pending "
-                                 f"--agent {agent}`", agent))
+            found.append(
+                Finding(
+                    "unread_old",
+                    WARN,
+                    f"{agent} has {count} unread message(s), the oldest "
+                    f"{_age(age)} old (past dispatch_max_age_seconds={max_age}: never dispatched)",
+                    f"read them in a session of {agent}, or see `agent-bridge listener pending --agent {agent}`",
+                    agent,
+                )
+            )
         else:
-            found.append(Finding("unread", OK, f"{agent} has {count} unread message(s), the oldest {_age(age)} old",
-                                 "", agent))
+            found.append(
+                Finding("unread", OK, f"{agent} has {count} unread message(s), the oldest {_age(age)} old", "", agent)
+            )
     if not any(f.level == ERROR for f in found):
         found.append(Finding("nothing_stuck", OK, "no stale attempt, no conversation waiting for a human"))
     return found
@@ -483,6 +748,7 @@ def _age(seconds: float) -> str:
 
 
 # --- running them ------------------------------------------------------------------------
+
 
 def run_checks() -> list[Finding]:
     from .locations import InvalidSetting, Locations
@@ -512,8 +778,14 @@ def _safe(check, ctx: Context) -> list[Finding]:
         return check(ctx)
     except Exception as exc:  # noqa: BLE001 - a check that fails unexpectedly is one finding, not the end of the report
         name = check.__name__.removeprefix("check_")
-        return [Finding("check_failed", ERROR, f"the {name} check failed ({type(exc).__name__}: "
-                        f"{_one_line(exc)[:160]})", "run again with AGENT_BRIDGE_LOG_LEVEL=DEBUG and report it")]
+        return [
+            Finding(
+                "check_failed",
+                ERROR,
+                f"the {name} check failed ({type(exc).__name__}: {_one_line(exc)[:160]})",
+                "run again with AGENT_BRIDGE_LOG_LEVEL=DEBUG and report it",
+            )
+        ]
 
 
 def report(findings: list[Finding]) -> dict:

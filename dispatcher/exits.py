@@ -26,8 +26,17 @@ EXIT_REFUSED = 3  # a dispatch was refused before anything was launched
 EXIT_ATTEMPT_FAILED = 4  # `dispatch`: the attempt ran and ended failed, timeout or crashed
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
 
-USAGE_CODES = frozenset({"usage_error", "invalid_setting", "config_invalid", "unknown_agent", "config_exists",
-                         "invalid_duration", "message_not_found"})
+USAGE_CODES = frozenset(
+    {
+        "usage_error",
+        "invalid_setting",
+        "config_invalid",
+        "unknown_agent",
+        "config_exists",
+        "invalid_duration",
+        "message_not_found",
+    }
+)
 # What SQLite says about a file that is not a (sound) database: retrying cannot help.
 _CORRUPTION = ("file is not a database", "database disk image is malformed", "file is encrypted")
 
@@ -89,16 +98,27 @@ def _store_name(where: Where) -> str:
 def _os_failure(exc: OSError, where: Where) -> Failure:
     reason = exc.strerror or type(exc).__name__
     if exc.filename is None:
-        return Failure("store_unavailable", f"a file operation failed ({reason}); nothing more was done. Check free "
-                       "disk space and the permissions of the store's and the runtime directory.", EXIT_FAILURE)
+        return Failure(
+            "store_unavailable",
+            f"a file operation failed ({reason}); nothing more was done. Check free "
+            "disk space and the permissions of the store's and the runtime directory.",
+            EXIT_FAILURE,
+        )
     path = Path(os.fsdecode(exc.filename))
     sidecars = {Path(f"{where.db}{s}") for s in ("-wal", "-shm", "-journal")} if where.db else set()
     if path in sidecars or _within(path, where.db):
         what = f"cannot open the store {path}" if path == where.db else f"cannot use {path} for {_store_name(where)}"
-        return Failure("store_unavailable", f"{what} ({reason}); nothing was changed. AGENT_BRIDGE_DB must name a "
-                       "file in a directory you can create and write.", EXIT_FAILURE)
-    hint = ("AGENT_BRIDGE_RUNTIME_DIR (default: <store dir>/runtime) must be a directory you own and can write"
-            if _within(path, where.runtime) else "check that it and its directory exist and are yours to write")
+        return Failure(
+            "store_unavailable",
+            f"{what} ({reason}); nothing was changed. AGENT_BRIDGE_DB must name a "
+            "file in a directory you can create and write.",
+            EXIT_FAILURE,
+        )
+    hint = (
+        "AGENT_BRIDGE_RUNTIME_DIR (default: <store dir>/runtime) must be a directory you own and can write"
+        if _within(path, where.runtime)
+        else "check that it and its directory exist and are yours to write"
+    )
     return Failure("file_unavailable", f"cannot use {path} ({reason}); {hint}.", EXIT_FAILURE)
 
 
@@ -106,23 +126,34 @@ def describe(exc: BaseException, where: Where = Where()) -> Failure:  # noqa: B0
     """The one line and exit status for any exception that ends a command."""
     corrupt = store_corruption(exc)
     if corrupt is not None and (not isinstance(exc, BridgeError) or exc.code == "store_unavailable"):
-        return Failure("store_corrupt", f"{_store_name(where)} is not a SQLite database or is damaged ({corrupt}); "
-                       "nothing was changed. Move it aside (with any -wal and -shm file next to it) and restore a "
-                       "backup; without a backup, the next start creates a new, empty store.", EXIT_FAILURE)
+        return Failure(
+            "store_corrupt",
+            f"{_store_name(where)} is not a SQLite database or is damaged ({corrupt}); "
+            "nothing was changed. Move it aside (with any -wal and -shm file next to it) and restore a "
+            "backup; without a backup, the next start creates a new, empty store.",
+            EXIT_FAILURE,
+        )
     if isinstance(exc, BridgeError):
         return Failure(exc.code, exc.message, _status(exc))
     if isinstance(exc, sqlite3.Error):
-        return Failure("store_unavailable", f"{_store_name(where)} could not complete this operation "
-                       f"({type(exc).__name__}: {exc}); nothing was changed. Retry shortly; if it persists, check "
-                       "the store's disk and permissions.", EXIT_FAILURE)
+        return Failure(
+            "store_unavailable",
+            f"{_store_name(where)} could not complete this operation "
+            f"({type(exc).__name__}: {exc}); nothing was changed. Retry shortly; if it persists, check "
+            "the store's disk and permissions.",
+            EXIT_FAILURE,
+        )
     if isinstance(exc, OSError):
         return _os_failure(exc, where)
     if where.log is not None:
         pointer = f"its traceback is in {where.log}"
     else:
         pointer = "run it again with AGENT_BRIDGE_LOG_LEVEL=DEBUG to see the traceback"
-    return Failure("internal_error", f"unexpected {type(exc).__name__}: this is a bug in agent-bridge; {pointer}. "
-                   "Please report it.", EXIT_FAILURE)
+    return Failure(
+        "internal_error",
+        f"unexpected {type(exc).__name__}: this is a bug in agent-bridge; {pointer}. Please report it.",
+        EXIT_FAILURE,
+    )
 
 
 def _where() -> Where:
@@ -142,9 +173,13 @@ def _keep_traceback(exc: BaseException, runtime: Path | None) -> Path | None:
     from .private_files import open_private_append
 
     log = runtime / "dispatcher.log"
-    entry = {"event": "cli_internal_error", "level": "error", "error": type(exc).__name__,
-             "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-             "exception": "".join(traceback.format_exception(exc))}
+    entry = {
+        "event": "cli_internal_error",
+        "level": "error",
+        "error": type(exc).__name__,
+        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "exception": "".join(traceback.format_exception(exc)),
+    }
     try:
         fd = open_private_append(log)
         try:

@@ -57,8 +57,12 @@ class SessionState:
     waiter: str | None = None  # the token of the waiting Stop hook that holds the slot
 
     def as_json(self) -> dict[str, Any]:
-        return {"announced": {str(k): v for k, v in sorted(self.announced.items())},
-                "last_at": self.last_at, "stop_blocks": self.stop_blocks, "waiter": self.waiter}
+        return {
+            "announced": {str(k): v for k, v in sorted(self.announced.items())},
+            "last_at": self.last_at,
+            "stop_blocks": self.stop_blocks,
+            "waiter": self.waiter,
+        }
 
     @classmethod
     def from_json(cls, doc: object) -> "SessionState":
@@ -93,8 +97,9 @@ class Verdict:
     state: SessionState  # the session's state to keep
 
 
-def decide(event: str, waiting: tuple[int, ...], state: SessionState, now: float, *,
-           stop_hook_active: bool = False) -> Verdict:
+def decide(
+    event: str, waiting: tuple[int, ...], state: SessionState, now: float, *, stop_hook_active: bool = False
+) -> Verdict:
     """``waiting``: ids of unread messages now (any order); ``now``: seconds (epoch)."""
     waiting_set = set(waiting)
     kept = {i: t for i, t in state.announced.items() if i in waiting_set}
@@ -129,8 +134,9 @@ def decide(event: str, waiting: tuple[int, ...], state: SessionState, now: float
     return silent("announced_recently")
 
 
-def decide_wait(waiting: tuple[int, ...], state: SessionState, now: float, waiter: str, *,
-                start: bool = False) -> Verdict:
+def decide_wait(
+    waiting: tuple[int, ...], state: SessionState, now: float, waiter: str, *, start: bool = False
+) -> Verdict:
     """One look of the waiting ``Stop`` hook ``waiter`` (a token unique to that process).
 
     ``start``: the waiter begins (right after its ``Stop`` answer, which did not block): it takes

@@ -75,8 +75,11 @@ def claude_backgrounds(argv: list[str], stdout_is_tty: bool | None) -> bool:
         args.append(arg)
     sdk = any(a.startswith("--sdk-url") for a in args)
     printing = sdk or any(a in ("-p", "--print", "--init-only") for a in args)
-    streaming = sdk or "--input-format=stream-json" in args or any(
-        a == "--input-format" and b == "stream-json" for a, b in itertools.pairwise(args))
+    streaming = (
+        sdk
+        or "--input-format=stream-json" in args
+        or any(a == "--input-format" and b == "stream-json" for a, b in itertools.pairwise(args))
+    )
     if printing:
         return streaming
     return stdout_is_tty is True
@@ -88,7 +91,7 @@ def _stat_fields(pid: int) -> list[str] | None:
         raw = Path(f"/proc/{pid}/stat").read_bytes()
     except OSError:
         return None
-    tail = raw[raw.rfind(b")") + 2:].split()
+    tail = raw[raw.rfind(b")") + 2 :].split()
     return [f.decode("ascii", "replace") for f in tail] if len(tail) > 19 else None
 
 
@@ -139,6 +142,7 @@ def _raise_ended(signum, frame) -> None:
 
 def _blocked():
     """A context in which our stop signals wait (the state update and the final answer are whole)."""
+
     class _Block:
         def __enter__(self):
             signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
@@ -146,6 +150,7 @@ def _blocked():
         def __exit__(self, *exc):
             signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)
             return False
+
     return _Block()
 
 
@@ -202,8 +207,9 @@ def _wait(agent: str | None, raw: bytes, seconds: int, claude: tuple[int, str]) 
     return 0
 
 
-def _watch(locations, runtime: Path, agent: str | None, raw: bytes, seconds: int,
-           claude: tuple[int, str]) -> tuple[int, str]:
+def _watch(
+    locations, runtime: Path, agent: str | None, raw: bytes, seconds: int, claude: tuple[int, str]
+) -> tuple[int, str]:
     from . import hooks
     from .inbox import inbox_summary, wake_line
     from .store.readonly import open_read_only
@@ -226,7 +232,8 @@ def _watch(locations, runtime: Path, agent: str | None, raw: bytes, seconds: int
             waiting = tuple(w.id for w in summary.first) + ((summary.newest_id,) if summary.newest_id else ())
             with _blocked():  # the clock is read under the session's lock: hooks decide in order
                 verdict, mtime = hooks.update_state(
-                    runtime, agent, key, lambda state: decide_wait(waiting, state, time.time(), token, start=start))
+                    runtime, agent, key, lambda state: decide_wait(waiting, state, time.time(), token, start=start)
+                )
                 if verdict.announce:
                     hooks.emit(hooks.render("claude", "Stop", hooks.notice(wake_line(summary)), True))
             return verdict, mtime, set(waiting)
@@ -238,14 +245,26 @@ def _watch(locations, runtime: Path, agent: str | None, raw: bytes, seconds: int
             return _poll(conn, locations, runtime, agent, key, deadline, claude, inode, look, verdict, mtime)
         finally:
             with _blocked():  # an ending waiter frees its slot (a woken one already did)
-                hooks.update_state(runtime, agent, key,
-                                   lambda state: Verdict(False, False, "released", release_wait(state, token)))
+                hooks.update_state(
+                    runtime, agent, key, lambda state: Verdict(False, False, "released", release_wait(state, token))
+                )
     finally:
         conn.close()
 
 
-def _poll(conn, locations, runtime: Path, agent: str, key: str, deadline: float, claude: tuple[int, str],
-          inode: int, look, verdict, mtime) -> tuple[int, str]:
+def _poll(
+    conn,
+    locations,
+    runtime: Path,
+    agent: str,
+    key: str,
+    deadline: float,
+    claude: tuple[int, str],
+    inode: int,
+    look,
+    verdict,
+    mtime,
+) -> tuple[int, str]:
     """Watch until a wake, the bound, a superseding waiter, Claude gone or the store replaced."""
     from . import hooks
     from .inbox import inbox_summary

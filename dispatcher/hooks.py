@@ -86,13 +86,15 @@ def render(cli: str, event: str, line: str, block: bool) -> HookAnswer:
     if cli == "gemini" and event == "AfterAgent":
         return HookAnswer(stdout=json.dumps({"decision": "block", "reason": line}) + "\n") if block else SILENT
     if cli == "gemini":
-        return HookAnswer(stdout=json.dumps({"hookSpecificOutput": {"hookEventName": event,
-                                                                     "additionalContext": line}}) + "\n")
+        return HookAnswer(
+            stdout=json.dumps({"hookSpecificOutput": {"hookEventName": event, "additionalContext": line}}) + "\n"
+        )
     if cli in ("claude", "codex") and event == "Stop":
         return HookAnswer(stderr=line + "\n", exit_code=2) if block else SILENT
     if cli in ("claude", "codex"):
-        return HookAnswer(stdout=json.dumps({"hookSpecificOutput": {"hookEventName": event,
-                                                                     "additionalContext": line}}) + "\n")
+        return HookAnswer(
+            stdout=json.dumps({"hookSpecificOutput": {"hookEventName": event, "additionalContext": line}}) + "\n"
+        )
     return HookAnswer(stdout=json.dumps({"message": line}) + "\n")
 
 
@@ -119,8 +121,9 @@ def run_hook(cli: str, event: str, agent: str | None, raw_stdin: bytes, now: flo
     return SILENT
 
 
-def _answer(cli: str, event: str, agent: str | None, raw_stdin: bytes, locations,
-            now: float | None) -> tuple[HookAnswer, str]:
+def _answer(
+    cli: str, event: str, agent: str | None, raw_stdin: bytes, locations, now: float | None
+) -> tuple[HookAnswer, str]:
     """``now``: None for the clock (the decision then reads it under the session's lock, so two
     hooks of one session never decide out of order)."""
     if event not in CLI_EVENTS.get(cli, ()):
@@ -147,8 +150,9 @@ def _answer(cli: str, event: str, agent: str | None, raw_stdin: bytes, locations
         return SILENT, "empty"
     waiting = tuple(w.id for w in summary.first) + ((summary.newest_id,) if summary.newest_id else ())
     active = hook_input.get("stop_hook_active") is True
-    verdict = _decide_with_state(locations.private_dir(), agent, key, RULE_EVENT.get(event, event),
-                                 waiting, now, active)
+    verdict = _decide_with_state(
+        locations.private_dir(), agent, key, RULE_EVENT.get(event, event), waiting, now, active
+    )
     if not verdict.announce:
         return SILENT, verdict.why
     return render(cli, event, notice(wake_line(summary)), verdict.block), verdict.why
@@ -169,8 +173,9 @@ def mark_session(locations, agent: str, key: str) -> None:
         create_private_file(marker)
 
 
-def _decide_with_state(runtime: Path, agent: str, key: str, event: str, waiting: tuple[int, ...],
-                       now: float | None, stop_hook_active: bool):
+def _decide_with_state(
+    runtime: Path, agent: str, key: str, event: str, waiting: tuple[int, ...], now: float | None, stop_hook_active: bool
+):
     def rule(state: SessionState):
         return decide(event, waiting, state, time.time() if now is None else now, stop_hook_active=stop_hook_active)
 
@@ -234,7 +239,10 @@ def _read_all(fd: int) -> bytes:
 def _forget_old_sessions(directory: Path, now: float) -> None:
     for entry in os.scandir(directory):
         try:
-            if entry.is_file(follow_symlinks=False) and now - entry.stat(follow_symlinks=False).st_mtime > STATE_KEEP_SECONDS:
+            if (
+                entry.is_file(follow_symlinks=False)
+                and now - entry.stat(follow_symlinks=False).st_mtime > STATE_KEEP_SECONDS
+            ):
                 os.unlink(entry.path)
         except OSError:
             pass
@@ -253,8 +261,10 @@ def _log(runtime: Path | None, cli: str, event: str, agent: str | None, why: str
 
         ensure_private_dir(runtime, "runtime directory")
         shown_agent = agent if agent and _AGENT.fullmatch(agent) else "-"
-        line = (f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} hook {cli} "
-                f"{event if event in CLI_EVENTS.get(cli, ()) else '?'} agent={shown_agent} {why}\n")
+        line = (
+            f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} hook {cli} "
+            f"{event if event in CLI_EVENTS.get(cli, ()) else '?'} agent={shown_agent} {why}\n"
+        )
         fd = open_private_append(runtime / LOG_NAME)
         try:
             os.write(fd, line.encode())

@@ -45,12 +45,14 @@ def inbox_summary(conn: sqlite3.Connection, agent: str, now: float, *, after_id:
     where = f"recipient = :agent AND acknowledged_at IS NULL AND id > :after AND NOT {active_claim_sql()}"
     params = {"agent": agent, "after": after_id, "now": now}
     count, oldest, newest = conn.execute(
-        f"SELECT COUNT(*), MIN(created_at), MAX(id) FROM messages WHERE {where}", params  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
+        f"SELECT COUNT(*), MIN(created_at), MAX(id) FROM messages WHERE {where}",  # noqa: S608 - constant fragments, bound values
+        params,
     ).fetchone()
     first = tuple(
         Waiting(i, s, k)
         for i, s, k in conn.execute(
-            f"SELECT id, sender, kind FROM messages WHERE {where} ORDER BY id LIMIT {NAMED_IDS}", params  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
+            f"SELECT id, sender, kind FROM messages WHERE {where} ORDER BY id LIMIT {NAMED_IDS}",  # noqa: S608 - constant fragments, bound values
+            params,
         )
     )
     return InboxSummary(agent, count, oldest, newest, first)

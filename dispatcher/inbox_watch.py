@@ -206,8 +206,7 @@ def run_watch(agent: str, max_seconds: float | None) -> int:
     # While it runs, the session whose CLI started this watch counts as wakeable ("monitor").
     session = mark_from_descendant(locations.db, agent, "monitor")
     try:
-        watch(locations.db, agent, sys.stdout, max_seconds=max_seconds, should_stop=lambda: stop.requested,
-              rearm=rearm)
+        watch(locations.db, agent, sys.stdout, max_seconds=max_seconds, should_stop=lambda: stop.requested, rearm=rearm)
     except BrokenPipeError:  # whoever read our lines is gone: nothing left to tell
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

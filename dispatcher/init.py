@@ -67,8 +67,14 @@ def config_path() -> Path:
 
 def cli_version(path: str) -> str | None:
     try:
-        done = subprocess.run([path, "--version"], stdin=subprocess.DEVNULL, capture_output=True, text=True,  # noqa: S603 - a CLI found on PATH (or *_BIN), --version only
-                              timeout=VERSION_TIMEOUT_SECONDS, errors="replace")
+        done = subprocess.run(  # noqa: S603 - a CLI found on PATH (or *_BIN), --version only
+            [path, "--version"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=VERSION_TIMEOUT_SECONDS,
+            errors="replace",
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     match = _VERSION.search(done.stdout + " " + done.stderr)
@@ -87,8 +93,13 @@ def find_clis() -> list[Found]:
 def build_config(found: list[Found], workspace: Path) -> dict:
     declared = [(f.cli.agent, f.cli.auto, f.cli.level) for f in found] or [("claude", False, CLAUDE.level)]
     agents = {
-        agent: {"auto": auto, "launcher": f"launchers/{agent}_headless.sh", "workspace": str(workspace),
-                "worker_timeout_seconds": 1800, "permissions": {"level": level}}
+        agent: {
+            "auto": auto,
+            "launcher": f"launchers/{agent}_headless.sh",
+            "workspace": str(workspace),
+            "worker_timeout_seconds": 1800,
+            "permissions": {"level": level},
+        }
         for agent, auto, level in declared
     }
     return {"agents": agents, "dispatch_max_age_seconds": 86400}
@@ -99,8 +110,10 @@ def run_init(*, force: bool, workspace: Path, echo) -> Path:
 
     path = config_path()
     if path.exists() and not force:
-        raise BridgeError("config_exists", f"{path} already exists; nothing was written. Edit it, or rerun "
-                                           "`agent-bridge init --force` to replace it.")
+        raise BridgeError(
+            "config_exists",
+            f"{path} already exists; nothing was written. Edit it, or rerun `agent-bridge init --force` to replace it.",
+        )
     workspace = workspace.expanduser().resolve()
     if not workspace.is_dir():
         raise BridgeError("usage_error", f"workspace {workspace} is not a directory; pass an existing one.")
@@ -114,16 +127,23 @@ def run_init(*, force: bool, workspace: Path, echo) -> Path:
 
     for f in found:
         version = f.version or "unknown version"
-        tested = ("tested" if f.tested else
-                  f"not the tested version {f.cli.tested_version}; it may work, check `agent-bridge dispatch`")
+        tested = (
+            "tested"
+            if f.tested
+            else f"not the tested version {f.cli.tested_version}; it may work, check `agent-bridge dispatch`"
+        )
         auto = "auto on" if f.cli.auto else "auto off (least privilege is only approximate)"
         echo(f"{f.cli.agent}: {f.path} {version} ({tested}); {auto}")
         echo(f"  workers may: {DESCRIPTIONS[f.cli.level]} (permissions level {f.cli.level})")
     if not found:
-        echo("No agent CLI found on PATH (claude, kimi, codex, gemini; CLAUDE_BIN etc. name another binary). "
-             "Declared claude with auto off so the server can start; install a CLI and rerun with --force.")
-    echo(f"Workers run in {workspace} (each agent's \"workspace\"; edit it in the config to change it).")
-    echo("Change what a worker may do with each agent's \"permissions\" in the config (levels: bridge, read, "
-         "edit, shell with allow_commands, project; see docs/permissions.md).")
+        echo(
+            "No agent CLI found on PATH (claude, kimi, codex, gemini; CLAUDE_BIN etc. name another binary). "
+            "Declared claude with auto off so the server can start; install a CLI and rerun with --force."
+        )
+    echo(f'Workers run in {workspace} (each agent\'s "workspace"; edit it in the config to change it).')
+    echo(
+        'Change what a worker may do with each agent\'s "permissions" in the config (levels: bridge, read, '
+        "edit, shell with allow_commands, project; see docs/permissions.md)."
+    )
     echo(f"Wrote {path}")
     return path

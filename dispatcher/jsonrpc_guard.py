@@ -237,15 +237,17 @@ def _problem(line: str, scanned: _Scanned) -> tuple[int, str]:
             "invalid_text: the request holds a lone surrogate escape (\\ud800-\\udfff), which is not "
             f"valid Unicode; {nothing} Send well-formed UTF-16 pairs or plain UTF-8."
         )
-    if isinstance(parsed, dict) and "id" in parsed and (
-        isinstance(parsed["id"], bool) or not isinstance(parsed["id"], int | str)
+    if (
+        isinstance(parsed, dict)
+        and "id" in parsed
+        and (isinstance(parsed["id"], bool) or not isinstance(parsed["id"], int | str))
     ):
         got = _JSON_TYPE_NAMES[type(parsed["id"])]
         return mcp_types.INVALID_REQUEST, (
             f"invalid_request: a request id must be a string or an integer, not {got}; {nothing}"
         )
     return mcp_types.INVALID_REQUEST, (
-        "invalid_request: not a valid JSON-RPC 2.0 request (it needs \"jsonrpc\": \"2.0\", a string "
+        'invalid_request: not a valid JSON-RPC 2.0 request (it needs "jsonrpc": "2.0", a string '
         f"method and, if any, object params); {nothing}"
     )
 

@@ -120,8 +120,9 @@ def _data_version(conn: sqlite3.Connection) -> int:
     return conn.execute("PRAGMA data_version").fetchone()[0]
 
 
-def build_server(agent: str, store: Store, config: BridgeConfig, settings: BridgeSettings,
-                 presence: Any = None) -> MCPServer:
+def build_server(
+    agent: str, store: Store, config: BridgeConfig, settings: BridgeSettings, presence: Any = None
+) -> MCPServer:
     max_body_bytes = settings.max_body_bytes
     bridge = Bridge(
         agent=agent,
@@ -295,8 +296,14 @@ def build_server(agent: str, store: Store, config: BridgeConfig, settings: Bridg
 
     from .wake_mcp import install as install_wake
 
-    install_wake(mcp, agent, settings.db, claude_channel=settings.claude_channel, role=settings.role,
-                 on_armed=None if presence is None else presence.wake_path)
+    install_wake(
+        mcp,
+        agent,
+        settings.db,
+        claude_channel=settings.claude_channel,
+        role=settings.role,
+        on_armed=None if presence is None else presence.wake_path,
+    )
 
     if settings.role == "worker":
         return mcp  # a headless worker must not be able to switch its own listener off
@@ -335,6 +342,8 @@ def build_server(agent: str, store: Store, config: BridgeConfig, settings: Bridg
             return {"error": str(exc)}
         except Exception as exc:  # noqa: BLE001 - this tool reports, it never raises
             log.warning("listener_tool_failed", action=action, error=type(exc).__name__)
-            return {"error": f"listener_unavailable: {type(exc).__name__}; try `agent-bridge listener status --agent {agent}`."}
+            return {
+                "error": f"listener_unavailable: {type(exc).__name__}; try `agent-bridge listener status --agent {agent}`."
+            }
 
     return mcp

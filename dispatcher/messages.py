@@ -48,9 +48,7 @@ def check_recipient(sender: str, recipient: object, agents: Collection[str]) -> 
 def _load_reply_target(conn: sqlite3.Connection, reply_to: int, sender: str) -> sqlite3.Row:
     row = fetch_message(conn, reply_to)
     if row is None or sender not in (row["sender"], row["recipient"]):
-        raise BridgeError(
-            "reply_to_not_found", f"reply_to #{reply_to} is not a message sent to or by you ({sender})."
-        )
+        raise BridgeError("reply_to_not_found", f"reply_to #{reply_to} is not a message sent to or by you ({sender}).")
     return row
 
 
@@ -61,9 +59,7 @@ def _check_standalone_result(reply: sqlite3.Row | None, sender: str, recipient: 
             "a result must reply_to a task that was sent to you; use a plain message or a notice otherwise.",
         )
     if recipient != reply["sender"]:
-        raise BridgeError(
-            "wrong_recipient", f"a result goes back to the task's sender, {reply['sender']}."
-        )
+        raise BridgeError("wrong_recipient", f"a result goes back to the task's sender, {reply['sender']}.")
 
 
 def send_message(
@@ -98,8 +94,18 @@ def send_message(
     if response_timeout_seconds is not None:
         deadline = now + clamp(response_timeout_seconds, *RESPONSE_TIMEOUT_RANGE, "response_timeout_seconds")
     if broadcast:
-        return send_broadcast(conn, sender=sender, text=text, agents=agents, kind=kind, reply_to=reply_to,
-                              conversation_id=conversation_id, dedup_key=dedup_key, deadline=deadline, now=now)
+        return send_broadcast(
+            conn,
+            sender=sender,
+            text=text,
+            agents=agents,
+            kind=kind,
+            reply_to=reply_to,
+            conversation_id=conversation_id,
+            dedup_key=dedup_key,
+            deadline=deadline,
+            now=now,
+        )
     if conversation_id is not None and kind is None:
         raise BridgeError(
             "kind_required",
@@ -151,7 +157,9 @@ def send_message(
     return _sent(message_id, conversation_id, kind, now, deadline)
 
 
-def _sent(message_id: int, conversation_id: int | None, kind: str | None, now: float, deadline: float | None) -> dict[str, Any]:
+def _sent(
+    message_id: int, conversation_id: int | None, kind: str | None, now: float, deadline: float | None
+) -> dict[str, Any]:
     return {
         "id": message_id,
         "duplicate": False,
@@ -234,10 +242,13 @@ def late_result_ids(conn: sqlite3.Connection, message_id: int, attempt: sqlite3.
     did reply after all, and the verdict must not silently contradict it."""
     if attempt["finished_at"] is None or attempt["outcome"] not in _FAILED_VERDICTS:
         return []
-    return [r[0] for r in conn.execute(
-        "SELECT id FROM messages WHERE reply_to = ? AND kind = 'result' AND created_at > ? ORDER BY id",
-        (message_id, attempt["finished_at"]),
-    )]
+    return [
+        r[0]
+        for r in conn.execute(
+            "SELECT id FROM messages WHERE reply_to = ? AND kind = 'result' AND created_at > ? ORDER BY id",
+            (message_id, attempt["finished_at"]),
+        )
+    ]
 
 
 def _dispatch_summary(conn: sqlite3.Connection, message_id: int) -> dict[str, Any] | None:

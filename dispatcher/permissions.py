@@ -31,8 +31,15 @@ PERMISSIONS_ENV = "AGENT_BRIDGE_PERMISSIONS"
 # be able to switch dispatching off) and not `start_conversation` (an unattended worker
 # answers its task; it does not open new threads to other agents). Every launcher offers
 # exactly these, by name (dispatcher/dispatch/cli_profiles).
-WORKER_BRIDGE_TOOLS = ("send_message", "receive_messages", "claim_message", "release_message", "mark_read",
-                       "get_message", "conversation")
+WORKER_BRIDGE_TOOLS = (
+    "send_message",
+    "receive_messages",
+    "claim_message",
+    "release_message",
+    "mark_read",
+    "get_message",
+    "conversation",
+)
 # The bridge tools a worker must not even see (a CLI that offers every tool of a server gets
 # these denied by name, so the model is never offered them).
 NON_WORKER_BRIDGE_TOOLS = ("start_conversation", "listener")
@@ -87,7 +94,7 @@ class PermissionProfile(BaseModel):
     @model_validator(mode="after")
     def _fits_level(self) -> "PermissionProfile":
         if self.level == "shell" and not self.allow_commands:
-            raise ValueError("level shell needs allow_commands, e.g. [\"git status\", \"uv run pytest*\"]")
+            raise ValueError('level shell needs allow_commands, e.g. ["git status", "uv run pytest*"]')
         if self.level != "shell" and self.allow_commands:
             raise ValueError(f"allow_commands is used only at level shell, not at {self.level}; remove it")
         if self.level == "bridge" and self.extra_dirs:

@@ -151,20 +151,28 @@ class Session:
         """Ids, enums, numbers and names only."""
         last = self.last_call_at if self.last_call_at is not None else self.started_at
         return {
-            "id": self.id, "role": self.role, "liveness": self.liveness, "host": self.host, "pid": self.pid,
-            "client": self.client_name, "client_version": self.client_version,
+            "id": self.id,
+            "role": self.role,
+            "liveness": self.liveness,
+            "host": self.host,
+            "pid": self.pid,
+            "client": self.client_name,
+            "client_version": self.client_version,
             "since_seconds": round(max(0.0, now - self.started_at), 1),
             "idle_seconds": round(max(0.0, now - last), 1),
             "wake_paths": list(self.wake_paths),
         }
 
 
-_COLUMNS = ("id, agent, role, host, pid, start_time, client_pid, client_name, client_version, started_at,"
-            " last_call_at, wake_paths")
+_COLUMNS = (
+    "id, agent, role, host, pid, start_time, client_pid, client_name, client_version, started_at,"
+    " last_call_at, wake_paths"
+)
 
 
-def sessions(conn: sqlite3.Connection, agent: str | None = None, *, here: str | None = None,
-             probe: Probe = observed_start) -> list[Session]:
+def sessions(
+    conn: sqlite3.Connection, agent: str | None = None, *, here: str | None = None, probe: Probe = observed_start
+) -> list[Session]:
     """Every session row (of ``agent``), each with its liveness, oldest first."""
     here = this_host() if here is None else here
     where, params = ("WHERE agent = ?", (agent,)) if agent is not None else ("", ())
@@ -172,9 +180,23 @@ def sessions(conn: sqlite3.Connection, agent: str | None = None, *, here: str | 
     for row in conn.execute(f"SELECT {_COLUMNS} FROM sessions {where} ORDER BY id", params):  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
         (sid, name, role, host, pid, start, client_pid, client, version, started, last, paths) = tuple(row)
         seen = probe(pid) if host == here else None
-        found.append(Session(sid, name, role, host, pid, start, client_pid, client_text(client),
-                             client_text(version), started, last, tuple(wake_paths_of(paths)),
-                             liveness(host, start, here=here, observed_start=seen)))
+        found.append(
+            Session(
+                sid,
+                name,
+                role,
+                host,
+                pid,
+                start,
+                client_pid,
+                client_text(client),
+                client_text(version),
+                started,
+                last,
+                tuple(wake_paths_of(paths)),
+                liveness(host, start, here=here, observed_start=seen),
+            )
+        )
     return found
 
 
@@ -186,9 +208,18 @@ def prune_dead(conn: sqlite3.Connection, *, here: str | None = None, probe: Prob
     return len(dead)
 
 
-def register_session(conn: sqlite3.Connection, agent: str, role: str, *, pid: int, start_time: float | None,
-                     client_pid: int | None, now: float, here: str | None = None,
-                     probe: Probe = observed_start) -> int:
+def register_session(
+    conn: sqlite3.Connection,
+    agent: str,
+    role: str,
+    *,
+    pid: int,
+    start_time: float | None,
+    client_pid: int | None,
+    now: float,
+    here: str | None = None,
+    probe: Probe = observed_start,
+) -> int:
     """Clean this host's dead rows and add this process's row; returns its id."""
     if role not in ROLES:
         raise BridgeError("invalid_role", f"a session's role is one of {', '.join(ROLES)}, not {role!r}.")
@@ -197,7 +228,9 @@ def register_session(conn: sqlite3.Connection, agent: str, role: str, *, pid: in
         removed = prune_dead(conn, here=here, probe=probe)
         cur = conn.execute(
             "INSERT INTO sessions (agent, role, host, pid, start_time, client_pid, started_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)", (agent, role, here, pid, start_time, client_pid, now))
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (agent, role, here, pid, start_time, client_pid, now),
+        )
     if removed:
         log.info("sessions_pruned", count=removed)
     return inserted_id(cur)
@@ -211,8 +244,10 @@ def end_session(conn: sqlite3.Connection, session_id: int) -> bool:
 def set_client(conn: sqlite3.Connection, session_id: int, name: object, version: object) -> None:
     """The client named in ``initialize``'s clientInfo (a value that is not a name is kept as none)."""
     with write_transaction(conn):
-        conn.execute("UPDATE sessions SET client_name = ?, client_version = ? WHERE id = ?",
-                     (client_text(name), client_text(version), session_id))
+        conn.execute(
+            "UPDATE sessions SET client_name = ?, client_version = ? WHERE id = ?",
+            (client_text(name), client_text(version), session_id),
+        )
 
 
 def touch(conn: sqlite3.Connection, session_id: int, now: float) -> None:
@@ -247,8 +282,10 @@ def forget_wake_path(conn: sqlite3.Connection, session_id: int, path: str) -> No
     with write_transaction(conn):
         row = conn.execute("SELECT wake_paths FROM sessions WHERE id = ?", (session_id,)).fetchone()
         if row is not None and path in (paths := wake_paths_of(row[0])):
-            conn.execute("UPDATE sessions SET wake_paths = ? WHERE id = ?",
-                         (json.dumps([p for p in paths if p != path]), session_id))
+            conn.execute(
+                "UPDATE sessions SET wake_paths = ? WHERE id = ?",
+                (json.dumps([p for p in paths if p != path]), session_id),
+            )
 
 
 def mark_from_descendant(db: Path, agent: str, path: str, *, session_id: int | None = None) -> int | None:
@@ -268,7 +305,8 @@ def mark_from_descendant(db: Path, agent: str, path: str, *, session_id: int | N
                 return None
             found = session_of_ancestor(conn, agent)
             if found is None or path in wake_paths_of(
-                    conn.execute("SELECT wake_paths FROM sessions WHERE id = ?", (found,)).fetchone()[0]):
+                conn.execute("SELECT wake_paths FROM sessions WHERE id = ?", (found,)).fetchone()[0]
+            ):
                 return found
             conn.close()
             conn = open_store(db)
@@ -288,8 +326,10 @@ def mark_from_descendant(db: Path, agent: str, path: str, *, session_id: int | N
 def session_of_client(conn: sqlite3.Connection, agent: str, client_pid: int) -> int | None:
     """The newest session of ``agent`` started by the CLI process ``client_pid`` on this host
     (how a hook, a child of that CLI, finds the session it speaks for)."""
-    row = conn.execute("SELECT id FROM sessions WHERE agent = ? AND client_pid = ? AND host = ? ORDER BY id DESC",
-                       (agent, client_pid, this_host())).fetchone()
+    row = conn.execute(
+        "SELECT id FROM sessions WHERE agent = ? AND client_pid = ? AND host = ? ORDER BY id DESC",
+        (agent, client_pid, this_host()),
+    ).fetchone()
     return None if row is None else row[0]
 
 
@@ -308,20 +348,31 @@ def session_of_ancestor(conn: sqlite3.Connection, agent: str, pid: int | None = 
     return None
 
 
-def has_wakeable_session(conn: sqlite3.Connection, agent: str, *, here: str | None = None,
-                         probe: Probe = observed_start) -> bool:
+def has_wakeable_session(
+    conn: sqlite3.Connection, agent: str, *, here: str | None = None, probe: Probe = observed_start
+) -> bool:
     """A live interactive session of ``agent`` on this host with a path that wakes the model."""
-    rows = conn.execute("SELECT 1 FROM sessions WHERE agent = ? AND role = 'interactive' AND wake_paths != '[]'"
-                        " LIMIT 1", (agent,)).fetchone()
+    rows = conn.execute(
+        "SELECT 1 FROM sessions WHERE agent = ? AND role = 'interactive' AND wake_paths != '[]' LIMIT 1", (agent,)
+    ).fetchone()
     if rows is None:  # the usual case: no query of /proc at all
         return False
-    return any(s.role == "interactive" and set(s.wake_paths) & set(WAKING_PATHS) and s.liveness == "alive"
-               for s in sessions(conn, agent, here=here, probe=probe))
+    return any(
+        s.role == "interactive" and set(s.wake_paths) & set(WAKING_PATHS) and s.liveness == "alive"
+        for s in sessions(conn, agent, here=here, probe=probe)
+    )
 
 
 # -- the who view ----------------------------------------------------------------------------
-def who_report(conn: sqlite3.Connection | None, agents: Iterable[str], settings: LocationsLike, now: float, *,
-               here: str | None = None, probe: Probe = observed_start) -> dict[str, Any]:
+def who_report(
+    conn: sqlite3.Connection | None,
+    agents: Iterable[str],
+    settings: LocationsLike,
+    now: float,
+    *,
+    here: str | None = None,
+    probe: Probe = observed_start,
+) -> dict[str, Any]:
     """For each agent: live interactive sessions, its listener, inbox depth and oldest unread age.
     ``conn`` None (no store yet): no sessions and empty inboxes. Payload-free."""
     from .dispatch.control import listener_status
@@ -332,19 +383,24 @@ def who_report(conn: sqlite3.Connection | None, agents: Iterable[str], settings:
         found = [] if conn is None else sessions(conn, agent, here=here, probe=probe)
         summary = None if conn is None else inbox_summary(conn, agent, now)
         status = listener_status(settings, agent, check_config=False, late_results=False, totals=False)
-        report.append({
-            "agent": agent,
-            "sessions": [s.view(now) for s in found if s.role == "interactive" and s.liveness != "dead"],
-            "workers": sum(1 for s in found if s.role == "worker" and s.liveness != "dead"),
-            "listener": {"running": status["running"], "pid": status["pid"], "stage": status["stage"]},
-            "unread": 0 if summary is None else summary.unread,
-            "oldest_unread_age_seconds": None if summary is None or summary.oldest_created_at is None
-            else round(max(0.0, now - summary.oldest_created_at), 1),
-        })
+        report.append(
+            {
+                "agent": agent,
+                "sessions": [s.view(now) for s in found if s.role == "interactive" and s.liveness != "dead"],
+                "workers": sum(1 for s in found if s.role == "worker" and s.liveness != "dead"),
+                "listener": {"running": status["running"], "pid": status["pid"], "stage": status["stage"]},
+                "unread": 0 if summary is None else summary.unread,
+                "oldest_unread_age_seconds": None
+                if summary is None or summary.oldest_created_at is None
+                else round(max(0.0, now - summary.oldest_created_at), 1),
+            }
+        )
     return {"agents": report}
 
 
-def who_tool(conn: sqlite3.Connection, *, agents: list[str], settings: LocationsLike, only: str | None = None) -> dict[str, Any]:
+def who_tool(
+    conn: sqlite3.Connection, *, agents: list[str], settings: LocationsLike, only: str | None = None
+) -> dict[str, Any]:
     """The ``who`` tool: cleans this host's dead rows first (lazily, here), then reports."""
     if only is not None and only not in agents:
         raise BridgeError("unknown_agent", f"agent {only!r} is not declared; declared agents: {', '.join(agents)}.")
@@ -369,8 +425,14 @@ class ServerPresence:
         self.session_id: int | None = None
         try:  # a store that refuses the row (full, read-only) still serves messages: no row, then
             self.session_id = register_session(
-                store.connection(), agent, role, pid=pid, start_time=start_time(pid), client_pid=client_pid_of(pid),
-                now=time.time())
+                store.connection(),
+                agent,
+                role,
+                pid=pid,
+                start_time=start_time(pid),
+                client_pid=client_pid_of(pid),
+                now=time.time(),
+            )
         except (sqlite3.Error, OSError, BridgeError) as exc:
             log.warning("session_register_failed", agent=agent, error=type(exc).__name__)
         self._last_touch: float | None = None
@@ -441,12 +503,17 @@ def who_cli(settings: LocationsLike, only: str | None = None) -> dict[str, Any]:
     conn = open_read_only(settings.db)
     try:
         if conn is not None and conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
-            raise BridgeError("schema_outdated", "the store's schema is older than this agent-bridge; start the "
-                              "server or a listener once to migrate it, then run `agent-bridge who` again.")
+            raise BridgeError(
+                "schema_outdated",
+                "the store's schema is older than this agent-bridge; start the "
+                "server or a listener once to migrate it, then run `agent-bridge who` again.",
+            )
         return who_report(conn, agents, settings, time.time())
     except sqlite3.Error as exc:
-        raise BridgeError("store_unavailable", f"the store could not be read ({type(exc).__name__}); retry, or "
-                          "run `agent-bridge doctor`.") from None
+        raise BridgeError(
+            "store_unavailable",
+            f"the store could not be read ({type(exc).__name__}); retry, or run `agent-bridge doctor`.",
+        ) from None
     finally:
         if conn is not None:
             conn.close()
@@ -475,9 +542,11 @@ def render_who(report: dict[str, Any]) -> str:
         lines.append(head)
         for s in a["sessions"]:
             client = " ".join(p for p in (s["client"], s["client_version"]) if p) or "unknown client"
-            lines.append(f"  session #{s['id']} {client}  pid {s['pid']}  since {_age(s['since_seconds'])}  idle "
-                         f"{_age(s['idle_seconds'])}  wake: {','.join(s['wake_paths']) or 'none'}"
-                         + ("" if s["liveness"] == "alive" else f"  ({s['liveness']}: host {s['host']})"))
+            lines.append(
+                f"  session #{s['id']} {client}  pid {s['pid']}  since {_age(s['since_seconds'])}  idle "
+                f"{_age(s['idle_seconds'])}  wake: {','.join(s['wake_paths']) or 'none'}"
+                + ("" if s["liveness"] == "alive" else f"  ({s['liveness']}: host {s['host']})")
+            )
         if not a["sessions"]:
             lines.append("  no live interactive session")
     return "\n".join(lines)

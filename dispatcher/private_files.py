@@ -56,7 +56,8 @@ def _check_dir(path: Path, what: str, tighten: bool) -> None:
         st = os.lstat(path)
         if stat.S_ISLNK(st.st_mode):
             raise UnsafePath(
-                path, f"({what}) is a symbolic link",
+                path,
+                f"({what}) is a symbolic link",
                 "A link here could send private files anywhere: remove it (and check who created it), "
                 "or point the bridge at the real directory.",
             ) from None
@@ -107,7 +108,8 @@ def create_private_file(path: Path, text: str = "") -> Path:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
     except FileExistsError:
         raise UnsafePath(
-            path, "already exists (a file or link planted where a new private file must be created)",
+            path,
+            "already exists (a file or link planted where a new private file must be created)",
             "Remove it (and check who created it); the bridge never writes through an existing name.",
         ) from None
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -127,7 +129,9 @@ def _open_own_regular_file(path: Path, flags: int) -> int:
     except OSError as exc:
         if os.path.islink(path):
             raise UnsafePath(
-                path, "is a symbolic link", "Remove it (and check who created it); the bridge never writes through links."
+                path,
+                "is a symbolic link",
+                "Remove it (and check who created it); the bridge never writes through links.",
             ) from None
         raise UnsafePath(path, f"cannot be opened ({exc.strerror})", "Remove it or fix its permissions.") from None
     try:
@@ -138,7 +142,8 @@ def _open_own_regular_file(path: Path, flags: int) -> int:
             raise _not_ours("file", path, st)
         if st.st_nlink != 1:
             raise UnsafePath(
-                path, f"has {st.st_nlink} hard links (it may be another file under a planted name)",
+                path,
+                f"has {st.st_nlink} hard links (it may be another file under a planted name)",
                 "Remove it (and check who created it).",
             )
         if stat.S_IMODE(st.st_mode) != FILE_MODE:

@@ -145,7 +145,8 @@ def _window(conn: sqlite3.Connection, lo: int, hi: int, params: dict) -> list[in
     # keeps its parent, and that parent then keeps its own parent, and so on.
     refs = conn.execute(
         "SELECT r.id, r.reply_to FROM messages AS r WHERE r.reply_to BETWEEN ? AND ?"
-        " AND r.id NOT IN (SELECT id FROM temp.prune_gone)", (lo, hi),
+        " AND r.id NOT IN (SELECT id FROM temp.prune_gone)",
+        (lo, hi),
     ).fetchall()
     changed = True
     while changed:
@@ -159,9 +160,7 @@ def _window(conn: sqlite3.Connection, lo: int, hi: int, params: dict) -> list[in
 
 def _next_window(conn: sqlite3.Connection, cursor: int, size: int) -> tuple[int, int] | None:
     """The next ``size`` existing ids at or below ``cursor``, as (lo, hi)."""
-    rows = conn.execute(
-        "SELECT id FROM messages WHERE id <= ? ORDER BY id DESC LIMIT ?", (cursor, size)
-    ).fetchall()
+    rows = conn.execute("SELECT id FROM messages WHERE id <= ? ORDER BY id DESC LIMIT ?", (cursor, size)).fetchall()
     if not rows:
         return None
     return rows[-1][0], rows[0][0]
@@ -212,15 +211,20 @@ def _prune_messages(conn, params, report: PruneReport, pacer: _Pacer, dry_run: b
             ids = _window(conn, lo, hi, params)
             if ids:
                 ids_json = _ids_json(ids)
-                with_attempt = [r[0] for r in conn.execute(
-                    "SELECT message_id FROM dispatch_attempts WHERE message_id IN (SELECT value FROM json_each(?))",
-                    (ids_json,),
-                )]
+                with_attempt = [
+                    r[0]
+                    for r in conn.execute(
+                        "SELECT message_id FROM dispatch_attempts WHERE message_id IN (SELECT value FROM json_each(?))",
+                        (ids_json,),
+                    )
+                ]
                 if dry_run:
                     conn.executemany("INSERT INTO temp.prune_gone (id) VALUES (?)", ((i,) for i in ids))
                 else:
-                    conn.execute("DELETE FROM dispatch_attempts WHERE message_id IN (SELECT value FROM json_each(?))",
-                                 (ids_json,))
+                    conn.execute(
+                        "DELETE FROM dispatch_attempts WHERE message_id IN (SELECT value FROM json_each(?))",
+                        (ids_json,),
+                    )
                     conn.execute("DELETE FROM messages WHERE id IN (SELECT value FROM json_each(?))", (ids_json,))
                 attempt_ids.extend(with_attempt)
                 report.attempts += len(with_attempt)
@@ -262,13 +266,22 @@ def _prune_conversations(conn, params, report: PruneReport, pacer: _Pacer, dry_r
             (ids_json,),
         ).fetchone()[0]
         if not dry_run:
-            conn.execute("DELETE FROM conversation_transitions"
-                         " WHERE conversation_id IN (SELECT value FROM json_each(?))", (ids_json,))
+            conn.execute(
+                "DELETE FROM conversation_transitions WHERE conversation_id IN (SELECT value FROM json_each(?))",
+                (ids_json,),
+            )
             conn.execute("DELETE FROM conversations WHERE id IN (SELECT value FROM json_each(?))", (ids_json,))
         report.conversations += len(ids)
 
-    _prune_by_id(conn, params, pacer, dry_run, f"SELECT c.id FROM conversations AS c WHERE c.id > :last AND "  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
-                 f"{CONVERSATION_MAY_GO} ORDER BY c.id LIMIT :batch", act)
+    _prune_by_id(
+        conn,
+        params,
+        pacer,
+        dry_run,
+        f"SELECT c.id FROM conversations AS c WHERE c.id > :last AND "  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
+        f"{CONVERSATION_MAY_GO} ORDER BY c.id LIMIT :batch",
+        act,
+    )
 
 
 def _prune_broadcasts(conn, params, report: PruneReport, pacer: _Pacer, dry_run: bool) -> None:
@@ -277,8 +290,15 @@ def _prune_broadcasts(conn, params, report: PruneReport, pacer: _Pacer, dry_run:
             conn.execute("DELETE FROM broadcasts WHERE id IN (SELECT value FROM json_each(?))", (ids_json,))
         report.broadcasts += len(ids)
 
-    _prune_by_id(conn, params, pacer, dry_run, f"SELECT b.id FROM broadcasts AS b WHERE b.id > :last AND "  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
-                 f"{BROADCAST_MAY_GO} ORDER BY b.id LIMIT :batch", act)
+    _prune_by_id(
+        conn,
+        params,
+        pacer,
+        dry_run,
+        f"SELECT b.id FROM broadcasts AS b WHERE b.id > :last AND "  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
+        f"{BROADCAST_MAY_GO} ORDER BY b.id LIMIT :batch",
+        act,
+    )
 
 
 def _prune_attempt_dirs(conn, attempts_root: Path | None, gone: set[int], cutoff: float, dry_run: bool) -> int:
@@ -297,9 +317,7 @@ def _prune_attempt_dirs(conn, attempts_root: Path | None, gone: set[int], cutoff
             continue
         message_id = int(entry.name)
         if message_id not in gone:
-            has_row = conn.execute(
-                "SELECT 1 FROM dispatch_attempts WHERE message_id = ?", (message_id,)
-            ).fetchone()
+            has_row = conn.execute("SELECT 1 FROM dispatch_attempts WHERE message_id = ?", (message_id,)).fetchone()
             if has_row is not None or entry.stat(follow_symlinks=False).st_mtime > cutoff:
                 continue
         if dry_run or remove_attempt_dir(Path(entry.path)):
@@ -307,8 +325,15 @@ def _prune_attempt_dirs(conn, attempts_root: Path | None, gone: set[int], cutoff
     return removed
 
 
-def prune(conn: sqlite3.Connection, older_than_seconds: float, *, now: float | None = None,
-          attempts_root: Path | None = None, dry_run: bool = False, compact: bool = False) -> PruneReport:
+def prune(
+    conn: sqlite3.Connection,
+    older_than_seconds: float,
+    *,
+    now: float | None = None,
+    attempts_root: Path | None = None,
+    dry_run: bool = False,
+    compact: bool = False,
+) -> PruneReport:
     """Apply the retention rules once on an open store connection (autocommit mode)."""
     started = time.monotonic()
     now = time.time() if now is None else now
@@ -339,8 +364,9 @@ def run_prune(settings, older_than: str, *, dry_run: bool = False, compact: bool
     seconds = parse_duration(older_than)
     conn = open_store(settings.db)
     try:
-        report = prune(conn, seconds, attempts_root=settings.private_dir() / "attempts",
-                       dry_run=dry_run, compact=compact)
+        report = prune(
+            conn, seconds, attempts_root=settings.private_dir() / "attempts", dry_run=dry_run, compact=compact
+        )
     finally:
         conn.close()
     data = report.as_dict()

@@ -93,8 +93,14 @@ def server_args() -> list[str]:
 
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # Codex would not pass it on
     try:
-        probe = subprocess.run([sys.executable, "-c", "import dispatcher.serve"], cwd="/", env=env,
-                               capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+        probe = subprocess.run(
+            [sys.executable, "-c", "import dispatcher.serve"],
+            cwd="/",
+            env=env,
+            capture_output=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
         importable = probe.returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         importable = True  # cannot tell: the documented form
@@ -158,8 +164,10 @@ def _write_atomically(path: Path, text: str, mode: int) -> None:
 
 def diff_text(path: Path, old: str | None, new: str) -> str:
     lines = difflib.unified_diff(
-        (old or "").splitlines(keepends=True), new.splitlines(keepends=True),
-        fromfile=str(path) if old is not None else "/dev/null", tofile=str(path),
+        (old or "").splitlines(keepends=True),
+        new.splitlines(keepends=True),
+        fromfile=str(path) if old is not None else "/dev/null",
+        tofile=str(path),
     )
     return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
 
@@ -213,11 +221,15 @@ def _load_json_object(path: Path, text: str | None) -> dict:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise BridgeError("registration_file_invalid",
-                          f"{path} is not valid JSON ({exc}); fix or move it, then rerun. Nothing was changed.") from None
+        raise BridgeError(
+            "registration_file_invalid",
+            f"{path} is not valid JSON ({exc}); fix or move it, then rerun. Nothing was changed.",
+        ) from None
     if not isinstance(data, dict):
-        raise BridgeError("registration_file_invalid",
-                          f"{path} does not hold a JSON object; fix or move it, then rerun. Nothing was changed.")
+        raise BridgeError(
+            "registration_file_invalid",
+            f"{path} does not hold a JSON object; fix or move it, then rerun. Nothing was changed.",
+        )
     return data
 
 
@@ -226,7 +238,12 @@ def _json_dump(data: dict) -> str:
 
 
 def json_entry_transform(
-    cli: str, path: Path, keys: list[str], wanted: dict, compare: tuple[str, ...], force: bool,
+    cli: str,
+    path: Path,
+    keys: list[str],
+    wanted: dict,
+    compare: tuple[str, ...],
+    force: bool,
 ) -> Callable[[str | None], str | None]:
     """Set ``data[keys[0]]...[keys[-1]] = wanted`` unless an equal one (on ``compare``) is there."""
 
@@ -236,8 +253,10 @@ def json_entry_transform(
         for k in keys[:-1]:
             parent = parent.setdefault(k, {})
             if not isinstance(parent, dict):
-                raise BridgeError("registration_file_invalid",
-                                  f"{path}: {k!r} is not a JSON object; fix it, then rerun. Nothing was changed.")
+                raise BridgeError(
+                    "registration_file_invalid",
+                    f"{path}: {k!r} is not a JSON object; fix it, then rerun. Nothing was changed.",
+                )
         existing = parent.get(keys[-1])
         if _same(existing, wanted, compare):
             return None
@@ -280,24 +299,34 @@ def _stdio(reg: Registration) -> dict:
 def _run_claude(binary: str, args: list[str], backup: Path | None) -> None:
     env = dict(os.environ, CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
     try:
-        done = subprocess.run([binary, *args], capture_output=True, text=True, timeout=120, env=env,  # noqa: S603 - the claude CLI the user runs, with argv built here (no shell)
-                              stdin=subprocess.DEVNULL)
+        done = subprocess.run(  # noqa: S603 - the claude CLI the user runs, with argv built here (no shell)
+            [binary, *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+            stdin=subprocess.DEVNULL,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise BridgeError("registration_failed",
-                          f"could not run `{binary} {' '.join(args[:3])} ...` ({exc}); set CLAUDE_BIN to a working "
-                          "claude, or unset it and remove claude from PATH to write the file directly.") from None
+        raise BridgeError(
+            "registration_failed",
+            f"could not run `{binary} {' '.join(args[:3])} ...` ({exc}); set CLAUDE_BIN to a working "
+            "claude, or unset it and remove claude from PATH to write the file directly.",
+        ) from None
     if done.returncode != 0:
         said = " ".join((done.stderr or done.stdout).split())[:500]
         kept = f" The file as it was is in {backup}." if backup else ""
-        raise BridgeError("registration_failed",
-                          f"`claude {' '.join(args[:3])} ...` exited {done.returncode}: {said}.{kept}")
+        raise BridgeError(
+            "registration_failed", f"`claude {' '.join(args[:3])} ...` exited {done.returncode}: {said}.{kept}"
+        )
 
 
 def register_claude(reg: Registration, dry_run: bool, force: bool) -> list[str]:
     path = claude_state_file()
     wanted = {"type": "stdio", **_stdio(reg)}
-    transform = json_entry_transform("claude", path, ["mcpServers", SERVER_NAME], wanted,
-                                     ("command", "args", "env"), force)
+    transform = json_entry_transform(
+        "claude", path, ["mcpServers", SERVER_NAME], wanted, ("command", "args", "env"), force
+    )
     binary = claude_binary()
     what = f"MCP server {SERVER_NAME} (agent {reg.agent})"
     if binary is None:
@@ -323,9 +352,11 @@ def register_claude(reg: Registration, dry_run: bool, force: bool) -> list[str]:
         os.chmod(real, 0o600)  # a file this command had created
     after = _load_json_object(real, _read(real)).get("mcpServers", {})
     if not _same(after.get(SERVER_NAME) if isinstance(after, dict) else None, wanted, ("command", "args", "env")):
-        raise BridgeError("registration_failed",
-                          f"`claude mcp add-json` ran but {real} has no matching {SERVER_NAME} entry; "
-                          "check CLAUDE_CONFIG_DIR and CLAUDE_BIN.")
+        raise BridgeError(
+            "registration_failed",
+            f"`claude mcp add-json` ran but {real} has no matching {SERVER_NAME} entry; "
+            "check CLAUDE_CONFIG_DIR and CLAUDE_BIN.",
+        )
     return [outcome.line("claude", what + f" via {binary}", dry_run)]
 
 
@@ -337,9 +368,11 @@ def installed_script(name: str) -> str:
     found = shutil.which(name)
     if found:
         return os.path.abspath(found)
-    raise BridgeError("registration_failed",
-                      f"{name} is not installed next to this Python nor on PATH; run `uv sync` "
-                      "(or reinstall the package), then rerun.")
+    raise BridgeError(
+        "registration_failed",
+        f"{name} is not installed next to this Python nor on PATH; run `uv sync` "
+        "(or reinstall the package), then rerun.",
+    )
 
 
 def statusline_command() -> str:
@@ -349,8 +382,9 @@ def statusline_command() -> str:
 def register_claude_statusline(dry_run: bool, force: bool) -> list[str]:
     path = claude_settings_file()
     wanted = {"type": "command", "command": statusline_command(), "refreshInterval": STATUSLINE_REFRESH_SECONDS}
-    transform = json_entry_transform("claude", path, ["statusLine"], wanted,
-                                     ("type", "command", "refreshInterval"), force)
+    transform = json_entry_transform(
+        "claude", path, ["statusLine"], wanted, ("type", "command", "refreshInterval"), force
+    )
     return [apply_edit(path, transform, dry_run).line("claude", "statusLine", dry_run)]
 
 
@@ -398,8 +432,9 @@ def json_hook_entry(cli: str, event: str, agent: str) -> dict:
         from .hook_wait import TIMEOUT_MARGIN_SECONDS
 
         wait = claude_wait_seconds()
-        entry.update(command=f"{entry['command']} --wait {wait}", timeout=wait + TIMEOUT_MARGIN_SECONDS,
-                     asyncRewake=True)
+        entry.update(
+            command=f"{entry['command']} --wait {wait}", timeout=wait + TIMEOUT_MARGIN_SECONDS, asyncRewake=True
+        )
     return entry
 
 
@@ -412,12 +447,14 @@ def _older_claude_stop(entry: dict, agent: str) -> bool:
         return False
     base = hook_command("claude", "Stop", agent)
     command = entry.get("command")
-    return isinstance(command, str) and (command == base or re.fullmatch(re.escape(base) + r" --wait \d{1,6}",
-                                                                          command) is not None)
+    return isinstance(command, str) and (
+        command == base or re.fullmatch(re.escape(base) + r" --wait \d{1,6}", command) is not None
+    )
 
 
-def json_hooks_transform(cli: str, path: Path, agent: str, force: bool, events: tuple[str, ...],
-                         upgraded: list[str] | None = None) -> Callable[[str | None], str | None]:
+def json_hooks_transform(
+    cli: str, path: Path, agent: str, force: bool, events: tuple[str, ...], upgraded: list[str] | None = None
+) -> Callable[[str | None], str | None]:
     """Add one command hook per event to ``hooks.<Event>`` (Claude's settings.json, Codex's
     hooks.json: the same shape); every other hook is kept as it is.
 
@@ -428,21 +465,29 @@ def json_hooks_transform(cli: str, path: Path, agent: str, force: bool, events: 
         data = _load_json_object(path, text)
         hooks = data.setdefault("hooks", {})
         if not isinstance(hooks, dict):
-            raise BridgeError("registration_file_invalid",
-                              f"{path}: 'hooks' is not a JSON object; fix it, then rerun. Nothing was changed.")
+            raise BridgeError(
+                "registration_file_invalid",
+                f"{path}: 'hooks' is not a JSON object; fix it, then rerun. Nothing was changed.",
+            )
         changed = False
         for event in events:
             wanted = json_hook_entry(cli, event, agent)
             groups = hooks.setdefault(event, [])
             if not isinstance(groups, list):
-                raise BridgeError("registration_file_invalid",
-                                  f"{path}: 'hooks.{event}' is not a JSON array; fix it, then rerun. Nothing was changed.")
-            ours = [(g, h) for g in groups if isinstance(g, dict) and isinstance(g.get("hooks"), list)
-                    for h in g["hooks"] if isinstance(h, dict) and is_our_hook(h.get("command"), cli)]
+                raise BridgeError(
+                    "registration_file_invalid",
+                    f"{path}: 'hooks.{event}' is not a JSON array; fix it, then rerun. Nothing was changed.",
+                )
+            ours = [
+                (g, h)
+                for g in groups
+                if isinstance(g, dict) and isinstance(g.get("hooks"), list)
+                for h in g["hooks"]
+                if isinstance(h, dict) and is_our_hook(h.get("command"), cli)
+            ]
             if len(ours) == 1 and ours[0][1] == wanted:
                 continue
-            older = (cli == "claude" and event == "Stop" and len(ours) == 1
-                     and _older_claude_stop(ours[0][1], agent))
+            older = cli == "claude" and event == "Stop" and len(ours) == 1 and _older_claude_stop(ours[0][1], agent)
             if ours and not force and not older:
                 raise _conflict(cli, path, f"hooks.{event}", [h for _, h in ours], wanted)
             if older and upgraded is not None:
@@ -464,9 +509,11 @@ def register_claude_hooks(agent: str, dry_run: bool, force: bool) -> list[str]:
     what = f"hooks {', '.join(CLAUDE_HOOK_EVENTS)} (agent {agent})"
     lines = [apply_edit(path, transform, dry_run).line("claude", what, dry_run)]
     if upgraded:
-        lines.append(f"claude: {'would upgrade' if dry_run else 'upgraded'} this installation's earlier Stop hook "
-                     f"to the waiting one (--wait {claude_wait_seconds()}: it wakes an idle session when mail "
-                     "arrives).")
+        lines.append(
+            f"claude: {'would upgrade' if dry_run else 'upgraded'} this installation's earlier Stop hook "
+            f"to the waiting one (--wait {claude_wait_seconds()}: it wakes an idle session when mail "
+            "arrives)."
+        )
     return lines
 
 
@@ -483,30 +530,36 @@ def codex_features_transform(path: Path) -> Callable[[str | None], str | None]:
         try:
             doc = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
-            raise BridgeError("registration_file_invalid",
-                              f"{path} is not valid TOML ({exc}); fix it, then rerun. Nothing was changed.") from None
+            raise BridgeError(
+                "registration_file_invalid",
+                f"{path} is not valid TOML ({exc}); fix it, then rerun. Nothing was changed.",
+            ) from None
         features = doc.get("features", {})
         if isinstance(features, dict) and features.get("hooks") is True:
             return None
         if not isinstance(features, dict) or "hooks" in features:
-            raise BridgeError("registration_conflict",
-                              f"{path} sets features.hooks to {json.dumps(features.get('hooks') if isinstance(features, dict) else features)}; "
-                              "Codex runs no hooks without `hooks = true` under [features]. Change it yourself, then rerun.")
+            raise BridgeError(
+                "registration_conflict",
+                f"{path} sets features.hooks to {json.dumps(features.get('hooks') if isinstance(features, dict) else features)}; "
+                "Codex runs no hooks without `hooks = true` under [features]. Change it yourself, then rerun.",
+            )
         lines = text.splitlines(keepends=True)
         at = next((i for i, line in enumerate(lines) if re.fullmatch(r"\s*\[\s*features\s*\]\s*(#.*)?\n?", line)), None)
         if at is None:
             new = text + ("\n" if text and not text.endswith("\n") else "") + ("\n" if text.strip() else "")
             new += "[features]\nhooks = true\n"
         else:
-            new = "".join(lines[:at + 1]) + "hooks = true\n" + "".join(lines[at + 1:])
+            new = "".join(lines[: at + 1]) + "hooks = true\n" + "".join(lines[at + 1 :])
         try:
             edited = tomllib.loads(new)
         except tomllib.TOMLDecodeError:
             edited = None
         if edited != {**doc, "features": {**features, "hooks": True}}:
-            raise BridgeError("registration_file_invalid",
-                              f"{path} defines [features] in a form this command does not edit (inline or dotted keys); "
-                              "nothing was changed. Add `hooks = true` under [features] yourself, then rerun.")
+            raise BridgeError(
+                "registration_file_invalid",
+                f"{path} defines [features] in a form this command does not edit (inline or dotted keys); "
+                "nothing was changed. Add `hooks = true` under [features] yourself, then rerun.",
+            )
         return new
 
     return transform
@@ -518,12 +571,15 @@ def register_codex_hooks(agent: str, dry_run: bool, force: bool) -> list[str]:
     hooks = json_hooks_transform("codex", hooks_path, agent, force, CODEX_HOOK_EVENTS)
     features(_read(Path(os.path.realpath(config))))  # refuse before writing either file
     lines = [
-        apply_edit(hooks_path, hooks, dry_run).line("codex", f"hooks {', '.join(CODEX_HOOK_EVENTS)} (agent {agent})",
-                                                   dry_run),
+        apply_edit(hooks_path, hooks, dry_run).line(
+            "codex", f"hooks {', '.join(CODEX_HOOK_EVENTS)} (agent {agent})", dry_run
+        ),
         apply_edit(config, features, dry_run).line("codex", "[features] hooks = true", dry_run),
     ]
-    lines.append("codex: Codex runs a new or changed hook only after you trust it: review it once in the Codex TUI "
-                 "(/hooks); `codex exec` runs untrusted hooks only with --dangerously-bypass-hook-trust.")
+    lines.append(
+        "codex: Codex runs a new or changed hook only after you trust it: review it once in the Codex TUI "
+        "(/hooks); `codex exec` runs untrusted hooks only with --dangerously-bypass-hook-trust."
+    )
     return lines
 
 
@@ -552,17 +608,24 @@ def kimi_hooks_transform(path: Path, agent: str, force: bool) -> Callable[[str |
         try:
             doc = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
-            raise BridgeError("registration_file_invalid",
-                              f"{path} is not valid TOML ({exc}); fix it, then rerun. Nothing was changed.") from None
+            raise BridgeError(
+                "registration_file_invalid",
+                f"{path} is not valid TOML ({exc}); fix it, then rerun. Nothing was changed.",
+            ) from None
         hooks = doc.get("hooks", [])
         if not isinstance(hooks, list):
-            raise BridgeError("registration_file_invalid",
-                              f"{path}: 'hooks' is not an array of tables; fix it, then rerun. Nothing was changed.")
+            raise BridgeError(
+                "registration_file_invalid",
+                f"{path}: 'hooks' is not an array of tables; fix it, then rerun. Nothing was changed.",
+            )
         added, expected = "", list(hooks)
         for event in KIMI_HOOK_EVENTS:
             wanted = {"event": event, "command": hook_command("kimi", event, agent), "timeout": HOOK_TIMEOUT_SECONDS}
-            ours = [h for h in hooks if isinstance(h, dict) and h.get("event") == event
-                    and is_our_hook(h.get("command"), "kimi")]
+            ours = [
+                h
+                for h in hooks
+                if isinstance(h, dict) and h.get("event") == event and is_our_hook(h.get("command"), "kimi")
+            ]
             if ours == [wanted]:
                 continue
             if ours:
@@ -570,7 +633,8 @@ def kimi_hooks_transform(path: Path, agent: str, force: bool) -> Callable[[str |
                     "registration_conflict",
                     f"{path} already has an agent-bridge {event} hook that differs from this installation's "
                     f"({json.dumps(ours[0], sort_keys=True)}); nothing was changed{' (--force does not cut tables out of config.toml)' if force else ''}. "
-                    "Remove that [[hooks]] table by hand, then rerun.")
+                    "Remove that [[hooks]] table by hand, then rerun.",
+                )
             added += ("\n" if text.strip() or added else "") + kimi_hook_table(event, agent)
             expected.append(wanted)
         if not added:
@@ -584,7 +648,8 @@ def kimi_hooks_transform(path: Path, agent: str, force: bool) -> Callable[[str |
             raise BridgeError(
                 "registration_file_invalid",
                 f"{path} defines hooks in a form this command does not edit (an inline array, or a table after "
-                "which appended tables would land); nothing was changed. Add this yourself:\n" + added)
+                "which appended tables would land); nothing was changed. Add this yourself:\n" + added,
+            )
         return new
 
     return transform
@@ -603,8 +668,12 @@ def register_gemini_hooks(agent: str, dry_run: bool, force: bool) -> list[str]:
     return [apply_edit(path, transform, dry_run).line("gemini", what, dry_run)]
 
 
-HOOK_WRITERS = {"claude": register_claude_hooks, "kimi": register_kimi_hooks, "codex": register_codex_hooks,
-                "gemini": register_gemini_hooks}
+HOOK_WRITERS = {
+    "claude": register_claude_hooks,
+    "kimi": register_kimi_hooks,
+    "codex": register_codex_hooks,
+    "gemini": register_gemini_hooks,
+}
 
 
 def kimi_file() -> Path:
@@ -615,10 +684,10 @@ def kimi_file() -> Path:
 def register_kimi(reg: Registration, dry_run: bool, force: bool) -> list[str]:
     path = kimi_file()
     wanted = {**_stdio(reg), "startupTimeoutMs": KIMI_STARTUP_TIMEOUT_MS}
-    transform = json_entry_transform("kimi", path, ["mcpServers", SERVER_NAME], wanted,
-                                     ("command", "args", "env"), force)
-    return [apply_edit(path, transform, dry_run).line("kimi", f"MCP server {SERVER_NAME} (agent {reg.agent})",
-                                                      dry_run)]
+    transform = json_entry_transform(
+        "kimi", path, ["mcpServers", SERVER_NAME], wanted, ("command", "args", "env"), force
+    )
+    return [apply_edit(path, transform, dry_run).line("kimi", f"MCP server {SERVER_NAME} (agent {reg.agent})", dry_run)]
 
 
 def gemini_file() -> Path:
@@ -629,10 +698,12 @@ def gemini_file() -> Path:
 def register_gemini(reg: Registration, dry_run: bool, force: bool) -> list[str]:
     path = gemini_file()
     wanted = {**_stdio(reg), "trust": True}
-    transform = json_entry_transform("gemini", path, ["mcpServers", SERVER_NAME], wanted,
-                                     ("command", "args", "env", "trust"), force)
-    return [apply_edit(path, transform, dry_run).line("gemini", f"MCP server {SERVER_NAME} (agent {reg.agent})",
-                                                      dry_run)]
+    transform = json_entry_transform(
+        "gemini", path, ["mcpServers", SERVER_NAME], wanted, ("command", "args", "env", "trust"), force
+    )
+    return [
+        apply_edit(path, transform, dry_run).line("gemini", f"MCP server {SERVER_NAME} (agent {reg.agent})", dry_run)
+    ]
 
 
 # --- Codex: config.toml, edited as text ------------------------------------------------------
@@ -681,8 +752,10 @@ def codex_transform(reg: Registration, path: Path, force: bool) -> Callable[[str
         try:
             return tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
-            raise BridgeError("registration_file_invalid",
-                              f"{path} is not valid TOML ({exc}); fix it, then rerun. Nothing was changed.") from None
+            raise BridgeError(
+                "registration_file_invalid",
+                f"{path} is not valid TOML ({exc}); fix it, then rerun. Nothing was changed.",
+            ) from None
 
     def transform(text: str | None) -> str | None:
         text = text or ""
@@ -708,7 +781,8 @@ def codex_transform(reg: Registration, path: Path, force: bool) -> Callable[[str
                 "registration_file_invalid",
                 f"{path} defines mcp_servers or {SERVER_NAME} in a form this command does not edit (inline or dotted "
                 f"keys); nothing was changed. Remove that definition by hand, or add this table yourself:\n"
-                + codex_table(reg))
+                + codex_table(reg),
+            )
         return new
 
     return transform
@@ -723,14 +797,16 @@ def register_codex(reg: Registration, dry_run: bool, force: bool) -> list[str]:
 WRITERS = {"claude": register_claude, "kimi": register_kimi, "codex": register_codex, "gemini": register_gemini}
 
 
-def register(cli: str, agent: str, *, dry_run: bool = False, force: bool = False,
-             statusline: bool = False, hooks: bool = False) -> list[str]:
+def register(
+    cli: str, agent: str, *, dry_run: bool = False, force: bool = False, statusline: bool = False, hooks: bool = False
+) -> list[str]:
     """Register this installation for ``cli`` as ``agent`` (declared: checked by the caller). Lines to print."""
     if statusline and cli != "claude":
         raise BridgeError("usage_error", "--statusline is for Claude Code only; drop it or use `register claude`.")
     if hooks and cli not in HOOK_WRITERS:
-        raise BridgeError("usage_error",
-                          f"--hooks: {cli} has no hook that can put text in front of the model; drop it.")
+        raise BridgeError(
+            "usage_error", f"--hooks: {cli} has no hook that can put text in front of the model; drop it."
+        )
     if hooks:
         HOOK_WRITERS[cli](agent, True, force)  # a hook conflict refuses the whole command before any write
     reg = server_registration(agent)

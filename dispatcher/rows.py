@@ -33,8 +33,19 @@ def insert_message(
     cur = conn.execute(
         "INSERT INTO messages (sender, recipient, kind, text, reply_to, conversation_id,"
         " dedup_key, created_at, response_deadline, origin, broadcast_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (sender, recipient, kind, text, reply_to, conversation_id, dedup_key, created_at, response_deadline, origin,
-         broadcast_id),
+        (
+            sender,
+            recipient,
+            kind,
+            text,
+            reply_to,
+            conversation_id,
+            dedup_key,
+            created_at,
+            response_deadline,
+            origin,
+            broadcast_id,
+        ),
     )
     return inserted_id(cur)
 
@@ -100,8 +111,9 @@ def cap_far_lease(conn: sqlite3.Connection, row: sqlite3.Row, now: float) -> sql
     cap = now + LEASE_CAP_SECONDS
     if row["claim_expires_at"] is None or not row["claim_expires_at"] > cap:
         return row
-    conn.execute("UPDATE messages SET claim_expires_at = ? WHERE id = ? AND claim_expires_at > ?",
-                 (cap, row["id"], cap))
+    conn.execute(
+        "UPDATE messages SET claim_expires_at = ? WHERE id = ? AND claim_expires_at > ?", (cap, row["id"], cap)
+    )
     return fetch_existing_message(conn, row["id"])
 
 

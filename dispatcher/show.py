@@ -15,14 +15,27 @@ from .locations import LocationsLike
 from .rows import fetch_message
 from .store.readonly import open_read_only
 
-ATTEMPT_FIELDS = ("state", "outcome", "error_kind", "cli_status", "exit_code", "duration_seconds", "cost_usd",
-                  "input_tokens", "output_tokens", "max_cost_usd", "cost_overshoot_usd", "permission_level",
-                  "denied_tools")
+ATTEMPT_FIELDS = (
+    "state",
+    "outcome",
+    "error_kind",
+    "cli_status",
+    "exit_code",
+    "duration_seconds",
+    "cost_usd",
+    "input_tokens",
+    "output_tokens",
+    "max_cost_usd",
+    "cost_overshoot_usd",
+    "permission_level",
+    "denied_tools",
+)
 
 
 def _replies(conn: sqlite3.Connection, message_id: int) -> list[dict[str, Any]]:
-    rows = conn.execute("SELECT id, sender, kind, origin, created_at, text FROM messages WHERE reply_to = ? ORDER BY id",
-                        (message_id,))
+    rows = conn.execute(
+        "SELECT id, sender, kind, origin, created_at, text FROM messages WHERE reply_to = ? ORDER BY id", (message_id,)
+    )
     return [{**dict(row), "created_at": iso(row["created_at"])} for row in rows]
 
 
@@ -49,9 +62,15 @@ def message_report(settings: LocationsLike, message_id: int) -> dict[str, Any]:
         if row is None:
             raise BridgeError("message_not_found", f"there is no message #{message_id} in {settings.db}; check the id.")
         return {
-            "id": row["id"], "sender": row["sender"], "recipient": row["recipient"], "kind": row["kind"],
-            "origin": row["origin"], "reply_to": row["reply_to"], "conversation_id": row["conversation_id"],
-            "created_at": iso(row["created_at"]), "acknowledged_at": iso(row["acknowledged_at"]),
+            "id": row["id"],
+            "sender": row["sender"],
+            "recipient": row["recipient"],
+            "kind": row["kind"],
+            "origin": row["origin"],
+            "reply_to": row["reply_to"],
+            "conversation_id": row["conversation_id"],
+            "created_at": iso(row["created_at"]),
+            "acknowledged_at": iso(row["acknowledged_at"]),
             "text": row["text"],
             "replies": _replies(conn, message_id),
             "dispatch": _attempt(conn, message_id, settings.private_dir()),
@@ -68,26 +87,34 @@ def _first_line(text: str, width: int = 100) -> str:
 def render_report(report: dict[str, Any]) -> str:
     """The report as lines for a terminal: the dispatch first, since that is what a person asks about."""
     head = f"message #{report['id']} {report['kind'] or 'message'} {report['sender']} -> {report['recipient']}"
-    lines = [head + f", sent {report['created_at']}, " +
-             (f"acknowledged {report['acknowledged_at']}" if report["acknowledged_at"] else "not acknowledged")]
+    lines = [
+        head
+        + f", sent {report['created_at']}, "
+        + (f"acknowledged {report['acknowledged_at']}" if report["acknowledged_at"] else "not acknowledged")
+    ]
     attempt = report["dispatch"]
     if attempt is None:
         lines.append("dispatch: none (no headless worker was started for it)")
     else:
         outcome = attempt["outcome"] or attempt["state"]
         why = f" ({attempt['error_kind']})" if attempt["error_kind"] else ""
-        lines.append(f"dispatch: {outcome}{why}, cli_status {attempt['cli_status'] or 'unknown'}, "
-                     f"permission level {attempt['permission_level'] or 'unknown'}")
+        lines.append(
+            f"dispatch: {outcome}{why}, cli_status {attempt['cli_status'] or 'unknown'}, "
+            f"permission level {attempt['permission_level'] or 'unknown'}"
+        )
         if attempt["denied_tools"]:
             lines.append(f"  denied by the CLI: {attempt['denied_tools'].replace(',', ', ')}")
         cost = "unknown" if attempt["cost_usd"] is None else f"${attempt['cost_usd']:.4f}"
         tokens = f"{attempt['input_tokens'] or 0} in / {attempt['output_tokens'] or 0} out"
-        lines.append(f"  cost {cost}, tokens {tokens}, started {attempt['started_at']}, "
-                     f"finished {attempt['finished_at'] or '-'}")
+        lines.append(
+            f"  cost {cost}, tokens {tokens}, started {attempt['started_at']}, finished {attempt['finished_at'] or '-'}"
+        )
         if attempt["attempt_dir"]:
             lines.append(f"  attempt files: {attempt['attempt_dir']}")
     lines += ["", report["text"], ""]
     for reply in report["replies"]:
-        lines.append(f"reply #{reply['id']} {reply['kind']} from {reply['sender']}"
-                     f"{' (system)' if reply['origin'] == 'system' else ''}: {_first_line(reply['text'])}")
+        lines.append(
+            f"reply #{reply['id']} {reply['kind']} from {reply['sender']}"
+            f"{' (system)' if reply['origin'] == 'system' else ''}: {_first_line(reply['text'])}"
+        )
     return "\n".join(lines)

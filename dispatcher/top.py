@@ -34,9 +34,18 @@ def snapshot(settings) -> dict:
     from .store import SCHEMA_VERSION
 
     now = time.time()
-    snap: dict = {"at": now, "store": str(settings.db), "error": None, "agents": [], "in_flight": [],
-                  "recent": [], "conversations": [], "inboxes": {}, "latest_diagnostics": None,
-                  "sessions": []}
+    snap: dict = {
+        "at": now,
+        "store": str(settings.db),
+        "error": None,
+        "agents": [],
+        "in_flight": [],
+        "recent": [],
+        "conversations": [],
+        "inboxes": {},
+        "latest_diagnostics": None,
+        "sessions": [],
+    }
     try:
         names = sorted(load_config(settings.config_path()).agents)
     except ConfigError as exc:
@@ -45,12 +54,19 @@ def snapshot(settings) -> dict:
     for name in names:
         status = listener_status(settings, name, check_config=False, late_results=False, totals=False)
         last = status["last"] if isinstance(status["last"], dict) else None
-        snap["agents"].append({
-            "agent": name, "stage": status["stage"], "running": status["running"], "pid": status["pid"],
-            "enabled": status["enabled"], "auto": (status["progress"] or {}).get("auto"),
-            "last": None if last is None else {k: last.get(k) for k in
-                                               ("message_id", "result", "error_kind", "duration_seconds")},
-        })
+        snap["agents"].append(
+            {
+                "agent": name,
+                "stage": status["stage"],
+                "running": status["running"],
+                "pid": status["pid"],
+                "enabled": status["enabled"],
+                "auto": (status["progress"] or {}).get("auto"),
+                "last": None
+                if last is None
+                else {k: last.get(k) for k in ("message_id", "result", "error_kind", "duration_seconds")},
+            }
+        )
     conn = _read_only(settings)
     if conn is None:
         snap["error"] = snap["error"] or "no store yet"
@@ -60,36 +76,55 @@ def snapshot(settings) -> dict:
             snap["error"] = "the store's schema is older; start the server or listener once to migrate it"
             return snap
         snap["in_flight"] = [
-            {"message_id": m, "agent": a, "state": s, "elapsed": now - started,
-             "budget": None if deadline is None else deadline - started}
+            {
+                "message_id": m,
+                "agent": a,
+                "state": s,
+                "elapsed": now - started,
+                "budget": None if deadline is None else deadline - started,
+            }
             for m, a, s, started, deadline in conn.execute(
                 "SELECT message_id, agent, state, started_at, deadline FROM dispatch_attempts"
-                " WHERE state != 'finished' ORDER BY started_at")
+                " WHERE state != 'finished' ORDER BY started_at"
+            )
         ]
         snap["recent"] = [
             {"message_id": m, "agent": a, "outcome": o, "error_kind": e, "duration": d, "cost_usd": c}
             for m, a, o, e, d, c in conn.execute(
                 "SELECT message_id, agent, outcome, error_kind, duration_seconds, cost_usd FROM dispatch_attempts"
-                " WHERE state = 'finished' ORDER BY finished_at DESC, message_id DESC LIMIT ?", (RECENT,))
+                " WHERE state = 'finished' ORDER BY finished_at DESC, message_id DESC LIMIT ?",
+                (RECENT,),
+            )
         ]
         snap["conversations"] = [
-            {"id": i, "initiator": ini, "recipient": rec, "turns": t, "max_turns": mt, "cost_usd": cost,
-             "max_cost_usd": mc}
+            {
+                "id": i,
+                "initiator": ini,
+                "recipient": rec,
+                "turns": t,
+                "max_turns": mt,
+                "cost_usd": cost,
+                "max_cost_usd": mc,
+            }
             for i, ini, rec, t, mt, mc, cost in conn.execute(
                 "SELECT c.id, c.initiator, c.recipient, c.turn_count, c.max_turns, c.max_cost_usd,"
                 " (SELECT SUM(a.cost_usd) FROM messages AS m JOIN dispatch_attempts AS a ON a.message_id = m.id"
                 "  WHERE m.conversation_id = c.id)"
-                " FROM conversations AS c WHERE c.state = 'active' ORDER BY c.id")
+                " FROM conversations AS c WHERE c.state = 'active' ORDER BY c.id"
+            )
         ]
         snap["inboxes"] = {
             r: {"unread": n, "oldest_age": now - oldest}
             for r, n, oldest in conn.execute(
                 "SELECT recipient, COUNT(*), MIN(created_at) FROM messages"
-                " WHERE acknowledged_at IS NULL GROUP BY recipient")
+                " WHERE acknowledged_at IS NULL GROUP BY recipient"
+            )
         }
         snap["sessions"] = _live_sessions(conn, now)
-        row = conn.execute("SELECT message_id, agent, diagnostics FROM dispatch_attempts"
-                           " ORDER BY started_at DESC, message_id DESC LIMIT 1").fetchone()
+        row = conn.execute(
+            "SELECT message_id, agent, diagnostics FROM dispatch_attempts"
+            " ORDER BY started_at DESC, message_id DESC LIMIT 1"
+        ).fetchone()
         if row is not None:
             try:
                 diagnostics = json.loads(row[2]) if row[2] else None
@@ -105,8 +140,9 @@ def _live_sessions(conn, now: float) -> list[dict]:
     """Interactive sessions whose process runs (or of another host: unknown); payload-free."""
     from .presence import sessions
 
-    return [{"agent": s.agent, **s.view(now)} for s in sessions(conn)
-            if s.role == "interactive" and s.liveness != "dead"]
+    return [
+        {"agent": s.agent, **s.view(now)} for s in sessions(conn) if s.role == "interactive" and s.liveness != "dead"
+    ]
 
 
 def _age(seconds: float | None) -> str:
@@ -137,8 +173,11 @@ def render(snap: dict, filter_agent: str | None = None, details: bool = False):
 
     names = [a["agent"] for a in snap["agents"]]
     keys = " ".join(f"{i}:{n}" for i, n in enumerate(names, 1))
-    header = Text(f"agent-bridge top  {time.strftime('%H:%M:%S', time.localtime(snap['at']))}  "
-                  f"store {snap['store']}  filter: {filter_agent or 'all'}", style="bold")
+    header = Text(
+        f"agent-bridge top  {time.strftime('%H:%M:%S', time.localtime(snap['at']))}  "
+        f"store {snap['store']}  filter: {filter_agent or 'all'}",
+        style="bold",
+    )
     parts: list[RenderableType] = [header, Text(f"keys: a cycle agent, 0 all, {keys}  d details  q quit", style="dim")]
     if snap["error"]:
         parts.append(Text(f"error: {snap['error']}", style="bold red"))
@@ -151,13 +190,26 @@ def render(snap: dict, filter_agent: str | None = None, details: bool = False):
             continue
         inbox = snap["inboxes"].get(a["agent"], {"unread": 0, "oldest_age": None})
         last = a["last"]
-        last_text = "-" if not last else (
-            f"#{last['message_id']} {last['result']}" + (f" ({last['error_kind']})" if last["error_kind"] else "")
-            + f" {last['duration_seconds']}s")
+        last_text = (
+            "-"
+            if not last
+            else (
+                f"#{last['message_id']} {last['result']}"
+                + (f" ({last['error_kind']})" if last["error_kind"] else "")
+                + f" {last['duration_seconds']}s"
+            )
+        )
         stage_style = {"idle": "green", "working": "yellow", "error": "red", "stopped": "dim"}.get(a["stage"], "")
-        agents.add_row(a["agent"], Text(str(a["stage"]), style=stage_style), str(a["pid"] or "-"),
-                       "yes" if a["enabled"] else "no", {True: "on", False: "off"}.get(a["auto"], "-"),
-                       str(inbox["unread"]), _age(inbox["oldest_age"]), last_text)
+        agents.add_row(
+            a["agent"],
+            Text(str(a["stage"]), style=stage_style),
+            str(a["pid"] or "-"),
+            "yes" if a["enabled"] else "no",
+            {True: "on", False: "off"}.get(a["auto"], "-"),
+            str(inbox["unread"]),
+            _age(inbox["oldest_age"]),
+            last_text,
+        )
     parts.append(agents)
 
     flight = Table(title="In flight", title_justify="left")
@@ -175,8 +227,14 @@ def render(snap: dict, filter_agent: str | None = None, details: bool = False):
     for r in snap["recent"]:
         if keep(r["agent"]):
             style = "green" if r["outcome"] == "succeeded" else "red" if r["outcome"] != "blocked" else "yellow"
-            recent.add_row(f"#{r['message_id']}", r["agent"], Text(str(r["outcome"]), style=style),
-                           r["error_kind"] or "-", _age(r["duration"]), _cost(r["cost_usd"]))
+            recent.add_row(
+                f"#{r['message_id']}",
+                r["agent"],
+                Text(str(r["outcome"]), style=style),
+                r["error_kind"] or "-",
+                _age(r["duration"]),
+                _cost(r["cost_usd"]),
+            )
     parts.append(recent)
 
     convs = Table(title="Active conversations", title_justify="left")
@@ -184,8 +242,14 @@ def render(snap: dict, filter_agent: str | None = None, details: bool = False):
         convs.add_column(col)
     for c in snap["conversations"]:
         if keep(c["initiator"], c["recipient"]):
-            convs.add_row(f"#{c['id']}", c["initiator"], c["recipient"], f"{c['turns']}/{c['max_turns']}",
-                          _cost(c["cost_usd"]), _cost(c["max_cost_usd"]))
+            convs.add_row(
+                f"#{c['id']}",
+                c["initiator"],
+                c["recipient"],
+                f"{c['turns']}/{c['max_turns']}",
+                _cost(c["cost_usd"]),
+                _cost(c["max_cost_usd"]),
+            )
     parts.append(convs)
 
     live = Table(title="Interactive sessions", title_justify="left")
@@ -194,15 +258,27 @@ def render(snap: dict, filter_agent: str | None = None, details: bool = False):
     for v in snap.get("sessions", []):
         if keep(v["agent"]):
             client = " ".join(p for p in (v["client"], v["client_version"]) if p) or "-"
-            live.add_row(f"#{v['id']}", v["agent"], client, _age(v["since_seconds"]), _age(v["idle_seconds"]),
-                         ",".join(v["wake_paths"]) or "-", v["liveness"])
+            live.add_row(
+                f"#{v['id']}",
+                v["agent"],
+                client,
+                _age(v["since_seconds"]),
+                _age(v["idle_seconds"]),
+                ",".join(v["wake_paths"]) or "-",
+                v["liveness"],
+            )
     parts.append(live)
 
     if details:
         latest = snap["latest_diagnostics"]
-        body = "no attempt yet" if latest is None else (
-            f"attempt on message #{latest['message_id']} ({latest['agent']}):\n"
-            + json.dumps(latest["diagnostics"], indent=1, sort_keys=True))
+        body = (
+            "no attempt yet"
+            if latest is None
+            else (
+                f"attempt on message #{latest['message_id']} ({latest['agent']}):\n"
+                + json.dumps(latest["diagnostics"], indent=1, sort_keys=True)
+            )
+        )
         parts.append(Text("Latest attempt's diagnostics (d to close)\n" + body))
     return Group(*parts)
 

@@ -15,9 +15,7 @@ SYSTEM_DEDUP_PREFIX = "agent-bridge:"
 
 
 def has_control_chars(value: str) -> bool:
-    return any(
-        ch in _LINE_BREAKS or unicodedata.category(ch) in ("Cc", "Cs") for ch in value
-    )
+    return any(ch in _LINE_BREAKS or unicodedata.category(ch) in ("Cc", "Cs") for ch in value)
 
 
 def check_agent_id(value: object, field: str = "agent") -> str:
@@ -65,9 +63,7 @@ def check_body(value: object, max_bytes: int, field: str = "text") -> str:
     try:
         size = len(value.encode("utf-8"))
     except UnicodeEncodeError:
-        raise BridgeError(
-            "invalid_text", f"{field} is not valid Unicode (it holds a lone surrogate)."
-        ) from None
+        raise BridgeError("invalid_text", f"{field} is not valid Unicode (it holds a lone surrogate).") from None
     if size > max_bytes:
         raise BridgeError(
             "text_too_large",

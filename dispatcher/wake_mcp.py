@@ -87,8 +87,16 @@ class InboxWake:
     SDK's subscription bus), and the channel (``channel_session``/``announced``).
     """
 
-    def __init__(self, db: Path, agent: str, *, channel: bool, bus: Any = None, poll: float = POLL_SECONDS,
-                 on_armed: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        db: Path,
+        agent: str,
+        *,
+        channel: bool,
+        bus: Any = None,
+        poll: float = POLL_SECONDS,
+        on_armed: Callable[[str], None] | None = None,
+    ) -> None:
         self.db = db
         # Told "resource" or "channel" when that path is armed (the session row's wake paths).
         self.on_armed = on_armed or (lambda path: None)
@@ -187,8 +195,12 @@ class InboxWake:
                 now_signature = resource_signature(summary)
                 if self.subscribed and now_signature != self.signature:
                     self.signature = now_signature
-                    await self._notify(self.session, types.ResourceUpdatedNotification(
-                        params=types.ResourceUpdatedNotificationParams(uri=RESOURCE_URI)))
+                    await self._notify(
+                        self.session,
+                        types.ResourceUpdatedNotification(
+                            params=types.ResourceUpdatedNotificationParams(uri=RESOURCE_URI)
+                        ),
+                    )
                 if self.listening and now_signature != self.listen_signature and self.bus is not None:
                     self.listen_signature = now_signature
                     await self.bus.publish(ResourceUpdated(uri=RESOURCE_URI))
@@ -208,11 +220,19 @@ def _listens_to_inbox(params: Any) -> bool:
         return False
 
 
-def install(mcp: MCPServer, agent: str, db: Path, *, claude_channel: bool, role: str,
-            on_armed: Callable[[str], None] | None = None) -> InboxWake:
+def install(
+    mcp: MCPServer,
+    agent: str,
+    db: Path,
+    *,
+    claude_channel: bool,
+    role: str,
+    on_armed: Callable[[str], None] | None = None,
+) -> InboxWake:
     """Add ``bridge://inbox`` (+ subscribe) and, when enabled, the Claude channel to ``mcp``."""
-    wake = InboxWake(db, agent, channel=channel_enabled(claude_channel, role), bus=mcp._subscriptions,
-                     on_armed=on_armed)
+    wake = InboxWake(
+        db, agent, channel=channel_enabled(claude_channel, role), bus=mcp._subscriptions, on_armed=on_armed
+    )
     low = mcp._lowlevel_server
 
     @mcp.resource(

@@ -56,10 +56,16 @@ def claude_with_hooks(root: Path, claude_bin: Path, **extra_env: str) -> dict:
     config_dir.mkdir(parents=True)
     workspace = root / "ws"
     workspace.mkdir()
-    (config_dir / ".claude.json").write_text(json.dumps({
-        "hasCompletedOnboarding": True, "theme": "dark",
-        "customApiKeyResponses": {"approved": [MODEL_KEY[-20:]], "rejected": []},
-        "projects": {str(workspace): {"hasTrustDialogAccepted": True, "hasCompletedProjectOnboarding": True}}}))
+    (config_dir / ".claude.json").write_text(
+        json.dumps(
+            {
+                "hasCompletedOnboarding": True,
+                "theme": "dark",
+                "customApiKeyResponses": {"approved": [MODEL_KEY[-20:]], "rejected": []},
+                "projects": {str(workspace): {"hasTrustDialogAccepted": True, "hasCompletedProjectOnboarding": True}},
+            }
+        )
+    )
     config = write_config(root / "config.json", agents=AGENT_CONFIG)
     inherited = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_", "AGENT_"))}
     env = {
@@ -75,17 +81,35 @@ def claude_with_hooks(root: Path, claude_bin: Path, **extra_env: str) -> dict:
         "TMPDIR": str(root),
         **extra_env,
     }
-    done = subprocess.run([sys.executable, "-m", "dispatcher", "register", "claude", "--agent", "claude", "--hooks"],
-                          cwd=PROJECT, env=env, capture_output=True, text=True, timeout=180)
+    done = subprocess.run(
+        [sys.executable, "-m", "dispatcher", "register", "claude", "--agent", "claude", "--hooks"],
+        cwd=PROJECT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert done.returncode == 0, done.stderr
-    return {"env": env, "db": db, "workspace": workspace, "config_dir": config_dir, "runtime": root / "runtime",
-            "register": done.stdout, "root": root}
+    return {
+        "env": env,
+        "db": db,
+        "workspace": workspace,
+        "config_dir": config_dir,
+        "runtime": root / "runtime",
+        "register": done.stdout,
+        "root": root,
+    }
 
 
 def with_model(env: dict, base_url: str) -> dict:
     """Point Claude Code at a scripted loopback model (never a vendor's service)."""
-    return {**env, "ANTHROPIC_BASE_URL": base_url, "ANTHROPIC_API_KEY": MODEL_KEY,
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "CLAUDE_CODE_MAX_RETRIES": "0"}
+    return {
+        **env,
+        "ANTHROPIC_BASE_URL": base_url,
+        "ANTHROPIC_API_KEY": MODEL_KEY,
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "CLAUDE_CODE_MAX_RETRIES": "0",
+    }
 
 
 def claude_worker_env(env: dict, root: Path, base_url: str, claude_bin: Path) -> dict:

@@ -56,7 +56,6 @@ def kimi(pair):
     return pair[1]
 
 
-
 @pytest.fixture(autouse=True)
 def _end_listeners_started_by_the_test():
     import dispatch_harness

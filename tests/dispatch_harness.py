@@ -22,8 +22,9 @@ def make_launcher(directory: Path, mode: str, executable: bool = True, **env: st
     return path
 
 
-def write_config_atomic(path: Path, launcher: Path | str, *, auto: bool = True, timeout: int = 60,
-                        max_age: int = 86400) -> None:
+def write_config_atomic(
+    path: Path, launcher: Path | str, *, auto: bool = True, timeout: int = 60, max_age: int = 86400
+) -> None:
     doc = {
         "agents": {
             "claude": {"auto": auto, "launcher": str(launcher), "worker_timeout_seconds": timeout},
@@ -38,8 +39,13 @@ def write_config_atomic(path: Path, launcher: Path | str, *, auto: bool = True, 
 
 def cli(env: dict, *args: str, timeout: float = DEADLINE) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "dispatcher", *args], cwd=PROJECT, env={**os.environ, **env},
-        capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+        [sys.executable, "-m", "dispatcher", *args],
+        cwd=PROJECT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
     )
 
 
@@ -50,8 +56,13 @@ STARTED: list[subprocess.Popen] = []
 
 def start_listener(env: dict, agent: str = "claude") -> subprocess.Popen:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dispatcher", "listener", "run", "--agent", agent], cwd=PROJECT,
-        env={**os.environ, **env}, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [sys.executable, "-m", "dispatcher", "listener", "run", "--agent", agent],
+        cwd=PROJECT,
+        env={**os.environ, **env},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     STARTED.append(proc)
     return proc
@@ -93,7 +104,8 @@ def attempt(db: Path, message_id: int) -> dict | None:
 def wait_finished(db: Path, message_id: int, deadline: float = DEADLINE) -> dict:
     return wait_until(
         lambda: (a := attempt(db, message_id)) and a["state"] == "finished" and a,
-        deadline, what=f"attempt on message #{message_id} to finish",
+        deadline,
+        what=f"attempt on message #{message_id} to finish",
     )
 
 
@@ -103,8 +115,15 @@ def status(env: dict, agent: str = "claude") -> dict:
     return json.loads(done.stdout)
 
 
-def post_task(db: Path, text: str, *, conversation: bool = False, sender: str = "kimi",
-              recipient: str = "claude", kind: str | None = "task") -> int:
+def post_task(
+    db: Path,
+    text: str,
+    *,
+    conversation: bool = False,
+    sender: str = "kimi",
+    recipient: str = "claude",
+    kind: str | None = "task",
+) -> int:
     """Send a task through the domain layer on a connection that is closed again at once, so
     the test process holds nothing open on the store."""
     from dispatcher import conversations, messages
@@ -115,10 +134,16 @@ def post_task(db: Path, text: str, *, conversation: bool = False, sender: str = 
         agents = {sender, recipient}
         if conversation:
             return conversations.start_conversation(
-                conn, initiator=sender, recipient=recipient, goal=text, agents=agents, max_body_bytes=65536,
+                conn,
+                initiator=sender,
+                recipient=recipient,
+                goal=text,
+                agents=agents,
+                max_body_bytes=65536,
             )["message_id"]
-        return messages.send_message(conn, sender=sender, recipient=recipient, text=text, kind=kind,
-                                     agents=agents)["id"]
+        return messages.send_message(conn, sender=sender, recipient=recipient, text=text, kind=kind, agents=agents)[
+            "id"
+        ]
     finally:
         conn.close()
 
@@ -137,8 +162,9 @@ def integrity(db: Path) -> str:
 
 
 def notices_for(db: Path, message_id: int) -> list[sqlite3.Row]:
-    return query(db, "SELECT * FROM messages WHERE reply_to = ? AND kind = 'notice' AND origin = 'system'",
-                 (message_id,))
+    return query(
+        db, "SELECT * FROM messages WHERE reply_to = ? AND kind = 'notice' AND origin = 'system'", (message_id,)
+    )
 
 
 def log_events(env: dict, event: str) -> list[dict]:

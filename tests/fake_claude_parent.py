@@ -13,10 +13,15 @@ import sys
 if __name__ == "__main__":
     signal.signal(signal.SIGTERM, lambda *_: None)  # the test signals the hook's group, not us
     at = sys.argv.index("++")
-    hook_args, stdin = sys.argv[at + 1:], os.environ.pop("FAKE_HOOK_STDIN", "").encode()
-    child = subprocess.Popen([sys.executable, "-m", "dispatcher", "hook", *hook_args], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                             env={**os.environ, "CLAUDE_PID": os.environ.get("FAKE_CLAUDE_PID", str(os.getpid()))})
+    hook_args, stdin = sys.argv[at + 1 :], os.environ.pop("FAKE_HOOK_STDIN", "").encode()
+    child = subprocess.Popen(
+        [sys.executable, "-m", "dispatcher", "hook", *hook_args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        env={**os.environ, "CLAUDE_PID": os.environ.get("FAKE_CLAUDE_PID", str(os.getpid()))},
+    )
     print(child.pid, flush=True)
     out, err = child.communicate(stdin)
     print(json.dumps({"rc": child.returncode, "stdout": out.decode(), "stderr": err.decode()}), flush=True)

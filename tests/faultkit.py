@@ -120,7 +120,11 @@ def start_listener(env: dict[str, str], agent: str, log: Path) -> subprocess.Pop
     with open(log, "ab") as out:
         return subprocess.Popen(
             [sys.executable, "-m", "dispatcher", "listener", "run", "--agent", agent],
-            cwd=PROJECT, env={**os.environ, **env}, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+            cwd=PROJECT,
+            env={**os.environ, **env},
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
             start_new_session=True,
         )
 
@@ -146,5 +150,3 @@ def stop(proc: subprocess.Popen, timeout: float = 30) -> int | None:
             proc.kill()
             proc.wait(30)
     return proc.returncode
-
-

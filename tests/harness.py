@@ -205,11 +205,15 @@ def register_env(tmp_path: Path) -> dict[str, str]:
     ``tmp_path``, no agent CLI on PATH (Claude's files are then written directly)."""
     import os
 
-    config = write_config(tmp_path / "config.json",
-                          {a: {"launcher": "launchers/x.sh"} for a in ("claude", "kimi", "codex", "gemini")})
+    config = write_config(
+        tmp_path / "config.json", {a: {"launcher": "launchers/x.sh"} for a in ("claude", "kimi", "codex", "gemini")}
+    )
     (tmp_path / "home").mkdir()
-    base = {k: v for k, v in os.environ.items()
-            if not k.startswith(("AGENT_BRIDGE_", "CLAUDE", "KIMI", "CODEX", "GEMINI")) and k != "AGENT_ID"}
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("AGENT_BRIDGE_", "CLAUDE", "KIMI", "CODEX", "GEMINI")) and k != "AGENT_ID"
+    }
     return {
         **base,
         "HOME": str(tmp_path / "home"),
@@ -238,4 +242,4 @@ def assert_rows_kept(conn: sqlite3.Connection, before: dict[str, list[tuple]]) -
     """After an upgrade every earlier row is still there, unchanged (later migrations may add columns)."""
     for table, rows in before.items():
         after = [tuple(r) for r in conn.execute(f"SELECT * FROM {table} ORDER BY rowid")]
-        assert [a[:len(b)] for a, b in zip(after, rows, strict=True)] == rows, table
+        assert [a[: len(b)] for a, b in zip(after, rows, strict=True)] == rows, table

@@ -7,7 +7,9 @@ DLB = '2026-11-30T21:30:14Z codex: "bench payload 17"\n'
 
 def test_ours_new_line_names_its_ids():
     assert ours_line("2 new for claude: #41 from kimi (task), #42 from codex (notice) — call receive_messages\n") == (
-        "new", [41, 42])
+        "new",
+        [41, 42],
+    )
 
 
 def test_ours_unread_line_of_a_rearmed_watch():

@@ -37,8 +37,9 @@ def conn(tmp_path):
 
 
 def send(conn, sender="kimi", recipient="*", text="heads up", agents=AGENTS, now=NOW, kind="notice", **kw) -> dict:
-    return messages.send_message(conn, sender=sender, recipient=recipient, text=text, agents=agents, now=now,
-                                 kind=kind, **kw)
+    return messages.send_message(
+        conn, sender=sender, recipient=recipient, text=text, agents=agents, now=now, kind=kind, **kw
+    )
 
 
 def refused(code: str, fn, *args, **kw) -> BridgeError:
@@ -95,7 +96,8 @@ def test_one_notice_copy_per_other_agent_sharing_a_broadcast_id(conn):
         assert row["reply_to"] is None and row["conversation_id"] is None and row["dedup_key"] is None
         assert row["response_deadline"] == NOW + 60
     assert [tuple(r) for r in conn.execute("SELECT id, sender, dedup_key FROM broadcasts")] == [
-        (sent["broadcast_id"], "kimi", None)]
+        (sent["broadcast_id"], "kimi", None)
+    ]
 
 
 def test_the_only_other_agent_gets_the_only_copy(conn):
@@ -115,22 +117,26 @@ def test_single_agent_config_is_refused_and_writes_nothing(conn, tmp_path):
 
 def _other_rows(conn):
     task = send(conn, recipient="claude", kind="task", text="t")["id"]
-    conv = conversations.start_conversation(conn, initiator="kimi", recipient="claude", goal="g", agents=AGENTS,
-                                            max_body_bytes=10_000, now=NOW)
+    conv = conversations.start_conversation(
+        conn, initiator="kimi", recipient="claude", goal="g", agents=AGENTS, max_body_bytes=10_000, now=NOW
+    )
     return task, conv
 
 
-@pytest.mark.parametrize("args, code", [
-    ({"kind": "task"}, "invalid_broadcast"),
-    ({"kind": "result"}, "invalid_broadcast"),
-    ({"kind": None}, "invalid_broadcast"),
-    ({"kind": "notice", "reply_to": "TASK"}, "invalid_broadcast"),
-    ({"kind": "notice", "conversation_id": "CONV"}, "invalid_broadcast"),
-    ({"kind": "notice", "reply_to": "TASK", "conversation_id": "CONV"}, "invalid_broadcast"),
-    ({"kind": "notice", "dedup_key": "agent-bridge:x"}, "invalid_dedup_key"),
-    ({"kind": "notice", "reply_to": True}, "invalid_message_id"),
-    ({"kind": "bogus"}, "invalid_kind"),
-])
+@pytest.mark.parametrize(
+    "args, code",
+    [
+        ({"kind": "task"}, "invalid_broadcast"),
+        ({"kind": "result"}, "invalid_broadcast"),
+        ({"kind": None}, "invalid_broadcast"),
+        ({"kind": "notice", "reply_to": "TASK"}, "invalid_broadcast"),
+        ({"kind": "notice", "conversation_id": "CONV"}, "invalid_broadcast"),
+        ({"kind": "notice", "reply_to": "TASK", "conversation_id": "CONV"}, "invalid_broadcast"),
+        ({"kind": "notice", "dedup_key": "agent-bridge:x"}, "invalid_dedup_key"),
+        ({"kind": "notice", "reply_to": True}, "invalid_message_id"),
+        ({"kind": "bogus"}, "invalid_kind"),
+    ],
+)
 def test_refusals_write_nothing(conn, tmp_path, args, code):
     task, conv = _other_rows(conn)
     swap = {"TASK": task, "CONV": conv["conversation_id"]}
@@ -167,16 +173,28 @@ def test_a_key_of_a_broadcast_cannot_name_a_direct_message(conn, tmp_path, direc
     if direct == "message":
         err = refused("dedup_conflict", send, conn, recipient="claude", kind="notice", dedup_key="k2")
     else:
-        err = refused("dedup_conflict", conversations.start_conversation, conn, initiator="kimi", recipient="claude",
-                      goal="g", agents=AGENTS, max_body_bytes=10_000, dedup_key="k2", now=NOW)
+        err = refused(
+            "dedup_conflict",
+            conversations.start_conversation,
+            conn,
+            initiator="kimi",
+            recipient="claude",
+            goal="g",
+            agents=AGENTS,
+            max_body_bytes=10_000,
+            dedup_key="k2",
+            now=NOW,
+        )
     assert f"broadcast #{sent['broadcast_id']}" in err.message and "Pick a new dedup_key" in err.message
     assert db_snapshot(tmp_path / "bridge.db") == before
 
 
 def test_every_copy_or_none_one_transaction(conn, tmp_path):
     before = db_snapshot(tmp_path / "bridge.db")
-    conn.execute("CREATE TEMP TRIGGER fail_second BEFORE INSERT ON main.messages WHEN NEW.recipient = 'codex'"
-                 " BEGIN SELECT RAISE(ABORT, 'injected'); END")
+    conn.execute(
+        "CREATE TEMP TRIGGER fail_second BEFORE INSERT ON main.messages WHEN NEW.recipient = 'codex'"
+        " BEGIN SELECT RAISE(ABORT, 'injected'); END"
+    )
     with pytest.raises(sqlite3.IntegrityError):
         send(conn, kind="notice", dedup_key="k3")
     conn.execute("DROP TRIGGER temp.fail_second")
@@ -189,18 +207,28 @@ def test_views_show_the_broadcast_id(conn):
     sent = send(conn, kind="notice")
     direct = send(conn, recipient="claude", text="direct")
     inbox = messages.receive_messages(conn, agent="claude", worker_id="w", now=NOW)["messages"]
-    assert [(m["id"], m["broadcast_id"]) for m in inbox] == [(sent["ids"][0], sent["broadcast_id"]),
-                                                             (direct["id"], None)]
+    assert [(m["id"], m["broadcast_id"]) for m in inbox] == [
+        (sent["ids"][0], sent["broadcast_id"]),
+        (direct["id"], None),
+    ]
     for agent in ("claude", "kimi"):  # recipient and sender both see it
         view = messages.get_message(conn, agent=agent, worker_id="w", message_id=sent["ids"][0], now=NOW)
         assert view["broadcast_id"] == sent["broadcast_id"] and view["kind"] == "notice"
-    refused("message_not_found", messages.get_message, conn, agent="codex", worker_id="w",
-            message_id=sent["ids"][0], now=NOW)
+    refused(
+        "message_not_found",
+        messages.get_message,
+        conn,
+        agent="codex",
+        worker_id="w",
+        message_id=sent["ids"][0],
+        now=NOW,
+    )
 
 
 def _config(**auto) -> BridgeConfig:
-    return BridgeConfig(agents={a: AgentConfig(launcher="launchers/command_headless.sh", auto=auto.get(a, True))
-                                for a in AGENTS})
+    return BridgeConfig(
+        agents={a: AgentConfig(launcher="launchers/command_headless.sh", auto=auto.get(a, True)) for a in AGENTS}
+    )
 
 
 def test_a_broadcast_never_wakes_a_headless_worker(conn):
@@ -218,14 +246,19 @@ def test_a_broadcast_never_wakes_a_headless_worker(conn):
 
 
 def test_a_broadcast_takes_no_conversation_turn(conn):
-    conv = conversations.start_conversation(conn, initiator="kimi", recipient="claude", goal="g", agents=AGENTS,
-                                            max_body_bytes=10_000, now=NOW)
+    conv = conversations.start_conversation(
+        conn, initiator="kimi", recipient="claude", goal="g", agents=AGENTS, max_body_bytes=10_000, now=NOW
+    )
     before = tuple(conn.execute("SELECT * FROM conversations").fetchone())
     for sender in ("kimi", "claude"):
         send(conn, sender=sender, kind="notice", now=NOW + 1)
     assert tuple(conn.execute("SELECT * FROM conversations").fetchone()) == before
-    assert conn.execute("SELECT COUNT(*) FROM messages WHERE conversation_id = ?",
-                        (conv["conversation_id"],)).fetchone()[0] == 1
+    assert (
+        conn.execute("SELECT COUNT(*) FROM messages WHERE conversation_id = ?", (conv["conversation_id"],)).fetchone()[
+            0
+        ]
+        == 1
+    )
 
 
 # --- prune ------------------------------------------------------------------------------------
@@ -301,16 +334,24 @@ def servers(tmp_path_factory):
     pair = tmp_path_factory.mktemp("pair")
     solo = tmp_path_factory.mktemp("solo")
     pair_env = bridge_env(pair, write_config(pair / "config.json"))
-    solo_env = bridge_env(solo, write_config(solo / "config.json", {
-        "solo": {"auto": True, "launcher": "launchers/command_headless.sh"}}))
+    solo_env = bridge_env(
+        solo, write_config(solo / "config.json", {"solo": {"auto": True, "launcher": "launchers/command_headless.sh"}})
+    )
 
-    agents = [McpAgent("kimi", pair_env), McpAgent("claude", pair_env), McpAgent("solo", solo_env),
-              McpAgent("kimi", pair_env)]
+    agents = [
+        McpAgent("kimi", pair_env),
+        McpAgent("claude", pair_env),
+        McpAgent("solo", solo_env),
+        McpAgent("kimi", pair_env),
+    ]
     try:
         for agent in agents:
             agent.wait_ready()
-        yield {a.agent: a for a in agents[:3]} | {"kimi_again": agents[3], "pair_db": pair / "state" / "bridge.db",
-                                                  "solo_db": solo / "state" / "bridge.db"}
+        yield {a.agent: a for a in agents[:3]} | {
+            "kimi_again": agents[3],
+            "pair_db": pair / "state" / "bridge.db",
+            "solo_db": solo / "state" / "bridge.db",
+        }
     finally:
         for agent in agents:
             agent.close()
@@ -325,26 +366,30 @@ def test_stdio_broadcast_reaches_the_only_other_agent_once(servers):
     inbox = claude.ok("receive_messages")["messages"]
     mine = [m for m in inbox if m["broadcast_id"] == sent["broadcast_id"]]
     assert [(m["id"], m["sender"], m["kind"], m["text"]) for m in mine] == [
-        (sent["ids"][0], "kimi", "notice", "release at 5")]
+        (sent["ids"][0], "kimi", "notice", "release at 5")
+    ]
     assert kimi.ok("get_message", message_id=sent["ids"][0])["broadcast_id"] == sent["broadcast_id"]
     assert kimi.ok("receive_messages")["messages"] == []  # never a copy to the sender
     direct = kimi.call("send_message", recipient="claude", kind="notice", text="x", dedup_key="rel-5")
     assert direct.code == "dedup_conflict" and "broadcast #" in direct.text
 
 
-@pytest.mark.parametrize("arguments, code", [
-    ({"recipient": "*", "kind": "task"}, "invalid_broadcast"),
-    ({"recipient": "*"}, "invalid_broadcast"),
-    ({"recipient": "*", "kind": "notice", "reply_to": 1}, "invalid_broadcast"),
-    ({"recipient": "*", "kind": "notice", "conversation_id": 1}, "invalid_broadcast"),
-    ({"recipient": True, "kind": "notice"}, "invalid_arguments"),
-    ({"recipient": ["*"], "kind": "notice"}, "invalid_arguments"),
-    ({"recipient": "*", "kind": True}, "invalid_arguments"),
-    ({"recipient": "*", "kind": "notice", "dedup_key": 5}, "invalid_arguments"),
-    ({"recipient": "*", "kind": "notice", "reply_to": True}, "invalid_arguments"),
-    ({"recipient": "**", "kind": "notice"}, "unknown_recipient"),
-    ({"recipient": " *", "kind": "notice"}, "unknown_recipient"),
-])
+@pytest.mark.parametrize(
+    "arguments, code",
+    [
+        ({"recipient": "*", "kind": "task"}, "invalid_broadcast"),
+        ({"recipient": "*"}, "invalid_broadcast"),
+        ({"recipient": "*", "kind": "notice", "reply_to": 1}, "invalid_broadcast"),
+        ({"recipient": "*", "kind": "notice", "conversation_id": 1}, "invalid_broadcast"),
+        ({"recipient": True, "kind": "notice"}, "invalid_arguments"),
+        ({"recipient": ["*"], "kind": "notice"}, "invalid_arguments"),
+        ({"recipient": "*", "kind": True}, "invalid_arguments"),
+        ({"recipient": "*", "kind": "notice", "dedup_key": 5}, "invalid_arguments"),
+        ({"recipient": "*", "kind": "notice", "reply_to": True}, "invalid_arguments"),
+        ({"recipient": "**", "kind": "notice"}, "unknown_recipient"),
+        ({"recipient": " *", "kind": "notice"}, "unknown_recipient"),
+    ],
+)
 def test_stdio_refusals_say_what_to_do_and_write_nothing(servers, arguments, code):
     before = db_snapshot(servers["pair_db"])
     result = servers["kimi"].call("send_message", text="t", **arguments)
@@ -367,8 +412,14 @@ def test_stdio_send_message_docstring_names_broadcast(servers):
 def test_stdio_two_processes_racing_one_key_make_one_broadcast(servers):
     """Two server processes of the same agent send the same keyed broadcast at once: one set."""
     for attempt in range(5):  # until the calls really overlapped
-        results, overlapped = race([servers["kimi"], servers["kimi_again"]], "send_message", recipient="*",
-                                   kind="notice", text="race", dedup_key=f"race-{attempt}")
+        results, overlapped = race(
+            [servers["kimi"], servers["kimi_again"]],
+            "send_message",
+            recipient="*",
+            kind="notice",
+            text="race",
+            dedup_key=f"race-{attempt}",
+        )
         first, second = (r.data for r in results)
         assert first["broadcast_id"] == second["broadcast_id"] and first["ids"] == second["ids"]
         assert sorted([first["duplicate"], second["duplicate"]]) == [False, True]

@@ -22,8 +22,15 @@ from models.anthropic import AnthropicModel, offered_tools
 pytestmark = pytest.mark.cli
 
 LAUNCHER = PROJECT / "launchers" / "claude_headless.sh"
-WORKER_TOOLS = ("send_message", "receive_messages", "claim_message", "release_message", "mark_read",
-                "get_message", "conversation")
+WORKER_TOOLS = (
+    "send_message",
+    "receive_messages",
+    "claim_message",
+    "release_message",
+    "mark_read",
+    "get_message",
+    "conversation",
+)
 RUN_DEADLINE = 150.0
 CANARY = "canary-" + os.urandom(12).hex()
 
@@ -49,10 +56,13 @@ def model(tmp_path_factory):
 def claude_env(env, bridge_root, model, claude_bin) -> dict[str, str]:
     """The bridge env plus Claude's: the scripted endpoint, fail-fast retries, and a private
     HOME, config dir and TMPDIR inside the bridge root (all scanned for the canary)."""
-    write_config(Path(env["AGENT_BRIDGE_CONFIG"]), agents={
-        "claude": {"auto": True, "launcher": str(LAUNCHER), "worker_timeout_seconds": 120},
-        "kimi": {"auto": False, "launcher": "launchers/kimi_headless.sh"},
-    })
+    write_config(
+        Path(env["AGENT_BRIDGE_CONFIG"]),
+        agents={
+            "claude": {"auto": True, "launcher": str(LAUNCHER), "worker_timeout_seconds": 120},
+            "kimi": {"auto": False, "launcher": "launchers/kimi_headless.sh"},
+        },
+    )
     return claude_worker_env(env, bridge_root, model.base_url, claude_bin)
 
 
@@ -61,9 +71,13 @@ def listener(claude_env):
     # The user's own Claude settings (a login, a base URL) must not leak into the test's CLI.
     inherited = without_cli_settings(dict(os.environ))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dispatcher", "listener", "run", "--agent", "claude"], cwd=PROJECT,
-        env={**inherited, **claude_env}, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
+        [sys.executable, "-m", "dispatcher", "listener", "run", "--agent", "claude"],
+        cwd=PROJECT,
+        env={**inherited, **claude_env},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         wait_until(lambda: status(claude_env)["stage"] == "idle", what="listener idle")
@@ -85,8 +99,10 @@ def runs(claude_env, db_path, listener) -> dict[str, Run]:
             text = f"Please handle {CANARY} for me.\nMODE={mode}\n"
             task = sender.ok("send_message", recipient="claude", text=text, kind="task")["id"]
             row, seen = _finished_peeking(claude_env, db_path, task)
-            after = wait_until(lambda t=task: (s := status(claude_env))["last"]
-                               and s["last"]["message_id"] == t and s, what=f"listener status of #{task}")
+            after = wait_until(
+                lambda t=task: (s := status(claude_env))["last"] and s["last"]["message_id"] == t and s,
+                what=f"listener status of #{task}",
+            )
             progress = cli(claude_env, "listener", "progress", "--agent", "claude", "--once")
             assert progress.returncode == 0, progress.stderr
             done[mode] = Run(task, row, after, progress.stdout, sender.ok("get_message", message_id=task), seen)
@@ -131,7 +147,8 @@ def test_a_task_comes_back_as_the_scripted_result_and_succeeds_everywhere(runs, 
     run = runs["succeed"]
     results = [r for r in _replies(db_path, run.task) if r["kind"] == "result"]
     assert [(r["sender"], r["origin"], r["text"]) for r in results] == [
-        ("claude", "agent", f"done: handled message {run.task}")]
+        ("claude", "agent", f"done: handled message {run.task}")
+    ]
     assert (run.attempt["outcome"], run.attempt["error_kind"], run.attempt["exit_code"]) == ("succeeded", None, 0)
     assert run.message["dispatch"]["outcome"] == "succeeded"
     assert run.message["acknowledged_at"] is not None
@@ -171,8 +188,9 @@ def test_the_model_was_offered_only_the_bridge_worker_tools(runs, model):
     assert len(task_bodies) >= 4 + 3 + 1  # every scripted step was one model request
     offered = {name for body in bodies for name in offered_tools(body)}
     assert offered <= allowed, f"offered beyond the worker tools: {sorted(offered - allowed)}"
-    assert {f"mcp__agent_bridge__{t}" for t in ("claim_message", "send_message", "mark_read",
-                                                 "release_message")} <= offered
+    assert {
+        f"mcp__agent_bridge__{t}" for t in ("claim_message", "send_message", "mark_read", "release_message")
+    } <= offered
     assert model.errors == []
     assert "dummy" not in model.record_path.read_text()  # the API key header is not recorded
 
@@ -221,8 +239,7 @@ def test_a_per_task_cost_cap_stops_claude_and_is_its_own_outcome(runs, claude_en
         sender.wait_ready()
         # The listener picks the new config up before it looks at the store again.
         wait_until(lambda: status(claude_env)["stage"] == "idle", what="listener idle")
-        task = sender.ok("send_message", recipient="claude", text="A costly task.\nMODE=succeed\n",
-                         kind="task")["id"]
+        task = sender.ok("send_message", recipient="claude", text="A costly task.\nMODE=succeed\n", kind="task")["id"]
         row, _ = _finished_peeking(claude_env, db_path, task)
         dispatch = sender.ok("get_message", message_id=task)["dispatch"]
     finally:

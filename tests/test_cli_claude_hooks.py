@@ -45,8 +45,15 @@ class HookModel(AnthropicModel):
             return
         conn = open_store(self.db)
         try:
-            self.sent[scenario] = send_message(conn, sender="codex", recipient="claude", text=f"{SECRET} {scenario}",
-                                               agents=AGENTS, max_body_bytes=65536, kind="notice")["id"]
+            self.sent[scenario] = send_message(
+                conn,
+                sender="codex",
+                recipient="claude",
+                text=f"{SECRET} {scenario}",
+                agents=AGENTS,
+                max_body_bytes=65536,
+                kind="notice",
+            )["id"]
         finally:
             conn.close()
 
@@ -81,10 +88,25 @@ def setup(tmp_path_factory, claude_bin):
 
 def run_claude(setup, scenario: str) -> dict:
     done = subprocess.run(
-        [str(require_cli("claude")), "-p", f"Please carry on. SCENARIO={scenario}", "--output-format", "json",
-         "--max-turns", "6", "--no-session-persistence", "--allowedTools", "Read"],
-        cwd=setup["workspace"], env=setup["env"], capture_output=True, text=True, timeout=180,
-        stdin=subprocess.DEVNULL)
+        [
+            str(require_cli("claude")),
+            "-p",
+            f"Please carry on. SCENARIO={scenario}",
+            "--output-format",
+            "json",
+            "--max-turns",
+            "6",
+            "--no-session-persistence",
+            "--allowedTools",
+            "Read",
+        ],
+        cwd=setup["workspace"],
+        env=setup["env"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        stdin=subprocess.DEVNULL,
+    )
     try:
         result = json.loads(done.stdout)
     except ValueError:
@@ -96,8 +118,11 @@ def run_claude(setup, scenario: str) -> dict:
 
 def scenario_requests(model: AnthropicModel, scenario: str) -> list[str]:
     """The main requests of one scenario (the ones that offer tools), as JSON text of their messages."""
-    return [json.dumps(body.get("messages")) for body in model.messages_requests()
-            if body.get("tools") and f"SCENARIO={scenario}" in json.dumps(body.get("messages"))]
+    return [
+        json.dumps(body.get("messages"))
+        for body in model.messages_requests()
+        if body.get("tools") and f"SCENARIO={scenario}" in json.dumps(body.get("messages"))
+    ]
 
 
 def test_register_writes_the_three_hooks(setup):
@@ -116,8 +141,15 @@ def test_user_prompt_submit_puts_the_notice_in_the_first_request(setup):
     acknowledge_all(setup["db"])
     conn = open_store(setup["db"])
     try:
-        waiting = send_message(conn, sender="kimi", recipient="claude", text=f"{SECRET} ups", agents=AGENTS,
-                               max_body_bytes=65536, kind="task")["id"]
+        waiting = send_message(
+            conn,
+            sender="kimi",
+            recipient="claude",
+            text=f"{SECRET} ups",
+            agents=AGENTS,
+            max_body_bytes=65536,
+            kind="task",
+        )["id"]
     finally:
         conn.close()
     result = run_claude(setup, "ups")

@@ -50,8 +50,11 @@ class IdleModel(AnthropicModel):
 
 def main_requests(model: AnthropicModel, scenario: str) -> list[str]:
     """The session's main requests (they offer tools), as JSON text of their messages."""
-    return [json.dumps(body.get("messages")) for body in model.messages_requests()
-            if body.get("tools") and f"SCENARIO={scenario}" in json.dumps(body.get("messages"))]
+    return [
+        json.dumps(body.get("messages"))
+        for body in model.messages_requests()
+        if body.get("tools") and f"SCENARIO={scenario}" in json.dumps(body.get("messages"))
+    ]
 
 
 def wait_for(predicate, timeout: float, what: str) -> None:
@@ -67,10 +70,27 @@ class Session:
     def __init__(self, setup: dict, scenario: str) -> None:
         self.events: list[dict] = []
         self.proc = subprocess.Popen(
-            [str(require_cli("claude")), "-p", "--input-format", "stream-json", "--output-format", "stream-json",
-             "--verbose", "--max-turns", "6", "--no-session-persistence", "--allowedTools", "Read"],
-            cwd=setup["workspace"], env=setup["env"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True)
+            [
+                str(require_cli("claude")),
+                "-p",
+                "--input-format",
+                "stream-json",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--max-turns",
+                "6",
+                "--no-session-persistence",
+                "--allowedTools",
+                "Read",
+            ],
+            cwd=setup["workspace"],
+            env=setup["env"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
         self.say(f"Hello. SCENARIO={scenario}")
@@ -101,8 +121,9 @@ class Session:
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
-    made = claude_with_hooks(tmp_path_factory.mktemp("claude-rewake"), require_cli("claude"),
-                             AGENT_BRIDGE_HOOK_WAIT_SECONDS="60")
+    made = claude_with_hooks(
+        tmp_path_factory.mktemp("claude-rewake"), require_cli("claude"), AGENT_BRIDGE_HOOK_WAIT_SECONDS="60"
+    )
     with IdleModel(made["root"] / "requests.jsonl") as model:
         yield {**made, "env": with_model(made["env"], model.base_url), "model": model}
 
@@ -131,8 +152,9 @@ def waiter_started(setup, claude_pid: int) -> bool:
 def send(setup, sender: str, kind: str, text: str) -> int:
     conn = open_store(setup["db"])
     try:
-        return send_message(conn, sender=sender, recipient="claude", text=text, agents=AGENTS,
-                            max_body_bytes=65536, kind=kind)["id"]
+        return send_message(
+            conn, sender=sender, recipient="claude", text=text, agents=AGENTS, max_body_bytes=65536, kind=kind
+        )["id"]
     finally:
         conn.close()
 
@@ -169,8 +191,14 @@ def test_an_idle_streaming_session_is_woken_by_new_mail_with_no_further_input(se
 
 def register_with_wait(setup, seconds: int) -> str:
     env = {**setup["env"], "AGENT_BRIDGE_HOOK_WAIT_SECONDS": str(seconds)}
-    done = subprocess.run([sys.executable, "-m", "dispatcher", "register", "claude", "--agent", "claude", "--hooks"],
-                          cwd=PROJECT, env=env, capture_output=True, text=True, timeout=180)
+    done = subprocess.run(
+        [sys.executable, "-m", "dispatcher", "register", "claude", "--agent", "claude", "--hooks"],
+        cwd=PROJECT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -237,11 +265,17 @@ def test_ending_the_session_with_sigterm_ends_the_waiting_hook_silently(setup):
         took = time.monotonic() - started
     finally:
         session.close()
-    wait_for(lambda: "wait_signal" in log_lines_since(setup, mark) or "wait_claude_gone" in log_lines_since(setup, mark),
-             30, "the hook to end")
+    wait_for(
+        lambda: "wait_signal" in log_lines_since(setup, mark) or "wait_claude_gone" in log_lines_since(setup, mark),
+        30,
+        "the hook to end",
+    )
     assert "wake" not in log_lines_since(setup, mark)
-    wait_for(lambda: not any(os.path.exists(f"/proc/{p}") and b"--wait" in _cmdline(p) for p in waiter), 30,
-             "no waiting hook left")
+    wait_for(
+        lambda: not any(os.path.exists(f"/proc/{p}") and b"--wait" in _cmdline(p) for p in waiter),
+        30,
+        "no waiting hook left",
+    )
     assert took < 30, took
 
 
@@ -261,7 +295,7 @@ def _children(pid: int) -> list[int]:
                 raw = Path(f"/proc/{entry}/stat").read_bytes()
             except OSError:
                 continue
-            parents[int(entry)] = int(raw[raw.rfind(b")") + 2:].split()[1])
+            parents[int(entry)] = int(raw[raw.rfind(b")") + 2 :].split()[1])
     found, frontier = [], [pid]
     while frontier:
         current = frontier.pop()
@@ -277,9 +311,15 @@ def test_an_idle_interactive_session_in_a_terminal_is_woken_by_new_mail(setup):
     acknowledge_all(setup["db"])
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-    proc = subprocess.Popen([str(require_cli("claude")), "Hello. SCENARIO=tui"], cwd=setup["workspace"],
-                            env={**setup["env"], "TERM": "xterm-256color"}, stdin=slave, stdout=slave, stderr=slave,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [str(require_cli("claude")), "Hello. SCENARIO=tui"],
+        cwd=setup["workspace"],
+        env={**setup["env"], "TERM": "xterm-256color"},
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        start_new_session=True,
+    )
     os.close(slave)
     screen = bytearray()
 

@@ -27,8 +27,15 @@ from models.script import RESULT_PREFIX, bridge_name
 pytestmark = pytest.mark.cli
 
 LAUNCHER = PROJECT / "launchers" / "codex_headless.sh"
-WORKER_TOOLS = {"send_message", "receive_messages", "claim_message", "release_message", "mark_read", "get_message",
-                "conversation"}
+WORKER_TOOLS = {
+    "send_message",
+    "receive_messages",
+    "claim_message",
+    "release_message",
+    "mark_read",
+    "get_message",
+    "conversation",
+}
 # Codex adds these generic MCP-resource readers whenever an MCP server is configured, and
 # 0.171.0 has no setting that drops them; they only reach the configured servers (the
 # bridge alone, which serves no resources).
@@ -62,10 +69,16 @@ def user_codex_home(root) -> Path:
 @pytest.fixture(scope="module")
 def codex_env(root, codex_bin, model, user_codex_home) -> dict[str, str]:
     config = root / "config.json"
-    config.write_text(json.dumps({"agents": {
-        "codex": {"auto": True, "launcher": str(LAUNCHER), "worker_timeout_seconds": 90},
-        "kimi": {"auto": False, "launcher": "launchers/kimi_headless.sh"},
-    }}))
+    config.write_text(
+        json.dumps(
+            {
+                "agents": {
+                    "codex": {"auto": True, "launcher": str(LAUNCHER), "worker_timeout_seconds": 90},
+                    "kimi": {"auto": False, "launcher": "launchers/kimi_headless.sh"},
+                }
+            }
+        )
+    )
     return {
         **bridge_env(root, config),
         "HOME": str(root / "home"),
@@ -128,13 +141,18 @@ def test_a_task_comes_back_as_the_right_result(codex_env, db, kimi, listener):
     done = finished(db, task)
     assert (done["outcome"], done["error_kind"]) == ("succeeded", None), done
 
-    replies = query(db, "SELECT sender, recipient, kind, text FROM messages WHERE reply_to = ? AND kind = 'result'",
-                    (task,))
+    replies = query(
+        db, "SELECT sender, recipient, kind, text FROM messages WHERE reply_to = ? AND kind = 'result'", (task,)
+    )
     assert [tuple(r) for r in replies] == [("codex", "kimi", "result", f"{RESULT_PREFIX}handled message {task}")]
     message = kimi.ok("get_message", message_id=task)
     assert (message["dispatch"]["state"], message["dispatch"]["outcome"]) == ("finished", "succeeded"), message
-    shown = wait_until(lambda: (s := status(codex_env, "codex"))["last"] and s["last"]["message_id"] == task and s,
-                       DEADLINE, interval=0.5, what="listener status to show the attempt")
+    shown = wait_until(
+        lambda: (s := status(codex_env, "codex"))["last"] and s["last"]["message_id"] == task and s,
+        DEADLINE,
+        interval=0.5,
+        what="listener status to show the attempt",
+    )
     assert (shown["last"]["result"], shown["last"]["exit_code"]) == ("succeeded", 0), shown
 
     stream = events(codex_env, task)
@@ -142,7 +160,9 @@ def test_a_task_comes_back_as_the_right_result(codex_env, db, kimi, listener):
     assert kinds[0] == "thread.started" and kinds[-1] == "turn.completed", kinds
     calls = [e["item"] for e in stream if e["type"] == "item.completed" and e["item"]["type"] == "mcp_tool_call"]
     assert [(c["server"], c["tool"], c["status"]) for c in calls] == [
-        ("agent_bridge", tool, "completed") for tool in ("receive_messages", "claim_message", "send_message", "mark_read")]
+        ("agent_bridge", tool, "completed")
+        for tool in ("receive_messages", "claim_message", "send_message", "mark_read")
+    ]
     save_fixture(codex_env, task, "succeeded.jsonl")
 
 
@@ -199,14 +219,21 @@ def test_the_model_was_offered_only_the_bridge_worker_tools(model, listener):
 
 def _chatgpt_login(home: Path) -> dict:
     """A `codex login` (ChatGPT) file with unexpired, unsigned tokens: nothing to refresh."""
+
     def jwt(claims: dict) -> str:
         part = lambda doc: base64.urlsafe_b64encode(json.dumps(doc).encode()).rstrip(b"=").decode()  # noqa: E731
         return f"{part({'alg': 'none'})}.{part(claims)}.sig"
 
-    claims = {"exp": int(time.time()) + 86400, "email": "worker@example.invalid",
-              "https://api.openai.com/auth": {"chatgpt_account_id": "acc", "chatgpt_plan_type": "plus"}}
-    doc = {"OPENAI_API_KEY": None, "last_refresh": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-           "tokens": {"id_token": jwt(claims), "access_token": jwt(claims), "refresh_token": "r", "account_id": "acc"}}
+    claims = {
+        "exp": int(time.time()) + 86400,
+        "email": "worker@example.invalid",
+        "https://api.openai.com/auth": {"chatgpt_account_id": "acc", "chatgpt_plan_type": "plus"},
+    }
+    doc = {
+        "OPENAI_API_KEY": None,
+        "last_refresh": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "tokens": {"id_token": jwt(claims), "access_token": jwt(claims), "refresh_token": "r", "account_id": "acc"},
+    }
     home.mkdir(parents=True)
     (home / "auth.json").write_text(json.dumps(doc))
     return doc
@@ -226,16 +253,35 @@ def test_under_a_chatgpt_login_the_model_still_sees_only_the_bridge_tools(codex_
     request.write_text(f"Message #999 from kimi is a task for you.\nMODE=silent\n{CANARY}\n")
     with ResponsesServer(side / "model-requests.jsonl") as server:
         base = server.base_url.removesuffix("/v1")
-        env = {**os.environ, **codex_env, "HOME": str(side / "home"), "CODEX_HOME": str(user_home),
-               "AGENT_ID": "codex", "AGENT_BRIDGE_MESSAGE_ID": "999", "AGENT_BRIDGE_PROJECT": str(PROJECT),
-               "AGENT_BRIDGE_PYTHON": sys.executable, "AGENT_BRIDGE_ATTEMPT_DIR": str(attempt),
-               "AGENT_BRIDGE_CODEX_OVERRIDES": "\n".join([
-                   f'chatgpt_base_url="{base}/backend-api/"', f'openai_base_url="{server.base_url}"',
-                   "features.enable_request_compression=false"])}
+        env = {
+            **os.environ,
+            **codex_env,
+            "HOME": str(side / "home"),
+            "CODEX_HOME": str(user_home),
+            "AGENT_ID": "codex",
+            "AGENT_BRIDGE_MESSAGE_ID": "999",
+            "AGENT_BRIDGE_PROJECT": str(PROJECT),
+            "AGENT_BRIDGE_PYTHON": sys.executable,
+            "AGENT_BRIDGE_ATTEMPT_DIR": str(attempt),
+            "AGENT_BRIDGE_CODEX_OVERRIDES": "\n".join(
+                [
+                    f'chatgpt_base_url="{base}/backend-api/"',
+                    f'openai_base_url="{server.base_url}"',
+                    "features.enable_request_compression=false",
+                ]
+            ),
+        }
         for name in ("AGENT_BRIDGE_CODEX_BASE_URL", "AGENT_BRIDGE_CODEX_MAX_RETRIES"):
             env.pop(name)
-        done = subprocess.run([str(LAUNCHER), str(request)], cwd=side, env=env, stdin=subprocess.DEVNULL,
-                              capture_output=True, text=True, timeout=DEADLINE)
+        done = subprocess.run(
+            [str(LAUNCHER), str(request)],
+            cwd=side,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=DEADLINE,
+        )
         requests = server.requests()
     assert done.returncode == 0, done.stderr
     posts = [r for r in requests if r["method"] == "POST" and r["path"].endswith("/responses")]
@@ -243,15 +289,24 @@ def test_under_a_chatgpt_login_the_model_still_sees_only_the_bridge_tools(codex_
     for request_doc in posts:
         tools = request_doc["body"]["tools"]
         assert {t["name"]: {i["name"] for i in t["tools"]} for t in tools if t["type"] == "namespace"} == {
-            "mcp__agent_bridge": WORKER_TOOLS}
+            "mcp__agent_bridge": WORKER_TOOLS
+        }
         assert {t.get("name") or t["type"] for t in tools if t["type"] != "namespace"} <= CODEX_MCP_RESOURCE_TOOLS
-    assert not [r for r in requests if "/plugins/" in r["path"] or r["path"].endswith("/ps/mcp")
-                or "analytics" in r["path"]], [r["path"] for r in requests]
+    assert not [
+        r for r in requests if "/plugins/" in r["path"] or r["path"].endswith("/ps/mcp") or "analytics" in r["path"]
+    ], [r["path"] for r in requests]
     assert json.loads((user_home / "auth.json").read_text()) == login
     assert (attempt / "codex-home" / "auth.json").is_symlink()
     assert sorted(p.name for p in user_home.iterdir()) == ["auth.json"]
-    leaks = [p for p in side.rglob("*") if p.is_file() and not p.is_symlink() and CANARY.encode() in p.read_bytes()
-             and not p.is_relative_to(attempt) and p.name != "model-requests.jsonl"]
+    leaks = [
+        p
+        for p in side.rglob("*")
+        if p.is_file()
+        and not p.is_symlink()
+        and CANARY.encode() in p.read_bytes()
+        and not p.is_relative_to(attempt)
+        and p.name != "model-requests.jsonl"
+    ]
     assert not leaks, leaks
 
 
@@ -305,7 +360,7 @@ def test_the_canary_stays_in_the_store_and_the_private_attempt_dirs(codex_env, r
     assert not list(attempts.glob("*/codex-home/sessions/**/*.jsonl"))
 
 
-FAKE_CODEX = '''#!{python}
+FAKE_CODEX = """#!{python}
 import json, os, sys
 home = os.environ["CODEX_HOME"]
 record = {{"argv": sys.argv[1:], "stdin": sys.stdin.read(), "codex_home": home, "cwd": os.getcwd(),
@@ -313,7 +368,7 @@ record = {{"argv": sys.argv[1:], "stdin": sys.stdin.read(), "codex_home": home, 
 open(os.environ["FAKE_CODEX_RECORD"], "w").write(json.dumps(record))
 print(json.dumps({{"type": "thread.started", "thread_id": "t"}}))
 sys.exit(int(os.environ.get("FAKE_CODEX_EXIT", "0")))
-'''
+"""
 
 
 def test_launcher_contract_with_a_recording_cli(tmp_path, codex_env):
@@ -329,18 +384,43 @@ def test_launcher_contract_with_a_recording_cli(tmp_path, codex_env):
         attempt.mkdir(mode=0o700)
         request = attempt / "request.md"
         request.write_text(secret)
-        env = {**os.environ, **codex_env, "CODEX_BIN": str(fake), "AGENT_ID": "codex",
-               "AGENT_BRIDGE_MESSAGE_ID": "5", "AGENT_BRIDGE_PROJECT": str(PROJECT),
-               "AGENT_BRIDGE_PYTHON": sys.executable, "AGENT_BRIDGE_ATTEMPT_DIR": str(attempt),
-               "FAKE_CODEX_RECORD": str(attempt / "record.json"), **extra}
-        return subprocess.run([str(LAUNCHER), str(request)], cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
-                              capture_output=True, text=True, timeout=DEADLINE), attempt
+        env = {
+            **os.environ,
+            **codex_env,
+            "CODEX_BIN": str(fake),
+            "AGENT_ID": "codex",
+            "AGENT_BRIDGE_MESSAGE_ID": "5",
+            "AGENT_BRIDGE_PROJECT": str(PROJECT),
+            "AGENT_BRIDGE_PYTHON": sys.executable,
+            "AGENT_BRIDGE_ATTEMPT_DIR": str(attempt),
+            "FAKE_CODEX_RECORD": str(attempt / "record.json"),
+            **extra,
+        }
+        return subprocess.run(
+            [str(LAUNCHER), str(request)],
+            cwd=tmp_path,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=DEADLINE,
+        ), attempt
 
     done, attempt = run("plain", FAKE_CODEX_EXIT="3", AGENT_BRIDGE_CODEX_OVERRIDES='model_reasoning_effort="low"\n')
     assert done.returncode == 3, done.stderr
     record = json.loads((attempt / "record.json").read_text())
-    assert record["argv"] == ["exec", "--json", "--ephemeral", "--skip-git-repo-check", "--ignore-rules",
-                              "-c", 'model_reasoning_effort="low"', "-m", "scripted-model", "-"]
+    assert record["argv"] == [
+        "exec",
+        "--json",
+        "--ephemeral",
+        "--skip-git-repo-check",
+        "--ignore-rules",
+        "-c",
+        'model_reasoning_effort="low"',
+        "-m",
+        "scripted-model",
+        "-",
+    ]
     assert record["stdin"] == secret
     assert CANARY not in json.dumps(record["argv"]) and CANARY not in json.dumps(record["env"])
     assert record["codex_home"] == str(attempt / "codex-home")
@@ -352,9 +432,11 @@ def test_launcher_contract_with_a_recording_cli(tmp_path, codex_env):
     # No user login: no link; a fixed error for each bad setting; a missing CLI is 127.
     done, attempt = run("no-login", CODEX_HOME=str(tmp_path / "nowhere"))
     assert done.returncode == 0 and json.loads((attempt / "record.json").read_text())["home_files"] == ["config.toml"]
-    for name, extra in {"retries": {"AGENT_BRIDGE_CODEX_MAX_RETRIES": "-1"},
-                        "envkey": {"AGENT_BRIDGE_CODEX_ENV_KEY": "A B"},
-                        "override": {"AGENT_BRIDGE_CODEX_OVERRIDES": "not an override"}}.items():
+    for name, extra in {
+        "retries": {"AGENT_BRIDGE_CODEX_MAX_RETRIES": "-1"},
+        "envkey": {"AGENT_BRIDGE_CODEX_ENV_KEY": "A B"},
+        "override": {"AGENT_BRIDGE_CODEX_OVERRIDES": "not an override"},
+    }.items():
         done, attempt = run(name, **extra)
         assert done.returncode == 2 and not (attempt / "record.json").exists(), (name, done.stderr)
     done, _ = run("missing", CODEX_BIN=str(tmp_path / "no-such-codex"))
@@ -369,12 +451,26 @@ def test_launcher_contract_with_a_recording_cli(tmp_path, codex_env):
         (attempt / planted).symlink_to(target)
         request = attempt / "request.md"
         request.write_text(secret)
-        env = {**os.environ, **codex_env, "CODEX_BIN": str(fake), "AGENT_ID": "codex",
-               "AGENT_BRIDGE_MESSAGE_ID": "5", "AGENT_BRIDGE_PROJECT": str(PROJECT),
-               "AGENT_BRIDGE_PYTHON": sys.executable, "AGENT_BRIDGE_ATTEMPT_DIR": str(attempt),
-               "FAKE_CODEX_RECORD": str(attempt / "record.json")}
-        done = subprocess.run([str(LAUNCHER), str(request)], cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
-                              capture_output=True, text=True, timeout=DEADLINE)
+        env = {
+            **os.environ,
+            **codex_env,
+            "CODEX_BIN": str(fake),
+            "AGENT_ID": "codex",
+            "AGENT_BRIDGE_MESSAGE_ID": "5",
+            "AGENT_BRIDGE_PROJECT": str(PROJECT),
+            "AGENT_BRIDGE_PYTHON": sys.executable,
+            "AGENT_BRIDGE_ATTEMPT_DIR": str(attempt),
+            "FAKE_CODEX_RECORD": str(attempt / "record.json"),
+        }
+        done = subprocess.run(
+            [str(LAUNCHER), str(request)],
+            cwd=tmp_path,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=DEADLINE,
+        )
         assert done.returncode != 0, planted
         assert not (attempt / "record.json").exists(), planted  # the CLI never ran
         assert (list(target.iterdir()) == []) if target.is_dir() else target.read_text() == "", planted

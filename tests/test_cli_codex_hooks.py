@@ -40,8 +40,15 @@ class HookResponses(ResponsesServer):
         if "SCENARIO=stop" in text and "stop" not in self.sent:
             conn = open_store(self.db)
             try:
-                self.sent["stop"] = send_message(conn, sender="claude", recipient="codex", text=f"{SECRET} stop",
-                                                 agents=AGENTS, max_body_bytes=65536, kind="notice")["id"]
+                self.sent["stop"] = send_message(
+                    conn,
+                    sender="claude",
+                    recipient="codex",
+                    text=f"{SECRET} stop",
+                    agents=AGENTS,
+                    max_body_bytes=65536,
+                    kind="notice",
+                )["id"]
             finally:
                 conn.close()
         return super().respond(body)
@@ -54,14 +61,29 @@ def setup(tmp_path_factory):
     db = root / "state" / "bridge.db"
     open_store(db).close()
     (root / "ws").mkdir()
-    config = write_config(root / "config.json", agents={
-        name: {"auto": False, "launcher": f"launchers/{name}_headless.sh"} for name in AGENTS})
+    config = write_config(
+        root / "config.json",
+        agents={name: {"auto": False, "launcher": f"launchers/{name}_headless.sh"} for name in AGENTS},
+    )
     inherited = {k: v for k, v in os.environ.items() if not k.startswith(("CODEX_", "OPENAI_", "AGENT_"))}
-    env = {**inherited, "HOME": str(root / "home"), "CODEX_HOME": str(root / "home" / ".codex"),
-           "TMPDIR": str(root), "AGENT_BRIDGE_DB": str(db), "AGENT_BRIDGE_CONFIG": str(config),
-           "AGENT_BRIDGE_RUNTIME_DIR": str(root / "runtime"), "FAKE_KEY": "scripted"}
-    done = subprocess.run([sys.executable, "-m", "dispatcher", "register", "codex", "--agent", "codex", "--hooks"],
-                          cwd=PROJECT, env=env, capture_output=True, text=True, timeout=120)
+    env = {
+        **inherited,
+        "HOME": str(root / "home"),
+        "CODEX_HOME": str(root / "home" / ".codex"),
+        "TMPDIR": str(root),
+        "AGENT_BRIDGE_DB": str(db),
+        "AGENT_BRIDGE_CONFIG": str(config),
+        "AGENT_BRIDGE_RUNTIME_DIR": str(root / "runtime"),
+        "FAKE_KEY": "scripted",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "dispatcher", "register", "codex", "--agent", "codex", "--hooks"],
+        cwd=PROJECT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     with HookResponses(root / "requests.jsonl", db) as model:
         yield {"env": env, "model": model, "db": db, "root": root, "codex": codex}
@@ -69,31 +91,61 @@ def setup(tmp_path_factory):
 
 def run_codex(setup, scenario: str) -> subprocess.CompletedProcess:
     base = setup["model"].base_url
-    overrides = ['model_provider="fake"', 'model_providers.fake.name="fake"',
-                 f'model_providers.fake.base_url="{base}"', 'model_providers.fake.wire_api="responses"',
-                 "model_providers.fake.supports_websockets=false", "model_providers.fake.request_max_retries=0",
-                 "model_providers.fake.stream_max_retries=0", 'model_providers.fake.env_key="FAKE_KEY"',
-                 "mcp_servers.agent_bridge.enabled=false"]  # the hook is under test here, not the server
-    args = [str(setup["codex"]), "exec", "--dangerously-bypass-hook-trust", "--skip-git-repo-check", "--ephemeral",
-            "-m", "scripted-model"]
+    overrides = [
+        'model_provider="fake"',
+        'model_providers.fake.name="fake"',
+        f'model_providers.fake.base_url="{base}"',
+        'model_providers.fake.wire_api="responses"',
+        "model_providers.fake.supports_websockets=false",
+        "model_providers.fake.request_max_retries=0",
+        "model_providers.fake.stream_max_retries=0",
+        'model_providers.fake.env_key="FAKE_KEY"',
+        "mcp_servers.agent_bridge.enabled=false",
+    ]  # the hook is under test here, not the server
+    args = [
+        str(setup["codex"]),
+        "exec",
+        "--dangerously-bypass-hook-trust",
+        "--skip-git-repo-check",
+        "--ephemeral",
+        "-m",
+        "scripted-model",
+    ]
     for item in overrides:
         args += ["-c", item]
-    done = subprocess.run([*args, TASK.format(scenario)], cwd=setup["root"] / "ws", env=setup["env"],
-                          capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [*args, TASK.format(scenario)],
+        cwd=setup["root"] / "ws",
+        env=setup["env"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-3000:])
     return done
 
 
 def scenario_inputs(setup, scenario: str) -> list[str]:
-    return [json.dumps(r["body"].get("input")) for r in setup["model"].requests()
-            if r["method"] == "POST" and f"SCENARIO={scenario}" in json.dumps(r["body"].get("input"))]
+    return [
+        json.dumps(r["body"].get("input"))
+        for r in setup["model"].requests()
+        if r["method"] == "POST" and f"SCENARIO={scenario}" in json.dumps(r["body"].get("input"))
+    ]
 
 
 def test_user_prompt_submit_puts_the_notice_in_the_first_request(setup):
     conn = open_store(setup["db"])
     try:
-        waiting = send_message(conn, sender="kimi", recipient="codex", text=f"{SECRET} ups", agents=AGENTS,
-                               max_body_bytes=65536, kind="task")["id"]
+        waiting = send_message(
+            conn,
+            sender="kimi",
+            recipient="codex",
+            text=f"{SECRET} ups",
+            agents=AGENTS,
+            max_body_bytes=65536,
+            kind="task",
+        )["id"]
     finally:
         conn.close()
     run_codex(setup, "ups")

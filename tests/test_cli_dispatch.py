@@ -17,16 +17,19 @@ def env(tmp_path) -> dict[str, str]:
     launcher = tmp_path / "launch_nothing.sh"
     launcher.write_text("#!/bin/sh\nexit 0\n")  # a worker that does nothing: outcome failed (no_evidence)
     launcher.chmod(0o755)
-    agents = {"claude": {"auto": False, "launcher": str(launcher), "worker_timeout_seconds": 60},
-              "kimi": {"auto": False, "launcher": "launchers/kimi_headless.sh"}}
+    agents = {
+        "claude": {"auto": False, "launcher": str(launcher), "worker_timeout_seconds": 60},
+        "kimi": {"auto": False, "launcher": "launchers/kimi_headless.sh"},
+    }
     return bridge_env(tmp_path, write_config(tmp_path / "config.json", agents))
 
 
 def send_task(env: dict[str, str]) -> int:
     conn = open_store(Path(env["AGENT_BRIDGE_DB"]))
     try:
-        return insert_message(conn, sender="kimi", recipient="claude", text="do it", kind="task",
-                              created_at=time.time())
+        return insert_message(
+            conn, sender="kimi", recipient="claude", text="do it", kind="task", created_at=time.time()
+        )
     finally:
         conn.close()
 

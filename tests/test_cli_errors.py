@@ -53,8 +53,15 @@ def test_a_store_that_is_not_sqlite_is_named_corrupt(env, args, before):
 
 def test_the_server_names_the_same_corrupt_store_before_the_handshake(env):
     corrupt(env)
-    done = subprocess.run([sys.executable, str(PROJECT / "server.py")], cwd=PROJECT, capture_output=True, text=True,
-                          env={**os.environ, **env, "AGENT_ID": "claude"}, stdin=subprocess.DEVNULL, timeout=120)
+    done = subprocess.run(
+        [sys.executable, str(PROJECT / "server.py")],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env, "AGENT_ID": "claude"},
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+    )
     one_line(done, "store_corrupt", 2)
     assert done.stdout == ""
 
@@ -87,9 +94,15 @@ def test_an_unknown_log_level_is_one_invalid_setting_line(env, args):
 
 
 def test_the_server_refuses_a_bad_setting_before_the_handshake(env):
-    done = subprocess.run([sys.executable, str(PROJECT / "server.py")], cwd=PROJECT, capture_output=True, text=True,
-                          env={**os.environ, **env, "AGENT_ID": "claude", "AGENT_BRIDGE_LOG_LEVEL": "LOUD"},
-                          stdin=subprocess.DEVNULL, timeout=120)
+    done = subprocess.run(
+        [sys.executable, str(PROJECT / "server.py")],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env, "AGENT_ID": "claude", "AGENT_BRIDGE_LOG_LEVEL": "LOUD"},
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+    )
     one_line(done, "invalid_setting", 2)
     assert done.stdout == ""
 
@@ -116,8 +129,11 @@ def test_the_status_line_still_answers_with_a_relative_store_path(env):
 )
 def test_a_store_directory_under_a_regular_file(env, tmp_path, args, code, before):
     (tmp_path / "plain-file").write_text("")
-    unreachable = {**env, "AGENT_BRIDGE_DB": str(tmp_path / "plain-file" / "state" / "bridge.db"),
-                   "AGENT_BRIDGE_RUNTIME_DIR": ""}
+    unreachable = {
+        **env,
+        "AGENT_BRIDGE_DB": str(tmp_path / "plain-file" / "state" / "bridge.db"),
+        "AGENT_BRIDGE_RUNTIME_DIR": "",
+    }
     line = one_line(cli(unreachable, *args), code, 1, before=before)
     assert str(tmp_path / "plain-file") in line and "Not a directory" in line
 
@@ -131,9 +147,11 @@ def test_a_runtime_directory_owned_by_another_user_is_refused(env):
     assert runtime.stat().st_uid == 65534 and runtime.stat().st_mode & 0o777 == 0o700
 
 
-BUG = ("import sys; import dispatcher.dispatch.control as control; "
-       "control.listener_status = lambda *a, **k: {}['no such key']; "
-       "from dispatcher.cli import main; main(sys.argv[1:])")
+BUG = (
+    "import sys; import dispatcher.dispatch.control as control; "
+    "control.listener_status = lambda *a, **k: {}['no such key']; "
+    "from dispatcher.cli import main; main(sys.argv[1:])"
+)
 
 
 def test_a_bug_is_one_internal_error_line_with_the_traceback_in_the_log(env):
@@ -144,8 +162,14 @@ def test_a_bug_is_one_internal_error_line_with_the_traceback_in_the_log(env):
     line = one_line(done, "internal_error", 1)
     assert "KeyError" in line and str(runtime / "dispatcher.log") in line
     assert "Traceback" in (runtime / "dispatcher.log").read_text()
-    debug = subprocess.run(argv, cwd=PROJECT, env={**os.environ, **env, "AGENT_BRIDGE_LOG_LEVEL": "DEBUG"},
-                           capture_output=True, text=True, timeout=120)
+    debug = subprocess.run(
+        argv,
+        cwd=PROJECT,
+        env={**os.environ, **env, "AGENT_BRIDGE_LOG_LEVEL": "DEBUG"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert "Traceback" in debug.stderr and debug.stderr.splitlines()[-1].startswith("agent-bridge: internal_error: ")
 
 

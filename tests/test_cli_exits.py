@@ -73,7 +73,9 @@ def test_a_refusal_wrapped_elsewhere_keeps_its_own_code():
 
 def test_internal_error_points_at_the_log_or_at_debug():
     exc = KeyError("x")
-    assert "/s/state/runtime/dispatcher.log" in describe(exc, Where(log=Path("/s/state/runtime/dispatcher.log"))).message
+    assert (
+        "/s/state/runtime/dispatcher.log" in describe(exc, Where(log=Path("/s/state/runtime/dispatcher.log"))).message
+    )
     assert "AGENT_BRIDGE_LOG_LEVEL=DEBUG" in describe(exc, Where()).message
 
 

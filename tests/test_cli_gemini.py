@@ -31,8 +31,15 @@ pytestmark = pytest.mark.cli
 
 LAUNCHER = PROJECT / "launchers" / "gemini_headless.sh"
 AGENT = "gemini"
-WORKER_TOOLS = {"send_message", "receive_messages", "claim_message", "release_message", "mark_read", "get_message",
-                "conversation"}
+WORKER_TOOLS = {
+    "send_message",
+    "receive_messages",
+    "claim_message",
+    "release_message",
+    "mark_read",
+    "get_message",
+    "conversation",
+}
 FIXTURES = Path(__file__).parent / "fixtures" / "cli_results" / "gemini"
 CANARY_PLACEHOLDER = "CANARY-PLACEHOLDER"
 
@@ -47,10 +54,13 @@ def model(tmp_path_factory):
 @pytest.fixture(scope="module")
 def world(tmp_path_factory, gemini_bin, model):
     root = tmp_path_factory.mktemp("gemini-bridge")
-    config = write_config(root / "config.json", {
-        AGENT: {"auto": True, "launcher": str(LAUNCHER), "worker_timeout_seconds": 120},
-        "kimi": {"auto": False, "launcher": "launchers/kimi_headless.sh"},
-    })
+    config = write_config(
+        root / "config.json",
+        {
+            AGENT: {"auto": True, "launcher": str(LAUNCHER), "worker_timeout_seconds": 120},
+            "kimi": {"auto": False, "launcher": "launchers/kimi_headless.sh"},
+        },
+    )
     home = root / "home"
     home.mkdir()
     (root / "tmp").mkdir()
@@ -99,8 +109,12 @@ def assert_canary_private(world, message_id: int, canary: str) -> None:
     needle = canary.encode()
     leaks = []
     for path in world["root"].rglob("*"):
-        if not path.is_file() or path.is_symlink() or path.suffix in {".db", ".db-wal", ".db-shm"} \
-                or "state" in path.relative_to(world["root"]).parts:
+        if (
+            not path.is_file()
+            or path.is_symlink()
+            or path.suffix in {".db", ".db-wal", ".db-shm"}
+            or "state" in path.relative_to(world["root"]).parts
+        ):
             continue  # the store holds the task by design
         inside = private in path.parents
         if inside and path.name not in {"diagnostics.json", "worker.log"}:
@@ -149,15 +163,18 @@ def test_a_task_comes_back_as_the_right_result(world, model, succeeded):
     (result,) = [m for m in query(world["db"], "SELECT * FROM messages WHERE reply_to = ?", (message_id,))]
     assert (result["sender"], result["recipient"], result["kind"]) == (AGENT, "kimi", "result")
     assert result["text"] == f"{script.RESULT_PREFIX}handled message {message_id}"
-    last = wait_until(lambda: (st := status(world["env"], AGENT))["last"] and st["last"]["message_id"] == message_id
-                      and st["last"], what="listener status shows the attempt")
+    last = wait_until(
+        lambda: (st := status(world["env"], AGENT))["last"] and st["last"]["message_id"] == message_id and st["last"],
+        what="listener status shows the attempt",
+    )
     assert last["result"] == "succeeded"
 
     doc = result_json(world, message_id)
     assert doc is not None and doc["response"].startswith("succeed: finished")
     assert doc["stats"]["tools"]["totalSuccess"] == 4 and doc["stats"]["tools"]["totalFail"] == 0
     assert set(doc["stats"]["tools"]["byName"]) == {
-        f"mcp_agent_bridge_{t}" for t in ("receive_messages", "claim_message", "send_message", "mark_read")}
+        f"mcp_agent_bridge_{t}" for t in ("receive_messages", "claim_message", "send_message", "mark_read")
+    }
     save_fixture("success.json", (attempt_dir(world, message_id) / "gemini-result.json").read_text(), canary)
     assert_canary_private(world, message_id, canary)
 
@@ -204,7 +221,7 @@ def test_a_failing_model_api_ends_the_run_in_seconds_with_gemini_error_json(worl
     assert row["exit_code"] == 500 % 256  # Gemini exits with the HTTP status mod 256
     # Its error object is the last thing it writes, pretty-printed, on stderr (the worker log).
     log = (attempt_dir(world, message_id) / "worker.log").read_text()
-    error_text = log[log.rindex("\n{\n") + 1:]
+    error_text = log[log.rindex("\n{\n") + 1 :]
     error = json.loads(error_text)["error"]
     assert (error["code"], error["type"]) == (500, "Error") and "500" in error["message"]
     save_fixture("error-http-500.worker.log", log, canary)

@@ -37,19 +37,40 @@ def setup(tmp_path_factory):
     (root / "ws").mkdir()
     home = root / "home"
     (home / ".gemini").mkdir(parents=True)
-    (home / ".gemini" / "settings.json").write_text(json.dumps({
-        "security": {"auth": {"selectedType": "gemini-api-key"}},
-        "privacy": {"usageStatisticsEnabled": False}, "telemetry": {"enabled": False},
-        "general": {"maxAttempts": 1, "enableAutoUpdate": False}, "model": {"skipNextSpeakerCheck": True},
-    }))
-    config = write_config(root / "config.json", agents={
-        name: {"auto": False, "launcher": f"launchers/{name}_headless.sh"} for name in AGENTS})
+    (home / ".gemini" / "settings.json").write_text(
+        json.dumps(
+            {
+                "security": {"auth": {"selectedType": "gemini-api-key"}},
+                "privacy": {"usageStatisticsEnabled": False},
+                "telemetry": {"enabled": False},
+                "general": {"maxAttempts": 1, "enableAutoUpdate": False},
+                "model": {"skipNextSpeakerCheck": True},
+            }
+        )
+    )
+    config = write_config(
+        root / "config.json",
+        agents={name: {"auto": False, "launcher": f"launchers/{name}_headless.sh"} for name in AGENTS},
+    )
     inherited = {k: v for k, v in os.environ.items() if not k.startswith(("GEMINI_", "GOOGLE_", "AGENT_"))}
-    env = {**inherited, "HOME": str(home), "GEMINI_CLI_HOME": str(home), "TMPDIR": str(root),
-           "AGENT_BRIDGE_DB": str(db), "AGENT_BRIDGE_CONFIG": str(config),
-           "AGENT_BRIDGE_RUNTIME_DIR": str(root / "runtime"), "GEMINI_CLI_NO_RELAUNCH": "true"}
-    done = subprocess.run([sys.executable, "-m", "dispatcher", "register", "gemini", "--agent", "gemini", "--hooks"],
-                          cwd=PROJECT, env=env, capture_output=True, text=True, timeout=120)
+    env = {
+        **inherited,
+        "HOME": str(home),
+        "GEMINI_CLI_HOME": str(home),
+        "TMPDIR": str(root),
+        "AGENT_BRIDGE_DB": str(db),
+        "AGENT_BRIDGE_CONFIG": str(config),
+        "AGENT_BRIDGE_RUNTIME_DIR": str(root / "runtime"),
+        "GEMINI_CLI_NO_RELAUNCH": "true",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "dispatcher", "register", "gemini", "--agent", "gemini", "--hooks"],
+        cwd=PROJECT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     sent: dict[str, int] = {}
     original = gemini_model.answer
@@ -58,8 +79,15 @@ def setup(tmp_path_factory):
         if "SCENARIO=stop" in json.dumps(body.get("contents")) and "stop" not in sent:
             conn = open_store(db)
             try:
-                sent["stop"] = send_message(conn, sender="claude", recipient="gemini", text=f"{SECRET} stop",
-                                            agents=AGENTS, max_body_bytes=65536, kind="notice")["id"]
+                sent["stop"] = send_message(
+                    conn,
+                    sender="claude",
+                    recipient="gemini",
+                    text=f"{SECRET} stop",
+                    agents=AGENTS,
+                    max_body_bytes=65536,
+                    kind="notice",
+                )["id"]
             finally:
                 conn.close()
         return original(body)
@@ -75,25 +103,49 @@ def setup(tmp_path_factory):
 
 def run_gemini(setup, scenario: str) -> subprocess.CompletedProcess:
     done = subprocess.run(
-        [str(setup["gemini"]), "--skip-trust", "--allowed-mcp-server-names", "none", "-o", "json",
-         "-p", TASK.format(scenario)],
-        cwd=setup["root"] / "ws", env=setup["env"], capture_output=True, text=True, timeout=180,
-        stdin=subprocess.DEVNULL)
+        [
+            str(setup["gemini"]),
+            "--skip-trust",
+            "--allowed-mcp-server-names",
+            "none",
+            "-o",
+            "json",
+            "-p",
+            TASK.format(scenario),
+        ],
+        cwd=setup["root"] / "ws",
+        env=setup["env"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-3000:])
     return done
 
 
 def main_requests(setup, scenario: str) -> list[str]:
-    return [json.dumps(r["body"].get("contents")) for r in setup["model"].requests()
-            if r.get("method") == "POST" and "streamGenerateContent" in r.get("path", "")
-            and f"SCENARIO={scenario}" in json.dumps(r["body"].get("contents"))]
+    return [
+        json.dumps(r["body"].get("contents"))
+        for r in setup["model"].requests()
+        if r.get("method") == "POST"
+        and "streamGenerateContent" in r.get("path", "")
+        and f"SCENARIO={scenario}" in json.dumps(r["body"].get("contents"))
+    ]
 
 
 def test_before_agent_puts_the_notice_in_the_first_request(setup):
     conn = open_store(setup["db"])
     try:
-        waiting = send_message(conn, sender="kimi", recipient="gemini", text=f"{SECRET} ups", agents=AGENTS,
-                               max_body_bytes=65536, kind="task")["id"]
+        waiting = send_message(
+            conn,
+            sender="kimi",
+            recipient="gemini",
+            text=f"{SECRET} ups",
+            agents=AGENTS,
+            max_body_bytes=65536,
+            kind="task",
+        )["id"]
     finally:
         conn.close()
     run_gemini(setup, "ups")

@@ -24,8 +24,15 @@ from models.kimi import KimiModel
 pytestmark = pytest.mark.cli
 
 LAUNCHER = PROJECT / "launchers" / "kimi_headless.sh"
-WORKER_TOOLS = ("send_message", "receive_messages", "claim_message", "release_message", "mark_read",
-                "get_message", "conversation")
+WORKER_TOOLS = (
+    "send_message",
+    "receive_messages",
+    "claim_message",
+    "release_message",
+    "mark_read",
+    "get_message",
+    "conversation",
+)
 # Read is the one non-bridge tool: Kimi can only be told where the task is (argv), not given it.
 OFFERED = {"Read", *(f"mcp__agent_bridge__{tool}" for tool in WORKER_TOOLS)}
 DEADLINE = 180.0
@@ -46,10 +53,13 @@ def kimi_run(tmp_path_factory):
     the kimi listener and a claude sender over MCP stdio."""
     kimi_bin, node = require_cli("kimi"), require_cli("node22")
     root = tmp_path_factory.mktemp("kimi-e2e")
-    config = write_config(root / "config.json", {
-        "claude": {"auto": False, "launcher": "launchers/claude_headless.sh"},
-        "kimi": {"auto": True, "launcher": str(LAUNCHER), "worker_timeout_seconds": 150},
-    })
+    config = write_config(
+        root / "config.json",
+        {
+            "claude": {"auto": False, "launcher": "launchers/claude_headless.sh"},
+            "kimi": {"auto": True, "launcher": str(LAUNCHER), "worker_timeout_seconds": 150},
+        },
+    )
     # The workspace (the worker's cwd) is not where the request file is: Read must reach outside it.
     env = {**bridge_env(root, config), "AGENT_BRIDGE_WORKSPACE": str(root / "workspace")}
     (root / "workspace").mkdir()
@@ -62,19 +72,32 @@ def kimi_run(tmp_path_factory):
     model_dir = tmp_path_factory.mktemp("kimi-model")  # the model's own recording (holds prompts)
     with KimiModel(model_dir / "requests.jsonl") as model:
         listener_env = {
-            **env, "HOME": str(home), "TMPDIR": str(tmp),
-            "KIMI_BIN": str(kimi_bin), "KIMI_NODE": str(node),
-            "KIMI_MODEL_PROVIDER_TYPE": "anthropic", "KIMI_MODEL_BASE_URL": model.base_url,
-            "KIMI_MODEL_NAME": "scripted-model", "KIMI_MODEL_API_KEY": "scripted-key",
+            **env,
+            "HOME": str(home),
+            "TMPDIR": str(tmp),
+            "KIMI_BIN": str(kimi_bin),
+            "KIMI_NODE": str(node),
+            "KIMI_MODEL_PROVIDER_TYPE": "anthropic",
+            "KIMI_MODEL_BASE_URL": model.base_url,
+            "KIMI_MODEL_NAME": "scripted-model",
+            "KIMI_MODEL_API_KEY": "scripted-key",
         }
         listener = start_listener(listener_env, agent="kimi")
         sender = McpAgent("claude", env)
         try:
             sender.wait_ready()
-            run = {"root": root, "env": env, "home": home, "home_before": tree(home), "tmp": tmp, "model": model,
-                   "sender": sender,
-                   "runtime": Path(env["AGENT_BRIDGE_RUNTIME_DIR"]), "db": Path(env["AGENT_BRIDGE_DB"]),
-                   "canaries": []}
+            run = {
+                "root": root,
+                "env": env,
+                "home": home,
+                "home_before": tree(home),
+                "tmp": tmp,
+                "model": model,
+                "sender": sender,
+                "runtime": Path(env["AGENT_BRIDGE_RUNTIME_DIR"]),
+                "db": Path(env["AGENT_BRIDGE_DB"]),
+                "canaries": [],
+            }
             yield run
         finally:
             sender.close()
@@ -95,8 +118,13 @@ def attempt_dir(run: dict, message_id: int) -> Path:
 
 def tree(root: Path) -> dict[str, tuple]:
     """Every entry under root: link target or bytes, and mtime (to see that nothing changed)."""
-    return {p.relative_to(root).as_posix(): (os.readlink(p) if p.is_symlink() else p.is_dir() or p.read_bytes(),
-                                             p.lstat().st_mtime_ns) for p in sorted(root.rglob("*"))}
+    return {
+        p.relative_to(root).as_posix(): (
+            os.readlink(p) if p.is_symlink() else p.is_dir() or p.read_bytes(),
+            p.lstat().st_mtime_ns,
+        )
+        for p in sorted(root.rglob("*"))
+    }
 
 
 def files_containing(root: Path, needle: str) -> list[Path]:
@@ -153,8 +181,11 @@ def diagnostics(done: dict) -> dict:
 
 
 def last_status(run: dict, task: int) -> dict:
-    return wait_until(lambda: (last := status(run["env"], "kimi")["last"]) and last["message_id"] == task and last,
-                      DEADLINE, what=f"listener status to show message #{task}")
+    return wait_until(
+        lambda: (last := status(run["env"], "kimi")["last"]) and last["message_id"] == task and last,
+        DEADLINE,
+        what=f"listener status to show message #{task}",
+    )
 
 
 def test_a_task_comes_back_as_its_result_and_the_attempt_succeeded(kimi_run):

@@ -13,9 +13,18 @@ from dispatcher.dispatch.cli_profiles import claude as profiles
 from dispatcher.dispatch.outcome import PERMISSIONS_UNENFORCEABLE_EXIT
 from dispatcher.permissions import PERMISSIONS_ENV, PermissionProfile
 
-BRIDGE_ALLOWED = ",".join(f"mcp__agent_bridge__{t}" for t in (
-    "send_message", "receive_messages", "claim_message", "release_message", "mark_read", "get_message",
-    "conversation"))
+BRIDGE_ALLOWED = ",".join(
+    f"mcp__agent_bridge__{t}"
+    for t in (
+        "send_message",
+        "receive_messages",
+        "claim_message",
+        "release_message",
+        "mark_read",
+        "get_message",
+        "conversation",
+    )
+)
 BRIDGE_DISALLOWED = "mcp__agent_bridge__start_conversation,mcp__agent_bridge__listener"
 POLICY = ["--permission-mode", "dontAsk", "--permission-prompts", "none"]
 
@@ -34,8 +43,17 @@ def all_on_path(name: str) -> str:
 
 def test_bridge_is_the_flags_of_before_profiles():
     args = profiles.claude_args(profile("bridge"), None)
-    assert args == ["--tools", "", "--allowedTools", BRIDGE_ALLOWED, "--disallowedTools", BRIDGE_DISALLOWED,
-                    "--setting-sources", "user", *POLICY]
+    assert args == [
+        "--tools",
+        "",
+        "--allowedTools",
+        BRIDGE_ALLOWED,
+        "--disallowedTools",
+        BRIDGE_DISALLOWED,
+        "--setting-sources",
+        "user",
+        *POLICY,
+    ]
     assert profiles.settings(profile("bridge")) is None
 
 
@@ -60,10 +78,15 @@ def test_shell_adds_bash_one_prefix_rule_per_command_and_the_sandbox():
     args = profiles.claude_args(p, Path("/s"))
     assert flag(args, "--tools") == "Read,Grep,Glob,Edit,Write,Bash"
     doc = profiles.settings(p)
-    assert doc["permissions"] == {"allow": ["Edit(./**)", "Bash(uv run pytest:*)", "Bash(git diff:*)",
-                                            "Bash(git status:*)"]}
-    assert doc["sandbox"] == {"enabled": True, "failIfUnavailable": True, "allowUnsandboxedCommands": False,
-                              "autoAllowBashIfSandboxed": False}
+    assert doc["permissions"] == {
+        "allow": ["Edit(./**)", "Bash(uv run pytest:*)", "Bash(git diff:*)", "Bash(git status:*)"]
+    }
+    assert doc["sandbox"] == {
+        "enabled": True,
+        "failIfUnavailable": True,
+        "allowUnsandboxedCommands": False,
+        "autoAllowBashIfSandboxed": False,
+    }
     assert not any(rule in ("Bash", "Edit") or rule.startswith("Bash(*") for rule in doc["permissions"]["allow"])
 
 
@@ -139,6 +162,8 @@ def test_launcher_main_exit_codes_and_one_line(tmp_path, capsys):
     assert err.count("\n") == 1 and "cannot be enforced" in err
     assert profiles.launcher_main({PERMISSIONS_ENV: profile("read").to_env()}, str(tmp_path)) == 0
     written = (tmp_path / profiles.ARGS_FILE).read_text().split("\0")
-    assert written[-1] == "" and written[:-1] == profiles.claude_args(profile("read"), tmp_path / "claude-settings.json")
+    assert written[-1] == "" and written[:-1] == profiles.claude_args(
+        profile("read"), tmp_path / "claude-settings.json"
+    )
     # a second run into the same attempt dir finds the names taken: never written through
     assert profiles.launcher_main({PERMISSIONS_ENV: profile("read").to_env()}, str(tmp_path)) == 2

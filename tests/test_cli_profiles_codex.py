@@ -19,14 +19,27 @@ def profile(level: str, **extra) -> PermissionProfile:
     return PermissionProfile.model_validate({"level": level, **extra})
 
 
-@pytest.mark.parametrize(("level", "flags", "mode", "shell", "hook"), [
-    ("bridge", [*BASE, "--ignore-rules"], None, False, False),
-    ("read", [*BASE, "--ignore-rules", "--sandbox", "read-only", "--dangerously-bypass-hook-trust"],
-     "read-only", True, True),
-    ("edit", [*BASE, "--ignore-rules", "--sandbox", "workspace-write", "--dangerously-bypass-hook-trust"],
-     "workspace-write", True, True),
-    ("project", BASE, None, True, False),
-])
+@pytest.mark.parametrize(
+    ("level", "flags", "mode", "shell", "hook"),
+    [
+        ("bridge", [*BASE, "--ignore-rules"], None, False, False),
+        (
+            "read",
+            [*BASE, "--ignore-rules", "--sandbox", "read-only", "--dangerously-bypass-hook-trust"],
+            "read-only",
+            True,
+            True,
+        ),
+        (
+            "edit",
+            [*BASE, "--ignore-rules", "--sandbox", "workspace-write", "--dangerously-bypass-hook-trust"],
+            "workspace-write",
+            True,
+            True,
+        ),
+        ("project", BASE, None, True, False),
+    ],
+)
 def test_each_level_s_flags_sandbox_and_features(level, flags, mode, shell, hook):
     p = profile(level)
     assert codex.exec_flags(p) == flags
@@ -39,7 +52,12 @@ def test_shell_adds_extra_dirs_as_writable_roots_and_read_does_not():
     shell = profile("shell", allow_commands=["git status"], extra_dirs=["/srv/data", "~/notes"])
     flags = codex.exec_flags(shell)
     assert flags[:6] == [*BASE, "--ignore-rules", "--sandbox", "workspace-write"]
-    assert flags[flags.index("--add-dir"):] == ["--add-dir", "/srv/data", "--add-dir", str(Path("~/notes").expanduser())]
+    assert flags[flags.index("--add-dir") :] == [
+        "--add-dir",
+        "/srv/data",
+        "--add-dir",
+        str(Path("~/notes").expanduser()),
+    ]
     assert "--add-dir" not in codex.exec_flags(profile("read", extra_dirs=["/srv/data"]))
 
 
@@ -47,21 +65,40 @@ def test_config_tables_per_level(tmp_path):
     assert codex.config_tables(profile("bridge"), tmp_path) == []
     assert codex.config_tables(profile("read"), tmp_path) == []
     assert codex.config_tables(profile("edit"), tmp_path) == [
-        "[sandbox_workspace_write]", "exclude_slash_tmp = true", "exclude_tmpdir_env_var = false",
-        "network_access = false"]
+        "[sandbox_workspace_write]",
+        "exclude_slash_tmp = true",
+        "exclude_tmpdir_env_var = false",
+        "network_access = false",
+    ]
     assert codex.config_tables(profile("project"), Path('/w/a "b"')) == [
-        '[projects."/w/a \\"b\\""]', 'trust_level = "trusted"']
+        '[projects."/w/a \\"b\\""]',
+        'trust_level = "trusted"',
+    ]
 
 
-@pytest.mark.parametrize(("command", "words"), [
-    ("cat notes.txt", ["cat", "notes.txt"]),
-    ("sed -n '1,20p' a.txt", ["sed", "-n", "1,20p", "a.txt"]),
-    ('grep -n "two words" src', ["grep", "-n", "two words", "src"]),
-    ("  uv run pytest -q  ", ["uv", "run", "pytest", "-q"]),
-    ("cat a; rm b", None), ("cat a && rm b", None), ("cat a | sh", None), ("cat $HOME/x", None),
-    ("cat `id`", None), ('cat "$(id)"', None), ("cat *.txt", None), ("cat ~/x", None), ("echo x > f", None),
-    ("cat a\nrm b", None), ("cat {a,b}", None), ("", None), ("cat 'unclosed", None), ('cat "a\\"b"', None),
-])
+@pytest.mark.parametrize(
+    ("command", "words"),
+    [
+        ("cat notes.txt", ["cat", "notes.txt"]),
+        ("sed -n '1,20p' a.txt", ["sed", "-n", "1,20p", "a.txt"]),
+        ('grep -n "two words" src', ["grep", "-n", "two words", "src"]),
+        ("  uv run pytest -q  ", ["uv", "run", "pytest", "-q"]),
+        ("cat a; rm b", None),
+        ("cat a && rm b", None),
+        ("cat a | sh", None),
+        ("cat $HOME/x", None),
+        ("cat `id`", None),
+        ('cat "$(id)"', None),
+        ("cat *.txt", None),
+        ("cat ~/x", None),
+        ("echo x > f", None),
+        ("cat a\nrm b", None),
+        ("cat {a,b}", None),
+        ("", None),
+        ("cat 'unclosed", None),
+        ('cat "a\\"b"', None),
+    ],
+)
 def test_shell_words_accepts_plain_words_only(command, words):
     assert codex.shell_words(command) == words
 
@@ -88,39 +125,42 @@ def patch(path: str) -> str:
     return f"*** Begin Patch\n*** Update File: {path}\n@@\n-x\n+y\n*** End Patch\n"
 
 
-@pytest.mark.parametrize(("level", "tool", "command", "allowed"), [
-    # read: the read-only vocabulary on workspace paths, nothing else
-    ("read", "Bash", "cat notes.txt", True),
-    ("read", "Bash", "sed -n 1,5p notes.txt", True),
-    ("read", "Bash", "rg -n todo .", True),
-    ("read", "Bash", "sed -i s/x/y/ notes.txt", False),
-    ("read", "Bash", "find . -delete", False),
-    ("read", "Bash", "rg --pre=sh x .", False),
-    ("read", "Bash", "rg -iz x .", False),
-    ("read", "Bash", "sort -o out notes.txt", False),
-    ("read", "Bash", "cat /etc/passwd", False),
-    ("read", "Bash", "cat ../outside/x", False),
-    ("read", "Bash", "cat link/x", False),  # a link out of the workspace is outside
-    ("read", "Bash", "touch notes.txt", False),
-    ("read", "Bash", "git status", False),
-    ("read", "Bash", "cat notes.txt > copy", False),
-    ("read", "apply_patch", patch("notes.txt"), False),
-    ("read", "mcp__agent_bridge__claim_message", "", True),
-    # edit: patches inside the workspace; commands still read-only
-    ("edit", "apply_patch", patch("notes.txt"), True),
-    ("edit", "apply_patch", patch("link/x"), False),
-    ("edit", "apply_patch", patch("/etc/hosts"), False),
-    ("edit", "apply_patch", "no file named", False),
-    ("edit", "Bash", "touch new.txt", False),
-    # shell: plus the allowed prefixes, word by word
-    ("shell", "Bash", "git status", True),
-    ("shell", "Bash", "git status --short", True),
-    ("shell", "Bash", "uv run pytest -q tests", True),
-    ("shell", "Bash", "git statusx", False),
-    ("shell", "Bash", "git push", False),
-    ("shell", "Bash", "git status; rm -rf /", False),
-    ("shell", "Bash", "rm -rf notes.txt", False),
-])
+@pytest.mark.parametrize(
+    ("level", "tool", "command", "allowed"),
+    [
+        # read: the read-only vocabulary on workspace paths, nothing else
+        ("read", "Bash", "cat notes.txt", True),
+        ("read", "Bash", "sed -n 1,5p notes.txt", True),
+        ("read", "Bash", "rg -n todo .", True),
+        ("read", "Bash", "sed -i s/x/y/ notes.txt", False),
+        ("read", "Bash", "find . -delete", False),
+        ("read", "Bash", "rg --pre=sh x .", False),
+        ("read", "Bash", "rg -iz x .", False),
+        ("read", "Bash", "sort -o out notes.txt", False),
+        ("read", "Bash", "cat /etc/passwd", False),
+        ("read", "Bash", "cat ../outside/x", False),
+        ("read", "Bash", "cat link/x", False),  # a link out of the workspace is outside
+        ("read", "Bash", "touch notes.txt", False),
+        ("read", "Bash", "git status", False),
+        ("read", "Bash", "cat notes.txt > copy", False),
+        ("read", "apply_patch", patch("notes.txt"), False),
+        ("read", "mcp__agent_bridge__claim_message", "", True),
+        # edit: patches inside the workspace; commands still read-only
+        ("edit", "apply_patch", patch("notes.txt"), True),
+        ("edit", "apply_patch", patch("link/x"), False),
+        ("edit", "apply_patch", patch("/etc/hosts"), False),
+        ("edit", "apply_patch", "no file named", False),
+        ("edit", "Bash", "touch new.txt", False),
+        # shell: plus the allowed prefixes, word by word
+        ("shell", "Bash", "git status", True),
+        ("shell", "Bash", "git status --short", True),
+        ("shell", "Bash", "uv run pytest -q tests", True),
+        ("shell", "Bash", "git statusx", False),
+        ("shell", "Bash", "git push", False),
+        ("shell", "Bash", "git status; rm -rf /", False),
+        ("shell", "Bash", "rm -rf notes.txt", False),
+    ],
+)
 def test_the_hook_allows_exactly_what_the_level_allows(tmp_path, ws, level, tool, command, allowed):
     extra = {"allow_commands": ["git status", "uv run pytest*"]} if level == "shell" else {}
     reason = codex.hook_decision(policy(tmp_path, level, **extra), event(tool, command, ws))
@@ -150,8 +190,15 @@ def run_hook(tmp_path: Path, policy_doc: dict | None, stdin: str) -> dict:
         path.write_text(json.dumps(policy_doc))
     command = codex.hook_command(sys.executable, str(PROJECT), path)
     # The hook command exactly as Codex runs it: through a shell.
-    done = subprocess.run(command, shell=True, input=stdin, capture_output=True, text=True,  # noqa: S602
-                          timeout=60, cwd=tmp_path)
+    done = subprocess.run(  # noqa: S602
+        command,
+        shell=True,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -165,11 +212,18 @@ def test_the_hook_command_denies_with_codex_s_json_and_fails_closed(tmp_path, ws
     # Garbage on stdin, or no policy file: deny (Codex would let a call through on a crash).
     assert run_hook(tmp_path, doc, "not json")["hookSpecificOutput"]["permissionDecision"] == "deny"
     (tmp_path / "policy.json").unlink()
-    assert run_hook(tmp_path, None, json.dumps(event("Bash", "cat notes.txt", ws)))[
-        "hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert (
+        run_hook(tmp_path, None, json.dumps(event("Bash", "cat notes.txt", ws)))["hookSpecificOutput"][
+            "permissionDecision"
+        ]
+        == "deny"
+    )
 
 
 def test_hooks_json_runs_the_hook_before_every_tool():
     doc = codex.hooks_json("the command")
-    assert doc == {"hooks": {"PreToolUse": [{"matcher": ".*", "hooks": [
-        {"type": "command", "command": "the command", "timeout": 60}]}]}}
+    assert doc == {
+        "hooks": {
+            "PreToolUse": [{"matcher": ".*", "hooks": [{"type": "command", "command": "the command", "timeout": 60}]}]
+        }
+    }

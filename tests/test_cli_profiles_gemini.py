@@ -26,8 +26,14 @@ def test_read_adds_the_read_only_file_tools_and_the_extra_dirs():
     profile = PermissionProfile(level="read", extra_dirs=("/data/a", "/data/b"))
     assert gemini.core_tools(profile) == BRIDGE + READ
     assert gemini.settings_keys(profile, TMP) == {"tools": {"core": BRIDGE + READ}}
-    assert gemini.cli_args(profile) == ["--approval-mode", "default", "--include-directories", "/data/a",
-                                        "--include-directories", "/data/b"]
+    assert gemini.cli_args(profile) == [
+        "--approval-mode",
+        "default",
+        "--include-directories",
+        "/data/a",
+        "--include-directories",
+        "/data/b",
+    ]
     assert not gemini.sandboxed(profile)
 
 
@@ -40,11 +46,17 @@ def test_edit_adds_write_file_and_replace_with_auto_edit_never_yolo():
 
 
 def test_shell_adds_one_prefix_entry_per_allowed_command_and_the_sandbox():
-    profile = PermissionProfile(level="shell", allow_commands=("uv run pytest*", "git diff *", "git status"),
-                                extra_dirs=("/cache/uv",))
+    profile = PermissionProfile(
+        level="shell", allow_commands=("uv run pytest*", "git diff *", "git status"), extra_dirs=("/cache/uv",)
+    )
     core = gemini.core_tools(profile)
-    assert core == BRIDGE + READ + ["write_file", "replace", "run_shell_command(uv run pytest)",
-                                    "run_shell_command(git diff)", "run_shell_command(git status)"]
+    assert core == BRIDGE + READ + [
+        "write_file",
+        "replace",
+        "run_shell_command(uv run pytest)",
+        "run_shell_command(git diff)",
+        "run_shell_command(git status)",
+    ]
     assert "run_shell_command" not in core  # never the bare tool: that would allow any command
     assert gemini.settings_keys(profile, TMP) == {
         "tools": {"core": core, "sandboxAllowedPaths": ["/attempt/tmp", "/cache/uv"], "sandboxNetworkAccess": False},
@@ -102,17 +114,32 @@ def launch(tmp_path):
     def run(permissions: dict | str | None, path: str | None = None) -> tuple[subprocess.CompletedProcess, dict]:
         attempt = tmp_path / f"attempt-{next(runs)}"
         attempt.mkdir(mode=0o700)
-        env = {"PATH": path or os.environ["PATH"], "HOME": str(tmp_path), "AGENT_ID": "gemini",
-               "AGENT_BRIDGE_MESSAGE_ID": "7", "AGENT_BRIDGE_DB": str(tmp_path / "db"),
-               "AGENT_BRIDGE_CONFIG": str(tmp_path / "config.json"), "AGENT_BRIDGE_PROJECT": str(LAUNCHER.parents[1]),
-               "AGENT_BRIDGE_PYTHON": sys.executable, "AGENT_BRIDGE_ATTEMPT_DIR": str(attempt),
-               "GEMINI_BIN": str(fake), "FAKE_RECORD": str(tmp_path / "record.json"),
-               "GEMINI_CLI_TRUST_WORKSPACE": "true"}  # inherited: only project may keep it
+        env = {
+            "PATH": path or os.environ["PATH"],
+            "HOME": str(tmp_path),
+            "AGENT_ID": "gemini",
+            "AGENT_BRIDGE_MESSAGE_ID": "7",
+            "AGENT_BRIDGE_DB": str(tmp_path / "db"),
+            "AGENT_BRIDGE_CONFIG": str(tmp_path / "config.json"),
+            "AGENT_BRIDGE_PROJECT": str(LAUNCHER.parents[1]),
+            "AGENT_BRIDGE_PYTHON": sys.executable,
+            "AGENT_BRIDGE_ATTEMPT_DIR": str(attempt),
+            "GEMINI_BIN": str(fake),
+            "FAKE_RECORD": str(tmp_path / "record.json"),
+            "GEMINI_CLI_TRUST_WORKSPACE": "true",
+        }  # inherited: only project may keep it
         if permissions is not None:
             env["AGENT_BRIDGE_PERMISSIONS"] = permissions if isinstance(permissions, str) else json.dumps(permissions)
         (tmp_path / "record.json").unlink(missing_ok=True)
-        done = subprocess.run([str(LAUNCHER), str(request)], cwd=tmp_path / "ws", env=env, capture_output=True,
-                              text=True, timeout=60, stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            [str(LAUNCHER), str(request)],
+            cwd=tmp_path / "ws",
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
         record = json.loads((tmp_path / "record.json").read_text()) if (tmp_path / "record.json").exists() else {}
         settings = attempt / "gemini-home" / ".gemini" / "settings.json"
         record["settings"] = json.loads(settings.read_text()) if settings.exists() else None
@@ -139,11 +166,14 @@ def test_the_launcher_refuses_shell_without_bwrap_with_exit_78(launch, tmp_path)
     assert done.stderr.count("\n") == 1 and "bubblewrap" in done.stderr
 
 
-@pytest.mark.parametrize(("level", "flags", "trust"), [
-    (None, [], None),  # no profile: exactly the flags from before profiles
-    ("read", ["--approval-mode", "default"], None),
-    ("project", [], "true"),
-])
+@pytest.mark.parametrize(
+    ("level", "flags", "trust"),
+    [
+        (None, [], None),  # no profile: exactly the flags from before profiles
+        ("read", ["--approval-mode", "default"], None),
+        ("project", [], "true"),
+    ],
+)
 def test_the_launcher_passes_the_profile_to_gemini(launch, level, flags, trust):
     done, record = launch({"level": level} if level else None)
     assert done.returncode == 0, done.stderr

@@ -17,9 +17,11 @@ from dispatcher.permissions import BRIDGE_ONLY, WORKER_BRIDGE_TOOLS, PermissionP
 BRIDGE = [f"mcp__agent_bridge__{tool}" for tool in WORKER_BRIDGE_TOOLS]
 HOOK = Path(kimi.__file__).with_name("kimi_hook.py")
 # The agent file launchers/kimi_headless.sh wrote before profiles existed, byte for byte.
-BRIDGE_AGENT_FILE = "---\nname: agent-bridge-worker\n" \
-    "description: One-shot Agent Bridge worker limited to the agent_bridge MCP tools and Read.\ntools:\n  - Read\n" \
-    + "".join(f"  - {name}\n" for name in BRIDGE) + """\
+BRIDGE_AGENT_FILE = (
+    "---\nname: agent-bridge-worker\n"
+    "description: One-shot Agent Bridge worker limited to the agent_bridge MCP tools and Read.\ntools:\n  - Read\n"
+    + "".join(f"  - {name}\n" for name in BRIDGE)
+    + """\
 ---
 ${base_prompt}
 
@@ -27,6 +29,7 @@ You are running as a one-shot, non-interactive Agent Bridge worker. Your only to
 the agent_bridge MCP tools and Read. Nobody is watching this session: do not ask
 questions; report results and problems through the agent_bridge tools.
 """
+)
 
 
 def profile(level: str, **extra) -> PermissionProfile:
@@ -58,16 +61,20 @@ def policy(layout: dict, level: str, **extra) -> kimi.HookPolicy:
 
 # -- the tools per level ------------------------------------------------------------------
 
+
 def test_bridge_keeps_the_agent_file_of_before_profiles_byte_for_byte():
     assert kimi.agent_file(BRIDGE_ONLY) == BRIDGE_AGENT_FILE
 
 
-@pytest.mark.parametrize(("level", "builtin"), [
-    ("bridge", ["Read"]),
-    ("read", ["Read", "Glob", "Grep"]),
-    ("edit", ["Read", "Glob", "Grep", "Write", "Edit"]),
-    ("shell", ["Read", "Glob", "Grep", "Write", "Edit", "Bash"]),
-])
+@pytest.mark.parametrize(
+    ("level", "builtin"),
+    [
+        ("bridge", ["Read"]),
+        ("read", ["Read", "Glob", "Grep"]),
+        ("edit", ["Read", "Glob", "Grep", "Write", "Edit"]),
+        ("shell", ["Read", "Glob", "Grep", "Write", "Edit", "Bash"]),
+    ],
+)
 def test_each_level_lists_its_tools_then_the_bridge_tools(level, builtin):
     extra = {"allow_commands": ("git status",)} if level == "shell" else {}
     text = kimi.agent_file(profile(level, **extra))
@@ -96,10 +103,21 @@ def test_the_policy_resolves_roots_and_writes_only_from_edit_up(layout):
 
 # -- the worker's config.toml -------------------------------------------------------------
 
+
 def test_the_worker_config_keeps_the_users_settings_and_appends_the_hook():
-    command = kimi.hook_command("/venv/bin/python", HOOK, kimi.HookPolicy(
-        level="read", workspace="/ws", read_roots=("/ws",), write_roots=(), request_file="/r",
-        tools=("Read",), commands=()))
+    command = kimi.hook_command(
+        "/venv/bin/python",
+        HOOK,
+        kimi.HookPolicy(
+            level="read",
+            workspace="/ws",
+            read_roots=("/ws",),
+            write_roots=(),
+            request_file="/r",
+            tools=("Read",),
+            commands=(),
+        ),
+    )
     user = '[loop_control]\nmax_attempts_per_step = 2\n\n[[hooks]]\nevent = "Stop"\ncommand = "true"'
     config = tomllib.loads(kimi.worker_config(user, command))
     assert config["loop_control"] == {"max_attempts_per_step": 2}
@@ -118,6 +136,7 @@ def test_a_user_config_the_hook_cannot_join_is_refused(user):
 
 # -- the hook's decision ------------------------------------------------------------------
 
+
 def test_bridge_tools_pass_and_tools_outside_the_level_are_refused(layout):
     read = policy(layout, "read")
     assert kimi.check_call(read, "mcp__agent_bridge__claim_message", {"message_id": 1}) is None
@@ -125,12 +144,24 @@ def test_bridge_tools_pass_and_tools_outside_the_level_are_refused(layout):
         assert kimi.check_call(read, tool, {"path": str(layout["ws"] / "a")}) is not None, tool
 
 
-@pytest.mark.parametrize(("path", "allowed"), [
-    ("ws/notes.txt", True), ("notes.txt", True), ("ws/sub/deeper.txt", True), ("extra/x.txt", True),
-    ("attempt/request.md", True), ("attempt/other.md", False), ("outside/secret.txt", False),
-    ("ws/../outside/secret.txt", False), ("ws/link/secret.txt", False), ("ws/file-link", False),
-    ("~/.ssh/id_rsa", False), ("kimi-file://attachment", False), ("/etc/passwd", False),
-])
+@pytest.mark.parametrize(
+    ("path", "allowed"),
+    [
+        ("ws/notes.txt", True),
+        ("notes.txt", True),
+        ("ws/sub/deeper.txt", True),
+        ("extra/x.txt", True),
+        ("attempt/request.md", True),
+        ("attempt/other.md", False),
+        ("outside/secret.txt", False),
+        ("ws/../outside/secret.txt", False),
+        ("ws/link/secret.txt", False),
+        ("ws/file-link", False),
+        ("~/.ssh/id_rsa", False),
+        ("kimi-file://attachment", False),
+        ("/etc/passwd", False),
+    ],
+)
 def test_read_stays_in_the_workspace_extra_dirs_and_the_request_file(layout, path, allowed):
     p = policy(layout, "read", extra_dirs=(str(layout["extra"]),))
     raw = path if path.startswith(("~", "kimi-file:", "/", "notes")) else str(layout["tmp"] / path)
@@ -155,8 +186,12 @@ def test_writes_stay_in_the_workspace_and_extra_dirs(layout, level):
     for tool in ("Write", "Edit"):
         assert kimi.check_call(p, tool, {"path": str(layout["ws"] / "new.txt"), "content": ""}) is None
         assert kimi.check_call(p, tool, {"path": str(layout["extra"] / "n.txt"), "content": ""}) is None
-        for bad in (layout["outside"] / "n.txt", layout["ws"] / "link" / "n.txt", layout["ws"] / "file-link",
-                    layout["request"]):
+        for bad in (
+            layout["outside"] / "n.txt",
+            layout["ws"] / "link" / "n.txt",
+            layout["ws"] / "file-link",
+            layout["request"],
+        ):
             assert kimi.check_call(p, tool, {"path": str(bad), "content": ""}) is not None, (tool, bad)
 
 
@@ -165,14 +200,32 @@ def test_read_level_writes_nowhere_even_in_its_extra_dirs(layout):
     assert p.write_roots == ()
 
 
-@pytest.mark.parametrize(("command", "allowed"), [
-    ("git status", True), ("git status --short", True), ("uv run pytest tests/test_x.py -q", True),
-    ("uv run pytest", True), ("git statusx", False), ("git", False), ("uv run", False),
-    ("rm -rf canary.txt", False), ("git status; rm -rf /", False), ("git status && rm x", False),
-    ("git status | sh", False), ("git status > /tmp/x", False), ("git status $(rm x)", False),
-    ("git status `rm x`", False), ("git status\nrm x", False), ("git  status", False), (" git status", False),
-    ("git status 'a b'", False), ("git status ~/x", False), ("git status *", False), ("", False),
-])
+@pytest.mark.parametrize(
+    ("command", "allowed"),
+    [
+        ("git status", True),
+        ("git status --short", True),
+        ("uv run pytest tests/test_x.py -q", True),
+        ("uv run pytest", True),
+        ("git statusx", False),
+        ("git", False),
+        ("uv run", False),
+        ("rm -rf canary.txt", False),
+        ("git status; rm -rf /", False),
+        ("git status && rm x", False),
+        ("git status | sh", False),
+        ("git status > /tmp/x", False),
+        ("git status $(rm x)", False),
+        ("git status `rm x`", False),
+        ("git status\nrm x", False),
+        ("git  status", False),
+        (" git status", False),
+        ("git status 'a b'", False),
+        ("git status ~/x", False),
+        ("git status *", False),
+        ("", False),
+    ],
+)
 def test_shell_runs_only_plain_words_that_start_with_an_allowed_command(layout, command, allowed):
     p = policy(layout, "shell", allow_commands=("git status", "uv run pytest*"))
     assert (kimi.check_call(p, "Bash", {"command": command}) is None) == allowed
@@ -186,10 +239,17 @@ def test_shell_commands_run_only_in_the_workspace(layout):
 
 # -- the hook as Kimi runs it ---------------------------------------------------------------
 
+
 def run_hook(p: kimi.HookPolicy | str, event: object) -> subprocess.CompletedProcess:
     policy_json = p.to_json() if isinstance(p, kimi.HookPolicy) else p
-    return subprocess.run([sys.executable, "-I", str(HOOK), policy_json], input=json.dumps(event),
-                          capture_output=True, text=True, timeout=60, cwd="/")
+    return subprocess.run(
+        [sys.executable, "-I", str(HOOK), policy_json],
+        input=json.dumps(event),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd="/",
+    )
 
 
 def test_the_hook_allows_with_0_and_refuses_with_2_and_one_line_naming_only_the_tool(layout):
@@ -203,11 +263,14 @@ def test_the_hook_allows_with_0_and_refuses_with_2_and_one_line_naming_only_the_
     assert found and found.group(1) == "Write"
 
 
-@pytest.mark.parametrize(("policy_json", "event"), [
-    ("not json", {"tool_name": "Read", "tool_input": {}}),
-    (None, "not an event"),
-    (None, {"tool_name": "Read"}),
-])
+@pytest.mark.parametrize(
+    ("policy_json", "event"),
+    [
+        ("not json", {"tool_name": "Read", "tool_input": {}}),
+        (None, "not an event"),
+        (None, {"tool_name": "Read"}),
+    ],
+)
 def test_the_hook_fails_closed(layout, policy_json, event):
     done = run_hook(policy_json or policy(layout, "read"), event)
     assert done.returncode == 2 and done.stderr.startswith(kimi.DENIAL_PREFIX)

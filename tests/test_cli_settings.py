@@ -12,8 +12,13 @@ PATH_VARIABLES = ("AGENT_BRIDGE_DB", "AGENT_BRIDGE_CONFIG", "AGENT_BRIDGE_RUNTIM
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch, tmp_path):
-    for name in (*PATH_VARIABLES, "AGENT_BRIDGE_LOG_LEVEL", "AGENT_BRIDGE_MAX_BODY_BYTES", "AGENT_BRIDGE_ROLE",
-                 "AGENT_ID"):
+    for name in (
+        *PATH_VARIABLES,
+        "AGENT_BRIDGE_LOG_LEVEL",
+        "AGENT_BRIDGE_MAX_BODY_BYTES",
+        "AGENT_BRIDGE_ROLE",
+        "AGENT_ID",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.delenv("XDG_STATE_HOME", raising=False)

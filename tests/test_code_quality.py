@@ -19,8 +19,14 @@ TIMEOUT = 600  # a cold mypy cache on a loaded machine
 def _run(module: str, *args: str) -> subprocess.CompletedProcess[str]:
     if importlib.util.find_spec(module) is None:
         pytest.fail(f"{module} is not installed in this venv: run `uv sync` (it is in the dev group)")
-    return subprocess.run([sys.executable, "-m", module, *args], cwd=PROJECT, capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL, timeout=TIMEOUT)
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=TIMEOUT,
+    )
 
 
 def _clean(done: subprocess.CompletedProcess[str], command: str) -> None:

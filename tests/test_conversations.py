@@ -56,10 +56,15 @@ def test_pairing_rules(claude, kimi, db_path):
     before = db_snapshot(db_path)
     # The initiator cannot answer its own task; a task cannot answer a task.
     assert claude.call("send_message", recipient="kimi", text="x", kind="result", reply_to=root).code in (
-        "not_in_turn", "wrong_recipient")
+        "not_in_turn",
+        "wrong_recipient",
+    )
     assert kimi.call("send_message", recipient="claude", text="x", kind="task", reply_to=root).code == "not_in_turn"
     # Results must name the in-flight message.
-    assert kimi.call("send_message", recipient="claude", text="x", kind="result", conversation_id=cid).code == "not_in_turn"
+    assert (
+        kimi.call("send_message", recipient="claude", text="x", kind="result", conversation_id=cid).code
+        == "not_in_turn"
+    )
     assert db_snapshot(db_path) == before
     res = kimi.ok("send_message", recipient="claude", text="r", kind="result", reply_to=root)
     # Only one in flight: a second result to the same task is refused.

@@ -49,14 +49,14 @@ def test_supervisor_outlives_a_stopped_listener_and_its_verdict_survives_other_p
     use(config_path, launchers, "late_noop", FAKE_WORKER_DELAY="4")
     listener = running_listener(env)
     task = post_task(db_path, "fail slowly while the listener is gone")
-    running = wait_until(lambda: (a := attempt(db_path, task)) and a["state"] == "spawned" and a,
-                         what="worker spawned")
+    running = wait_until(lambda: (a := attempt(db_path, task)) and a["state"] == "spawned" and a, what="worker spawned")
     listener.send_signal(signal.SIGTERM)
     assert listener.wait(30) == 0  # stops at once, not after the dispatch
     assert alive(running["supervisor_pid"], running["supervisor_start_time"])
     other = post_task(db_path, "another process opens, writes and closes the store", kind=None)
-    wait_until(lambda: not alive(running["supervisor_pid"], running["supervisor_start_time"]),
-               what="supervisor finished")
+    wait_until(
+        lambda: not alive(running["supervisor_pid"], running["supervisor_start_time"]), what="supervisor finished"
+    )
     done = attempt(db_path, task)
     assert (done["state"], done["outcome"], done["error_kind"]) == ("finished", "failed", "no_evidence")
     assert len(notices_for(db_path, task)) == 1
@@ -72,8 +72,9 @@ def test_timeout_records_the_real_exit_status(env, db_path, config_path, launche
         task = post_task(db_path, f"time out ({mode})")
         done = wait_finished(db_path, task)
         assert (done["outcome"], done["exit_code"]) == ("timeout", exit_code)
-        last = wait_until(lambda: (l := status(env)["last"]) and l["message_id"] == task and l,
-                          what="progress shows it")
+        last = wait_until(
+            lambda: (l := status(env)["last"]) and l["message_id"] == task and l, what="progress shows it"
+        )
         assert last["exit_code"] == exit_code and f"rc={exit_code}" in render_last(last)
     finally:
         stop_listener(listener)
@@ -99,19 +100,25 @@ def test_daemonised_grandchild_is_killed_and_never_answers(env, db_path, config_
 def test_reconciliation_finds_the_whole_worker_tree_by_its_token(env, db_path, config_path, launchers):
     # Defect 6, the reconciliation half: with the supervisor dead, a live daemonised member of
     # the tree keeps the attempt running, and past the deadline the whole tree is killed.
-    use(config_path, launchers, "daemonize", FAKE_WORKER_DELAY="3600", FAKE_WORKER_LATE_FILE="/dev/null",
-        FAKE_WORKER_LEADER="hang")
+    use(
+        config_path,
+        launchers,
+        "daemonize",
+        FAKE_WORKER_DELAY="3600",
+        FAKE_WORKER_LATE_FILE="/dev/null",
+        FAKE_WORKER_LEADER="hang",
+    )
     listener = running_listener(env)
     try:
         task = post_task(db_path, "orphan a daemon")
-        running = wait_until(lambda: (a := attempt(db_path, task)) and a["state"] == "spawned" and a,
-                             what="worker spawned")
+        running = wait_until(
+            lambda: (a := attempt(db_path, task)) and a["state"] == "spawned" and a, what="worker spawned"
+        )
         wait_until(lambda: len(tree_of(running["worker_token"])) == 2, what="leader and daemon running")
         os.kill(running["supervisor_pid"], signal.SIGKILL)
         os.killpg(running["worker_pid"], signal.SIGKILL)  # the group dies; the daemon is not in it
-        wait_until(lambda: not alive(running["worker_pid"], running["worker_start_time"]),
-                   what="leader gone")
-        wait_until(lambda: (status(env)["stage"] == "supervising"), what="listener sees it still running")
+        wait_until(lambda: not alive(running["worker_pid"], running["worker_start_time"]), what="leader gone")
+        wait_until(lambda: status(env)["stage"] == "supervising", what="listener sees it still running")
         assert attempt(db_path, task)["state"] == "spawned"
         assert len(tree_of(running["worker_token"])) == 1
         query_commit(db_path, f"UPDATE dispatch_attempts SET deadline = 0 WHERE message_id = {task}")
@@ -143,19 +150,39 @@ def test_supervisor_renews_the_workers_claim(env, db_path, config_path, launcher
     release = launchers / "release-claim-and-wait"
     release.unlink(missing_ok=True)
     # The worker holds its claim until the test has seen it renewed (at most 80 s).
-    use(config_path, launchers, "claim_and_wait", timeout=90, FAKE_WORKER_DELAY="80",
-        FAKE_WORKER_RELEASE_FILE=str(release))
+    use(
+        config_path,
+        launchers,
+        "claim_and_wait",
+        timeout=90,
+        FAKE_WORKER_DELAY="80",
+        FAKE_WORKER_RELEASE_FILE=str(release),
+    )
     listener = running_listener(env, AGENT_BRIDGE_TEST_RENEW_SECONDS="0.5")
     try:
         task = post_task(db_path, "hold the claim")
-        claimed = wait_until(lambda: (r := query(db_path, "SELECT claim_owner, claim_expires_at, created_at FROM"
-                                                 " messages WHERE id = ?", (task,))[0]) and r[0] and r,
-                             what="worker claimed")
+        claimed = wait_until(
+            lambda: (
+                (
+                    r := query(
+                        db_path, "SELECT claim_owner, claim_expires_at, created_at FROM messages WHERE id = ?", (task,)
+                    )[0]
+                )
+                and r[0]
+                and r
+            ),
+            what="worker claimed",
+        )
         started = attempt(db_path, task)["started_at"]
         # Renewed to min(now + 300, deadline + grace) = about started + 95: far past the 30 s lease.
-        renewed = wait_until(lambda: (r := query(db_path, "SELECT claim_expires_at FROM messages WHERE id = ?",
-                                                 (task,))[0][0]) and r > claimed[1] + 30 and r,
-                             what="claim renewed")
+        renewed = wait_until(
+            lambda: (
+                (r := query(db_path, "SELECT claim_expires_at FROM messages WHERE id = ?", (task,))[0][0])
+                and r > claimed[1] + 30
+                and r
+            ),
+            what="claim renewed",
+        )
         assert renewed <= started + 90 + 5 + 1
         release.touch()
         assert wait_finished(db_path, task)["outcome"] == "succeeded"
@@ -167,8 +194,10 @@ def test_a_refused_attempt_insert_backs_off_and_recovers(env, db_path, config_pa
     # Defect 10: a supervisor that cannot record its attempt was re-forked ~94 times a second.
     use(config_path, launchers, "succeed")
     listener = running_listener(env)
-    trigger = ("CREATE TRIGGER refuse_attempts BEFORE INSERT ON dispatch_attempts"
-               " BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
+    trigger = (
+        "CREATE TRIGGER refuse_attempts BEFORE INSERT ON dispatch_attempts"
+        " BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END"
+    )
     query_commit(db_path, trigger)
     try:
         before = len(log_events(env, "supervisor_exited"))
@@ -181,8 +210,9 @@ def test_a_refused_attempt_insert_backs_off_and_recovers(env, db_path, config_pa
         assert listener.poll() is None
         query_commit(db_path, "DROP TRIGGER refuse_attempts")
         assert wait_finished(db_path, task)["outcome"] == "succeeded"
-        wait_until(lambda: status(env)["stage"] == "idle" and not status(env)["progress"]["error"],
-                   what="recovered to idle")
+        wait_until(
+            lambda: status(env)["stage"] == "idle" and not status(env)["progress"]["error"], what="recovered to idle"
+        )
     finally:
         query_commit(db_path, "DROP TRIGGER IF EXISTS refuse_attempts")
         stop_listener(listener)

@@ -45,7 +45,9 @@ def launches(env, bridge_root) -> Path:
     directory = bridge_root / "launchers"
     directory.mkdir()
     # A worker that answers nothing: every attempt ends as a failure, so notices and blocks show.
-    write_config_atomic(Path(env["AGENT_BRIDGE_CONFIG"]), make_launcher(directory, "noop", FAKE_WORKER_LAUNCHES=str(path)))
+    write_config_atomic(
+        Path(env["AGENT_BRIDGE_CONFIG"]), make_launcher(directory, "noop", FAKE_WORKER_LAUNCHES=str(path))
+    )
     return path
 
 
@@ -55,16 +57,20 @@ def test_a_supervisor_killed_at_a_point_still_keeps_the_promise(env, db_path, la
     listener = start_listener({**env, "AGENT_BRIDGE_FAULT_POINT": point})
     try:
         task = post_task(db_path, f"crash at {point}", conversation=True)
-        exited = wait_until(lambda: [e for e in log_events(env, "supervisor_exited") if e["message_id"] == task],
-                            what="supervisor exit")
+        exited = wait_until(
+            lambda: [e for e in log_events(env, "supervisor_exited") if e["message_id"] == task], what="supervisor exit"
+        )
         assert exited[0]["status"] == -9  # the fault point fired: SIGKILL
         done = wait_finished(db_path, task)
         assert (done["outcome"], done["error_kind"]) == (outcome, error_kind)
         ran = launches.read_text().split().count(str(task)) if launches.exists() else 0
         assert ran == launched
         assert len(notices_for(db_path, task)) == 1
-        conversation = query(db_path, "SELECT c.state FROM conversations c JOIN messages m"
-                                      " ON m.conversation_id = c.id WHERE m.id = ?", (task,))
+        conversation = query(
+            db_path,
+            "SELECT c.state FROM conversations c JOIN messages m ON m.conversation_id = c.id WHERE m.id = ?",
+            (task,),
+        )
         assert [r[0] for r in conversation] == ["blocked"]
         request = Path(env["AGENT_BRIDGE_RUNTIME_DIR"]) / "attempts" / str(task) / "request.md"
         wait_until(lambda: not request.exists(), what="request file removed")

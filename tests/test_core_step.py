@@ -43,7 +43,10 @@ NOW = 1_000_000.0
         (Observation(backoff_until=NOW + 3, candidate=7), Wait(3.0, "error", wake_on_commit=False)),
         (Observation(store_error="store_missing: gone", failures=1), BackOff(0.5, "store_missing: gone")),
         (Observation(store_error="full", failures=3, candidate=7), BackOff(2.0, "full")),
-        (Observation(failure_reason="supervisor exited 4", failures=2, candidate=7), BackOff(1.0, "supervisor exited 4")),
+        (
+            Observation(failure_reason="supervisor exited 4", failures=2, candidate=7),
+            BackOff(1.0, "supervisor exited 4"),
+        ),
         (Observation(config_error="bad json"), Wait(RESCAN_SECONDS, "error")),
         (Observation(busy=True, candidate=7), Wait(BUSY_RECHECK_SECONDS, "supervising")),
         (Observation(candidate=7), Dispatch(7)),
@@ -129,8 +132,11 @@ def _holder(conn):
 
 
 def _plant(conn, pid, started, host=None):
-    conn.execute("INSERT OR REPLACE INTO listeners (agent, pid, start_time, host, runtime_dir, started_at)"
-                 " VALUES ('claude', ?, ?, ?, '/elsewhere', 0)", (pid, started, host or socket.gethostname()))
+    conn.execute(
+        "INSERT OR REPLACE INTO listeners (agent, pid, start_time, host, runtime_dir, started_at)"
+        " VALUES ('claude', ?, ?, ?, '/elsewhere', 0)",
+        (pid, started, host or socket.gethostname()),
+    )
 
 
 def test_lease_is_taken_when_free_and_released_only_by_its_owner(conn):
@@ -232,8 +238,9 @@ def test_the_worker_gets_the_resolved_settings_and_its_token(tmp_path):
     from dispatcher.dispatch.supervisor import worker_env
     from dispatcher.settings import BridgeSettings
 
-    settings = BridgeSettings(db=tmp_path / "bridge.db", runtime_dir=tmp_path / "rt", max_body_bytes=1000,
-                              log_level="INFO")
+    settings = BridgeSettings(
+        db=tmp_path / "bridge.db", runtime_dir=tmp_path / "rt", max_body_bytes=1000, log_level="INFO"
+    )
     env = worker_env(settings, "claude", 5, tmp_path, tmp_path / "d.json", "tok")
     assert env["AGENT_BRIDGE_RUNTIME_DIR"] == str((tmp_path / "rt").resolve())
     assert (env["AGENT_BRIDGE_MAX_BODY_BYTES"], env["AGENT_BRIDGE_LOG_LEVEL"]) == ("1000", "INFO")

@@ -10,8 +10,15 @@ from harness import PROJECT
 
 def test_demo_runs_end_to_end(tmp_path):
     env = {**os.environ, "TMPDIR": str(tmp_path)}
-    done = subprocess.run([sys.executable, "-m", "dispatcher", "demo"], cwd=PROJECT, env=env,
-                          capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [sys.executable, "-m", "dispatcher", "demo"],
+        cwd=PROJECT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
     assert "dispatch=succeeded" in out
@@ -24,21 +31,33 @@ def test_demo_runs_end_to_end(tmp_path):
     sends = [i for i, line in enumerate(lines) if re.match(r" *kimi \| (send_message|start_conversation)\(", line)]
     assert len(sends) == 3, out
     for sent_at, message_id in zip(sends, (1, 3, 5), strict=True):
-        first = next(i for i, line in enumerate(lines) if line.lstrip().startswith("status |") and f"msg#{message_id} " in line)
+        first = next(
+            i for i, line in enumerate(lines) if line.lstrip().startswith("status |") and f"msg#{message_id} " in line
+        )
         assert first > sent_at, f"a status line about msg#{message_id} came before the line that sent it:\n{out}"
 
 
-FAILING_STEP = ("import sys, dispatcher.demo as demo\n"
-                "async def broken(env):\n    raise RuntimeError('step two went wrong')\n"
-                "demo._script = broken\n"
-                "from dispatcher.cli import main; main(['demo'])")
+FAILING_STEP = (
+    "import sys, dispatcher.demo as demo\n"
+    "async def broken(env):\n    raise RuntimeError('step two went wrong')\n"
+    "demo._script = broken\n"
+    "from dispatcher.cli import main; main(['demo'])"
+)
 
 
 def test_a_failed_demo_ends_with_one_line_and_cleans_up(tmp_path):
     env = {**os.environ, "TMPDIR": str(tmp_path)}
-    done = subprocess.run([sys.executable, "-c", FAILING_STEP], cwd=PROJECT, env=env, capture_output=True, text=True,
-                          timeout=300, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [sys.executable, "-c", FAILING_STEP],
+        cwd=PROJECT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
-    assert done.stderr.splitlines()[-1] == ("agent-bridge: demo_failed: RuntimeError: step two went wrong; run it "
-                                            "again with --keep to inspect its files.")
+    assert done.stderr.splitlines()[-1] == (
+        "agent-bridge: demo_failed: RuntimeError: step two went wrong; run it again with --keep to inspect its files."
+    )
     assert not list(tmp_path.iterdir())

@@ -46,8 +46,12 @@ def send_task(kimi, text="please handle this"):
 
 def insert_task(db_path, text, *, created_at, response_deadline=None) -> int:
     """A task from kimi to claude written with its timestamps already set, in one statement."""
-    return sql(db_path, "INSERT INTO messages (sender, recipient, kind, text, created_at, response_deadline)"
-                        " VALUES ('kimi', 'claude', 'task', ?, ?, ?) RETURNING id", (text, created_at, response_deadline))[0][0]
+    return sql(
+        db_path,
+        "INSERT INTO messages (sender, recipient, kind, text, created_at, response_deadline)"
+        " VALUES ('kimi', 'claude', 'task', ?, ?, ?) RETURNING id",
+        (text, created_at, response_deadline),
+    )[0][0]
 
 
 def notices_about(kimi, task_id):
@@ -70,7 +74,8 @@ def notices_about(kimi, task_id):
     ],
 )
 def test_each_worker_behaviour_is_classified(
-        listener, env, db_path, config_path, launchers, kimi, mode, outcome, error_kind, exit_code):
+    listener, env, db_path, config_path, launchers, kimi, mode, outcome, error_kind, exit_code
+):
     use(config_path, launchers, mode, timeout=3 if mode in ("hang", "ignore_term") else 90)
     task = send_task(kimi, f"task for a {mode} worker")
     done = wait_finished(db_path, task)
@@ -87,8 +92,10 @@ def test_each_worker_behaviour_is_classified(
         os.killpg(done["worker_pid"], 0)
 
 
-@pytest.mark.parametrize(("launcher_kind", "error_kind"), [("missing", "spawn:FileNotFoundError"),
-                                                           ("not_executable", "spawn:PermissionError")])
+@pytest.mark.parametrize(
+    ("launcher_kind", "error_kind"),
+    [("missing", "spawn:FileNotFoundError"), ("not_executable", "spawn:PermissionError")],
+)
 def test_launcher_that_cannot_start(listener, db_path, config_path, launchers, kimi, launcher_kind, error_kind):
     path = launchers / "does-not-exist.sh"
     if launcher_kind == "not_executable":
@@ -101,17 +108,29 @@ def test_launcher_that_cannot_start(listener, db_path, config_path, launchers, k
 
 
 def test_cli_diagnostics_are_kept_without_text(listener, db_path, config_path, launchers, kimi):
-    diagnostics = {"is_error": False, "num_turns": 3, "terminal_reason": "completed", "total_cost_usd": 0.01,
-                   "result": "the model answer, with SECRET words", "subtype": "free text is dropped"}
+    diagnostics = {
+        "is_error": False,
+        "num_turns": 3,
+        "terminal_reason": "completed",
+        "total_cost_usd": 0.01,
+        "result": "the model answer, with SECRET words",
+        "subtype": "free text is dropped",
+    }
     launcher = launchers / "launch_diag.sh"
-    launcher.write_text(f"#!/bin/sh\nFAKE_WORKER_DIAGNOSTICS='{json.dumps(diagnostics)}' exec "
-                        f'"$AGENT_BRIDGE_PYTHON" {FAKE_WORKER} "$@"\n')
+    launcher.write_text(
+        f"#!/bin/sh\nFAKE_WORKER_DIAGNOSTICS='{json.dumps(diagnostics)}' exec "
+        f'"$AGENT_BRIDGE_PYTHON" {FAKE_WORKER} "$@"\n'
+    )
     launcher.chmod(0o755)
     use(config_path, launchers, "succeed", launcher=launcher)
     done = wait_finished(db_path, send_task(kimi))
     assert done["outcome"] == "succeeded"
-    assert json.loads(done["diagnostics"]) == {"is_error": False, "num_turns": 3, "terminal_reason": "completed",
-                                               "total_cost_usd": 0.01}
+    assert json.loads(done["diagnostics"]) == {
+        "is_error": False,
+        "num_turns": 3,
+        "terminal_reason": "completed",
+        "total_cost_usd": 0.01,
+    }
 
 
 def test_failed_dispatch_freezes_the_conversation(listener, db_path, config_path, launchers, kimi):
@@ -164,8 +183,15 @@ def test_progress_line_and_status(listener, env, db_path, config_path, launchers
     use(config_path, launchers, "succeed")
     task = send_task(kimi)
     wait_finished(db_path, task)
-    line = wait_until(lambda: (out := cli(env, "listener", "progress", "--agent", "claude", "--once").stdout.strip())
-                      .startswith(f"[claude] idle | last msg#{task}") and out, what="idle line")
+    line = wait_until(
+        lambda: (
+            (out := cli(env, "listener", "progress", "--agent", "claude", "--once").stdout.strip()).startswith(
+                f"[claude] idle | last msg#{task}"
+            )
+            and out
+        ),
+        what="idle line",
+    )
     assert re.fullmatch(rf"\[claude\] idle \| last msg#{task} sender=kimi result=succeeded in \d+\.\ds rc=0", line)
     st = status(env)
     assert (st["enabled"], st["running"], st["pid"], st["progress_state"]) == (True, True, listener.pid, None)
@@ -200,7 +226,8 @@ def test_mcp_listener_tool_reports_and_never_raises(listener, claude):
 
 
 def test_secret_task_text_appears_in_no_log_progress_status_or_attempt(
-        listener, env, bridge_root, db_path, config_path, launchers, kimi):
+    listener, env, bridge_root, db_path, config_path, launchers, kimi
+):
     secret = "SECRET-dispatch-4b1d-payload"
     for mode in ("succeed", "noop"):
         use(config_path, launchers, mode)
@@ -222,10 +249,18 @@ def test_secret_task_text_appears_in_no_log_progress_status_or_attempt(
 
 def test_statusline_path_stays_lean(env):
     # Speed is measured in bench/; here: the status line never loads pydantic, psutil or the MCP SDK.
-    probe = ("import sys; from dispatcher.dispatch.statusline import statusline_text; print(statusline_text()); "
-             "print(sorted(m for m in ('pydantic', 'psutil', 'mcp', 'click') if m in sys.modules))")
-    done = subprocess.run([sys.executable, "-c", probe], cwd=PROJECT, env={**os.environ, **env},
-                          capture_output=True, text=True, timeout=60)
+    probe = (
+        "import sys; from dispatcher.dispatch.statusline import statusline_text; print(statusline_text()); "
+        "print(sorted(m for m in ('pydantic', 'psutil', 'mcp', 'click') if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=PROJECT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     line, loaded = done.stdout.splitlines()
     assert line.startswith("[claude]") and loaded == "[]"
 

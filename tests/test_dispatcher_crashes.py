@@ -36,8 +36,9 @@ def launch_count(launches: Path, message_id: int) -> int:
 
 
 def spawned(db_path, message_id):
-    return wait_until(lambda: (a := attempt(db_path, message_id)) and a["state"] == "spawned" and a,
-                      what="worker spawned")
+    return wait_until(
+        lambda: (a := attempt(db_path, message_id)) and a["state"] == "spawned" and a, what="worker spawned"
+    )
 
 
 def stop(proc):
@@ -98,9 +99,13 @@ def test_kill_supervisor_and_worker_is_settled_as_crashed(slow_config, env, db_p
 def test_recycled_pid_does_not_pin_an_attempt(slow_config, env, db_path, kimi):
     # An attempt whose recorded pids now belong to other processes (here: this test) is crashed.
     task = kimi.ok("send_message", recipient="claude", text="pid reuse", kind="task")["id"]
-    sql(db_path, "INSERT INTO dispatch_attempts (message_id, agent, state, started_at, supervisor_pid,"
+    sql(
+        db_path,
+        "INSERT INTO dispatch_attempts (message_id, agent, state, started_at, supervisor_pid,"
         " supervisor_start_time, worker_pid, worker_start_time, deadline) VALUES (?, 'claude', 'spawned',"
-        " 0, ?, 1.0, ?, 1.0, 9e12)", (task, os.getpid(), os.getpid()))
+        " 0, ?, 1.0, ?, 1.0, 9e12)",
+        (task, os.getpid(), os.getpid()),
+    )
     done = cli(env, "listener", "recover", "--agent", "claude")
     assert done.returncode == 0, done.stderr
     assert attempt(db_path, task)["outcome"] == "crashed"

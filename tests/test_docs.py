@@ -28,14 +28,17 @@ def section(title: str) -> str:
 
 
 def table_rows(text: str) -> list[list[str]]:
-    rows = [[cell.strip() for cell in line.strip().strip("|").split("|")]
-            for line in text.splitlines() if line.lstrip().startswith("|")]
+    rows = [
+        [cell.strip() for cell in line.strip().strip("|").split("|")]
+        for line in text.splitlines()
+        if line.lstrip().startswith("|")
+    ]
     return rows[2:]
 
 
 def documented_tools() -> list[str]:
     text = section("Using it: the tools")
-    rows = table_rows(text[text.index("| Tool |"):].split("\n\n", 1)[0])
+    rows = table_rows(text[text.index("| Tool |") :].split("\n\n", 1)[0])
     return [re.match(r"`(\w+)", row[0]).group(1) for row in rows]
 
 
@@ -52,8 +55,12 @@ def test_the_tool_table_lists_exactly_the_tools_a_session_server_offers(tmp_path
     documented = documented_tools()
     offered = server_tools(tmp_path, "session")
     assert len(documented) == len(set(documented)), f"a tool is listed twice: {documented}"
-    assert not offered - set(documented), f"tools the server offers but the README's table lacks: {sorted(offered - set(documented))}"
-    assert not set(documented) - offered, f"tools in the README's table the server does not offer: {sorted(set(documented) - offered)}"
+    assert not offered - set(documented), (
+        f"tools the server offers but the README's table lacks: {sorted(offered - set(documented))}"
+    )
+    assert not set(documented) - offered, (
+        f"tools in the README's table the server does not offer: {sorted(set(documented) - offered)}"
+    )
     words = {10: "ten", 9: "nine", 8: "eight"}
     assert f"the {words[len(offered)]} tools below" in section("Using it: the tools")
     assert re.search(rf"the {words[len(offered)]}\s+`agent_bridge` tools", README), "Setup's tool count is wrong"
@@ -62,8 +69,10 @@ def test_the_tool_table_lists_exactly_the_tools_a_session_server_offers(tmp_path
 def test_a_worker_server_offers_the_same_tools_without_listener(tmp_path):
     offered = server_tools(tmp_path, "worker")
     expected = set(documented_tools()) - {"listener", "who"}
-    assert offered == expected, (f"a worker server offers {sorted(offered - expected)} beyond the README's table "
-                                 f"without `listener` and `who`, and lacks {sorted(expected - offered)}")
+    assert offered == expected, (
+        f"a worker server offers {sorted(offered - expected)} beyond the README's table "
+        f"without `listener` and `who`, and lacks {sorted(expected - offered)}"
+    )
     assert f"it offers {len(offered)} tools, everything except `listener` and `who`" in README
     assert "eight tools" in DOCS["launchers.md"] and "ten without `listener` and `who`" in DOCS["launchers.md"]
 
@@ -102,7 +111,7 @@ def test_every_command_the_docs_mention_exists():
 def readme_error_codes() -> set[str]:
     codes = set()
     tools = section("Using it: the tools")
-    listed = tools[tools.index("Error codes:"):]
+    listed = tools[tools.index("Error codes:") :]
     codes |= set(re.findall(r"`([a-z][a-z_]+)`", listed.split("\n\n")[0]))
     for row in table_rows(section("Command errors and exit status")):
         codes |= set(re.findall(r"`([a-z][a-z_]+)`", row[2]))
@@ -117,11 +126,21 @@ def test_every_documented_error_code_is_raised_somewhere():
 
 
 def test_every_code_with_its_own_exit_status_is_in_the_table():
-    rows = {row[0]: set(re.findall(r"`([a-z][a-z_]+)`", row[2])) for row in table_rows(section("Command errors and exit status"))}
+    rows = {
+        row[0]: set(re.findall(r"`([a-z][a-z_]+)`", row[2]))
+        for row in table_rows(section("Command errors and exit status"))
+    }
     missing = sorted(code for code in exits.USAGE_CODES if code not in rows["2"])
     assert not missing, f"codes that exit 2 but are not in the README's exit-status row for 2: {missing}"
     statuses = {int(status) for status in rows}
-    expected = {0, exits.EXIT_FAILURE, exits.EXIT_USAGE, exits.EXIT_REFUSED, exits.EXIT_ATTEMPT_FAILED, exits.EXIT_INTERRUPTED}
+    expected = {
+        0,
+        exits.EXIT_FAILURE,
+        exits.EXIT_USAGE,
+        exits.EXIT_REFUSED,
+        exits.EXIT_ATTEMPT_FAILED,
+        exits.EXIT_INTERRUPTED,
+    }
     assert statuses == expected, f"exit statuses: README {sorted(statuses)}, exits.py {sorted(expected)}"
 
 
@@ -139,8 +158,11 @@ def test_every_link_in_the_docs_points_at_a_file_in_the_repository():
 
 def test_no_doc_cites_a_reference_outside_the_repository():
     texts = {"README.md": README, **DOCS}
-    found = [f"{name}: {hit}" for name, text in texts.items()
-             for hit in re.findall(r".{0,30}(?:\breference,? ?§|the reference\b|CLI reference).{0,30}", text, re.I)]
+    found = [
+        f"{name}: {hit}"
+        for name, text in texts.items()
+        for hit in re.findall(r".{0,30}(?:\breference,? ?§|the reference\b|CLI reference).{0,30}", text, re.I)
+    ]
     assert not found, f"citations of a reference this repository does not contain (use docs/agent-clis.md): {found}"
     assert "agent-clis.md" in README and (PROJECT / "docs" / "agent-clis.md").exists()
 
@@ -160,8 +182,12 @@ def test_the_config_bounds_in_the_readme_are_the_validated_ones():
     fields = {**BridgeConfig.model_fields, **AgentConfig.model_fields}
     wrong = []
     per_agent = {"max_cost_usd_per_task": " (per agent, optional, ", "interactive_grace_seconds": " (per agent, "}
-    for name in ("dispatch_max_age_seconds", "attempt_retention_days", "max_cost_usd_per_task",
-                 "interactive_grace_seconds"):
+    for name in (
+        "dispatch_max_age_seconds",
+        "attempt_retention_days",
+        "max_cost_usd_per_task",
+        "interactive_grace_seconds",
+    ):
         low, high = _bounds(fields[name])
         written = f"`{name}`{per_agent.get(name, ' (')}{low}..{high}"
         if written not in README:
@@ -173,8 +199,14 @@ def test_serve_help_names_agent_id():
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-m", "dispatcher", "serve", "--help"], cwd=PROJECT, capture_output=True,
-                          text=True, timeout=60, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [sys.executable, "-m", "dispatcher", "serve", "--help"],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode == 0 and "AGENT_ID" in done.stdout, done.stdout + done.stderr
 
 

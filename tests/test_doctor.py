@@ -29,8 +29,12 @@ def fake_cli(path: Path, line: str) -> Path:
 def setup(tmp_path) -> dict:
     """A healthy setup: a store, a valid config, the tested CLI versions, the status line configured."""
     config = write_config(tmp_path / "config.json")
-    env = {**os.environ, **bridge_env(tmp_path, config), "HOME": str(tmp_path / "home"),
-           "CLAUDE_CONFIG_DIR": str(tmp_path / "claude-config")}
+    env = {
+        **os.environ,
+        **bridge_env(tmp_path, config),
+        "HOME": str(tmp_path / "home"),
+        "CLAUDE_CONFIG_DIR": str(tmp_path / "claude-config"),
+    }
     env.pop("AGENT_ID", None)
     bins = tmp_path / "bin"
     bins.mkdir()
@@ -38,15 +42,22 @@ def setup(tmp_path) -> dict:
     env["KIMI_BIN"] = str(fake_cli(bins / "kimi", f"kimi, version {TESTED['kimi']}"))
     (tmp_path / "claude-config").mkdir()
     (tmp_path / "claude-config" / "settings.json").write_text(
-        json.dumps({"statusLine": {"type": "command", "command": "agent-bridge-statusline"}}))
+        json.dumps({"statusLine": {"type": "command", "command": "agent-bridge-statusline"}})
+    )
     db = Path(env["AGENT_BRIDGE_DB"])
     open_store(db).close()
     return {"root": tmp_path, "env": env, "db": db, "config": config}
 
 
 def doctor(env: dict, *args: str) -> tuple[int, dict | str]:
-    proc = subprocess.Popen([sys.executable, "-m", "dispatcher", "doctor", *args], cwd=PROJECT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dispatcher", "doctor", *args],
+        cwd=PROJECT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     out, err = proc.communicate(timeout=60)
     assert err == "", err
     return proc.returncode, (json.loads(out) if "--json" in args else out)
@@ -80,17 +91,28 @@ def add_stale_attempt(db: Path, agent: str = "claude") -> None:
     now = time.time()
     store_rows(
         db,
-        ("INSERT INTO messages (id, sender, recipient, kind, text, created_at) VALUES (7, 'kimi', ?, 'task', 'x', ?)",
-         (agent, now)),
-        ("INSERT INTO dispatch_attempts (message_id, agent, state, started_at, supervisor_pid, supervisor_start_time,"
-         " deadline, worker_token) VALUES (7, ?, 'spawned', ?, ?, ?, ?, 'tok')", (agent, now, dead.pid, now, now + 600)),
+        (
+            "INSERT INTO messages (id, sender, recipient, kind, text, created_at) VALUES (7, 'kimi', ?, 'task', 'x', ?)",
+            (agent, now),
+        ),
+        (
+            "INSERT INTO dispatch_attempts (message_id, agent, state, started_at, supervisor_pid, supervisor_start_time,"
+            " deadline, worker_token) VALUES (7, ?, 'spawned', ?, ?, ?, ?, 'tok')",
+            (agent, now, dead.pid, now, now + 600),
+        ),
     )
 
 
 def add_conversation(db: Path, state: str) -> None:
     now = time.time()
-    store_rows(db, ("INSERT INTO conversations (initiator, recipient, goal, state, max_turns, created_at, expires_at,"
-                    " updated_at) VALUES ('kimi', 'claude', 'g', ?, 4, ?, ?, ?)", (state, now, now + 3600, now)))
+    store_rows(
+        db,
+        (
+            "INSERT INTO conversations (initiator, recipient, goal, state, max_turns, created_at, expires_at,"
+            " updated_at) VALUES ('kimi', 'claude', 'g', ?, 4, ?, ?, ?)",
+            (state, now, now + 3600, now),
+        ),
+    )
 
 
 def test_healthy_setup_has_no_error(setup):
@@ -152,8 +174,9 @@ def test_launcher_missing_and_not_executable(setup):
     script = setup["root"] / "plain.sh"
     script.write_text("#!/bin/sh\n")
     script.chmod(0o644)
-    write_config(setup["config"], {"claude": {"launcher": str(setup["root"] / "nope.sh")},
-                                   "kimi": {"launcher": str(script)}})
+    write_config(
+        setup["config"], {"claude": {"launcher": str(setup["root"] / "nope.sh")}, "kimi": {"launcher": str(script)}}
+    )
     report = assert_error(setup["env"], "launcher_missing")
     assert "launcher_not_executable" in codes(report, "error")
 
@@ -203,8 +226,14 @@ def test_doctor_changes_nothing(setup):
 
 
 def test_old_unread_message_warns(setup):
-    store_rows(setup["db"], ("INSERT INTO messages (sender, recipient, kind, text, created_at) VALUES "
-                             "('kimi', 'claude', 'task', 'x', ?)", (time.time() - 2 * 86400,)))
+    store_rows(
+        setup["db"],
+        (
+            "INSERT INTO messages (sender, recipient, kind, text, created_at) VALUES "
+            "('kimi', 'claude', 'task', 'x', ?)",
+            (time.time() - 2 * 86400,),
+        ),
+    )
     rc, report = doctor(setup["env"], "--json")
     assert rc == 0 and "unread_old" in codes(report, "warn"), report
     found = next(f for f in report["findings"] if f["code"] == "unread_old")
@@ -213,8 +242,13 @@ def test_old_unread_message_warns(setup):
 
 def test_running_listener_is_seen(setup):
     """A live listener holds the store open (its -wal and -shm exist): doctor reads it the ordinary read-only way."""
-    listener = subprocess.Popen([sys.executable, "-m", "dispatcher", "listener", "run", "--agent", "kimi"],
-                                cwd=PROJECT, env=setup["env"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    listener = subprocess.Popen(
+        [sys.executable, "-m", "dispatcher", "listener", "run", "--agent", "kimi"],
+        cwd=PROJECT,
+        env=setup["env"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline, report = time.monotonic() + 30, None
         while time.monotonic() < deadline:
@@ -249,8 +283,10 @@ esac
 """
 CLAUDE_UNIT = "agent-bridge-listener@claude.service"
 KIMI_UNIT = "agent-bridge-listener@kimi.service"
-UNKNOWN_FIX = ("make `systemctl --user status` work in this shell (a login session, or `loginctl enable-linger "
-               "$USER`; XDG_RUNTIME_DIR set), then rerun doctor")
+UNKNOWN_FIX = (
+    "make `systemctl --user status` work in this shell (a login session, or `loginctl enable-linger "
+    "$USER`; XDG_RUNTIME_DIR set), then rerun doctor"
+)
 
 
 @pytest.fixture
@@ -278,20 +314,56 @@ def _unit_findings(report: dict) -> dict:
     return {f["agent"]: f for f in report["findings"] if f["code"].startswith("unit_")}
 
 
-@pytest.mark.parametrize("enabled, active, code, message, fix", [
-    ("enabled", "active", "unit_ok", f"{CLAUDE_UNIT} is enabled and active", ""),
-    ("disabled", None, "unit_not_enabled", f"{CLAUDE_UNIT} is disabled",
-     f"systemctl --user enable --now {CLAUDE_UNIT}"),
-    ("masked", None, "unit_not_enabled", f"{CLAUDE_UNIT} is masked", f"systemctl --user enable --now {CLAUDE_UNIT}"),
-    ("enabled", "inactive", "unit_not_active", f"{CLAUDE_UNIT} is enabled but inactive",
-     f"systemctl --user start {CLAUDE_UNIT}; journalctl --user -u {CLAUDE_UNIT}"),
-    ("enabled", "failed", "unit_not_active", f"{CLAUDE_UNIT} is enabled but failed",
-     f"systemctl --user start {CLAUDE_UNIT}; journalctl --user -u {CLAUDE_UNIT}"),
-    ("BUS", None, "unit_unknown", f"`systemctl --user` could not say whether {CLAUDE_UNIT} is enabled: "
-     "Failed to connect to bus: No medium found", UNKNOWN_FIX),
-    ("enabled", "BUS", "unit_unknown", f"`systemctl --user` could not say whether {CLAUDE_UNIT} is active: "
-     "Failed to connect to bus: No medium found", UNKNOWN_FIX),
-])
+@pytest.mark.parametrize(
+    "enabled, active, code, message, fix",
+    [
+        ("enabled", "active", "unit_ok", f"{CLAUDE_UNIT} is enabled and active", ""),
+        (
+            "disabled",
+            None,
+            "unit_not_enabled",
+            f"{CLAUDE_UNIT} is disabled",
+            f"systemctl --user enable --now {CLAUDE_UNIT}",
+        ),
+        (
+            "masked",
+            None,
+            "unit_not_enabled",
+            f"{CLAUDE_UNIT} is masked",
+            f"systemctl --user enable --now {CLAUDE_UNIT}",
+        ),
+        (
+            "enabled",
+            "inactive",
+            "unit_not_active",
+            f"{CLAUDE_UNIT} is enabled but inactive",
+            f"systemctl --user start {CLAUDE_UNIT}; journalctl --user -u {CLAUDE_UNIT}",
+        ),
+        (
+            "enabled",
+            "failed",
+            "unit_not_active",
+            f"{CLAUDE_UNIT} is enabled but failed",
+            f"systemctl --user start {CLAUDE_UNIT}; journalctl --user -u {CLAUDE_UNIT}",
+        ),
+        (
+            "BUS",
+            None,
+            "unit_unknown",
+            f"`systemctl --user` could not say whether {CLAUDE_UNIT} is enabled: "
+            "Failed to connect to bus: No medium found",
+            UNKNOWN_FIX,
+        ),
+        (
+            "enabled",
+            "BUS",
+            "unit_unknown",
+            f"`systemctl --user` could not say whether {CLAUDE_UNIT} is active: "
+            "Failed to connect to bus: No medium found",
+            UNKNOWN_FIX,
+        ),
+    ],
+)
 def test_unit_states_from_systemctl(units, enabled, active, code, message, fix):
     state = units["state"]
     (state / f"is-enabled.{CLAUDE_UNIT}").write_text(enabled)
@@ -315,8 +387,10 @@ def test_unit_state_unknown_without_systemctl(units):
     found = _unit_findings(report)
     for agent, unit in (("claude", CLAUDE_UNIT), ("kimi", KIMI_UNIT)):
         assert (found[agent]["code"], found[agent]["message"], found[agent]["fix"]) == (
-            "unit_unknown", f"`systemctl --user` could not say whether {unit} is enabled: systemctl is not on PATH",
-            UNKNOWN_FIX)
+            "unit_unknown",
+            f"`systemctl --user` could not say whether {unit} is enabled: systemctl is not on PATH",
+            UNKNOWN_FIX,
+        )
 
 
 def test_no_user_manager_or_no_unit_never_asks_systemctl(units):
@@ -324,9 +398,11 @@ def test_no_user_manager_or_no_unit_never_asks_systemctl(units):
     (Path(env["XDG_RUNTIME_DIR"]) / "systemd" / "private").unlink()
     _, report = doctor(env, "--json")
     assert {a: (f["code"], f["fix"]) for a, f in _unit_findings(report).items()} == {
-        a: ("unit_no_manager", "") for a in ("claude", "kimi")}
+        a: ("unit_no_manager", "") for a in ("claude", "kimi")
+    }
     (Path(env["XDG_CONFIG_HOME"]) / "systemd" / "user" / "agent-bridge-listener@.service").unlink()
     _, report = doctor(env, "--json")
     assert {a: (f["code"], f["fix"]) for a, f in _unit_findings(report).items()} == {
-        a: ("unit_not_installed", f"agent-bridge systemd install --agent {a}") for a in ("claude", "kimi")}
+        a: ("unit_not_installed", f"agent-bridge systemd install --agent {a}") for a in ("claude", "kimi")
+    }
     assert not (units["state"] / "calls").exists()

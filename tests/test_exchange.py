@@ -30,7 +30,12 @@ def test_basic_exchange_end_to_end(claude, kimi):
     assert kimi.ok("receive_messages")["messages"][0]["owned_by_current_worker"] is True
 
     reply = kimi.ok(
-        "send_message", recipient="claude", text="looks fine", kind="result", reply_to=task_id, dedup_key="task-1:result"
+        "send_message",
+        recipient="claude",
+        text="looks fine",
+        kind="result",
+        reply_to=task_id,
+        dedup_key="task-1:result",
     )
     assert kimi.ok("mark_read", message_ids=[task_id]) == {"acknowledged": [task_id], "skipped": []}
     assert kimi.ok("receive_messages")["messages"] == []
@@ -169,9 +174,19 @@ def test_long_poll_with_nothing_returns_empty(kimi):
 def test_tool_list_is_complete_and_compact(claude):
     tools = claude.list_tools()
     # A session server offers exactly the ten tools the README lists (a worker's lacks listener and who).
-    assert sorted(t.name for t in tools) == sorted([
-        "send_message", "receive_messages", "claim_message", "release_message", "mark_read",
-        "get_message", "start_conversation", "conversation", "listener", "who",
-    ])
+    assert sorted(t.name for t in tools) == sorted(
+        [
+            "send_message",
+            "receive_messages",
+            "claim_message",
+            "release_message",
+            "mark_read",
+            "get_message",
+            "start_conversation",
+            "conversation",
+            "listener",
+            "who",
+        ]
+    )
     size = len(json.dumps([t.model_dump(mode="json", exclude_none=True) for t in tools]))
     assert size < 12000, size  # issue 10's bound on tools/list

@@ -155,8 +155,7 @@ class Chaos:
                 self.send(self.task_key(self.next_task))
                 self.next_task += 1
             first = False
-            procs = sorted((p for p in marked_processes(self.marker, cmd) if p.pid not in exclude),
-                           key=lambda p: p.pid)
+            procs = sorted((p for p in marked_processes(self.marker, cmd) if p.pid not in exclude), key=lambda p: p.pid)
             if procs:
                 return self.rng.choice(procs)
             time.sleep(0.02)
@@ -180,8 +179,9 @@ class Chaos:
         proc.wait(30)
         # Tasks the dead listener had not yet recorded an attempt for: the restart must take them.
         attempted = {r[0] for r in query(self.db, "SELECT message_id FROM dispatch_attempts")}
-        self.unattempted_at_kill |= {i for k, i in self.confirmed.items()
-                                     if self.recipient(k) == agent and i not in attempted}
+        self.unattempted_at_kill |= {
+            i for k, i in self.confirmed.items() if self.recipient(k) == agent and i not in attempted
+        }
         self.listeners[agent] = None
         self.restart_in[agent] = self.rng.randint(0, 3)
         self.kills["listener"] += 1
@@ -299,9 +299,11 @@ def test_random_kill9_then_restart_every_task_settles_once(chaos):
     chaos.recover()
     injected = time.monotonic() - started
     wait_until(lambda: not chaos.unsettled(), SETTLE_DEADLINE, "every task to have a finished attempt")
-    print(f"[chaos] {len(chaos.confirmed)} tasks, kills {dict(chaos.kills)}, "
-          f"{len(chaos.unattempted_at_kill)} tasks not yet attempted when their listener died, "
-          f"injection {injected:.1f} s, total {time.monotonic() - started:.1f} s")
+    print(
+        f"[chaos] {len(chaos.confirmed)} tasks, kills {dict(chaos.kills)}, "
+        f"{len(chaos.unattempted_at_kill)} tasks not yet attempted when their listener died, "
+        f"injection {injected:.1f} s, total {time.monotonic() - started:.1f} s"
+    )
 
     db = chaos.db
     tasks = dict(query(db, "SELECT dedup_key, id FROM messages WHERE sender = 'kimi' AND kind = 'task'"))

@@ -33,8 +33,12 @@ class RawServer:
     def __init__(self, env: dict[str, str], stderr: Path) -> None:
         self._stderr = open(stderr, "ab")  # noqa: SIM115 - the server's stderr for its whole life; close() closes it
         self.proc = subprocess.Popen(
-            [sys.executable, str(PROJECT / "server.py")], cwd=PROJECT, env={**os.environ, **env, "AGENT_ID": "claude"},
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
+            [sys.executable, str(PROJECT / "server.py")],
+            cwd=PROJECT,
+            env={**os.environ, **env, "AGENT_ID": "claude"},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
         )
         self._inbox: queue.Queue = queue.Queue()
         self._early: dict = {}
@@ -96,8 +100,18 @@ class RawServer:
 @pytest.fixture(scope="module")
 def server(env, bridge_root):
     raw = RawServer(env, bridge_root / "raw-server.stderr")
-    raw.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}})
+    raw.send(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "0"},
+            },
+        }
+    )
     assert raw.response(1)["result"]["serverInfo"]["name"] == "agent_bridge"
     raw.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
     yield raw
@@ -107,25 +121,29 @@ def server(env, bridge_root):
 
 
 def tool_call(name: str, arguments: dict, request_id: int) -> bytes:
-    return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
-                       "params": {"name": name, "arguments": arguments}}).encode()
+    return json.dumps(
+        {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+    ).encode()
 
 
 def message_count(db_path) -> int:
     return query(db_path, "SELECT count(*) FROM messages")[0][0]
 
 
-@pytest.mark.parametrize(("raw", "code"), [
-    (b"this is not json", PARSE_ERROR),
-    (b"\xff\xfe\x00 binary \x80", PARSE_ERROR),
-    (b"[" * 100_000, INVALID_REQUEST),  # absurdly deep
-    (b"42", INVALID_REQUEST),
-    (b'"a string"', INVALID_REQUEST),
-    (b"null", INVALID_REQUEST),
-    (b"[]", INVALID_REQUEST),
-    (b'{"hello": "world"}', INVALID_REQUEST),  # JSON, no id, no method
-    (b'{"jsonrpc":"2.0","id":null,"method":"tools/list"}', INVALID_REQUEST),  # MCP ids are never null
-])
+@pytest.mark.parametrize(
+    ("raw", "code"),
+    [
+        (b"this is not json", PARSE_ERROR),
+        (b"\xff\xfe\x00 binary \x80", PARSE_ERROR),
+        (b"[" * 100_000, INVALID_REQUEST),  # absurdly deep
+        (b"42", INVALID_REQUEST),
+        (b'"a string"', INVALID_REQUEST),
+        (b"null", INVALID_REQUEST),
+        (b"[]", INVALID_REQUEST),
+        (b'{"hello": "world"}', INVALID_REQUEST),  # JSON, no id, no method
+        (b'{"jsonrpc":"2.0","id":null,"method":"tools/list"}', INVALID_REQUEST),  # MCP ids are never null
+    ],
+)
 def test_garbage_is_answered_with_a_null_id(server, raw, code):
     server.write(raw)
     reply = server.next_message()
@@ -156,26 +174,56 @@ def test_notifications_and_blank_lines_get_no_answer(server):
 def deep(levels: int, request_id: str = "7") -> bytes:
     """A send_message call whose text argument is nested ``levels`` lists deep, id last."""
     text = "[" * levels + "]" * levels
-    return (b'{"jsonrpc":"2.0","method":"tools/call","params":{"name":"send_message","arguments":'
-            b'{"recipient":"kimi","text":' + text.encode() + b'}},"id":' + request_id.encode() + b"}")
+    return (
+        b'{"jsonrpc":"2.0","method":"tools/call","params":{"name":"send_message","arguments":'
+        b'{"recipient":"kimi","text":' + text.encode() + b'}},"id":' + request_id.encode() + b"}"
+    )
 
 
-@pytest.mark.parametrize(("raw", "echoed", "code", "prefix"), [
-    (b'{"jsonrpc":"2.0","id":1.5,"method":"ping"}', 1.5, INVALID_REQUEST, "invalid_request: "),
-    (b'{"jsonrpc":"2.0","id":3.0,"method":"tools/list"}', 3.0, INVALID_REQUEST, "invalid_request: "),
-    (b'{"jsonrpc":"2.0","id":true,"method":"ping"}', None, INVALID_REQUEST, "invalid_request: "),
-    (b'{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}', None, INVALID_REQUEST, "invalid_request: "),
-    (deep(900, "71"), 71, INVALID_REQUEST, "invalid_request: "),
-    (deep(250, "72"), 72, INVALID_REQUEST, "invalid_request: "),
-    (deep(200_000, '"deep"'), "deep", INVALID_REQUEST, "invalid_request: "),
-    (tool_call("mark_read", {"message_ids": [1]}, 73).replace(b"[1]", b"[" + b"9" * 4301 + b"]"),
-     73, INVALID_REQUEST, "invalid_request: "),
-    (b'{"jsonrpc":"2.0","id":' + b"5" * 5000 + b',"method":"ping"}', "5" * 5000, INVALID_REQUEST, "invalid_request: "),
-    (tool_call("send_message", {"recipient": "kimi", "text": "a\rb"}, 74).replace(b"\\r", b"\r"),
-     74, PARSE_ERROR, "parse_error: "),
-    (b'{"jsonrpc":"2.0","id":"\\ud800x","method":"ping"}', "\ud800x", INVALID_REQUEST, "invalid_text: "),
-], ids=["float", "integral-float", "bool", "object", "nested-900", "nested-250", "nested-200000",
-        "int-4301-digits", "id-5000-digits", "bare-cr-in-string", "lone-surrogate-id"])
+@pytest.mark.parametrize(
+    ("raw", "echoed", "code", "prefix"),
+    [
+        (b'{"jsonrpc":"2.0","id":1.5,"method":"ping"}', 1.5, INVALID_REQUEST, "invalid_request: "),
+        (b'{"jsonrpc":"2.0","id":3.0,"method":"tools/list"}', 3.0, INVALID_REQUEST, "invalid_request: "),
+        (b'{"jsonrpc":"2.0","id":true,"method":"ping"}', None, INVALID_REQUEST, "invalid_request: "),
+        (b'{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}', None, INVALID_REQUEST, "invalid_request: "),
+        (deep(900, "71"), 71, INVALID_REQUEST, "invalid_request: "),
+        (deep(250, "72"), 72, INVALID_REQUEST, "invalid_request: "),
+        (deep(200_000, '"deep"'), "deep", INVALID_REQUEST, "invalid_request: "),
+        (
+            tool_call("mark_read", {"message_ids": [1]}, 73).replace(b"[1]", b"[" + b"9" * 4301 + b"]"),
+            73,
+            INVALID_REQUEST,
+            "invalid_request: ",
+        ),
+        (
+            b'{"jsonrpc":"2.0","id":' + b"5" * 5000 + b',"method":"ping"}',
+            "5" * 5000,
+            INVALID_REQUEST,
+            "invalid_request: ",
+        ),
+        (
+            tool_call("send_message", {"recipient": "kimi", "text": "a\rb"}, 74).replace(b"\\r", b"\r"),
+            74,
+            PARSE_ERROR,
+            "parse_error: ",
+        ),
+        (b'{"jsonrpc":"2.0","id":"\\ud800x","method":"ping"}', "\ud800x", INVALID_REQUEST, "invalid_text: "),
+    ],
+    ids=[
+        "float",
+        "integral-float",
+        "bool",
+        "object",
+        "nested-900",
+        "nested-250",
+        "nested-200000",
+        "int-4301-digits",
+        "id-5000-digits",
+        "bare-cr-in-string",
+        "lone-surrogate-id",
+    ],
+)
 def test_every_request_line_gets_an_answer(server, db_path, raw, echoed, code, prefix):
     """Defect 15: each of these requests used to get no reply at all."""
     before = message_count(db_path)
@@ -199,13 +247,16 @@ def test_lines_end_at_newline_only(server, db_path):
     assert message_count(db_path) == before + 1
 
 
-@pytest.mark.parametrize(("raw", "request_id"), [
-    (b'{"id": 3, "hello": "world"}', 3),  # valid JSON, not JSON-RPC
-    (b'{"jsonrpc": "1.0", "id": 4, "method": "ping"}', 4),
-    (b'{"jsonrpc": "2.0", "id": "five", "method": "tools/call", "params": [1, 2]}', "five"),
-    (b'{"jsonrpc": "2.0", "id": 6, "method": 7}', 6),
-    (b'{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": "send_message"}', 7),
-])
+@pytest.mark.parametrize(
+    ("raw", "request_id"),
+    [
+        (b'{"id": 3, "hello": "world"}', 3),  # valid JSON, not JSON-RPC
+        (b'{"jsonrpc": "1.0", "id": 4, "method": "ping"}', 4),
+        (b'{"jsonrpc": "2.0", "id": "five", "method": "tools/call", "params": [1, 2]}', "five"),
+        (b'{"jsonrpc": "2.0", "id": 6, "method": 7}', 6),
+        (b'{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": "send_message"}', 7),
+    ],
+)
 def test_json_that_is_not_json_rpc_is_answered_with_an_error(server, raw, request_id):
     server.write(raw)
     reply = server.response(request_id)
@@ -215,8 +266,10 @@ def test_json_that_is_not_json_rpc_is_answered_with_an_error(server, raw, reques
 
 
 def test_a_batch_gets_one_error_per_request_in_it(server):
-    server.write(b'[{"jsonrpc":"2.0","id":41,"method":"ping"}, {"jsonrpc":"2.0","method":"ping"},'
-                 b' {"jsonrpc":"2.0","id":"42","method":"tools/list"}]')
+    server.write(
+        b'[{"jsonrpc":"2.0","id":41,"method":"ping"}, {"jsonrpc":"2.0","method":"ping"},'
+        b' {"jsonrpc":"2.0","id":"42","method":"tools/list"}]'
+    )
     for request_id in (41, "42"):
         assert server.response(request_id)["error"]["code"] == INVALID_REQUEST
     server.ping_ok()
@@ -233,8 +286,14 @@ def test_lone_surrogate_escapes_are_refused_and_nothing_is_written(server, db_pa
         name = "send\ud800"
     elif where == "key":
         args["\udbff"] = "x"
-    raw = json.dumps({"jsonrpc": "2.0", "id": 77, "method": method if where != "method" else "tools/\ud800",
-                      "params": {"name": name, "arguments": args}})
+    raw = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 77,
+            "method": method if where != "method" else "tools/\ud800",
+            "params": {"name": name, "arguments": args},
+        }
+    )
     assert "\\ud800" in raw or "\\udfff" in raw or "\\udbff" in raw  # sent as a JSON escape, as a client would
     server.write(raw.encode())
     reply = server.response(77)

@@ -177,13 +177,21 @@ def test_full_disk_refuses_every_transactional_send_cleanly(tmp_path):
             task = kimi.ok("send_message", recipient="claude", text="a task to answer", kind="task")["id"]
             started = kimi.ok("start_conversation", recipient="claude", goal="a goal to answer")
             sends = {
-                "task with dedup_key": (kimi, "send_message",
-                                        {"recipient": "claude", "text": BIG, "kind": "task", "dedup_key": "full-1"}),
-                "result": (claude, "send_message",
-                           {"recipient": "kimi", "text": BIG, "kind": "result", "reply_to": task}),
-                "conversation turn": (claude, "send_message",
-                                      {"recipient": "kimi", "text": BIG, "kind": "result",
-                                       "reply_to": started["message_id"]}),
+                "task with dedup_key": (
+                    kimi,
+                    "send_message",
+                    {"recipient": "claude", "text": BIG, "kind": "task", "dedup_key": "full-1"},
+                ),
+                "result": (
+                    claude,
+                    "send_message",
+                    {"recipient": "kimi", "text": BIG, "kind": "result", "reply_to": task},
+                ),
+                "conversation turn": (
+                    claude,
+                    "send_message",
+                    {"recipient": "kimi", "text": BIG, "kind": "result", "reply_to": started["message_id"]},
+                ),
                 "start_conversation": (kimi, "start_conversation", {"recipient": "claude", "goal": BIG}),
             }
             before = db_snapshot(db)
@@ -228,8 +236,11 @@ def test_file_system_turning_read_only_is_a_clear_error_then_repaired(tmp_path):
             if not trigger.exists():
                 pytest.skip(f"this kernel has no {trigger}: cannot inject an ext4 error")
             trigger.write_text("agent-bridge fault test")
-            wait_until(lambda: "ro" in _mount_options(disk) or "emergency_ro" in _mount_options(disk),
-                       30, "the file system to turn read-only")
+            wait_until(
+                lambda: "ro" in _mount_options(disk) or "emergency_ro" in _mount_options(disk),
+                30,
+                "the file system to turn read-only",
+            )
 
             refused = kimi.call("send_message", recipient="claude", text="after the disk broke")
             assert refused.is_error and refused.text.startswith("store_unavailable: "), refused.text
@@ -265,8 +276,15 @@ def test_server_started_on_a_read_only_store_refuses_clearly(tmp_path):
         open_store(db).close()
         assert _run("mount", "-o", "remount,ro", str(ro)).returncode == 0
         env = {**os.environ, **_env(tmp_path, db), "AGENT_ID": "claude"}
-        done = subprocess.run([sys.executable, str(PROJECT / "server.py")], env=env, cwd=PROJECT,
-                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, str(PROJECT / "server.py")],
+            env=env,
+            cwd=PROJECT,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode == 2, done.stderr
         assert done.stdout == ""
         assert "Traceback" not in done.stderr
@@ -281,11 +299,15 @@ class Running:
 
     def __init__(self, root: Path) -> None:
         launcher = scripted_launcher(root)
-        agents = {"claude": {"auto": True, "launcher": str(launcher), "worker_timeout_seconds": 10},
-                  "kimi": {"auto": False, "launcher": str(launcher)}}
+        agents = {
+            "claude": {"auto": True, "launcher": str(launcher), "worker_timeout_seconds": 10},
+            "kimi": {"auto": False, "launcher": str(launcher)},
+        }
         self.root = root
-        self.env = {**bridge_env(root, write_config(root / "config.json", agents)),
-                    "SCRIPTED_WORKER_LAUNCHES": str(root / "launches.txt")}
+        self.env = {
+            **bridge_env(root, write_config(root / "config.json", agents)),
+            "SCRIPTED_WORKER_LAUNCHES": str(root / "launches.txt"),
+        }
         self.db = Path(self.env["AGENT_BRIDGE_DB"])
         self.kimi = McpAgent("kimi", self.env, root / "servers.stderr")
         self.claude = McpAgent("claude", self.env, root / "servers.stderr")
@@ -294,10 +316,13 @@ class Running:
 
     def dispatched(self, task_id: int) -> str:
         """Wait for the listener to settle the attempt at ``task_id``; its outcome."""
+
         def outcome():
-            rows = query(self.db, "SELECT outcome FROM dispatch_attempts WHERE message_id = ? AND state = 'finished'",
-                         (task_id,))
+            rows = query(
+                self.db, "SELECT outcome FROM dispatch_attempts WHERE message_id = ? AND state = 'finished'", (task_id,)
+            )
             return rows[0][0] if rows else None
+
         return wait_until(outcome, 120, f"the listener to dispatch task #{task_id}")
 
     def progress(self) -> dict:
@@ -330,16 +355,19 @@ def test_deleted_store_is_store_missing_never_a_silent_write(tmp_path):
         before = _messages(run.db)
 
         run.db.unlink()  # as `rm bridge.db` would: the -wal and -shm files stay
-        for agent, tool, args in ((run.kimi, "send_message", {"recipient": "claude", "text": "lost?", "kind": "task"}),
-                                  (run.claude, "receive_messages", {}),
-                                  (run.claude, "mark_read", {"message_ids": [task]}),
-                                  (run.kimi, "get_message", {"message_id": task})):
+        for agent, tool, args in (
+            (run.kimi, "send_message", {"recipient": "claude", "text": "lost?", "kind": "task"}),
+            (run.claude, "receive_messages", {}),
+            (run.claude, "mark_read", {"message_ids": [task]}),
+            (run.kimi, "get_message", {"message_id": task}),
+        ):
             result = agent.call(tool, **args)
             assert result.is_error and result.text.startswith("store_missing: "), (tool, result.text)
         # The listener notices too, and says so (and waits) instead of exiting, dispatching or
         # creating a new store.
-        wait_until(lambda: "store_missing" in str(run.progress().get("error")), 60,
-                   "the listener to report the deleted store")
+        wait_until(
+            lambda: "store_missing" in str(run.progress().get("error")), 60, "the listener to report the deleted store"
+        )
         assert run.progress()["stage"] == "error" and run.listener.poll() is None
         assert not run.db.exists(), "a new store file was created behind the callers' backs"
 
@@ -374,8 +402,9 @@ def test_store_handle_reopens_a_replaced_file_only_once_the_old_one_is_let_go(tm
     db = tmp_path / "bridge.db"
     store = Store(db)
     store.connection()
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_OLD_FILE, str(db)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_OLD_FILE, str(db)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert holder.stdout.readline().strip() == "holding"
         new = open_store(tmp_path / "new.db")
@@ -409,8 +438,10 @@ def test_replaced_store_is_reopened_cleanly_or_refused(tmp_path):
         assert run.dispatched(old_task) == "succeeded"
         replacement = tmp_path / "state" / "replacement.db"
         conn = open_store(replacement)
-        conn.execute("INSERT INTO messages (sender, recipient, text, created_at) VALUES"
-                     " ('kimi', 'claude', 'from the replacement', strftime('%s','now'))")
+        conn.execute(
+            "INSERT INTO messages (sender, recipient, text, created_at) VALUES"
+            " ('kimi', 'claude', 'from the replacement', strftime('%s','now'))"
+        )
         conn.close()
         assert not _sidecars(replacement)
         os.replace(replacement, run.db)
@@ -461,8 +492,15 @@ class Senders:
 
 
 def _start_server(env: dict[str, str], agent: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(PROJECT / "server.py")], env={**os.environ, **env, "AGENT_ID": agent},
-                          cwd=PROJECT, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, str(PROJECT / "server.py")],
+        env={**os.environ, **env, "AGENT_ID": agent},
+        cwd=PROJECT,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.mark.slow
@@ -488,8 +526,11 @@ def test_deleted_sidecars_never_split_the_store(tmp_path, deleted):
 
         # The running servers notice on their next call; once both have let go of the deleted
         # files (the last one checkpoints them into the store), each reopens cleanly.
-        wait_until(lambda: senders.send(kimi, "claude") & senders.send(claude, "kimi"), 60,
-                   "both running servers to reopen the store")
+        wait_until(
+            lambda: senders.send(kimi, "claude") & senders.send(claude, "kimi"),
+            60,
+            "both running servers to reopen the store",
+        )
         assert senders.refusals >= 1, "nobody noticed the deleted files"
         third = McpAgent("kimi", env, tmp_path / "servers.stderr")
         third.wait_ready()
@@ -512,17 +553,25 @@ def test_deleted_sidecars_never_split_the_store(tmp_path, deleted):
 @pytest.mark.slow
 def test_v1_store_is_migrated_by_a_running_server_and_listener(tmp_path):
     launcher = scripted_launcher(tmp_path)
-    agents = {"claude": {"auto": True, "launcher": str(launcher), "worker_timeout_seconds": 10},
-              "kimi": {"auto": True, "launcher": str(launcher), "worker_timeout_seconds": 10}}
-    env = {**bridge_env(tmp_path, write_config(tmp_path / "config.json", agents)),
-           "SCRIPTED_WORKER_LAUNCHES": str(tmp_path / "launches.txt")}
+    agents = {
+        "claude": {"auto": True, "launcher": str(launcher), "worker_timeout_seconds": 10},
+        "kimi": {"auto": True, "launcher": str(launcher), "worker_timeout_seconds": 10},
+    }
+    env = {
+        **bridge_env(tmp_path, write_config(tmp_path / "config.json", agents)),
+        "SCRIPTED_WORKER_LAUNCHES": str(tmp_path / "launches.txt"),
+    }
     db = Path(env["AGENT_BRIDGE_DB"])
     store_from_fixture(db, "store_v1", 1)
-    v1_columns = ("id, sender, recipient, kind, text, reply_to, conversation_id, dedup_key, created_at,"
-                  " response_deadline, delivered_at, acknowledged_at, claim_owner, claim_expires_at")
+    v1_columns = (
+        "id, sender, recipient, kind, text, reply_to, conversation_id, dedup_key, created_at,"
+        " response_deadline, delivered_at, acknowledged_at, claim_owner, claim_expires_at"
+    )
     before = query(db, f"SELECT {v1_columns} FROM messages ORDER BY id")
-    conv_columns = ("id, initiator, recipient, goal, state, max_turns, turn_count, in_flight_message_id,"
-                    " created_at, expires_at, updated_at")  # the v1 columns (schema 4 adds max_cost_usd)
+    conv_columns = (
+        "id, initiator, recipient, goal, state, max_turns, turn_count, in_flight_message_id,"
+        " created_at, expires_at, updated_at"
+    )  # the v1 columns (schema 4 adds max_cost_usd)
     conversations = query(db, f"SELECT {conv_columns} FROM conversations ORDER BY id")
 
     # Everyone starts at once on the old store: the first to take the write lock migrates.
@@ -543,8 +592,9 @@ def test_v1_store_is_migrated_by_a_running_server_and_listener(tmp_path):
         task = claude.ok("send_message", recipient="kimi", text="after the migration", kind="task")["id"]
 
         def settled():
-            rows = query(db, "SELECT outcome FROM dispatch_attempts WHERE message_id = ? AND state = 'finished'",
-                         (task,))
+            rows = query(
+                db, "SELECT outcome FROM dispatch_attempts WHERE message_id = ? AND state = 'finished'", (task,)
+            )
             return rows[0][0] if rows else None
 
         assert wait_until(settled, 120, "the listener to dispatch the new task") == "succeeded"

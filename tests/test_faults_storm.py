@@ -119,8 +119,15 @@ def test_busy_storm_every_message_acknowledged_exactly_once(tmp_path):
 
         def spawn(*args: str) -> None:
             with open(tmp_path / "workers.stderr", "ab") as err:  # Popen keeps its own copy
-                procs.append(subprocess.Popen([sys.executable, str(STORM_WORKER), *args], cwd=PROJECT, env=proc_env,
-                                              stdin=subprocess.DEVNULL, stderr=err))
+                procs.append(
+                    subprocess.Popen(
+                        [sys.executable, str(STORM_WORKER), *args],
+                        cwd=PROJECT,
+                        env=proc_env,
+                        stdin=subprocess.DEVNULL,
+                        stderr=err,
+                    )
+                )
 
         for i in range(READERS - MCP_READERS):
             spawn("reader", "sink", str(stop_file), str(out / f"reader-{i}.json"))
@@ -134,7 +141,7 @@ def test_busy_storm_every_message_acknowledged_exactly_once(tmp_path):
         for thread in mcp_writers:
             thread.join(STORM_SECONDS + 150)
             assert not thread.is_alive(), "an MCP writer hung"
-        writer_procs = procs[READERS - MCP_READERS:]
+        writer_procs = procs[READERS - MCP_READERS :]
         for proc in writer_procs:
             assert proc.wait(STORM_SECONDS + 150) == 0, "a writer process failed; see workers.stderr"
         stormed = time.monotonic() - started - boot
@@ -171,9 +178,11 @@ def test_busy_storm_every_message_acknowledged_exactly_once(tmp_path):
     refusals += sum((t.refusals for t in mcp_readers), Counter())
     mcp_sent = sum(len(t.sent) for t in mcp_writers)
     mcp_acks = sum(len(t.acknowledged) for t in mcp_readers)
-    print(f"\n[storm] servers up in {boot:.1f} s; {len(sent)} sent in {stormed:.1f} s ({mcp_sent} over MCP); "
-          f"backlog {backlog} drained in {drained:.1f} s; {len(acks)} acknowledged ({mcp_acks} over MCP); "
-          f"contention refusals {dict(refusals)}; total {time.monotonic() - started:.1f} s")
+    print(
+        f"\n[storm] servers up in {boot:.1f} s; {len(sent)} sent in {stormed:.1f} s ({mcp_sent} over MCP); "
+        f"backlog {backlog} drained in {drained:.1f} s; {len(acks)} acknowledged ({mcp_acks} over MCP); "
+        f"contention refusals {dict(refusals)}; total {time.monotonic() - started:.1f} s"
+    )
 
     assert not errors, f"{len(errors)} errors reached callers, e.g. {errors[:5]}"
     assert len(set(sent)) == len(sent), "a writer got one id for two messages"

@@ -25,37 +25,136 @@ CASES = [
     ("nothing waits, Stop", "Stop", (), told([1]), T, False, False, False, "empty"),
     ("first notice on a prompt", "UserPromptSubmit", (1, 2), SessionState(), T, False, True, False, "new"),
     ("first notice after a tool", "PostToolUse", (1,), SessionState(), T, False, True, False, "new"),
-    ("a new id after a tool, gap over", "PostToolUse", (1, 2), told([1], last=T - MIN_GAP_SECONDS), T, False,
-     True, False, "new"),
-    ("a new id after a tool within the gap: deferred", "PostToolUse", (1, 2), told([1], last=T - 1), T, False,
-     False, False, "gap"),
-    ("a new id on a prompt ignores the gap", "UserPromptSubmit", (1, 2), told([1], last=T - 1), T, False,
-     True, False, "new"),
-    ("already told, recently", "UserPromptSubmit", (1,), told([1], last=T - 5), T, False, False, False,
-     "announced_recently"),
-    ("already told, after a tool, recently", "PostToolUse", (1,), told([1], last=T - 5), T, False, False, False,
-     "announced_recently"),
-    ("already told long ago: remind", "UserPromptSubmit", (1,), told([1], last=T - REMIND_SECONDS), T, False,
-     True, False, "remind"),
-    ("already told long ago, after a tool: remind", "PostToolUse", (1,), told([1], last=T - REMIND_SECONDS - 1), T,
-     False, True, False, "remind"),
+    (
+        "a new id after a tool, gap over",
+        "PostToolUse",
+        (1, 2),
+        told([1], last=T - MIN_GAP_SECONDS),
+        T,
+        False,
+        True,
+        False,
+        "new",
+    ),
+    (
+        "a new id after a tool within the gap: deferred",
+        "PostToolUse",
+        (1, 2),
+        told([1], last=T - 1),
+        T,
+        False,
+        False,
+        False,
+        "gap",
+    ),
+    (
+        "a new id on a prompt ignores the gap",
+        "UserPromptSubmit",
+        (1, 2),
+        told([1], last=T - 1),
+        T,
+        False,
+        True,
+        False,
+        "new",
+    ),
+    (
+        "already told, recently",
+        "UserPromptSubmit",
+        (1,),
+        told([1], last=T - 5),
+        T,
+        False,
+        False,
+        False,
+        "announced_recently",
+    ),
+    (
+        "already told, after a tool, recently",
+        "PostToolUse",
+        (1,),
+        told([1], last=T - 5),
+        T,
+        False,
+        False,
+        False,
+        "announced_recently",
+    ),
+    (
+        "already told long ago: remind",
+        "UserPromptSubmit",
+        (1,),
+        told([1], last=T - REMIND_SECONDS),
+        T,
+        False,
+        True,
+        False,
+        "remind",
+    ),
+    (
+        "already told long ago, after a tool: remind",
+        "PostToolUse",
+        (1,),
+        told([1], last=T - REMIND_SECONDS - 1),
+        T,
+        False,
+        True,
+        False,
+        "remind",
+    ),
     ("clock set back: remind", "UserPromptSubmit", (1,), told([1], last=T + 50), T, False, True, False, "remind"),
     ("Stop with a new id blocks", "Stop", (1,), SessionState(), T, False, True, True, "stop_new"),
-    ("Stop with a new id within the gap still blocks", "Stop", (1, 2), told([1], last=T - 1), T, False,
-     True, True, "stop_new"),
-    ("Stop never reminds", "Stop", (1,), told([1], last=T - REMIND_SECONDS * 10), T, False, False, False,
-     "stop_nothing_new"),
-    ("Stop while stop_hook_active never blocks", "Stop", (1,), SessionState(), T, True, False, False,
-     "stop_hook_active"),
-    ("Stop at the block cap", "Stop", (1, 2), told([1], blocks=STOP_BLOCK_CAP), T, False, False, False,
-     "stop_block_cap"),
-    ("Stop just under the cap", "Stop", (1, 2), told([1], blocks=STOP_BLOCK_CAP - 1), T, False, True, True,
-     "stop_new"),
+    (
+        "Stop with a new id within the gap still blocks",
+        "Stop",
+        (1, 2),
+        told([1], last=T - 1),
+        T,
+        False,
+        True,
+        True,
+        "stop_new",
+    ),
+    (
+        "Stop never reminds",
+        "Stop",
+        (1,),
+        told([1], last=T - REMIND_SECONDS * 10),
+        T,
+        False,
+        False,
+        False,
+        "stop_nothing_new",
+    ),
+    (
+        "Stop while stop_hook_active never blocks",
+        "Stop",
+        (1,),
+        SessionState(),
+        T,
+        True,
+        False,
+        False,
+        "stop_hook_active",
+    ),
+    (
+        "Stop at the block cap",
+        "Stop",
+        (1, 2),
+        told([1], blocks=STOP_BLOCK_CAP),
+        T,
+        False,
+        False,
+        False,
+        "stop_block_cap",
+    ),
+    ("Stop just under the cap", "Stop", (1, 2), told([1], blocks=STOP_BLOCK_CAP - 1), T, False, True, True, "stop_new"),
 ]
 
 
-@pytest.mark.parametrize(("name", "event", "waiting", "state", "now", "active", "announce", "block", "why"), CASES,
-                         ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(
+    ("name", "event", "waiting", "state", "now", "active", "announce", "block", "why"), CASES, ids=[c[0] for c in CASES]
+)
 def test_rule(name, event, waiting, state, now, active, announce, block, why):
     verdict = decide(event, waiting, state, now, stop_hook_active=active)
     assert (verdict.announce, verdict.block, verdict.why) == (announce, block, why)
@@ -99,9 +198,19 @@ def test_the_same_id_never_blocks_stop_twice():
     assert first.block and not second.block
 
 
-@pytest.mark.parametrize("doc", [None, [], "x", {"announced": "x"}, {"announced": {"a": 1, "2": "y", "3": True}},
-                                 {"last_at": "now", "stop_blocks": -1}, {"stop_blocks": True},
-                                 {"announced": {"4": float("nan")}}])
+@pytest.mark.parametrize(
+    "doc",
+    [
+        None,
+        [],
+        "x",
+        {"announced": "x"},
+        {"announced": {"a": 1, "2": "y", "3": True}},
+        {"last_at": "now", "stop_blocks": -1},
+        {"stop_blocks": True},
+        {"announced": {"4": float("nan")}},
+    ],
+)
 def test_a_malformed_state_counts_as_nothing_announced(doc):
     state = SessionState.from_json(doc)
     assert state.announced == {} and state.last_at is None and state.stop_blocks == 0
@@ -124,14 +233,29 @@ def held(ids=(), last=None, waiter=ME):
 WAIT_CASES = [
     # (name, waiting, state, now, start, announce, why, waiter after)
     ("starting with nothing waiting takes the slot", (), SessionState(), T, True, False, "wait_started", ME),
-    ("starting takes the slot from an older waiter", (1,), held([1], waiter=OTHER), T, True, False,
-     "wait_started", ME),
+    ("starting takes the slot from an older waiter", (1,), held([1], waiter=OTHER), T, True, False, "wait_started", ME),
     ("an older waiter finds the slot taken", (1, 2), held([1], waiter=OTHER), T, False, False, "superseded", OTHER),
-    ("a waiter whose slot was freed by a wake ends", (1, 2), held([1], waiter=None), T, False, False,
-     "superseded", None),
+    (
+        "a waiter whose slot was freed by a wake ends",
+        (1, 2),
+        held([1], waiter=None),
+        T,
+        False,
+        False,
+        "superseded",
+        None,
+    ),
     ("nothing waits: keep waiting", (), held(), T, False, False, "wait_nothing_new", ME),
-    ("only announced ids wait: keep waiting, never remind", (1,), held([1], last=T - REMIND_SECONDS * 10), T,
-     False, False, "wait_nothing_new", ME),
+    (
+        "only announced ids wait: keep waiting, never remind",
+        (1,),
+        held([1], last=T - REMIND_SECONDS * 10),
+        T,
+        False,
+        False,
+        "wait_nothing_new",
+        ME,
+    ),
     ("a new id wakes", (1, 2), held([1], last=T - MIN_GAP_SECONDS), T, False, True, "wake", None),
     ("a new id with no notice before wakes", (5,), held(), T, False, True, "wake", None),
     ("a new id within the gap: deferred", (1, 2), held([1], last=T - 1), T, False, False, "wait_gap", ME),
@@ -140,8 +264,11 @@ WAIT_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("name", "waiting", "state", "now", "start", "announce", "why", "waiter"), WAIT_CASES,
-                         ids=[c[0] for c in WAIT_CASES])
+@pytest.mark.parametrize(
+    ("name", "waiting", "state", "now", "start", "announce", "why", "waiter"),
+    WAIT_CASES,
+    ids=[c[0] for c in WAIT_CASES],
+)
 def test_wait_rule(name, waiting, state, now, start, announce, why, waiter):
     verdict = decide_wait(waiting, state, now, ME, start=start)
     assert (verdict.announce, verdict.block, verdict.why) == (announce, announce, why)

@@ -46,9 +46,21 @@ def test_claude_backgrounds(name, args, tty, background):
     assert claude_backgrounds(["claude", *args], tty) is background
 
 
-@pytest.mark.parametrize(("value", "seconds"), [("5", 5), ("86400", 86400), ("0", None), ("86401", None),
-                                                 ("-5", None), ("true", None), ("1e3", None), ("", None),
-                                                 (None, None), ("9" * 40, None)])
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        ("5", 5),
+        ("86400", 86400),
+        ("0", None),
+        ("86401", None),
+        ("-5", None),
+        ("true", None),
+        ("1e3", None),
+        ("", None),
+        (None, None),
+        ("9" * 40, None),
+    ],
+)
 def test_parse_wait(value, seconds):
     assert parse_wait(value) == seconds
 
@@ -64,8 +76,15 @@ def store(tmp_path) -> dict:
 def send(store: dict, sender: str = "kimi") -> int:
     conn = open_store(store["db"])
     try:
-        return send_message(conn, sender=sender, recipient="claude", text=f"{SECRET} hello", agents=AGENTS,
-                            max_body_bytes=65536, kind="task")["id"]
+        return send_message(
+            conn,
+            sender=sender,
+            recipient="claude",
+            text=f"{SECRET} hello",
+            agents=AGENTS,
+            max_body_bytes=65536,
+            kind="task",
+        )["id"]
     finally:
         conn.close()
 
@@ -73,15 +92,40 @@ def send(store: dict, sender: str = "kimi") -> int:
 class Hook:
     """The stand-in Claude process running one hook; ``pid`` is the hook's (its group's leader)."""
 
-    def __init__(self, store: dict, claude_flags: tuple[str, ...], *hook_args: str, session: str = "s-1",
-                 stdin: str | None = None, extra_env: dict | None = None) -> None:
+    def __init__(
+        self,
+        store: dict,
+        claude_flags: tuple[str, ...],
+        *hook_args: str,
+        session: str = "s-1",
+        stdin: str | None = None,
+        extra_env: dict | None = None,
+    ) -> None:
         inherited = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_BRIDGE_", "AGENT_ID", "CLAUDE"))}
-        env = {**inherited, **store["env"], "FAKE_HOOK_STDIN": stdin if stdin is not None else json.dumps(
-            {"session_id": session, "hook_event_name": "Stop", "stop_hook_active": False,
-             "last_assistant_message": SECRET}), **(extra_env or {})}
+        env = {
+            **inherited,
+            **store["env"],
+            "FAKE_HOOK_STDIN": stdin
+            if stdin is not None
+            else json.dumps(
+                {
+                    "session_id": session,
+                    "hook_event_name": "Stop",
+                    "stop_hook_active": False,
+                    "last_assistant_message": SECRET,
+                }
+            ),
+            **(extra_env or {}),
+        }
         self.started = time.monotonic()
-        self.proc = subprocess.Popen([sys.executable, FAKE, *claude_flags, "++", *hook_args], cwd=PROJECT, env=env,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, FAKE, *claude_flags, "++", *hook_args],
+            cwd=PROJECT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         self.pid = int(self.proc.stdout.readline())
 
     def result(self, timeout: float = 60) -> dict:
@@ -117,7 +161,9 @@ WAIT = ("claude", "Stop", "--agent", "claude", "--wait")
 
 def waiting(store: dict) -> bool:
     """A waiter holds the session's slot (it has started waiting)."""
-    files = list((store["runtime"] / "hooks" / "claude").glob("*.json")) if (store["runtime"] / "hooks").exists() else []
+    files = (
+        list((store["runtime"] / "hooks" / "claude").glob("*.json")) if (store["runtime"] / "hooks").exists() else []
+    )
     return any(json.loads(f.read_text() or "{}").get("waiter") for f in files)
 
 
@@ -207,8 +253,13 @@ def test_malformed_stdin_never_breaks_it(store, stdin):
 
 
 def test_no_store_means_no_waiting(tmp_path):
-    store = {"env": {"AGENT_BRIDGE_DB": str(tmp_path / "none" / "bridge.db"),
-                     "AGENT_BRIDGE_RUNTIME_DIR": str(tmp_path / "runtime")}, "runtime": tmp_path / "runtime"}
+    store = {
+        "env": {
+            "AGENT_BRIDGE_DB": str(tmp_path / "none" / "bridge.db"),
+            "AGENT_BRIDGE_RUNTIME_DIR": str(tmp_path / "runtime"),
+        },
+        "runtime": tmp_path / "runtime",
+    }
     result = Hook(store, STREAMING, *WAIT, "60").result()
     assert (result["rc"], result["stderr"]) == (0, "") and result["seconds"] < 20
     assert not (tmp_path / "none").exists()
@@ -238,9 +289,14 @@ def test_an_id_announced_by_another_hook_does_not_wake_it(store):
         wait_for(lambda: waiting(store))
         send(store)
         inherited = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_BRIDGE_", "AGENT_ID"))}
-        prompt = subprocess.run([sys.executable, "-m", "dispatcher", "hook", "claude", "UserPromptSubmit", "--agent",
-                                 "claude"], cwd=PROJECT, input=b'{"session_id": "s-1"}', capture_output=True,
-                                env={**inherited, **store["env"]}, timeout=60)
+        prompt = subprocess.run(
+            [sys.executable, "-m", "dispatcher", "hook", "claude", "UserPromptSubmit", "--agent", "claude"],
+            cwd=PROJECT,
+            input=b'{"session_id": "s-1"}',
+            capture_output=True,
+            env={**inherited, **store["env"]},
+            timeout=60,
+        )
         result = hook.result()
     finally:
         hook.kill()
@@ -265,8 +321,16 @@ def test_the_margin_leaves_time_to_end_before_claude_kills_it():
     assert TIMEOUT_MARGIN_SECONDS >= 10
 
 
-@pytest.mark.parametrize("args", [("claude", "UserPromptSubmit"), ("claude", "PostToolUse"), ("codex", "Stop"),
-                                  ("gemini", "AfterAgent"), ("kimi", "UserPromptSubmit")])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("claude", "UserPromptSubmit"),
+        ("claude", "PostToolUse"),
+        ("codex", "Stop"),
+        ("gemini", "AfterAgent"),
+        ("kimi", "UserPromptSubmit"),
+    ],
+)
 def test_wait_is_only_for_claudes_stop_elsewhere_the_plain_hook_answers(store, args):
     result = Hook(store, STREAMING, *args, "--agent", "claude", "--wait", "60").result()
     assert (result["rc"], result["stdout"], result["stderr"]) == (0, "", "") and result["seconds"] < 20

@@ -24,8 +24,14 @@ SECRET = "SECRET-" + os.urandom(6).hex()
 def hook(env: dict, *args: str, stdin: bytes | str = b'{"session_id": "s-1"}') -> subprocess.CompletedProcess:
     data = stdin.encode() if isinstance(stdin, str) else stdin
     inherited = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_BRIDGE_", "AGENT_ID"))}
-    return subprocess.run([sys.executable, "-m", "dispatcher", "hook", *args], cwd=PROJECT, input=data,
-                          capture_output=True, env={**inherited, **env}, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "dispatcher", "hook", *args],
+        cwd=PROJECT,
+        input=data,
+        capture_output=True,
+        env={**inherited, **env},
+        timeout=60,
+    )
 
 
 def quiet(done: subprocess.CompletedProcess) -> bool:
@@ -36,8 +42,12 @@ def quiet(done: subprocess.CompletedProcess) -> bool:
 def store(tmp_path) -> dict:
     db = tmp_path / "state" / "bridge.db"
     conn = open_store(db)
-    ids = [send_message(conn, sender=s, recipient="claude", text=f"{SECRET} from {s}", agents=AGENTS,
-                        max_body_bytes=65536, kind=k)["id"] for s, k in (("kimi", "task"), ("codex", "notice"))]
+    ids = [
+        send_message(
+            conn, sender=s, recipient="claude", text=f"{SECRET} from {s}", agents=AGENTS, max_body_bytes=65536, kind=k
+        )["id"]
+        for s, k in (("kimi", "task"), ("codex", "notice"))
+    ]
     conn.close()
     env = {"AGENT_BRIDGE_DB": str(db), "AGENT_BRIDGE_RUNTIME_DIR": str(tmp_path / "runtime")}
     return {"env": env, "ids": ids, "db": db, "runtime": tmp_path / "runtime"}
@@ -46,8 +56,15 @@ def store(tmp_path) -> dict:
 def send(store: dict, sender: str = "kimi", recipient: str = "claude") -> int:
     conn = open_store(store["db"])
     try:
-        return send_message(conn, sender=sender, recipient=recipient, text=f"{SECRET} later", agents=AGENTS,
-                            max_body_bytes=65536, kind="task")["id"]
+        return send_message(
+            conn,
+            sender=sender,
+            recipient=recipient,
+            text=f"{SECRET} later",
+            agents=AGENTS,
+            max_body_bytes=65536,
+            kind="task",
+        )["id"]
     finally:
         conn.close()
 
@@ -136,16 +153,20 @@ def test_malformed_stdin_is_quiet(store, stdin):
     assert "stdin_invalid" in (store["runtime"] / "hooks.log").read_text()
 
 
-@pytest.mark.parametrize("args", [
-    ("claude", "UserPromptSubmit"),  # no --agent, no AGENT_ID
-    ("claude", "UserPromptSubmit", "--agent", "true"),  # an id nobody declared: nothing waits
-    ("claude", "UserPromptSubmit", "--agent", "../x"),
-    ("claude", "UserPromptSubmit", "--agent", "CLAUDE"),
-    ("claude", "Bogus", "--agent", "claude"),
-    ("claude", "--agent", "claude"),  # no event
-    ("kimi", "Stop", "--agent", "claude"),  # Kimi's Stop cannot inject context
-    ("claude", "UserPromptSubmit", "--agent", "claude", "--future-flag", "x"),
-], ids=["no-agent", "agent-true", "agent-path", "agent-upper", "bad-event", "no-event", "kimi-stop", "extra-flag"])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("claude", "UserPromptSubmit"),  # no --agent, no AGENT_ID
+        ("claude", "UserPromptSubmit", "--agent", "true"),  # an id nobody declared: nothing waits
+        ("claude", "UserPromptSubmit", "--agent", "../x"),
+        ("claude", "UserPromptSubmit", "--agent", "CLAUDE"),
+        ("claude", "Bogus", "--agent", "claude"),
+        ("claude", "--agent", "claude"),  # no event
+        ("kimi", "Stop", "--agent", "claude"),  # Kimi's Stop cannot inject context
+        ("claude", "UserPromptSubmit", "--agent", "claude", "--future-flag", "x"),
+    ],
+    ids=["no-agent", "agent-true", "agent-path", "agent-upper", "bad-event", "no-event", "kimi-stop", "extra-flag"],
+)
 def test_bad_arguments_are_quiet(store, args):
     done = hook(store["env"], *args)
     if args[-2:] == ("--future-flag", "x"):  # unknown options are ignored: the notice still comes
@@ -191,9 +212,14 @@ def test_an_unusable_runtime_dir_is_quiet(store):
 
 
 def test_a_closed_stdout_does_not_fail(store):
-    proc = subprocess.Popen([sys.executable, "-m", "dispatcher", "hook", "claude", "UserPromptSubmit", "--agent",
-                             "claude"], cwd=PROJECT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env={**os.environ, **store["env"]})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dispatcher", "hook", "claude", "UserPromptSubmit", "--agent", "claude"],
+        cwd=PROJECT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, **store["env"]},
+    )
     proc.stdout.close()
     _, err = proc.communicate(b'{"session_id": "s-1"}', timeout=60)
     assert proc.returncode == 0 and err == b""
@@ -216,11 +242,15 @@ def test_old_session_files_are_removed_when_a_new_session_starts(store):
 
 
 def test_runs_from_any_directory(store, tmp_path):
-    done = subprocess.run([sys.executable, "-m", "dispatcher", "hook", "claude", "UserPromptSubmit", "--agent",
-                           "claude"], cwd=tmp_path, input=b"{}", capture_output=True, timeout=60,
-                          env={**os.environ, **store["env"], "PYTHONPATH": str(PROJECT)})
+    done = subprocess.run(
+        [sys.executable, "-m", "dispatcher", "hook", "claude", "UserPromptSubmit", "--agent", "claude"],
+        cwd=tmp_path,
+        input=b"{}",
+        capture_output=True,
+        timeout=60,
+        env={**os.environ, **store["env"], "PYTHONPATH": str(PROJECT)},
+    )
     assert done.returncode == 0 and b"2 unread" in done.stdout
-
 
 
 def test_codex_answers_like_claude(store):
@@ -233,8 +263,14 @@ def test_codex_answers_like_claude(store):
 def test_gemini_before_agent_and_after_agent_shapes(store):
     before = hook(store["env"], "gemini", "BeforeAgent", "--agent", "claude")
     assert "2 unread for claude" in context_of(before, "BeforeAgent")
-    after = hook(store["env"], "gemini", "AfterAgent", "--agent", "claude",
-                 stdin='{"session_id": "g-2", "stop_hook_active": false}')
+    after = hook(
+        store["env"],
+        "gemini",
+        "AfterAgent",
+        "--agent",
+        "claude",
+        stdin='{"session_id": "g-2", "stop_hook_active": false}',
+    )
     assert after.returncode == 0 and after.stderr == b""
     doc = json.loads(after.stdout)
     assert doc["decision"] == "block" and "2 unread for claude" in doc["reason"] and SECRET not in doc["reason"]
@@ -250,8 +286,9 @@ def test_the_first_hook_of_a_cli_session_marks_its_mcp_session_wakeable_by_hook(
     me = os.getpid()  # the hook's parent plays the CLI that started both the MCP server and the hook
     conn = open_store(store["db"])
     try:
-        session = presence.register_session(conn, "claude", "interactive", pid=me, start_time=start_time(me),
-                                            client_pid=me, now=time.time())
+        session = presence.register_session(
+            conn, "claude", "interactive", pid=me, start_time=start_time(me), client_pid=me, now=time.time()
+        )
         assert not presence.has_wakeable_session(conn, "claude")
     finally:
         conn.close()

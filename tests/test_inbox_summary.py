@@ -12,8 +12,9 @@ AGENTS = frozenset({"claude", "kimi", "codex"})
 
 
 def _send(conn, sender, recipient, text, kind=None):
-    return send_message(conn, sender=sender, recipient=recipient, text=text, agents=AGENTS,
-                        max_body_bytes=65536, kind=kind)["id"]
+    return send_message(
+        conn, sender=sender, recipient=recipient, text=text, agents=AGENTS, max_body_bytes=65536, kind=kind
+    )["id"]
 
 
 def test_summary_counts_names_and_never_carries_text(tmp_path):

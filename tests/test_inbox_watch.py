@@ -29,8 +29,14 @@ class Watch:
     """One ``inbox watch`` process; its stdout lines arrive on a queue as they are flushed."""
 
     def __init__(self, env: dict[str, str], *args: str) -> None:
-        self.proc = subprocess.Popen([*CLI, "inbox", "watch", *args], cwd=PROJECT, env=env, text=True,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.proc = subprocess.Popen(
+            [*CLI, "inbox", "watch", *args],
+            cwd=PROJECT,
+            env=env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         self.lines: queue.Queue[str] = queue.Queue()
         self.seen: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -72,8 +78,9 @@ def env(tmp_path):
 def send(env, recipient="claude", sender="kimi", kind="task") -> int:
     store = Store(Path(env["AGENT_BRIDGE_DB"]))
     try:
-        return messages.send_message(store.connection(), sender=sender, recipient=recipient, text=SECRET,
-                                     agents=AGENTS, kind=kind)["id"]
+        return messages.send_message(
+            store.connection(), sender=sender, recipient=recipient, text=SECRET, agents=AGENTS, kind=kind
+        )["id"]
     finally:
         store.close()
 
@@ -88,15 +95,20 @@ def ack(env, ids, agent="claude") -> None:
 
 # --- pure parts -------------------------------------------------------------------------
 
+
 def test_rearm_command_names_what_runs(tmp_path):
     script = tmp_path / "bin" / "agent-bridge"
     script.parent.mkdir()
     script.write_text("")
-    assert rearm_command("claude", 1740, str(script), str(script), "/py") == \
-        "agent-bridge inbox watch --agent claude --max-seconds 1740"
+    assert (
+        rearm_command("claude", 1740, str(script), str(script), "/py")
+        == "agent-bridge inbox watch --agent claude --max-seconds 1740"
+    )
     assert rearm_command("claude", None, str(script), None, "/py") == f"{script} inbox watch --agent claude"
-    assert rearm_command("claude", 1.5, "/x/dispatcher/__main__.py", None, "/my py") == \
-        "'/my py' -m dispatcher inbox watch --agent claude --max-seconds 1.5"
+    assert (
+        rearm_command("claude", 1.5, "/x/dispatcher/__main__.py", None, "/my py")
+        == "'/my py' -m dispatcher inbox watch --agent claude --max-seconds 1.5"
+    )
 
 
 def test_expiry_line_says_nothing_is_lost_and_gives_the_command():
@@ -106,6 +118,7 @@ def test_expiry_line_says_nothing_is_lost_and_gives_the_command():
 
 
 # --- real processes ---------------------------------------------------------------------
+
 
 def test_before_the_store_exists_then_one_line_per_new_message_payload_free(env):
     db = Path(env["AGENT_BRIDGE_DB"])
@@ -131,8 +144,9 @@ def test_start_announces_what_is_already_unread_so_a_rearmed_watch_loses_nothing
     watch = Watch(env, "--agent", "claude")
     try:
         line = watch.next_line()
-        assert line == (f"2 unread for claude: #{ids[0]} from kimi (task), #{ids[1]} from kimi (notice)"
-                        " — call receive_messages")
+        assert line == (
+            f"2 unread for claude: #{ids[0]} from kimi (task), #{ids[1]} from kimi (notice) — call receive_messages"
+        )
         assert watch.quiet_for(0.8)  # said once, not again
         third = send(env)
         assert watch.next_line().startswith(f"1 new for claude: #{third} ")  # only what is new
@@ -174,16 +188,20 @@ def test_a_store_replaced_under_it_is_followed(env):
     assert status == 0
 
 
-@pytest.mark.parametrize("args, code", [
-    (["--agent", "nobody"], "unknown_agent"),
-    (["--agent", "Bad Id"], "usage_error"),
-    (["--agent", "claude", "--max-seconds", "0"], "usage_error"),
-    (["--agent", "claude", "--max-seconds", "nan"], "usage_error"),
-    (["--agent", "claude", "--max-seconds", "true"], "usage_error"),
-])
+@pytest.mark.parametrize(
+    "args, code",
+    [
+        (["--agent", "nobody"], "unknown_agent"),
+        (["--agent", "Bad Id"], "usage_error"),
+        (["--agent", "claude", "--max-seconds", "0"], "usage_error"),
+        (["--agent", "claude", "--max-seconds", "nan"], "usage_error"),
+        (["--agent", "claude", "--max-seconds", "true"], "usage_error"),
+    ],
+)
 def test_refusals_say_what_to_do(env, args, code):
-    done = subprocess.run([*CLI, "inbox", "watch", *args], cwd=PROJECT, env=env, capture_output=True, text=True,
-                          timeout=TIMEOUT)
+    done = subprocess.run(
+        [*CLI, "inbox", "watch", *args], cwd=PROJECT, env=env, capture_output=True, text=True, timeout=TIMEOUT
+    )
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.startswith(f"agent-bridge: {code}: ") and done.stderr.count("\n") == 1, done.stderr
 
@@ -191,19 +209,28 @@ def test_refusals_say_what_to_do(env, args, code):
 def test_an_unreadable_config_is_refused(env, tmp_path):
     broken = tmp_path / "broken.json"
     broken.write_text("{nope")
-    done = subprocess.run([*CLI, "inbox", "watch", "--agent", "claude"], cwd=PROJECT, capture_output=True,
-                          env={**env, "AGENT_BRIDGE_CONFIG": str(broken)}, text=True, timeout=TIMEOUT)
+    done = subprocess.run(
+        [*CLI, "inbox", "watch", "--agent", "claude"],
+        cwd=PROJECT,
+        capture_output=True,
+        env={**env, "AGENT_BRIDGE_CONFIG": str(broken)},
+        text=True,
+        timeout=TIMEOUT,
+    )
     assert done.returncode == 2 and "config_invalid" in done.stderr and "doctor" in done.stderr
 
 
 def test_the_watch_path_loads_neither_pydantic_nor_the_sdk(env):
     # (psutil is loaded once, to find the session whose CLI started the watch.)
     send(env)
-    probe = ("import atexit, sys; atexit.register(lambda: print(sorted(m for m in ('pydantic', 'mcp') "
-             "if m in sys.modules), file=sys.stderr)); from dispatcher.cli import main; "
-             "main(['inbox', 'watch', '--agent', 'claude', '--max-seconds', '1'])")
-    done = subprocess.run([sys.executable, "-c", probe], cwd=PROJECT, env=env, capture_output=True, text=True,
-                          timeout=TIMEOUT)
+    probe = (
+        "import atexit, sys; atexit.register(lambda: print(sorted(m for m in ('pydantic', 'mcp') "
+        "if m in sys.modules), file=sys.stderr)); from dispatcher.cli import main; "
+        "main(['inbox', 'watch', '--agent', 'claude', '--max-seconds', '1'])"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=PROJECT, env=env, capture_output=True, text=True, timeout=TIMEOUT
+    )
     assert done.returncode == 0 and done.stdout.startswith("1 unread for claude: ")
     assert done.stderr == "[]\n"
 
@@ -212,8 +239,14 @@ def test_a_store_that_is_not_a_database_ends_it_with_the_one_line(env):
     db = Path(env["AGENT_BRIDGE_DB"])
     db.parent.mkdir(parents=True)
     db.write_bytes(b"not a database" * 500)
-    done = subprocess.run([*CLI, "inbox", "watch", "--agent", "claude"], cwd=PROJECT, env=env, capture_output=True,
-                          text=True, timeout=TIMEOUT)
+    done = subprocess.run(
+        [*CLI, "inbox", "watch", "--agent", "claude"],
+        cwd=PROJECT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
     assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr.startswith("agent-bridge: store_corrupt: ") and done.stderr.count("\n") == 1
 
@@ -224,8 +257,9 @@ def test_while_it_runs_the_session_whose_cli_started_it_counts_as_wakeable(env):
 
     store = Store(Path(env["AGENT_BRIDGE_DB"]))
     me = os.getpid()  # the watch's parent plays the CLI that started both the server and the watch
-    session = presence.register_session(store.connection(), "claude", "interactive", pid=me,
-                                        start_time=start_time(me), client_pid=me, now=time.time())
+    session = presence.register_session(
+        store.connection(), "claude", "interactive", pid=me, start_time=start_time(me), client_pid=me, now=time.time()
+    )
 
     def paths() -> list[str]:
         row = store.connection().execute("SELECT wake_paths FROM sessions WHERE id = ?", (session,)).fetchone()

@@ -33,8 +33,15 @@ COMMAND = LAUNCHERS / "command_headless.sh"
 TASK_TEXT = "TOP-SECRET-TASK-7f3a: please rename the widget"
 MODEL_TEXT = "MODEL-TEXT-SECRET-91c2"
 TOOL_INPUT = "TOOL-INPUT-SECRET-55d0"
-WORKER_TOOLS = ["send_message", "receive_messages", "claim_message", "release_message", "mark_read",
-                "get_message", "conversation"]
+WORKER_TOOLS = [
+    "send_message",
+    "receive_messages",
+    "claim_message",
+    "release_message",
+    "mark_read",
+    "get_message",
+    "conversation",
+]
 
 CLAUDE_DIAG_KEYS = {
     "result_json",
@@ -48,7 +55,13 @@ CLAUDE_DIAG_KEYS = {
     "permission_denials_count",
     "denied_tools",
     # the ledger's common keys (cli_results.LEDGER_KEYS)
-    "cli", "cli_status", "cost_usd", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
+    "cli",
+    "cli_status",
+    "cost_usd",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
 }
 
 FAKE_CLI = r'''#!{python}
@@ -220,8 +233,7 @@ def test_claude_prompt_only_on_stdin_and_policy_flags(ctx):
     assert argv[argv.index("--permission-mode") + 1] == "dontAsk"
     assert argv[argv.index("--permission-prompts") + 1] == "none"
     assert "--max-turns" not in argv
-    for forbidden in ("bypassPermissions", "--dangerously-skip-permissions",
-                      "--allow-dangerously-skip-permissions"):
+    for forbidden in ("bypassPermissions", "--dangerously-skip-permissions", "--allow-dangerously-skip-permissions"):
         assert forbidden not in argv
     # Every variadic flag is followed by another option: nothing for it to swallow.
     for flag in ("--mcp-config", "--tools", "--allowedTools"):
@@ -252,17 +264,27 @@ def test_claude_mcp_config_has_only_the_bridge(ctx):
 
 def worker_server_env(s: dict, agent: str = "claude") -> dict:
     """The worker's bridge server runs as a worker, on exactly the supervisor's resolved settings."""
-    passed = ("AGENT_BRIDGE_DB", "AGENT_BRIDGE_CONFIG", "AGENT_BRIDGE_RUNTIME_DIR", "AGENT_BRIDGE_MAX_BODY_BYTES",
-              "AGENT_BRIDGE_LOG_LEVEL", "AGENT_BRIDGE_WORKER_TOKEN")
+    passed = (
+        "AGENT_BRIDGE_DB",
+        "AGENT_BRIDGE_CONFIG",
+        "AGENT_BRIDGE_RUNTIME_DIR",
+        "AGENT_BRIDGE_MAX_BODY_BYTES",
+        "AGENT_BRIDGE_LOG_LEVEL",
+        "AGENT_BRIDGE_WORKER_TOKEN",
+    )
     return {"AGENT_ID": agent, "AGENT_BRIDGE_ROLE": "worker", **{name: s["env"][name] for name in passed}}
 
 
 def test_the_launchers_exec_the_cli_so_it_leads_the_process_group(ctx):
     """Defect 6: nothing of the launcher stays between the supervisor and the CLI."""
     s = ctx
-    for script, extra in ((CLAUDE, {"CLAUDE_BIN": str(s["fake"])}), (KIMI, {"KIMI_BIN": str(s["fake"])}),
-                          (CODEX, {"CODEX_BIN": str(s["fake"])}), (GEMINI, {"GEMINI_BIN": str(s["fake"])}),
-                          (COMMAND, {"AGENT_BRIDGE_WORKER_COMMAND": str(s["fake"])})):
+    for script, extra in (
+        (CLAUDE, {"CLAUDE_BIN": str(s["fake"])}),
+        (KIMI, {"KIMI_BIN": str(s["fake"])}),
+        (CODEX, {"CODEX_BIN": str(s["fake"])}),
+        (GEMINI, {"GEMINI_BIN": str(s["fake"])}),
+        (COMMAND, {"AGENT_BRIDGE_WORKER_COMMAND": str(s["fake"])}),
+    ):
         proc = run(script, s, **extra)
         assert proc.returncode == 0, proc.stderr
         rec = record(s)
@@ -272,23 +294,39 @@ def test_the_launchers_exec_the_cli_so_it_leads_the_process_group(ctx):
 
 def test_optional_worker_settings_are_left_out_when_unset(ctx):
     s = ctx
-    for name in ("AGENT_BRIDGE_RUNTIME_DIR", "AGENT_BRIDGE_MAX_BODY_BYTES", "AGENT_BRIDGE_LOG_LEVEL",
-                 "AGENT_BRIDGE_WORKER_TOKEN"):
+    for name in (
+        "AGENT_BRIDGE_RUNTIME_DIR",
+        "AGENT_BRIDGE_MAX_BODY_BYTES",
+        "AGENT_BRIDGE_LOG_LEVEL",
+        "AGENT_BRIDGE_WORKER_TOKEN",
+    ):
         del s["env"][name]
     run(CLAUDE, s, CLAUDE_BIN=str(s["fake"]))
     config = json.loads((s["attempt"] / "claude-mcp-config.json").read_text())
     assert config["mcpServers"]["agent_bridge"]["env"] == {
-        "AGENT_ID": "claude", "AGENT_BRIDGE_ROLE": "worker",
-        "AGENT_BRIDGE_DB": s["env"]["AGENT_BRIDGE_DB"], "AGENT_BRIDGE_CONFIG": s["env"]["AGENT_BRIDGE_CONFIG"],
+        "AGENT_ID": "claude",
+        "AGENT_BRIDGE_ROLE": "worker",
+        "AGENT_BRIDGE_DB": s["env"]["AGENT_BRIDGE_DB"],
+        "AGENT_BRIDGE_CONFIG": s["env"]["AGENT_BRIDGE_CONFIG"],
     }
 
 
-@pytest.mark.parametrize(("script", "name"), [
-    (CLAUDE, "claude-mcp-config.json"), (CLAUDE, "claude-result.json"),
-    (KIMI, "kimi-code-home"), (KIMI, "kimi-agent-bridge-worker.md"), (KIMI, "kimi-stream.jsonl"),
-    (CODEX, "codex-home"), (CODEX, "codex-events.jsonl"),
-    (GEMINI, "gemini-home"), (GEMINI, "gemini-mcp-config.json"), (GEMINI, "gemini-result.json"), (GEMINI, "tmp"),
-])
+@pytest.mark.parametrize(
+    ("script", "name"),
+    [
+        (CLAUDE, "claude-mcp-config.json"),
+        (CLAUDE, "claude-result.json"),
+        (KIMI, "kimi-code-home"),
+        (KIMI, "kimi-agent-bridge-worker.md"),
+        (KIMI, "kimi-stream.jsonl"),
+        (CODEX, "codex-home"),
+        (CODEX, "codex-events.jsonl"),
+        (GEMINI, "gemini-home"),
+        (GEMINI, "gemini-mcp-config.json"),
+        (GEMINI, "gemini-result.json"),
+        (GEMINI, "tmp"),
+    ],
+)
 def test_a_planted_name_in_the_attempt_dir_stops_the_launch(ctx, script, name):
     s = ctx
     victim_dir = s["tmp"] / "victim-dir"
@@ -298,8 +336,15 @@ def test_a_planted_name_in_the_attempt_dir_stops_the_launch(ctx, script, name):
     attempt = new_attempt(s)
     is_dir = name in ("kimi-code-home", "codex-home", "gemini-home", "tmp")
     (attempt / name).symlink_to(victim_dir if is_dir else victim)
-    proc = run(script, s, fresh=False, CLAUDE_BIN=str(s["fake"]), KIMI_BIN=str(s["fake"]), CODEX_BIN=str(s["fake"]),
-               GEMINI_BIN=str(s["fake"]))
+    proc = run(
+        script,
+        s,
+        fresh=False,
+        CLAUDE_BIN=str(s["fake"]),
+        KIMI_BIN=str(s["fake"]),
+        CODEX_BIN=str(s["fake"]),
+        GEMINI_BIN=str(s["fake"]),
+    )
     assert proc.returncode != 0
     assert victim.read_text() == "victim\n"
     assert [p.name for p in victim_dir.iterdir()] == ["victim.txt"]
@@ -323,8 +368,13 @@ def test_claude_diagnostics_are_payload_free(ctx):
         "api_error_status": None,
         "permission_denials_count": 2,
         "denied_tools": ["Bash", "Write"],
-        "cli": "claude", "cli_status": "ok", "cost_usd": 0.0042, "input_tokens": None, "output_tokens": None,
-        "cache_read_tokens": None, "cache_write_tokens": None,
+        "cli": "claude",
+        "cli_status": "ok",
+        "cost_usd": 0.0042,
+        "input_tokens": None,
+        "output_tokens": None,
+        "cache_read_tokens": None,
+        "cache_write_tokens": None,
     }
     raw = json.dumps(diag)
     for secret in (MODEL_TEXT, TOOL_INPUT, TASK_TEXT):
@@ -338,8 +388,13 @@ def test_claude_diagnostics_are_payload_free(ctx):
 
 def test_claude_exit_code_and_error_result_pass_through(ctx):
     s = ctx
-    out = claude_result(is_error=True, terminal_reason="api_error", api_error_status=500,
-                        result="API Error: 500 " + MODEL_TEXT, permission_denials=[])
+    out = claude_result(
+        is_error=True,
+        terminal_reason="api_error",
+        api_error_status=500,
+        result="API Error: 500 " + MODEL_TEXT,
+        permission_denials=[],
+    )
     proc = run(CLAUDE, s, CLAUDE_BIN=str(s["fake"]), FAKE_EXIT="1", FAKE_OUTPUT_FILE=write_output(s, out))
     assert proc.returncode == 1
     diag = diagnostics(s)
@@ -404,8 +459,15 @@ def test_missing_supervisor_env_exits_2(ctx, script):
     s = ctx
     env = dict(s["env"])
     del env["AGENT_BRIDGE_ATTEMPT_DIR"]
-    proc = subprocess.run([str(script), str(s["request"])], cwd=s["ws"], env=env,
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [str(script), str(s["request"])],
+        cwd=s["ws"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2
     assert "AGENT_BRIDGE_ATTEMPT_DIR" in proc.stderr
 
@@ -416,19 +478,39 @@ def test_missing_supervisor_env_exits_2(ctx, script):
 def kimi_stream() -> str:
     lines = [
         {"role": "meta", "type": "system.version", "version": "2.1.0"},
-        {"role": "meta", "type": "turn.step.retrying", "failed_attempt": 1, "next_attempt": 2,
-         "max_attempts": 10, "delay_ms": 10, "error_name": "APIStatusError",
-         "error_message": MODEL_TEXT, "status_code": 500},
-        {"role": "assistant", "content": MODEL_TEXT, "tool_calls": [
-            {"type": "function", "id": "t1", "function": {
-                "name": "mcp__agent_bridge__send_message", "arguments": json.dumps({"x": TOOL_INPUT})}},
-            {"type": "function", "id": "t2", "function": {"name": "Read", "arguments": "{}"}},
-        ]},
+        {
+            "role": "meta",
+            "type": "turn.step.retrying",
+            "failed_attempt": 1,
+            "next_attempt": 2,
+            "max_attempts": 10,
+            "delay_ms": 10,
+            "error_name": "APIStatusError",
+            "error_message": MODEL_TEXT,
+            "status_code": 500,
+        },
+        {
+            "role": "assistant",
+            "content": MODEL_TEXT,
+            "tool_calls": [
+                {
+                    "type": "function",
+                    "id": "t1",
+                    "function": {"name": "mcp__agent_bridge__send_message", "arguments": json.dumps({"x": TOOL_INPUT})},
+                },
+                {"type": "function", "id": "t2", "function": {"name": "Read", "arguments": "{}"}},
+            ],
+        },
         {"role": "tool", "tool_call_id": "t1", "content": TOOL_INPUT},
         {"role": "tool", "tool_call_id": "t2", "content": TASK_TEXT},
         {"role": "assistant", "content": "FINAL " + MODEL_TEXT},
-        {"role": "meta", "type": "session.resume_hint", "session_id": "session_1",
-         "command": "kimi -r session_1", "content": "To resume this session: kimi -r session_1"},
+        {
+            "role": "meta",
+            "type": "session.resume_hint",
+            "session_id": "session_1",
+            "command": "kimi -r session_1",
+            "content": "To resume this session: kimi -r session_1",
+        },
     ]
     return "".join(json.dumps(line) + "\n" for line in lines)
 
@@ -447,8 +529,7 @@ def test_kimi_fixed_instruction_and_private_home(ctx):
     s = ctx
     user_home = kimi_user_home(s)
     before = sorted(p.name for p in user_home.iterdir())
-    proc = run(KIMI, s, KIMI_BIN=str(s["fake"]), AGENT_ID="kimi",
-               FAKE_OUTPUT_FILE=write_output(s, kimi_stream()))
+    proc = run(KIMI, s, KIMI_BIN=str(s["fake"]), AGENT_ID="kimi", FAKE_OUTPUT_FILE=write_output(s, kimi_stream()))
     assert proc.returncode == 0, proc.stderr
     rec = record(s)
     assert_task_not_exposed(rec)
@@ -505,7 +586,8 @@ def test_kimi_profile_above_bridge_writes_the_tools_and_a_private_config_with_th
     front = Path(argv[argv.index("--agent-file") + 1]).read_text().split("---")[1]
     tools = [line.removeprefix("  - ") for line in front.splitlines() if line.startswith("  - ")]
     assert tools == ["Read", "Glob", "Grep", "Write", "Edit", "Bash"] + [
-        f"mcp__agent_bridge__{name}" for name in WORKER_TOOLS]
+        f"mcp__agent_bridge__{name}" for name in WORKER_TOOLS
+    ]
     rec = record(s)["kimi_home"]
     assert rec["config.toml"]["link"] is None  # a private copy, not the user's file
     config = tomllib.loads((s["attempt"] / "kimi-code-home" / "config.toml").read_text())
@@ -528,13 +610,20 @@ def test_kimi_level_project_is_refused_with_78_and_an_invalid_profile_with_2(ctx
 
 def test_kimi_diagnostics(ctx):
     s = ctx
-    wire = "".join(json.dumps(e) + "\n" for e in [
-        {"type": "turn.prompt", "input": [{"type": "text", "text": MODEL_TEXT}]},
-        {"type": "turn.ended", "reason": "failed",
-         "error": {"code": "provider.api_error", "message": MODEL_TEXT, "name": "APIStatusError"}},
-    ])
-    proc = run(KIMI, s, KIMI_BIN=str(s["fake"]), FAKE_EXIT="1", FAKE_WIRE=wire,
-               FAKE_OUTPUT_FILE=write_output(s, kimi_stream()))
+    wire = "".join(
+        json.dumps(e) + "\n"
+        for e in [
+            {"type": "turn.prompt", "input": [{"type": "text", "text": MODEL_TEXT}]},
+            {
+                "type": "turn.ended",
+                "reason": "failed",
+                "error": {"code": "provider.api_error", "message": MODEL_TEXT, "name": "APIStatusError"},
+            },
+        ]
+    )
+    proc = run(
+        KIMI, s, KIMI_BIN=str(s["fake"]), FAKE_EXIT="1", FAKE_WIRE=wire, FAKE_OUTPUT_FILE=write_output(s, kimi_stream())
+    )
     assert proc.returncode == 1
     diag = diagnostics(s)
     assert diag == {
@@ -554,8 +643,14 @@ def test_kimi_diagnostics(ctx):
         "turn_error_code": "provider.api_error",
         "turn_error_name": "APIStatusError",
         "turn_error_retryable": None,
-        "cli": "kimi", "cli_status": "api_error", "cost_usd": None, "input_tokens": None, "output_tokens": None,
-        "cache_read_tokens": None, "cache_write_tokens": None, "denied_tools": [],
+        "cli": "kimi",
+        "cli_status": "api_error",
+        "cost_usd": None,
+        "input_tokens": None,
+        "output_tokens": None,
+        "cache_read_tokens": None,
+        "cache_write_tokens": None,
+        "denied_tools": [],
     }
     raw = json.dumps(diag)
     for secret in (MODEL_TEXT, TOOL_INPUT, TASK_TEXT):
@@ -606,9 +701,16 @@ def test_command_gets_request_path_as_first_argument(ctx):
     assert rec["stdin"] == ""
     assert rec["cwd"] == str(s["ws"])
     assert_task_not_exposed(rec)
-    for key in ("AGENT_ID", "AGENT_BRIDGE_MESSAGE_ID", "AGENT_BRIDGE_DB", "AGENT_BRIDGE_CONFIG",
-                "AGENT_BRIDGE_PROJECT", "AGENT_BRIDGE_PYTHON", "AGENT_BRIDGE_ATTEMPT_DIR",
-                "AGENT_BRIDGE_DIAGNOSTICS_FILE"):
+    for key in (
+        "AGENT_ID",
+        "AGENT_BRIDGE_MESSAGE_ID",
+        "AGENT_BRIDGE_DB",
+        "AGENT_BRIDGE_CONFIG",
+        "AGENT_BRIDGE_PROJECT",
+        "AGENT_BRIDGE_PYTHON",
+        "AGENT_BRIDGE_ATTEMPT_DIR",
+        "AGENT_BRIDGE_DIAGNOSTICS_FILE",
+    ):
         assert rec["env"][key] == s["env"][key]
     assert rec["env"]["AGENT_BRIDGE_REQUEST_FILE"] == str(s["request"])
 
@@ -633,8 +735,13 @@ def test_scripts_are_executable_strict_bash(script):
 
 @pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck is not installed")
 def test_scripts_are_shellcheck_clean():
-    proc = subprocess.run(["shellcheck", "-x", *map(str, sorted(LAUNCHERS.glob("*.sh")))],
-                          cwd=LAUNCHERS, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        ["shellcheck", "-x", *map(str, sorted(LAUNCHERS.glob("*.sh")))],
+        cwd=LAUNCHERS,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stdout
 
 
@@ -642,6 +749,13 @@ def test_scripts_are_shellcheck_clean():
 def test_bad_request_file_exits_2(ctx, script):
     s = ctx
     env = dict(s["env"], AGENT_BRIDGE_WORKER_COMMAND="true")
-    proc = subprocess.run([str(script), str(s["tmp"] / "missing.txt")], cwd=s["ws"], env=env,
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [str(script), str(s["tmp"] / "missing.txt")],
+        cwd=s["ws"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2

@@ -11,11 +11,21 @@ from pathlib import Path
 from dispatch_harness import FAKE_WORKER, attempt, start_listener, status, wait_finished, wait_until
 
 CLAUDE_RESULT = {
-    "type": "result", "subtype": "error_max_budget_usd", "is_error": True, "num_turns": 3,
-    "terminal_reason": "budget_exhausted", "result": "partial CANARY-e2e", "total_cost_usd": 0.0731,
-    "usage": {"input_tokens": 5400, "output_tokens": 800, "cache_read_input_tokens": 12,
-              "cache_creation_input_tokens": 7},
-    "permission_denials": [], "session_id": "s-1",
+    "type": "result",
+    "subtype": "error_max_budget_usd",
+    "is_error": True,
+    "num_turns": 3,
+    "terminal_reason": "budget_exhausted",
+    "result": "partial CANARY-e2e",
+    "total_cost_usd": 0.0731,
+    "usage": {
+        "input_tokens": 5400,
+        "output_tokens": 800,
+        "cache_read_input_tokens": 12,
+        "cache_creation_input_tokens": 7,
+    },
+    "permission_denials": [],
+    "session_id": "s-1",
 }
 
 
@@ -48,7 +58,8 @@ def _config(config_path: Path, launcher: Path, cap: float | None = 0.05, retenti
 
 
 def test_a_conversation_over_its_cost_cap_needs_a_human_and_the_totals_show_everywhere(
-        env, config_path, launchers, db_path, kimi, tmp_path):
+    env, config_path, launchers, db_path, kimi, tmp_path
+):
     cap_file = tmp_path / "cap"
     _config(config_path, _launcher(launchers, "overshoot", "succeed", CLAUDE_RESULT, cap_file))
     started = kimi.ok("start_conversation", recipient="claude", goal="MODE=succeed CANARY-e2e", max_cost_usd=0.05)
@@ -60,13 +71,23 @@ def test_a_conversation_over_its_cost_cap_needs_a_human_and_the_totals_show_ever
     # The CLI overshot its cap between turns, but the work was done: the store's evidence decides.
     assert row["outcome"] == "succeeded" and row["cli_status"] == "budget_exceeded"
     assert cap_file.read_text() == "0.05"  # the launcher was given the per-task cap
-    assert (row["cost_usd"], row["input_tokens"], row["output_tokens"], row["cache_read_tokens"],
-            row["cache_write_tokens"]) == (0.0731, 5400, 800, 12, 7)
+    assert (
+        row["cost_usd"],
+        row["input_tokens"],
+        row["output_tokens"],
+        row["cache_read_tokens"],
+        row["cache_write_tokens"],
+    ) == (0.0731, 5400, 800, 12, 7)
     assert (row["max_cost_usd"], row["cost_overshoot_usd"]) == (0.05, 0.0231)
 
     dispatch = kimi.ok("get_message", message_id=task)["dispatch"]
-    assert (dispatch["outcome"], dispatch["cost_usd"], dispatch["input_tokens"], dispatch["output_tokens"],
-            dispatch["cost_overshoot_usd"]) == ("succeeded", 0.0731, 5400, 800, 0.0231)
+    assert (
+        dispatch["outcome"],
+        dispatch["cost_usd"],
+        dispatch["input_tokens"],
+        dispatch["output_tokens"],
+        dispatch["cost_overshoot_usd"],
+    ) == ("succeeded", 0.0731, 5400, 800, 0.0231)
     conv = kimi.ok("conversation", action="status", conversation_id=cid)
     assert conv["state"] == "needs_human" and conv["max_cost_usd"] == 0.05
     assert conv["totals"] == {"attempts": 1, "cost_usd": 0.0731, "input_tokens": 5400, "output_tokens": 800}
@@ -78,14 +99,24 @@ def test_a_conversation_over_its_cost_cap_needs_a_human_and_the_totals_show_ever
     totals = report["totals"]
     assert totals["all_time"]["cost_usd"] >= 0.0731 and totals["today"]["attempts"] >= 1
     runtime = Path(env["AGENT_BRIDGE_RUNTIME_DIR"])
-    for text in (json.dumps(report), (runtime / "dispatcher.log").read_text(),
-                 (runtime / "claude.progress.json").read_text(), json.dumps(dict(row))):
+    for text in (
+        json.dumps(report),
+        (runtime / "dispatcher.log").read_text(),
+        (runtime / "claude.progress.json").read_text(),
+        json.dumps(dict(row)),
+    ):
         assert "CANARY" not in text  # the ledger is payload-free: the task text stays in the store
 
     # The claude worker's result is the in-flight review turn for kimi; kimi is not dispatched
     # (auto off), and neither is anything more in a conversation that needs a human.
-    refused = kimi.call("send_message", recipient="claude", text="more", kind="task",
-                        reply_to=conv["in_flight"]["id"], conversation_id=cid)
+    refused = kimi.call(
+        "send_message",
+        recipient="claude",
+        text="more",
+        kind="task",
+        reply_to=conv["in_flight"]["id"],
+        conversation_id=cid,
+    )
     assert refused.is_error and refused.code == "conversation_not_active"
 
 
@@ -95,8 +126,11 @@ def test_a_budget_stop_is_its_own_outcome_with_one_notice(env, config_path, laun
     task = kimi.ok("send_message", recipient="claude", text="MODE=silent CANARY-e2e", kind="task")["id"]
     start_listener(env)
     row = wait_finished(db_path, task)
-    assert (row["outcome"], row["error_kind"], row["cli_status"]) == ("budget_exceeded", "no_evidence",
-                                                                      "budget_exceeded")
+    assert (row["outcome"], row["error_kind"], row["cli_status"]) == (
+        "budget_exceeded",
+        "no_evidence",
+        "budget_exceeded",
+    )
     assert row["cost_overshoot_usd"] == 0.0231
     assert status(env)["last"]["result"] == "budget_exceeded"
     notices = [m for m in kimi.ok("receive_messages")["messages"] if m["kind"] == "notice" and m["reply_to"] == task]
@@ -113,27 +147,51 @@ def test_without_a_cap_the_launcher_gets_none(env, config_path, launchers, db_pa
     start_listener({**env, "AGENT_BRIDGE_MAX_COST_USD": "99"})  # an inherited value is not passed on
     row = wait_finished(db_path, task)
     assert (row["outcome"], row["cli_status"], row["max_cost_usd"], row["cost_overshoot_usd"]) == (
-        "succeeded", "ok", None, None)
+        "succeeded",
+        "ok",
+        None,
+        None,
+    )
     assert cap_file.read_text() == "unset"
 
 
 # -- retention ------------------------------------------------------------------------------------------
 
-def _plant(db: Path, runtime: Path, message_id: int, *, state: str | None, finished_days_ago: float | None,
-           mtime_days_ago: float = 0.0, agent: str = "claude") -> Path:
+
+def _plant(
+    db: Path,
+    runtime: Path,
+    message_id: int,
+    *,
+    state: str | None,
+    finished_days_ago: float | None,
+    mtime_days_ago: float = 0.0,
+    agent: str = "claude",
+) -> Path:
     now = time.time()
     conn = sqlite3.connect(db, timeout=30)
     try:
         with conn:
-            conn.execute("INSERT INTO messages (id, sender, recipient, kind, text, created_at, acknowledged_at)"
-                         " VALUES (?, 'kimi', ?, 'task', 'CANARY-old', ?, ?)", (message_id, agent, now - 9 * 86400, now))
+            conn.execute(
+                "INSERT INTO messages (id, sender, recipient, kind, text, created_at, acknowledged_at)"
+                " VALUES (?, 'kimi', ?, 'task', 'CANARY-old', ?, ?)",
+                (message_id, agent, now - 9 * 86400, now),
+            )
             if state is not None:
                 finished = None if finished_days_ago is None else now - finished_days_ago * 86400
                 conn.execute(
                     "INSERT INTO dispatch_attempts (message_id, agent, state, outcome, started_at, finished_at,"
                     " supervisor_pid, supervisor_start_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (message_id, agent, state, "succeeded" if state == "finished" else None,
-                     now - 9 * 86400, finished, os.getpid(), None),
+                    (
+                        message_id,
+                        agent,
+                        state,
+                        "succeeded" if state == "finished" else None,
+                        now - 9 * 86400,
+                        finished,
+                        os.getpid(),
+                        None,
+                    ),
                 )
     finally:
         conn.close()

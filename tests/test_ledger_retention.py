@@ -18,19 +18,22 @@ def _dir(mid, *, agent="claude", state="finished", finished=None, mtime=NOW):
     return AttemptDir(message_id=mid, mtime=mtime, agent=agent, state=state, finished_at=finished)
 
 
-@pytest.mark.parametrize(("entry", "days", "pruned"), [
-    (_dir(1, finished=NOW - 8 * DAY), 7, True),  # finished, past the retention
-    (_dir(1, finished=NOW - 7 * DAY), 7, True),  # exactly at it
-    (_dir(1, finished=NOW - 6 * DAY), 7, False),  # within it
-    (_dir(1, finished=NOW - 1), 0, True),  # 0: every finished attempt at the next pass
-    (_dir(1, finished=NOW + 60), 0, False),  # finished "in the future" (a clock step): kept for now
-    (_dir(1, state="spawned", finished=None, mtime=NOW - 90 * DAY), 7, False),  # running: never
-    (_dir(1, state="recorded", finished=None, mtime=NOW - 90 * DAY), 0, False),
-    (_dir(1, state="finished", finished=None), 0, False),  # no finish time: kept
-    (_dir(1, agent="kimi", finished=NOW - 90 * DAY), 7, False),  # another agent's: its listener decides
-    (_dir(1, agent=None, state=None, mtime=NOW - 8 * DAY), 7, True),  # orphan, untouched for long
-    (_dir(1, agent=None, state=None, mtime=NOW - 1 * DAY), 7, False),  # orphan, recent
-])
+@pytest.mark.parametrize(
+    ("entry", "days", "pruned"),
+    [
+        (_dir(1, finished=NOW - 8 * DAY), 7, True),  # finished, past the retention
+        (_dir(1, finished=NOW - 7 * DAY), 7, True),  # exactly at it
+        (_dir(1, finished=NOW - 6 * DAY), 7, False),  # within it
+        (_dir(1, finished=NOW - 1), 0, True),  # 0: every finished attempt at the next pass
+        (_dir(1, finished=NOW + 60), 0, False),  # finished "in the future" (a clock step): kept for now
+        (_dir(1, state="spawned", finished=None, mtime=NOW - 90 * DAY), 7, False),  # running: never
+        (_dir(1, state="recorded", finished=None, mtime=NOW - 90 * DAY), 0, False),
+        (_dir(1, state="finished", finished=None), 0, False),  # no finish time: kept
+        (_dir(1, agent="kimi", finished=NOW - 90 * DAY), 7, False),  # another agent's: its listener decides
+        (_dir(1, agent=None, state=None, mtime=NOW - 8 * DAY), 7, True),  # orphan, untouched for long
+        (_dir(1, agent=None, state=None, mtime=NOW - 1 * DAY), 7, False),  # orphan, recent
+    ],
+)
 def test_prune_decision(entry, days, pruned):
     assert prune_decision([entry], "claude", NOW, days) == ([1] if pruned else [])
 
@@ -57,10 +60,16 @@ def test_prune_removes_only_what_the_rule_names_and_never_follows_links(tmp_path
     outside.mkdir()
     (outside / "precious").write_text("keep")
     for mid, state, finished in ((1, "finished", now - 30 * DAY), (2, "spawned", None), (3, "finished", now)):
-        conn.execute("INSERT INTO messages (id, sender, recipient, kind, text, created_at) VALUES (?, 'k', 'claude',"
-                     " 'task', 't', ?)", (mid, now))
-        conn.execute("INSERT INTO dispatch_attempts (message_id, agent, state, started_at, finished_at)"
-                     " VALUES (?, 'claude', ?, ?, ?)", (mid, state, now - 31 * DAY, finished))
+        conn.execute(
+            "INSERT INTO messages (id, sender, recipient, kind, text, created_at) VALUES (?, 'k', 'claude',"
+            " 'task', 't', ?)",
+            (mid, now),
+        )
+        conn.execute(
+            "INSERT INTO dispatch_attempts (message_id, agent, state, started_at, finished_at)"
+            " VALUES (?, 'claude', ?, ?, ?)",
+            (mid, state, now - 31 * DAY, finished),
+        )
         d = root / str(mid)
         (d / "home").mkdir(parents=True)
         (d / "worker.log").write_text("task text")

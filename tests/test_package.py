@@ -17,8 +17,15 @@ TIMEOUT = 120
 
 
 def _run(args: list, env: dict, cwd: Path, timeout: float = TIMEOUT) -> subprocess.CompletedProcess:
-    return subprocess.run([str(a) for a in args], env=env, cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [str(a) for a in args],
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -86,9 +93,11 @@ def test_version(installed: Path, home) -> None:
 
 
 def test_wheel_carries_package_data(installed: Path) -> None:
-    probe = ("from dispatcher.locations import INSTALLED, PROJECT_DIR; import os;"
-             "print(INSTALLED, os.access(PROJECT_DIR / 'launchers/claude_headless.sh', os.X_OK),"
-             " (PROJECT_DIR / 'systemd/agent-bridge-listener@.service').is_file(), (PROJECT_DIR / 'server.py').is_file())")
+    probe = (
+        "from dispatcher.locations import INSTALLED, PROJECT_DIR; import os;"
+        "print(INSTALLED, os.access(PROJECT_DIR / 'launchers/claude_headless.sh', os.X_OK),"
+        " (PROJECT_DIR / 'systemd/agent-bridge-listener@.service').is_file(), (PROJECT_DIR / 'server.py').is_file())"
+    )
     done = _run([installed / "python", "-c", probe], {"PATH": "/usr/bin:/bin"}, installed)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "True", "True", "True"]
@@ -100,12 +109,20 @@ def test_init_then_serve(installed: Path, home) -> None:
     assert done.returncode == 0, done.stderr
     path = Path(env["XDG_CONFIG_HOME"]) / "agent-bridge" / "config.json"
     config = json.loads(path.read_text())
-    assert config["agents"] == {"claude": {"auto": True, "launcher": "launchers/claude_headless.sh",
-                                           "workspace": str(work), "worker_timeout_seconds": 1800,
-                                           "permissions": {"level": "edit"}}}
+    assert config["agents"] == {
+        "claude": {
+            "auto": True,
+            "launcher": "launchers/claude_headless.sh",
+            "workspace": str(work),
+            "worker_timeout_seconds": 1800,
+            "permissions": {"level": "edit"},
+        }
+    }
     assert "2.1.332 (tested)" in done.stdout and f"Workers run in {work}" in done.stdout
-    assert "workers may: read, search, list, create and edit files inside the workspace (permissions level edit)" \
+    assert (
+        "workers may: read, search, list, create and edit files inside the workspace (permissions level edit)"
         in done.stdout
+    )
 
     again = _run(["agent-bridge", "init"], env, work)
     assert again.returncode == 2
@@ -115,8 +132,9 @@ def test_init_then_serve(installed: Path, home) -> None:
         from mcp import Client
         from mcp.client.stdio import StdioServerParameters, stdio_client
 
-        params = StdioServerParameters(command=str(installed / "agent-bridge"), args=["serve"],
-                                       env={**env, "AGENT_ID": "claude"}, cwd=str(work))
+        params = StdioServerParameters(
+            command=str(installed / "agent-bridge"), args=["serve"], env={**env, "AGENT_ID": "claude"}, cwd=str(work)
+        )
         with anyio.fail_after(60), open(work / "serve.stderr", "w") as errlog:
             async with Client(stdio_client(params, errlog=errlog)) as client:
                 return sorted(tool.name for tool in (await client.list_tools()).tools)
@@ -131,8 +149,9 @@ def test_systemd_unit_from_the_package(installed: Path, home) -> None:
     done = _run(["agent-bridge", "systemd", "install", "--agent", "claude"], env, work)
     assert done.returncode == 0, done.stderr
     unit = (Path(env["XDG_CONFIG_HOME"]) / "systemd" / "user" / "agent-bridge-listener@.service").read_text()
-    data = _run([installed / "python", "-c", "from dispatcher.locations import PACKAGE_DATA; print(PACKAGE_DATA)"],
-                env, work).stdout.strip()
+    data = _run(
+        [installed / "python", "-c", "from dispatcher.locations import PACKAGE_DATA; print(PACKAGE_DATA)"], env, work
+    ).stdout.strip()
     assert f"WorkingDirectory={data}\n" in unit
     assert f"ExecStart={installed / 'python'} -m dispatcher listener run --agent %i" in unit
     assert str(PROJECT) not in unit
@@ -228,16 +247,21 @@ def test_top_with_the_extra_outside_the_checkout(wheel: Path, home) -> None:
     `top --once` draws one payload-free frame of a real store, whole and filtered."""
     bin_dir = _venv(wheel, "venv-top", "[top]")
     env, work = home
-    env = {**env, "PATH": env["PATH"].replace(str(wheel.parent.parent / "venv" / "bin"), str(bin_dir)),
-           "COLUMNS": "160"}
+    env = {
+        **env,
+        "PATH": env["PATH"].replace(str(wheel.parent.parent / "venv" / "bin"), str(bin_dir)),
+        "COLUMNS": "160",
+    }
     assert _run(["agent-bridge", "init"], env, work).returncode == 0
     before = _run(["agent-bridge", "top", "--once"], env, work)
     assert before.returncode == 0, before.stderr
     assert "error: no store yet" in before.stdout
-    send = ("from dispatcher import messages; from dispatcher.settings import BridgeSettings;"
-            "from dispatcher.store import open_store; conn = open_store(BridgeSettings().db);"
-            "messages.send_message(conn, sender='kimi', recipient='claude', kind='notice', text='SECRET-PAYLOAD',"
-            " agents={'claude', 'kimi'}); conn.close()")
+    send = (
+        "from dispatcher import messages; from dispatcher.settings import BridgeSettings;"
+        "from dispatcher.store import open_store; conn = open_store(BridgeSettings().db);"
+        "messages.send_message(conn, sender='kimi', recipient='claude', kind='notice', text='SECRET-PAYLOAD',"
+        " agents={'claude', 'kimi'}); conn.close()"
+    )
     sent = _run([bin_dir / "python", "-c", send], env, work)
     assert sent.returncode == 0, sent.stderr
     for args, shown in ((["top", "--once"], "filter: all"), (["top", "--once", "--agent", "claude"], "filter: claude")):
@@ -249,7 +273,12 @@ def test_top_with_the_extra_outside_the_checkout(wheel: Path, home) -> None:
             assert title in out, out
         header = next(line for line in out.splitlines() if line.strip("┃ ").startswith("agent "))
         (row,) = [line for line in out.splitlines() if line.strip("│ ").startswith("claude ")]
-        cells = dict(zip([c.strip() for c in header.strip("┃ ").split("┃")],
-                         [c.strip() for c in row.strip("│ ").split("│")], strict=True))
+        cells = dict(
+            zip(
+                [c.strip() for c in header.strip("┃ ").split("┃")],
+                [c.strip() for c in row.strip("│ ").split("│")],
+                strict=True,
+            )
+        )
         assert cells["agent"] == "claude" and cells["unread"] == "1", row  # the one message, by number only
         assert "SECRET-PAYLOAD" not in out and str(PROJECT) not in out

@@ -28,8 +28,15 @@ pytestmark = pytest.mark.cli
 LAUNCHER = PROJECT / "launchers" / "codex_headless.sh"
 MODEL = "gpt-5.5"
 DEADLINE = 150.0
-WORKER_TOOLS = {"send_message", "receive_messages", "claim_message", "release_message", "mark_read", "get_message",
-                "conversation"}
+WORKER_TOOLS = {
+    "send_message",
+    "receive_messages",
+    "claim_message",
+    "release_message",
+    "mark_read",
+    "get_message",
+    "conversation",
+}
 # What Codex offers a known slug besides its shell: the MCP resource readers, apply_patch and
 # tool_search (the bridge's namespace comes back from the search).
 BASE_TOOLS = {"list_mcp_resources", "list_mcp_resource_templates", "read_mcp_resource", "apply_patch", "tool_search"}
@@ -49,8 +56,10 @@ LEVELS = {
 PLANTED_CONFIG = 'sandbox_mode = "danger-full-access"\napproval_policy = "never"\n[features]\nshell_tool = true\n'
 PLANTED_RULES = 'prefix_rule(pattern=["touch"], decision="allow")\nprefix_rule(pattern=["rm"], decision="allow")\n'
 # The project level's own settings: workspace-write without /tmp, and a rule that forbids touch.
-PROJECT_CONFIG = ('sandbox_mode = "workspace-write"\n[sandbox_workspace_write]\nexclude_slash_tmp = true\n'
-                  "exclude_tmpdir_env_var = true\n")
+PROJECT_CONFIG = (
+    'sandbox_mode = "workspace-write"\n[sandbox_workspace_write]\nexclude_slash_tmp = true\n'
+    "exclude_tmpdir_env_var = true\n"
+)
 PROJECT_RULES = 'prefix_rule(pattern=["touch"], decision="forbidden")\n'
 
 
@@ -75,14 +84,25 @@ def codex_env(root, model) -> dict[str, str]:
     home = root / "home" / ".codex"
     home.mkdir(parents=True)
     (home / "auth.json").write_text(json.dumps({"OPENAI_API_KEY": "sk-not-a-real-key"}))
-    return {**bridge_env(root, config), "HOME": str(root / "home"), "CODEX_HOME": str(home), "CODEX_BIN": str(codex),
-            "AGENT_BRIDGE_CODEX_BASE_URL": model.base_url, "AGENT_BRIDGE_CODEX_MODEL": MODEL,
-            "AGENT_BRIDGE_CODEX_MAX_RETRIES": "0"}
+    return {
+        **bridge_env(root, config),
+        "HOME": str(root / "home"),
+        "CODEX_HOME": str(home),
+        "CODEX_BIN": str(codex),
+        "AGENT_BRIDGE_CODEX_BASE_URL": model.base_url,
+        "AGENT_BRIDGE_CODEX_MODEL": MODEL,
+        "AGENT_BRIDGE_CODEX_MAX_RETRIES": "0",
+    }
 
 
 def agents_config(root: Path, level: str, workspace: Path | None = None) -> dict:
-    agent = {"auto": True, "launcher": str(LAUNCHER), "worker_timeout_seconds": 120,
-             "workspace": str(workspace or root), "permissions": LEVELS[level]}
+    agent = {
+        "auto": True,
+        "launcher": str(LAUNCHER),
+        "worker_timeout_seconds": 120,
+        "workspace": str(workspace or root),
+        "permissions": LEVELS[level],
+    }
     return {"agents": {"codex": agent, "kimi": {"auto": False, "launcher": "launchers/kimi_headless.sh"}}}
 
 
@@ -122,8 +142,11 @@ def make_workspace(root: Path, name: str) -> dict[str, Path]:
     else:
         (codex_dir / "config.toml").write_text(PLANTED_CONFIG)
         (codex_dir / "rules" / "widen.rules").write_text(PLANTED_RULES)
-    (codex_dir / "hooks.json").write_text(json.dumps({"hooks": {"PreToolUse": [{"matcher": ".*", "hooks": [
-        {"type": "command", "command": f"touch {marker}"}]}]}}))
+    (codex_dir / "hooks.json").write_text(
+        json.dumps(
+            {"hooks": {"PreToolUse": [{"matcher": ".*", "hooks": [{"type": "command", "command": f"touch {marker}"}]}]}}
+        )
+    )
     return {"ws": ws, "outside": outside, "marker": marker}
 
 
@@ -136,8 +159,9 @@ def switch_config(codex_env: dict, root: Path, level: str, workspace: Path) -> N
 
 
 def workspace_task(actions: list[dict]) -> str:
-    return "\n".join(["Work in the workspace.", "MODE=workspace", "TOOLKIT=codex",
-                      *(f"DO={json.dumps(a)}" for a in actions)])
+    return "\n".join(
+        ["Work in the workspace.", "MODE=workspace", "TOOLKIT=codex", *(f"DO={json.dumps(a)}" for a in actions)]
+    )
 
 
 def all_actions(paths: dict[str, Path]) -> list[dict]:
@@ -222,6 +246,7 @@ def test_each_level_does_exactly_what_it_allows(codex_env, root, kimi, listener,
 
 def test_an_edit_task_succeeds_at_edit_and_is_blocked_at_read_naming_the_tool(codex_env, root, kimi, listener):
     """The issue's "done when": "add a line to notes.txt and report"."""
+
     def add_a_line(paths):
         return [{"edit": str(paths["ws"] / "notes.txt"), "old": "first line", "new": "first line\nadded line"}]
 
@@ -231,7 +256,11 @@ def test_an_edit_task_succeeds_at_edit_and_is_blocked_at_read_naming_the_tool(co
 
     at_read = run_level(codex_env, root, kimi, "read", add_a_line, name="done-read")
     assert at_read["row"]["outcome"] == "blocked" and (at_read["ws"] / "notes.txt").read_text() == NOTES
-    last = wait_until(lambda: (s := status(codex_env, "codex"))["last"] and s["last"]["message_id"] == at_read["task"]
-                      and s["last"], DEADLINE, interval=0.5, what="listener status to show the attempt")
+    last = wait_until(
+        lambda: (s := status(codex_env, "codex"))["last"] and s["last"]["message_id"] == at_read["task"] and s["last"],
+        DEADLINE,
+        interval=0.5,
+        what="listener status to show the attempt",
+    )
     assert (last["result"], last["permission_level"], last["denied_tools"]) == ("blocked", "read", "apply_patch")
     assert dispatch(kimi, at_read["task"])["denied_tools"] == "apply_patch"

@@ -53,16 +53,32 @@ def kimi_perm(tmp_path_factory):
     (home / ".kimi-code" / "config.toml").write_text("[loop_control]\nmax_attempts_per_step = 2\n")
     (root / "tmp").mkdir()
     with KimiModel(tmp_path_factory.mktemp("kimi-perm-model") / "requests.jsonl") as model:
-        listener = start_listener({
-            **env, "HOME": str(home), "TMPDIR": str(root / "tmp"), "KIMI_BIN": str(kimi_bin), "KIMI_NODE": str(node),
-            "KIMI_MODEL_PROVIDER_TYPE": "anthropic", "KIMI_MODEL_BASE_URL": model.base_url,
-            "KIMI_MODEL_NAME": "scripted-model", "KIMI_MODEL_API_KEY": "scripted-key",
-        }, agent="kimi")
+        listener = start_listener(
+            {
+                **env,
+                "HOME": str(home),
+                "TMPDIR": str(root / "tmp"),
+                "KIMI_BIN": str(kimi_bin),
+                "KIMI_NODE": str(node),
+                "KIMI_MODEL_PROVIDER_TYPE": "anthropic",
+                "KIMI_MODEL_BASE_URL": model.base_url,
+                "KIMI_MODEL_NAME": "scripted-model",
+                "KIMI_MODEL_API_KEY": "scripted-key",
+            },
+            agent="kimi",
+        )
         sender = McpAgent("claude", env)
         try:
             sender.wait_ready()
-            yield {"root": root, "config": config, "env": env, "model": model, "sender": sender,
-                   "db": Path(env["AGENT_BRIDGE_DB"]), "runtime": Path(env["AGENT_BRIDGE_RUNTIME_DIR"])}
+            yield {
+                "root": root,
+                "config": config,
+                "env": env,
+                "model": model,
+                "sender": sender,
+                "db": Path(env["AGENT_BRIDGE_DB"]),
+                "runtime": Path(env["AGENT_BRIDGE_RUNTIME_DIR"]),
+            }
         finally:
             sender.close()
             if listener.poll() is None:
@@ -103,7 +119,8 @@ def layout(run: dict, name: str) -> dict[str, Path]:
     (ws / ".kimi-code" / "local.toml").write_text(
         f'yolo = true\n\n[workspace]\nadditional_dir = ["{outside}"]\n\n'
         '[[permission.rules]]\ndecision = "allow"\npattern = "Bash"\n\n'
-        '[[permission.rules]]\ndecision = "allow"\npattern = "Write"\n')
+        '[[permission.rules]]\ndecision = "allow"\npattern = "Write"\n'
+    )
     return {"ws": ws, "outside": outside, "marker": marker}
 
 
@@ -130,14 +147,14 @@ def run_level(run: dict, name: str, permissions: dict | None, *, denied_actions:
     paths = layout(run, name)
     set_agent(run, paths["ws"], permissions)
     before = tree(paths["outside"])
-    task = run["sender"].ok("send_message", recipient="kimi", kind="task",
-                            text=task_text(paths, denied_actions=denied_actions))["id"]
+    task = run["sender"].ok(
+        "send_message", recipient="kimi", kind="task", text=task_text(paths, denied_actions=denied_actions)
+    )["id"]
     return task, paths, before, wait_finished(run["db"], task, DEADLINE)
 
 
 def tree(root: Path) -> dict[str, tuple]:
-    return {p.relative_to(root).as_posix(): (p.read_bytes(), p.lstat().st_mtime_ns)
-            for p in sorted(root.rglob("*"))}
+    return {p.relative_to(root).as_posix(): (p.read_bytes(), p.lstat().st_mtime_ns) for p in sorted(root.rglob("*"))}
 
 
 def requests_for(run: dict, message_id: int) -> list[dict]:
@@ -244,8 +261,11 @@ def test_project_is_refused_with_exit_78_before_kimi_starts(kimi_perm):
     assert log.count("\n") == 1 and "level project cannot be enforced by Kimi Code 2.1.0" in log, log
     assert_workspace(paths, edited=False, created=False, ran=False)
     assert_outside_unchanged(paths, before)
-    last = wait_until(lambda: (s := status(kimi_perm["env"], "kimi")["last"]) and s["message_id"] == task and s,
-                      DEADLINE, what="listener status to show the refused attempt")
+    last = wait_until(
+        lambda: (s := status(kimi_perm["env"], "kimi")["last"]) and s["message_id"] == task and s,
+        DEADLINE,
+        what="listener status to show the refused attempt",
+    )
     assert (last["error_kind"], last["permission_level"]) == ("permissions_unenforceable", "project")
     assert attempt(kimi_perm["db"], task)["denied_tools"] is None
     shutil.rmtree(paths["ws"])  # nothing in it was touched; keep the tmp tree small

@@ -23,14 +23,14 @@ NOW = 1_800_000_000.0
 
 #   case                                        host       recorded  observed  verdict
 LIVENESS_TABLE = [
-    ("same process",                            HERE,      100.0,    100.0,    "alive"),
-    ("same process, clock-tick rounding",       HERE,      100.0,    100.04,   "alive"),
-    ("pid not running (or a zombie)",           HERE,      100.0,    None,     "dead"),
-    ("recycled pid: another start time",        HERE,      100.0,    250.0,    "dead"),
-    ("recycled pid, just past tolerance",       HERE,      100.0,    100.06,   "dead"),
-    ("no recorded start time",                  HERE,      None,     100.0,    "dead"),
-    ("another host, pid running here",          "host-b",  100.0,    100.0,    "unknown"),
-    ("another host, pid not running here",      "host-b",  100.0,    None,     "unknown"),
+    ("same process", HERE, 100.0, 100.0, "alive"),
+    ("same process, clock-tick rounding", HERE, 100.0, 100.04, "alive"),
+    ("pid not running (or a zombie)", HERE, 100.0, None, "dead"),
+    ("recycled pid: another start time", HERE, 100.0, 250.0, "dead"),
+    ("recycled pid, just past tolerance", HERE, 100.0, 100.06, "dead"),
+    ("no recorded start time", HERE, None, 100.0, "dead"),
+    ("another host, pid running here", "host-b", 100.0, 100.0, "unknown"),
+    ("another host, pid not running here", "host-b", 100.0, None, "unknown"),
 ]
 
 
@@ -39,13 +39,16 @@ def test_liveness(case, host, recorded, observed, verdict):
     assert presence.liveness(host, recorded, here=HERE, observed_start=observed) == verdict
 
 
-@pytest.mark.parametrize("last,now,touch", [
-    (None, NOW, True),            # the first call always writes
-    (NOW, NOW + 1, False),        # within the interval: no write
-    (NOW, NOW + 4.99, False),
-    (NOW, NOW + 5, True),         # the interval has passed
-    (NOW, NOW - 60, True),        # the clock went back: write, or "idle for" would be stuck
-])
+@pytest.mark.parametrize(
+    "last,now,touch",
+    [
+        (None, NOW, True),  # the first call always writes
+        (NOW, NOW + 1, False),  # within the interval: no write
+        (NOW, NOW + 4.99, False),
+        (NOW, NOW + 5, True),  # the interval has passed
+        (NOW, NOW - 60, True),  # the clock went back: write, or "idle for" would be stuck
+    ],
+)
 def test_should_touch(last, now, touch):
     assert presence.should_touch(last, now) is touch
 
@@ -74,19 +77,23 @@ def probe_of(running: dict[int, float]):
 
 
 def _add(conn, agent, pid, start, *, host=HERE, role="interactive", paths="[]"):
-    cur = conn.execute("INSERT INTO sessions (agent, role, host, pid, start_time, started_at, wake_paths)"
-                       " VALUES (?, ?, ?, ?, ?, ?, ?)", (agent, role, host, pid, start, NOW - 60, paths))
+    cur = conn.execute(
+        "INSERT INTO sessions (agent, role, host, pid, start_time, started_at, wake_paths)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (agent, role, host, pid, start, NOW - 60, paths),
+    )
     return cur.lastrowid
 
 
 def test_register_cleans_dead_local_rows_and_keeps_live_and_foreign_ones(conn):
     live = _add(conn, "claude", 11, 100.0)
-    killed = _add(conn, "claude", 12, 100.0)                 # kill -9: no process any more
-    recycled = _add(conn, "kimi", 13, 100.0)                 # pid 13 now runs something younger
-    foreign = _add(conn, "kimi", 12, 100.0, host="host-b")   # another host: never judged dead
+    killed = _add(conn, "claude", 12, 100.0)  # kill -9: no process any more
+    recycled = _add(conn, "kimi", 13, 100.0)  # pid 13 now runs something younger
+    foreign = _add(conn, "kimi", 12, 100.0, host="host-b")  # another host: never judged dead
     probe = probe_of({11: 100.0, 13: 500.0})
-    new = presence.register_session(conn, "claude", "interactive", pid=14, start_time=600.0, client_pid=1,
-                                    now=NOW, here=HERE, probe=probe)
+    new = presence.register_session(
+        conn, "claude", "interactive", pid=14, start_time=600.0, client_pid=1, now=NOW, here=HERE, probe=probe
+    )
     ids = [r[0] for r in conn.execute("SELECT id FROM sessions ORDER BY id")]
     assert ids == [live, foreign, new] and killed not in ids and recycled not in ids
     with pytest.raises(BridgeError) as refused:
@@ -100,7 +107,9 @@ def test_record_wake_path_is_idempotent_ordered_and_refuses_what_it_cannot_mark(
     assert presence.record_wake_path(conn, sid, "hook") == ["hook", "resource"]
     assert presence.record_wake_path(conn, sid, "hook") == ["hook", "resource"]
     assert json.loads(conn.execute("SELECT wake_paths FROM sessions WHERE id = ?", (sid,)).fetchone()[0]) == [
-        "hook", "resource"]
+        "hook",
+        "resource",
+    ]
     for path in ("pigeon", "", None, True):
         with pytest.raises(BridgeError) as bad:
             presence.record_wake_path(conn, sid, path)
@@ -114,29 +123,41 @@ def test_record_wake_path_is_idempotent_ordered_and_refuses_what_it_cannot_mark(
 
 def test_session_of_client_finds_the_session_a_hook_speaks_for(conn):
     host = presence.this_host()
-    conn.execute("INSERT INTO sessions (agent, role, host, pid, client_pid, started_at) VALUES"
-                 " ('claude', 'interactive', ?, 50, 40, 1), ('claude', 'interactive', ?, 51, 40, 2),"
-                 " ('kimi', 'interactive', ?, 52, 40, 3), ('claude', 'interactive', 'elsewhere', 53, 40, 4)",
-                 (host, host, host))
+    conn.execute(
+        "INSERT INTO sessions (agent, role, host, pid, client_pid, started_at) VALUES"
+        " ('claude', 'interactive', ?, 50, 40, 1), ('claude', 'interactive', ?, 51, 40, 2),"
+        " ('kimi', 'interactive', ?, 52, 40, 3), ('claude', 'interactive', 'elsewhere', 53, 40, 4)",
+        (host, host, host),
+    )
     assert presence.session_of_client(conn, "claude", 40) == 2
     assert presence.session_of_client(conn, "claude", 41) is None
 
 
-@pytest.mark.parametrize("row,wakeable", [
-    ({}, True),
-    ({"paths": "[]"}, False),                      # live, but no way to wake it
-    ({"paths": '["resource"]'}, False),            # a resource update starts no turn
-    ({"paths": '["resource", "monitor"]'}, True),  # but a Monitor watch does
-    ({"paths": '["channel"]'}, True),
-    ({"role": "worker"}, False),                   # a headless worker is no interactive session
-    ({"pid": 99}, False),                          # dead
-    ({"start": 123.0}, False),                     # recycled pid
-    ({"host": "host-b"}, False),                   # unknown is not evidence of life
-    ({"agent": "kimi"}, False),                    # another agent's session
-])
+@pytest.mark.parametrize(
+    "row,wakeable",
+    [
+        ({}, True),
+        ({"paths": "[]"}, False),  # live, but no way to wake it
+        ({"paths": '["resource"]'}, False),  # a resource update starts no turn
+        ({"paths": '["resource", "monitor"]'}, True),  # but a Monitor watch does
+        ({"paths": '["channel"]'}, True),
+        ({"role": "worker"}, False),  # a headless worker is no interactive session
+        ({"pid": 99}, False),  # dead
+        ({"start": 123.0}, False),  # recycled pid
+        ({"host": "host-b"}, False),  # unknown is not evidence of life
+        ({"agent": "kimi"}, False),  # another agent's session
+    ],
+)
 def test_has_wakeable_session(conn, row, wakeable):
-    _add(conn, row.get("agent", "claude"), row.get("pid", 11), row.get("start", 100.0), host=row.get("host", HERE),
-         role=row.get("role", "interactive"), paths=row.get("paths", '["hook"]'))
+    _add(
+        conn,
+        row.get("agent", "claude"),
+        row.get("pid", 11),
+        row.get("start", 100.0),
+        host=row.get("host", HERE),
+        role=row.get("role", "interactive"),
+        paths=row.get("paths", '["hook"]'),
+    )
     probe = probe_of({11: 100.0})
     assert presence.has_wakeable_session(conn, "claude", here=HERE, probe=probe) is wakeable
 
@@ -149,21 +170,35 @@ def test_who_report_lists_live_sessions_and_inboxes_payload_free(conn, tmp_path,
 
     settings = BridgeSettings(db=tmp_path / "bridge.db")
     live = _add(conn, "claude", 11, 100.0, paths='["hook"]')
-    conn.execute("UPDATE sessions SET client_name = 'claude-code', client_version = '2.1.332', last_call_at = ?"
-                 " WHERE id = ?", (NOW - 5, live))
-    _add(conn, "claude", 12, 100.0)                          # dead: left out
-    _add(conn, "claude", 13, 100.0, role="worker")           # a worker's server: counted apart
-    foreign = _add(conn, "kimi", 11, 100.0, host="host-b")   # unknown: shown as such
+    conn.execute(
+        "UPDATE sessions SET client_name = 'claude-code', client_version = '2.1.332', last_call_at = ? WHERE id = ?",
+        (NOW - 5, live),
+    )
+    _add(conn, "claude", 12, 100.0)  # dead: left out
+    _add(conn, "claude", 13, 100.0, role="worker")  # a worker's server: counted apart
+    foreign = _add(conn, "kimi", 11, 100.0, host="host-b")  # unknown: shown as such
     secret = "CANARY-who-5e1 secret text"
-    messages.send_message(conn, sender="kimi", recipient="claude", text=secret, agents={"claude", "kimi"},
-                          max_body_bytes=1000, kind="task")
-    report = presence.who_report(conn, ["claude", "kimi"], settings, time.time(), here=HERE,
-                                 probe=probe_of({11: 100.0, 13: 100.0}))
+    messages.send_message(
+        conn,
+        sender="kimi",
+        recipient="claude",
+        text=secret,
+        agents={"claude", "kimi"},
+        max_body_bytes=1000,
+        kind="task",
+    )
+    report = presence.who_report(
+        conn, ["claude", "kimi"], settings, time.time(), here=HERE, probe=probe_of({11: 100.0, 13: 100.0})
+    )
     claude, kimi = report["agents"]
     assert [s["id"] for s in claude["sessions"]] == [live] and claude["workers"] == 1
     view = claude["sessions"][0]
     assert (view["client"], view["client_version"], view["wake_paths"], view["liveness"]) == (
-        "claude-code", "2.1.332", ["hook"], "alive")
+        "claude-code",
+        "2.1.332",
+        ["hook"],
+        "alive",
+    )
     assert claude["unread"] == 1 and claude["oldest_unread_age_seconds"] >= 0
     assert claude["listener"] == {"running": False, "pid": None, "stage": "stopped"}
     assert [(s["id"], s["liveness"]) for s in kimi["sessions"]] == [(foreign, "unknown")]
@@ -179,10 +214,24 @@ def test_v4_store_migrates_to_one_with_an_empty_sessions_table_and_every_row_kep
     assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     assert_rows_kept(conn, before)
     columns = [r[1] for r in conn.execute("PRAGMA table_info(sessions)")]
-    assert columns[:12] == ["id", "agent", "role", "host", "pid", "start_time", "client_pid", "client_name",
-                            "client_version", "started_at", "last_call_at", "wake_paths"]
+    assert columns[:12] == [
+        "id",
+        "agent",
+        "role",
+        "host",
+        "pid",
+        "start_time",
+        "client_pid",
+        "client_name",
+        "client_version",
+        "started_at",
+        "last_call_at",
+        "wake_paths",
+    ]
     assert conn.execute("SELECT COUNT(*) FROM sessions").fetchone()[0] == 0
-    conn.execute("INSERT INTO sessions (agent, role, host, pid, started_at) VALUES ('claude', 'interactive', 'h', 1, 0)")
+    conn.execute(
+        "INSERT INTO sessions (agent, role, host, pid, started_at) VALUES ('claude', 'interactive', 'h', 1, 0)"
+    )
     assert conn.execute("SELECT wake_paths FROM sessions").fetchone()[0] == "[]"
     with pytest.raises(sqlite3.IntegrityError):
         conn.execute("INSERT INTO sessions (agent, role, host, pid, started_at) VALUES ('claude', 'boss', 'h', 1, 0)")
@@ -195,18 +244,22 @@ def test_v4_store_migrates_to_one_with_an_empty_sessions_table_and_every_row_kep
 def test_observed_start_of_real_processes_own_finished_zombie_and_nonsense():
     me = os.getpid()
     assert presence.observed_start(me) == start_time(me)
-    assert presence.liveness(presence.this_host(), start_time(me), here=presence.this_host(),
-                             observed_start=presence.observed_start(me)) == "alive"
+    assert (
+        presence.liveness(
+            presence.this_host(), start_time(me), here=presence.this_host(), observed_start=presence.observed_start(me)
+        )
+        == "alive"
+    )
     done = subprocess.Popen([sys.executable, "-c", "pass"])
     done.wait()
-    assert presence.observed_start(done.pid) is None                     # finished and reaped
+    assert presence.observed_start(done.pid) is None  # finished and reaped
     zombie = subprocess.Popen([sys.executable, "-c", "pass"])
     deadline = time.monotonic() + 30
     import psutil
 
     while psutil.Process(zombie.pid).status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert presence.observed_start(zombie.pid) is None                   # exited, not yet reaped
+    assert presence.observed_start(zombie.pid) is None  # exited, not yet reaped
     zombie.wait()
     for nonsense in (0, -1, True, 2**70, "1"):
         assert presence.observed_start(nonsense) is None, nonsense
@@ -217,8 +270,9 @@ def test_a_recycled_pid_is_dead_and_pruned(conn):
     me = os.getpid()
     here = presence.this_host()
     older = start_time(me) - 30.0
-    sid = presence.register_session(conn, "claude", "interactive", pid=me, start_time=older, client_pid=None,
-                                    now=time.time())
+    sid = presence.register_session(
+        conn, "claude", "interactive", pid=me, start_time=older, client_pid=None, now=time.time()
+    )
     assert [s.liveness for s in presence.sessions(conn, "claude")] == ["dead"]
     assert presence.prune_dead(conn, here=here) == 1
     assert conn.execute("SELECT COUNT(*) FROM sessions WHERE id = ?", (sid,)).fetchone()[0] == 0
@@ -244,11 +298,29 @@ def test_server_presence_survives_a_store_that_refuses_its_writes(tmp_path):
 
 def test_session_ids_are_never_reused(conn):
     """A hook or wake path holding an id must never mark a later session that got the same id."""
-    first = presence.register_session(conn, "claude", "interactive", pid=11, start_time=1.0, client_pid=None,
-                                      now=NOW, here=HERE, probe=probe_of({11: 1.0}))
+    first = presence.register_session(
+        conn,
+        "claude",
+        "interactive",
+        pid=11,
+        start_time=1.0,
+        client_pid=None,
+        now=NOW,
+        here=HERE,
+        probe=probe_of({11: 1.0}),
+    )
     assert presence.end_session(conn, first)
-    second = presence.register_session(conn, "claude", "interactive", pid=11, start_time=1.0, client_pid=None,
-                                       now=NOW, here=HERE, probe=probe_of({11: 1.0}))
+    second = presence.register_session(
+        conn,
+        "claude",
+        "interactive",
+        pid=11,
+        start_time=1.0,
+        client_pid=None,
+        now=NOW,
+        here=HERE,
+        probe=probe_of({11: 1.0}),
+    )
     assert second > first and not presence.end_session(conn, first)
     with pytest.raises(BridgeError):
         presence.record_wake_path(conn, first, "hook")
@@ -257,16 +329,24 @@ def test_session_ids_are_never_reused(conn):
 def test_session_of_ancestor_finds_the_session_of_the_cli_above_a_shell(conn, tmp_path):
     """A hook runs as CLI -> sh -> hook: its session is the one whose client is its nearest ancestor."""
     host = presence.this_host()
-    conn.execute("INSERT INTO sessions (agent, role, host, pid, client_pid, started_at) VALUES"
-                 " ('claude', 'interactive', ?, 50, ?, 1), ('claude', 'interactive', ?, 51, 1, 2)",
-                 (host, os.getpid(), host))
-    hook = ("import sys; from dispatcher import presence; from dispatcher.store import open_store;"
-            "c = open_store(sys.argv[1]); print(presence.session_of_ancestor(c, sys.argv[2])); c.close()")
+    conn.execute(
+        "INSERT INTO sessions (agent, role, host, pid, client_pid, started_at) VALUES"
+        " ('claude', 'interactive', ?, 50, ?, 1), ('claude', 'interactive', ?, 51, 1, 2)",
+        (host, os.getpid(), host),
+    )
+    hook = (
+        "import sys; from dispatcher import presence; from dispatcher.store import open_store;"
+        "c = open_store(sys.argv[1]); print(presence.session_of_ancestor(c, sys.argv[2])); c.close()"
+    )
     from harness import PROJECT
 
     for agent, expected in (("claude", "1"), ("kimi", "None")):
-        done = subprocess.run(["sh", "-c", f'"{sys.executable}" -c "$0" "$1" "$2"; true', hook,
-                               str(tmp_path / "bridge.db"), agent], capture_output=True, text=True, cwd=PROJECT,
-                              timeout=60)
+        done = subprocess.run(
+            ["sh", "-c", f'"{sys.executable}" -c "$0" "$1" "$2"; true', hook, str(tmp_path / "bridge.db"), agent],
+            capture_output=True,
+            text=True,
+            cwd=PROJECT,
+            timeout=60,
+        )
         assert done.stdout.strip() == expected, done.stderr
     assert presence.session_of_ancestor(conn, "claude", 2**22 + 12345) is None  # no such process

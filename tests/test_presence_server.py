@@ -17,9 +17,23 @@ from dispatcher import presence
 
 def _rows(db, agent=None) -> list[dict]:
     where = "" if agent is None else f" WHERE agent = '{agent}'"
-    cols = ["id", "agent", "role", "host", "pid", "start_time", "client_pid", "client_name", "client_version",
-            "started_at", "last_call_at", "wake_paths"]
-    return [dict(zip(cols, r, strict=True)) for r in sql(db, f"SELECT {', '.join(cols)} FROM sessions{where} ORDER BY id")]
+    cols = [
+        "id",
+        "agent",
+        "role",
+        "host",
+        "pid",
+        "start_time",
+        "client_pid",
+        "client_name",
+        "client_version",
+        "started_at",
+        "last_call_at",
+        "wake_paths",
+    ]
+    return [
+        dict(zip(cols, r, strict=True)) for r in sql(db, f"SELECT {', '.join(cols)} FROM sessions{where} ORDER BY id")
+    ]
 
 
 def _who_cli(env, *args) -> dict:
@@ -42,8 +56,15 @@ def test_a_session_registers_with_its_client_and_who_shows_it(claude, kimi, work
     row = mine[0]
     assert (row["role"], row["host"], row["client_pid"]) == ("interactive", presence.this_host(), os.getpid())
     assert (row["client_name"], row["client_version"]) == ("mcp", "0.1.0")  # the SDK client's clientInfo
-    assert presence.liveness(row["host"], row["start_time"], here=presence.this_host(),
-                             observed_start=presence.observed_start(row["pid"])) == "alive"
+    assert (
+        presence.liveness(
+            row["host"],
+            row["start_time"],
+            here=presence.this_host(),
+            observed_start=presence.observed_start(row["pid"]),
+        )
+        == "alive"
+    )
     report = claude.ok("who")
     by_agent = {a["agent"]: a for a in report["agents"]}
     assert [s["id"] for s in by_agent["claude"]["sessions"]] == [row["id"]]
@@ -75,7 +96,8 @@ def test_tool_calls_touch_the_row_at_most_once_per_interval(claude, db_path):
     for _ in range(5):
         claude.ok("receive_messages")
     assert _rows(db_path, "claude")[0]["last_call_at"] == first or (
-        time.time() - first >= presence.TOUCH_EVERY_SECONDS)  # unless the interval passed meanwhile
+        time.time() - first >= presence.TOUCH_EVERY_SECONDS
+    )  # unless the interval passed meanwhile
     time.sleep(presence.TOUCH_EVERY_SECONDS)
     claude.ok("receive_messages")
     assert _rows(db_path, "claude")[0]["last_call_at"] > first

@@ -10,8 +10,10 @@ from harness import PROJECT, bridge_env, db_snapshot, write_config
 
 from dispatcher.store import open_store
 
-PROBE = ("import sys; from dispatcher.dispatch.statusline import statusline_text; print(statusline_text()); "
-         "print(sorted(m for m in ('pydantic', 'psutil', 'mcp', 'click') if m in sys.modules))")
+PROBE = (
+    "import sys; from dispatcher.dispatch.statusline import statusline_text; print(statusline_text()); "
+    "print(sorted(m for m in ('pydantic', 'psutil', 'mcp', 'click') if m in sys.modules))"
+)
 
 
 def _env(tmp_path):
@@ -33,8 +35,14 @@ def test_statusline_shows_unread_counts_per_agent_without_heavy_imports(tmp_path
     finally:
         conn.close()
     before = db_snapshot(db)
-    done = subprocess.run([sys.executable, "-c", PROBE], cwd=PROJECT, env={**os.environ, **env},
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE],
+        cwd=PROJECT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     line, loaded = done.stdout.splitlines()
     assert line == "[claude] stopped · 1 unread  ·  [kimi] stopped · 1 unread", line
     assert loaded == "[]" and "CANARY" not in done.stdout

@@ -20,22 +20,35 @@ AGENTS = frozenset({"claude", "kimi"})
 DOCUMENTED_MOVES = {"conversation_expired": ("expired", "expired"), "turn_limit_reached": ("needs_human", "turn_limit")}
 DAY = 86400.0
 anything = st.one_of(
-    st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70),
-    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=40), st.lists(st.integers(), max_size=3),
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=40),
+    st.lists(st.integers(), max_size=3),
     st.sampled_from(["claude", "kimi", "task", "result", "notice", "status", "cancel", "", "\x00", "\ud800"]),
 )
 small_id = st.one_of(st.integers(min_value=-2, max_value=40), anything)
 
 
 def _start(conn, initiator="claude", recipient="kimi", *, max_turns=6, now=None):
-    return conversations.start_conversation(conn, initiator=initiator, recipient=recipient, goal="g", agents=AGENTS,
-                                            max_body_bytes=64, max_turns=max_turns, now=now)
+    return conversations.start_conversation(
+        conn,
+        initiator=initiator,
+        recipient=recipient,
+        goal="g",
+        agents=AGENTS,
+        max_body_bytes=64,
+        max_turns=max_turns,
+        now=now,
+    )
 
 
 def _answer(conn, conv, sender="kimi", recipient="claude"):
     """The in-flight task's result: the conversation's second turn."""
-    return messages.send_message(conn, sender=sender, recipient=recipient, text="r", agents=AGENTS, kind="result",
-                                 reply_to=conv["message_id"])
+    return messages.send_message(
+        conn, sender=sender, recipient=recipient, text="r", agents=AGENTS, kind="result", reply_to=conv["message_id"]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -83,11 +96,21 @@ def _expected_after_move(before: dict, after: dict, conv_id: int, code: str, act
     at = moved["updated_at"]
     expected = {
         **before,
-        "conversations": [{**c, "state": target, "updated_at": at} if c["id"] == conv_id else c
-                          for c in before["conversations"]],
-        "conversation_transitions": before["conversation_transitions"] + [{
-            "id": max(t["id"] for t in before["conversation_transitions"]) + 1, "conversation_id": conv_id, "from_state": "active",
-            "to_state": target, "actor": actor, "reason": reason, "at": at}],
+        "conversations": [
+            {**c, "state": target, "updated_at": at} if c["id"] == conv_id else c for c in before["conversations"]
+        ],
+        "conversation_transitions": before["conversation_transitions"]
+        + [
+            {
+                "id": max(t["id"] for t in before["conversation_transitions"]) + 1,
+                "conversation_id": conv_id,
+                "from_state": "active",
+                "to_state": target,
+                "actor": actor,
+                "reason": reason,
+                "at": at,
+            }
+        ],
     }
     assert after == expected, code
 
@@ -120,31 +143,72 @@ common = settings(max_examples=150, deadline=None, suppress_health_check=[Health
 
 
 @common
-@given(sender=anything, recipient=anything, text=anything, reply_to=small_id, dedup=anything,
-       timeout=anything, conv=small_id, kind=anything)
+@given(
+    sender=anything,
+    recipient=anything,
+    text=anything,
+    reply_to=small_id,
+    dedup=anything,
+    timeout=anything,
+    conv=small_id,
+    kind=anything,
+)
 def test_send_message(store, sender, recipient, text, reply_to, dedup, timeout, conv, kind):
-    _check(store, lambda c: messages.send_message(
-        c, sender=sender, recipient=recipient, text=text, agents=AGENTS, max_body_bytes=64, reply_to=reply_to,
-        dedup_key=dedup, response_timeout_seconds=timeout, conversation_id=conv, kind=kind),
-        conversation_id=conv, reply_to=reply_to, actor=sender)
+    _check(
+        store,
+        lambda c: messages.send_message(
+            c,
+            sender=sender,
+            recipient=recipient,
+            text=text,
+            agents=AGENTS,
+            max_body_bytes=64,
+            reply_to=reply_to,
+            dedup_key=dedup,
+            response_timeout_seconds=timeout,
+            conversation_id=conv,
+            kind=kind,
+        ),
+        conversation_id=conv,
+        reply_to=reply_to,
+        actor=sender,
+    )
 
 
 @common
-@given(sender=st.sampled_from(sorted(AGENTS)), reply_to=st.one_of(st.none(), st.integers(1, 16)),
-       conv=st.one_of(st.none(), st.integers(1, 10)), kind=st.sampled_from(["task", "result", "notice", None]))
+@given(
+    sender=st.sampled_from(sorted(AGENTS)),
+    reply_to=st.one_of(st.none(), st.integers(1, 16)),
+    conv=st.one_of(st.none(), st.integers(1, 10)),
+    kind=st.sampled_from(["task", "result", "notice", None]),
+)
 def test_sends_inside_conversations(store, sender, reply_to, conv, kind):
     # Well-typed sends aimed at the seeded conversations, so expiry and turn-limit moves happen.
     recipient = "kimi" if sender == "claude" else "claude"
-    _check(store, lambda c: messages.send_message(
-        c, sender=sender, recipient=recipient, text="t", agents=AGENTS, reply_to=reply_to, conversation_id=conv,
-        kind=kind), conversation_id=conv, reply_to=reply_to, actor=sender)
+    _check(
+        store,
+        lambda c: messages.send_message(
+            c,
+            sender=sender,
+            recipient=recipient,
+            text="t",
+            agents=AGENTS,
+            reply_to=reply_to,
+            conversation_id=conv,
+            kind=kind,
+        ),
+        conversation_id=conv,
+        reply_to=reply_to,
+        actor=sender,
+    )
 
 
 def test_send_into_an_expired_conversation_moves_only_its_state(store):
     path, conn = store
     conv = _start(conn, now=time.time() - DAY)
     send = lambda c: messages.send_message(  # noqa: E731
-        c, sender="kimi", recipient="claude", text="late", agents=AGENTS, kind="result", reply_to=conv["message_id"])
+        c, sender="kimi", recipient="claude", text="late", agents=AGENTS, kind="result", reply_to=conv["message_id"]
+    )
     assert _check(store, send, reply_to=conv["message_id"], actor="kimi") == "conversation_expired"
     # Touched again: still refused the same way, and now nothing at all changes.
     before = db_snapshot(path)
@@ -157,14 +221,17 @@ def test_send_past_the_turn_limit_moves_only_to_needs_human(store):
     conv = _start(conn, max_turns=2)
     result = _answer(conn, conv)
     follow_up = lambda c: messages.send_message(  # noqa: E731
-        c, sender="claude", recipient="kimi", text="more", agents=AGENTS, kind="task", reply_to=result["id"])
+        c, sender="claude", recipient="kimi", text="more", agents=AGENTS, kind="task", reply_to=result["id"]
+    )
     assert _check(store, follow_up, reply_to=result["id"], actor="claude") == "turn_limit_reached"
 
 
 @common
 @given(agent=st.sampled_from(sorted(AGENTS)), message_id=small_id, lease=anything, ids=anything)
 def test_claims_and_acks(store, agent, message_id, lease, ids):
-    _check(store, lambda c: claims.claim_message(c, agent=agent, worker_id="w", message_id=message_id, lease_seconds=lease))
+    _check(
+        store, lambda c: claims.claim_message(c, agent=agent, worker_id="w", message_id=message_id, lease_seconds=lease)
+    )
     _check(store, lambda c: claims.release_message(c, agent=agent, worker_id="w", message_id=message_id))
     _check(store, lambda c: messages.mark_read(c, agent=agent, worker_id="w", message_ids=ids))
     _check(store, lambda c: messages.get_message(c, agent=agent, worker_id="w", message_id=message_id))
@@ -172,14 +239,37 @@ def test_claims_and_acks(store, agent, message_id, lease, ids):
 
 
 @common
-@given(initiator=st.sampled_from(sorted(AGENTS)), recipient=anything, goal=anything, turns=anything,
-       expiry=anything, dedup=anything, action=anything, conv=small_id)
+@given(
+    initiator=st.sampled_from(sorted(AGENTS)),
+    recipient=anything,
+    goal=anything,
+    turns=anything,
+    expiry=anything,
+    dedup=anything,
+    action=anything,
+    conv=small_id,
+)
 def test_conversations(store, initiator, recipient, goal, turns, expiry, dedup, action, conv):
-    _check(store, lambda c: conversations.start_conversation(
-        c, initiator=initiator, recipient=recipient, goal=goal, agents=AGENTS, max_body_bytes=64,
-        max_turns=turns, expires_in_seconds=expiry, dedup_key=dedup))
-    _check(store, lambda c: conversations.conversation_action(c, agent=initiator, action=action, conversation_id=conv),
-           conversation_id=conv, actor=initiator)
+    _check(
+        store,
+        lambda c: conversations.start_conversation(
+            c,
+            initiator=initiator,
+            recipient=recipient,
+            goal=goal,
+            agents=AGENTS,
+            max_body_bytes=64,
+            max_turns=turns,
+            expires_in_seconds=expiry,
+            dedup_key=dedup,
+        ),
+    )
+    _check(
+        store,
+        lambda c: conversations.conversation_action(c, agent=initiator, action=action, conversation_id=conv),
+        conversation_id=conv,
+        actor=initiator,
+    )
 
 
 def test_store_is_intact_after_fuzzing(store):

@@ -52,7 +52,9 @@ def test_kimi_takes_the_last_turn_of_the_newest_wire(tmp_path):
     newer = tmp_path / "kimi-code-home/sessions/b/s2/agents/main/wire.jsonl"
     for path, reason in ((older, "old"), (newer, "failed")):
         path.parent.mkdir(parents=True)
-        path.write_text(json.dumps({"type": "turn.ended", "reason": reason, "error": {"code": "x.y", "name": SECRET * 9}}))
+        path.write_text(
+            json.dumps({"type": "turn.ended", "reason": reason, "error": {"code": "x.y", "name": SECRET * 9}})
+        )
     os.utime(older, (1, 1))
     diag = cli_diagnostics(tmp_path, 1)
     assert (diag["stream_json"], diag["assistant_messages"], diag["unparsed_lines"]) == ("ok", 1, 1)

@@ -285,4 +285,3 @@ def test_a_directory_that_cannot_be_created_is_a_clear_error(tmp_path, blocker):
     assert exc_info.value.code == "path_unusable"
     assert str(tmp_path / "state" / "store") in exc_info.value.message
     assert not (tmp_path / "gone").exists()
-

@@ -30,8 +30,17 @@ def conn(tmp_path):
     c.close()
 
 
-def msg(conn, *, created=OLD, acked=OLD, reply_to=None, conversation=None, claim_owner=None,
-        claim_expires=None, recipient="claude") -> int:
+def msg(
+    conn,
+    *,
+    created=OLD,
+    acked=OLD,
+    reply_to=None,
+    conversation=None,
+    claim_owner=None,
+    claim_expires=None,
+    recipient="claude",
+) -> int:
     cur = conn.execute(
         "INSERT INTO messages (sender, recipient, kind, text, reply_to, conversation_id, created_at,"
         " acknowledged_at, claim_owner, claim_expires_at) VALUES ('kimi', ?, 'task', 'x', ?, ?, ?, ?, ?, ?)",
@@ -47,8 +56,11 @@ def conv(conn, state="completed", updated=OLD, in_flight=None, transitions=2) ->
         (state, in_flight, updated, updated + DAY, updated),
     )
     for _ in range(transitions):
-        conn.execute("INSERT INTO conversation_transitions (conversation_id, from_state, to_state, actor, reason, at)"
-                     " VALUES (?, 'active', ?, 'kimi', 'r', ?)", (cur.lastrowid, state, updated))
+        conn.execute(
+            "INSERT INTO conversation_transitions (conversation_id, from_state, to_state, actor, reason, at)"
+            " VALUES (?, 'active', ?, 'kimi', 'r', ?)",
+            (cur.lastrowid, state, updated),
+        )
     return cur.lastrowid
 
 
@@ -56,8 +68,13 @@ def attempt(conn, message_id, state="finished", finished=OLD) -> None:
     conn.execute(
         "INSERT INTO dispatch_attempts (message_id, agent, state, outcome, started_at, finished_at)"
         " VALUES (?, 'claude', ?, ?, ?, ?)",
-        (message_id, state, "succeeded" if state == "finished" else None, OLD - 60,
-         finished if state == "finished" else None),
+        (
+            message_id,
+            state,
+            "succeeded" if state == "finished" else None,
+            OLD - 60,
+            finished if state == "finished" else None,
+        ),
     )
 
 
@@ -171,8 +188,9 @@ def test_conversations_terminal_old_go_with_transitions_others_stay(conn):
     assert ids(conn, "conversations") == set(open_convs.values()) | {fresh, partly}
     assert ids(conn) == set(open_msgs) | {fresh_msg, partly_kept}
     assert not set(done_msgs) & ids(conn) and partly_gone not in ids(conn)
-    assert {r[0] for r in conn.execute("SELECT DISTINCT conversation_id FROM conversation_transitions")} == \
-        ids(conn, "conversations")
+    assert {r[0] for r in conn.execute("SELECT DISTINCT conversation_id FROM conversation_transitions")} == ids(
+        conn, "conversations"
+    )
     assert (report.conversations, report.transitions) == (4, 8)
     assert empty not in ids(conn, "conversations")
 
@@ -205,8 +223,9 @@ def test_dry_run_counts_what_a_real_run_removes_and_changes_nothing(conn, tmp_pa
     assert run(conn, root).messages == 0  # idempotent
 
 
-@pytest.mark.parametrize("text,seconds", [("30d", 30 * DAY), ("12h", 43200), ("90m", 5400), ("3600s", 3600),
-                                          (" 1d ", DAY)])
+@pytest.mark.parametrize(
+    "text,seconds", [("30d", 30 * DAY), ("12h", 43200), ("90m", 5400), ("3600s", 3600), (" 1d ", DAY)]
+)
 def test_durations(text, seconds):
     assert pr.parse_duration(text) == seconds
 
@@ -220,9 +239,16 @@ def test_bad_durations_are_refused(text):
 
 # ---- the CLI, end to end ----------------------------------------------------------------
 
+
 def _cli(env, *args):
-    return subprocess.run([sys.executable, "-m", "dispatcher", "prune", *args], cwd=PROJECT,
-                          env={**os.environ, **env}, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "dispatcher", "prune", *args],
+        cwd=PROJECT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_cli_prune_dry_run_then_real(tmp_path):
@@ -247,8 +273,13 @@ def test_cli_prune_dry_run_then_real(tmp_path):
     real = _cli(env, "--older-than", "1d", "--compact")
     assert real.returncode == 0, real.stderr
     done = json.loads(real.stdout)
-    assert (done["dry_run"], done["messages"], done["attempts"], done["attempt_dirs"], done["compacted"]) == \
-        (False, 3, 1, 1, True)
+    assert (done["dry_run"], done["messages"], done["attempts"], done["attempt_dirs"], done["compacted"]) == (
+        False,
+        3,
+        1,
+        1,
+        True,
+    )
     assert {r[0] for r in sqlite3.connect(db).execute("SELECT id FROM messages")} == set(kept)
     assert not adir.exists()
 
@@ -300,12 +331,18 @@ def test_million_messages_pruned_in_batches_without_blocking_a_sender(tmp_path):
         "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)"
         " INSERT INTO messages (id, sender, recipient, kind, text, reply_to, created_at, acknowledged_at)"
         " SELECT i, 'kimi', 'claude', 'task', 'x', CASE WHEN i % 2 = 0 THEN i - 1 END, ?,"
-        " CASE WHEN i % 10 != 0 THEN ? END FROM n", (N, OLD, OLD),
+        " CASE WHEN i % 10 != 0 THEN ? END FROM n",
+        (N, OLD, OLD),
     )
     build = time.monotonic() - t0
     stop = tmp_path / "stop"
-    sender = subprocess.Popen([sys.executable, "-c", SENDER, str(db), str(stop)], cwd=PROJECT,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    sender = subprocess.Popen(
+        [sys.executable, "-c", SENDER, str(db), str(stop)],
+        cwd=PROJECT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         time.sleep(0.5)
         t1 = time.monotonic()
@@ -321,9 +358,11 @@ def test_million_messages_pruned_in_batches_without_blocking_a_sender(tmp_path):
     assert conn.execute("SELECT COUNT(*) FROM messages WHERE id <= ?", (N,)).fetchone()[0] == kept
     assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
     conn.close()
-    print(f"\nbuild {build:.1f}s prune {took:.1f}s batches {report.batches} max batch "
-          f"{report.max_batch_seconds * 1000:.1f}ms max hold {report.max_hold_seconds * 1000:.1f}ms; sender: {count:.0f} sends, max lock wait {max_lock * 1000:.1f}ms, "
-          f"max send {max_send * 1000:.1f}ms, median {median * 1000:.2f}ms, p99 {p99 * 1000:.1f}ms")
+    print(
+        f"\nbuild {build:.1f}s prune {took:.1f}s batches {report.batches} max batch "
+        f"{report.max_batch_seconds * 1000:.1f}ms max hold {report.max_hold_seconds * 1000:.1f}ms; sender: {count:.0f} sends, max lock wait {max_lock * 1000:.1f}ms, "
+        f"max send {max_send * 1000:.1f}ms, median {median * 1000:.2f}ms, p99 {p99 * 1000:.1f}ms"
+    )
     assert count > 100
     assert took < 300
     assert max_lock < 1.0  # the bound is 100 ms; generous here for a loaded machine
@@ -331,6 +370,7 @@ def test_million_messages_pruned_in_batches_without_blocking_a_sender(tmp_path):
 
 
 # ---- the daily timer ----------------------------------------------------------------------
+
 
 def test_prune_timer_is_written_idempotently_next_to_the_listener_unit(tmp_path):
     from dispatcher.dispatch import systemd_unit as su
@@ -349,14 +389,23 @@ def test_prune_timer_is_written_idempotently_next_to_the_listener_unit(tmp_path)
 
 def test_systemd_install_offers_the_prune_timer(tmp_path):
     env = bridge_env(tmp_path, write_config(tmp_path / "config.json"))
-    proc = subprocess.run([sys.executable, "-m", "dispatcher", "systemd", "install", "--agent", "claude"],
-                          cwd=PROJECT, env={**os.environ, **env}, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "dispatcher", "systemd", "install", "--agent", "claude"],
+        cwd=PROJECT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "systemctl --user enable --now agent-bridge-listener@claude.service" in proc.stdout
     assert "(optional) systemctl --user enable --now agent-bridge-prune.timer" in proc.stdout
     units = Path(env["XDG_CONFIG_HOME"]) / "systemd" / "user"
     assert sorted(p.name for p in units.iterdir()) == [
-        "agent-bridge-listener@.service", "agent-bridge-prune.service", "agent-bridge-prune.timer"]
+        "agent-bridge-listener@.service",
+        "agent-bridge-prune.service",
+        "agent-bridge-prune.timer",
+    ]
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")

@@ -25,8 +25,14 @@ def env(tmp_path) -> dict[str, str]:
 
 
 def register(env: dict, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "dispatcher", "register", *args], env=env, capture_output=True,
-                          text=True, timeout=60, cwd=cwd or Path(__file__).parent.parent)
+    return subprocess.run(
+        [sys.executable, "-m", "dispatcher", "register", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd or Path(__file__).parent.parent,
+    )
 
 
 def target(env: dict, cli: str) -> Path:
@@ -48,10 +54,19 @@ def entry(cli: str, path: Path) -> dict:
 
 
 USER_FILES = {
-    "json": json.dumps({"theme": "dark", "mcpServers": {"other": {"command": "/bin/other", "args": ["x"]}},
-                        "nested": {"keep": [1, 2, 3]}}, indent=4) + "\n",
-    "codex": ('# my codex settings\nmodel = "gpt-x"  # keep this comment\n\n[mcp_servers.other]\n'
-              'command = "/bin/other"\nargs = ["x"]\n\n[profiles.fast]\nmodel_reasoning_effort = "low"\n'),
+    "json": json.dumps(
+        {
+            "theme": "dark",
+            "mcpServers": {"other": {"command": "/bin/other", "args": ["x"]}},
+            "nested": {"keep": [1, 2, 3]},
+        },
+        indent=4,
+    )
+    + "\n",
+    "codex": (
+        '# my codex settings\nmodel = "gpt-x"  # keep this comment\n\n[mcp_servers.other]\n'
+        'command = "/bin/other"\nargs = ["x"]\n\n[profiles.fast]\nmodel_reasoning_effort = "low"\n'
+    ),
 }
 
 
@@ -76,10 +91,17 @@ def test_it_writes_the_entry_in_a_new_private_file_and_a_rerun_changes_nothing(e
     got = entry(cli, path)
     assert got["command"] == sys.executable
     assert got["args"] == ["-m", "dispatcher", "serve"]
-    assert got["env"] == {"AGENT_ID": cli, "AGENT_BRIDGE_DB": env["AGENT_BRIDGE_DB"],
-                          "AGENT_BRIDGE_CONFIG": env["AGENT_BRIDGE_CONFIG"]}
-    extra = {"claude": ("type", "stdio"), "kimi": ("startupTimeoutMs", 30000), "codex": ("required", True),
-             "gemini": ("trust", True)}[cli]
+    assert got["env"] == {
+        "AGENT_ID": cli,
+        "AGENT_BRIDGE_DB": env["AGENT_BRIDGE_DB"],
+        "AGENT_BRIDGE_CONFIG": env["AGENT_BRIDGE_CONFIG"],
+    }
+    extra = {
+        "claude": ("type", "stdio"),
+        "kimi": ("startupTimeoutMs", 30000),
+        "codex": ("required", True),
+        "gemini": ("trust", True),
+    }[cli]
     assert got[extra[0]] == extra[1]
     assert mode(path) == 0o600 and mode(path.parent) == 0o700
     before = (path.read_bytes(), path.stat().st_mtime_ns)
@@ -155,8 +177,10 @@ def test_force_on_codex_cuts_only_the_old_table_and_keeps_every_other_byte(env):
     path.parent.mkdir(parents=True)
     head = '# mine\nmodel = "gpt-x"\n\n'
     tail = '[mcp_servers.other]\ncommand = "/bin/other"  # after ours\n'
-    old = ('[mcp_servers.agent_bridge]\ncommand = "/old/python"\nargs = ["/old/server.py"]\n\n'
-           '[mcp_servers.agent_bridge.env]\nAGENT_ID = "claude"\n\n')
+    old = (
+        '[mcp_servers.agent_bridge]\ncommand = "/old/python"\nargs = ["/old/server.py"]\n\n'
+        '[mcp_servers.agent_bridge.env]\nAGENT_ID = "claude"\n\n'
+    )
     path.write_text(head + old + tail)
     assert register(env, "codex", "--agent", "codex").returncode == 1
 
@@ -212,8 +236,15 @@ def test_statusline_sets_claudes_status_line_keeping_its_other_settings(env):
 
 def run_cli(binary: Path, args: list[str], env: dict, cwd: Path) -> subprocess.CompletedProcess:
     path = os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"])
-    return subprocess.run([str(binary), *args], env={**env, "PATH": path}, cwd=cwd, capture_output=True,
-                          text=True, timeout=60, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [str(binary), *args],
+        env={**env, "PATH": path},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 @pytest.mark.cli
@@ -225,8 +256,9 @@ def test_claude_registers_through_its_own_binary_and_mcp_list_connects(env, tmp_
     assert f"via {claude}" in done.stdout
     listed = run_cli(claude, ["mcp", "list"], env, tmp_path)
     assert listed.returncode == 0, listed.stderr
-    assert any(line.startswith("agent_bridge:") and "✔ Connected" in line for line in listed.stdout.splitlines()), \
+    assert any(line.startswith("agent_bridge:") and "✔ Connected" in line for line in listed.stdout.splitlines()), (
         listed.stdout
+    )
     path = target(env, "claude")
     assert mode(path) == 0o600 and mode(path.parent) == 0o700
     assert "nothing changed" in register(env, "claude", "--agent", "claude").stdout
@@ -276,8 +308,10 @@ def test_the_server_is_the_package_when_importable_and_the_checkouts_server_py_o
 def test_codex_entries_in_a_form_it_does_not_edit_are_left_for_the_user(env):
     path = target(env, "codex")
     path.parent.mkdir(parents=True)
-    for text in ('[mcp_servers]\nagent_bridge.command = "/old/python"\n',
-                 'mcp_servers = { agent_bridge = { command = "/old/python" } }\n'):
+    for text in (
+        '[mcp_servers]\nagent_bridge.command = "/old/python"\n',
+        'mcp_servers = { agent_bridge = { command = "/old/python" } }\n',
+    ):
         path.write_text(text)
         done = register(env, "codex", "--agent", "codex", "--force")
         assert done.returncode == 1 and "registration_file_invalid" in done.stderr, done.stderr

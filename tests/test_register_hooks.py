@@ -21,8 +21,14 @@ def env(tmp_path) -> dict[str, str]:
 
 
 def register(env: dict, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "dispatcher", "register", *args], env=env, capture_output=True,
-                          text=True, timeout=60, cwd=Path(__file__).parent.parent)
+    return subprocess.run(
+        [sys.executable, "-m", "dispatcher", "register", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).parent.parent,
+    )
 
 
 def settings(env: dict) -> Path:
@@ -52,15 +58,22 @@ def test_claude_hooks_are_written_once_with_the_store_and_a_rerun_changes_nothin
         assert entry.get("asyncRewake") is (True if event == "Stop" else None)
     assert oct(settings(env).stat().st_mode & 0o777) == "0o600"
     again = register(env, "claude", "--agent", "claude", "--hooks")
-    assert again.returncode == 0 and "hooks UserPromptSubmit, PostToolUse, Stop (agent claude) already in" in again.stdout
+    assert (
+        again.returncode == 0 and "hooks UserPromptSubmit, PostToolUse, Stop (agent claude) already in" in again.stdout
+    )
     assert json.loads(settings(env).read_text()) == doc
 
 
 def test_the_users_own_hooks_and_settings_are_kept_and_the_file_backed_up(env):
     settings(env).parent.mkdir(parents=True)
-    mine = {"theme": "dark", "statusLine": {"type": "command", "command": "mine"},
-            "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "say done"}]}],
-                      "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "check"}]}]}}
+    mine = {
+        "theme": "dark",
+        "statusLine": {"type": "command", "command": "mine"},
+        "hooks": {
+            "Stop": [{"hooks": [{"type": "command", "command": "say done"}]}],
+            "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "check"}]}],
+        },
+    }
     settings(env).write_text(json.dumps(mine))
     done = register(env, "claude", "--agent", "claude", "--hooks")
     assert done.returncode == 0, done.stderr
@@ -173,7 +186,9 @@ def test_codex_hooks_go_to_hooks_json_and_features_hooks_is_turned_on(codex_env)
     for event in ("UserPromptSubmit", "Stop"):
         [group] = doc["hooks"][event]
         [entry] = group["hooks"]
-        assert entry["command"].endswith(f"/agent-bridge hook codex {event} --agent codex") and "asyncRewake" not in entry
+        assert (
+            entry["command"].endswith(f"/agent-bridge hook codex {event} --agent codex") and "asyncRewake" not in entry
+        )
     text = config.read_text()
     assert "[features]\nhooks = true\n# keep this comment\nother = true\n" in text
     parsed = tomllib.loads(text)
@@ -202,8 +217,13 @@ def _plain_stop(env: dict, agent: str = "claude", **extra) -> dict:
     from dispatcher.register import hook_command
 
     """The Stop hook as `register --hooks` wrote it before --wait (this venv's agent-bridge, env's store)."""
-    return {"type": "command", "command": hook_command("claude", "Stop", agent, env), "timeout": 10,
-            "asyncRewake": True, **extra}
+    return {
+        "type": "command",
+        "command": hook_command("claude", "Stop", agent, env),
+        "timeout": 10,
+        "asyncRewake": True,
+        **extra,
+    }
 
 
 def _with_stop(env: dict, entry: dict) -> None:
@@ -240,10 +260,13 @@ def test_a_bad_wait_setting_is_refused_naming_the_variable(env, value):
     assert not settings(env).exists()
 
 
-@pytest.mark.parametrize("change", [
-    {"asyncRewake": False},  # the user turned the background off: their choice
-    {"once": True},  # a key we never write
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"asyncRewake": False},  # the user turned the background off: their choice
+        {"once": True},  # a key we never write
+    ],
+)
 def test_an_earlier_stop_hook_the_user_changed_is_refused_until_force(env, change):
     _with_stop(env, _plain_stop(env, **change))
     before = settings(env).read_text()

@@ -23,45 +23,88 @@ AGENTS = {"claude", "kimi"}
 
 
 def _config(claude_auto=True, kimi_auto=False) -> BridgeConfig:
-    return BridgeConfig(agents={
-        "claude": AgentConfig(launcher="launchers/command_headless.sh", auto=claude_auto),
-        "kimi": AgentConfig(launcher="launchers/command_headless.sh", auto=kimi_auto),
-    }, dispatch_max_age_seconds=MAX_AGE)
+    return BridgeConfig(
+        agents={
+            "claude": AgentConfig(launcher="launchers/command_headless.sh", auto=claude_auto),
+            "kimi": AgentConfig(launcher="launchers/command_headless.sh", auto=kimi_auto),
+        },
+        dispatch_max_age_seconds=MAX_AGE,
+    )
 
 
 CONFIG = _config()
 TASK = queue.Candidate(
-    message_id=7, sender="kimi", recipient="claude", kind="task", created_at=NOW - 10, acknowledged=False,
-    claim_active=False, attempted=False, conversation_id=None, conversation_state=None,
-    conversation_initiator=None, in_flight=True,
+    message_id=7,
+    sender="kimi",
+    recipient="claude",
+    kind="task",
+    created_at=NOW - 10,
+    acknowledged=False,
+    claim_active=False,
+    attempted=False,
+    conversation_id=None,
+    conversation_state=None,
+    conversation_initiator=None,
+    in_flight=True,
 )
 CONV_TASK = dataclasses.replace(TASK, conversation_id=3, conversation_state="active", conversation_initiator="kimi")
-REVIEW = dataclasses.replace(TASK, kind="result", conversation_id=3, conversation_state="active",
-                             conversation_initiator="claude")
+REVIEW = dataclasses.replace(
+    TASK, kind="result", conversation_id=3, conversation_state="active", conversation_initiator="claude"
+)
 
 #   case                                       facts                                              automatic   manual
 PREDICATE_TABLE = [
-    ("standalone task",                         TASK,                                               None, None),
-    ("task in an active conversation",          CONV_TASK,                                          None, None),
-    ("review turn",                             REVIEW,                                             None, None),
-    ("undeclared recipient",                    dataclasses.replace(TASK, recipient="codex"),       "unknown_agent", "unknown_agent"),
-    ("attempted",                               dataclasses.replace(TASK, attempted=True),          "already_attempted", "already_attempted"),
-    ("notice",                                  dataclasses.replace(TASK, kind="notice"),           "not_dispatchable", "not_dispatchable"),
-    ("plain message",                           dataclasses.replace(TASK, kind=None),               "not_dispatchable", "not_dispatchable"),
-    ("standalone result",                       dataclasses.replace(TASK, kind="result"),           "not_dispatchable", "not_dispatchable"),
-    ("result to the conversation's recipient",  dataclasses.replace(REVIEW, conversation_initiator="kimi"), "not_dispatchable", "not_dispatchable"),
-    ("acknowledged",                            dataclasses.replace(TASK, acknowledged=True),       "already_acknowledged", "already_acknowledged"),
-    ("actively claimed",                        dataclasses.replace(TASK, claim_active=True),       "claimed_by_other", "claimed_by_other"),
-    ("conversation blocked",                    dataclasses.replace(CONV_TASK, conversation_state="blocked"), "conversation_not_active", "conversation_not_active"),
-    ("conversation needs_human",                dataclasses.replace(REVIEW, conversation_state="needs_human"), "conversation_not_active", "conversation_not_active"),
-    ("conversation completed",                  dataclasses.replace(CONV_TASK, conversation_state="completed"), "conversation_not_active", "conversation_not_active"),
-    ("conversation cancelled",                  dataclasses.replace(CONV_TASK, conversation_state="cancelled"), "conversation_not_active", "conversation_not_active"),
-    ("conversation expired",                    dataclasses.replace(REVIEW, conversation_state="expired"), "conversation_not_active", "conversation_not_active"),
-    ("answered already (not in flight)",        dataclasses.replace(CONV_TASK, in_flight=False),    "not_in_turn", "not_in_turn"),
-    ("recipient's auto is off",                 dataclasses.replace(TASK, recipient="kimi", sender="claude"), "auto_off", None),
-    ("older than the window",                   dataclasses.replace(TASK, created_at=NOW - MAX_AGE - 1), "stale", None),
-    ("exactly at the window's edge",            dataclasses.replace(TASK, created_at=NOW - MAX_AGE), None, None),
-    ("auto off and old: auto is named",         dataclasses.replace(TASK, recipient="kimi", created_at=0.0), "auto_off", None),
+    ("standalone task", TASK, None, None),
+    ("task in an active conversation", CONV_TASK, None, None),
+    ("review turn", REVIEW, None, None),
+    ("undeclared recipient", dataclasses.replace(TASK, recipient="codex"), "unknown_agent", "unknown_agent"),
+    ("attempted", dataclasses.replace(TASK, attempted=True), "already_attempted", "already_attempted"),
+    ("notice", dataclasses.replace(TASK, kind="notice"), "not_dispatchable", "not_dispatchable"),
+    ("plain message", dataclasses.replace(TASK, kind=None), "not_dispatchable", "not_dispatchable"),
+    ("standalone result", dataclasses.replace(TASK, kind="result"), "not_dispatchable", "not_dispatchable"),
+    (
+        "result to the conversation's recipient",
+        dataclasses.replace(REVIEW, conversation_initiator="kimi"),
+        "not_dispatchable",
+        "not_dispatchable",
+    ),
+    ("acknowledged", dataclasses.replace(TASK, acknowledged=True), "already_acknowledged", "already_acknowledged"),
+    ("actively claimed", dataclasses.replace(TASK, claim_active=True), "claimed_by_other", "claimed_by_other"),
+    (
+        "conversation blocked",
+        dataclasses.replace(CONV_TASK, conversation_state="blocked"),
+        "conversation_not_active",
+        "conversation_not_active",
+    ),
+    (
+        "conversation needs_human",
+        dataclasses.replace(REVIEW, conversation_state="needs_human"),
+        "conversation_not_active",
+        "conversation_not_active",
+    ),
+    (
+        "conversation completed",
+        dataclasses.replace(CONV_TASK, conversation_state="completed"),
+        "conversation_not_active",
+        "conversation_not_active",
+    ),
+    (
+        "conversation cancelled",
+        dataclasses.replace(CONV_TASK, conversation_state="cancelled"),
+        "conversation_not_active",
+        "conversation_not_active",
+    ),
+    (
+        "conversation expired",
+        dataclasses.replace(REVIEW, conversation_state="expired"),
+        "conversation_not_active",
+        "conversation_not_active",
+    ),
+    ("answered already (not in flight)", dataclasses.replace(CONV_TASK, in_flight=False), "not_in_turn", "not_in_turn"),
+    ("recipient's auto is off", dataclasses.replace(TASK, recipient="kimi", sender="claude"), "auto_off", None),
+    ("older than the window", dataclasses.replace(TASK, created_at=NOW - MAX_AGE - 1), "stale", None),
+    ("exactly at the window's edge", dataclasses.replace(TASK, created_at=NOW - MAX_AGE), None, None),
+    ("auto off and old: auto is named", dataclasses.replace(TASK, recipient="kimi", created_at=0.0), "auto_off", None),
 ]
 
 
@@ -75,6 +118,7 @@ def test_predicate(case, facts, automatic, manual):
 
 # -- its users, on a real store ------------------------------------------------------------------------
 
+
 @pytest.fixture
 def conn(tmp_path):
     conn = open_store(tmp_path / "bridge.db")
@@ -83,13 +127,22 @@ def conn(tmp_path):
 
 
 def _task(conn, sender="kimi", recipient="claude", age: float = 10.0) -> int:
-    return messages.send_message(conn, sender=sender, recipient=recipient, text="secret task", agents=AGENTS,
-                                 kind="task", now=time.time() - age)["id"]
+    return messages.send_message(
+        conn, sender=sender, recipient=recipient, text="secret task", agents=AGENTS, kind="task", now=time.time() - age
+    )["id"]
 
 
 def _begin(conn, message_id: int, *, config=CONFIG, manual=False):
-    return begin_attempt(conn, message_id=message_id, config=config, now=time.time(), manual=manual,
-                         supervisor_pid=1, supervisor_start=None, worker_token="t")
+    return begin_attempt(
+        conn,
+        message_id=message_id,
+        config=config,
+        now=time.time(),
+        manual=manual,
+        supervisor_pid=1,
+        supervisor_start=None,
+        worker_token="t",
+    )
 
 
 def test_scan_takes_the_oldest_dispatchable_and_skips_the_rest(conn):
@@ -110,10 +163,12 @@ def test_scan_takes_the_oldest_dispatchable_and_skips_the_rest(conn):
 def test_an_answered_conversation_task_is_not_dispatched(conn):
     """claude answered the root task in a session but never acknowledged it: a worker for it could
     not reply (the result is in flight), so launching one would only fail and block the conversation."""
-    conv = conversations.start_conversation(conn, initiator="kimi", recipient="claude", goal="g", agents=AGENTS,
-                                            max_body_bytes=100)
-    messages.send_message(conn, sender="claude", recipient="kimi", text="done", agents=AGENTS, kind="result",
-                          reply_to=conv["message_id"])
+    conv = conversations.start_conversation(
+        conn, initiator="kimi", recipient="claude", goal="g", agents=AGENTS, max_body_bytes=100
+    )
+    messages.send_message(
+        conn, sender="claude", recipient="kimi", text="done", agents=AGENTS, kind="result", reply_to=conv["message_id"]
+    )
     assert queue.next_dispatchable(conn, "claude", CONFIG, time.time()) is None
     with pytest.raises(DispatchRefused) as info:
         _begin(conn, conv["message_id"], manual=True)
@@ -197,6 +252,8 @@ def test_no_claim_lands_between_the_barriers_check_and_its_insert(conn, tmp_path
     assert tried and isinstance(tried[0], Exception) and "locked" in str(tried[0])
     assert get_attempt(conn, task) is not None
     # Afterwards the session sees the attempt's worker as the one to leave it to (no double work).
-    refused = queue.dispatch_refusal(queue.message_facts(conn, task, time.time(), CONFIG), time.time(), CONFIG, manual=False)
+    refused = queue.dispatch_refusal(
+        queue.message_facts(conn, task, time.time(), CONFIG), time.time(), CONFIG, manual=False
+    )
     assert refused == "already_attempted"
     session.close()

@@ -24,7 +24,7 @@ def test_v2_migration_marks_only_the_real_old_notice_and_keeps_every_row(tmp_pat
     columns = [c[1] for c in conn.execute("PRAGMA table_info(messages)") if c[1] != "origin"]
     for message_id, before in messages_before.items():
         row = dict(after[message_id])
-        expected = dict(zip(columns[:len(before)], before, strict=True))  # later migrations append columns
+        expected = dict(zip(columns[: len(before)], before, strict=True))  # later migrations append columns
         if message_id == REAL_OLD_NOTICE:
             # Its key leaves the agents' namespace: no agent's later send collides with it.
             assert (row.pop("origin"), row["dedup_key"]) == ("system", None)
@@ -35,7 +35,7 @@ def test_v2_migration_marks_only_the_real_old_notice_and_keeps_every_row(tmp_pat
             assert row.pop("origin") == "agent", message_id
         assert {k: row[k] for k in expected} == expected, message_id
     attempts = conn.execute("SELECT * FROM dispatch_attempts ORDER BY message_id").fetchall()
-    assert [tuple(a)[:len(b)] for a, b in zip(attempts, attempts_before, strict=True)] == attempts_before
+    assert [tuple(a)[: len(b)] for a, b in zip(attempts, attempts_before, strict=True)] == attempts_before
     assert [a["worker_token"] for a in attempts] == [None, None]
     assert conn.execute("SELECT count(*) FROM listeners").fetchone()[0] == 0
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

@@ -28,16 +28,23 @@ def test_task_prompt_matches_the_verdict(conn):
 
 
 def _review(conn, max_turns: int) -> str:
-    conv = conversations.start_conversation(conn, initiator="kimi", recipient="claude", goal="the goal",
-                                            agents=AGENTS, max_body_bytes=100, max_turns=max_turns)
-    result = messages.send_message(conn, sender="claude", recipient="kimi", text="done", agents=AGENTS,
-                                   kind="result", reply_to=conv["message_id"])
+    conv = conversations.start_conversation(
+        conn,
+        initiator="kimi",
+        recipient="claude",
+        goal="the goal",
+        agents=AGENTS,
+        max_body_bytes=100,
+        max_turns=max_turns,
+    )
+    result = messages.send_message(
+        conn, sender="claude", recipient="kimi", text="done", agents=AGENTS, kind="result", reply_to=conv["message_id"]
+    )
     return worker_prompt(conn, fetch_message(conn, result["id"]))
 
 
 @pytest.mark.parametrize(("max_turns", "follow_up_possible"), [(2, False), (3, False), (4, True)])
-def test_review_prompt_offers_every_decision_and_says_when_a_follow_up_cannot_fit(conn, max_turns,
-                                                                                  follow_up_possible):
+def test_review_prompt_offers_every_decision_and_says_when_a_follow_up_cannot_fit(conn, max_turns, follow_up_possible):
     prompt = _review(conn, max_turns)
     for action in ("complete", "needs_human", "cancel"):
         assert f'conversation(action="{action}"' in prompt

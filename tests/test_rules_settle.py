@@ -16,10 +16,12 @@ from dispatcher.rows import insert_message
 from dispatcher.store import open_store
 
 AGENTS = {"claude", "kimi"}
-CONFIG = BridgeConfig(agents={
-    "claude": AgentConfig(launcher="launchers/command_headless.sh", auto=True),
-    "kimi": AgentConfig(launcher="launchers/command_headless.sh", auto=True),
-})
+CONFIG = BridgeConfig(
+    agents={
+        "claude": AgentConfig(launcher="launchers/command_headless.sh", auto=True),
+        "kimi": AgentConfig(launcher="launchers/command_headless.sh", auto=True),
+    }
+)
 WORKER = "worker-1"
 
 
@@ -31,18 +33,26 @@ def conn(tmp_path):
 
 
 def _attempt(conn, message_id: int) -> None:
-    begin_attempt(conn, message_id=message_id, config=CONFIG, now=time.time(), manual=False,
-                  supervisor_pid=1, supervisor_start=None, worker_token="t")
+    begin_attempt(
+        conn,
+        message_id=message_id,
+        config=CONFIG,
+        now=time.time(),
+        manual=False,
+        supervisor_pid=1,
+        supervisor_start=None,
+        worker_token="t",
+    )
 
 
 def _task(conn, text="do it") -> int:
-    return messages.send_message(conn, sender="kimi", recipient="claude", text=text, agents=AGENTS,
-                                 kind="task")["id"]
+    return messages.send_message(conn, sender="kimi", recipient="claude", text=text, agents=AGENTS, kind="task")["id"]
 
 
 def _result(conn, task_id: int, text: str) -> int:
-    return messages.send_message(conn, sender="claude", recipient="kimi", text=text, agents=AGENTS,
-                                 kind="result", reply_to=task_id)["id"]
+    return messages.send_message(
+        conn, sender="claude", recipient="kimi", text=text, agents=AGENTS, kind="result", reply_to=task_id
+    )["id"]
 
 
 def _ack(conn, agent: str, message_id: int) -> None:
@@ -50,8 +60,9 @@ def _ack(conn, agent: str, message_id: int) -> None:
 
 
 def _notices(conn, recipient="kimi") -> list[sqlite3.Row]:
-    return conn.execute("SELECT * FROM messages WHERE recipient = ? AND kind = 'notice' ORDER BY id",
-                        (recipient,)).fetchall()
+    return conn.execute(
+        "SELECT * FROM messages WHERE recipient = ? AND kind = 'notice' ORDER BY id", (recipient,)
+    ).fetchall()
 
 
 def _conversation_state(conn, cid: int) -> str:
@@ -59,6 +70,7 @@ def _conversation_state(conn, cid: int) -> str:
 
 
 # -- the verdict from the store (defect 7) -------------------------------------------------------
+
 
 def test_two_blocked_results_and_an_ack_are_blocked_not_succeeded(conn):
     task = _task(conn)
@@ -91,8 +103,9 @@ def test_blocked_result_with_the_claim_still_held_fails(conn):
 
 def _review_turn(conn) -> tuple[int, int]:
     """kimi started a conversation, claude answered the goal: the result is kimi's review turn."""
-    conv = conversations.start_conversation(conn, initiator="kimi", recipient="claude", goal="g",
-                                            agents=AGENTS, max_body_bytes=1000)
+    conv = conversations.start_conversation(
+        conn, initiator="kimi", recipient="claude", goal="g", agents=AGENTS, max_body_bytes=1000
+    )
     result = _result(conn, conv["message_id"], "done: step 1")
     return conv["conversation_id"], result
 
@@ -110,8 +123,9 @@ def test_a_review_turn_ending_the_conversation_is_a_decision(conn, action):
 def test_a_review_turn_with_a_follow_up_task_succeeds(conn):
     cid, result = _review_turn(conn)
     _attempt(conn, result)
-    messages.send_message(conn, sender="kimi", recipient="claude", text="next", agents=AGENTS, kind="task",
-                          reply_to=result)
+    messages.send_message(
+        conn, sender="kimi", recipient="claude", text="next", agents=AGENTS, kind="task", reply_to=result
+    )
     _ack(conn, "kimi", result)
     assert settle(conn, result, fallback="failed") == "succeeded"
     assert _conversation_state(conn, cid) == "active"
@@ -128,6 +142,7 @@ def test_a_review_turn_with_nothing_done_fails_and_blocks_the_conversation(conn)
 
 # -- one transaction (defect 3) --------------------------------------------------------------------
 
+
 class _Crash(Exception):
     pass
 
@@ -137,8 +152,9 @@ def _crash():
 
 
 def test_a_crash_before_commit_leaves_nothing(conn, tmp_path):
-    conv = conversations.start_conversation(conn, initiator="kimi", recipient="claude", goal="g",
-                                            agents=AGENTS, max_body_bytes=1000)
+    conv = conversations.start_conversation(
+        conn, initiator="kimi", recipient="claude", goal="g", agents=AGENTS, max_body_bytes=1000
+    )
     task, cid = conv["message_id"], conv["conversation_id"]
     _attempt(conn, task)
     before = conn.execute("SELECT count(*) FROM messages").fetchone()[0]
@@ -146,8 +162,9 @@ def test_a_crash_before_commit_leaves_nothing(conn, tmp_path):
         settle(conn, task, fallback="crashed", error_kind="worker_gone", before_commit=_crash)
     # Seen from another connection, as a restarted process would.
     other = open_store(tmp_path / "bridge.db")
-    assert tuple(other.execute("SELECT state, outcome FROM dispatch_attempts WHERE message_id = ?",
-                               (task,)).fetchone()) == ("recorded", None)
+    assert tuple(
+        other.execute("SELECT state, outcome FROM dispatch_attempts WHERE message_id = ?", (task,)).fetchone()
+    ) == ("recorded", None)
     assert other.execute("SELECT count(*) FROM messages").fetchone()[0] == before
     assert _conversation_state(other, cid) == "active"
     other.close()
@@ -167,17 +184,36 @@ def test_settling_twice_sends_one_notice(conn):
 
 # -- the system notice (defect 13) -----------------------------------------------------------------
 
+
 def test_a_worker_cannot_suppress_the_system_notice(conn):
     task = _task(conn)
     _attempt(conn, task)
     key = f"agent-bridge:dispatch-notice:{task}"
     with pytest.raises(BridgeError) as refused:  # the tools refuse the system's key namespace ...
-        messages.send_message(conn, sender="claude", recipient="kimi", text="all fine", agents=AGENTS,
-                              kind="notice", reply_to=task, dedup_key=key)
+        messages.send_message(
+            conn,
+            sender="claude",
+            recipient="kimi",
+            text="all fine",
+            agents=AGENTS,
+            kind="notice",
+            reply_to=task,
+            dedup_key=key,
+        )
     assert refused.value.code == "invalid_dedup_key"
     # ... and even a row written past the tools, with the old notice's key, suppresses nothing.
-    forged = {"id": insert_message(conn, sender="claude", recipient="kimi", text="all fine", kind="notice",
-                                   reply_to=task, dedup_key=key, created_at=time.time())}
+    forged = {
+        "id": insert_message(
+            conn,
+            sender="claude",
+            recipient="kimi",
+            text="all fine",
+            kind="notice",
+            reply_to=task,
+            dedup_key=key,
+            created_at=time.time(),
+        )
+    }
     assert settle(conn, task, fallback="failed") == "failed"
     notices = _notices(conn)
     assert [n["id"] for n in notices if n["id"] != forged["id"]], "the real notice was suppressed"

@@ -16,12 +16,12 @@ _ = None  # not allowed from this state
 
 #   event:   complete     needs_human    cancel       expire     turn_limit     dispatch_failed  budget_exhausted
 CONVERSATION_TABLE = {
-    "active":      ("completed", "needs_human", "cancelled", "expired", "needs_human", "blocked", "needs_human"),
-    "blocked":     (_,           _,             "cancelled", _,         _,             _,         _),
-    "needs_human": (_,           _,             "cancelled", _,         _,             _,         _),
-    "completed":   (_,           _,             _,           _,         _,             _,         _),
-    "cancelled":   (_,           _,             _,           _,         _,             _,         _),
-    "expired":     (_,           _,             _,           _,         _,             _,         _),
+    "active": ("completed", "needs_human", "cancelled", "expired", "needs_human", "blocked", "needs_human"),
+    "blocked": (_, _, "cancelled", _, _, _, _),
+    "needs_human": (_, _, "cancelled", _, _, _, _),
+    "completed": (_, _, _, _, _, _, _),
+    "cancelled": (_, _, _, _, _, _, _),
+    "expired": (_, _, _, _, _, _, _),
 }
 EVENTS = ("complete", "needs_human", "cancel", "expire", "turn_limit", "dispatch_failed", "budget_exhausted")
 CONVERSATION_CASES = [(s, e, CONVERSATION_TABLE[s][i]) for s in CONVERSATION_TABLE for i, e in enumerate(EVENTS)]
@@ -44,10 +44,12 @@ def conn(tmp_path):
 
 
 def _conversation(conn, state: str, *, expires_in: float = 3600) -> int:
-    cid = conversations.start_conversation(conn, initiator="kimi", recipient="claude", goal="g", agents=AGENTS,
-                                           max_body_bytes=100)["conversation_id"]
-    conn.execute("UPDATE conversations SET state = ?, expires_at = ? WHERE id = ?",
-                 (state, time.time() + expires_in, cid))
+    cid = conversations.start_conversation(
+        conn, initiator="kimi", recipient="claude", goal="g", agents=AGENTS, max_body_bytes=100
+    )["conversation_id"]
+    conn.execute(
+        "UPDATE conversations SET state = ?, expires_at = ? WHERE id = ?", (state, time.time() + expires_in, cid)
+    )
     return cid
 
 
@@ -55,12 +57,16 @@ def _state(conn, cid: int) -> str:
     return conn.execute("SELECT state FROM conversations WHERE id = ?", (cid,)).fetchone()[0]
 
 
-@pytest.mark.parametrize(("state", "action", "target"),
-                         [c for c in CONVERSATION_CASES if c[1] in ("complete", "needs_human", "cancel")])
+@pytest.mark.parametrize(
+    ("state", "action", "target"), [c for c in CONVERSATION_CASES if c[1] in ("complete", "needs_human", "cancel")]
+)
 def test_conversation_action_follows_the_table(conn, state, action, target):
     cid = _conversation(conn, state)
     if state == TRANSITIONS[action][0]:  # repeating the current state is a no-op
-        assert conversations.conversation_action(conn, agent="kimi", action=action, conversation_id=cid)["changed"] is False
+        assert (
+            conversations.conversation_action(conn, agent="kimi", action=action, conversation_id=cid)["changed"]
+            is False
+        )
     elif target is None:
         with pytest.raises(BridgeError) as info:
             conversations.conversation_action(conn, agent="kimi", action=action, conversation_id=cid)
@@ -136,10 +142,14 @@ ATTEMPT_TABLE = [
 
 @pytest.mark.parametrize(("state", "event", "target"), ATTEMPT_TABLE)
 def test_attempt_transition(conn, state, event, target):
-    conn.execute("INSERT INTO messages (sender, recipient, kind, text, created_at) VALUES ('kimi', 'claude', 'task', 't', 0)")
-    conn.execute("INSERT INTO dispatch_attempts (message_id, agent, state, started_at, outcome, worker_pid)"
-                 " VALUES (1, 'claude', ?, 0, ?, ?)",
-                 (state, "crashed" if state == "finished" else None, 11 if state != "recorded" else None))
+    conn.execute(
+        "INSERT INTO messages (sender, recipient, kind, text, created_at) VALUES ('kimi', 'claude', 'task', 't', 0)"
+    )
+    conn.execute(
+        "INSERT INTO dispatch_attempts (message_id, agent, state, started_at, outcome, worker_pid)"
+        " VALUES (1, 'claude', ?, 0, ?, ?)",
+        (state, "crashed" if state == "finished" else None, 11 if state != "recorded" else None),
+    )
     before = dict(get_attempt(conn, 1))
     if event == "spawn":
         moved = mark_spawned(conn, 1, 4242, 123.0)

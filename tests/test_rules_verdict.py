@@ -100,15 +100,23 @@ REVIEW_TABLE = [
 
 
 def _task(ack, held, ok, blk, state=None) -> Evidence:
-    return Evidence(is_review=False, acknowledged=ack, claim_active=held, results=ok, blocked_results=blk,
-                    follow_up=False, conversation_state=state)
+    return Evidence(
+        is_review=False,
+        acknowledged=ack,
+        claim_active=held,
+        results=ok,
+        blocked_results=blk,
+        follow_up=False,
+        conversation_state=state,
+    )
 
 
 def test_tables_cover_every_combination():
     assert {row[:4] for row in TASK_TABLE} == set(itertools.product((False, True), (False, True), range(3), range(3)))
     assert set(TASK_NOTHING_DONE_BY_STATE) == set(CONVERSATION_STATES)
     assert {row[:3] for row in REVIEW_TABLE} == set(
-        itertools.product((False, True), (False, True), CONVERSATION_STATES[1:]))
+        itertools.product((False, True), (False, True), CONVERSATION_STATES[1:])
+    )
 
 
 @pytest.mark.parametrize(("ack", "held", "ok", "blk", "outcome", "error_kind"), TASK_TABLE)
@@ -122,23 +130,33 @@ def test_task_turn(ack, held, ok, blk, outcome, error_kind, state):
 @pytest.mark.parametrize(("ack", "follow", "state", "outcome", "error_kind"), REVIEW_TABLE)
 @pytest.mark.parametrize("held", [False, True])
 def test_review_turn(ack, follow, state, outcome, error_kind, held):
-    ev = Evidence(is_review=True, acknowledged=ack, claim_active=held, results=0, blocked_results=0,
-                  follow_up=follow, conversation_state=state)
+    ev = Evidence(
+        is_review=True,
+        acknowledged=ack,
+        claim_active=held,
+        results=0,
+        blocked_results=0,
+        follow_up=follow,
+        conversation_state=state,
+    )
     assert judge(ev) == (outcome, error_kind)
 
 
-@pytest.mark.parametrize(("text", "blocked"), [
-    ("blocked: no permission", True),
-    ("BLOCKED: no permission", True),
-    ("Blocked:x", True),
-    ("   blocked: leading spaces", True),
-    ("\n\tblocked: leading newline and tab", True),
-    ("blocked:", True),
-    ("blocked : a space before the colon", False),
-    ("blocked without a colon", False),
-    ("unblocked: the work is done", False),
-    ("done: not blocked: at all", False),
-    ("", False),
-])
+@pytest.mark.parametrize(
+    ("text", "blocked"),
+    [
+        ("blocked: no permission", True),
+        ("BLOCKED: no permission", True),
+        ("Blocked:x", True),
+        ("   blocked: leading spaces", True),
+        ("\n\tblocked: leading newline and tab", True),
+        ("blocked:", True),
+        ("blocked : a space before the colon", False),
+        ("blocked without a colon", False),
+        ("unblocked: the work is done", False),
+        ("done: not blocked: at all", False),
+        ("", False),
+    ],
+)
 def test_blocked_prefix(text, blocked):
     assert is_blocked_text(text) is blocked

@@ -11,7 +11,11 @@ from harness import PROJECT, McpAgent
 def run_server(env, **extra):
     return subprocess.run(
         [sys.executable, str(PROJECT / "server.py")],
-        env={**os.environ, **env, **extra}, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
+        env={**os.environ, **env, **extra},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -22,7 +26,11 @@ def test_server_refuses_undeclared_agent_before_handshake(env, agent_id):
     environ = {k: v for k, v in os.environ.items() if k != "AGENT_ID"}
     proc = subprocess.run(
         [sys.executable, str(PROJECT / "server.py")],
-        env={**environ, **base, **extra}, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
+        env={**environ, **base, **extra},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 2
     assert proc.stdout == ""  # nothing on the protocol stream
@@ -39,8 +47,11 @@ def test_malformed_config_stops_the_server_with_the_reason(env, tmp_path):
 def test_logs_and_error_file_never_carry_message_text(env, bridge_root, tmp_path):
     secret = "SECRET-7f3a9c-do-not-log"
     stderr_file = tmp_path / "server.stderr"
-    agent = McpAgent("claude", {**env, "AGENT_BRIDGE_MAX_BODY_BYTES": "100", "AGENT_BRIDGE_LOG_LEVEL": "DEBUG"},
-                     stderr_path=stderr_file)
+    agent = McpAgent(
+        "claude",
+        {**env, "AGENT_BRIDGE_MAX_BODY_BYTES": "100", "AGENT_BRIDGE_LOG_LEVEL": "DEBUG"},
+        stderr_path=stderr_file,
+    )
     try:
         agent.ok("send_message", recipient="kimi", text=f"{secret} ok")
         # Refusals are logged (with codes); the text must not be.

@@ -23,19 +23,53 @@ def store(tmp_path_factory):
     root = tmp_path_factory.mktemp("show")
     db = root / "bridge.db"
     conn = open_store(db)
-    config = BridgeConfig.model_validate({"agents": {
-        "claude": {"launcher": "x.sh", "auto": True, "permissions": {"level": "read"}}, "kimi": {"launcher": "y.sh"}}})
-    task = messages.send_message(conn, sender="kimi", recipient="claude", text="add a line to notes.txt",
-                                 agents=AGENTS, kind="task")["id"]
-    begin_attempt(conn, message_id=task, config=config, now=messages.clock_now(), manual=False, supervisor_pid=1,
-                  supervisor_start=None, worker_token="t")
-    messages.send_message(conn, sender="claude", recipient="kimi", text="blocked: denied Edit: needed to add the line",
-                          agents=AGENTS, kind="result", reply_to=task)
-    settle(conn, task, fallback="failed", exit_code=0,
-           diagnostics={"cli": "claude", "cli_status": "ok", "cost_usd": 0.0123, "input_tokens": 50,
-                        "output_tokens": 9, "denied_tools": ["Edit"]})
-    quiet = messages.send_message(conn, sender="kimi", recipient="claude", text="just a note", agents=AGENTS,
-                                  kind="notice")["id"]
+    config = BridgeConfig.model_validate(
+        {
+            "agents": {
+                "claude": {"launcher": "x.sh", "auto": True, "permissions": {"level": "read"}},
+                "kimi": {"launcher": "y.sh"},
+            }
+        }
+    )
+    task = messages.send_message(
+        conn, sender="kimi", recipient="claude", text="add a line to notes.txt", agents=AGENTS, kind="task"
+    )["id"]
+    begin_attempt(
+        conn,
+        message_id=task,
+        config=config,
+        now=messages.clock_now(),
+        manual=False,
+        supervisor_pid=1,
+        supervisor_start=None,
+        worker_token="t",
+    )
+    messages.send_message(
+        conn,
+        sender="claude",
+        recipient="kimi",
+        text="blocked: denied Edit: needed to add the line",
+        agents=AGENTS,
+        kind="result",
+        reply_to=task,
+    )
+    settle(
+        conn,
+        task,
+        fallback="failed",
+        exit_code=0,
+        diagnostics={
+            "cli": "claude",
+            "cli_status": "ok",
+            "cost_usd": 0.0123,
+            "input_tokens": 50,
+            "output_tokens": 9,
+            "denied_tools": ["Edit"],
+        },
+    )
+    quiet = messages.send_message(
+        conn, sender="kimi", recipient="claude", text="just a note", agents=AGENTS, kind="notice"
+    )["id"]
     conn.close()
     (root / "runtime" / "attempts" / str(task)).mkdir(parents=True)
     env = {"PATH": "/usr/bin:/bin", "AGENT_BRIDGE_DB": str(db), "AGENT_BRIDGE_RUNTIME_DIR": str(root / "runtime")}
@@ -43,8 +77,14 @@ def store(tmp_path_factory):
 
 
 def _show(store, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "dispatcher", "show", *args], cwd=PROJECT, env=store["env"],
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "dispatcher", "show", *args],
+        cwd=PROJECT,
+        env=store["env"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_a_blocked_task_shows_its_level_the_denied_tool_and_where_its_files_are(store):
@@ -75,13 +115,22 @@ def test_an_unknown_id_is_one_line_and_exit_2_and_the_store_is_not_written(store
     before = store["db"].stat().st_mtime_ns
     done = _show(store, "999")
     assert (done.returncode, done.stdout) == (2, "")
-    assert done.stderr.strip() == f"agent-bridge: message_not_found: there is no message #999 in {store['db']}; check the id."
+    assert (
+        done.stderr.strip()
+        == f"agent-bridge: message_not_found: there is no message #999 in {store['db']}; check the id."
+    )
     assert store["db"].stat().st_mtime_ns == before
     assert _show(store, "0").returncode == 2 and _show(store, "x").stderr.startswith("agent-bridge: usage_error: ")
 
 
 def test_no_store_yet_is_not_created(tmp_path):
     env = {"PATH": "/usr/bin:/bin", "AGENT_BRIDGE_DB": str(tmp_path / "none.db")}
-    done = subprocess.run([sys.executable, "-m", "dispatcher", "show", "1"], cwd=PROJECT, env=env,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "dispatcher", "show", "1"],
+        cwd=PROJECT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2 and "no store at" in done.stderr and not (tmp_path / "none.db").exists()

@@ -26,8 +26,9 @@ def setup(tmp_path):
 def holder(setup):
     """A process holding the listener's flock, as a running listener would."""
     _, paths = setup
-    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(paths.lock)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(paths.lock)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     assert proc.stdout.readline().strip() == "held"
     yield proc
     proc.communicate(timeout=30)
@@ -89,19 +90,26 @@ def _store_with_a_settled_attempt(where: Locations, outcome: str) -> tuple[int, 
     conn = open_store(where.db)
     try:
         task = insert_message(conn, sender="kimi", recipient="claude", text="t", kind="task", created_at=900.0)
-        conn.execute("INSERT INTO dispatch_attempts (message_id, agent, state, outcome, started_at, finished_at)"
-                     " VALUES (?, 'claude', 'finished', ?, 950.0, 1000.0)", (task, outcome))
-        early = insert_message(conn, sender="claude", recipient="kimi", text="r", kind="result", reply_to=task,
-                               created_at=990.0)
-        late = insert_message(conn, sender="claude", recipient="kimi", text="r", kind="result", reply_to=task,
-                              created_at=1010.0)
+        conn.execute(
+            "INSERT INTO dispatch_attempts (message_id, agent, state, outcome, started_at, finished_at)"
+            " VALUES (?, 'claude', 'finished', ?, 950.0, 1000.0)",
+            (task, outcome),
+        )
+        early = insert_message(
+            conn, sender="claude", recipient="kimi", text="r", kind="result", reply_to=task, created_at=990.0
+        )
+        late = insert_message(
+            conn, sender="claude", recipient="kimi", text="r", kind="result", reply_to=task, created_at=1010.0
+        )
     finally:
         conn.close()
     return task, early, late
 
 
-@pytest.mark.parametrize(("outcome", "late_shown"), [("crashed", True), ("timeout", True), ("failed", True),
-                                                      ("succeeded", False), ("blocked", False)])
+@pytest.mark.parametrize(
+    ("outcome", "late_shown"),
+    [("crashed", True), ("timeout", True), ("failed", True), ("succeeded", False), ("blocked", False)],
+)
 def test_last_attempt_shows_replies_that_came_after_a_failed_verdict(setup, outcome, late_shown):
     where, paths = setup
     task, _, late = _store_with_a_settled_attempt(where, outcome)
@@ -121,13 +129,20 @@ def test_late_replies_are_unknown_not_an_error_when_the_store_is_unreadable(setu
     assert progress_line(where, "claude") == "[claude] stopped | last msg#7 sender=kimi result=crashed"
 
 
-@pytest.mark.parametrize(("error", "head"), [
-    ("config: agent 'x' is not declared", "config invalid"),
-    ("store_unavailable: the bridge store could not complete this operation (OperationalError: full)",
-     "store_unavailable"),
-    ("supervisor for msg#3 exited 3 without recording an attempt", "error"),  # not a code: no free text
-    ("", "error"), (None, "error"), (42, "error"),
-    ("weird/text: with punctuation", "error"),
-])
+@pytest.mark.parametrize(
+    ("error", "head"),
+    [
+        ("config: agent 'x' is not declared", "config invalid"),
+        (
+            "store_unavailable: the bridge store could not complete this operation (OperationalError: full)",
+            "store_unavailable",
+        ),
+        ("supervisor for msg#3 exited 3 without recording an attempt", "error"),  # not a code: no free text
+        ("", "error"),
+        (None, "error"),
+        (42, "error"),
+        ("weird/text: with punctuation", "error"),
+    ],
+)
 def test_the_status_line_names_the_listeners_error_by_its_head(error, head):
     assert _error_head(error) == head

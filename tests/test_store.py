@@ -40,7 +40,11 @@ def test_eight_processes_open_a_fresh_store_while_another_holds_a_write_lock(tmp
     assert holder.stdout.readline().strip() == "locked"
     openers = [
         subprocess.Popen(
-            [sys.executable, "-c", OPEN_STORE, str(db)], cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            [sys.executable, "-c", OPEN_STORE, str(db)],
+            cwd=PROJECT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         for _ in range(8)
     ]
@@ -78,7 +82,10 @@ def test_newer_schema_refuses_to_open_and_writes_nothing(tmp_path, env):
     proc = subprocess.run(
         [sys.executable, str(PROJECT / "server.py")],
         env={**os.environ, **env, "AGENT_ID": "claude", "AGENT_BRIDGE_DB": str(db)},
-        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode != 0 and "schema_too_new" in proc.stderr and proc.stdout == ""
     assert _digest(db) == before
@@ -140,8 +147,9 @@ def test_a_handle_lets_go_of_deleted_sidecars_and_reopens_once_nobody_uses_them(
     db = tmp_path / "bridge.db"
     store = Store(db)
     store.connection().execute("INSERT INTO messages (sender, recipient, text, created_at) VALUES ('a','b','mine',0)")
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_OPEN, str(db)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_OPEN, str(db)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert holder.stdout.readline().strip() == "holding"
         for suffix in deleted:
@@ -188,9 +196,18 @@ def test_a_second_open_in_one_process_keeps_the_first_connections_locks(tmp_path
     first.execute("INSERT INTO messages (sender, recipient, text, created_at) VALUES ('a', 'b', 'x', 0)")
     wal = os.stat(f"{db}-wal")
     second = open_store(db)
-    closer = subprocess.run([sys.executable, "-c", "import sys; from dispatcher.store import open_store; "
-                             "open_store(sys.argv[1]).close()", str(db)], cwd=PROJECT, capture_output=True,
-                            text=True, timeout=120)
+    closer = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from dispatcher.store import open_store; open_store(sys.argv[1]).close()",
+            str(db),
+        ],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert closer.returncode == 0, closer.stderr
     after = os.stat(f"{db}-wal")  # still there: the other process knew it was not the last
     assert (after.st_ino, after.st_dev) == (wal.st_ino, wal.st_dev)

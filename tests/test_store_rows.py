@@ -61,10 +61,17 @@ def test_claim_is_active_in_python_and_in_sql_alike(conn, owner, expires, active
     assert (bool(sql_active), bool(sql_not_active)) == (active, not active)
 
 
-@pytest.mark.parametrize(("expires", "capped"), [
-    (NOW + LEASE_CAP_SECONDS, False), (NOW + LEASE_CAP_SECONDS + 1, True), (math.inf, True), (None, False),
-    (1e300, True), (-1e300, False),
-])
+@pytest.mark.parametrize(
+    ("expires", "capped"),
+    [
+        (NOW + LEASE_CAP_SECONDS, False),
+        (NOW + LEASE_CAP_SECONDS + 1, True),
+        (math.inf, True),
+        (None, False),
+        (1e300, True),
+        (-1e300, False),
+    ],
+)
 def test_a_lease_past_the_cap_is_written_down_to_it(conn, expires, capped):
     message_id = _message(conn, "w", expires)
     row = cap_far_lease(conn, fetch_message(conn, message_id), NOW)
@@ -73,8 +80,11 @@ def test_a_lease_past_the_cap_is_written_down_to_it(conn, expires, capped):
 
 
 def test_an_inbox_has_its_far_leases_capped_and_nobody_elses(conn):
-    mine, acknowledged, theirs = _message(conn, "w", math.inf), _message(conn, "w", math.inf), \
-        _message(conn, "w", math.inf, recipient="kimi")
+    mine, acknowledged, theirs = (
+        _message(conn, "w", math.inf),
+        _message(conn, "w", math.inf),
+        _message(conn, "w", math.inf, recipient="kimi"),
+    )
     conn.execute("UPDATE messages SET acknowledged_at = ? WHERE id = ?", (NOW, acknowledged))
     cap_far_leases(conn, "claude", NOW)
     stored = {i: fetch_message(conn, i)["claim_expires_at"] for i in (mine, acknowledged, theirs)}
@@ -115,10 +125,21 @@ def test_other_keys_are_fine(key):
     assert check_dedup_key(key) == key
 
 
-@pytest.mark.parametrize(("value", "shown"), [
-    (None, None), (0, "1970-01-01T00:00:00.000Z"), (NOW, "2027-01-15T08:00:00.000Z"),
-    (1e300, None), (-1e300, None), (math.inf, None), (-math.inf, None), (math.nan, None), ("soon", None),
-    (True, None), (253402300800, None),
-])
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (None, None),
+        (0, "1970-01-01T00:00:00.000Z"),
+        (NOW, "2027-01-15T08:00:00.000Z"),
+        (1e300, None),
+        (-1e300, None),
+        (math.inf, None),
+        (-math.inf, None),
+        (math.nan, None),
+        ("soon", None),
+        (True, None),
+        (253402300800, None),
+    ],
+)
 def test_iso_shows_what_a_calendar_can_and_none_otherwise(value, shown):
     assert iso(value) == shown

@@ -46,8 +46,11 @@ INT_PARAMS = [
     ("start_conversation", "expires_in_seconds", {"recipient": "kimi", "goal": "typed"}),
     ("conversation", "conversation_id", {"action": "status"}),
 ]
-OPTIONAL = {("send_message", "reply_to"), ("send_message", "response_timeout_seconds"),
-            ("send_message", "conversation_id")}  # null means "not given" there
+OPTIONAL = {
+    ("send_message", "reply_to"),
+    ("send_message", "response_timeout_seconds"),
+    ("send_message", "conversation_id"),
+}  # null means "not given" there
 BAD_INTS = [True, False, "1", 1.0, 1e0, 2.5, [1], [[1]], {"id": 1}, None]
 
 
@@ -86,14 +89,26 @@ def test_a_literal_1e0_id_is_refused_too(env, bridge_root, first_task, db_path):
 
     raw = RawServer(env, bridge_root / "raw.stderr")
     try:
-        raw.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}})
+        raw.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "0"},
+                },
+            }
+        )
         raw.response(1)
         raw.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         before = db_snapshot(db_path)
         for request_id, arguments in ((2, '{"message_ids": [1e0]}'), (3, '{"message_ids": [1E0, 1]}')):
-            raw.write(b'{"jsonrpc": "2.0", "id": %d, "method": "tools/call", "params": {"name": "mark_read",'
-                      b' "arguments": %s}}' % (request_id, arguments.encode()))
+            raw.write(
+                b'{"jsonrpc": "2.0", "id": %d, "method": "tools/call", "params": {"name": "mark_read",'
+                b' "arguments": %s}}' % (request_id, arguments.encode())
+            )
             result = raw.response(request_id)["result"]
             assert result["isError"] and result["content"][0]["text"].startswith("invalid_arguments: message_ids[0]: ")
         assert db_snapshot(db_path) == before
@@ -108,6 +123,7 @@ def test_valid_integers_still_work(claude, first_task):
 
 
 # -- dedup keys ---------------------------------------------------------------------------------
+
 
 def test_a_dedup_key_names_one_message_to_one_recipient(kimi, db_path):
     first = kimi.ok("send_message", recipient="claude", text="to claude", dedup_key="k-one")
@@ -136,8 +152,10 @@ def test_a_conversation_dedup_key_is_not_reused_for_another_recipient(kimi, db_p
 @pytest.mark.parametrize("key", ["agent-bridge:dispatch-notice:1", "Agent-Bridge:anything", "agent-bridge:"])
 def test_the_system_dedup_namespace_is_refused(kimi, db_path, key):
     before = db_snapshot(db_path)
-    for tool, args in (("send_message", {"recipient": "claude", "text": "forged", "kind": "notice"}),
-                       ("start_conversation", {"recipient": "claude", "goal": "forged"})):
+    for tool, args in (
+        ("send_message", {"recipient": "claude", "text": "forged", "kind": "notice"}),
+        ("start_conversation", {"recipient": "claude", "goal": "forged"}),
+    ):
         refused = kimi.call(tool, **args, dedup_key=key)
         assert refused.code == "invalid_dedup_key" and "reserved" in refused.text, refused.text
     assert db_snapshot(db_path) == before
@@ -154,8 +172,18 @@ def test_no_tool_writes_a_system_message(kimi, claude, db_path):
 
 # -- tool sets ----------------------------------------------------------------------------------
 
-SESSION_TOOLS = {"send_message", "receive_messages", "claim_message", "release_message", "mark_read",
-                 "get_message", "start_conversation", "conversation", "listener", "who"}
+SESSION_TOOLS = {
+    "send_message",
+    "receive_messages",
+    "claim_message",
+    "release_message",
+    "mark_read",
+    "get_message",
+    "start_conversation",
+    "conversation",
+    "listener",
+    "who",
+}
 
 
 def test_a_session_server_offers_ten_tools(claude):
@@ -177,6 +205,7 @@ def test_a_worker_server_has_no_listener_tool(env, bridge_root):
 
 
 # -- leases and times the clock could not have written ------------------------------------------
+
 
 def _stored_lease(db_path, message_id: int) -> float:
     return sql(db_path, "SELECT claim_expires_at FROM messages WHERE id = ?", (message_id,))[0][0]
@@ -205,8 +234,11 @@ def test_a_far_future_lease_is_capped_for_good_when_first_read(kimi, claude, db_
     assert claude.ok("mark_read", message_ids=[task])["skipped"] == [{"id": task, "reason": "claimed_by_other"}]
     # ... but the cap does not move with later reads: it ends an hour after it was first seen.
     assert _stored_lease(db_path, task) == capped
-    sql(db_path, "UPDATE messages SET claim_expires_at = claim_expires_at - ? WHERE id = ?",
-        (LEASE_CAP_SECONDS + 1, task))  # the hour has passed
+    sql(
+        db_path,
+        "UPDATE messages SET claim_expires_at = claim_expires_at - ? WHERE id = ?",
+        (LEASE_CAP_SECONDS + 1, task),
+    )  # the hour has passed
     assert claude.ok("claim_message", message_id=task)["renewed"] is False
 
 
@@ -244,15 +276,22 @@ def test_an_out_of_range_time_does_not_break_the_inbox(kimi, claude, db_path, co
 
 # -- late results -------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("outcome", "late"), [("failed", True), ("timeout", True), ("crashed", True),
-                                               ("succeeded", False), ("blocked", False)])
+
+@pytest.mark.parametrize(
+    ("outcome", "late"),
+    [("failed", True), ("timeout", True), ("crashed", True), ("succeeded", False), ("blocked", False)],
+)
 def test_a_result_after_a_non_success_verdict_shows_as_late(kimi, claude, db_path, outcome, late):
     task = kimi.ok("send_message", recipient="claude", text="do it", kind="task")["id"]
     early = claude.ok("send_message", recipient="kimi", text="on time", kind="result", reply_to=task)["id"]
     finished = time.time()
     sql(db_path, "UPDATE messages SET created_at = ? WHERE id = ?", (finished - 1, early))
-    sql(db_path, "INSERT INTO dispatch_attempts (message_id, agent, state, outcome, started_at, finished_at)"
-        " VALUES (?, 'claude', 'finished', ?, ?, ?)", (task, outcome, finished - 5, finished))
+    sql(
+        db_path,
+        "INSERT INTO dispatch_attempts (message_id, agent, state, outcome, started_at, finished_at)"
+        " VALUES (?, 'claude', 'finished', ?, ?, ?)",
+        (task, outcome, finished - 5, finished),
+    )
     after = claude.ok("send_message", recipient="kimi", text="after all", kind="result", reply_to=task)["id"]
     claude.ok("send_message", recipient="kimi", text="a note", kind="notice", reply_to=task)
     dispatch = kimi.ok("get_message", message_id=task)["dispatch"]
@@ -262,7 +301,10 @@ def test_a_result_after_a_non_success_verdict_shows_as_late(kimi, claude, db_pat
 
 def test_an_attempt_still_running_has_no_late_results(kimi, claude, db_path):
     task = kimi.ok("send_message", recipient="claude", text="running", kind="task")["id"]
-    sql(db_path, "INSERT INTO dispatch_attempts (message_id, agent, state, started_at) VALUES (?, 'claude', 'spawned', ?)",
-        (task, time.time()))
+    sql(
+        db_path,
+        "INSERT INTO dispatch_attempts (message_id, agent, state, started_at) VALUES (?, 'claude', 'spawned', ?)",
+        (task, time.time()),
+    )
     claude.ok("send_message", recipient="kimi", text="done", kind="result", reply_to=task)
     assert kimi.ok("get_message", message_id=task)["dispatch"]["late_result_ids"] == []

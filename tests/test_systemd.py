@@ -94,8 +94,19 @@ def test_render_makes_relative_paths_absolute_without_resolving_symlinks(tmp_pat
     assert d["ExecStart"][0].split()[0] == str(link)
 
 
-@pytest.mark.parametrize("bad", ["/opt/my env/python", "/opt/x\n[Service]\nExecStart=/bin/sh", "/opt/100%/python",
-                                 "/opt/$HOME/python", "/opt/tab\tpython", "/opt/back\\slash", '/opt/"q"/python', ""])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "/opt/my env/python",
+        "/opt/x\n[Service]\nExecStart=/bin/sh",
+        "/opt/100%/python",
+        "/opt/$HOME/python",
+        "/opt/tab\tpython",
+        "/opt/back\\slash",
+        '/opt/"q"/python',
+        "",
+    ],
+)
 @pytest.mark.parametrize("which", ["python", "project"])
 def test_render_refuses_paths_systemd_would_misparse(bad, which, tmp_path):
     kwargs = {"python": PYTHON, "project": PROJECT, which: Path(bad) if bad else ""}
@@ -273,8 +284,16 @@ def test_exec_start_runs_the_listener(tmp_path):
     env = isolated_env(tmp_path)
     progress = Path(env["AGENT_BRIDGE_RUNTIME_DIR"]) / "claude.progress.json"
 
-    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while not (progress.exists() and json.loads(progress.read_text())["stage"] == "idle"):

@@ -55,15 +55,25 @@ def test_snapshot_and_render_show_attempts_conversations_and_inboxes_without_tex
     running = post_task(db_path, CANARY + " two")
     conv = post_task(db_path, CANARY + " goal", conversation=True)
     now = time.time()
-    sql(db_path, "INSERT INTO dispatch_attempts (message_id, agent, state, outcome, error_kind, started_at,"
-                 " finished_at, duration_seconds, cost_usd, diagnostics) VALUES"
-                 " (?, 'claude', 'finished', 'failed', 'no_evidence', ?, ?, 2.5, 0.0123, '{\"num_turns\": 3}')",
-        (done, now - 10, now - 7.5))
-    sql(db_path, "INSERT INTO dispatch_attempts (message_id, agent, state, started_at, deadline) VALUES"
-                 " (?, 'claude', 'spawned', ?, ?)", (running, now - 30, now + 90))
-    sql(db_path, "INSERT INTO dispatch_attempts (message_id, agent, state, outcome, started_at, finished_at,"
-                 " duration_seconds, cost_usd) VALUES (?, 'claude', 'finished', 'succeeded', ?, ?, 1.0, 0.5)",
-        (conv, now - 5, now - 4))
+    sql(
+        db_path,
+        "INSERT INTO dispatch_attempts (message_id, agent, state, outcome, error_kind, started_at,"
+        " finished_at, duration_seconds, cost_usd, diagnostics) VALUES"
+        " (?, 'claude', 'finished', 'failed', 'no_evidence', ?, ?, 2.5, 0.0123, '{\"num_turns\": 3}')",
+        (done, now - 10, now - 7.5),
+    )
+    sql(
+        db_path,
+        "INSERT INTO dispatch_attempts (message_id, agent, state, started_at, deadline) VALUES"
+        " (?, 'claude', 'spawned', ?, ?)",
+        (running, now - 30, now + 90),
+    )
+    sql(
+        db_path,
+        "INSERT INTO dispatch_attempts (message_id, agent, state, outcome, started_at, finished_at,"
+        " duration_seconds, cost_usd) VALUES (?, 'claude', 'finished', 'succeeded', ?, ?, 1.0, 0.5)",
+        (conv, now - 5, now - 4),
+    )
 
     snap = snapshot(settings)
     assert [a["agent"] for a in snap["agents"]] == ["claude", "kimi"]
@@ -102,8 +112,15 @@ def test_agent_filter_keys_cycle_and_pick():
 
 def test_without_rich_top_prints_one_line_naming_the_extra(env):
     probe = "import sys; sys.modules['rich'] = None; from dispatcher.cli import main; main(['top', '--once'])"
-    done = subprocess.run([sys.executable, "-c", probe], cwd=PROJECT, env={**os.environ, **env},
-                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=PROJECT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode == 1
     assert done.stderr.startswith("agent-bridge: missing_extra: ") and done.stderr.count("\n") == 1
     assert "agent-bridge[top]" in done.stderr and "uv sync --extra top" in done.stderr
@@ -111,7 +128,11 @@ def test_without_rich_top_prints_one_line_naming_the_extra(env):
 
 def test_only_the_top_module_imports_rich():
     """The server and the status line never load it (structlog may, on its own, when rich is installed)."""
-    users = [p.name for p in (PROJECT / "dispatcher").rglob("*.py") if re.search(r"^\s*(from|import) rich", p.read_text(), re.M)]
+    users = [
+        p.name
+        for p in (PROJECT / "dispatcher").rglob("*.py")
+        if re.search(r"^\s*(from|import) rich", p.read_text(), re.M)
+    ]
     assert users == ["top.py"]
     probe = "import sys, dispatcher.cli, dispatcher.dispatch.statusline; print('rich' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", probe], cwd=PROJECT, capture_output=True, text=True, timeout=60)
@@ -122,22 +143,43 @@ def _tmux_missing() -> bool:
     return shutil.which("tmux") is None
 
 
-@pytest.mark.skipif(_tmux_missing() and not os.environ.get("CI"),
-                    reason="tmux is not installed (apt-get install -y tmux); CI must have it")
+@pytest.mark.skipif(
+    _tmux_missing() and not os.environ.get("CI"),
+    reason="tmux is not installed (apt-get install -y tmux); CI must have it",
+)
 def test_top_in_a_real_terminal_shows_a_dispatch_outcome(env, db_path, config_path, launchers, bridge_root):
     write_config_atomic(config_path, make_launcher(launchers, "hang"), timeout=4)
     start_listener(env)
     wait_until(lambda: status(env)["stage"] == "idle", deadline=30, what="listener idle")
     socket = bridge_root / "tmux.sock"
     tmux = ["tmux", "-S", str(socket)]
-    command = shlex.join(["env", "-u", "COLUMNS", "-u", "LINES", *(f"{k}={v}" for k, v in env.items()), "TERM=xterm-256color",
-                          sys.executable, "-m", "dispatcher", "top"])
-    subprocess.run([*tmux, "new-session", "-d", "-s", "top", "-x", "160", "-y", "50", "-c", str(PROJECT), command],
-                   check=True, timeout=30, capture_output=True)
+    command = shlex.join(
+        [
+            "env",
+            "-u",
+            "COLUMNS",
+            "-u",
+            "LINES",
+            *(f"{k}={v}" for k, v in env.items()),
+            "TERM=xterm-256color",
+            sys.executable,
+            "-m",
+            "dispatcher",
+            "top",
+        ]
+    )
+    subprocess.run(
+        [*tmux, "new-session", "-d", "-s", "top", "-x", "160", "-y", "50", "-c", str(PROJECT), command],
+        check=True,
+        timeout=30,
+        capture_output=True,
+    )
     try:
+
         def screen() -> str:
-            return subprocess.run([*tmux, "capture-pane", "-p", "-t", "top"], capture_output=True, text=True,
-                                  timeout=30).stdout
+            return subprocess.run(
+                [*tmux, "capture-pane", "-p", "-t", "top"], capture_output=True, text=True, timeout=30
+            ).stdout
 
         def until(predicate, what: str, deadline: float = 10) -> str:
             """Poll the screen (a capture may catch a frame half redrawn); on timeout, show the last one."""
@@ -153,26 +195,42 @@ def test_top_in_a_real_terminal_shows_a_dispatch_outcome(env, db_path, config_pa
 
         until(lambda s: "Recent outcomes" in s, "top's first frame", deadline=20)
         hung = post_task(db_path, CANARY + " hang")
-        print(until(lambda s: re.search(rf"#{hung}\s.*claude\s.*spawned.*\s4\.0s\s", s),
-                    f"#{hung} in flight against its 4 s budget"))
-        until(lambda s: re.search(rf"#{hung}\s.*claude\s.*timeout\s.*timeout", s), f"the timeout of #{hung}",
-              deadline=20)
+        print(
+            until(
+                lambda s: re.search(rf"#{hung}\s.*claude\s.*spawned.*\s4\.0s\s", s),
+                f"#{hung} in flight against its 4 s budget",
+            )
+        )
+        until(
+            lambda s: re.search(rf"#{hung}\s.*claude\s.*timeout\s.*timeout", s), f"the timeout of #{hung}", deadline=20
+        )
         write_config_atomic(config_path, make_launcher(launchers, "succeed"))
         task = post_task(db_path, CANARY)
         wait_finished(db_path, task, deadline=30)
-        shown = until(lambda s: re.search(rf"#{task}\s.*claude.*succeeded", s) and re.search(r"claude\s.*idle", s),
-                      f"the outcome of #{task} and an idle listener")
+        shown = until(
+            lambda s: re.search(rf"#{task}\s.*claude.*succeeded", s) and re.search(r"claude\s.*idle", s),
+            f"the outcome of #{task} and an idle listener",
+        )
         Path(bridge_root / "top-screen.txt").write_text(shown)
         print(shown)
         subprocess.run([*tmux, "send-keys", "-t", "top", "d"], check=True, timeout=30)
-        until(lambda s: "Latest attempt's diagnostics" in s and f"attempt on message #{task} (claude)" in s,
-              "the diagnostics panel after d")
+        until(
+            lambda s: "Latest attempt's diagnostics" in s and f"attempt on message #{task} (claude)" in s,
+            "the diagnostics panel after d",
+        )
         subprocess.run([*tmux, "send-keys", "-t", "top", "2"], check=True, timeout=30)
-        until(lambda s: "filter: kimi" in s and not re.search(rf"#{task}\s.*claude.*succeeded", s),
-              "the kimi filter after 2, without claude's outcome")
+        until(
+            lambda s: "filter: kimi" in s and not re.search(rf"#{task}\s.*claude.*succeeded", s),
+            "the kimi filter after 2, without claude's outcome",
+        )
         subprocess.run([*tmux, "send-keys", "-t", "top", "q"], check=True, timeout=30)
-        wait_until(lambda: subprocess.run([*tmux, "has-session", "-t", "top"], capture_output=True,
-                                          timeout=30).returncode != 0, deadline=10, what="top to quit on q")
+        wait_until(
+            lambda: (
+                subprocess.run([*tmux, "has-session", "-t", "top"], capture_output=True, timeout=30).returncode != 0
+            ),
+            deadline=10,
+            what="top to quit on q",
+        )
     finally:
         subprocess.run([*tmux, "kill-server"], capture_output=True, timeout=30)
 
@@ -199,23 +257,29 @@ def test_snapshot_and_render_show_live_interactive_sessions_only(own_store):
     conn = open_store(db_path)
     try:
         me = os.getpid()
-        live = presence.register_session(conn, "claude", "interactive", pid=me, start_time=start_time(me),
-                                         client_pid=None, now=time.time() - 300)
+        live = presence.register_session(
+            conn, "claude", "interactive", pid=me, start_time=start_time(me), client_pid=None, now=time.time() - 300
+        )
         presence.set_client(conn, live, "claude-code", "2.1.332")
         presence.record_wake_path(conn, live, "hook")
-        dead = conn.execute("INSERT INTO sessions (agent, role, host, pid, start_time, client_name, started_at)"
-                            " VALUES ('kimi', 'interactive', ?, ?, 1.0, 'ghost-client', 0)",
-                            (presence.this_host(), me)).lastrowid  # our pid, another start: recycled
-        conn.execute("INSERT INTO sessions (agent, role, host, pid, start_time, client_name, started_at)"
-                     " VALUES ('kimi', 'worker', ?, ?, ?, 'worker-client', 0)",
-                     (presence.this_host(), me, start_time(me)))
+        dead = conn.execute(
+            "INSERT INTO sessions (agent, role, host, pid, start_time, client_name, started_at)"
+            " VALUES ('kimi', 'interactive', ?, ?, 1.0, 'ghost-client', 0)",
+            (presence.this_host(), me),
+        ).lastrowid  # our pid, another start: recycled
+        conn.execute(
+            "INSERT INTO sessions (agent, role, host, pid, start_time, client_name, started_at)"
+            " VALUES ('kimi', 'worker', ?, ?, ?, 'worker-client', 0)",
+            (presence.this_host(), me, start_time(me)),
+        )
     finally:
         conn.close()
     post_task(db_path, CANARY)
 
     snap = snapshot(settings)
     assert [(s["id"], s["agent"], s["client"], s["wake_paths"]) for s in snap["sessions"]] == [
-        (live, "claude", "claude-code", ["hook"])]
+        (live, "claude", "claude-code", ["hook"])
+    ]
     assert snap["sessions"][0]["since_seconds"] >= 300
     screen = _text(render(snap))
     assert "Interactive sessions" in screen and "CANARY" not in screen

@@ -74,8 +74,9 @@ class WakeClient:
         self._thread.start()
         self._ready: Future = Future()
         self._errlog = open(errlog, "a")  # noqa: SIM115 - the server's stderr for its whole life; close() closes it
-        params = StdioServerParameters(command=sys.executable, args=[str(PROJECT / "server.py")],
-                                       env={**env, "AGENT_ID": agent}, cwd=str(PROJECT))
+        params = StdioServerParameters(
+            command=sys.executable, args=[str(PROJECT / "server.py")], env={**env, "AGENT_ID": agent}, cwd=str(PROJECT)
+        )
         self._main = asyncio.run_coroutine_threadsafe(self._run(params), self._loop)
 
     async def _on_message(self, message: Any) -> None:
@@ -84,9 +85,13 @@ class WakeClient:
     async def _run(self, params: StdioServerParameters) -> None:
         self._stop = asyncio.Event()
         try:
-            async with Client(stdio_client(params, errlog=self._errlog), mode=self.mode, read_timeout_seconds=TIMEOUT,
-                              message_handler=self._on_message,
-                              extensions=[_ChannelObserver(self.channel)]) as client:
+            async with Client(
+                stdio_client(params, errlog=self._errlog),
+                mode=self.mode,
+                read_timeout_seconds=TIMEOUT,
+                message_handler=self._on_message,
+                extensions=[_ChannelObserver(self.channel)],
+            ) as client:
                 self.client = client
                 self._ready.set_result(True)
                 await self._stop.wait()
@@ -114,8 +119,11 @@ class WakeClient:
         listening.result(TIMEOUT)
 
     def updates(self) -> list[float]:
-        return [t for t, m in self.notifications if isinstance(m, types.ResourceUpdatedNotification)
-                and m.params.uri == RESOURCE_URI]
+        return [
+            t
+            for t, m in self.notifications
+            if isinstance(m, types.ResourceUpdatedNotification) and m.params.uri == RESOURCE_URI
+        ]
 
     def close(self) -> None:
         self._loop.call_soon_threadsafe(self._stop.set)
@@ -157,8 +165,9 @@ def world(tmp_path_factory):
 
 
 def send(store: Store, recipient: str, sender: str = "codex", kind: str | None = "task") -> int:
-    return messages.send_message(store.connection(), sender=sender, recipient=recipient, text=SECRET,
-                                 agents=AGENTS, kind=kind)["id"]
+    return messages.send_message(
+        store.connection(), sender=sender, recipient=recipient, text=SECRET, agents=AGENTS, kind=kind
+    )["id"]
 
 
 def ack(store: Store, agent: str, ids: list[int]) -> None:
@@ -167,6 +176,7 @@ def ack(store: Store, agent: str, ids: list[int]) -> None:
 
 
 # --- pure decisions ---------------------------------------------------------------------
+
 
 def test_channel_only_when_asked_and_only_for_a_session():
     assert channel_enabled(True, "session")
@@ -190,15 +200,18 @@ def test_resource_signature_changes_with_the_unread_set_not_the_clock():
     assert resource_signature(one) != resource_signature(InboxSummary("a", 0, None, None))
 
 
-@pytest.mark.parametrize("params, wanted", [
-    ({"notifications": {"resourceSubscriptions": [RESOURCE_URI]}}, True),
-    ({"notifications": {"resourceSubscriptions": ["bridge://other"], "toolsListChanged": True}}, False),
-    ({"notifications": {}}, False),
-    ({"notifications": {"resourceSubscriptions": None}}, False),
-    ({"notifications": True}, False),
-    ({}, False),
-    (None, False),
-])
+@pytest.mark.parametrize(
+    "params, wanted",
+    [
+        ({"notifications": {"resourceSubscriptions": [RESOURCE_URI]}}, True),
+        ({"notifications": {"resourceSubscriptions": ["bridge://other"], "toolsListChanged": True}}, False),
+        ({"notifications": {}}, False),
+        ({"notifications": {"resourceSubscriptions": None}}, False),
+        ({"notifications": True}, False),
+        ({}, False),
+        (None, False),
+    ],
+)
 def test_which_listen_streams_want_the_inbox(params, wanted):
     assert _listens_to_inbox(params) is wanted
 
@@ -216,6 +229,7 @@ def test_reading_a_store_that_is_not_a_database_is_a_short_refusal(tmp_path):
 
 
 # --- over stdio -------------------------------------------------------------------------
+
 
 def test_capabilities_subscribe_yes_list_changed_no_channel_only_when_on(world):
     plain = world["plain"].run(lambda c: asyncio.sleep(0, c.server_capabilities))
@@ -286,7 +300,7 @@ def test_channel_pings_new_messages_with_ids_and_counts_never_text(world):
     assert SECRET not in json.dumps(params)
     # The next ping names only what is new since, and acknowledging sends nothing.
     second = send(store, "kimi", sender="claude", kind="notice")
-    _, params = wait_for(lambda: client.channel[before + 1:] and client.channel[before + 1], "a second ping")
+    _, params = wait_for(lambda: client.channel[before + 1 :] and client.channel[before + 1], "a second ping")
     assert params["meta"] == {"ids": str(second), "count": "1"}
     ack(store, "kimi", [first, second])
     time.sleep(1.0)
@@ -340,8 +354,11 @@ def test_armed_wake_paths_are_recorded_on_each_session_row(world):
         client.run(lambda c: c.subscribe_resource(RESOURCE_URI))
 
     def paths(agent: str) -> list[str] | None:
-        rows = store.connection().execute("SELECT wake_paths FROM sessions WHERE agent = ? AND role = 'interactive'",
-                                          (agent,)).fetchall()
+        rows = (
+            store.connection()
+            .execute("SELECT wake_paths FROM sessions WHERE agent = ? AND role = 'interactive'", (agent,))
+            .fetchall()
+        )
         return json.loads(rows[0][0]) if len(rows) == 1 else None
 
     assert wait_for(lambda: paths("claude") == ["resource"], "claude's session marked resource")

@@ -24,15 +24,18 @@ from dispatcher.config import AgentConfig, BridgeConfig
 from dispatcher.dispatch.outcome import decide
 
 
-@pytest.mark.parametrize("exit_code, evidence_kind, cli_status, error_kind, expected", [
-    (127, "no_evidence", None, None, "cli_not_found"),
-    (2, "no_evidence", None, None, "launcher_usage"),
-    (1, "no_evidence", None, None, "no_evidence"),
-    (None, "no_evidence", None, None, "no_evidence"),
-    (127, "ack_without_result", None, None, "ack_without_result"),  # the store's evidence says more
-    (127, "no_evidence", None, "timeout", "timeout"),  # the caller's own kind wins
-    (2, "no_evidence", "error", None, "no_evidence"),  # the CLI ran: 2 was its own exit code
-])
+@pytest.mark.parametrize(
+    "exit_code, evidence_kind, cli_status, error_kind, expected",
+    [
+        (127, "no_evidence", None, None, "cli_not_found"),
+        (2, "no_evidence", None, None, "launcher_usage"),
+        (1, "no_evidence", None, None, "no_evidence"),
+        (None, "no_evidence", None, None, "no_evidence"),
+        (127, "ack_without_result", None, None, "ack_without_result"),  # the store's evidence says more
+        (127, "no_evidence", None, "timeout", "timeout"),  # the caller's own kind wins
+        (2, "no_evidence", "error", None, "no_evidence"),  # the CLI ran: 2 was its own exit code
+    ],
+)
 def test_launcher_exit_codes_name_the_failure(exit_code, evidence_kind, cli_status, error_kind, expected):
     assert decide(None, evidence_kind, "failed", error_kind, cli_status, exit_code) == ("failed", expected)
 
@@ -48,8 +51,7 @@ def test_workspace_must_be_absolute():
 
 
 def test_workspace_falls_back_to_the_setting():
-    config = BridgeConfig(agents={"a": AgentConfig(launcher="x.sh"), "b": AgentConfig(launcher="x.sh",
-                                                                                      workspace="/w")})
+    config = BridgeConfig(agents={"a": AgentConfig(launcher="x.sh"), "b": AgentConfig(launcher="x.sh", workspace="/w")})
     assert config.workspace("a", Path("/default")) == Path("/default")
     assert config.workspace("b", Path("/default")) == Path("/w")
 
@@ -62,8 +64,9 @@ def test_relative_launcher_checkout_first_then_package(tmp_path, monkeypatch):
     (project / "launchers" / "both.sh").write_text("")
     (package / "launchers" / "both.sh").write_text("")
     monkeypatch.setattr(config_module, "PACKAGE_DATA", package)
-    config = BridgeConfig(agents={n: AgentConfig(launcher=f"launchers/{n}.sh")
-                                  for n in ("both", "only_packaged", "nowhere")})
+    config = BridgeConfig(
+        agents={n: AgentConfig(launcher=f"launchers/{n}.sh") for n in ("both", "only_packaged", "nowhere")}
+    )
     assert config.launcher_path("both", project) == project / "launchers" / "both.sh"
     assert config.launcher_path("only_packaged", project) == package / "launchers" / "only_packaged.sh"
     assert config.launcher_path("nowhere", project) == project / "launchers" / "nowhere.sh"
@@ -96,8 +99,10 @@ def test_launcher_exit_code_reaches_status_and_notice(env, db_path, config_path,
         assert (done["outcome"], done["error_kind"], done["exit_code"]) == ("failed", kind, code)
         (notice,) = notices_for(db_path, task)
         assert f"failed ({kind})" in notice["text"]
-        last = wait_until(lambda: (status(env).get("last") or {}).get("message_id") == task and status(env)["last"],
-                          what="status shows the attempt")
+        last = wait_until(
+            lambda: (status(env).get("last") or {}).get("message_id") == task and status(env)["last"],
+            what="status shows the attempt",
+        )
         assert last["error_kind"] == kind
         assert "result=failed in " in cli(env, "listener", "progress", "--once", "--agent", "claude").stdout
         assert f"rc={code} error_kind={kind}" in cli(env, "listener", "progress", "--once", "--agent", "claude").stdout
@@ -115,8 +120,10 @@ def test_missing_launcher_is_named_in_the_log(env, db_path, config_path, launche
         assert done["error_kind"] == "spawn:FileNotFoundError"
         events = [e for e in log_events(env, "spawn_failed") if e.get("message_id") == task]
         assert events and events[0]["path"] == str(missing) and events[0]["reason"] == "launcher not found"
-        last = wait_until(lambda: (status(env).get("last") or {}).get("message_id") == task and status(env)["last"],
-                          what="status shows the attempt")
+        last = wait_until(
+            lambda: (status(env).get("last") or {}).get("message_id") == task and status(env)["last"],
+            what="status shows the attempt",
+        )
         assert (last["error_kind"], last["path"]) == ("spawn:FileNotFoundError", str(missing))
     finally:
         stop_listener(listener)
@@ -136,7 +143,9 @@ def test_listener_refuses_an_agent_whose_workspace_is_missing(env, db_path, conf
         task = post_task(db_path, "not dispatched while the workspace is missing")
         seen = wait_until(lambda: (s := status(env))["stage"] == "error" and s, what="stage error")
         error = seen["progress"]["error"]
-        assert error.startswith("config: ") and f"workspace {gone} of agent 'claude' is not an existing directory" in error
+        assert (
+            error.startswith("config: ") and f"workspace {gone} of agent 'claude' is not an existing directory" in error
+        )
         gone.mkdir()  # fixed: the listener dispatches into it
         done = wait_finished(db_path, task)
         assert done["outcome"] == "succeeded", done

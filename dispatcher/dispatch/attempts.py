@@ -30,8 +30,16 @@ TRANSITIONS: dict[str, tuple[str, tuple[str, ...]]] = {
 FAILURE_OUTCOMES = ("failed", "timeout", "crashed", "budget_exceeded")
 OUTCOMES = ("succeeded", "blocked", *FAILURE_OUTCOMES)
 # The ledger columns of an attempt (schema 4), filled from the CLI's diagnostics when it settles.
-LEDGER_COLUMNS = ("cli_status", "cost_usd", "input_tokens", "output_tokens", "cache_read_tokens",
-                  "cache_write_tokens", "cost_overshoot_usd", "denied_tools")
+LEDGER_COLUMNS = (
+    "cli_status",
+    "cost_usd",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "cost_overshoot_usd",
+    "denied_tools",
+)
 # Launcher diagnostics we keep: numbers, booleans and enum-like words, never free text.
 _ENUM_WORD = re.compile(r"[A-Za-z0-9_.:-]{1,40}")
 MAX_DIAGNOSTIC_KEYS = 32
@@ -50,8 +58,15 @@ def _move(conn: sqlite3.Connection, message_id: int, event: str, assignments: st
 
 
 def begin_attempt(
-    conn: sqlite3.Connection, *, message_id: int, config: BridgeConfig, now: float, manual: bool,
-    supervisor_pid: int, supervisor_start: float | None, worker_token: str,
+    conn: sqlite3.Connection,
+    *,
+    message_id: int,
+    config: BridgeConfig,
+    now: float,
+    manual: bool,
+    supervisor_pid: int,
+    supervisor_start: float | None,
+    worker_token: str,
 ) -> sqlite3.Row:
     """The barrier: in one BEGIN IMMEDIATE, check the message is dispatchable and record the attempt.
 
@@ -74,8 +89,17 @@ def begin_attempt(
             "INSERT INTO dispatch_attempts (message_id, agent, state, started_at, supervisor_pid,"
             " supervisor_start_time, deadline, worker_token, max_cost_usd, permission_level)"
             " VALUES (?, ?, 'recorded', ?, ?, ?, ?, ?, ?, ?)",
-            (message_id, agent, now, supervisor_pid, supervisor_start, deadline, worker_token,
-             config.agents[agent].max_cost_usd_per_task, config.permissions(agent).level),
+            (
+                message_id,
+                agent,
+                now,
+                supervisor_pid,
+                supervisor_start,
+                deadline,
+                worker_token,
+                config.agents[agent].max_cost_usd_per_task,
+                config.permissions(agent).level,
+            ),
         )
         return fetch_existing_message(conn, message_id)
 
@@ -84,7 +108,10 @@ def mark_spawned(conn: sqlite3.Connection, message_id: int, worker_pid: int, wor
     """Record the worker; False when the attempt was settled meanwhile (it stays as settled)."""
     with write_transaction(conn):
         return _move(
-            conn, message_id, "spawn", "worker_pid = ?, worker_start_time = ?, worker_started_at = ?",
+            conn,
+            message_id,
+            "spawn",
+            "worker_pid = ?, worker_start_time = ?, worker_started_at = ?",
             (worker_pid, worker_start, time.time()),
         )
 
@@ -100,8 +127,11 @@ def _usd(value: Any) -> float | None:
 
 def denied_tools_text(value: Any) -> str | None:
     """The denied tools' names as the ledger keeps them: sorted, unique, comma-separated (pure)."""
-    names = sorted({v for v in value if isinstance(v, str) and _ENUM_WORD.fullmatch(v)}) if isinstance(
-        value, list | tuple) else []
+    names = (
+        sorted({v for v in value if isinstance(v, str) and _ENUM_WORD.fullmatch(v)})
+        if isinstance(value, list | tuple)
+        else []
+    )
     return ",".join(names[:MAX_LIST_ITEMS]) or None
 
 
@@ -115,25 +145,40 @@ def ledger_fields(diagnostics: dict[str, Any] | None, max_cost_usd: float | None
     return {
         "cli_status": status if isinstance(status, str) and _ENUM_WORD.fullmatch(status) else None,
         "cost_usd": cost,
-        **{k: _count(d.get(k)) for k in ("input_tokens", "output_tokens", "cache_read_tokens",
-                                          "cache_write_tokens")},
+        **{k: _count(d.get(k)) for k in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")},
         "cost_overshoot_usd": None if cost is None or max_cost_usd is None else round(max(0.0, cost - max_cost_usd), 6),
         "denied_tools": denied_tools_text(d.get("denied_tools")),
     }
 
 
 def finish_attempt(
-    conn: sqlite3.Connection, message_id: int, *, outcome: str, now: float, exit_code: int | None = None,
-    error_kind: str | None = None, diagnostics: dict[str, Any] | None = None, ledger: dict[str, Any] | None = None,
+    conn: sqlite3.Connection,
+    message_id: int,
+    *,
+    outcome: str,
+    now: float,
+    exit_code: int | None = None,
+    error_kind: str | None = None,
+    diagnostics: dict[str, Any] | None = None,
+    ledger: dict[str, Any] | None = None,
 ) -> bool:
     """Settle an attempt once, inside the caller's write transaction; False if already settled."""
     ledger = ledger or {}
     return _move(
-        conn, message_id, "finish",
+        conn,
+        message_id,
+        "finish",
         "outcome = ?, exit_code = ?, error_kind = ?, finished_at = ?, duration_seconds = ? - started_at,"
         " diagnostics = ?, " + ", ".join(f"{c} = ?" for c in LEDGER_COLUMNS),
-        (outcome, exit_code, error_kind, now, now, json.dumps(diagnostics) if diagnostics else None,
-         *(ledger.get(c) for c in LEDGER_COLUMNS)),
+        (
+            outcome,
+            exit_code,
+            error_kind,
+            now,
+            now,
+            json.dumps(diagnostics) if diagnostics else None,
+            *(ledger.get(c) for c in LEDGER_COLUMNS),
+        ),
     )
 
 
@@ -156,11 +201,15 @@ def clean_diagnostics(raw: object) -> dict[str, Any] | None:
     for key, value in list(raw.items())[:MAX_DIAGNOSTIC_KEYS]:
         if not (isinstance(key, str) and len(key) <= 40 and key.isidentifier()):
             continue
-        scalar = value is None or isinstance(value, bool | int | float) or (
-            isinstance(value, str) and _ENUM_WORD.fullmatch(value)
+        scalar = (
+            value is None
+            or isinstance(value, bool | int | float)
+            or (isinstance(value, str) and _ENUM_WORD.fullmatch(value))
         )
-        words = isinstance(value, list) and len(value) <= MAX_LIST_ITEMS and all(
-            isinstance(v, str) and _ENUM_WORD.fullmatch(v) for v in value
+        words = (
+            isinstance(value, list)
+            and len(value) <= MAX_LIST_ITEMS
+            and all(isinstance(v, str) and _ENUM_WORD.fullmatch(v) for v in value)
         )
         if scalar or words:
             kept[key] = value

@@ -35,21 +35,28 @@ GEMINI_OUTPUT = "gemini-result.json"
 
 # What the CLI itself said about its run, one word (never the verdict: the store decides that).
 CLI_STATUSES = (
-    "ok",               # it completed its turn normally
-    "api_error",        # the model API failed (connection, 4xx/5xx after the CLI's retries)
+    "ok",  # it completed its turn normally
+    "api_error",  # the model API failed (connection, 4xx/5xx after the CLI's retries)
     "budget_exceeded",  # it stopped at its cost cap (Claude --max-budget-usd)
-    "max_turns",        # it stopped at its turn cap (Claude --max-turns, Gemini exit 53)
-    "retryable",        # it said trying again later may work (Kimi exit 75)
-    "auth_error",       # no usable credentials (Gemini exit 41)
-    "input_error",      # its input or arguments were refused (Gemini exit 42)
-    "config_error",     # its configuration was refused (Gemini exit 52)
+    "max_turns",  # it stopped at its turn cap (Claude --max-turns, Gemini exit 53)
+    "retryable",  # it said trying again later may work (Kimi exit 75)
+    "auth_error",  # no usable credentials (Gemini exit 41)
+    "input_error",  # its input or arguments were refused (Gemini exit 42)
+    "config_error",  # its configuration was refused (Gemini exit 52)
     "untrusted_workspace",  # Gemini exit 55
-    "cancelled",        # Gemini exit 130
-    "error",            # any other failure it reported
-    "no_result",        # it left no readable result (killed, crashed, or never started)
+    "cancelled",  # Gemini exit 130
+    "error",  # any other failure it reported
+    "no_result",  # it left no readable result (killed, crashed, or never started)
 )
-LEDGER_KEYS = ("cli", "cli_status", "cost_usd", "input_tokens", "output_tokens", "cache_read_tokens",
-               "cache_write_tokens")
+LEDGER_KEYS = (
+    "cli",
+    "cli_status",
+    "cost_usd",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+)
 MAX_OUTPUT_BYTES = 64 * 1024 * 1024
 _ENUM = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 
@@ -98,8 +105,13 @@ def _sum(values: list[int | None]) -> int | None:
     return sum(known) if known else None
 
 
-def claude_status(result_json: str, subtype: str | None, terminal_reason: str | None, is_error: bool | None,
-                  api_error_status: int | None = None) -> str:
+def claude_status(
+    result_json: str,
+    subtype: str | None,
+    terminal_reason: str | None,
+    is_error: bool | None,
+    api_error_status: int | None = None,
+) -> str:
     """Claude's own status, on ``subtype`` plus ``terminal_reason`` (never ``is_error`` alone).
 
     Traps: an API failure arrives as ``subtype: success`` with ``is_error: true`` and
@@ -216,8 +228,13 @@ KIMI_RETRYABLE_EXIT = 75
 _KIMI_FAILED_REASONS = ("failed", "error", "cancelled", "aborted", "interrupted")
 
 
-def kimi_status(stream_json: str, exit_code: int | None, turn_reason: str | None,
-                turn_error_code: str | None, retryable: bool | None = None) -> str:
+def kimi_status(
+    stream_json: str,
+    exit_code: int | None,
+    turn_reason: str | None,
+    turn_error_code: str | None,
+    retryable: bool | None = None,
+) -> str:
     """Kimi has no result object: its exit code (75: retryable), then the wire's last turn.
 
     Kimi 2.1.0 exits 0 or 1 only; whether a failed turn is worth retrying is the wire's
@@ -263,9 +280,15 @@ def _kimi_denials(events: list[dict]) -> list[str]:
         elif loop.get("type") == "tool.result" and isinstance(loop.get("result"), dict):
             result = loop["result"]
             output = result.get("output")
-            if result.get("isError") is True and isinstance(output, str) and (
-                    _KIMI_NOT_FOUND.fullmatch(output.strip()) or _KIMI_HOOK_DENIAL.match(output)
-                    or _KIMI_PATH_BLOCKED.fullmatch(output.strip())):
+            if (
+                result.get("isError") is True
+                and isinstance(output, str)
+                and (
+                    _KIMI_NOT_FOUND.fullmatch(output.strip())
+                    or _KIMI_HOOK_DENIAL.match(output)
+                    or _KIMI_PATH_BLOCKED.fullmatch(output.strip())
+                )
+            ):
                 name = names.get(call_id) if isinstance(call_id, str) else None
                 if name is not None and _TOOL_NAME.fullmatch(name):
                     denied.add(name)
@@ -276,10 +299,22 @@ def kimi_diagnostics(stream: str | None, wire: str | None, exit_code: int | None
     """From Kimi's ``--output-format stream-json`` lines (counts) and its session's wire.jsonl
     (the last turn, and ``denied_tools``: the tools whose calls Kimi refused)."""
     diag: dict[str, Any] = {
-        "stream_json": "missing", "exit_code": exit_code, "cli_version": None, "assistant_messages": 0,
-        "tool_calls": 0, "bridge_tool_calls": 0, "tool_results": 0, "retries": 0, "last_retry_error_name": None,
-        "last_retry_status_code": None, "completed_with_resume_hint": False, "unparsed_lines": 0,
-        "turn_reason": None, "turn_error_code": None, "turn_error_name": None, "turn_error_retryable": None,
+        "stream_json": "missing",
+        "exit_code": exit_code,
+        "cli_version": None,
+        "assistant_messages": 0,
+        "tool_calls": 0,
+        "bridge_tool_calls": 0,
+        "tool_results": 0,
+        "retries": 0,
+        "last_retry_error_name": None,
+        "last_retry_status_code": None,
+        "completed_with_resume_hint": False,
+        "unparsed_lines": 0,
+        "turn_reason": None,
+        "turn_error_code": None,
+        "turn_error_name": None,
+        "turn_error_retryable": None,
     }
     usage: list[dict] = []
     lines = [line for line in (stream or "").splitlines() if line.strip()]
@@ -303,8 +338,9 @@ def kimi_diagnostics(stream: str | None, wire: str | None, exit_code: int | None
             usage.append(event["usage"])
     diag.update(
         cli="kimi",
-        cli_status=kimi_status(diag["stream_json"], exit_code, diag["turn_reason"], diag["turn_error_code"],
-                               diag["turn_error_retryable"]),
+        cli_status=kimi_status(
+            diag["stream_json"], exit_code, diag["turn_reason"], diag["turn_error_code"], diag["turn_error_retryable"]
+        ),
         cost_usd=None,  # Kimi reports tokens, never a price
         input_tokens=_sum([_tokens(u, "inputOther") for u in usage]),
         output_tokens=_sum([_tokens(u, "output") for u in usage]),
@@ -344,8 +380,13 @@ def codex_denied_tools(events: list[dict], log: str | None) -> list[str]:
     for event in events:
         item = _dict(event.get("item"))
         output = item.get("aggregated_output")
-        if (event.get("type") == "item.completed" and item.get("type") == "command_execution"
-                and item.get("status") == "failed" and isinstance(output, str) and _CODEX_SANDBOX_ERRORS.search(output)):
+        if (
+            event.get("type") == "item.completed"
+            and item.get("type") == "command_execution"
+            and item.get("status") == "failed"
+            and isinstance(output, str)
+            and _CODEX_SANDBOX_ERRORS.search(output)
+        ):
             denied.add("exec_command")
     for pattern, tool in _CODEX_LOG_DENIALS:
         for found in pattern.finditer(log or ""):
@@ -357,8 +398,15 @@ def codex_diagnostics(text: str | None, exit_code: int | None, log: str | None =
     """From ``codex exec --json``: counts of events, usage summed over ``turn.completed``; with
     its stderr (``log``), the tools a permission refused (``denied_tools``)."""
     diag: dict[str, Any] = {
-        "events_json": "missing", "exit_code": exit_code, "turns_completed": 0, "turns_failed": 0,
-        "error_events": 0, "warning_items": 0, "tool_calls": 0, "failed_tool_calls": 0, "unparsed_lines": 0,
+        "events_json": "missing",
+        "exit_code": exit_code,
+        "turns_completed": 0,
+        "turns_failed": 0,
+        "error_events": 0,
+        "warning_items": 0,
+        "tool_calls": 0,
+        "failed_tool_calls": 0,
+        "unparsed_lines": 0,
         "reasoning_tokens": None,
     }
     usage: dict[str, list[int | None]] = {k: [] for k in ("input", "cached", "cache_write", "output", "reasoning")}
@@ -395,18 +443,29 @@ def codex_diagnostics(text: str | None, exit_code: int | None, log: str | None =
     diag["denied_tools"] = codex_denied_tools(parsed, log)
     diag.update(
         cli="codex",
-        cli_status=codex_status(diag["events_json"], exit_code, diag["turns_completed"], diag["turns_failed"],
-                                diag["error_events"]),
-        cost_usd=None, input_tokens=_sum(usage["input"]), output_tokens=_sum(usage["output"]),
-        cache_read_tokens=_sum(usage["cached"]), cache_write_tokens=_sum(usage["cache_write"]),
+        cli_status=codex_status(
+            diag["events_json"], exit_code, diag["turns_completed"], diag["turns_failed"], diag["error_events"]
+        ),
+        cost_usd=None,
+        input_tokens=_sum(usage["input"]),
+        output_tokens=_sum(usage["output"]),
+        cache_read_tokens=_sum(usage["cached"]),
+        cache_write_tokens=_sum(usage["cache_write"]),
     )
     return diag
 
 
 # Gemini CLI's documented exit codes; an API failure exits with its HTTP status mod 256.
 GEMINI_EXIT_STATUSES = {
-    0: "ok", 41: "auth_error", 42: "input_error", 44: "error", 52: "config_error", 53: "max_turns",
-    54: "error", 55: "untrusted_workspace", 130: "cancelled",
+    0: "ok",
+    41: "auth_error",
+    42: "input_error",
+    44: "error",
+    52: "config_error",
+    53: "max_turns",
+    54: "error",
+    55: "untrusted_workspace",
+    130: "cancelled",
 }
 _HTTP_EXITS = {status % 256 for status in range(400, 512)}  # 144..255: never a documented code
 
@@ -420,7 +479,7 @@ def _objects(text: str) -> list[Any]:
     found = [_json(line) for line in reversed(text.splitlines())]
     decoder = json.JSONDecoder()
     starts = [0] if text.startswith("{") else []
-    starts += [i + 1 for i, ch in enumerate(text) if ch == "\n" and text[i + 1:i + 2] == "{"]
+    starts += [i + 1 for i, ch in enumerate(text) if ch == "\n" and text[i + 1 : i + 2] == "{"]
     for start in reversed(starts[-64:]):
         try:
             found.append(decoder.raw_decode(text, start)[0])
@@ -475,8 +534,14 @@ def gemini_diagnostics(text: str | None, exit_code: int | None) -> dict[str, Any
     status, doc = "missing", None
     if text is not None and text.strip():
         status = "invalid"
-        doc = next((c for c in _objects(text) if isinstance(c, dict)
-                    and ("stats" in c or "error" in c or c.get("type") == "result")), None)
+        doc = next(
+            (
+                c
+                for c in _objects(text)
+                if isinstance(c, dict) and ("stats" in c or "error" in c or c.get("type") == "result")
+            ),
+            None,
+        )
         if doc is not None:
             status = "ok"
     doc = doc or {}
@@ -490,21 +555,31 @@ def gemini_diagnostics(text: str | None, exit_code: int | None) -> dict[str, Any
         outputs = _sum([_tokens(t, "candidates", "output") for t in per_model])
         cached = _sum([_tokens(t, "cached") for t in per_model])
     else:  # stream-json's result line: flat totals
-        inputs, outputs, cached = (_tokens(stats, "input_tokens"), _tokens(stats, "output_tokens"),
-                                   _tokens(stats, "cached"))
+        inputs, outputs, cached = (
+            _tokens(stats, "input_tokens"),
+            _tokens(stats, "output_tokens"),
+            _tokens(stats, "cached"),
+        )
     error_code = _integer(error.get("code"))
     api = [m.get("api") for m in models.values() if isinstance(m, dict)]
     return {
-        "result_json": status, "exit_code": exit_code, "error_type": _enum(error.get("type")),
-        "error_code": error_code, "models": len(models),
+        "result_json": status,
+        "exit_code": exit_code,
+        "error_type": _enum(error.get("type")),
+        "error_code": error_code,
+        "models": len(models),
         "api_requests": _sum([_tokens(a, "totalRequests") for a in api]),
         "api_errors": _sum([_tokens(a, "totalErrors") for a in api]),
         "tool_calls": _integer(tools.get("totalCalls")) if tools else _integer(stats.get("tool_calls")),
         "tool_failures": _integer(tools.get("totalFail")) if tools else None,
         "denied_tools": gemini_denied_tools(tools.get("byName")) if tools else None,
-        "cli": "gemini", "cli_status": gemini_status(status, exit_code, error_code),
-        "cost_usd": None, "input_tokens": inputs, "output_tokens": outputs,
-        "cache_read_tokens": cached, "cache_write_tokens": None,
+        "cli": "gemini",
+        "cli_status": gemini_status(status, exit_code, error_code),
+        "cost_usd": None,
+        "input_tokens": inputs,
+        "output_tokens": outputs,
+        "cache_read_tokens": cached,
+        "cache_write_tokens": None,
     }
 
 
@@ -545,7 +620,10 @@ def _gemini(attempt_dir: Path, exit_code: int | None) -> dict[str, Any]:
 
 # The output file a launcher leaves in the attempt directory, and how to read it.
 _PARSERS: dict[str, Callable[[Path, int | None], dict[str, Any]]] = {
-    CLAUDE_OUTPUT: _claude, KIMI_OUTPUT: _kimi, CODEX_OUTPUT: _codex, GEMINI_OUTPUT: _gemini,
+    CLAUDE_OUTPUT: _claude,
+    KIMI_OUTPUT: _kimi,
+    CODEX_OUTPUT: _codex,
+    GEMINI_OUTPUT: _gemini,
 }
 
 

@@ -78,8 +78,13 @@ def agent_totals(conn: sqlite3.Connection, agent: str, now: float) -> dict:
     row = conn.execute(_TOTALS, {"agent": agent, "day": day}).fetchone()
 
     def part(n, cost, tokens_in, tokens_out, overshoot):
-        return {"attempts": n or 0, "cost_usd": _money(cost), "input_tokens": tokens_in, "output_tokens": tokens_out,
-                "overshoot_usd": _money(overshoot)}
+        return {
+            "attempts": n or 0,
+            "cost_usd": _money(cost),
+            "input_tokens": tokens_in,
+            "output_tokens": tokens_out,
+            "overshoot_usd": _money(overshoot),
+        }
 
     return {"all_time": part(*row[0:5]), "today": part(*row[5:10])}
 
@@ -98,8 +103,9 @@ def _agent_totals(settings: LocationsLike, agent: str) -> dict | None:
         return None
 
 
-def listener_status(settings: LocationsLike, agent: str, check_config: bool = True, late_results: bool = True,
-                    totals: bool = True) -> dict:
+def listener_status(
+    settings: LocationsLike, agent: str, check_config: bool = True, late_results: bool = True, totals: bool = True
+) -> dict:
     """``check_config=False`` skips validating config.json (the status line's fast path);
     a running listener still reports an invalid config through its ``error`` stage.
     ``late_results=False`` skips the one read-only store query behind ``last.late_result_ids``;
@@ -173,8 +179,12 @@ def progress_line(settings: LocationsLike, agent: str, check_config: bool = True
 def disable(settings: LocationsLike, agent: str) -> dict:
     paths = AgentPaths.of(settings, agent).ensure()
     os.close(open_private_lock(paths.disabled_marker))  # a planted link or FIFO is refused
-    return {"agent": agent, "enabled": False, "running": flock_holder(paths.lock) is not None,
-            "note": "the listener takes no new task, lets a running worker finish, and exits"}
+    return {
+        "agent": agent,
+        "enabled": False,
+        "running": flock_holder(paths.lock) is not None,
+        "note": "the listener takes no new task, lets a running worker finish, and exits",
+    }
 
 
 def enable(settings: LocationsLike, agent: str, wait_seconds: float = 10.0) -> dict:
@@ -193,8 +203,12 @@ def enable(settings: LocationsLike, agent: str, wait_seconds: float = 10.0) -> d
     if how == "detached":
         subprocess.Popen(  # noqa: S603 - our own interpreter and module, fixed arguments (the agent id is validated)
             [sys.executable, "-m", "dispatcher", "listener", "run", "--agent", agent],
-            cwd=PROJECT_DIR, env=os.environ.copy(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL, start_new_session=True,
+            cwd=PROJECT_DIR,
+            env=os.environ.copy(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
         )
     deadline = time.monotonic() + wait_seconds
     while (holder := flock_holder(paths.lock)) is None and time.monotonic() < deadline:
@@ -216,8 +230,15 @@ def pending(settings: LocationsLike, agent: str) -> dict:
     from ..store import SCHEMA_VERSION
     from . import queue
 
-    report: dict[str, Any] = {"agent": agent, "auto": None, "dispatchable": [], "held_auto_off": [], "stale": [],
-              "held_interactive": [], "error": None}
+    report: dict[str, Any] = {
+        "agent": agent,
+        "auto": None,
+        "dispatchable": [],
+        "held_auto_off": [],
+        "stale": [],
+        "held_interactive": [],
+        "error": None,
+    }
     try:
         config = load_config(settings.config_path())
     except ConfigError as exc:
@@ -234,12 +255,20 @@ def pending(settings: LocationsLike, agent: str) -> dict:
         now = time.time()
         backlog = queue.classify(conn, agent, config, now)
         for key in ("dispatchable", "held_auto_off", "stale"):
-            report[key] = [{"id": c.message_id, "kind": c.kind, "sender": c.sender,
-                            "age_seconds": round(now - c.created_at, 1)} for c in getattr(backlog, key)]
+            report[key] = [
+                {"id": c.message_id, "kind": c.kind, "sender": c.sender, "age_seconds": round(now - c.created_at, 1)}
+                for c in getattr(backlog, key)
+            ]
         report["held_interactive"] = [
-            {"id": c.message_id, "kind": c.kind, "sender": c.sender, "age_seconds": round(now - c.created_at, 1),
-             "release_in_seconds": round(max(0.0, queue.held_until(c, config) - now), 1)}
-            for c in backlog.held_interactive]
+            {
+                "id": c.message_id,
+                "kind": c.kind,
+                "sender": c.sender,
+                "age_seconds": round(now - c.created_at, 1),
+                "release_in_seconds": round(max(0.0, queue.held_until(c, config) - now), 1),
+            }
+            for c in backlog.held_interactive
+        ]
     finally:
         conn.close()
     return report

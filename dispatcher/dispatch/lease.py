@@ -31,7 +31,8 @@ def acquire(conn: sqlite3.Connection, agent: str, runtime_dir: str, now: float) 
             return row[0]
         conn.execute(
             "INSERT OR REPLACE INTO listeners (agent, pid, start_time, host, runtime_dir, started_at)"
-            " VALUES (?, ?, ?, ?, ?, ?)", (agent, pid, start_time(pid), host, runtime_dir, now),
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (agent, pid, start_time(pid), host, runtime_dir, now),
         )
     return None
 
@@ -39,5 +40,6 @@ def acquire(conn: sqlite3.Connection, agent: str, runtime_dir: str, now: float) 
 def release(conn: sqlite3.Connection, agent: str) -> None:
     """Give the lease back, if it is still ours."""
     with write_transaction(conn):
-        conn.execute("DELETE FROM listeners WHERE agent = ? AND pid = ? AND host = ?",
-                     (agent, os.getpid(), socket.gethostname()))
+        conn.execute(
+            "DELETE FROM listeners WHERE agent = ? AND pid = ? AND host = ?", (agent, os.getpid(), socket.gethostname())
+        )

@@ -104,8 +104,13 @@ class Listener:
         except (OSError, BridgeError) as exc:  # full, read-only, or no longer ours (unsafe_path)
             self._written = False
             if not self._progress_failing:
-                log.warning("progress_write_failed", agent=self.agent, error=type(exc).__name__,
-                            errno=getattr(exc, "errno", None), code=getattr(exc, "code", None))
+                log.warning(
+                    "progress_write_failed",
+                    agent=self.agent,
+                    error=type(exc).__name__,
+                    errno=getattr(exc, "errno", None),
+                    code=getattr(exc, "code", None),
+                )
             self._progress_failing = True
             return
         self._written, self._progress_failing = True, False
@@ -216,8 +221,11 @@ class Listener:
         if not busy and self._candidate is None and self._fresh_failure is None:
             self._failures = 0  # nothing pending and nothing failing
         return Observation(
-            busy=busy, candidate=self._candidate.message_id if self._candidate else None,
-            failures=self._failures, failure_reason=self._fresh_failure, held_until=self._held_until,
+            busy=busy,
+            candidate=self._candidate.message_id if self._candidate else None,
+            failures=self._failures,
+            failure_reason=self._fresh_failure,
+            held_until=self._held_until,
         )
 
     def _workspace_error(self) -> str | None:
@@ -226,8 +234,10 @@ class Listener:
         workspace = self.config.workspace(self.agent, self.settings.workspace)
         if workspace.is_dir():
             return None
-        return (f"workspace {workspace} of agent {self.agent!r} is not an existing directory; "
-                f"create it, or set agents.{self.agent}.workspace in {self.config_path}")
+        return (
+            f"workspace {workspace} of agent {self.agent!r} is not an existing directory; "
+            f"create it, or set agents.{self.agent}.workspace in {self.config_path}"
+        )
 
     def _next_candidate(self, conn: sqlite3.Connection, config: BridgeConfig) -> queue.Candidate | None:
         """The dispatch rule (``auto`` and the age window included), called in this one place."""
@@ -280,8 +290,13 @@ class Listener:
         self._next_prune = time.monotonic() + PRUNE_EVERY_SECONDS
         try:
             with store_errors():
-                prune_attempt_dirs(store.connection(), self.paths.root / "attempts", self.agent, time.time(),
-                                   self.config.attempt_retention_days)
+                prune_attempt_dirs(
+                    store.connection(),
+                    self.paths.root / "attempts",
+                    self.agent,
+                    time.time(),
+                    self.config.attempt_retention_days,
+                )
         except (BridgeError, OSError) as exc:  # tried again in an hour; never stops the listener
             log.warning("attempt_prune_failed", agent=self.agent, error=type(exc).__name__)
 
@@ -315,8 +330,12 @@ class Listener:
                 return  # the next observation reports it
 
     def _dispatch(self, store: Store, candidate: queue.Candidate) -> None:
-        current = {"message_id": candidate.message_id, "sender": candidate.sender, "supervisor_pid": None,
-                   "started_at": round(time.time(), 3)}
+        current = {
+            "message_id": candidate.message_id,
+            "sender": candidate.sender,
+            "supervisor_pid": None,
+            "started_at": round(time.time(), 3),
+        }
         self._set(stage="received", current=current, error=None)
         log.info("dispatch_received", agent=self.agent, message_id=candidate.message_id, sender=candidate.sender)
         sys.stdout.flush()
@@ -329,8 +348,9 @@ class Listener:
         code = self._wait_for_supervisor(pid)
         if code is None:
             return  # stopping: the supervisor, in its own session, carries on alone
-        log.info("supervisor_exited", agent=self.agent, message_id=candidate.message_id,
-                 supervisor_pid=pid, status=code)
+        log.info(
+            "supervisor_exited", agent=self.agent, message_id=candidate.message_id, supervisor_pid=pid, status=code
+        )
         try:
             with store_errors():
                 self._after_supervisor(store, candidate, code)
@@ -349,13 +369,19 @@ class Listener:
             return
         self._failures = 0
         if attempt["state"] == "finished":
-            self._set(last={
-                "message_id": candidate.message_id, "sender": candidate.sender, "result": attempt["outcome"],
-                "error_kind": attempt["error_kind"], "exit_code": attempt["exit_code"],
-                "duration_seconds": round(attempt["duration_seconds"] or 0.0, 1),
-                "permission_level": attempt["permission_level"], "denied_tools": attempt["denied_tools"],
-                **self._spawn_path(attempt["error_kind"]),
-            })
+            self._set(
+                last={
+                    "message_id": candidate.message_id,
+                    "sender": candidate.sender,
+                    "result": attempt["outcome"],
+                    "error_kind": attempt["error_kind"],
+                    "exit_code": attempt["exit_code"],
+                    "duration_seconds": round(attempt["duration_seconds"] or 0.0, 1),
+                    "permission_level": attempt["permission_level"],
+                    "denied_tools": attempt["denied_tools"],
+                    **self._spawn_path(attempt["error_kind"]),
+                }
+            )
 
     def _spawn_path(self, error_kind: str | None) -> dict:
         """For a failed spawn, the configured path it names (the launcher, or the workspace):
@@ -408,8 +434,10 @@ class Listener:
 
 def _supervisor_failure(message_id: int, code: int) -> str:
     why = {EXIT_REFUSED: "its dispatch was refused", EXIT_STORE: "the store refused the attempt record"}
-    return (f"supervisor for msg#{message_id} exited {code} without recording an attempt "
-            f"({why.get(code, 'see dispatcher.log')}); retrying after a pause")
+    return (
+        f"supervisor for msg#{message_id} exited {code} without recording an attempt "
+        f"({why.get(code, 'see dispatcher.log')}); retrying after a pause"
+    )
 
 
 def run_listener(settings: BridgeSettings, agent: str) -> int:

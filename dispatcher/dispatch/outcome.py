@@ -33,12 +33,21 @@ log = get_logger("agent_bridge.dispatch")
 # 78 (EX_CONFIG): the agent's permission profile cannot be enforced by this CLI on this machine
 # (say, its sandbox does not work here), so the launcher refused to run it unconfined.
 PERMISSIONS_UNENFORCEABLE_EXIT = 78
-LAUNCHER_EXIT_KINDS = {127: "cli_not_found", 2: "launcher_usage",
-                       PERMISSIONS_UNENFORCEABLE_EXIT: "permissions_unenforceable"}
+LAUNCHER_EXIT_KINDS = {
+    127: "cli_not_found",
+    2: "launcher_usage",
+    PERMISSIONS_UNENFORCEABLE_EXIT: "permissions_unenforceable",
+}
 
 
-def decide(evidence_outcome: str | None, evidence_kind: str | None, fallback: str, error_kind: str | None,
-           cli_status: str | None, exit_code: int | None = None) -> tuple[str, str | None]:
+def decide(
+    evidence_outcome: str | None,
+    evidence_kind: str | None,
+    fallback: str,
+    error_kind: str | None,
+    cli_status: str | None,
+    exit_code: int | None = None,
+) -> tuple[str, str | None]:
     """(outcome, error_kind) from the evidence's verdict, the caller's fallback, the CLI's own status
     and the worker's exit code (127: the launcher found no CLI; 2: it was invoked wrongly; 78: it
     refused a permission profile its CLI cannot enforce here)."""
@@ -57,19 +66,28 @@ def _usd(value: float | None) -> str:
 
 def _notify(conn: sqlite3.Connection, message: sqlite3.Row, text: str, now: float) -> None:
     insert_message(
-        conn, sender=message["recipient"], recipient=message["sender"], text=text, kind="notice",
-        reply_to=message["id"], created_at=now, origin="system",
+        conn,
+        sender=message["recipient"],
+        recipient=message["sender"],
+        text=text,
+        kind="notice",
+        reply_to=message["id"],
+        created_at=now,
+        origin="system",
     )
 
 
-def _failure_text(message: sqlite3.Row, outcome: str, error_kind: str | None, ledger: dict,
-                  max_cost: float | None) -> str:
+def _failure_text(
+    message: sqlite3.Row, outcome: str, error_kind: str | None, ledger: dict, max_cost: float | None
+) -> str:
     agent = message["recipient"]
     reason = f" ({error_kind})" if error_kind else ""
     budget = ""
     if outcome == "budget_exceeded":
-        budget = (f" The worker's CLI stopped at its cost cap: cost {_usd(ledger.get('cost_usd'))}, "
-                  f"max_cost_usd_per_task {_usd(max_cost)}.")
+        budget = (
+            f" The worker's CLI stopped at its cost cap: cost {_usd(ledger.get('cost_usd'))}, "
+            f"max_cost_usd_per_task {_usd(max_cost)}."
+        )
     return (
         f"Dispatch of message #{message['id']} to {agent} ended: {outcome}{reason}.{budget} It is not retried "
         f"automatically; see `agent-bridge listener status --agent {agent}` and decide what to do."
@@ -104,23 +122,34 @@ def settle(
     now = time.time() if now is None else now
     with write_transaction(conn):
         found, evidence_kind = verdict(conn, message_id, now)
-        outcome, error_kind = decide(found, evidence_kind, fallback, error_kind, (diagnostics or {}).get("cli_status"),
-                                     exit_code)
-        cap_row = conn.execute("SELECT max_cost_usd FROM dispatch_attempts WHERE message_id = ?",
-                               (message_id,)).fetchone()
+        outcome, error_kind = decide(
+            found, evidence_kind, fallback, error_kind, (diagnostics or {}).get("cli_status"), exit_code
+        )
+        cap_row = conn.execute(
+            "SELECT max_cost_usd FROM dispatch_attempts WHERE message_id = ?", (message_id,)
+        ).fetchone()
         max_cost = cap_row["max_cost_usd"] if cap_row else None
         ledger = ledger_fields(diagnostics, max_cost)
         if not finish_attempt(
-            conn, message_id, outcome=outcome, now=now, exit_code=exit_code, error_kind=error_kind,
-            diagnostics=diagnostics, ledger=ledger,
+            conn,
+            message_id,
+            outcome=outcome,
+            now=now,
+            exit_code=exit_code,
+            error_kind=error_kind,
+            diagnostics=diagnostics,
+            ledger=ledger,
         ):
             row = conn.execute("SELECT outcome FROM dispatch_attempts WHERE message_id = ?", (message_id,)).fetchone()
             return row["outcome"] if row else outcome
         message = fetch_message(conn, message_id)
         conversation_id = message["conversation_id"] if message is not None else None
         # The cost cap first: a conversation it stops is needs_human, not blocked by the failure below.
-        spent = (exhaust_budget(conn, conversation_id, message["recipient"], now)
-                 if message is not None and conversation_id else None)
+        spent = (
+            exhaust_budget(conn, conversation_id, message["recipient"], now)
+            if message is not None and conversation_id
+            else None
+        )
         if outcome in FAILURE_OUTCOMES and message is not None:
             text = _failure_text(message, outcome, error_kind, ledger, max_cost)
             _notify(conn, message, text + (" " + _budget_text(message, spent) if spent else ""), now)
@@ -130,6 +159,14 @@ def settle(
             _notify(conn, message, _budget_text(message, spent), now)
         if before_commit is not None:
             before_commit()
-    log.info("attempt_settled", message_id=message_id, outcome=outcome, error_kind=error_kind, exit_code=exit_code,
-             cli_status=ledger["cli_status"], cost_usd=ledger["cost_usd"], overshoot_usd=ledger["cost_overshoot_usd"])
+    log.info(
+        "attempt_settled",
+        message_id=message_id,
+        outcome=outcome,
+        error_kind=error_kind,
+        exit_code=exit_code,
+        cli_status=ledger["cli_status"],
+        cost_usd=ledger["cost_usd"],
+        overshoot_usd=ledger["cost_overshoot_usd"],
+    )
     return outcome

@@ -130,7 +130,6 @@ def kill_processes(pids: list[int], grace_seconds: float) -> None:
     _terminate(procs, grace_seconds)
 
 
-
 def flock_holder(path: str | os.PathLike) -> int | None:
     """The pid holding a flock on ``path`` (read-only: takes no lock)."""
     try:

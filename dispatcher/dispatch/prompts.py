@@ -76,19 +76,32 @@ def permissions_note(profile: PermissionProfile, workspace: Path | None) -> str:
     if profile.extra_dirs:
         access = "read and write" if profile.writes else "read"
         dirs = f"\nYou may also {access} in: " + ", ".join(profile.resolved().extra_dirs) + "."
-    return PERMISSIONS_NOTE.format(level=profile.level, workspace=workspace or "(the current directory)",
-                                   description=DESCRIPTIONS[profile.level], commands=commands, dirs=dirs)
+    return PERMISSIONS_NOTE.format(
+        level=profile.level,
+        workspace=workspace or "(the current directory)",
+        description=DESCRIPTIONS[profile.level],
+        commands=commands,
+        dirs=dirs,
+    )
 
 
-def worker_prompt(conn: sqlite3.Connection, message: sqlite3.Row, profile: PermissionProfile = BRIDGE_ONLY,
-                  workspace: Path | None = None) -> str:
+def worker_prompt(
+    conn: sqlite3.Connection,
+    message: sqlite3.Row,
+    profile: PermissionProfile = BRIDGE_ONLY,
+    workspace: Path | None = None,
+) -> str:
     fields = dict(message) | {"agent": message["recipient"]}
     if message["kind"] == "result":
         conv = conn.execute("SELECT * FROM conversations WHERE id = ?", (message["conversation_id"],)).fetchone()
         # A task needs a turn left for its result too (the budget rule in conversations.py).
-        note = "" if turn_available("task", conv["turn_count"], conv["max_turns"]) else (
-            " -- not possible here: the turn budget has no room for a task and its result, so choose a, c or d")
-        return REVIEW_PROMPT.format(**fields, goal=conv["goal"], turn_count=conv["turn_count"],
-                                    max_turns=conv["max_turns"], follow_up_note=note)
+        note = (
+            ""
+            if turn_available("task", conv["turn_count"], conv["max_turns"])
+            else (" -- not possible here: the turn budget has no room for a task and its result, so choose a, c or d")
+        )
+        return REVIEW_PROMPT.format(
+            **fields, goal=conv["goal"], turn_count=conv["turn_count"], max_turns=conv["max_turns"], follow_up_note=note
+        )
     conversation = f" in conversation #{message['conversation_id']}" if message["conversation_id"] else ""
     return TASK_PROMPT.format(**fields, conversation=conversation, permissions=permissions_note(profile, workspace))

@@ -36,14 +36,17 @@ FROM messages AS m
 LEFT JOIN conversations AS c ON c.id = m.conversation_id
 """
 # Necessary conditions only (the partial index messages_unacknowledged serves the first two).
-_SCAN = _FACTS + """
+_SCAN = (
+    _FACTS  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
+    + """
 WHERE m.recipient = :agent
   AND m.acknowledged_at IS NULL
   AND m.kind IN ('task', 'result')
   AND NOT EXISTS (SELECT 1 FROM dispatch_attempts AS a WHERE a.message_id = m.id)
   AND m.created_at >= :oldest
 ORDER BY m.id
-"""  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
+"""
+)
 _ONE = _FACTS + "WHERE m.id = :id"
 
 
@@ -119,7 +122,7 @@ def refusal_text(code: str, facts: Candidate, config: BridgeConfig) -> str:
         f"{facts.conversation_state}; check conversation(action='status').",
         "not_in_turn": f"message #{mid} is no longer the in-flight message of conversation "
         f"#{facts.conversation_id}: it has been answered.",
-        "auto_off": f"{agent} has \"auto\": false in config.json, so its tasks are left for a human; {by_hand}",
+        "auto_off": f'{agent} has "auto": false in config.json, so its tasks are left for a human; {by_hand}',
         "stale": f"message #{mid} is older than dispatch_max_age_seconds ({config.dispatch_max_age_seconds} s), "
         f"so it is left for a human; {by_hand}",
         "held_interactive": f"message #{mid} waits for {agent}'s live interactive session to claim it, for up to "
@@ -151,7 +154,8 @@ def _facts(conn: sqlite3.Connection, cursor: sqlite3.Cursor, now: float, config:
             claim_active=claim_is_active(row, now),
             attempted=bool(row["attempted"]),
             conversation_id=row["conversation_id"],
-            conversation_state=None if standalone or row["state"] is None
+            conversation_state=None
+            if standalone or row["state"] is None
             else effective_state(row["state"], row["expires_at"], now),
             conversation_initiator=row["initiator"],
             in_flight=standalone or row["in_flight_message_id"] == row["id"],
@@ -172,8 +176,9 @@ def next_dispatchable(conn: sqlite3.Connection, agent: str, config: BridgeConfig
     return next_action(conn, agent, config, now)[0]
 
 
-def next_action(conn: sqlite3.Connection, agent: str, config: BridgeConfig,
-                now: float) -> tuple[Candidate | None, float | None]:
+def next_action(
+    conn: sqlite3.Connection, agent: str, config: BridgeConfig, now: float
+) -> tuple[Candidate | None, float | None]:
     """The oldest message to dispatch now (or None), and when the first message held for an
     interactive session is released (None when none is held): the listener looks again then."""
     oldest = now - config.dispatch_max_age_seconds  # a scan never needs older rows: they are stale
@@ -204,5 +209,9 @@ def classify(conn: sqlite3.Connection, agent: str, config: BridgeConfig, now: fl
         code = dispatch_refusal(facts, now, config, manual=False)
         if code in groups:
             groups[code].append(facts)
-    return Backlog(dispatchable=groups[None], held_auto_off=groups["auto_off"], stale=groups["stale"],
-                   held_interactive=groups["held_interactive"])
+    return Backlog(
+        dispatchable=groups[None],
+        held_auto_off=groups["auto_off"],
+        stale=groups["stale"],
+        held_interactive=groups["held_interactive"],
+    )

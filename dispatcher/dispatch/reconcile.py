@@ -38,8 +38,12 @@ def reconcile(conn: sqlite3.Connection, paths: AgentPaths) -> bool:
         if not supervisor_alive:
             tree = token_processes(attempt["worker_token"])
             leader_alive = is_same_process(attempt["worker_pid"], attempt["worker_start_time"])
-        action = decide(supervisor_alive=supervisor_alive, worker_alive=leader_alive or bool(tree),
-                        now=time.time(), deadline=attempt["deadline"])
+        action = decide(
+            supervisor_alive=supervisor_alive,
+            worker_alive=leader_alive or bool(tree),
+            now=time.time(),
+            deadline=attempt["deadline"],
+        )
         if action == BUSY:
             busy = True
             continue
@@ -51,4 +55,3 @@ def reconcile(conn: sqlite3.Connection, paths: AgentPaths) -> bool:
             settle(conn, attempt["message_id"], fallback="crashed", error_kind=gone)
         remove_request(paths, attempt["message_id"])  # a supervisor killed mid-way could not
     return busy
-

@@ -31,8 +31,11 @@ def _attempt_summary(conn, message_id: int) -> dict:
     if attempt is None:
         return {"message_id": message_id, "outcome": None}
     return {
-        "message_id": message_id, "state": attempt["state"], "outcome": attempt["outcome"],
-        "error_kind": attempt["error_kind"], "exit_code": attempt["exit_code"],
+        "message_id": message_id,
+        "state": attempt["state"],
+        "outcome": attempt["outcome"],
+        "error_kind": attempt["error_kind"],
+        "exit_code": attempt["exit_code"],
         "duration_seconds": None if attempt["duration_seconds"] is None else round(attempt["duration_seconds"], 1),
     }
 

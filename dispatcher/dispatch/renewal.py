@@ -28,7 +28,8 @@ def renew_worker_claim(
     with write_transaction(conn):
         row = conn.execute(
             "SELECT claim_owner, claim_expires_at FROM messages WHERE id = ? AND acknowledged_at IS NULL"
-            " AND claim_owner IS NOT NULL AND claim_expires_at > ?", (message_id, now),
+            " AND claim_owner IS NOT NULL AND claim_expires_at > ?",
+            (message_id, now),
         ).fetchone()
         if row is None or owner_pid(row[0]) not in worker_pids or row[1] >= until:
             return False

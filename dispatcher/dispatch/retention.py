@@ -61,10 +61,15 @@ def scan(conn: sqlite3.Connection, attempts_root: Path) -> list[AttemptDir]:
         row = conn.execute(
             "SELECT agent, state, finished_at FROM dispatch_attempts WHERE message_id = ?", (int(entry.name),)
         ).fetchone()
-        found.append(AttemptDir(
-            message_id=int(entry.name), mtime=entry.stat(follow_symlinks=False).st_mtime,
-            agent=row[0] if row else None, state=row[1] if row else None, finished_at=row[2] if row else None,
-        ))
+        found.append(
+            AttemptDir(
+                message_id=int(entry.name),
+                mtime=entry.stat(follow_symlinks=False).st_mtime,
+                agent=row[0] if row else None,
+                state=row[1] if row else None,
+                finished_at=row[2] if row else None,
+            )
+        )
     return found
 
 
@@ -89,8 +94,9 @@ def remove_attempt_dir(path: Path) -> bool:
     return not path.exists()
 
 
-def prune_attempt_dirs(conn: sqlite3.Connection, attempts_root: Path, agent: str, now: float,
-                       retention_days: int) -> list[int]:
+def prune_attempt_dirs(
+    conn: sqlite3.Connection, attempts_root: Path, agent: str, now: float, retention_days: int
+) -> list[int]:
     """Apply the schedule once; returns the message ids whose directories were removed."""
     removed = []
     for message_id in prune_decision(scan(conn, attempts_root), agent, now, retention_days):

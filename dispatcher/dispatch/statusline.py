@@ -27,8 +27,9 @@ def statusline_text(only: tuple[str, ...] = ()) -> str:
         from .control import progress_line
 
         unread = _unread(locations, agents)
-        return SEPARATOR.join(progress_line(locations, agent, check_config=False) + _count(unread.get(agent))
-                              for agent in agents)
+        return SEPARATOR.join(
+            progress_line(locations, agent, check_config=False) + _count(unread.get(agent)) for agent in agents
+        )
     except Exception as exc:  # noqa: BLE001 - a status line that fails degrades the whole session UI
         return f"[agent-bridge] unavailable ({type(exc).__name__})"
 

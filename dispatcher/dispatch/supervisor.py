@@ -76,9 +76,17 @@ def usd_text(value: float) -> str:
     return f"{value:.6f}".rstrip("0").rstrip(".") or "0"
 
 
-def worker_env(settings: BridgeSettings, agent: str, message_id: int, attempt_dir: Path, diagnostics: Path,
-               token: str, max_cost_usd: float | None = None, workspace: Path | None = None,
-               permissions: PermissionProfile = BRIDGE_ONLY) -> dict[str, str]:
+def worker_env(
+    settings: BridgeSettings,
+    agent: str,
+    message_id: int,
+    attempt_dir: Path,
+    diagnostics: Path,
+    token: str,
+    max_cost_usd: float | None = None,
+    workspace: Path | None = None,
+    permissions: PermissionProfile = BRIDGE_ONLY,
+) -> dict[str, str]:
     """The launcher's environment: resolved values, so the worker's own server agrees with ours.
 
     ``AGENT_BRIDGE_MAX_COST_USD`` is the agent's ``max_cost_usd_per_task``, and absent when it
@@ -106,8 +114,9 @@ def worker_env(settings: BridgeSettings, agent: str, message_id: int, attempt_di
     }
 
 
-def _launch(settings: BridgeSettings, config: BridgeConfig, paths: AgentPaths, message, prompt: str,
-            token: str) -> Launch:
+def _launch(
+    settings: BridgeSettings, config: BridgeConfig, paths: AgentPaths, message, prompt: str, token: str
+) -> Launch:
     agent, message_id = message["recipient"], message["id"]
     attempt_dir = ensure_private_dir(paths.attempt_dir(message_id))
     request = attempt_dir / REQUEST_NAME
@@ -119,14 +128,27 @@ def _launch(settings: BridgeSettings, config: BridgeConfig, paths: AgentPaths, m
         raise NotADirectoryError(errno.ENOTDIR, "workspace is not a directory", str(workspace))
     launcher = config.launcher_path(agent, PROJECT_DIR)
     _check_launcher(launcher)
-    env = worker_env(settings, agent, message_id, attempt_dir, diagnostics, token,
-                     config.agents[agent].max_cost_usd_per_task, workspace, config.permissions(agent))
+    env = worker_env(
+        settings,
+        agent,
+        message_id,
+        attempt_dir,
+        diagnostics,
+        token,
+        config.agents[agent].max_cost_usd_per_task,
+        workspace,
+        config.permissions(agent),
+    )
     log_fd = open_private_append(attempt_dir / "worker.log")
     gate_in, gate_out = os.pipe()
     try:
         proc = subprocess.Popen(  # noqa: S603 - the launcher config.json names, via a fixed gate script; paths are argv, never shell text
             ["/bin/sh", "-c", GATE_SCRIPT, str(launcher), str(request)],
-            cwd=workspace, env=env, stdin=gate_in, stdout=log_fd, stderr=subprocess.STDOUT,
+            cwd=workspace,
+            env=env,
+            stdin=gate_in,
+            stdout=log_fd,
+            stderr=subprocess.STDOUT,
             start_new_session=True,  # own session and process group: a timeout kills exactly this
         )
     except BaseException:
@@ -168,8 +190,14 @@ def _supervise(conn, settings: BridgeSettings, config: BridgeConfig, message_id:
     now = time.time()
     token = secrets.token_hex(16)
     message = begin_attempt(
-        conn, message_id=message_id, config=config, now=now, manual=manual, supervisor_pid=os.getpid(),
-        supervisor_start=start_time(os.getpid()), worker_token=token,
+        conn,
+        message_id=message_id,
+        config=config,
+        now=now,
+        manual=manual,
+        supervisor_pid=os.getpid(),
+        supervisor_start=start_time(os.getpid()),
+        worker_token=token,
     )
     fault_point("after_barrier")
     agent = message["recipient"]
@@ -194,13 +222,18 @@ def _settle(conn, message_id: int, **verdict) -> str:
 def _run_worker(conn, settings, config, paths, message, token: str, timeout: int, deadline: float) -> str:
     message_id = message["id"]
     try:
-        prompt = worker_prompt(conn, message, config.permissions(message["recipient"]),
-                               config.workspace(message["recipient"], settings.workspace))
+        prompt = worker_prompt(
+            conn,
+            message,
+            config.permissions(message["recipient"]),
+            config.workspace(message["recipient"], settings.workspace),
+        )
         launch = _launch(settings, config, paths, message, prompt, token)
     except OSError as exc:
         # The path (launcher or workspace) is configuration, not payload: the log names it.
-        log.warning("spawn_failed", message_id=message_id, error=type(exc).__name__, path=exc.filename,
-                    reason=exc.strerror)
+        log.warning(
+            "spawn_failed", message_id=message_id, error=type(exc).__name__, path=exc.filename, reason=exc.strerror
+        )
         return _settle(conn, message_id, fallback="failed", error_kind=f"spawn:{type(exc).__name__}")
     fault_point("after_spawn")
     pid = launch.proc.pid
@@ -213,8 +246,9 @@ def _run_worker(conn, settings, config, paths, message, token: str, timeout: int
         log.warning("spawn_unrecorded", message_id=message_id, error=type(exc).__name__)
         launch.close_gate()
         end_worker(launch.proc, KILL_GRACE_SECONDS)
-        return _settle(conn, message_id, fallback="failed", error_kind="spawn_unrecorded",
-                       exit_code=launch.proc.returncode)
+        return _settle(
+            conn, message_id, fallback="failed", error_kind="spawn_unrecorded", exit_code=launch.proc.returncode
+        )
     fault_point("after_pid_recorded")
     launch.open_gate()
     log.info("worker_started", message_id=message_id, worker_pid=pid)
@@ -231,8 +265,12 @@ def _run_worker(conn, settings, config, paths, message, token: str, timeout: int
         cli_diagnostics(launch.diagnostics.parent, exit_code)  # a CLI's own result file, read once it is gone
     )
     return _settle(
-        conn, message_id, fallback="timeout" if timed_out else "failed",
-        error_kind="timeout" if timed_out else None, exit_code=exit_code, diagnostics=diagnostics,
+        conn,
+        message_id,
+        fallback="timeout" if timed_out else "failed",
+        error_kind="timeout" if timed_out else None,
+        exit_code=exit_code,
+        diagnostics=diagnostics,
     )
 
 
@@ -255,7 +293,12 @@ def _renew(conn, message_id: int, token: str, deadline: float) -> None:
     if now >= deadline:
         return
     try:
-        renew_worker_claim(conn, message_id, worker_pids=set(token_processes(token)),
-                           until=min(now + LEASE_AHEAD_SECONDS, deadline + KILL_GRACE_SECONDS), now=now)
+        renew_worker_claim(
+            conn,
+            message_id,
+            worker_pids=set(token_processes(token)),
+            until=min(now + LEASE_AHEAD_SECONDS, deadline + KILL_GRACE_SECONDS),
+            now=now,
+        )
     except sqlite3.Error as exc:  # a busy or full store: the next round tries again
         log.warning("claim_renewal_failed", message_id=message_id, error=type(exc).__name__)

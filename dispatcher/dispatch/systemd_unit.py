@@ -111,8 +111,9 @@ def template_path(project: Path, name: str = TEMPLATE_NAME) -> Path:
     return Path(project) / "systemd" / name
 
 
-def render_unit(python: Path, project: Path, name: str = TEMPLATE_NAME,
-                placeholders: tuple[str, ...] = PLACEHOLDERS) -> str:
+def render_unit(
+    python: Path, project: Path, name: str = TEMPLATE_NAME, placeholders: tuple[str, ...] = PLACEHOLDERS
+) -> str:
     """The template ``name`` from ``<project>/systemd/`` with @PYTHON@ and @PROJECT@ filled in."""
     python_s = _checked_path("python", python)
     project_s = _checked_path("project", project)
@@ -120,9 +121,7 @@ def render_unit(python: Path, project: Path, name: str = TEMPLATE_NAME,
     try:
         text = template.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ValueError(
-            f"unit template not found: {template} (is {project_s} the Agent Bridge project?)"
-        ) from None
+        raise ValueError(f"unit template not found: {template} (is {project_s} the Agent Bridge project?)") from None
     missing = [p for p in placeholders if p not in text]
     if missing:
         raise ValueError(f"unit template {template} lacks placeholder(s) {', '.join(missing)}")
@@ -222,8 +221,11 @@ def install_prune_timer(python: Path, project: Path, target_dir: Path | None = N
             changed = True
         elif (path.stat().st_mode & 0o777) != 0o644:
             os.chmod(path, 0o644)
-    step = Step(f"systemctl --user enable --now {PRUNE_TIMER}", True,
-                "daily: prune acknowledged messages, finished attempts and terminal conversations older than 30 days")
+    step = Step(
+        f"systemctl --user enable --now {PRUNE_TIMER}",
+        True,
+        "daily: prune acknowledged messages, finished attempts and terminal conversations older than 30 days",
+    )
     return InstallResult(path=target / PRUNE_TIMER, unit=PRUNE_TIMER, changed=changed, steps=(step,))
 
 

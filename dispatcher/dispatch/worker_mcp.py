@@ -10,8 +10,12 @@ import os
 from collections.abc import Mapping
 
 # Passed on when the supervisor set them (it always does; a launcher run by hand may not).
-OPTIONAL = ("AGENT_BRIDGE_RUNTIME_DIR", "AGENT_BRIDGE_MAX_BODY_BYTES", "AGENT_BRIDGE_LOG_LEVEL",
-            "AGENT_BRIDGE_WORKER_TOKEN")
+OPTIONAL = (
+    "AGENT_BRIDGE_RUNTIME_DIR",
+    "AGENT_BRIDGE_MAX_BODY_BYTES",
+    "AGENT_BRIDGE_LOG_LEVEL",
+    "AGENT_BRIDGE_WORKER_TOKEN",
+)
 
 
 def bridge_server(env: Mapping[str, str]) -> dict:

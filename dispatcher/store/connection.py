@@ -122,7 +122,10 @@ def open_store(path: Path | str, *, target_version: int = SCHEMA_VERSION) -> sql
     path = Path(path)
     _prepare_file(path)
     conn = sqlite3.connect(
-        path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False,
+        path,
+        timeout=BUSY_TIMEOUT_MS / 1000,
+        isolation_level=None,
+        check_same_thread=False,
         factory=TrackedConnection,
     )
     try:

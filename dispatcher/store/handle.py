@@ -111,8 +111,9 @@ class Store:
         A replaced file: the pinned ones still at their names are the old file's; they are
         removed once unused, or SQLite would replay them into the new file."""
         pinned = {suffix: os.fstat(fd) for suffix, fd in self._pins.items()}
-        old = {suffix: st for suffix, st in pinned.items()
-               if (self._current_identity(suffix) == _file_id(st)) != same_file}
+        old = {
+            suffix: st for suffix, st in pinned.items() if (self._current_identity(suffix) == _file_id(st)) != same_file
+        }
         if any(_locked_by_other_process(st) for st in old.values()):
             raise BridgeError("store_missing", self._still_in_use(same_file))
         if not same_file:

@@ -88,8 +88,9 @@ def to_turn(body: dict) -> script.Turn:
             prompt_parts.append(_text_of(content))
         if isinstance(content, list):
             results.extend(_result_text(b) for b in content if isinstance(b, dict) and b.get("type") == "tool_result")
-    tools = tuple(str(t.get("name")) for t in body.get("tools") or []
-                  if isinstance(t, dict) and not t.get("defer_loading"))
+    tools = tuple(
+        str(t.get("name")) for t in body.get("tools") or [] if isinstance(t, dict) and not t.get("defer_loading")
+    )
     return script.Turn(prompt="\n".join(prompt_parts), tools=tools, tool_results=tuple(results))
 
 
@@ -139,12 +140,12 @@ class AnthropicModel(LoopbackServer):
 
     def messages_requests(self) -> list[dict]:
         """The bodies of the ``POST /v1/messages`` requests, oldest first."""
-        return [r["body"] for r in self.requests()
-                if r["method"] == "POST" and urlsplit(r["path"]).path == "/v1/messages"]
+        return [
+            r["body"] for r in self.requests() if r["method"] == "POST" and urlsplit(r["path"]).path == "/v1/messages"
+        ]
 
     def _record_request(self, method: str, path: str, headers: dict, body: Any) -> None:
-        safe = {k.lower(): v for k, v in headers.items()
-                if not any(marker in k.lower() for marker in _SECRET_MARKERS)}
+        safe = {k.lower(): v for k, v in headers.items() if not any(marker in k.lower() for marker in _SECRET_MARKERS)}
         self._record({"method": method, "path": path, "headers": safe, "body": body})
 
     # -- answering -------------------------------------------------------------------
@@ -169,8 +170,9 @@ class AnthropicModel(LoopbackServer):
             elif method == "POST" and path == "/v1/messages" and isinstance(body, dict):
                 self._messages(handler, body)
             else:
-                self._send_json(handler, 404, {"type": "error",
-                                               "error": {"type": "not_found_error", "message": "not scripted"}})
+                self._send_json(
+                    handler, 404, {"type": "error", "error": {"type": "not_found_error", "message": "not scripted"}}
+                )
         except (BrokenPipeError, ConnectionResetError):
             pass
         except Exception as exc:  # noqa: BLE001 - reported to the test, answered as a 500
@@ -192,53 +194,125 @@ class AnthropicModel(LoopbackServer):
         message_id = f"msg_scripted_{number:04d}"
         input_tokens = _tokens(json.dumps(body.get("messages")) + json.dumps(body.get("system")))
         if isinstance(step, script.ToolCall):
-            block = {"type": "tool_use", "id": f"toolu_scripted_{number:04d}", "name": step.name,
-                     "input": step.arguments}
+            block = {
+                "type": "tool_use",
+                "id": f"toolu_scripted_{number:04d}",
+                "name": step.name,
+                "input": step.arguments,
+            }
             stop_reason, output_tokens = "tool_use", _tokens(script.arguments_json(step)) + 10
         else:
             block = {"type": "text", "text": step.text}
             stop_reason, output_tokens = "end_turn", _tokens(step.text) + 1
         model = str(body.get("model") or self.model)
-        usage = {"input_tokens": input_tokens, "output_tokens": output_tokens,
-                 "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+        usage = {
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+        }
         if not body.get("stream"):
-            self._send_json(handler, 200, {
-                "id": message_id, "type": "message", "role": "assistant", "model": model, "content": [block],
-                "stop_reason": stop_reason, "stop_sequence": None, "usage": usage,
-            })
+            self._send_json(
+                handler,
+                200,
+                {
+                    "id": message_id,
+                    "type": "message",
+                    "role": "assistant",
+                    "model": model,
+                    "content": [block],
+                    "stop_reason": stop_reason,
+                    "stop_sequence": None,
+                    "usage": usage,
+                },
+            )
             return
-        events: list[tuple[str, dict]] = [("message_start", {"type": "message_start", "message": {
-            "id": message_id, "type": "message", "role": "assistant", "model": model, "content": [],
-            "stop_reason": None, "stop_sequence": None, "usage": {**usage, "output_tokens": 1}}})]
+        events: list[tuple[str, dict]] = [
+            (
+                "message_start",
+                {
+                    "type": "message_start",
+                    "message": {
+                        "id": message_id,
+                        "type": "message",
+                        "role": "assistant",
+                        "model": model,
+                        "content": [],
+                        "stop_reason": None,
+                        "stop_sequence": None,
+                        "usage": {**usage, "output_tokens": 1},
+                    },
+                },
+            )
+        ]
         if block["type"] == "tool_use":
-            events.append(("content_block_start", {"type": "content_block_start", "index": 0,
-                                                   "content_block": {**block, "input": {}}}))
+            events.append(
+                (
+                    "content_block_start",
+                    {"type": "content_block_start", "index": 0, "content_block": {**block, "input": {}}},
+                )
+            )
             arguments = script.arguments_json(step)
             half = len(arguments) // 2
             for piece in (arguments[:half], arguments[half:]):
-                events.append(("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                                       "delta": {"type": "input_json_delta", "partial_json": piece}}))
+                events.append(
+                    (
+                        "content_block_delta",
+                        {
+                            "type": "content_block_delta",
+                            "index": 0,
+                            "delta": {"type": "input_json_delta", "partial_json": piece},
+                        },
+                    )
+                )
         else:
-            events.append(("content_block_start", {"type": "content_block_start", "index": 0,
-                                                   "content_block": {"type": "text", "text": ""}}))
-            events.append(("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                                   "delta": {"type": "text_delta", "text": block["text"]}}))
+            events.append(
+                (
+                    "content_block_start",
+                    {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+                )
+            )
+            events.append(
+                (
+                    "content_block_delta",
+                    {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": block["text"]}},
+                )
+            )
         events.append(("content_block_stop", {"type": "content_block_stop", "index": 0}))
-        events.append(("message_delta", {"type": "message_delta",
-                                         "delta": {"stop_reason": stop_reason, "stop_sequence": None},
-                                         "usage": {"output_tokens": output_tokens}}))
+        events.append(
+            (
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+                    "usage": {"output_tokens": output_tokens},
+                },
+            )
+        )
         events.append(("message_stop", {"type": "message_stop"}))
         payload = "".join(f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events).encode()
-        self._send(handler, 200, "text/event-stream", payload, extra={"Cache-Control": "no-cache",
-                                                                     "request-id": f"req_scripted_{number:04d}"})
+        self._send(
+            handler,
+            200,
+            "text/event-stream",
+            payload,
+            extra={"Cache-Control": "no-cache", "request-id": f"req_scripted_{number:04d}"},
+        )
 
     @staticmethod
     def _send_json(handler: BaseHTTPRequestHandler, code: int, doc: dict) -> None:
         AnthropicModel._send(handler, code, "application/json", json.dumps(doc).encode())
 
     @staticmethod
-    def _send(handler: BaseHTTPRequestHandler, code: int, content_type: str, payload: bytes, *,
-              head: bool = False, extra: dict | None = None) -> None:
+    def _send(
+        handler: BaseHTTPRequestHandler,
+        code: int,
+        content_type: str,
+        payload: bytes,
+        *,
+        head: bool = False,
+        extra: dict | None = None,
+    ) -> None:
         handler.send_response(code)
         handler.send_header("Content-Type", content_type)
         handler.send_header("Content-Length", str(len(payload)))

@@ -70,11 +70,11 @@ def answer(body: dict) -> dict:
 
 def _utility_answer(body: dict) -> dict:
     """gemini-cli's side calls (router, next-speaker check, ...) want JSON text: a small, valid one."""
-    doc = {"complexity_reasoning": "scripted", "complexity_score": 1, "next_speaker": "user",
-           "reasoning": "scripted"}
+    doc = {"complexity_reasoning": "scripted", "complexity_score": 1, "next_speaker": "user", "reasoning": "scripted"}
     return {
-        "candidates": [{"content": {"role": "model", "parts": [{"text": json.dumps(doc)}]},
-                        "finishReason": "STOP", "index": 0}],
+        "candidates": [
+            {"content": {"role": "model", "parts": [{"text": json.dumps(doc)}]}, "finishReason": "STOP", "index": 0}
+        ],
         "usageMetadata": _usage(body),
         "modelVersion": MODEL_VERSION,
     }
@@ -82,8 +82,11 @@ def _utility_answer(body: dict) -> dict:
 
 def _wants_json(body: dict) -> bool:
     config = body.get("generationConfig") or {}
-    return config.get("responseMimeType") == "application/json" or "responseJsonSchema" in config \
+    return (
+        config.get("responseMimeType") == "application/json"
+        or "responseJsonSchema" in config
         or "responseSchema" in config
+    )
 
 
 class GeminiServer(LoopbackServer):
@@ -115,15 +118,35 @@ class GeminiServer(LoopbackServer):
                 self.wfile.write(data)
 
             def _error(self, status: int) -> None:
-                self._send_json(status, {"error": {"code": status, "message": f"scripted server says {status}",
-                                                   "status": "UNAVAILABLE" if status >= 500 else
-                                                   "RESOURCE_EXHAUSTED"}})
+                self._send_json(
+                    status,
+                    {
+                        "error": {
+                            "code": status,
+                            "message": f"scripted server says {status}",
+                            "status": "UNAVAILABLE" if status >= 500 else "RESOURCE_EXHAUSTED",
+                        }
+                    },
+                )
 
             def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
                 server._record({"method": "GET", "path": self.path})
                 if "/models" in self.path:
-                    self._send_json(200, {"models": [{"name": "models/scripted", "supportedGenerationMethods":
-                                                      ["generateContent", "streamGenerateContent", "countTokens"]}]})
+                    self._send_json(
+                        200,
+                        {
+                            "models": [
+                                {
+                                    "name": "models/scripted",
+                                    "supportedGenerationMethods": [
+                                        "generateContent",
+                                        "streamGenerateContent",
+                                        "countTokens",
+                                    ],
+                                }
+                            ]
+                        },
+                    )
                 else:
                     self._send_json(404, {"error": {"code": 404, "message": "not scripted", "status": "NOT_FOUND"}})
 

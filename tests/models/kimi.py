@@ -46,7 +46,10 @@ class KimiModel(AnthropicModel):
         task, _ = self.read_task(to_turn(body))
         failing = _MODEL_STATUS.search(task or "")
         if failing:
-            self._send_json(handler, int(failing.group(1)), {
-                "type": "error", "error": {"type": "api_error", "message": "scripted model failure"}})
+            self._send_json(
+                handler,
+                int(failing.group(1)),
+                {"type": "error", "error": {"type": "api_error", "message": "scripted model failure"}},
+            )
             return
         super()._messages(handler, body)

@@ -38,15 +38,26 @@ from . import script
 from .loopback import LoopbackServer
 
 TOOL_SEARCH = "tool_search"  # offered (as a tool of that type) for known model slugs such as gpt-5.5
-_RECORDED_HEADERS = ("content-type", "accept", "authorization", "originator", "user-agent", "upgrade",
-                     "content-encoding", "session-id", "thread-id")
+_RECORDED_HEADERS = (
+    "content-type",
+    "accept",
+    "authorization",
+    "originator",
+    "user-agent",
+    "upgrade",
+    "content-encoding",
+    "session-id",
+    "thread-id",
+)
 
 
 def _text_of(content: Any) -> list[str]:
     if isinstance(content, str):
         return [content]
     if isinstance(content, list):
-        return [part.get("text", "") for part in content if isinstance(part, dict) and isinstance(part.get("text"), str)]
+        return [
+            part.get("text", "") for part in content if isinstance(part, dict) and isinstance(part.get("text"), str)
+        ]
     return []
 
 
@@ -128,36 +139,80 @@ class ResponsesServer(LoopbackServer):
         if isinstance(step, script.ToolCall) and step.name == TOOL_SEARCH:
             # Codex's tool_search (known model slugs defer MCP tools behind it): a BM25 query.
             names = step.arguments.get("query", "").removeprefix("select:").replace(",", " ")
-            items = [{"type": "tool_search_call", "id": f"ts_{n}", "call_id": f"call_{n}", "execution": "client",
-                      "status": "completed", "arguments": {"query": names.replace("mcp__agent_bridge__", ""),
-                                                           "limit": 20}}]
+            items = [
+                {
+                    "type": "tool_search_call",
+                    "id": f"ts_{n}",
+                    "call_id": f"call_{n}",
+                    "execution": "client",
+                    "status": "completed",
+                    "arguments": {"query": names.replace("mcp__agent_bridge__", ""), "limit": 20},
+                }
+            ]
         elif isinstance(step, script.ToolCall) and step.name in custom:
             # A freeform tool (apply_patch): its input is the raw text, not JSON arguments.
-            items = [{"type": "custom_tool_call", "id": f"ctc_{n}", "call_id": f"call_{n}", "name": step.name,
-                      "input": step.arguments.get("input", ""), "status": "completed"}]
+            items = [
+                {
+                    "type": "custom_tool_call",
+                    "id": f"ctc_{n}",
+                    "call_id": f"call_{n}",
+                    "name": step.name,
+                    "input": step.arguments.get("input", ""),
+                    "status": "completed",
+                }
+            ]
         elif isinstance(step, script.ToolCall):
             namespace, name = tools.get(step.name, (None, step.name))
-            item = {"type": "function_call", "id": f"fc_{n}", "call_id": f"call_{n}", "name": name,
-                    "arguments": script.arguments_json(step), "status": "completed"}
+            item = {
+                "type": "function_call",
+                "id": f"fc_{n}",
+                "call_id": f"call_{n}",
+                "name": name,
+                "arguments": script.arguments_json(step),
+                "status": "completed",
+            }
             if namespace:
                 item["namespace"] = namespace
             items = [item]
         else:
-            items = [{"type": "message", "id": f"msg_{n}", "role": "assistant", "status": "completed",
-                      "content": [{"type": "output_text", "text": step.text, "annotations": []}]}]
-        response = {"id": f"resp_{n}", "object": "response", "status": "in_progress",
-                    "model": body.get("model"), "output": []}
+            items = [
+                {
+                    "type": "message",
+                    "id": f"msg_{n}",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": step.text, "annotations": []}],
+                }
+            ]
+        response = {
+            "id": f"resp_{n}",
+            "object": "response",
+            "status": "in_progress",
+            "model": body.get("model"),
+            "output": [],
+        }
         events: list[dict] = [{"type": "response.created", "response": response}]
         for index, item in enumerate(items):
-            events.append({"type": "response.output_item.added", "output_index": index,
-                           "item": {**item, "status": "in_progress"}})
+            events.append(
+                {"type": "response.output_item.added", "output_index": index, "item": {**item, "status": "in_progress"}}
+            )
             if item["type"] == "message":
-                events.append({"type": "response.output_text.delta", "output_index": index, "content_index": 0,
-                               "item_id": item["id"], "delta": item["content"][0]["text"]})
+                events.append(
+                    {
+                        "type": "response.output_text.delta",
+                        "output_index": index,
+                        "content_index": 0,
+                        "item_id": item["id"],
+                        "delta": item["content"][0]["text"],
+                    }
+                )
             events.append({"type": "response.output_item.done", "output_index": index, "item": item})
-        events.append({"type": "response.completed",
-                       "response": {**response, "status": "completed", "output": items,
-                                    "usage": _usage(body, items)}})
+        events.append(
+            {
+                "type": "response.completed",
+                "response": {**response, "status": "completed", "output": items, "usage": _usage(body, items)},
+            }
+        )
         return events
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:

@@ -22,8 +22,17 @@ import json
 import re
 from dataclasses import dataclass, field, replace
 
-BRIDGE_TOOLS = ("send_message", "receive_messages", "claim_message", "release_message", "mark_read",
-                "get_message", "conversation", "start_conversation", "listener")
+BRIDGE_TOOLS = (
+    "send_message",
+    "receive_messages",
+    "claim_message",
+    "release_message",
+    "mark_read",
+    "get_message",
+    "conversation",
+    "start_conversation",
+    "listener",
+)
 _MESSAGE = re.compile(r"Message #(\d+) from ([a-z0-9][a-z0-9_-]*) is a task")
 _MODE = re.compile(r"^MODE=(\w+)\s*$", re.MULTILINE)
 RESULT_PREFIX = "done: "
@@ -78,15 +87,29 @@ def _plan(message_id: int, sender: str, mode: str) -> list[tuple[str, dict]]:
     if mode == "block":
         return [
             ("claim_message", {"message_id": message_id}),
-            ("send_message", {"recipient": sender, "kind": "result", "reply_to": message_id,
-                              "text": "blocked: the scripted model was told to stop here"}),
+            (
+                "send_message",
+                {
+                    "recipient": sender,
+                    "kind": "result",
+                    "reply_to": message_id,
+                    "text": "blocked: the scripted model was told to stop here",
+                },
+            ),
             ("release_message", {"message_id": message_id}),
         ]
     return [
         ("receive_messages", {"limit": 5}),
         ("claim_message", {"message_id": message_id}),
-        ("send_message", {"recipient": sender, "kind": "result", "reply_to": message_id,
-                          "text": f"{RESULT_PREFIX}handled message {message_id}"}),
+        (
+            "send_message",
+            {
+                "recipient": sender,
+                "kind": "result",
+                "reply_to": message_id,
+                "text": f"{RESULT_PREFIX}handled message {message_id}",
+            },
+        ),
         ("mark_read", {"message_ids": [message_id]}),
     ]
 
@@ -97,7 +120,7 @@ def _workspace_plan(turn: Turn, message_id: int, sender: str) -> list[tuple[str,
 
     calls, missing = plan_actions(turn)
     plan = [("claim_message", {"message_id": message_id}), *calls]
-    results = turn.tool_results[1:1 + len(calls)]
+    results = turn.tool_results[1 : 1 + len(calls)]
     if len(results) < len(calls):  # not there yet: the rest of the plan is not needed to go on
         return [*plan, ("send_message", {})]
     refused = [name for (name, _), result in zip(calls, results, strict=True) if denied(result)]

@@ -72,8 +72,15 @@ def gemini(action: dict, turn) -> Mapped:
     if "read" in action:
         name, args = "read_file", {"file_path": action["read"]}
     elif "edit" in action:
-        name, args = "replace", {"file_path": action["edit"], "old_string": action["old"], "new_string": action["new"],
-                                 "instruction": "make the task's edit"}
+        name, args = (
+            "replace",
+            {
+                "file_path": action["edit"],
+                "old_string": action["old"],
+                "new_string": action["new"],
+                "instruction": "make the task's edit",
+            },
+        )
     elif "write" in action:
         name, args = "write_file", {"file_path": action["write"], "content": action["content"]}
     else:
@@ -103,8 +110,12 @@ def codex(action: dict, turn) -> Mapped:
     return name, args if _offered(turn, name) else None
 
 
-TOOLKITS: dict[str, Callable[[dict, object], Mapped]] = {"claude": claude, "kimi": kimi, "gemini": gemini,
-                                                        "codex": codex}
+TOOLKITS: dict[str, Callable[[dict, object], Mapped]] = {
+    "claude": claude,
+    "kimi": kimi,
+    "gemini": gemini,
+    "codex": codex,
+}
 
 
 def actions(prompt: str) -> list[dict]:

@@ -34,8 +34,13 @@ async def misbehave() -> None:
         await call("claim_message", message_id=MESSAGE_ID)
         if MODE == "crash":
             os._exit(3)  # dies holding the claim, without a word
-        await call("send_message", recipient=message["sender"], kind="result", reply_to=MESSAGE_ID,
-                   text="blocked: the fake worker may not do this")
+        await call(
+            "send_message",
+            recipient=message["sender"],
+            kind="result",
+            reply_to=MESSAGE_ID,
+            text="blocked: the fake worker may not do this",
+        )
         await call("release_message", message_id=MESSAGE_ID)
 
 
@@ -64,9 +69,15 @@ def daemonize() -> None:
 
     conn = open_store(os.environ["AGENT_BRIDGE_DB"])
     message = conn.execute("SELECT sender FROM messages WHERE id = ?", (MESSAGE_ID,)).fetchone()
-    send_message(conn, sender=os.environ["AGENT_ID"], recipient=message["sender"], kind="result",
-                 reply_to=MESSAGE_ID, text="done: a late answer from an escaped grandchild",
-                 agents={os.environ["AGENT_ID"], message["sender"]})
+    send_message(
+        conn,
+        sender=os.environ["AGENT_ID"],
+        recipient=message["sender"],
+        kind="result",
+        reply_to=MESSAGE_ID,
+        text="done: a late answer from an escaped grandchild",
+        agents={os.environ["AGENT_ID"], message["sender"]},
+    )
     os._exit(0)
 
 

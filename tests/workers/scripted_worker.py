@@ -46,8 +46,13 @@ def main() -> int:
     claim_message(conn, agent=agent, worker_id=worker_id, message_id=message_id)
     pause()
     send_message(
-        conn, sender=agent, recipient=message["sender"], kind="result", reply_to=message_id,
-        text=f"done: scripted worker handled message {message_id}", agents={agent, message["sender"]},
+        conn,
+        sender=agent,
+        recipient=message["sender"],
+        kind="result",
+        reply_to=message_id,
+        text=f"done: scripted worker handled message {message_id}",
+        agents={agent, message["sender"]},
     )
     pause()
     mark_read(conn, agent=agent, worker_id=worker_id, message_ids=[message_id])

@@ -37,8 +37,9 @@ def writer(agent: str, recipient: str, seconds: float, out: Path) -> None:
     while time.monotonic() < deadline:
         key = f"{agent}-{n}"
         try:
-            result = send_message(conn, sender=agent, recipient=recipient, text=f"storm {key}",
-                                  dedup_key=key, agents=agents)
+            result = send_message(
+                conn, sender=agent, recipient=recipient, text=f"storm {key}", dedup_key=key, agents=agents
+            )
         except (BridgeError, sqlite3.Error) as exc:
             errors.append(f"send {key}: {exc}")
             continue  # the same key again

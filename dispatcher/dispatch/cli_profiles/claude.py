@@ -88,8 +88,10 @@ def builtin_tools(profile: PermissionProfile) -> tuple[str, ...] | None:
 
 def _dir_rule(directory: str) -> str:
     if _UNSAFE_IN_RULE & set(directory):
-        raise Unenforceable(f"extra_dirs entry {directory!r} holds a character that Claude Code's permission "
-                            "rules read as a pattern; rename the directory or leave it out")
+        raise Unenforceable(
+            f"extra_dirs entry {directory!r} holds a character that Claude Code's permission "
+            "rules read as a pattern; rename the directory or leave it out"
+        )
     return f"Edit(/{directory.rstrip('/')}/**)"  # "//abs/**": an absolute path in Claude's rules
 
 
@@ -147,8 +149,12 @@ def claude_args(profile: PermissionProfile, settings_file: Path | None) -> list[
     tools = builtin_tools(profile)
     if tools is not None:
         args += ["--tools", ",".join(tools)]
-    args += ["--allowedTools", ",".join(f"mcp__agent_bridge__{t}" for t in WORKER_BRIDGE_TOOLS),
-             "--disallowedTools", ",".join(f"mcp__agent_bridge__{t}" for t in NON_WORKER_BRIDGE_TOOLS)]
+    args += [
+        "--allowedTools",
+        ",".join(f"mcp__agent_bridge__{t}" for t in WORKER_BRIDGE_TOOLS),
+        "--disallowedTools",
+        ",".join(f"mcp__agent_bridge__{t}" for t in NON_WORKER_BRIDGE_TOOLS),
+    ]
     if profile.level != "project":
         args += ["--setting-sources", "user"]
     for directory in profile.extra_dirs:
@@ -163,26 +169,50 @@ def _sandbox_works(bwrap: str) -> bool:
     """bubblewrap can make a namespace here (as Claude's sandbox needs: mount, pid, net)."""
     try:
         done = subprocess.run(  # noqa: S603 - bwrap from PATH with a fixed argv
-            [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--unshare-net", "--",
-             "true"], stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
+            [
+                bwrap,
+                "--ro-bind",
+                "/",
+                "/",
+                "--dev",
+                "/dev",
+                "--proc",
+                "/proc",
+                "--unshare-pid",
+                "--unshare-net",
+                "--",
+                "true",
+            ],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=30,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
     return done.returncode == 0
 
 
-def prepare(env: Mapping[str, str], attempt_dir: Path, which: Callable[[str], str | None] = shutil.which,
-            probe: Callable[[str], bool] = _sandbox_works) -> list[str]:
+def prepare(
+    env: Mapping[str, str],
+    attempt_dir: Path,
+    which: Callable[[str], str | None] = shutil.which,
+    probe: Callable[[str], bool] = _sandbox_works,
+) -> list[str]:
     """The launcher's step: the profile from ``AGENT_BRIDGE_PERMISSIONS``, its settings file
     written (private, new name) into the attempt directory, and the flags. Raises
     ``ProfileError`` (invalid profile) or ``Unenforceable`` (not here)."""
     profile = profile_from_env(env)
     missing = missing_sandbox_binaries(which, profile)
     if missing:
-        raise Unenforceable(f"level {profile.level} needs Claude Code's sandbox, which needs {' and '.join(missing)} "
-                            "on PATH: install them (Debian/Ubuntu: apt-get install bubblewrap socat)")
+        raise Unenforceable(
+            f"level {profile.level} needs Claude Code's sandbox, which needs {' and '.join(missing)} "
+            "on PATH: install them (Debian/Ubuntu: apt-get install bubblewrap socat)"
+        )
     if uses_sandbox(profile) and not probe(which("bwrap") or "bwrap"):
-        raise Unenforceable(f"level {profile.level} needs Claude Code's sandbox, but bubblewrap cannot create "
-                            "its namespaces here (user namespaces off, or a container without them)")
+        raise Unenforceable(
+            f"level {profile.level} needs Claude Code's sandbox, but bubblewrap cannot create "
+            "its namespaces here (user namespaces off, or a container without them)"
+        )
     doc = settings(profile)
     settings_file = None
     if doc is not None:

@@ -57,8 +57,20 @@ _SEGMENTS = re.compile(_SEGMENT)
 # not use (those that execute programs or write files). Any other first word is denied
 # (except an allowed prefix at ``shell``).
 READ_COMMANDS: dict[str, tuple[str, ...]] = {
-    "cat": (), "head": (), "tail": (), "wc": (), "nl": (), "ls": (), "pwd": (), "stat": (),
-    "grep": (), "cut": (), "cmp": (), "diff": (), "realpath": (), "du": (),
+    "cat": (),
+    "head": (),
+    "tail": (),
+    "wc": (),
+    "nl": (),
+    "ls": (),
+    "pwd": (),
+    "stat": (),
+    "grep": (),
+    "cut": (),
+    "cmp": (),
+    "diff": (),
+    "realpath": (),
+    "du": (),
     "file": ("-C", "--compile"),
     "rg": ("--pre", "--pre-glob", "-z", "--search-zip"),
     "find": ("-exec", "-execdir", "-ok", "-okdir", "-delete", "-fls", "-fprint", "-fprint0", "-fprintf"),
@@ -109,8 +121,12 @@ def config_tables(profile: PermissionProfile, workspace: Path) -> list[str]:
     """Extra config.toml tables for this level (none at ``bridge``)."""
     if sandbox_mode(profile) == "workspace-write":
         # /tmp is not a writable root; $TMPDIR is, and the launcher points it into the attempt dir.
-        return ["[sandbox_workspace_write]", "exclude_slash_tmp = true", "exclude_tmpdir_env_var = false",
-                "network_access = false"]
+        return [
+            "[sandbox_workspace_write]",
+            "exclude_slash_tmp = true",
+            "exclude_tmpdir_env_var = false",
+            "network_access = false",
+        ]
     if profile.level == "project":
         return [f"[projects.{toml_string(str(workspace))}]", 'trust_level = "trusted"']
     return []
@@ -118,15 +134,18 @@ def config_tables(profile: PermissionProfile, workspace: Path) -> list[str]:
 
 def hook_command(python: str, project: str, policy: Path) -> str:
     """The PreToolUse hook's command line: this module's ``hook_main`` on the run's policy file."""
-    boot = ("import sys; sys.path.insert(0, sys.argv[1]); "
-            "from dispatcher.dispatch.cli_profiles.codex import hook_main; sys.exit(hook_main(sys.argv[2]))")
+    boot = (
+        "import sys; sys.path.insert(0, sys.argv[1]); "
+        "from dispatcher.dispatch.cli_profiles.codex import hook_main; sys.exit(hook_main(sys.argv[2]))"
+    )
     return shlex.join([python, "-I", "-c", boot, project, str(policy)])
 
 
 def hooks_json(command: str) -> dict[str, Any]:
     """Codex's hooks.json: the hook before every tool call (it lets non-workspace tools through)."""
-    return {"hooks": {"PreToolUse": [{"matcher": ".*", "hooks": [
-        {"type": "command", "command": command, "timeout": 60}]}]}}
+    return {
+        "hooks": {"PreToolUse": [{"matcher": ".*", "hooks": [{"type": "command", "command": command, "timeout": 60}]}]}
+    }
 
 
 def policy_document(profile: PermissionProfile, workspace: Path, tmp_dir: Path) -> dict[str, Any]:
@@ -141,8 +160,10 @@ def shell_words(command: str) -> list[str] | None:
     line = command.strip(" \t")
     if not _LINE.fullmatch(line):
         return None
-    return ["".join(s[1:-1] if s[0] in "'\"" else s for s in _SEGMENTS.findall(word.group()))
-            for word in _WORD.finditer(line)]
+    return [
+        "".join(s[1:-1] if s[0] in "'\"" else s for s in _SEGMENTS.findall(word.group()))
+        for word in _WORD.finditer(line)
+    ]
 
 
 def _inside(path: Path, roots: Sequence[Path]) -> bool:
@@ -175,7 +196,7 @@ def read_command(words: Sequence[str], cwd: Path, roots: Sequence[Path]) -> str 
 
 
 def allowed_prefix(profile: PermissionProfile, words: Sequence[str]) -> bool:
-    return any(tuple(words[:len(prefix)]) == prefix for prefix in profile.command_prefixes())
+    return any(tuple(words[: len(prefix)]) == prefix for prefix in profile.command_prefixes())
 
 
 def _object(value: Any) -> dict[str, Any]:

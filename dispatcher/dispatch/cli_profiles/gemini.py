@@ -86,12 +86,14 @@ def settings_keys(profile: PermissionProfile, attempt_tmp: Path) -> dict[str, An
         keys["tools"] = {"core": core}
     if sandboxed(profile):
         keys["security"] = {"toolSandboxing": True}
-        keys.setdefault("tools", {}).update({
-            # Writable inside the sandbox besides the workspace: the attempt's TMPDIR (the shell
-            # tool keeps its own files there) and the extra directories.
-            "sandboxAllowedPaths": [str(attempt_tmp), *profile.extra_dirs],
-            "sandboxNetworkAccess": False,
-        })
+        keys.setdefault("tools", {}).update(
+            {
+                # Writable inside the sandbox besides the workspace: the attempt's TMPDIR (the shell
+                # tool keeps its own files there) and the extra directories.
+                "sandboxAllowedPaths": [str(attempt_tmp), *profile.extra_dirs],
+                "sandboxNetworkAccess": False,
+            }
+        )
     return keys
 
 
@@ -104,8 +106,10 @@ def cli_args(profile: PermissionProfile) -> list[str]:
         args += ["--approval-mode", "auto_edit"]  # never yolo: that would allow every tool
     for directory in profile.extra_dirs:
         if "," in directory:  # Gemini splits --include-directories values on commas
-            raise Unenforceable(f"extra_dirs entry {directory!r} contains a comma, which Gemini CLI cannot take; "
-                                "rename or link the directory")
+            raise Unenforceable(
+                f"extra_dirs entry {directory!r} contains a comma, which Gemini CLI cannot take; "
+                "rename or link the directory"
+            )
         args += ["--include-directories", directory]
     return args
 

@@ -105,10 +105,15 @@ class HookPolicy:
     @classmethod
     def from_json(cls, text: str) -> "HookPolicy":
         data = json.loads(text)
-        return cls(level=str(data["level"]), workspace=str(data["workspace"]),
-                   read_roots=tuple(data["read_roots"]), write_roots=tuple(data["write_roots"]),
-                   request_file=str(data["request_file"]), tools=tuple(data["tools"]),
-                   commands=tuple(tuple(words) for words in data["commands"]))
+        return cls(
+            level=str(data["level"]),
+            workspace=str(data["workspace"]),
+            read_roots=tuple(data["read_roots"]),
+            write_roots=tuple(data["write_roots"]),
+            request_file=str(data["request_file"]),
+            tools=tuple(data["tools"]),
+            commands=tuple(tuple(words) for words in data["commands"]),
+        )
 
 
 def builtin_tools(profile: PermissionProfile) -> tuple[str, ...]:
@@ -116,7 +121,8 @@ def builtin_tools(profile: PermissionProfile) -> tuple[str, ...]:
     if profile.level not in LEVEL_TOOLS:
         raise Unenforceable(
             "level project cannot be enforced by Kimi Code 2.1.0: prompt mode approves every call and "
-            "applies no workspace permission settings; use level read, edit or shell for this agent")
+            "applies no workspace permission settings; use level read, edit or shell for this agent"
+        )
     return LEVEL_TOOLS[profile.level]
 
 
@@ -136,8 +142,13 @@ def agent_file(profile: PermissionProfile) -> str:
         # YAML front matter: a plain scalar, so no ": " in it.
         description = f"at permission level {profile.level}, with the agent_bridge MCP tools and {names}."
         body = AGENT_FILE_BODY.replace("{level}", profile.level).replace("{tools}", names)
-    head = ["---", "name: agent-bridge-worker", f"description: One-shot Agent Bridge worker {description}",
-            "tools:", *(f"  - {tool}" for tool in offered_tools(profile))]
+    head = [
+        "---",
+        "name: agent-bridge-worker",
+        f"description: One-shot Agent Bridge worker {description}",
+        "tools:",
+        *(f"  - {tool}" for tool in offered_tools(profile)),
+    ]
     return "\n".join(head) + "\n" + body
 
 
@@ -149,9 +160,15 @@ def hook_policy(profile: PermissionProfile, workspace: str | Path, request_file:
     """The hook's policy for this attempt (the directories resolved now, on this machine)."""
     tools = builtin_tools(profile)
     roots = (_real(workspace), *(_real(d) for d in profile.resolved().extra_dirs))
-    return HookPolicy(level=profile.level, workspace=_real(workspace), read_roots=roots,
-                      write_roots=roots if profile.writes else (), request_file=_real(request_file),
-                      tools=tools, commands=profile.command_prefixes())
+    return HookPolicy(
+        level=profile.level,
+        workspace=_real(workspace),
+        read_roots=roots,
+        write_roots=roots if profile.writes else (),
+        request_file=_real(request_file),
+        tools=tools,
+        commands=profile.command_prefixes(),
+    )
 
 
 def hook_command(python: str | Path, hook_script: str | Path, policy: HookPolicy) -> str:
@@ -171,24 +188,25 @@ def worker_config(user_config: str | None, command: str) -> str:
     try:
         tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise Unenforceable(f"the user's Kimi config.toml is not valid TOML ({exc}); fix it so the "
-                            "permission hook can be added") from None
-    hook = ("\n[[hooks]]\n"
-            'event = "PreToolUse"\n'
-            f"command = {_toml_string(command)}\n"
-            f"timeout = {HOOK_TIMEOUT_SECONDS}\n")
+        raise Unenforceable(
+            f"the user's Kimi config.toml is not valid TOML ({exc}); fix it so the permission hook can be added"
+        ) from None
+    hook = f'\n[[hooks]]\nevent = "PreToolUse"\ncommand = {_toml_string(command)}\ntimeout = {HOOK_TIMEOUT_SECONDS}\n'
     combined = (text if not text or text.endswith("\n") else text + "\n") + hook
     try:
         hooks = tomllib.loads(combined).get("hooks")
     except tomllib.TOMLDecodeError:
         hooks = None
     if not isinstance(hooks, list) or not any(isinstance(h, dict) and h.get("command") == command for h in hooks):
-        raise Unenforceable("the user's Kimi config.toml defines `hooks` in a form the permission hook cannot be "
-                            "added to; write its hooks as [[hooks]] tables")
+        raise Unenforceable(
+            "the user's Kimi config.toml defines `hooks` in a form the permission hook cannot be "
+            "added to; write its hooks as [[hooks]] tables"
+        )
     return combined
 
 
 # -- the hook's decision -------------------------------------------------------------------
+
 
 def _within(path: str, roots: Sequence[str]) -> bool:
     return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
@@ -208,7 +226,7 @@ def _command_allowed(policy: HookPolicy, command: object) -> bool:
     words = command.split(" ")
     if not all(_PLAIN_WORD.fullmatch(word) for word in words):  # also: no empty word, tab or newline
         return False
-    return any(len(words) >= len(prefix) and tuple(words[:len(prefix)]) == prefix for prefix in policy.commands)
+    return any(len(words) >= len(prefix) and tuple(words[: len(prefix)]) == prefix for prefix in policy.commands)
 
 
 def check_call(policy: HookPolicy, tool: str, arguments: Mapping[str, object]) -> str | None:
