@@ -1,5 +1,5 @@
-"""Lint and types are part of the suite: `ruff check` and `mypy` (configured in pyproject.toml)
-must both be clean, so `uv run pytest` fails on a regression of either.
+"""Format, lint and types are part of the suite: `ruff format --check`, `ruff check` and `mypy`
+(configured in pyproject.toml) must all be clean, so `uv run pytest` fails on a regression of any.
 
 Both run from this venv (the `dev` group pins them), in the checkout, exactly as the README's
 "Development" section runs them alone.
@@ -33,10 +33,14 @@ def _clean(done: subprocess.CompletedProcess[str], command: str) -> None:
     assert done.returncode == 0, f"`{command}` is not clean (exit {done.returncode}):\n{done.stdout}{done.stderr}"
 
 
+def test_the_tree_is_formatted():
+    _clean(_run("ruff", "format", "--check", "--no-cache"), "uv run ruff format --check")
+
+
 def test_ruff_check_is_clean():
     _clean(_run("ruff", "check", "--no-cache", "--output-format", "concise"), "uv run ruff check")
 
 
 def test_mypy_is_clean():
-    # The files, the strict modules and the TEMPORARY exclusions come from [tool.mypy].
+    # The files and the strict modules come from [tool.mypy].
     _clean(_run("mypy"), "uv run mypy")
