@@ -15,8 +15,9 @@ from typing import Any
 
 from .clock import iso
 from .errors import BridgeError
-from .rows import insert_message
-from .store import inserted_id, write_transaction
+from .store import write_transaction
+from .store.broadcasts import broadcast_by_dedup_key, broadcast_copies, insert_broadcast
+from .store.messages import insert_message, message_by_dedup_key
 
 BROADCAST_RECIPIENT = "*"
 BROADCAST_KIND = "notice"
@@ -56,15 +57,7 @@ def broadcast_recipients(sender: str, agents: Collection[str]) -> list[str]:
     return recipients
 
 
-def _copies(conn: sqlite3.Connection, broadcast_id: int) -> list[sqlite3.Row]:
-    return conn.execute(
-        "SELECT id, recipient FROM messages WHERE broadcast_id = ? ORDER BY id", (broadcast_id,)
-    ).fetchall()
-
-
-def _answer(
-    broadcast_id: int, copies: Sequence[sqlite3.Row | tuple[int, str]], duplicate: bool, created_at: float
-) -> dict[str, Any]:
+def _answer(broadcast_id: int, copies: Sequence[tuple[int, str]], duplicate: bool, created_at: float) -> dict[str, Any]:
     return {
         "broadcast_id": broadcast_id,
         "ids": [c[0] for c in copies],
@@ -95,25 +88,17 @@ def send_broadcast(
     recipients = broadcast_recipients(sender, agents)
     with write_transaction(conn):
         if dedup_key is not None:
-            earlier = conn.execute(
-                "SELECT id, created_at FROM broadcasts WHERE sender = ? AND dedup_key = ?", (sender, dedup_key)
-            ).fetchone()
+            earlier = broadcast_by_dedup_key(conn, sender, dedup_key)
             if earlier is not None:
-                return _answer(earlier[0], _copies(conn, earlier[0]), True, earlier[1])
-            direct = conn.execute(
-                "SELECT id, recipient FROM messages WHERE sender = ? AND dedup_key = ?", (sender, dedup_key)
-            ).fetchone()
+                return _answer(earlier["id"], broadcast_copies(conn, earlier["id"]), True, earlier["created_at"])
+            direct = message_by_dedup_key(conn, sender, dedup_key)
             if direct is not None:
                 raise BridgeError(
                     "dedup_conflict",
-                    f"this dedup_key was already used for message #{direct[0]} to {direct[1]}, so it cannot name a "
-                    "broadcast; nothing was sent. Pick a new dedup_key for this broadcast.",
+                    f"this dedup_key was already used for message #{direct['id']} to {direct['recipient']}, so it "
+                    "cannot name a broadcast; nothing was sent. Pick a new dedup_key for this broadcast.",
                 )
-        broadcast_id = inserted_id(
-            conn.execute(
-                "INSERT INTO broadcasts (sender, dedup_key, created_at) VALUES (?, ?, ?)", (sender, dedup_key, now)
-            )
-        )
+        broadcast_id = insert_broadcast(conn, sender=sender, dedup_key=dedup_key, created_at=now)
         copies = [
             (
                 insert_message(

@@ -10,8 +10,9 @@ from typing import Any
 from .clock import iso
 from .clock import now as clock_now
 from .errors import BridgeError
-from .rows import LEASE_CAP_SECONDS, cap_far_lease, claim_is_active, fetch_message
 from .store import write_transaction
+from .store.claims import LEASE_CAP_SECONDS, claim_is_active, drop_claim, take_claim
+from .store.messages import cap_far_lease, fetch_message
 from .validation import check_message_id, clamp
 
 LEASE_RANGE_SECONDS = (30, LEASE_CAP_SECONDS)
@@ -62,11 +63,7 @@ def claim_message(
             )
         renewed = claim_is_active(row, now)
         expires = now + lease
-        conn.execute(
-            "UPDATE messages SET claim_owner = ?, claim_expires_at = ?, delivered_at = COALESCE(delivered_at, ?)"
-            " WHERE id = ?",
-            (worker_id, expires, now, message_id),
-        )
+        take_claim(conn, message_id, owner=worker_id, expires_at=expires, now=now)
     return {"message_id": message_id, "claim_expires_at": iso(expires), "lease_seconds": lease, "renewed": renewed}
 
 
@@ -83,5 +80,5 @@ def release_message(
                 "not_claimed_by_you",
                 f"message #{message_id} has no active claim of this process to release.",
             )
-        conn.execute("UPDATE messages SET claim_owner = NULL, claim_expires_at = NULL WHERE id = ?", (message_id,))
+        drop_claim(conn, message_id)
     return {"message_id": message_id, "released": True}

@@ -13,8 +13,20 @@ from typing import Any
 from .clock import iso
 from .clock import now as clock_now
 from .errors import BridgeError, StateChangedError
-from .rows import find_dedup, insert_message
-from .store import inserted_id, write_transaction
+from .rows import find_dedup
+from .store import write_transaction
+from .store.conversations import (
+    attempt_totals,
+    count_turn,
+    fetch_conversation,
+    fetch_existing_conversation,
+    insert_conversation,
+    move_conversation,
+    recent_transitions,
+    record_transition,
+    set_in_flight,
+)
+from .store.messages import fetch_message_header, insert_message
 from .validation import check_body, check_dedup_key, check_message_id, clamp
 
 # event -> (target state, states it may happen in). The agents' actions (complete,
@@ -74,16 +86,11 @@ def turn_available(kind: str, turn_count: int, max_turns: int) -> bool:
 def _record_transition(
     conn: sqlite3.Connection, conv: sqlite3.Row, to_state: str, actor: str, reason: str, now: float
 ) -> None:
-    conn.execute("UPDATE conversations SET state = ?, updated_at = ? WHERE id = ?", (to_state, now, conv["id"]))
-    conn.execute(
-        "INSERT INTO conversation_transitions (conversation_id, from_state, to_state, actor, reason, at)"
-        " VALUES (?, ?, ?, ?, ?, ?)",
-        (conv["id"], conv["state"], to_state, actor, reason, now),
-    )
+    move_conversation(conn, conv["id"], from_state=conv["state"], to_state=to_state, actor=actor, reason=reason, at=now)
 
 
 def _load(conn: sqlite3.Connection, conversation_id: int, agent: str) -> sqlite3.Row:
-    conv: sqlite3.Row | None = conn.execute("SELECT * FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
+    conv = fetch_conversation(conn, conversation_id)
     if conv is None or agent not in (conv["initiator"], conv["recipient"]):
         raise BridgeError(
             "conversation_not_found",
@@ -98,8 +105,7 @@ def _settle_expiry(conn: sqlite3.Connection, conv: sqlite3.Row, actor: str, now:
     state = effective_state(conv["state"], conv["expires_at"], now)
     if state != conv["state"]:
         _record_transition(conn, conv, state, actor, "expired", now)
-        settled: sqlite3.Row = conn.execute("SELECT * FROM conversations WHERE id = ?", (conv["id"],)).fetchone()
-        return settled
+        return fetch_existing_conversation(conn, conv["id"])
     return conv
 
 
@@ -134,12 +140,16 @@ def start_conversation(
                 "message_id": existing["id"],
                 "duplicate": True,
             }
-        cur = conn.execute(
-            "INSERT INTO conversations (initiator, recipient, goal, state, max_turns, turn_count,"
-            " created_at, expires_at, updated_at, max_cost_usd) VALUES (?, ?, ?, 'active', ?, 1, ?, ?, ?, ?)",
-            (initiator, recipient, goal, turns, now, now + lifetime, now, cap),
+        conversation_id = insert_conversation(
+            conn,
+            initiator=initiator,
+            recipient=recipient,
+            goal=goal,
+            max_turns=turns,
+            created_at=now,
+            expires_at=now + lifetime,
+            max_cost_usd=cap,
         )
-        conversation_id = inserted_id(cur)
         message_id = insert_message(
             conn,
             sender=initiator,
@@ -150,11 +160,9 @@ def start_conversation(
             dedup_key=dedup_key,
             created_at=now,
         )
-        conn.execute("UPDATE conversations SET in_flight_message_id = ? WHERE id = ?", (message_id, conversation_id))
-        conn.execute(
-            "INSERT INTO conversation_transitions (conversation_id, from_state, to_state, actor, reason, at)"
-            " VALUES (?, NULL, 'active', ?, 'started', ?)",
-            (conversation_id, initiator, now),
+        set_in_flight(conn, conversation_id, message_id)
+        record_transition(
+            conn, conversation_id, from_state=None, to_state="active", actor=initiator, reason="started", at=now
         )
     return {
         "conversation_id": conversation_id,
@@ -181,16 +189,12 @@ def check_max_cost(value: object) -> float | None:
 
 def conversation_totals(conn: sqlite3.Connection, conversation_id: int) -> dict[str, Any]:
     """The ledger of a conversation's attempts: how many, their recorded cost and tokens."""
-    row = conn.execute(
-        "SELECT count(*), sum(a.cost_usd), sum(a.input_tokens), sum(a.output_tokens)"
-        " FROM dispatch_attempts AS a JOIN messages AS m ON m.id = a.message_id WHERE m.conversation_id = ?",
-        (conversation_id,),
-    ).fetchone()
+    totals = attempt_totals(conn, conversation_id)
     return {
-        "attempts": row[0],
-        "cost_usd": None if row[1] is None else round(row[1], 6),
-        "input_tokens": row[2],
-        "output_tokens": row[3],
+        "attempts": totals.attempts,
+        "cost_usd": None if totals.cost_usd is None else round(totals.cost_usd, 6),
+        "input_tokens": totals.input_tokens,
+        "output_tokens": totals.output_tokens,
     }
 
 
@@ -208,7 +212,7 @@ def exhaust_budget(conn: sqlite3.Connection, conversation_id: int, actor: str, n
     """Move the conversation to needs_human when its recorded cost reached its cap (the dispatcher's
     move, inside the caller's write transaction: it commits with the verdict that recorded the cost).
     Returns the totals and cap when it moved, else None."""
-    conv = conn.execute("SELECT * FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
+    conv = fetch_conversation(conn, conversation_id)
     if conv is None or conv["max_cost_usd"] is None:
         return None
     conv = _settle_expiry(conn, conv, actor, now)
@@ -255,9 +259,9 @@ def check_conversation_send(
         )
     if kind == "notice":
         return False
-    in_flight = conn.execute(
-        "SELECT id, kind, sender, recipient FROM messages WHERE id = ?", (conv["in_flight_message_id"],)
-    ).fetchone()
+    in_flight = fetch_message_header(conn, conv["in_flight_message_id"])
+    if in_flight is None:  # set when the conversation starts, and prune never removes it
+        raise LookupError(f"conversation #{conversation_id} has no in-flight message")
     expected = "task" if kind == "result" else "result"
     if reply_to is None or reply_to["id"] != in_flight["id"]:
         raise BridgeError(
@@ -284,21 +288,12 @@ def check_conversation_send(
 
 
 def take_turn(conn: sqlite3.Connection, conversation_id: int, message_id: int, now: float) -> None:
-    conn.execute(
-        "UPDATE conversations SET turn_count = turn_count + 1, in_flight_message_id = ?, updated_at = ? WHERE id = ?",
-        (message_id, now, conversation_id),
-    )
+    count_turn(conn, conversation_id, message_id, now)
 
 
 def _status(conn: sqlite3.Connection, conv: sqlite3.Row) -> dict[str, Any]:
-    in_flight = conn.execute(
-        "SELECT id, kind, sender, recipient FROM messages WHERE id = ?", (conv["in_flight_message_id"],)
-    ).fetchone()
-    transitions = conn.execute(
-        "SELECT from_state, to_state, actor, reason, at FROM conversation_transitions"
-        " WHERE conversation_id = ? ORDER BY id DESC LIMIT ?",
-        (conv["id"], RECENT_TRANSITIONS),
-    ).fetchall()
+    in_flight = fetch_message_header(conn, conv["in_flight_message_id"])
+    transitions = recent_transitions(conn, conv["id"], RECENT_TRANSITIONS)
     return {
         "conversation_id": conv["id"],
         "initiator": conv["initiator"],
@@ -336,7 +331,7 @@ def conversation_action(
                 f"{', '.join(allowed_from)}.",
             )
         _record_transition(conn, conv, target, agent, action, now)
-        conv = conn.execute("SELECT * FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
+        conv = fetch_existing_conversation(conn, conversation_id)
         return {**_status(conn, conv), "changed": True}
 
 
@@ -345,7 +340,7 @@ def block_conversation(conn: sqlite3.Connection, conversation_id: int, actor: st
 
     Runs inside the caller's write transaction: it commits with the verdict it follows from.
     """
-    conv = conn.execute("SELECT * FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
+    conv = fetch_conversation(conn, conversation_id)
     if conv is None:
         return False
     conv = _settle_expiry(conn, conv, actor, now)

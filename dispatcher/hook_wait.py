@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 
 from .hook_rules import Verdict, decide_wait, release_wait
+from .store.changes import data_version
 
 WAIT_DEFAULT_SECONDS = 3600
 WAIT_MIN_SECONDS = 1
@@ -270,7 +271,7 @@ def _poll(
     from .inbox import inbox_summary
 
     known = set(verdict.state.announced)
-    version = conn.execute("PRAGMA data_version").fetchone()[0]
+    version = data_version(conn)
     next_parent_check = time.monotonic() + PARENT_CHECK_SECONDS
     while True:
         time.sleep(POLL_SECONDS)
@@ -286,7 +287,7 @@ def _poll(
                     return 0, "wait_store_replaced"
             except FileNotFoundError:
                 return 0, "wait_store_replaced"
-        new_version = conn.execute("PRAGMA data_version").fetchone()[0]
+        new_version = data_version(conn)
         new_mtime = hooks.state_mtime(runtime, agent, key)
         if new_version == version and new_mtime == mtime and verdict.why != "wait_gap":
             continue

@@ -9,7 +9,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
-from .rows import active_claim_sql
+from .store.messages import unclaimed_unread
 
 NAMED_IDS = 10  # a line names at most this many messages; the count is always complete
 
@@ -42,20 +42,9 @@ class InboxSummary:
 def inbox_summary(conn: sqlite3.Connection, agent: str, now: float, *, after_id: int = 0) -> InboxSummary:
     """Unacknowledged messages for ``agent`` that nobody holds an active claim on
     (a claimed one is being handled), with id greater than ``after_id``."""
-    where = f"recipient = :agent AND acknowledged_at IS NULL AND id > :after AND NOT {active_claim_sql()}"
-    params = {"agent": agent, "after": after_id, "now": now}
-    count, oldest, newest = conn.execute(
-        f"SELECT COUNT(*), MIN(created_at), MAX(id) FROM messages WHERE {where}",  # noqa: S608 - constant fragments, bound values
-        params,
-    ).fetchone()
-    first = tuple(
-        Waiting(i, s, k)
-        for i, s, k in conn.execute(
-            f"SELECT id, sender, kind FROM messages WHERE {where} ORDER BY id LIMIT {NAMED_IDS}",  # noqa: S608 - constant fragments, bound values
-            params,
-        )
-    )
-    return InboxSummary(agent, count, oldest, newest, first)
+    rows = unclaimed_unread(conn, agent, now, after_id=after_id, named=NAMED_IDS)
+    first = tuple(Waiting(i, s, k) for i, s, k in rows.first)
+    return InboxSummary(agent, rows.unread, rows.oldest_created_at, rows.newest_id, first)
 
 
 def wake_line(summary: InboxSummary, *, new: bool = False) -> str:

@@ -27,6 +27,7 @@ from .clock import now as clock_now
 from .errors import BridgeError
 from .inbox import InboxSummary, inbox_summary, wake_line
 from .presence import mark_from_descendant
+from .store.changes import data_version
 from .store.readonly import open_read_only
 
 POLL_SECONDS = 0.1
@@ -85,7 +86,7 @@ class InboxReader:
             if current != self._last_file:
                 self._last_file = current
                 self.generation += 1
-        version = self._conn.execute("PRAGMA data_version").fetchone()[0]
+        version = data_version(self._conn)
         changed = version != self._version
         self._version = version
         return changed or first

@@ -9,7 +9,6 @@ import logging
 import os
 import re
 import secrets
-import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ from .config import BridgeConfig
 from .errors import BridgeError, StoreUnavailable
 from .logs import get_logger
 from .settings import BridgeSettings
-from .store import Store, store_errors
+from .store import Store, data_version, store_errors
 
 MAX_WAIT_SECONDS = 30
 POLL_INTERVAL_SECONDS = 0.05
@@ -115,11 +114,6 @@ class _BridgeMCPServer(MCPServer):
             ) from exc.__cause__
 
 
-def _data_version(conn: sqlite3.Connection) -> int:
-    """Changes whenever another connection commits to the store: a cheap wake-up signal."""
-    return conn.execute("PRAGMA data_version").fetchone()[0]
-
-
 def build_server(
     agent: str, store: Store, config: BridgeConfig, settings: BridgeSettings, presence: Any = None
 ) -> MCPServer:
@@ -189,14 +183,14 @@ def build_server(
             raise ToolError("invalid_number: wait_seconds must be 0 or more (it is capped at 30).")
         deadline = time.monotonic() + min(wait_seconds, MAX_WAIT_SECONDS)
         while True:
-            seen = bridge.call("receive_messages", _data_version)
+            seen = bridge.call("receive_messages", data_version)
             result = bridge.call(
                 "receive_messages", messages.receive_messages, agent=agent, worker_id=bridge.worker_id, limit=limit
             )
             if result["messages"] or time.monotonic() >= deadline:
                 return result
             # Sleep until another connection commits, then look again.
-            while time.monotonic() < deadline and bridge.call("receive_messages", _data_version) == seen:
+            while time.monotonic() < deadline and bridge.call("receive_messages", data_version) == seen:
                 await anyio.sleep(POLL_INTERVAL_SECONDS)
 
     @mcp.tool()

@@ -9,18 +9,21 @@ from .clock import iso
 from .clock import now as clock_now
 from .conversations import check_conversation_send, take_turn
 from .errors import BridgeError
-from .rows import (
-    KINDS,
-    active_claim_sql,
+from .rows import KINDS, find_dedup, message_view
+from .store import write_transaction
+from .store.claims import claim_is_active
+from .store.messages import (
     cap_far_lease,
     cap_far_leases,
-    claim_is_active,
+    dispatch_summary_row,
     fetch_message,
-    find_dedup,
     insert_message,
-    message_view,
+    mark_acknowledged,
+    mark_delivered,
+    receivable_messages,
+    reply_ids,
+    result_ids_after,
 )
-from .store import write_transaction
 from .validation import (
     check_agent_id,
     check_body,
@@ -177,19 +180,11 @@ def receive_messages(
     now = clock_now() if now is None else now
     limit = clamp(limit, *RECEIVE_LIMIT_RANGE, "limit")
     cap_far_leases(conn, agent, now)
-    rows = conn.execute(
-        "SELECT * FROM messages WHERE recipient = :agent AND acknowledged_at IS NULL"  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
-        f" AND (NOT {active_claim_sql()} OR claim_owner = :worker)"
-        " ORDER BY id LIMIT :limit",
-        {"agent": agent, "worker": worker_id, "now": now, "limit": limit},
-    ).fetchall()
+    rows = receivable_messages(conn, agent=agent, worker_id=worker_id, now=now, limit=limit)
     undelivered = [r["id"] for r in rows if r["delivered_at"] is None]
     if undelivered:
         with write_transaction(conn):
-            conn.executemany(
-                "UPDATE messages SET delivered_at = ? WHERE id = ? AND delivered_at IS NULL",
-                [(now, i) for i in undelivered],
-            )
+            mark_delivered(conn, undelivered, now)
     return {
         "messages": [message_view(r, worker_id, now) for r in rows],
         "cursor": rows[-1]["id"] if rows else None,
@@ -224,11 +219,7 @@ def mark_read(
             if reason:
                 skipped.append({"id": message_id, "reason": reason})
                 continue
-            conn.execute(
-                "UPDATE messages SET acknowledged_at = ?, delivered_at = COALESCE(delivered_at, ?),"
-                " claim_owner = NULL, claim_expires_at = NULL WHERE id = ?",
-                (now, now, message_id),
-            )
+            mark_acknowledged(conn, message_id, now)
             acknowledged.append(message_id)
     return {"acknowledged": acknowledged, "skipped": skipped}
 
@@ -242,23 +233,11 @@ def late_result_ids(conn: sqlite3.Connection, message_id: int, attempt: sqlite3.
     did reply after all, and the verdict must not silently contradict it."""
     if attempt["finished_at"] is None or attempt["outcome"] not in _FAILED_VERDICTS:
         return []
-    return [
-        r[0]
-        for r in conn.execute(
-            "SELECT id FROM messages WHERE reply_to = ? AND kind = 'result' AND created_at > ? ORDER BY id",
-            (message_id, attempt["finished_at"]),
-        )
-    ]
+    return result_ids_after(conn, message_id, attempt["finished_at"])
 
 
 def _dispatch_summary(conn: sqlite3.Connection, message_id: int) -> dict[str, Any] | None:
-    row = conn.execute(
-        "SELECT state, outcome, error_kind, started_at, finished_at, cli_status, cost_usd, input_tokens,"
-        " output_tokens, cache_read_tokens, cache_write_tokens, max_cost_usd, cost_overshoot_usd,"
-        " permission_level, denied_tools"
-        " FROM dispatch_attempts WHERE message_id = ?",
-        (message_id,),
-    ).fetchone()
+    row = dispatch_summary_row(conn, message_id)
     if row is None:
         return None
     return {
@@ -278,7 +257,7 @@ def get_message(
     if row is None or agent not in (row["sender"], row["recipient"]):
         raise BridgeError("message_not_found", f"no message #{message_id} sent to or by you ({agent}).")
     row = cap_far_lease(conn, row, now)
-    replies = [r[0] for r in conn.execute("SELECT id FROM messages WHERE reply_to = ? ORDER BY id", (message_id,))]
+    replies = reply_ids(conn, message_id)
     return {
         **message_view(row, worker_id, now),
         "delivered_at": iso(row["delivered_at"]),

@@ -12,7 +12,7 @@ from typing import Any
 from .clock import iso
 from .errors import BridgeError
 from .locations import LocationsLike
-from .rows import fetch_message
+from .store.messages import fetch_message
 from .store.readonly import open_read_only
 
 ATTEMPT_FIELDS = (

@@ -8,8 +8,8 @@ import pytest
 from dispatch_harness import cli
 from harness import bridge_env, write_config
 
-from dispatcher.rows import insert_message
 from dispatcher.store import open_store
+from dispatcher.store.messages import insert_message
 
 
 @pytest.fixture

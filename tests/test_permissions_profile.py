@@ -17,8 +17,8 @@ from dispatcher.permissions import (
     ProfileError,
     profile_from_env,
 )
-from dispatcher.rows import fetch_message
 from dispatcher.store import open_store
+from dispatcher.store.messages import fetch_message
 
 
 def _config(permissions: object) -> BridgeConfig:

@@ -4,8 +4,8 @@ import pytest
 
 from dispatcher import conversations, messages
 from dispatcher.dispatch.prompts import worker_prompt
-from dispatcher.rows import fetch_message
 from dispatcher.store import open_store
+from dispatcher.store.messages import fetch_message
 
 AGENTS = {"claude", "kimi"}
 

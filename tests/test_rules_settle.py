@@ -12,8 +12,8 @@ from dispatcher.config import AgentConfig, BridgeConfig
 from dispatcher.dispatch.attempts import begin_attempt, get_attempt
 from dispatcher.dispatch.outcome import settle
 from dispatcher.errors import BridgeError
-from dispatcher.rows import insert_message
 from dispatcher.store import open_store
+from dispatcher.store.messages import insert_message
 
 AGENTS = {"claude", "kimi"}
 CONFIG = BridgeConfig(

@@ -84,8 +84,8 @@ def test_config_error_is_reported(setup):
 
 def _store_with_a_settled_attempt(where: Locations, outcome: str) -> tuple[int, int, int]:
     """A task to claude whose attempt ended ``outcome`` at t=1000, and replies at t=990 and t=1010."""
-    from dispatcher.rows import insert_message
     from dispatcher.store import open_store
+    from dispatcher.store.messages import insert_message
 
     conn = open_store(where.db)
     try:

@@ -7,7 +7,7 @@ import time
 import pytest
 from harness import McpAgent, bridge_env, db_snapshot, sql, write_config
 
-from dispatcher.rows import LEASE_CAP_SECONDS
+from dispatcher.store.claims import LEASE_CAP_SECONDS
 
 AGENTS = {
     "claude": {"auto": True, "launcher": "launchers/claude_headless.sh"},

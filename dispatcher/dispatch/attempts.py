@@ -16,8 +16,8 @@ from typing import Any
 
 from ..config import BridgeConfig
 from ..errors import AlreadyAttempted, DispatchRefused
-from ..rows import fetch_existing_message
 from ..store import write_transaction
+from ..store.messages import fetch_existing_message
 from . import queue
 
 # event -> (target state, states it may happen in)

@@ -18,7 +18,8 @@ import sqlite3
 from dataclasses import dataclass
 
 from ..conversations import TRANSITIONS, effective_state
-from ..rows import claim_is_active, fetch_message
+from ..store.claims import claim_is_active
+from ..store.messages import fetch_message
 
 BLOCKED_PREFIX = "blocked:"
 # The states a reviewer's own action leaves behind (complete, needs_human, cancel; a

@@ -29,9 +29,9 @@ from ..exits import store_corruption
 from ..locations import PROJECT_DIR
 from ..logs import configure_logging, get_logger
 from ..private_files import open_private_lock
-from ..rows import cap_far_leases
 from ..settings import BridgeSettings
 from ..store import Store, store_errors
+from ..store.messages import cap_far_leases
 from . import lease, queue
 from .attempts import get_attempt
 from .paths import AgentPaths

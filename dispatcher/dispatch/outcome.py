@@ -21,8 +21,8 @@ from collections.abc import Callable
 
 from ..conversations import block_conversation, exhaust_budget
 from ..logs import get_logger
-from ..rows import fetch_message, insert_message
 from ..store import write_transaction
+from ..store.messages import fetch_message, insert_message
 from .attempts import FAILURE_OUTCOMES, finish_attempt, ledger_fields
 from .evidence import verdict
 

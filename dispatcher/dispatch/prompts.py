@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..conversations import turn_available
 from ..permissions import BRIDGE_ONLY, DESCRIPTIONS, PermissionProfile
+from ..store.conversations import fetch_existing_conversation
 
 TASK_PROMPT = """\
 You are a one-shot headless worker for Agent Bridge, acting as agent "{agent}".
@@ -93,7 +94,7 @@ def worker_prompt(
 ) -> str:
     fields = dict(message) | {"agent": message["recipient"]}
     if message["kind"] == "result":
-        conv = conn.execute("SELECT * FROM conversations WHERE id = ?", (message["conversation_id"],)).fetchone()
+        conv = fetch_existing_conversation(conn, message["conversation_id"])
         # A task needs a turn left for its result too (the budget rule in conversations.py).
         note = (
             ""

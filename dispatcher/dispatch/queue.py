@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from ..config import BridgeConfig
 from ..conversations import accepts_messages, effective_state
 from ..presence import has_wakeable_session
-from ..rows import claim_is_active
+from ..store.claims import claim_is_active
 
 _FACTS = """
 SELECT m.id, m.sender, m.recipient, m.kind, m.created_at, m.acknowledged_at, m.claim_owner,

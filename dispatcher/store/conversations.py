@@ -1,0 +1,114 @@
+"""Conversation rows: the conversation, its turn and in-flight message, its state moves
+(each one a ``conversation_transitions`` row), and the ledger of its attempts."""
+
+import sqlite3
+from typing import NamedTuple
+
+from .connection import inserted_id
+
+
+def fetch_conversation(conn: sqlite3.Connection, conversation_id: int) -> sqlite3.Row | None:
+    row: sqlite3.Row | None = conn.execute("SELECT * FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
+    return row
+
+
+def fetch_existing_conversation(conn: sqlite3.Connection, conversation_id: int) -> sqlite3.Row:
+    """``fetch_conversation`` for a conversation the caller has just read or written: it is there."""
+    row = fetch_conversation(conn, conversation_id)
+    if row is None:
+        raise LookupError(f"conversation #{conversation_id} is gone although it was just read")
+    return row
+
+
+def insert_conversation(
+    conn: sqlite3.Connection,
+    *,
+    initiator: str,
+    recipient: str,
+    goal: str,
+    max_turns: int,
+    created_at: float,
+    expires_at: float,
+    max_cost_usd: float | None,
+) -> int:
+    """A new active conversation; its opening task (inserted next) is its first turn."""
+    cur = conn.execute(
+        "INSERT INTO conversations (initiator, recipient, goal, state, max_turns, turn_count,"
+        " created_at, expires_at, updated_at, max_cost_usd) VALUES (?, ?, ?, 'active', ?, 1, ?, ?, ?, ?)",
+        (initiator, recipient, goal, max_turns, created_at, expires_at, created_at, max_cost_usd),
+    )
+    return inserted_id(cur)
+
+
+def set_in_flight(conn: sqlite3.Connection, conversation_id: int, message_id: int) -> None:
+    conn.execute("UPDATE conversations SET in_flight_message_id = ? WHERE id = ?", (message_id, conversation_id))
+
+
+def count_turn(conn: sqlite3.Connection, conversation_id: int, message_id: int, now: float) -> None:
+    """``message_id`` took a turn and is now the one in flight."""
+    conn.execute(
+        "UPDATE conversations SET turn_count = turn_count + 1, in_flight_message_id = ?, updated_at = ? WHERE id = ?",
+        (message_id, now, conversation_id),
+    )
+
+
+def record_transition(
+    conn: sqlite3.Connection,
+    conversation_id: int,
+    *,
+    from_state: str | None,
+    to_state: str,
+    actor: str,
+    reason: str,
+    at: float,
+) -> None:
+    conn.execute(
+        "INSERT INTO conversation_transitions (conversation_id, from_state, to_state, actor, reason, at)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        (conversation_id, from_state, to_state, actor, reason, at),
+    )
+
+
+def move_conversation(
+    conn: sqlite3.Connection,
+    conversation_id: int,
+    *,
+    from_state: str,
+    to_state: str,
+    actor: str,
+    reason: str,
+    at: float,
+) -> None:
+    """Change the state and record the transition, inside the caller's write transaction."""
+    conn.execute("UPDATE conversations SET state = ?, updated_at = ? WHERE id = ?", (to_state, at, conversation_id))
+    record_transition(
+        conn, conversation_id, from_state=from_state, to_state=to_state, actor=actor, reason=reason, at=at
+    )
+
+
+def recent_transitions(conn: sqlite3.Connection, conversation_id: int, limit: int) -> list[sqlite3.Row]:
+    """The last ``limit`` transitions, newest first."""
+    rows: list[sqlite3.Row] = conn.execute(
+        "SELECT from_state, to_state, actor, reason, at FROM conversation_transitions"
+        " WHERE conversation_id = ? ORDER BY id DESC LIMIT ?",
+        (conversation_id, limit),
+    ).fetchall()
+    return rows
+
+
+class AttemptTotals(NamedTuple):
+    attempts: int
+    cost_usd: float | None
+    input_tokens: int | None
+    output_tokens: int | None
+
+
+def attempt_totals(conn: sqlite3.Connection, conversation_id: int) -> AttemptTotals:
+    """How many attempts the conversation's messages had, and the sums of their recorded cost
+    and tokens (None when no attempt recorded any)."""
+    row = conn.execute(
+        "SELECT count(*), sum(a.cost_usd), sum(a.input_tokens), sum(a.output_tokens)"
+        " FROM dispatch_attempts AS a JOIN messages AS m ON m.id = a.message_id WHERE m.conversation_id = ?",
+        (conversation_id,),
+    ).fetchone()
+    return AttemptTotals(row[0], row[1], row[2], row[3])

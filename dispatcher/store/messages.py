@@ -1,0 +1,176 @@
+"""Message rows: insert and fetch, the dedup lookup, delivery and acknowledgement, the lease
+cap on read, the receive and inbox queries, and the replies a message got."""
+
+import sqlite3
+from typing import NamedTuple
+
+from .claims import LEASE_CAP_SECONDS, active_claim_sql
+from .connection import inserted_id
+
+
+def insert_message(
+    conn: sqlite3.Connection,
+    *,
+    sender: str,
+    recipient: str,
+    text: str,
+    created_at: float,
+    kind: str | None = None,
+    reply_to: int | None = None,
+    conversation_id: int | None = None,
+    dedup_key: str | None = None,
+    response_deadline: float | None = None,
+    origin: str = "agent",
+    broadcast_id: int | None = None,
+) -> int:
+    """``origin='system'`` marks the dispatcher's own notices; no tool can write one."""
+    cur = conn.execute(
+        "INSERT INTO messages (sender, recipient, kind, text, reply_to, conversation_id,"
+        " dedup_key, created_at, response_deadline, origin, broadcast_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            sender,
+            recipient,
+            kind,
+            text,
+            reply_to,
+            conversation_id,
+            dedup_key,
+            created_at,
+            response_deadline,
+            origin,
+            broadcast_id,
+        ),
+    )
+    return inserted_id(cur)
+
+
+def fetch_message(conn: sqlite3.Connection, message_id: int) -> sqlite3.Row | None:
+    row: sqlite3.Row | None = conn.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
+    return row
+
+
+def fetch_existing_message(conn: sqlite3.Connection, message_id: int) -> sqlite3.Row:
+    """``fetch_message`` for a message the caller has just read or written: it is there."""
+    row = fetch_message(conn, message_id)
+    if row is None:
+        raise LookupError(f"message #{message_id} is gone although it was just read")
+    return row
+
+
+def fetch_message_header(conn: sqlite3.Connection, message_id: int) -> sqlite3.Row | None:
+    """Who sent what kind to whom: ``id, kind, sender, recipient`` (no text)."""
+    row: sqlite3.Row | None = conn.execute(
+        "SELECT id, kind, sender, recipient FROM messages WHERE id = ?", (message_id,)
+    ).fetchone()
+    return row
+
+
+def message_by_dedup_key(conn: sqlite3.Connection, sender: str, dedup_key: str) -> sqlite3.Row | None:
+    row: sqlite3.Row | None = conn.execute(
+        "SELECT * FROM messages WHERE sender = ? AND dedup_key = ?", (sender, dedup_key)
+    ).fetchone()
+    return row
+
+
+def cap_far_lease(conn: sqlite3.Connection, row: sqlite3.Row, now: float) -> sqlite3.Row:
+    """Persist the lease cap on a row just read; the row as it now stands."""
+    cap = now + LEASE_CAP_SECONDS
+    if row["claim_expires_at"] is None or not row["claim_expires_at"] > cap:
+        return row
+    conn.execute(
+        "UPDATE messages SET claim_expires_at = ? WHERE id = ? AND claim_expires_at > ?", (cap, row["id"], cap)
+    )
+    return fetch_existing_message(conn, row["id"])
+
+
+def cap_far_leases(conn: sqlite3.Connection, recipient: str, now: float) -> None:
+    """Persist the lease cap on every unacknowledged message of ``recipient``: a plain read
+    unless a lease reaches past now + LEASE_CAP_SECONDS."""
+    where = "recipient = :agent AND acknowledged_at IS NULL AND claim_expires_at > :cap"
+    params = {"agent": recipient, "cap": now + LEASE_CAP_SECONDS}
+    if conn.execute(f"SELECT 1 FROM messages WHERE {where} LIMIT 1", params).fetchone():  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
+        conn.execute(f"UPDATE messages SET claim_expires_at = :cap WHERE {where}", params)  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
+
+
+def receivable_messages(
+    conn: sqlite3.Connection, *, agent: str, worker_id: str, now: float, limit: int
+) -> list[sqlite3.Row]:
+    """Unacknowledged messages for ``agent``, oldest first, minus those another process holds."""
+    rows: list[sqlite3.Row] = conn.execute(
+        "SELECT * FROM messages WHERE recipient = :agent AND acknowledged_at IS NULL"  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
+        f" AND (NOT {active_claim_sql()} OR claim_owner = :worker)"
+        " ORDER BY id LIMIT :limit",
+        {"agent": agent, "worker": worker_id, "now": now, "limit": limit},
+    ).fetchall()
+    return rows
+
+
+def mark_delivered(conn: sqlite3.Connection, message_ids: list[int], now: float) -> None:
+    """First delivery only: a message delivered before keeps its time."""
+    conn.executemany(
+        "UPDATE messages SET delivered_at = ? WHERE id = ? AND delivered_at IS NULL",
+        [(now, i) for i in message_ids],
+    )
+
+
+def mark_acknowledged(conn: sqlite3.Connection, message_id: int, now: float) -> None:
+    """Acknowledged (and so delivered), and any claim on it ends."""
+    conn.execute(
+        "UPDATE messages SET acknowledged_at = ?, delivered_at = COALESCE(delivered_at, ?),"
+        " claim_owner = NULL, claim_expires_at = NULL WHERE id = ?",
+        (now, now, message_id),
+    )
+
+
+def reply_ids(conn: sqlite3.Connection, message_id: int) -> list[int]:
+    return [r[0] for r in conn.execute("SELECT id FROM messages WHERE reply_to = ? ORDER BY id", (message_id,))]
+
+
+def result_ids_after(conn: sqlite3.Connection, message_id: int, after: float) -> list[int]:
+    """Results that answered ``message_id`` later than ``after``."""
+    return [
+        r[0]
+        for r in conn.execute(
+            "SELECT id FROM messages WHERE reply_to = ? AND kind = 'result' AND created_at > ? ORDER BY id",
+            (message_id, after),
+        )
+    ]
+
+
+def dispatch_summary_row(conn: sqlite3.Connection, message_id: int) -> sqlite3.Row | None:
+    """The attempt columns ``get_message`` shows about a message's dispatch (no diagnostics)."""
+    row: sqlite3.Row | None = conn.execute(
+        "SELECT state, outcome, error_kind, started_at, finished_at, cli_status, cost_usd, input_tokens,"
+        " output_tokens, cache_read_tokens, cache_write_tokens, max_cost_usd, cost_overshoot_usd,"
+        " permission_level, denied_tools"
+        " FROM dispatch_attempts WHERE message_id = ?",
+        (message_id,),
+    ).fetchone()
+    return row
+
+
+class UnreadRows(NamedTuple):
+    unread: int
+    oldest_created_at: float | None
+    newest_id: int | None
+    first: list[tuple[int, str, str | None]]  # (id, sender, kind), oldest first
+
+
+def unclaimed_unread(conn: sqlite3.Connection, agent: str, now: float, *, after_id: int, named: int) -> UnreadRows:
+    """Unacknowledged messages for ``agent`` that nobody holds an active claim on (a claimed
+    one is being handled), with id greater than ``after_id``: the count, oldest time, newest
+    id, and the first ``named`` of them."""
+    where = f"recipient = :agent AND acknowledged_at IS NULL AND id > :after AND NOT {active_claim_sql()}"
+    params = {"agent": agent, "after": after_id, "now": now, "named": named}
+    unread, oldest, newest = conn.execute(
+        f"SELECT COUNT(*), MIN(created_at), MAX(id) FROM messages WHERE {where}",  # noqa: S608 - constant fragments, bound values
+        params,
+    ).fetchone()
+    first = [
+        (i, s, k)
+        for i, s, k in conn.execute(
+            f"SELECT id, sender, kind FROM messages WHERE {where} ORDER BY id LIMIT :named",  # noqa: S608 - constant fragments, bound values
+            params,
+        )
+    ]
+    return UnreadRows(unread, oldest, newest, first)
