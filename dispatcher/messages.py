@@ -21,6 +21,7 @@ from .rows import (
     message_view,
 )
 from .store import write_transaction
+from .store.attempts import FAILURE_OUTCOMES
 from .validation import (
     check_agent_id,
     check_body,
@@ -234,7 +235,7 @@ def mark_read(
 
 
 # Verdicts after which a result is news: the sender was told the attempt failed.
-_FAILED_VERDICTS = ("failed", "timeout", "crashed", "budget_exceeded")  # = attempts.FAILURE_OUTCOMES
+_FAILED_VERDICTS = FAILURE_OUTCOMES
 
 
 def late_result_ids(conn: sqlite3.Connection, message_id: int, attempt: sqlite3.Row) -> list[int]:
