@@ -32,6 +32,7 @@ from ..private_files import open_private_lock
 from ..rows import cap_far_leases
 from ..settings import BridgeSettings
 from ..store import Store, store_errors
+from ..store.changes import change_counter
 from . import lease, queue
 from .attempts import get_attempt
 from .paths import AgentPaths
@@ -205,7 +206,7 @@ class Listener:
             with store_errors():
                 conn = store.connection()
                 # Read the change counter before looking, so a commit landing in between still wakes us.
-                self._seen = conn.execute("PRAGMA data_version").fetchone()[0]
+                self._seen = change_counter(conn)
                 self._take_lease(conn)
                 if self.config is None or self.workspace_error:
                     # A missing workspace is refused like a bad config: nothing is dispatched.
@@ -324,7 +325,7 @@ class Listener:
                 continue
             try:  # (a plain try: this runs 50 times a second while idle)
                 conn = conn or store.connection()
-                if conn.execute("PRAGMA data_version").fetchone()[0] != self._seen:
+                if change_counter(conn) != self._seen:
                     return
             except (sqlite3.Error, OSError, BridgeError):
                 return  # the next observation reports it
