@@ -139,14 +139,23 @@ def delete_messages(conn: sqlite3.Connection, ids: Iterable[int]) -> None:
 
 
 # -- conversations and broadcasts ------------------------------------------------------------
+_CONVERSATIONS_AFTER = (
+    f"SELECT c.id FROM conversations AS c WHERE c.id > :last AND {CONVERSATION_MAY_GO}"  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
+    " ORDER BY c.id LIMIT :batch"
+)
+_BROADCASTS_AFTER = (
+    f"SELECT b.id FROM broadcasts AS b WHERE b.id > :last AND {BROADCAST_MAY_GO}"  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
+    " ORDER BY b.id LIMIT :batch"
+)
+
+
+def _ids_after(conn: sqlite3.Connection, select: str, after: int, limit: int, cutoff: float) -> list[int]:
+    return [r[0] for r in conn.execute(select, {"cutoff": cutoff, "last": after, "batch": limit})]
+
+
 def conversations_may_go(conn: sqlite3.Connection, after: int, limit: int, *, cutoff: float) -> list[int]:
     """Up to ``limit`` ids above ``after``, ascending, of conversations that may go now."""
-    rows = conn.execute(
-        f"SELECT c.id FROM conversations AS c WHERE c.id > :last AND {CONVERSATION_MAY_GO}"  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
-        " ORDER BY c.id LIMIT :batch",
-        {"cutoff": cutoff, "last": after, "batch": limit},
-    )
-    return [r[0] for r in rows]
+    return _ids_after(conn, _CONVERSATIONS_AFTER, after, limit, cutoff)
 
 
 def count_transitions(conn: sqlite3.Connection, conversation_ids: Iterable[int]) -> int:
@@ -168,12 +177,7 @@ def delete_conversations(conn: sqlite3.Connection, conversation_ids: Iterable[in
 
 def broadcasts_may_go(conn: sqlite3.Connection, after: int, limit: int, *, cutoff: float) -> list[int]:
     """Up to ``limit`` ids above ``after``, ascending, of broadcast rows with no copy left."""
-    rows = conn.execute(
-        f"SELECT b.id FROM broadcasts AS b WHERE b.id > :last AND {BROADCAST_MAY_GO}"  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
-        " ORDER BY b.id LIMIT :batch",
-        {"cutoff": cutoff, "last": after, "batch": limit},
-    )
-    return [r[0] for r in rows]
+    return _ids_after(conn, _BROADCASTS_AFTER, after, limit, cutoff)
 
 
 def delete_broadcasts(conn: sqlite3.Connection, broadcast_ids: Iterable[int]) -> None:
