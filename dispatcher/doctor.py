@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .locations import Locations
+from .store import schema_version, views
+from .store.attempts import unsettled_attempts
 from .store.readonly import open_read_only, store_is_idle
 
 if TYPE_CHECKING:
@@ -157,8 +159,8 @@ def check_store(ctx: Context) -> list[Finding]:
             )
         ]
     try:
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        check = [row[0] for row in conn.execute("PRAGMA quick_check").fetchmany(5)]
+        version = schema_version(conn)
+        check = views.integrity_problems(conn, 5)
     except sqlite3.Error as exc:
         conn.close()
         from .exits import store_corruption
@@ -196,7 +198,7 @@ def check_store(ctx: Context) -> list[Finding]:
             Finding(
                 "store_corrupt",
                 ERROR,
-                f"PRAGMA quick_check on {db} failed: {_one_line('; '.join(check))[:200]}",
+                f"the integrity check (PRAGMA quick_check) of {db} failed: {_one_line('; '.join(check))[:200]}",
                 "move it aside with its -wal and -shm files and restore a backup",
             )
         ]
@@ -681,12 +683,8 @@ def check_stale(ctx: Context) -> list[Finding]:
     from .dispatch.procs import is_same_process
 
     conn, found, now = ctx.store(), [], time.time()
-    conn.row_factory = sqlite3.Row
     agents = sorted(ctx.config.agents) if ctx.config is not None else []
-    for row in conn.execute(
-        "SELECT message_id, agent, supervisor_pid, supervisor_start_time FROM dispatch_attempts "
-        "WHERE state != 'finished' ORDER BY message_id"
-    ):
+    for row in unsettled_attempts(conn):
         if not is_same_process(row["supervisor_pid"], row["supervisor_start_time"]):
             agent = row["agent"]
             found.append(
@@ -700,7 +698,7 @@ def check_stale(ctx: Context) -> list[Finding]:
                 )
             )
     for state, code in (("needs_human", "conversation_needs_human"), ("blocked", "conversation_blocked")):
-        ids = [r[0] for r in conn.execute("SELECT id FROM conversations WHERE state = ? ORDER BY id", (state,))]
+        ids = views.conversations_in_state(conn, state)
         if ids:
             shown = ", ".join(f"#{i}" for i in ids[:10]) + (" …" if len(ids) > 10 else "")
             found.append(
@@ -713,12 +711,11 @@ def check_stale(ctx: Context) -> list[Finding]:
                 )
             )
     max_age = ctx.config.dispatch_max_age_seconds if ctx.config is not None else 86400
+    unread = views.unread_by_recipient(conn)
     for agent in agents:
-        count, oldest = conn.execute(
-            "SELECT count(*), min(created_at) FROM messages WHERE recipient = ? AND acknowledged_at IS NULL", (agent,)
-        ).fetchone()
-        if not count:
+        if agent not in unread:
             continue
+        count, oldest = unread[agent]
         age = now - oldest
         if age > max_age:
             found.append(

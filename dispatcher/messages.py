@@ -11,6 +11,7 @@ from .conversations import check_conversation_send, take_turn
 from .errors import BridgeError
 from .rows import KINDS, find_dedup, message_view
 from .store import write_transaction
+from .store.attempts import FAILURE_OUTCOMES
 from .store.claims import claim_is_active
 from .store.messages import (
     cap_far_lease,
@@ -225,7 +226,7 @@ def mark_read(
 
 
 # Verdicts after which a result is news: the sender was told the attempt failed.
-_FAILED_VERDICTS = ("failed", "timeout", "crashed", "budget_exceeded")  # = attempts.FAILURE_OUTCOMES
+_FAILED_VERDICTS = FAILURE_OUTCOMES
 
 
 def late_result_ids(conn: sqlite3.Connection, message_id: int, attempt: sqlite3.Row) -> list[int]:

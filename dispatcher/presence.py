@@ -30,7 +30,8 @@ from typing import Any
 from .errors import BridgeError
 from .locations import LocationsLike
 from .logs import get_logger
-from .store import Store, inserted_id, write_transaction
+from .store import Store, write_transaction
+from .store import sessions as stored
 
 ROLES = ("interactive", "worker")
 # How a session can be woken: a Claude Code hook, a Monitor line (inbox watch), the
@@ -164,37 +165,29 @@ class Session:
         }
 
 
-_COLUMNS = (
-    "id, agent, role, host, pid, start_time, client_pid, client_name, client_version, started_at,"
-    " last_call_at, wake_paths"
-)
-
-
 def sessions(
     conn: sqlite3.Connection, agent: str | None = None, *, here: str | None = None, probe: Probe = observed_start
 ) -> list[Session]:
     """Every session row (of ``agent``), each with its liveness, oldest first."""
     here = this_host() if here is None else here
-    where, params = ("WHERE agent = ?", (agent,)) if agent is not None else ("", ())
     found = []
-    for row in conn.execute(f"SELECT {_COLUMNS} FROM sessions {where} ORDER BY id", params):  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
-        (sid, name, role, host, pid, start, client_pid, client, version, started, last, paths) = tuple(row)
-        seen = probe(pid) if host == here else None
+    for r in stored.session_records(conn, agent):
+        seen = probe(r.pid) if r.host == here else None
         found.append(
             Session(
-                sid,
-                name,
-                role,
-                host,
-                pid,
-                start,
-                client_pid,
-                client_text(client),
-                client_text(version),
-                started,
-                last,
-                tuple(wake_paths_of(paths)),
-                liveness(host, start, here=here, observed_start=seen),
+                r.id,
+                r.agent,
+                r.role,
+                r.host,
+                r.pid,
+                r.start_time,
+                r.client_pid,
+                client_text(r.client_name),
+                client_text(r.client_version),
+                r.started_at,
+                r.last_call_at,
+                tuple(wake_paths_of(r.wake_paths)),
+                liveness(r.host, r.start_time, here=here, observed_start=seen),
             )
         )
     return found
@@ -204,7 +197,7 @@ def prune_dead(conn: sqlite3.Connection, *, here: str | None = None, probe: Prob
     """Remove this host's rows whose process is gone; inside the caller's transaction or alone."""
     dead = [s.id for s in sessions(conn, here=here, probe=probe) if s.liveness == "dead"]
     for sid in dead:
-        conn.execute("DELETE FROM sessions WHERE id = ?", (sid,))
+        stored.delete_session(conn, sid)
     return len(dead)
 
 
@@ -226,33 +219,35 @@ def register_session(
     here = this_host() if here is None else here
     with write_transaction(conn):
         removed = prune_dead(conn, here=here, probe=probe)
-        cur = conn.execute(
-            "INSERT INTO sessions (agent, role, host, pid, start_time, client_pid, started_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (agent, role, here, pid, start_time, client_pid, now),
+        session_id = stored.insert_session(
+            conn,
+            agent=agent,
+            role=role,
+            host=here,
+            pid=pid,
+            start_time=start_time,
+            client_pid=client_pid,
+            started_at=now,
         )
     if removed:
         log.info("sessions_pruned", count=removed)
-    return inserted_id(cur)
+    return session_id
 
 
 def end_session(conn: sqlite3.Connection, session_id: int) -> bool:
     with write_transaction(conn):
-        return conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount == 1
+        return stored.delete_session(conn, session_id)
 
 
 def set_client(conn: sqlite3.Connection, session_id: int, name: object, version: object) -> None:
     """The client named in ``initialize``'s clientInfo (a value that is not a name is kept as none)."""
     with write_transaction(conn):
-        conn.execute(
-            "UPDATE sessions SET client_name = ?, client_version = ? WHERE id = ?",
-            (client_text(name), client_text(version), session_id),
-        )
+        stored.set_client(conn, session_id, client_text(name), client_text(version))
 
 
 def touch(conn: sqlite3.Connection, session_id: int, now: float) -> None:
     with write_transaction(conn):
-        conn.execute("UPDATE sessions SET last_call_at = ? WHERE id = ?", (now, session_id))
+        stored.set_last_call(conn, session_id, now)
 
 
 def record_wake_path(conn: sqlite3.Connection, session_id: int, path: str) -> list[str]:
@@ -267,25 +262,21 @@ def record_wake_path(conn: sqlite3.Connection, session_id: int, path: str) -> li
     if isinstance(session_id, bool) or not isinstance(session_id, int):
         raise BridgeError("unknown_session", f"a session id is an integer, not {session_id!r}.")
     with write_transaction(conn):
-        row = conn.execute("SELECT wake_paths FROM sessions WHERE id = ?", (session_id,)).fetchone()
-        if row is None:
+        raw = stored.stored_wake_paths(conn, session_id)
+        if raw is None:
             raise BridgeError("unknown_session", f"there is no session #{session_id}: it has ended; nothing to mark.")
-        paths = wake_paths_of(row[0])
+        paths = wake_paths_of(raw)
         if path not in paths:
             paths = [p for p in WAKE_PATHS if p in (*paths, path)]
-            conn.execute("UPDATE sessions SET wake_paths = ? WHERE id = ?", (json.dumps(paths), session_id))
+            stored.set_wake_paths(conn, session_id, paths)
     return paths
 
 
 def forget_wake_path(conn: sqlite3.Connection, session_id: int, path: str) -> None:
     """Undo ``record_wake_path`` (a Monitor watch that ended); a session already gone is fine."""
     with write_transaction(conn):
-        row = conn.execute("SELECT wake_paths FROM sessions WHERE id = ?", (session_id,)).fetchone()
-        if row is not None and path in (paths := wake_paths_of(row[0])):
-            conn.execute(
-                "UPDATE sessions SET wake_paths = ? WHERE id = ?",
-                (json.dumps([p for p in paths if p != path]), session_id),
-            )
+        if path in (paths := wake_paths_of(stored.stored_wake_paths(conn, session_id))):
+            stored.set_wake_paths(conn, session_id, [p for p in paths if p != path])
 
 
 def mark_from_descendant(db: Path, agent: str, path: str, *, session_id: int | None = None) -> int | None:
@@ -304,9 +295,12 @@ def mark_from_descendant(db: Path, agent: str, path: str, *, session_id: int | N
             if conn is None:
                 return None
             found = session_of_ancestor(conn, agent)
-            if found is None or path in wake_paths_of(
-                conn.execute("SELECT wake_paths FROM sessions WHERE id = ?", (found,)).fetchone()[0]
-            ):
+            if found is None:
+                return None
+            raw = stored.stored_wake_paths(conn, found)
+            if raw is None:  # ended meanwhile
+                return None
+            if path in wake_paths_of(raw):
                 return found
             conn.close()
             conn = open_store(db)
@@ -326,11 +320,7 @@ def mark_from_descendant(db: Path, agent: str, path: str, *, session_id: int | N
 def session_of_client(conn: sqlite3.Connection, agent: str, client_pid: int) -> int | None:
     """The newest session of ``agent`` started by the CLI process ``client_pid`` on this host
     (how a hook, a child of that CLI, finds the session it speaks for)."""
-    row = conn.execute(
-        "SELECT id FROM sessions WHERE agent = ? AND client_pid = ? AND host = ? ORDER BY id DESC",
-        (agent, client_pid, this_host()),
-    ).fetchone()
-    return None if row is None else row[0]
+    return stored.newest_session_of_client(conn, agent, client_pid, this_host())
 
 
 def session_of_ancestor(conn: sqlite3.Connection, agent: str, pid: int | None = None) -> int | None:
@@ -352,10 +342,7 @@ def has_wakeable_session(
     conn: sqlite3.Connection, agent: str, *, here: str | None = None, probe: Probe = observed_start
 ) -> bool:
     """A live interactive session of ``agent`` on this host with a path that wakes the model."""
-    rows = conn.execute(
-        "SELECT 1 FROM sessions WHERE agent = ? AND role = 'interactive' AND wake_paths != '[]' LIMIT 1", (agent,)
-    ).fetchone()
-    if rows is None:  # the usual case: no query of /proc at all
+    if not stored.may_have_wakeable_session(conn, agent):  # the usual case: no query of /proc at all
         return False
     return any(
         s.role == "interactive" and set(s.wake_paths) & set(WAKING_PATHS) and s.liveness == "alive"
@@ -492,7 +479,7 @@ def who_cli(settings: LocationsLike, only: str | None = None) -> dict[str, Any]:
     """``agent-bridge who``: the same report, on a read-only connection (it never writes,
     so dead rows are only left out here; the tool and the next session clean them)."""
     from .config import load_config, require_agent
-    from .store import SCHEMA_VERSION
+    from .store import SCHEMA_VERSION, schema_version
     from .store.readonly import open_read_only
 
     path = settings.config_path()
@@ -502,7 +489,7 @@ def who_cli(settings: LocationsLike, only: str | None = None) -> dict[str, Any]:
     agents = [only] if only else sorted(config.agents)
     conn = open_read_only(settings.db)
     try:
-        if conn is not None and conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
+        if conn is not None and schema_version(conn) < SCHEMA_VERSION:
             raise BridgeError(
                 "schema_outdated",
                 "the store's schema is older than this agent-bridge; start the "

@@ -1,7 +1,7 @@
 """Retention: ``agent-bridge prune --older-than 30d [--dry-run] [--compact]``.
 
 What may go is decided here and only here (``MESSAGE_MAY_GO``, ``CONVERSATION_MAY_GO`` and
-the reference check in ``_window``):
+``BROADCAST_MAY_GO`` in ``store.retention``, and the reference check in ``_window``):
 
 - a **message** goes when it was acknowledged before the cutoff, holds no active claim, has
   no dispatch attempt that is unfinished or finished after the cutoff, is in no
@@ -41,48 +41,27 @@ so ``PRAGMA incremental_vacuum`` would free nothing (turning auto_vacuum on need
 about the size of the store, so it is opt-in and the daily timer does not use it.
 """
 
-import json
 import os
 import re
 import sqlite3
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .clock import iso
 from .errors import BridgeError
+from .store import retention as stored
+from .store.attempts import attempt_state
+from .store.retention import TERMINAL_STATES
+
+__all__ = ["TERMINAL_STATES", "PruneReport", "parse_duration", "prune", "run_prune"]
 
 BATCH_ROWS = 1000  # at most this many messages per write transaction
 MIN_BATCH_ROWS = 50
 TARGET_HOLD_SECONDS = 0.05
-TERMINAL_STATES = ("completed", "cancelled", "expired")
 UNIT_SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 MAX_DURATION_SECONDS = 100 * 365 * 86400
-
-_TERMINAL_SQL = "(" + ", ".join(f"'{s}'" for s in TERMINAL_STATES) + ")"
-
-# The own rule of a message (everything except "a kept message refers to it").
-MESSAGE_MAY_GO = f"""
-    m.acknowledged_at IS NOT NULL AND m.acknowledged_at <= :cutoff AND m.created_at <= :cutoff
-    AND NOT (m.claim_owner IS NOT NULL AND IFNULL(m.claim_expires_at, 0) > :now)
-    AND NOT EXISTS (SELECT 1 FROM dispatch_attempts AS a WHERE a.message_id = m.id
-                    AND (a.state != 'finished' OR a.finished_at IS NULL OR a.finished_at > :cutoff))
-    AND (m.conversation_id IS NULL
-         OR EXISTS (SELECT 1 FROM conversations AS c WHERE c.id = m.conversation_id
-                    AND c.state IN {_TERMINAL_SQL} AND c.updated_at <= :cutoff))
-"""  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
-
-BROADCAST_MAY_GO = """
-    b.created_at <= :cutoff
-    AND NOT EXISTS (SELECT 1 FROM messages AS m WHERE m.broadcast_id = b.id
-                    AND m.id NOT IN (SELECT id FROM temp.prune_gone))
-"""
-
-CONVERSATION_MAY_GO = f"""
-    c.state IN {_TERMINAL_SQL} AND c.updated_at <= :cutoff
-    AND NOT EXISTS (SELECT 1 FROM messages AS m WHERE m.conversation_id = c.id
-                    AND m.id NOT IN (SELECT id FROM temp.prune_gone))
-"""  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
 
 
 def parse_duration(text: str) -> float:
@@ -124,30 +103,10 @@ class PruneReport:
         return data
 
 
-def _ids_json(ids) -> str:
-    return json.dumps(sorted(ids))
-
-
-def _window(conn: sqlite3.Connection, lo: int, hi: int, params: dict) -> list[int]:
-    """The ids in [lo, hi] that may go now: own rule, not in flight, no kept reply (transitively)."""
-    rows = conn.execute(
-        f"SELECT m.id FROM messages AS m WHERE m.id BETWEEN :lo AND :hi AND {MESSAGE_MAY_GO}",  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
-        {**params, "lo": lo, "hi": hi},
-    ).fetchall()
-    going = {r[0] for r in rows}
-    if not going:
-        return []
-    in_flight = conn.execute(
-        "SELECT in_flight_message_id FROM conversations WHERE in_flight_message_id BETWEEN ? AND ?", (lo, hi)
-    ).fetchall()
-    going.difference_update(r[0] for r in in_flight)
-    # Replies to a candidate; one from a message that stays (not going now, not already gone)
-    # keeps its parent, and that parent then keeps its own parent, and so on.
-    refs = conn.execute(
-        "SELECT r.id, r.reply_to FROM messages AS r WHERE r.reply_to BETWEEN ? AND ?"
-        " AND r.id NOT IN (SELECT id FROM temp.prune_gone)",
-        (lo, hi),
-    ).fetchall()
+def keep_referenced(going: set[int], refs: list[tuple[int, int]]) -> list[int]:
+    """``going`` less every message a staying reply refers to, transitively: a reply (child,
+    parent) whose child stays keeps its parent, and that parent then keeps its own parent."""
+    going = set(going)
     changed = True
     while changed:
         changed = False
@@ -158,12 +117,14 @@ def _window(conn: sqlite3.Connection, lo: int, hi: int, params: dict) -> list[in
     return sorted(going)
 
 
-def _next_window(conn: sqlite3.Connection, cursor: int, size: int) -> tuple[int, int] | None:
-    """The next ``size`` existing ids at or below ``cursor``, as (lo, hi)."""
-    rows = conn.execute("SELECT id FROM messages WHERE id <= ? ORDER BY id DESC LIMIT ?", (cursor, size)).fetchall()
-    if not rows:
-        return None
-    return rows[-1][0], rows[0][0]
+def _window(conn: sqlite3.Connection, lo: int, hi: int, cutoff: float, now: float) -> list[int]:
+    """The ids in [lo, hi] that may go now: own rule, not in flight, no kept reply (transitively)."""
+    going = stored.messages_may_go(conn, lo, hi, cutoff=cutoff, now=now)
+    if not going:
+        return []
+    going.difference_update(stored.in_flight_between(conn, lo, hi))
+    # Replies to a candidate not already gone: one that is not going now keeps its parent.
+    return keep_referenced(going, stored.replies_between(conn, lo, hi))
 
 
 class _Pacer:
@@ -186,122 +147,93 @@ class _Pacer:
         elif hold < TARGET_HOLD_SECONDS / 4:
             self.size = min(BATCH_ROWS, self.size * 2)
         if not self.dry_run:
-            self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            stored.checkpoint(self.conn)
         time.sleep(max(0.002, hold))
 
 
-def _begin(conn: sqlite3.Connection, dry_run: bool) -> float:
-    conn.execute("BEGIN" if dry_run else "BEGIN IMMEDIATE")
-    return time.monotonic()
-
-
-def _prune_messages(conn, params, report: PruneReport, pacer: _Pacer, dry_run: bool) -> list[int]:
+def _prune_messages(
+    conn: sqlite3.Connection, cutoff: float, now: float, report: PruneReport, pacer: _Pacer, dry_run: bool
+) -> list[int]:
     """Delete (or count) messages and their attempts; returns the ids whose attempts went."""
     attempt_ids: list[int] = []
-    top = conn.execute("SELECT MAX(id) FROM messages").fetchone()[0]
+    top = stored.highest_message_id(conn)
     cursor = top if top is not None else 0
     while cursor > 0:
-        window = _next_window(conn, cursor, pacer.size)
+        window = stored.next_window(conn, cursor, pacer.size)
         if window is None:
             break
         lo, hi = window
         started = time.monotonic()
-        acquired = _begin(conn, dry_run)
-        try:
-            ids = _window(conn, lo, hi, params)
+        with stored.batch(conn, dry_run):
+            acquired = time.monotonic()
+            ids = _window(conn, lo, hi, cutoff, now)
             if ids:
-                ids_json = _ids_json(ids)
-                with_attempt = [
-                    r[0]
-                    for r in conn.execute(
-                        "SELECT message_id FROM dispatch_attempts WHERE message_id IN (SELECT value FROM json_each(?))",
-                        (ids_json,),
-                    )
-                ]
+                with_attempt = stored.with_attempts(conn, ids)
                 if dry_run:
-                    conn.executemany("INSERT INTO temp.prune_gone (id) VALUES (?)", ((i,) for i in ids))
+                    stored.mark_gone(conn, ids)
                 else:
-                    conn.execute(
-                        "DELETE FROM dispatch_attempts WHERE message_id IN (SELECT value FROM json_each(?))",
-                        (ids_json,),
-                    )
-                    conn.execute("DELETE FROM messages WHERE id IN (SELECT value FROM json_each(?))", (ids_json,))
+                    stored.delete_messages(conn, ids)
                 attempt_ids.extend(with_attempt)
                 report.attempts += len(with_attempt)
                 report.messages += len(ids)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
         pacer.held(started, acquired)
         cursor = lo - 1
     return attempt_ids
 
 
-def _prune_by_id(conn, params, pacer: _Pacer, dry_run: bool, select_sql: str, act) -> None:
-    """Batches of the ids ``select_sql`` picks (it binds ``:last`` and ``:batch``, ascending),
-    each handed to ``act(ids, ids_json)`` inside its own transaction, until none is left."""
+def _prune_by_id(
+    conn: sqlite3.Connection,
+    pacer: _Pacer,
+    dry_run: bool,
+    select: Callable[[int, int], list[int]],
+    act: Callable[[list[int]], None],
+) -> None:
+    """Batches of the ids ``select(after, limit)`` picks (ascending), each handed to ``act(ids)``
+    inside its own transaction, until none is left."""
     last = 0
     while True:
         started = time.monotonic()
-        acquired = _begin(conn, dry_run)
-        try:
-            ids = [r[0] for r in conn.execute(select_sql, {**params, "last": last, "batch": pacer.size})]
+        with stored.batch(conn, dry_run):
+            acquired = time.monotonic()
+            ids = select(last, pacer.size)
             if ids:
-                act(ids, _ids_json(ids))
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+                act(ids)
         if not ids:
             return
         pacer.held(started, acquired)
         last = ids[-1]
 
 
-def _prune_conversations(conn, params, report: PruneReport, pacer: _Pacer, dry_run: bool) -> None:
-    def act(ids: list[int], ids_json: str) -> None:
-        report.transitions += conn.execute(
-            "SELECT COUNT(*) FROM conversation_transitions WHERE conversation_id IN (SELECT value FROM json_each(?))",
-            (ids_json,),
-        ).fetchone()[0]
+def _prune_conversations(
+    conn: sqlite3.Connection, cutoff: float, report: PruneReport, pacer: _Pacer, dry_run: bool
+) -> None:
+    def act(ids: list[int]) -> None:
+        report.transitions += stored.count_transitions(conn, ids)
         if not dry_run:
-            conn.execute(
-                "DELETE FROM conversation_transitions WHERE conversation_id IN (SELECT value FROM json_each(?))",
-                (ids_json,),
-            )
-            conn.execute("DELETE FROM conversations WHERE id IN (SELECT value FROM json_each(?))", (ids_json,))
+            stored.delete_conversations(conn, ids)
         report.conversations += len(ids)
 
     _prune_by_id(
-        conn,
-        params,
-        pacer,
-        dry_run,
-        f"SELECT c.id FROM conversations AS c WHERE c.id > :last AND "  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
-        f"{CONVERSATION_MAY_GO} ORDER BY c.id LIMIT :batch",
-        act,
+        conn, pacer, dry_run, lambda after, limit: stored.conversations_may_go(conn, after, limit, cutoff=cutoff), act
     )
 
 
-def _prune_broadcasts(conn, params, report: PruneReport, pacer: _Pacer, dry_run: bool) -> None:
-    def act(ids: list[int], ids_json: str) -> None:
+def _prune_broadcasts(
+    conn: sqlite3.Connection, cutoff: float, report: PruneReport, pacer: _Pacer, dry_run: bool
+) -> None:
+    def act(ids: list[int]) -> None:
         if not dry_run:
-            conn.execute("DELETE FROM broadcasts WHERE id IN (SELECT value FROM json_each(?))", (ids_json,))
+            stored.delete_broadcasts(conn, ids)
         report.broadcasts += len(ids)
 
     _prune_by_id(
-        conn,
-        params,
-        pacer,
-        dry_run,
-        f"SELECT b.id FROM broadcasts AS b WHERE b.id > :last AND "  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
-        f"{BROADCAST_MAY_GO} ORDER BY b.id LIMIT :batch",
-        act,
+        conn, pacer, dry_run, lambda after, limit: stored.broadcasts_may_go(conn, after, limit, cutoff=cutoff), act
     )
 
 
-def _prune_attempt_dirs(conn, attempts_root: Path | None, gone: set[int], cutoff: float, dry_run: bool) -> int:
+def _prune_attempt_dirs(
+    conn: sqlite3.Connection, attempts_root: Path | None, gone: set[int], cutoff: float, dry_run: bool
+) -> int:
     """Directories of the attempts that went, and orphans untouched since the cutoff."""
     from .dispatch.retention import remove_attempt_dir
 
@@ -317,8 +249,8 @@ def _prune_attempt_dirs(conn, attempts_root: Path | None, gone: set[int], cutoff
             continue
         message_id = int(entry.name)
         if message_id not in gone:
-            has_row = conn.execute("SELECT 1 FROM dispatch_attempts WHERE message_id = ?", (message_id,)).fetchone()
-            if has_row is not None or entry.stat(follow_symlinks=False).st_mtime > cutoff:
+            has_row = attempt_state(conn, message_id) is not None
+            if has_row or entry.stat(follow_symlinks=False).st_mtime > cutoff:
                 continue
         if dry_run or remove_attempt_dir(Path(entry.path)):
             removed += 1
@@ -339,19 +271,17 @@ def prune(
     now = time.time() if now is None else now
     cutoff = now - older_than_seconds
     report = PruneReport(older_than_seconds=older_than_seconds, cutoff=cutoff, dry_run=dry_run)
-    params = {"cutoff": cutoff, "now": now}
     pacer = _Pacer(conn, report, dry_run)
-    conn.execute("CREATE TEMP TABLE IF NOT EXISTS prune_gone (id INTEGER PRIMARY KEY)")
-    conn.execute("DELETE FROM temp.prune_gone")
+    stored.start_run(conn)
     try:
-        attempt_ids = _prune_messages(conn, params, report, pacer, dry_run)
-        _prune_conversations(conn, params, report, pacer, dry_run)
-        _prune_broadcasts(conn, params, report, pacer, dry_run)
+        attempt_ids = _prune_messages(conn, cutoff, now, report, pacer, dry_run)
+        _prune_conversations(conn, cutoff, report, pacer, dry_run)
+        _prune_broadcasts(conn, cutoff, report, pacer, dry_run)
         report.attempt_dirs = _prune_attempt_dirs(conn, attempts_root, set(attempt_ids), cutoff, dry_run)
     finally:
-        conn.execute("DROP TABLE IF EXISTS temp.prune_gone")
+        stored.end_run(conn)
     if compact and not dry_run:
-        conn.execute("VACUUM")
+        stored.compact(conn)
         report.compacted = True
     report.seconds = time.monotonic() - started
     return report

@@ -12,8 +12,10 @@ from typing import Any
 from .clock import iso
 from .errors import BridgeError
 from .locations import LocationsLike
+from .store.attempts import get_attempt
 from .store.messages import fetch_message
 from .store.readonly import open_read_only
+from .store.views import replies_to
 
 ATTEMPT_FIELDS = (
     "state",
@@ -33,14 +35,11 @@ ATTEMPT_FIELDS = (
 
 
 def _replies(conn: sqlite3.Connection, message_id: int) -> list[dict[str, Any]]:
-    rows = conn.execute(
-        "SELECT id, sender, kind, origin, created_at, text FROM messages WHERE reply_to = ? ORDER BY id", (message_id,)
-    )
-    return [{**dict(row), "created_at": iso(row["created_at"])} for row in rows]
+    return [{**row, "created_at": iso(row["created_at"])} for row in replies_to(conn, message_id)]
 
 
 def _attempt(conn: sqlite3.Connection, message_id: int, runtime: Path) -> dict[str, Any] | None:
-    row = conn.execute("SELECT * FROM dispatch_attempts WHERE message_id = ?", (message_id,)).fetchone()
+    row = get_attempt(conn, message_id)
     if row is None:
         return None
     attempt_dir = runtime / "attempts" / str(message_id)

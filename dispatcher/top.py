@@ -31,7 +31,7 @@ def snapshot(settings) -> dict:
     """One read of everything ``top`` shows; payload-free."""
     from .config import ConfigError, load_config
     from .dispatch.control import _read_only, listener_status
-    from .store import SCHEMA_VERSION
+    from .store import SCHEMA_VERSION, schema_version, views
 
     now = time.time()
     snap: dict = {
@@ -72,7 +72,7 @@ def snapshot(settings) -> dict:
         snap["error"] = snap["error"] or "no store yet"
         return snap
     try:
-        if conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
+        if schema_version(conn) < SCHEMA_VERSION:
             snap["error"] = "the store's schema is older; start the server or listener once to migrate it"
             return snap
         snap["in_flight"] = [
@@ -83,18 +83,11 @@ def snapshot(settings) -> dict:
                 "elapsed": now - started,
                 "budget": None if deadline is None else deadline - started,
             }
-            for m, a, s, started, deadline in conn.execute(
-                "SELECT message_id, agent, state, started_at, deadline FROM dispatch_attempts"
-                " WHERE state != 'finished' ORDER BY started_at"
-            )
+            for m, a, s, started, deadline in views.unsettled_attempt_times(conn)
         ]
         snap["recent"] = [
             {"message_id": m, "agent": a, "outcome": o, "error_kind": e, "duration": d, "cost_usd": c}
-            for m, a, o, e, d, c in conn.execute(
-                "SELECT message_id, agent, outcome, error_kind, duration_seconds, cost_usd FROM dispatch_attempts"
-                " WHERE state = 'finished' ORDER BY finished_at DESC, message_id DESC LIMIT ?",
-                (RECENT,),
-            )
+            for m, a, o, e, d, c in views.recent_outcomes(conn, RECENT)
         ]
         snap["conversations"] = [
             {
@@ -106,25 +99,13 @@ def snapshot(settings) -> dict:
                 "cost_usd": cost,
                 "max_cost_usd": mc,
             }
-            for i, ini, rec, t, mt, mc, cost in conn.execute(
-                "SELECT c.id, c.initiator, c.recipient, c.turn_count, c.max_turns, c.max_cost_usd,"
-                " (SELECT SUM(a.cost_usd) FROM messages AS m JOIN dispatch_attempts AS a ON a.message_id = m.id"
-                "  WHERE m.conversation_id = c.id)"
-                " FROM conversations AS c WHERE c.state = 'active' ORDER BY c.id"
-            )
+            for i, ini, rec, t, mt, mc, cost in views.active_conversation_costs(conn)
         ]
         snap["inboxes"] = {
-            r: {"unread": n, "oldest_age": now - oldest}
-            for r, n, oldest in conn.execute(
-                "SELECT recipient, COUNT(*), MIN(created_at) FROM messages"
-                " WHERE acknowledged_at IS NULL GROUP BY recipient"
-            )
+            r: {"unread": n, "oldest_age": now - oldest} for r, (n, oldest) in views.unread_by_recipient(conn).items()
         }
         snap["sessions"] = _live_sessions(conn, now)
-        row = conn.execute(
-            "SELECT message_id, agent, diagnostics FROM dispatch_attempts"
-            " ORDER BY started_at DESC, message_id DESC LIMIT 1"
-        ).fetchone()
+        row = views.latest_diagnostics(conn)
         if row is not None:
             try:
                 diagnostics = json.loads(row[2]) if row[2] else None

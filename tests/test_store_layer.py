@@ -12,29 +12,6 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "dispatcher"
 STORE = PACKAGE / "store"
 
-# Files whose SQL has not moved into the store yet (store-b's share of issue 14). Delete an
-# entry once its file holds no SQL: the last test below fails while a listed file is clean.
-NOT_YET_MOVED = frozenset(
-    {
-        "dispatcher/doctor.py",
-        "dispatcher/presence.py",
-        "dispatcher/prune.py",
-        "dispatcher/show.py",
-        "dispatcher/top.py",
-        "dispatcher/dispatch/attempts.py",
-        "dispatcher/dispatch/control.py",
-        "dispatcher/dispatch/evidence.py",
-        "dispatcher/dispatch/lease.py",
-        "dispatcher/dispatch/listener.py",
-        "dispatcher/dispatch/outcome.py",
-        "dispatcher/dispatch/queue.py",
-        "dispatcher/dispatch/recover.py",
-        "dispatcher/dispatch/renewal.py",
-        "dispatcher/dispatch/retention.py",
-        "dispatcher/dispatch/statusline.py",
-    }
-)
-
 # The start of an SQL statement, in upper case as the project writes SQL (so prose such as
 # "Update the config" or "select one" is not one). Leading whitespace is allowed.
 SQL_START = re.compile(
@@ -138,13 +115,5 @@ def test_the_detector_leaves_prose_alone(text):
 
 
 def test_no_sql_outside_the_store():
-    offenders = {
-        _name(p): found for p in _outside_the_store() if _name(p) not in NOT_YET_MOVED and (found := sql_literals(p))
-    }
+    offenders = {_name(p): found for p in _outside_the_store() if (found := sql_literals(p))}
     assert offenders == {}, "SQL belongs in dispatcher/store/ (a named function per query): " + repr(offenders)
-
-
-def test_every_not_yet_moved_file_still_holds_sql():
-    """A listed file that is clean must leave the list, so the guard covers it from then on."""
-    clean = sorted(name for name in NOT_YET_MOVED if not sql_literals(ROOT / name))
-    assert clean == [], f"no SQL left in {clean}: delete them from NOT_YET_MOVED"

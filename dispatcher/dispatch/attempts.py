@@ -8,7 +8,6 @@ or recorded -> finished (nothing was started, or it was settled before its spawn
 recorded); a finished attempt never moves again.
 """
 
-import json
 import re
 import sqlite3
 import time
@@ -17,44 +16,30 @@ from typing import Any
 from ..config import BridgeConfig
 from ..errors import AlreadyAttempted, DispatchRefused
 from ..store import write_transaction
+from ..store.attempts import (
+    FAILURE_OUTCOMES,
+    OUTCOMES,
+    get_attempt,
+    insert_attempt,
+    record_finish,
+    record_spawn,
+    unsettled_attempts,
+)
 from ..store.messages import fetch_existing_message
 from . import queue
+
+# The attempt record's vocabulary and reads live in the store; callers keep importing them here.
+__all__ = ["FAILURE_OUTCOMES", "OUTCOMES", "get_attempt", "unsettled_attempts"]
 
 # event -> (target state, states it may happen in)
 TRANSITIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     "spawn": ("spawned", ("recorded",)),
     "finish": ("finished", ("recorded", "spawned")),
 }
-# budget_exceeded: no evidence, and the CLI said it stopped at its cost cap (its own kind of
-# stop, told apart from a generic failure; the sender is told like after any failure).
-FAILURE_OUTCOMES = ("failed", "timeout", "crashed", "budget_exceeded")
-OUTCOMES = ("succeeded", "blocked", *FAILURE_OUTCOMES)
-# The ledger columns of an attempt (schema 4), filled from the CLI's diagnostics when it settles.
-LEDGER_COLUMNS = (
-    "cli_status",
-    "cost_usd",
-    "input_tokens",
-    "output_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "cost_overshoot_usd",
-    "denied_tools",
-)
 # Launcher diagnostics we keep: numbers, booleans and enum-like words, never free text.
 _ENUM_WORD = re.compile(r"[A-Za-z0-9_.:-]{1,40}")
 MAX_DIAGNOSTIC_KEYS = 32
 MAX_LIST_ITEMS = 16  # a diagnostics list (the denied tools' names) keeps at most this many words
-
-
-def _move(conn: sqlite3.Connection, message_id: int, event: str, assignments: str, params: tuple) -> bool:
-    """One guarded UPDATE along ``TRANSITIONS``; False when the attempt is in no state ``event`` leaves."""
-    target, allowed_from = TRANSITIONS[event]
-    marks = ", ".join("?" * len(allowed_from))
-    cur = conn.execute(
-        f"UPDATE dispatch_attempts SET state = ?, {assignments} WHERE message_id = ? AND state IN ({marks})",  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
-        (target, *params, message_id, *allowed_from),
-    )
-    return cur.rowcount == 1
 
 
 def begin_attempt(
@@ -85,21 +70,17 @@ def begin_attempt(
             raise DispatchRefused(refusal, queue.refusal_text(refusal, facts, config))
         agent = facts.recipient
         deadline = now + config.agents[agent].worker_timeout_seconds
-        conn.execute(
-            "INSERT INTO dispatch_attempts (message_id, agent, state, started_at, supervisor_pid,"
-            " supervisor_start_time, deadline, worker_token, max_cost_usd, permission_level)"
-            " VALUES (?, ?, 'recorded', ?, ?, ?, ?, ?, ?, ?)",
-            (
-                message_id,
-                agent,
-                now,
-                supervisor_pid,
-                supervisor_start,
-                deadline,
-                worker_token,
-                config.agents[agent].max_cost_usd_per_task,
-                config.permissions(agent).level,
-            ),
+        insert_attempt(
+            conn,
+            message_id=message_id,
+            agent=agent,
+            started_at=now,
+            supervisor_pid=supervisor_pid,
+            supervisor_start_time=supervisor_start,
+            deadline=deadline,
+            worker_token=worker_token,
+            max_cost_usd=config.agents[agent].max_cost_usd_per_task,
+            permission_level=config.permissions(agent).level,
         )
         return fetch_existing_message(conn, message_id)
 
@@ -107,12 +88,13 @@ def begin_attempt(
 def mark_spawned(conn: sqlite3.Connection, message_id: int, worker_pid: int, worker_start: float | None) -> bool:
     """Record the worker; False when the attempt was settled meanwhile (it stays as settled)."""
     with write_transaction(conn):
-        return _move(
+        return record_spawn(
             conn,
             message_id,
-            "spawn",
-            "worker_pid = ?, worker_start_time = ?, worker_started_at = ?",
-            (worker_pid, worker_start, time.time()),
+            TRANSITIONS["spawn"],
+            worker_pid=worker_pid,
+            worker_start_time=worker_start,
+            worker_started_at=time.time(),
         )
 
 
@@ -163,33 +145,17 @@ def finish_attempt(
     ledger: dict[str, Any] | None = None,
 ) -> bool:
     """Settle an attempt once, inside the caller's write transaction; False if already settled."""
-    ledger = ledger or {}
-    return _move(
+    return record_finish(
         conn,
         message_id,
-        "finish",
-        "outcome = ?, exit_code = ?, error_kind = ?, finished_at = ?, duration_seconds = ? - started_at,"
-        " diagnostics = ?, " + ", ".join(f"{c} = ?" for c in LEDGER_COLUMNS),
-        (
-            outcome,
-            exit_code,
-            error_kind,
-            now,
-            now,
-            json.dumps(diagnostics) if diagnostics else None,
-            *(ledger.get(c) for c in LEDGER_COLUMNS),
-        ),
+        TRANSITIONS["finish"],
+        outcome=outcome,
+        exit_code=exit_code,
+        error_kind=error_kind,
+        finished_at=now,
+        diagnostics=diagnostics,
+        ledger=ledger or {},
     )
-
-
-def get_attempt(conn: sqlite3.Connection, message_id: int) -> sqlite3.Row | None:
-    return conn.execute("SELECT * FROM dispatch_attempts WHERE message_id = ?", (message_id,)).fetchone()
-
-
-def unsettled_attempts(conn: sqlite3.Connection, agent: str) -> list[sqlite3.Row]:
-    return conn.execute(
-        "SELECT * FROM dispatch_attempts WHERE agent = ? AND state != 'finished' ORDER BY message_id", (agent,)
-    ).fetchall()
 
 
 def clean_diagnostics(raw: object) -> dict[str, Any] | None:

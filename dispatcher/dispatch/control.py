@@ -14,7 +14,9 @@ from typing import Any
 
 from ..locations import PROJECT_DIR, LocationsLike
 from ..private_files import open_private_lock
+from ..store.attempts import get_attempt
 from ..store.readonly import open_read_only
+from ..store.views import LedgerPart, ledger_totals
 from .paths import AgentPaths
 from .procs import flock_holder, start_time
 from .progress import read_progress, render_line
@@ -48,24 +50,12 @@ def _late_result_ids(settings: LocationsLike, last: dict) -> list[int] | None:
             return None
         try:
             conn.row_factory = sqlite3.Row
-            attempt = conn.execute(
-                "SELECT outcome, finished_at FROM dispatch_attempts WHERE message_id = ?", (last["message_id"],)
-            ).fetchone()
+            attempt = get_attempt(conn, last["message_id"])
             return late_result_ids(conn, last["message_id"], attempt) if attempt else []
         finally:
             conn.close()
     except sqlite3.Error:  # status is how one looks at a broken store: it never fails on one
         return None
-
-
-_TOTALS = """
-SELECT count(*), sum(cost_usd), sum(input_tokens), sum(output_tokens), sum(cost_overshoot_usd),
-       sum(finished_at >= :day), sum(CASE WHEN finished_at >= :day THEN cost_usd END),
-       sum(CASE WHEN finished_at >= :day THEN input_tokens END),
-       sum(CASE WHEN finished_at >= :day THEN output_tokens END),
-       sum(CASE WHEN finished_at >= :day THEN cost_overshoot_usd END)
-FROM dispatch_attempts WHERE agent = :agent AND state = 'finished'
-"""
 
 
 def _money(value: float | None) -> float | None:
@@ -74,19 +64,18 @@ def _money(value: float | None) -> float | None:
 
 def agent_totals(conn: sqlite3.Connection, agent: str, now: float) -> dict:
     """The agent's ledger: finished attempts, cost and tokens, today (since 00:00 UTC) and all time."""
-    day = now - now % 86400
-    row = conn.execute(_TOTALS, {"agent": agent, "day": day}).fetchone()
 
-    def part(n, cost, tokens_in, tokens_out, overshoot):
+    def part(p: LedgerPart) -> dict:
         return {
-            "attempts": n or 0,
-            "cost_usd": _money(cost),
-            "input_tokens": tokens_in,
-            "output_tokens": tokens_out,
-            "overshoot_usd": _money(overshoot),
+            "attempts": p.attempts,
+            "cost_usd": _money(p.cost_usd),
+            "input_tokens": p.input_tokens,
+            "output_tokens": p.output_tokens,
+            "overshoot_usd": _money(p.overshoot_usd),
         }
 
-    return {"all_time": part(*row[0:5]), "today": part(*row[5:10])}
+    all_time, today = ledger_totals(conn, agent, now - now % 86400)
+    return {"all_time": part(all_time), "today": part(today)}
 
 
 def _agent_totals(settings: LocationsLike, agent: str) -> dict | None:
@@ -227,7 +216,7 @@ def pending(settings: LocationsLike, agent: str) -> dict:
     ``held_interactive`` (waiting for a live interactive session to claim it, until
     ``interactive_grace_seconds`` pass: ``release_in_seconds``)."""
     from ..config import ConfigError, load_config
-    from ..store import SCHEMA_VERSION
+    from ..store import SCHEMA_VERSION, schema_version
     from . import queue
 
     report: dict[str, Any] = {
@@ -249,7 +238,7 @@ def pending(settings: LocationsLike, agent: str) -> dict:
     if conn is None:
         return report
     try:
-        if conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
+        if schema_version(conn) < SCHEMA_VERSION:
             report["error"] = "the store's schema is older; start the server or listener once to migrate it"
             return report
         now = time.time()

@@ -18,6 +18,7 @@ import sqlite3
 from dataclasses import dataclass
 
 from ..conversations import TRANSITIONS, effective_state
+from ..store.attempts import conversation_state, worker_replies
 from ..store.claims import claim_is_active
 from ..store.messages import fetch_message
 
@@ -81,26 +82,18 @@ def gather(conn: sqlite3.Connection, message_id: int, now: float) -> Evidence | 
     msg = fetch_message(conn, message_id)
     if msg is None:
         return None
-    replies = conn.execute(
-        "SELECT kind, text FROM messages WHERE reply_to = ? AND sender = ? AND recipient = ?"
-        " AND kind IN ('task', 'result') AND origin = 'agent'",
-        (message_id, msg["recipient"], msg["sender"]),
-    ).fetchall()
-    results = [r["text"] for r in replies if r["kind"] == "result"]
+    replies = worker_replies(conn, message_id, sender=msg["recipient"], recipient=msg["sender"])
+    results = [text for kind, text in replies if kind == "result"]
     blocked = sum(is_blocked_text(t) for t in results)
-    conv = None
-    if msg["conversation_id"] is not None:
-        conv = conn.execute(
-            "SELECT state, expires_at FROM conversations WHERE id = ?", (msg["conversation_id"],)
-        ).fetchone()
+    conv = None if msg["conversation_id"] is None else conversation_state(conn, msg["conversation_id"])
     return Evidence(
         is_review=msg["kind"] == "result",
         acknowledged=msg["acknowledged_at"] is not None,
         claim_active=claim_is_active(msg, now),
         results=len(results) - blocked,
         blocked_results=blocked,
-        follow_up=any(r["kind"] == "task" for r in replies),
-        conversation_state=None if conv is None else effective_state(conv["state"], conv["expires_at"], now),
+        follow_up=any(kind == "task" for kind, _ in replies),
+        conversation_state=None if conv is None else effective_state(*conv, now),
     )
 
 

@@ -11,28 +11,26 @@ import socket
 import sqlite3
 
 from ..store.connection import write_transaction
+from ..store.listeners import ListenerHolder, delete_listener, listener_holder, put_listener
 from .procs import is_same_process, start_time
 
 
-def holder_alive(row: sqlite3.Row | tuple | None, host: str) -> bool:
+def holder_alive(holder: ListenerHolder | None, host: str) -> bool:
     """Whether a lease row names a listener that is still running (only checkable on this host)."""
-    if row is None:
+    if holder is None:
         return False
-    pid, started, row_host = row[0], row[1], row[2]
-    return row_host == host and pid != os.getpid() and is_same_process(pid, started)
+    return holder.host == host and holder.pid != os.getpid() and is_same_process(holder.pid, holder.start_time)
 
 
 def acquire(conn: sqlite3.Connection, agent: str, runtime_dir: str, now: float) -> int | None:
     """Take the lease for this process; return None on success, else the live holder's pid."""
     host, pid = socket.gethostname(), os.getpid()
     with write_transaction(conn):
-        row = conn.execute("SELECT pid, start_time, host FROM listeners WHERE agent = ?", (agent,)).fetchone()
-        if holder_alive(row, host):
-            return row[0]
-        conn.execute(
-            "INSERT OR REPLACE INTO listeners (agent, pid, start_time, host, runtime_dir, started_at)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
-            (agent, pid, start_time(pid), host, runtime_dir, now),
+        holder = listener_holder(conn, agent)
+        if holder is not None and holder_alive(holder, host):
+            return holder.pid
+        put_listener(
+            conn, agent, pid=pid, start_time=start_time(pid), host=host, runtime_dir=runtime_dir, started_at=now
         )
     return None
 
@@ -40,6 +38,4 @@ def acquire(conn: sqlite3.Connection, agent: str, runtime_dir: str, now: float) 
 def release(conn: sqlite3.Connection, agent: str) -> None:
     """Give the lease back, if it is still ours."""
     with write_transaction(conn):
-        conn.execute(
-            "DELETE FROM listeners WHERE agent = ? AND pid = ? AND host = ?", (agent, os.getpid(), socket.gethostname())
-        )
+        delete_listener(conn, agent, pid=os.getpid(), host=socket.gethostname())

@@ -31,6 +31,7 @@ from ..logs import configure_logging, get_logger
 from ..private_files import open_private_lock
 from ..settings import BridgeSettings
 from ..store import Store, store_errors
+from ..store.changes import data_version
 from ..store.messages import cap_far_leases
 from . import lease, queue
 from .attempts import get_attempt
@@ -205,7 +206,7 @@ class Listener:
             with store_errors():
                 conn = store.connection()
                 # Read the change counter before looking, so a commit landing in between still wakes us.
-                self._seen = conn.execute("PRAGMA data_version").fetchone()[0]
+                self._seen = data_version(conn)
                 self._take_lease(conn)
                 if self.config is None or self.workspace_error:
                     # A missing workspace is refused like a bad config: nothing is dispatched.
@@ -324,7 +325,7 @@ class Listener:
                 continue
             try:  # (a plain try: this runs 50 times a second while idle)
                 conn = conn or store.connection()
-                if conn.execute("PRAGMA data_version").fetchone()[0] != self._seen:
+                if data_version(conn) != self._seen:
                     return
             except (sqlite3.Error, OSError, BridgeError):
                 return  # the next observation reports it

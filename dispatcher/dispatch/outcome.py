@@ -23,7 +23,7 @@ from ..conversations import block_conversation, exhaust_budget
 from ..logs import get_logger
 from ..store import write_transaction
 from ..store.messages import fetch_message, insert_message
-from .attempts import FAILURE_OUTCOMES, finish_attempt, ledger_fields
+from .attempts import FAILURE_OUTCOMES, finish_attempt, get_attempt, ledger_fields
 from .evidence import verdict
 
 log = get_logger("agent_bridge.dispatch")
@@ -125,10 +125,8 @@ def settle(
         outcome, error_kind = decide(
             found, evidence_kind, fallback, error_kind, (diagnostics or {}).get("cli_status"), exit_code
         )
-        cap_row = conn.execute(
-            "SELECT max_cost_usd FROM dispatch_attempts WHERE message_id = ?", (message_id,)
-        ).fetchone()
-        max_cost = cap_row["max_cost_usd"] if cap_row else None
+        attempt = get_attempt(conn, message_id)
+        max_cost = attempt["max_cost_usd"] if attempt else None
         ledger = ledger_fields(diagnostics, max_cost)
         if not finish_attempt(
             conn,
@@ -140,8 +138,8 @@ def settle(
             diagnostics=diagnostics,
             ledger=ledger,
         ):
-            row = conn.execute("SELECT outcome FROM dispatch_attempts WHERE message_id = ?", (message_id,)).fetchone()
-            return row["outcome"] if row else outcome
+            settled = get_attempt(conn, message_id)
+            return settled["outcome"] if settled else outcome
         message = fetch_message(conn, message_id)
         conversation_id = message["conversation_id"] if message is not None else None
         # The cost cap first: a conversation it stops is needs_human, not blocked by the failure below.

@@ -15,39 +15,20 @@ Everything that decides goes through ``dispatch_refusal``: the listener's scan
 (``next_dispatchable``), the barrier (``attempts.begin_attempt``), the backlog report
 (``classify``, for ``pending`` and ``recover``). SQL only pre-narrows by conditions
 every dispatchable message meets (recipient, unacknowledged, kind, never attempted,
-and for a scan, optionally, the age bound).
+and for a scan, optionally, the age bound): ``store.dispatchable``, which a test checks
+against this rule. Change both together.
 """
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..config import BridgeConfig
 from ..conversations import accepts_messages, effective_state
 from ..presence import has_wakeable_session
+from ..store import dispatchable
 from ..store.claims import claim_is_active
-
-_FACTS = """
-SELECT m.id, m.sender, m.recipient, m.kind, m.created_at, m.acknowledged_at, m.claim_owner,
-       m.claim_expires_at, m.conversation_id,
-       EXISTS (SELECT 1 FROM dispatch_attempts AS a WHERE a.message_id = m.id) AS attempted,
-       c.state, c.expires_at, c.initiator, c.in_flight_message_id
-FROM messages AS m
-LEFT JOIN conversations AS c ON c.id = m.conversation_id
-"""
-# Necessary conditions only (the partial index messages_unacknowledged serves the first two).
-_SCAN = (
-    _FACTS  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
-    + """
-WHERE m.recipient = :agent
-  AND m.acknowledged_at IS NULL
-  AND m.kind IN ('task', 'result')
-  AND NOT EXISTS (SELECT 1 FROM dispatch_attempts AS a WHERE a.message_id = m.id)
-  AND m.created_at >= :oldest
-ORDER BY m.id
-"""
-)
-_ONE = _FACTS + "WHERE m.id = :id"
 
 
 @dataclass(frozen=True)
@@ -135,12 +116,12 @@ def _grace(config: BridgeConfig, agent: str) -> int:
     return config.agents[agent].interactive_grace_seconds if agent in config.agents else 0
 
 
-def _facts(conn: sqlite3.Connection, cursor: sqlite3.Cursor, now: float, config: BridgeConfig) -> Iterator[Candidate]:
-    names = [d[0] for d in cursor.description]
+def _facts(
+    conn: sqlite3.Connection, rows: Iterable[dict[str, Any]], now: float, config: BridgeConfig
+) -> Iterator[Candidate]:
     # Sessions matter only to an agent with a grace: no /proc probe on a scan otherwise.
     wakeable: dict[str, bool] = {a: False for a, c in config.agents.items() if c.interactive_grace_seconds == 0}
-    for values in cursor:
-        row = dict(zip(names, values, strict=True))
+    for row in rows:
         standalone = row["conversation_id"] is None
         if row["recipient"] not in wakeable:  # looked up once per scan
             wakeable[row["recipient"]] = has_wakeable_session(conn, row["recipient"])
@@ -164,11 +145,12 @@ def _facts(conn: sqlite3.Connection, cursor: sqlite3.Cursor, now: float, config:
 
 
 def message_facts(conn: sqlite3.Connection, message_id: int, now: float, config: BridgeConfig) -> Candidate | None:
-    return next(_facts(conn, conn.execute(_ONE, {"id": message_id}), now, config), None)
+    row = dispatchable.message_facts(conn, message_id)
+    return None if row is None else next(_facts(conn, [row], now, config))
 
 
 def _scan(conn: sqlite3.Connection, agent: str, now: float, oldest: float, config: BridgeConfig) -> Iterator[Candidate]:
-    return _facts(conn, conn.execute(_SCAN, {"agent": agent, "oldest": oldest}), now, config)
+    return _facts(conn, dispatchable.scan_facts(conn, agent, oldest), now, config)
 
 
 def next_dispatchable(conn: sqlite3.Connection, agent: str, config: BridgeConfig, now: float) -> Candidate | None:

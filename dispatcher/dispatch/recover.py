@@ -14,6 +14,7 @@ from ..errors import DispatchRefused
 from ..logs import configure_logging
 from ..settings import BridgeSettings
 from ..store import open_store
+from ..store.messages import fetch_message
 from . import queue
 from .attempts import get_attempt
 from .paths import AgentPaths
@@ -45,9 +46,9 @@ def dispatch_one(settings: BridgeSettings, message_id: int) -> dict:
     config = load_config(settings.config_path())
     conn = open_store(settings.db)
     try:
-        row = conn.execute("SELECT recipient FROM messages WHERE id = ?", (message_id,)).fetchone()
-        if row is not None:
-            _log_to(settings, row[0])
+        message = fetch_message(conn, message_id)
+        if message is not None:
+            _log_to(settings, message["recipient"])
         supervise(settings, config, message_id, manual=True)
         return _attempt_summary(conn, message_id)
     finally:

@@ -9,6 +9,7 @@ is extended; a released or expired claim is never revived and no lease is shorte
 
 import sqlite3
 
+from ..store.attempts import active_claim, extend_claim
 from ..store.connection import write_transaction
 
 RENEW_EVERY_SECONDS = 30.0
@@ -26,12 +27,8 @@ def renew_worker_claim(
 ) -> bool:
     """Extend the worker's active claim on ``message_id`` to ``until``; True if extended."""
     with write_transaction(conn):
-        row = conn.execute(
-            "SELECT claim_owner, claim_expires_at FROM messages WHERE id = ? AND acknowledged_at IS NULL"
-            " AND claim_owner IS NOT NULL AND claim_expires_at > ?",
-            (message_id, now),
-        ).fetchone()
-        if row is None or owner_pid(row[0]) not in worker_pids or row[1] >= until:
+        claim = active_claim(conn, message_id, now)
+        if claim is None or owner_pid(claim[0]) not in worker_pids or claim[1] >= until:
             return False
-        conn.execute("UPDATE messages SET claim_expires_at = ? WHERE id = ?", (until, message_id))
+        extend_claim(conn, message_id, until)
     return True

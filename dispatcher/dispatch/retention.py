@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..logs import get_logger
+from ..store.attempts import attempt_state
 
 PRUNE_EVERY_SECONDS = 3600.0
 DAY_SECONDS = 86400.0
@@ -58,16 +59,14 @@ def scan(conn: sqlite3.Connection, attempts_root: Path) -> list[AttemptDir]:
     for entry in entries:
         if not entry.name.isdigit() or not entry.is_dir(follow_symlinks=False):
             continue
-        row = conn.execute(
-            "SELECT agent, state, finished_at FROM dispatch_attempts WHERE message_id = ?", (int(entry.name),)
-        ).fetchone()
+        attempt = attempt_state(conn, int(entry.name))
         found.append(
             AttemptDir(
                 message_id=int(entry.name),
                 mtime=entry.stat(follow_symlinks=False).st_mtime,
-                agent=row[0] if row else None,
-                state=row[1] if row else None,
-                finished_at=row[2] if row else None,
+                agent=attempt.agent if attempt else None,
+                state=attempt.state if attempt else None,
+                finished_at=attempt.finished_at if attempt else None,
             )
         )
     return found

@@ -45,13 +45,14 @@ def _unread(locations: Locations, agents: list[str]) -> dict[str, int]:
 
     from ..inbox import inbox_summary
     from ..store.readonly import open_read_only
+    from ..store.views import limit_busy_wait
 
     try:
         conn = open_read_only(locations.db)
         if conn is None:
             return {}
         try:
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_MS}")  # a status line never waits long
+            limit_busy_wait(conn, BUSY_MS)  # a status line never waits long
             now = time.time()
             return {agent: inbox_summary(conn, agent, now).unread for agent in agents}
         finally:

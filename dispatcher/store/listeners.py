@@ -1,0 +1,39 @@
+"""The ``listeners`` table: one row per agent, the store-side lease of its listener."""
+
+import sqlite3
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ListenerHolder:
+    pid: int
+    start_time: float | None
+    host: str
+
+
+def listener_holder(conn: sqlite3.Connection, agent: str) -> ListenerHolder | None:
+    row = conn.execute("SELECT pid, start_time, host FROM listeners WHERE agent = ?", (agent,)).fetchone()
+    return None if row is None else ListenerHolder(*tuple(row))
+
+
+def put_listener(
+    conn: sqlite3.Connection,
+    agent: str,
+    *,
+    pid: int,
+    start_time: float | None,
+    host: str,
+    runtime_dir: str,
+    started_at: float,
+) -> None:
+    """Make this the agent's row, replacing any other."""
+    conn.execute(
+        "INSERT OR REPLACE INTO listeners (agent, pid, start_time, host, runtime_dir, started_at)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        (agent, pid, start_time, host, runtime_dir, started_at),
+    )
+
+
+def delete_listener(conn: sqlite3.Connection, agent: str, *, pid: int, host: str) -> None:
+    """Remove the agent's row if it names this process."""
+    conn.execute("DELETE FROM listeners WHERE agent = ? AND pid = ? AND host = ?", (agent, pid, host))

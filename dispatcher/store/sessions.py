@@ -1,0 +1,99 @@
+"""The ``sessions`` table: one row per MCP server process (presence.py decides what a row means)."""
+
+import json
+import sqlite3
+from dataclasses import dataclass
+
+from .connection import inserted_id
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    """A session row as stored; ``wake_paths`` is the raw JSON text (presence reads it)."""
+
+    id: int
+    agent: str
+    role: str
+    host: str
+    pid: int
+    start_time: float | None
+    client_pid: int | None
+    client_name: str | None
+    client_version: str | None
+    started_at: float
+    last_call_at: float | None
+    wake_paths: str
+
+
+_SELECT = (
+    "SELECT id, agent, role, host, pid, start_time, client_pid, client_name, client_version, started_at,"
+    " last_call_at, wake_paths FROM sessions"
+)
+
+
+def session_records(conn: sqlite3.Connection, agent: str | None = None) -> list[SessionRecord]:
+    """Every session row (of ``agent``), oldest first."""
+    if agent is None:
+        rows = conn.execute(_SELECT + " ORDER BY id")
+    else:
+        rows = conn.execute(_SELECT + " WHERE agent = ? ORDER BY id", (agent,))
+    return [SessionRecord(*tuple(row)) for row in rows]
+
+
+def insert_session(
+    conn: sqlite3.Connection,
+    *,
+    agent: str,
+    role: str,
+    host: str,
+    pid: int,
+    start_time: float | None,
+    client_pid: int | None,
+    started_at: float,
+) -> int:
+    cur = conn.execute(
+        "INSERT INTO sessions (agent, role, host, pid, start_time, client_pid, started_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (agent, role, host, pid, start_time, client_pid, started_at),
+    )
+    return inserted_id(cur)
+
+
+def delete_session(conn: sqlite3.Connection, session_id: int) -> bool:
+    """True when the row was there."""
+    return conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount == 1
+
+
+def set_client(conn: sqlite3.Connection, session_id: int, name: str | None, version: str | None) -> None:
+    conn.execute("UPDATE sessions SET client_name = ?, client_version = ? WHERE id = ?", (name, version, session_id))
+
+
+def set_last_call(conn: sqlite3.Connection, session_id: int, at: float) -> None:
+    conn.execute("UPDATE sessions SET last_call_at = ? WHERE id = ?", (at, session_id))
+
+
+def stored_wake_paths(conn: sqlite3.Connection, session_id: int) -> str | None:
+    """The row's raw ``wake_paths`` JSON; None when the session is gone."""
+    row = conn.execute("SELECT wake_paths FROM sessions WHERE id = ?", (session_id,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def set_wake_paths(conn: sqlite3.Connection, session_id: int, paths: list[str]) -> None:
+    conn.execute("UPDATE sessions SET wake_paths = ? WHERE id = ?", (json.dumps(paths), session_id))
+
+
+def newest_session_of_client(conn: sqlite3.Connection, agent: str, client_pid: int, host: str) -> int | None:
+    """The newest session of ``agent`` started by the CLI process ``client_pid`` on ``host``."""
+    row = conn.execute(
+        "SELECT id FROM sessions WHERE agent = ? AND client_pid = ? AND host = ? ORDER BY id DESC",
+        (agent, client_pid, host),
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def may_have_wakeable_session(conn: sqlite3.Connection, agent: str) -> bool:
+    """Necessary for a wakeable session: an interactive row of ``agent`` with any wake path
+    (cheap; liveness and which paths wake are presence's to judge)."""
+    row = conn.execute(
+        "SELECT 1 FROM sessions WHERE agent = ? AND role = 'interactive' AND wake_paths != '[]' LIMIT 1", (agent,)
+    ).fetchone()
+    return row is not None
