@@ -15,12 +15,12 @@ import sqlite3
 import stat
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from . import clock
 from .locations import Locations
 from .store.readonly import open_read_only, store_is_idle
 
@@ -604,7 +604,7 @@ def check_statusline(ctx: Context) -> list[Finding]:
     command = [sys.executable, "-c", "from dispatcher.dispatch.statusline import main; main()"]
     from .locations import PROJECT_DIR
 
-    began = time.monotonic()
+    began = clock.monotonic()
     try:
         done = subprocess.run(  # noqa: S603 - our own interpreter and status line, fixed arguments
             command,
@@ -623,7 +623,7 @@ def check_statusline(ctx: Context) -> list[Finding]:
                 "run `agent-bridge-statusline` by hand and see what it waits for",
             )
         ]
-    took = time.monotonic() - began
+    took = clock.monotonic() - began
     line = done.stdout.strip()
     found = []
     if done.returncode != 0 or not line or "unavailable" in line:
@@ -680,7 +680,7 @@ def _claude_settings() -> Finding:
 def check_stale(ctx: Context) -> list[Finding]:
     from .dispatch.procs import is_same_process
 
-    conn, found, now = ctx.store(), [], time.time()
+    conn, found, now = ctx.store(), [], clock.now()
     conn.row_factory = sqlite3.Row
     agents = sorted(ctx.config.agents) if ctx.config is not None else []
     for row in conn.execute(

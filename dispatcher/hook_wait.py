@@ -37,6 +37,7 @@ import signal
 import time
 from pathlib import Path
 
+from . import clock
 from .hook_rules import Verdict, decide_wait, release_wait
 
 WAIT_DEFAULT_SECONDS = 3600
@@ -219,7 +220,7 @@ def _watch(
     if not hooks.valid_agent(agent) or hook_input is None:
         return 0, "wait_refused"
     key = hooks.session_key(hook_input.get("session_id", hook_input.get("sessionId")))
-    deadline = time.monotonic() + seconds
+    deadline = clock.monotonic() + seconds
     token = f"{os.getpid()}-{secrets.token_hex(6)}"
     conn = open_read_only(locations.db, live=True)
     if conn is None:
@@ -228,11 +229,11 @@ def _watch(
         inode = os.stat(locations.db).st_ino
 
         def look(start: bool):
-            summary = inbox_summary(conn, agent, time.time())
+            summary = inbox_summary(conn, agent, clock.now())
             waiting = tuple(w.id for w in summary.first) + ((summary.newest_id,) if summary.newest_id else ())
             with _blocked():  # the clock is read under the session's lock: hooks decide in order
                 verdict, mtime = hooks.update_state(
-                    runtime, agent, key, lambda state: decide_wait(waiting, state, time.time(), token, start=start)
+                    runtime, agent, key, lambda state: decide_wait(waiting, state, clock.now(), token, start=start)
                 )
                 if verdict.announce:
                     hooks.emit(hooks.render("claude", "Stop", hooks.notice(wake_line(summary)), True))
@@ -271,10 +272,10 @@ def _poll(
 
     known = set(verdict.state.announced)
     version = conn.execute("PRAGMA data_version").fetchone()[0]
-    next_parent_check = time.monotonic() + PARENT_CHECK_SECONDS
+    next_parent_check = clock.monotonic() + PARENT_CHECK_SECONDS
     while True:
         time.sleep(POLL_SECONDS)
-        now_m = time.monotonic()
+        now_m = clock.monotonic()
         if now_m >= deadline:
             return 0, "wait_bound"
         if now_m >= next_parent_check:
@@ -293,7 +294,7 @@ def _poll(
         version = new_version
         if new_mtime == mtime and verdict.why != "wait_gap":
             # only the store moved: look under the lock only when an unknown id waits
-            summary = inbox_summary(conn, agent, time.time())
+            summary = inbox_summary(conn, agent, clock.now())
             waiting = {w.id for w in summary.first} | ({summary.newest_id} if summary.newest_id else set())
             if waiting <= known:
                 continue

@@ -21,12 +21,12 @@ import os
 import re
 import socket
 import sqlite3
-import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import clock
 from .errors import BridgeError
 from .locations import LocationsLike
 from .logs import get_logger
@@ -406,7 +406,7 @@ def who_tool(
         raise BridgeError("unknown_agent", f"agent {only!r} is not declared; declared agents: {', '.join(agents)}.")
     with write_transaction(conn):
         prune_dead(conn)
-    return who_report(conn, [only] if only else agents, settings, time.time())
+    return who_report(conn, [only] if only else agents, settings, clock.now())
 
 
 # -- the server's side -----------------------------------------------------------------------
@@ -431,7 +431,7 @@ class ServerPresence:
                 pid=pid,
                 start_time=start_time(pid),
                 client_pid=client_pid_of(pid),
-                now=time.time(),
+                now=clock.now(),
             )
         except (sqlite3.Error, OSError, BridgeError) as exc:
             log.warning("session_register_failed", agent=agent, error=type(exc).__name__)
@@ -455,7 +455,7 @@ class ServerPresence:
         self._write("client", set_client, info.get("name"), info.get("version"))
 
     def on_call(self, now: float | None = None) -> None:
-        now = time.time() if now is None else now
+        now = clock.now() if now is None else now
         if should_touch(self._last_touch, now):
             self._last_touch = now
             self._write("touch", touch, now)
@@ -508,7 +508,7 @@ def who_cli(settings: LocationsLike, only: str | None = None) -> dict[str, Any]:
                 "the store's schema is older than this agent-bridge; start the "
                 "server or a listener once to migrate it, then run `agent-bridge who` again.",
             )
-        return who_report(conn, agents, settings, time.time())
+        return who_report(conn, agents, settings, clock.now())
     except sqlite3.Error as exc:
         raise BridgeError(
             "store_unavailable",

@@ -49,6 +49,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from . import clock
 from .clock import iso
 from .errors import BridgeError
 
@@ -176,7 +177,7 @@ class _Pacer:
         self.size = BATCH_ROWS
 
     def held(self, started: float, acquired: float) -> None:
-        ended = time.monotonic()
+        ended = clock.monotonic()
         took, hold = ended - started, ended - acquired
         self.report.batches += 1
         self.report.max_batch_seconds = max(self.report.max_batch_seconds, took)
@@ -192,7 +193,7 @@ class _Pacer:
 
 def _begin(conn: sqlite3.Connection, dry_run: bool) -> float:
     conn.execute("BEGIN" if dry_run else "BEGIN IMMEDIATE")
-    return time.monotonic()
+    return clock.monotonic()
 
 
 def _prune_messages(conn, params, report: PruneReport, pacer: _Pacer, dry_run: bool) -> list[int]:
@@ -205,7 +206,7 @@ def _prune_messages(conn, params, report: PruneReport, pacer: _Pacer, dry_run: b
         if window is None:
             break
         lo, hi = window
-        started = time.monotonic()
+        started = clock.monotonic()
         acquired = _begin(conn, dry_run)
         try:
             ids = _window(conn, lo, hi, params)
@@ -243,7 +244,7 @@ def _prune_by_id(conn, params, pacer: _Pacer, dry_run: bool, select_sql: str, ac
     each handed to ``act(ids, ids_json)`` inside its own transaction, until none is left."""
     last = 0
     while True:
-        started = time.monotonic()
+        started = clock.monotonic()
         acquired = _begin(conn, dry_run)
         try:
             ids = [r[0] for r in conn.execute(select_sql, {**params, "last": last, "batch": pacer.size})]
@@ -335,8 +336,8 @@ def prune(
     compact: bool = False,
 ) -> PruneReport:
     """Apply the retention rules once on an open store connection (autocommit mode)."""
-    started = time.monotonic()
-    now = time.time() if now is None else now
+    started = clock.monotonic()
+    now = clock.now() if now is None else now
     cutoff = now - older_than_seconds
     report = PruneReport(older_than_seconds=older_than_seconds, cutoff=cutoff, dry_run=dry_run)
     params = {"cutoff": cutoff, "now": now}
@@ -353,7 +354,7 @@ def prune(
     if compact and not dry_run:
         conn.execute("VACUUM")
         report.compacted = True
-    report.seconds = time.monotonic() - started
+    report.seconds = clock.monotonic() - started
     return report
 
 

@@ -11,9 +11,9 @@ recorded); a finished attempt never moves again.
 import json
 import re
 import sqlite3
-import time
 from typing import Any
 
+from .. import clock
 from ..config import BridgeConfig
 from ..errors import AlreadyAttempted, DispatchRefused
 from ..rows import fetch_existing_message
@@ -112,7 +112,7 @@ def mark_spawned(conn: sqlite3.Connection, message_id: int, worker_pid: int, wor
             message_id,
             "spawn",
             "worker_pid = ?, worker_start_time = ?, worker_started_at = ?",
-            (worker_pid, worker_start, time.time()),
+            (worker_pid, worker_start, clock.now()),
         )
 
 

@@ -12,6 +12,7 @@ import sys
 import time
 from typing import Any
 
+from .. import clock
 from ..locations import PROJECT_DIR, LocationsLike
 from ..private_files import open_private_lock
 from ..store.readonly import open_read_only
@@ -96,7 +97,7 @@ def _agent_totals(settings: LocationsLike, agent: str) -> dict | None:
         if conn is None:
             return None
         try:
-            return agent_totals(conn, agent, time.time())
+            return agent_totals(conn, agent, clock.now())
         finally:
             conn.close()
     except sqlite3.Error:
@@ -120,7 +121,7 @@ def listener_status(
         stage = "stopped"
     elif problem == "missing_file":
         started = start_time(holder)
-        young = started is not None and time.time() - started < STARTUP_GRACE_SECONDS
+        young = started is not None and clock.now() - started < STARTUP_GRACE_SECONDS
         stage, state = ("starting", None) if young else ("unknown", "missing_file")
     elif problem == "unreadable":
         stage, state = "unknown", "unreadable"
@@ -210,8 +211,8 @@ def enable(settings: LocationsLike, agent: str, wait_seconds: float = 10.0) -> d
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
-    deadline = time.monotonic() + wait_seconds
-    while (holder := flock_holder(paths.lock)) is None and time.monotonic() < deadline:
+    deadline = clock.monotonic() + wait_seconds
+    while (holder := flock_holder(paths.lock)) is None and clock.monotonic() < deadline:
         time.sleep(0.05)
     return {"agent": agent, "enabled": True, "running": holder is not None, "pid": holder, "started": how}
 
@@ -252,7 +253,7 @@ def pending(settings: LocationsLike, agent: str) -> dict:
         if conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
             report["error"] = "the store's schema is older; start the server or listener once to migrate it"
             return report
-        now = time.time()
+        now = clock.now()
         backlog = queue.classify(conn, agent, config, now)
         for key in ("dispatchable", "held_auto_off", "stale"):
             report[key] = [

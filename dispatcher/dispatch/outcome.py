@@ -16,9 +16,9 @@ own outcome kind, a failure: the sender gets a system notice), anything else ``f
 """
 
 import sqlite3
-import time
 from collections.abc import Callable
 
+from .. import clock
 from ..conversations import block_conversation, exhaust_budget
 from ..logs import get_logger
 from ..rows import fetch_message, insert_message
@@ -119,7 +119,7 @@ def settle(
     Returns the outcome; when another process settled the attempt first, theirs.
     ``before_commit`` runs inside the transaction just before COMMIT (crash-point tests).
     """
-    now = time.time() if now is None else now
+    now = clock.now() if now is None else now
     with write_transaction(conn):
         found, evidence_kind = verdict(conn, message_id, now)
         outcome, error_kind = decide(

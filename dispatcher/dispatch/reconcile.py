@@ -7,8 +7,8 @@ attempt's token in its environment (a daemonised grandchild too).
 """
 
 import sqlite3
-import time
 
+from .. import clock
 from .attempts import unsettled_attempts
 from .outcome import settle
 from .paths import AgentPaths
@@ -41,7 +41,7 @@ def reconcile(conn: sqlite3.Connection, paths: AgentPaths) -> bool:
         action = decide(
             supervisor_alive=supervisor_alive,
             worker_alive=leader_alive or bool(tree),
-            now=time.time(),
+            now=clock.now(),
             deadline=attempt["deadline"],
         )
         if action == BUSY:

@@ -15,10 +15,10 @@ import secrets
 import sqlite3
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import clock
 from ..config import BridgeConfig
 from ..errors import BridgeError
 from ..logs import get_logger
@@ -187,7 +187,7 @@ def supervise(settings: BridgeSettings, config: BridgeConfig, message_id: int, *
 
 
 def _supervise(conn, settings: BridgeSettings, config: BridgeConfig, message_id: int, manual: bool) -> str:
-    now = time.time()
+    now = clock.now()
     token = secrets.token_hex(16)
     message = begin_attempt(
         conn,
@@ -278,7 +278,7 @@ def _wait_renewing_claim(conn, proc: subprocess.Popen, message_id: int, token: s
     """Wait for the worker until ``deadline``, renewing its claim; True when it timed out."""
     interval = faults.renew_interval(RENEW_EVERY_SECONDS)
     while proc.poll() is None:
-        remaining = deadline - time.time()
+        remaining = deadline - clock.now()
         if remaining <= 0:
             return True
         try:
@@ -289,7 +289,7 @@ def _wait_renewing_claim(conn, proc: subprocess.Popen, message_id: int, token: s
 
 
 def _renew(conn, message_id: int, token: str, deadline: float) -> None:
-    now = time.time()
+    now = clock.now()
     if now >= deadline:
         return
     try:
