@@ -678,7 +678,7 @@ def _claude_settings() -> Finding:
 
 
 def check_stale(ctx: Context) -> list[Finding]:
-    from .dispatch.procs import is_same_process
+    from .processes import is_same_process
 
     conn, found, now = ctx.store(), [], clock.now()
     conn.row_factory = sqlite3.Row

@@ -37,7 +37,7 @@ import signal
 import time
 from pathlib import Path
 
-from . import clock
+from . import clock, processes
 from .hook_rules import Verdict, decide_wait, release_wait
 
 WAIT_DEFAULT_SECONDS = 3600
@@ -46,6 +46,7 @@ WAIT_MAX_SECONDS = 86400
 TIMEOUT_MARGIN_SECONDS = 30
 POLL_SECONDS = 0.25
 PARENT_CHECK_SECONDS = 1.0
+CLAUDE_MAX_DEPTH = 8  # how far above the hook Claude may be (a shell or two between)
 _SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 
 
@@ -86,53 +87,18 @@ def claude_backgrounds(argv: list[str], stdout_is_tty: bool | None) -> bool:
     return stdout_is_tty is True
 
 
-def _stat_fields(pid: int) -> list[str] | None:
-    """/proc/<pid>/stat after the command name: [state, ppid, ..., starttime at index 19]."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return None
-    tail = raw[raw.rfind(b")") + 2 :].split()
-    return [f.decode("ascii", "replace") for f in tail] if len(tail) > 19 else None
-
-
-def _start_time(pid: int) -> str | None:
-    fields = _stat_fields(pid)
-    return None if fields is None else fields[19]
-
-
-def _is_ancestor(pid: int, depth: int = 8) -> bool:
-    current = os.getpid()
-    for _ in range(depth):
-        fields = _stat_fields(current)
-        if fields is None or not fields[1].isdigit():
-            return False
-        current = int(fields[1])
-        if current == pid:
-            return True
-        if current <= 1:
-            return False
-    return False
-
-
-def claude_process(environ) -> tuple[int, str] | None:
-    """(pid, /proc start time) of the Claude Code process that runs this hook when it runs it in
-    the background; None otherwise (not under Claude, or in the foreground, or unsure)."""
+def claude_process(environ) -> tuple[int, float] | None:
+    """(pid, start time) of the Claude Code process that runs this hook when it runs it in the
+    background; None otherwise (not under Claude, or in the foreground, or unsure)."""
     raw = environ.get("CLAUDE_PID", "")
-    if not raw.isdigit() or int(raw) <= 1 or not _is_ancestor(int(raw)):
+    if not raw.isdigit() or int(raw) <= 1 or int(raw) not in processes.ancestors()[:CLAUDE_MAX_DEPTH]:
         return None
     pid = int(raw)
-    try:
-        argv = [a.decode("utf-8", "replace") for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")]
-    except OSError:
+    argv = processes.command_line(pid)
+    if argv is None:
         return None
-    try:
-        out = os.readlink(f"/proc/{pid}/fd/1")
-        tty = out.startswith(("/dev/pts/", "/dev/tty"))
-    except OSError:
-        tty = None
-    start = _start_time(pid)
-    if start is None or not claude_backgrounds([a for a in argv if a != ""] or [""], tty):
+    start = processes.start_time(pid)
+    if start is None or not claude_backgrounds([a for a in argv if a != ""] or [""], processes.stdout_is_terminal(pid)):
         return None
     return pid, start
 
@@ -185,7 +151,7 @@ def main_wait(cli: str, agent: str | None, wait: str | None) -> int:
     return 0
 
 
-def _wait(agent: str | None, raw: bytes, seconds: int, claude: tuple[int, str]) -> int:
+def _wait(agent: str | None, raw: bytes, seconds: int, claude: tuple[int, float]) -> int:
     """Never raises (but ``_Ended``): a failure is exit 0 and one log line."""
     from . import hooks
 
@@ -209,7 +175,7 @@ def _wait(agent: str | None, raw: bytes, seconds: int, claude: tuple[int, str]) 
 
 
 def _watch(
-    locations, runtime: Path, agent: str | None, raw: bytes, seconds: int, claude: tuple[int, str]
+    locations, runtime: Path, agent: str | None, raw: bytes, seconds: int, claude: tuple[int, float]
 ) -> tuple[int, str]:
     from . import hooks
     from .inbox import inbox_summary, wake_line
@@ -260,7 +226,7 @@ def _poll(
     agent: str,
     key: str,
     deadline: float,
-    claude: tuple[int, str],
+    claude: tuple[int, float],
     inode: int,
     look,
     verdict,
@@ -280,7 +246,7 @@ def _poll(
             return 0, "wait_bound"
         if now_m >= next_parent_check:
             next_parent_check = now_m + PARENT_CHECK_SECONDS
-            if _start_time(claude[0]) != claude[1]:
+            if not processes.is_same_process(*claude):
                 return 0, "wait_claude_gone"
             try:
                 if os.stat(locations.db).st_ino != inode:

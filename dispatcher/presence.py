@@ -7,8 +7,8 @@ once every ``TOUCH_EVERY_SECONDS``: no write per call) and the wake paths it has
 removes its row on a clean exit. A row whose process died (kill -9, a crash) is removed
 lazily: when a new session registers, and when the ``who`` tool reads.
 
-Liveness is one pure function, ``liveness``: a session is ``alive`` when its pid runs
-with the recorded start time on this host; ``dead`` when it does not (gone, a zombie, or a
+Liveness is the one rule of process identity, ``processes.liveness``: a session is
+``alive`` when its pid runs with the recorded start time on this host; ``dead`` when it does not (gone, a zombie, or a
 recycled pid); ``unknown`` for a row of another host (this host cannot see its process).
 No heartbeats: ``last_call_at`` is telemetry for "idle for", never evidence of life.
 
@@ -19,14 +19,13 @@ No MCP SDK import here: the server wires ``ServerPresence`` in (``serve`` and
 import json
 import os
 import re
-import socket
 import sqlite3
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import clock
+from . import clock, processes
 from .errors import BridgeError
 from .locations import LocationsLike
 from .logs import get_logger
@@ -39,10 +38,7 @@ WAKE_PATHS = ("hook", "monitor", "channel", "resource")
 # The paths that put a notice in front of the model. A resource subscription is recorded but
 # does not count: Claude Code and Codex never start a turn on `resources/updated`.
 WAKING_PATHS = ("hook", "monitor", "channel")
-LIVENESS = ("alive", "dead", "unknown")
 TOUCH_EVERY_SECONDS = 5.0
-# /proc start times come in clock ticks; the same process agrees far closer (as procs does).
-SAME_START_TOLERANCE = 0.05
 # A client's name and version are shown as names: anything else is dropped, not shown.
 _CLIENT_TEXT = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._:@/+()-]{0,63}")
 # Where the handshake-free protocol (2026-07-28) carries the client's name on every request.
@@ -54,19 +50,6 @@ log = get_logger("agent_bridge.presence")
 
 
 # -- the decisions (pure) --------------------------------------------------------------------
-def liveness(host: str, start_time: float | None, *, here: str, observed_start: float | None) -> str:
-    """``alive`` iff the row is of this host and its pid runs with the recorded start time.
-
-    ``observed_start``: the start time of the process now running under the row's pid
-    (None: no such process, or a zombie). A row of another host is ``unknown``, never dead.
-    """
-    if host != here:
-        return "unknown"
-    if start_time is None or observed_start is None:
-        return "dead"
-    return "alive" if abs(observed_start - start_time) < SAME_START_TOLERANCE else "dead"
-
-
 def should_touch(last_touch: float | None, now: float, every: float = TOUCH_EVERY_SECONDS) -> bool:
     """Whether a tool call at ``now`` writes ``last_call_at`` (the first always does;
     then at most once every ``every`` seconds; a clock that went back writes again)."""
@@ -95,36 +78,9 @@ def wake_paths_of(raw: object) -> list[str]:
 
 
 # -- process evidence ------------------------------------------------------------------------
-def this_host() -> str:
-    return socket.gethostname()
-
-
-def observed_start(pid: int) -> float | None:
-    """The start time of the process running under ``pid`` now; None when none (or a zombie)."""
-    import psutil
-
-    if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
-        return None
-    try:
-        proc = psutil.Process(pid)
-        if proc.status() == psutil.STATUS_ZOMBIE:
-            return None
-        return proc.create_time()
-    except (psutil.Error, ValueError, OverflowError):
-        return None
-
-
 def client_pid_of(pid: int) -> int | None:
     """The CLI process that started the server ``pid``: its parent, above any ``uv`` wrapper."""
-    import psutil
-
-    try:
-        parent = psutil.Process(pid).parent()
-        while parent is not None and parent.name() in _WRAPPERS:
-            parent = parent.parent()
-        return None if parent is None else parent.pid
-    except psutil.Error:
-        return None
+    return processes.nearest_ancestor(pid, skipping=_WRAPPERS)
 
 
 Probe = Callable[[int], float | None]
@@ -171,10 +127,10 @@ _COLUMNS = (
 
 
 def sessions(
-    conn: sqlite3.Connection, agent: str | None = None, *, here: str | None = None, probe: Probe = observed_start
+    conn: sqlite3.Connection, agent: str | None = None, *, here: str | None = None, probe: Probe = processes.start_time
 ) -> list[Session]:
     """Every session row (of ``agent``), each with its liveness, oldest first."""
-    here = this_host() if here is None else here
+    here = processes.this_host() if here is None else here
     where, params = ("WHERE agent = ?", (agent,)) if agent is not None else ("", ())
     found = []
     for row in conn.execute(f"SELECT {_COLUMNS} FROM sessions {where} ORDER BY id", params):  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
@@ -194,13 +150,13 @@ def sessions(
                 started,
                 last,
                 tuple(wake_paths_of(paths)),
-                liveness(host, start, here=here, observed_start=seen),
+                processes.liveness(host, start, here=here, observed_start=seen),
             )
         )
     return found
 
 
-def prune_dead(conn: sqlite3.Connection, *, here: str | None = None, probe: Probe = observed_start) -> int:
+def prune_dead(conn: sqlite3.Connection, *, here: str | None = None, probe: Probe = processes.start_time) -> int:
     """Remove this host's rows whose process is gone; inside the caller's transaction or alone."""
     dead = [s.id for s in sessions(conn, here=here, probe=probe) if s.liveness == "dead"]
     for sid in dead:
@@ -218,12 +174,12 @@ def register_session(
     client_pid: int | None,
     now: float,
     here: str | None = None,
-    probe: Probe = observed_start,
+    probe: Probe = processes.start_time,
 ) -> int:
     """Clean this host's dead rows and add this process's row; returns its id."""
     if role not in ROLES:
         raise BridgeError("invalid_role", f"a session's role is one of {', '.join(ROLES)}, not {role!r}.")
-    here = this_host() if here is None else here
+    here = processes.this_host() if here is None else here
     with write_transaction(conn):
         removed = prune_dead(conn, here=here, probe=probe)
         cur = conn.execute(
@@ -328,7 +284,7 @@ def session_of_client(conn: sqlite3.Connection, agent: str, client_pid: int) -> 
     (how a hook, a child of that CLI, finds the session it speaks for)."""
     row = conn.execute(
         "SELECT id FROM sessions WHERE agent = ? AND client_pid = ? AND host = ? ORDER BY id DESC",
-        (agent, client_pid, this_host()),
+        (agent, client_pid, processes.this_host()),
     ).fetchone()
     return None if row is None else row[0]
 
@@ -336,20 +292,14 @@ def session_of_client(conn: sqlite3.Connection, agent: str, client_pid: int) -> 
 def session_of_ancestor(conn: sqlite3.Connection, agent: str, pid: int | None = None) -> int | None:
     """The session of ``agent`` whose CLI process is the nearest ancestor of ``pid`` (default: this
     process): how a hook or a Monitor command, run by the CLI through a shell, finds its session."""
-    import psutil
-
-    try:
-        ancestors = psutil.Process(os.getpid() if pid is None else pid).parents()
-    except psutil.Error:
-        return None
-    for ancestor in ancestors:
-        if (found := session_of_client(conn, agent, ancestor.pid)) is not None:
+    for ancestor in processes.ancestors(pid):
+        if (found := session_of_client(conn, agent, ancestor)) is not None:
             return found
     return None
 
 
 def has_wakeable_session(
-    conn: sqlite3.Connection, agent: str, *, here: str | None = None, probe: Probe = observed_start
+    conn: sqlite3.Connection, agent: str, *, here: str | None = None, probe: Probe = processes.start_time
 ) -> bool:
     """A live interactive session of ``agent`` on this host with a path that wakes the model."""
     rows = conn.execute(
@@ -371,7 +321,7 @@ def who_report(
     now: float,
     *,
     here: str | None = None,
-    probe: Probe = observed_start,
+    probe: Probe = processes.start_time,
 ) -> dict[str, Any]:
     """For each agent: live interactive sessions, its listener, inbox depth and oldest unread age.
     ``conn`` None (no store yet): no sessions and empty inboxes. Payload-free."""
@@ -416,8 +366,6 @@ class ServerPresence:
     and never fails a request: presence is a view, the messages are the truth."""
 
     def __init__(self, store: Store, agent: str, role: str) -> None:
-        from .dispatch.procs import start_time
-
         self.store = store
         self.agent = agent
         self.role = role
@@ -429,7 +377,7 @@ class ServerPresence:
                 agent,
                 role,
                 pid=pid,
-                start_time=start_time(pid),
+                start_time=processes.start_time(pid),
                 client_pid=client_pid_of(pid),
                 now=clock.now(),
             )

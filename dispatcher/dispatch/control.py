@@ -15,9 +15,10 @@ from typing import Any
 from .. import clock
 from ..locations import PROJECT_DIR, LocationsLike
 from ..private_files import open_private_lock
+from ..processes import start_time
 from ..store.readonly import open_read_only
 from .paths import AgentPaths
-from .procs import flock_holder, start_time
+from .procs import flock_holder
 from .progress import read_progress, render_line
 
 # The status line imports this module: pydantic, the store and systemd helpers are

@@ -7,11 +7,10 @@ alive on this host with the recorded /proc start time (a recycled pid does not c
 """
 
 import os
-import socket
 import sqlite3
 
+from ..processes import is_same_process, start_time, this_host
 from ..store.connection import write_transaction
-from .procs import is_same_process, start_time
 
 
 def holder_alive(row: sqlite3.Row | tuple | None, host: str) -> bool:
@@ -24,7 +23,7 @@ def holder_alive(row: sqlite3.Row | tuple | None, host: str) -> bool:
 
 def acquire(conn: sqlite3.Connection, agent: str, runtime_dir: str, now: float) -> int | None:
     """Take the lease for this process; return None on success, else the live holder's pid."""
-    host, pid = socket.gethostname(), os.getpid()
+    host, pid = this_host(), os.getpid()
     with write_transaction(conn):
         row = conn.execute("SELECT pid, start_time, host FROM listeners WHERE agent = ?", (agent,)).fetchone()
         if holder_alive(row, host):
@@ -41,5 +40,5 @@ def release(conn: sqlite3.Connection, agent: str) -> None:
     """Give the lease back, if it is still ours."""
     with write_transaction(conn):
         conn.execute(
-            "DELETE FROM listeners WHERE agent = ? AND pid = ? AND host = ?", (agent, os.getpid(), socket.gethostname())
+            "DELETE FROM listeners WHERE agent = ? AND pid = ? AND host = ?", (agent, os.getpid(), this_host())
         )

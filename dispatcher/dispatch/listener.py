@@ -21,9 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-import psutil  # noqa: F401  (loaded before fork, so each supervisor starts with it: see procs)
-
-from .. import clock
+from .. import clock, processes
 from ..config import BridgeConfig, load_config
 from ..errors import BridgeError, ConfigError, DispatchRefused
 from ..exits import store_corruption
@@ -444,4 +442,5 @@ def _supervisor_failure(message_id: int, code: int) -> str:
 def run_listener(settings: BridgeSettings, agent: str) -> int:
     paths = AgentPaths.of(settings, agent).ensure()
     configure_logging(stderr_level=logging.getLevelName(settings.log_level), log_file=paths.log)
+    processes.preload()  # before the first fork: each supervisor starts with psutil loaded
     return Listener(settings, agent).run()

@@ -9,10 +9,11 @@ attempt's token in its environment (a daemonised grandchild too).
 import sqlite3
 
 from .. import clock
+from ..processes import is_same_process, kill_processes
 from .attempts import unsettled_attempts
 from .outcome import settle
 from .paths import AgentPaths
-from .procs import is_same_process, kill_processes, token_processes
+from .procs import token_processes
 from .supervisor import KILL_GRACE_SECONDS, remove_request
 
 BUSY, KILL, CRASHED = "busy", "kill", "crashed"

@@ -24,6 +24,7 @@ from ..errors import BridgeError
 from ..logs import get_logger
 from ..permissions import BRIDGE_ONLY, PERMISSIONS_ENV, PermissionProfile
 from ..private_files import create_private_file, ensure_private_dir, open_private_append
+from ..processes import start_time, sweep_descendants
 from ..settings import PROJECT_DIR, BridgeSettings
 from ..store import open_store
 from . import faults
@@ -32,7 +33,7 @@ from .cli_results import cli_diagnostics
 from .faults import fault_point
 from .outcome import settle
 from .paths import AgentPaths
-from .procs import TOKEN_ENV, become_subreaper, end_worker, start_time, sweep_descendants, token_processes
+from .procs import TOKEN_ENV, become_subreaper, end_worker, token_processes
 from .prompts import worker_prompt
 from .renewal import LEASE_AHEAD_SECONDS, RENEW_EVERY_SECONDS, renew_worker_claim
 

@@ -34,7 +34,7 @@ from pathlib import Path
 from .. import clock
 from ..errors import BridgeError
 from ..logs import get_logger
-from ..proclocks import lock_holders
+from ..processes import lock_holders
 from .connection import open_store
 
 SIDECARS = ("-wal", "-shm")
