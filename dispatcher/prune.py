@@ -52,15 +52,15 @@ from pathlib import Path
 from . import clock
 from .clock import iso
 from .errors import BridgeError
+from .lifecycle import TERMINAL_CONVERSATION_STATES
 
 BATCH_ROWS = 1000  # at most this many messages per write transaction
 MIN_BATCH_ROWS = 50
 TARGET_HOLD_SECONDS = 0.05
-TERMINAL_STATES = ("completed", "cancelled", "expired")
 UNIT_SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 MAX_DURATION_SECONDS = 100 * 365 * 86400
 
-_TERMINAL_SQL = "(" + ", ".join(f"'{s}'" for s in TERMINAL_STATES) + ")"
+_TERMINAL_SQL = "(" + ", ".join(f"'{s}'" for s in TERMINAL_CONVERSATION_STATES) + ")"
 
 # The own rule of a message (everything except "a kept message refers to it").
 MESSAGE_MAY_GO = f"""

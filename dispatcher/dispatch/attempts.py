@@ -16,6 +16,7 @@ from typing import Any
 from .. import clock
 from ..config import BridgeConfig
 from ..errors import AlreadyAttempted, DispatchRefused
+from ..lifecycle import FAILURE_OUTCOMES
 from ..rows import fetch_existing_message
 from ..store import write_transaction
 from . import queue
@@ -25,9 +26,6 @@ TRANSITIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     "spawn": ("spawned", ("recorded",)),
     "finish": ("finished", ("recorded", "spawned")),
 }
-# budget_exceeded: no evidence, and the CLI said it stopped at its cost cap (its own kind of
-# stop, told apart from a generic failure; the sender is told like after any failure).
-FAILURE_OUTCOMES = ("failed", "timeout", "crashed", "budget_exceeded")
 OUTCOMES = ("succeeded", "blocked", *FAILURE_OUTCOMES)
 # The ledger columns of an attempt (schema 4), filled from the CLI's diagnostics when it settles.
 LEDGER_COLUMNS = (

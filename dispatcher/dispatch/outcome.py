@@ -20,10 +20,11 @@ from collections.abc import Callable
 
 from .. import clock
 from ..conversations import block_conversation, exhaust_budget
+from ..lifecycle import FAILURE_OUTCOMES
 from ..logs import get_logger
 from ..rows import fetch_message, insert_message
 from ..store import write_transaction
-from .attempts import FAILURE_OUTCOMES, finish_attempt, ledger_fields
+from .attempts import finish_attempt, ledger_fields
 from .evidence import verdict
 
 log = get_logger("agent_bridge.dispatch")
