@@ -7,9 +7,9 @@ once every ``TOUCH_EVERY_SECONDS``: no write per call) and the wake paths it has
 removes its row on a clean exit. A row whose process died (kill -9, a crash) is removed
 lazily: when a new session registers, and when the ``who`` tool reads.
 
-Liveness is the one rule of process identity, ``processes.liveness``: a session is
-``alive`` when its pid runs with the recorded start time on this host; ``dead`` when it does not (gone, a zombie, or a
-recycled pid); ``unknown`` for a row of another host (this host cannot see its process).
+Liveness is the one rule of process identity, ``processes.liveness``: a session is ``alive``
+when its pid runs with the recorded start time on this host; ``dead`` when it does not (gone,
+a zombie, or a recycled pid); ``unknown`` for a row of another host (it cannot be seen here).
 No heartbeats: ``last_call_at`` is telemetry for "idle for", never evidence of life.
 
 No MCP SDK import here: the server wires ``ServerPresence`` in (``serve`` and

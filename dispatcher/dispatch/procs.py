@@ -1,6 +1,7 @@
-"""Containment: the supervisor adopts everything its worker leaves behind (a child
-subreaper) and ends the whole tree (``processes.sweep_descendants``); every process of a worker carries the attempt's token
-in its environment, so a later listener finds the tree even without its supervisor.
+"""Containment: the supervisor adopts everything its worker leaves behind (a child subreaper)
+and ends the whole tree (``processes.sweep_descendants``); every process of a worker carries
+the attempt's token in its environment, so a later listener finds the tree even without its
+supervisor.
 """
 
 import contextlib
