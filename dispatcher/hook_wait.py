@@ -91,16 +91,16 @@ def claude_process(environ) -> tuple[int, float] | None:
     """(pid, start time) of the Claude Code process that runs this hook when it runs it in the
     background; None otherwise (not under Claude, or in the foreground, or unsure)."""
     raw = environ.get("CLAUDE_PID", "")
-    if not raw.isdigit() or int(raw) <= 1 or int(raw) not in processes.ancestors()[:CLAUDE_MAX_DEPTH]:
+    if not raw.isdigit() or int(raw) <= 1:
         return None
     pid = int(raw)
-    argv = processes.command_line(pid)
-    if argv is None:
+    argv = processes.command_line(pid)  # the cheap look first: a foreground hook never loads psutil
+    if argv is None or not claude_backgrounds([a for a in argv if a != ""] or [""], processes.stdout_is_terminal(pid)):
+        return None
+    if pid not in processes.ancestors()[:CLAUDE_MAX_DEPTH]:
         return None
     start = processes.start_time(pid)
-    if start is None or not claude_backgrounds([a for a in argv if a != ""] or [""], processes.stdout_is_terminal(pid)):
-        return None
-    return pid, start
+    return None if start is None else (pid, start)
 
 
 def _raise_ended(signum, frame) -> None:
