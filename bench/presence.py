@@ -132,7 +132,7 @@ def _score(report: dict, live_ids: set[int], foreign_ids: set[int]) -> dict:
 
 
 def run(rounds: int, sessions: int, seed: int) -> dict:
-    from dispatcher.presence import this_host
+    from dispatcher.processes import this_host
     from dispatcher.settings import BridgeSettings
     from dispatcher.store import open_store
 

@@ -1,11 +1,24 @@
-"""Wall-clock helpers. Every stored time is float Unix seconds; tools show ISO 8601 UTC."""
+"""The one reader of the clocks. Every stored time is float Unix seconds (``now``); tools show
+ISO 8601 UTC (``iso``); waits, deadlines inside one process and durations use ``monotonic``,
+which no clock step moves. A test (``test_one_clock``) fails when another module reads a clock."""
 
 import time
 from datetime import UTC, datetime
 
 
 def now() -> float:
+    """Wall time, Unix seconds: what the store records and compares."""
     return time.time()
+
+
+def monotonic() -> float:
+    """Seconds on a clock that only moves forward: for deadlines and durations within a process."""
+    return time.monotonic()
+
+
+def utc_stamp() -> str:
+    """Now as ``2026-11-30T15:19:39Z`` (to the second): the time of a diagnostic log line."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now()))
 
 
 def iso(ts: float | None) -> str | None:

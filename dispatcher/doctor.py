@@ -15,12 +15,12 @@ import sqlite3
 import stat
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from . import clock
 from .locations import Locations
 from .store import schema_version, views
 from .store.attempts import unsettled_attempts
@@ -606,7 +606,7 @@ def check_statusline(ctx: Context) -> list[Finding]:
     command = [sys.executable, "-c", "from dispatcher.dispatch.statusline import main; main()"]
     from .locations import PROJECT_DIR
 
-    began = time.monotonic()
+    began = clock.monotonic()
     try:
         done = subprocess.run(  # noqa: S603 - our own interpreter and status line, fixed arguments
             command,
@@ -625,7 +625,7 @@ def check_statusline(ctx: Context) -> list[Finding]:
                 "run `agent-bridge-statusline` by hand and see what it waits for",
             )
         ]
-    took = time.monotonic() - began
+    took = clock.monotonic() - began
     line = done.stdout.strip()
     found = []
     if done.returncode != 0 or not line or "unavailable" in line:
@@ -680,9 +680,9 @@ def _claude_settings() -> Finding:
 
 
 def check_stale(ctx: Context) -> list[Finding]:
-    from .dispatch.procs import is_same_process
+    from .processes import is_same_process
 
-    conn, found, now = ctx.store(), [], time.time()
+    conn, found, now = ctx.store(), [], clock.now()
     agents = sorted(ctx.config.agents) if ctx.config is not None else []
     for row in unsettled_attempts(conn):
         if not is_same_process(row["supervisor_pid"], row["supervisor_start_time"]):

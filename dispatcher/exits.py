@@ -12,12 +12,12 @@ import json
 import os
 import sqlite3
 import sys
-import time
 import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import clock
 from .errors import BridgeError, DispatchRefused
 
 EXIT_FAILURE = 1  # the command was right, but the store, a file or the bridge itself failed
@@ -177,7 +177,7 @@ def _keep_traceback(exc: BaseException, runtime: Path | None) -> Path | None:
         "event": "cli_internal_error",
         "level": "error",
         "error": type(exc).__name__,
-        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "timestamp": clock.utc_stamp(),
         "exception": "".join(traceback.format_exception(exc)),
     }
     try:

@@ -37,6 +37,7 @@ import signal
 import time
 from pathlib import Path
 
+from . import clock, processes
 from .hook_rules import Verdict, decide_wait, release_wait
 from .store.changes import data_version
 
@@ -46,6 +47,7 @@ WAIT_MAX_SECONDS = 86400
 TIMEOUT_MARGIN_SECONDS = 30
 POLL_SECONDS = 0.25
 PARENT_CHECK_SECONDS = 1.0
+CLAUDE_MAX_DEPTH = 8  # how far above the hook Claude may be (a shell or two between)
 _SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 
 
@@ -86,55 +88,20 @@ def claude_backgrounds(argv: list[str], stdout_is_tty: bool | None) -> bool:
     return stdout_is_tty is True
 
 
-def _stat_fields(pid: int) -> list[str] | None:
-    """/proc/<pid>/stat after the command name: [state, ppid, ..., starttime at index 19]."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return None
-    tail = raw[raw.rfind(b")") + 2 :].split()
-    return [f.decode("ascii", "replace") for f in tail] if len(tail) > 19 else None
-
-
-def _start_time(pid: int) -> str | None:
-    fields = _stat_fields(pid)
-    return None if fields is None else fields[19]
-
-
-def _is_ancestor(pid: int, depth: int = 8) -> bool:
-    current = os.getpid()
-    for _ in range(depth):
-        fields = _stat_fields(current)
-        if fields is None or not fields[1].isdigit():
-            return False
-        current = int(fields[1])
-        if current == pid:
-            return True
-        if current <= 1:
-            return False
-    return False
-
-
-def claude_process(environ) -> tuple[int, str] | None:
-    """(pid, /proc start time) of the Claude Code process that runs this hook when it runs it in
-    the background; None otherwise (not under Claude, or in the foreground, or unsure)."""
+def claude_process(environ) -> tuple[int, float] | None:
+    """(pid, start time) of the Claude Code process that runs this hook when it runs it in the
+    background; None otherwise (not under Claude, or in the foreground, or unsure)."""
     raw = environ.get("CLAUDE_PID", "")
-    if not raw.isdigit() or int(raw) <= 1 or not _is_ancestor(int(raw)):
+    if not raw.isdigit() or int(raw) <= 1:
         return None
     pid = int(raw)
-    try:
-        argv = [a.decode("utf-8", "replace") for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")]
-    except OSError:
+    argv = processes.command_line(pid)  # the cheap look first: a foreground hook never loads psutil
+    if argv is None or not claude_backgrounds([a for a in argv if a != ""] or [""], processes.stdout_is_terminal(pid)):
         return None
-    try:
-        out = os.readlink(f"/proc/{pid}/fd/1")
-        tty = out.startswith(("/dev/pts/", "/dev/tty"))
-    except OSError:
-        tty = None
-    start = _start_time(pid)
-    if start is None or not claude_backgrounds([a for a in argv if a != ""] or [""], tty):
+    if pid not in processes.ancestors()[:CLAUDE_MAX_DEPTH]:
         return None
-    return pid, start
+    start = processes.start_time(pid)
+    return None if start is None else (pid, start)
 
 
 def _raise_ended(signum, frame) -> None:
@@ -185,7 +152,7 @@ def main_wait(cli: str, agent: str | None, wait: str | None) -> int:
     return 0
 
 
-def _wait(agent: str | None, raw: bytes, seconds: int, claude: tuple[int, str]) -> int:
+def _wait(agent: str | None, raw: bytes, seconds: int, claude: tuple[int, float]) -> int:
     """Never raises (but ``_Ended``): a failure is exit 0 and one log line."""
     from . import hooks
 
@@ -209,7 +176,7 @@ def _wait(agent: str | None, raw: bytes, seconds: int, claude: tuple[int, str]) 
 
 
 def _watch(
-    locations, runtime: Path, agent: str | None, raw: bytes, seconds: int, claude: tuple[int, str]
+    locations, runtime: Path, agent: str | None, raw: bytes, seconds: int, claude: tuple[int, float]
 ) -> tuple[int, str]:
     from . import hooks
     from .inbox import inbox_summary, wake_line
@@ -220,7 +187,7 @@ def _watch(
     if not hooks.valid_agent(agent) or hook_input is None:
         return 0, "wait_refused"
     key = hooks.session_key(hook_input.get("session_id", hook_input.get("sessionId")))
-    deadline = time.monotonic() + seconds
+    deadline = clock.monotonic() + seconds
     token = f"{os.getpid()}-{secrets.token_hex(6)}"
     conn = open_read_only(locations.db, live=True)
     if conn is None:
@@ -229,11 +196,11 @@ def _watch(
         inode = os.stat(locations.db).st_ino
 
         def look(start: bool):
-            summary = inbox_summary(conn, agent, time.time())
+            summary = inbox_summary(conn, agent, clock.now())
             waiting = tuple(w.id for w in summary.first) + ((summary.newest_id,) if summary.newest_id else ())
             with _blocked():  # the clock is read under the session's lock: hooks decide in order
                 verdict, mtime = hooks.update_state(
-                    runtime, agent, key, lambda state: decide_wait(waiting, state, time.time(), token, start=start)
+                    runtime, agent, key, lambda state: decide_wait(waiting, state, clock.now(), token, start=start)
                 )
                 if verdict.announce:
                     hooks.emit(hooks.render("claude", "Stop", hooks.notice(wake_line(summary)), True))
@@ -260,7 +227,7 @@ def _poll(
     agent: str,
     key: str,
     deadline: float,
-    claude: tuple[int, str],
+    claude: tuple[int, float],
     inode: int,
     look,
     verdict,
@@ -272,15 +239,15 @@ def _poll(
 
     known = set(verdict.state.announced)
     version = data_version(conn)
-    next_parent_check = time.monotonic() + PARENT_CHECK_SECONDS
+    next_parent_check = clock.monotonic() + PARENT_CHECK_SECONDS
     while True:
         time.sleep(POLL_SECONDS)
-        now_m = time.monotonic()
+        now_m = clock.monotonic()
         if now_m >= deadline:
             return 0, "wait_bound"
         if now_m >= next_parent_check:
             next_parent_check = now_m + PARENT_CHECK_SECONDS
-            if _start_time(claude[0]) != claude[1]:
+            if not processes.is_same_process(*claude):
                 return 0, "wait_claude_gone"
             try:
                 if os.stat(locations.db).st_ino != inode:
@@ -294,7 +261,7 @@ def _poll(
         version = new_version
         if new_mtime == mtime and verdict.why != "wait_gap":
             # only the store moved: look under the lock only when an unknown id waits
-            summary = inbox_summary(conn, agent, time.time())
+            summary = inbox_summary(conn, agent, clock.now())
             waiting = {w.id for w in summary.first} | ({summary.newest_id} if summary.newest_id else set())
             if waiting <= known:
                 continue

@@ -37,10 +37,10 @@ import json
 import os
 import re
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import clock
 from .hook_rules import SessionState, decide
 
 CLI_EVENTS = {
@@ -143,7 +143,7 @@ def _answer(
     key = session_key(hook_input.get("session_id", hook_input.get("sessionId")))
     mark_session(locations, agent, key)
     try:
-        summary = inbox_summary(conn, agent, time.time() if now is None else now)
+        summary = inbox_summary(conn, agent, clock.now() if now is None else now)
     finally:
         conn.close()
     if summary.unread == 0:
@@ -177,7 +177,7 @@ def _decide_with_state(
     runtime: Path, agent: str, key: str, event: str, waiting: tuple[int, ...], now: float | None, stop_hook_active: bool
 ):
     def rule(state: SessionState):
-        return decide(event, waiting, state, time.time() if now is None else now, stop_hook_active=stop_hook_active)
+        return decide(event, waiting, state, clock.now() if now is None else now, stop_hook_active=stop_hook_active)
 
     verdict, _ = update_state(runtime, agent, key, rule, touch=True)
     return verdict
@@ -208,7 +208,7 @@ def update_state(runtime: Path, agent: str, key: str, rule, touch: bool = False)
         fcntl.flock(fd, fcntl.LOCK_EX)
         raw = _read_all(fd)
         if not raw:
-            _forget_old_sessions(directory, time.time())
+            _forget_old_sessions(directory, clock.now())
         try:
             state = SessionState.from_json(json.loads(raw)) if raw else SessionState()
         except ValueError:
@@ -262,7 +262,7 @@ def _log(runtime: Path | None, cli: str, event: str, agent: str | None, why: str
         ensure_private_dir(runtime, "runtime directory")
         shown_agent = agent if agent and _AGENT.fullmatch(agent) else "-"
         line = (
-            f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} hook {cli} "
+            f"{clock.utc_stamp()} hook {cli} "
             f"{event if event in CLI_EVENTS.get(cli, ()) else '?'} agent={shown_agent} {why}\n"
         )
         fd = open_private_append(runtime / LOG_NAME)

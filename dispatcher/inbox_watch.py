@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from .clock import now as clock_now
+from . import clock
 from .errors import BridgeError
 from .inbox import InboxSummary, inbox_summary, wake_line
 from .presence import mark_from_descendant
@@ -95,7 +95,7 @@ class InboxReader:
         """What waits now (with ``after_id``: only newer ids); empty when there is no store."""
         if self._conn is None:
             return InboxSummary(self.agent, 0, None, None)
-        return inbox_summary(self._conn, self.agent, clock_now(), after_id=after_id)
+        return inbox_summary(self._conn, self.agent, clock.now(), after_id=after_id)
 
 
 def rearm_command(agent: str, max_seconds: float | None, argv0: str, on_path: str | None, python: str) -> str:
@@ -145,7 +145,7 @@ def watch(
     reader = InboxReader(db, agent)
     announced = 0  # the highest id already named on a line
     generation = 0
-    deadline = None if max_seconds is None else time.monotonic() + max_seconds
+    deadline = None if max_seconds is None else clock.monotonic() + max_seconds
     errors = 0
     try:
         first = True
@@ -170,7 +170,7 @@ def watch(
                         "store_unavailable",
                         f"cannot read {db} ({exc}); check it with `agent-bridge doctor`, then re-arm the watch.",
                     ) from None
-            if deadline is not None and max_seconds is not None and time.monotonic() >= deadline:
+            if deadline is not None and max_seconds is not None and clock.monotonic() >= deadline:
                 out.write(expiry_line(agent, max_seconds, rearm) + "\n")
                 out.flush()
                 return

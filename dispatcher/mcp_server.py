@@ -9,7 +9,6 @@ import logging
 import os
 import re
 import secrets
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +18,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from pydantic import StrictFloat, StrictInt, StrictStr, ValidationError
 
-from . import claims, conversations, messages
+from . import claims, clock, conversations, messages
 from .config import BridgeConfig
 from .errors import BridgeError, StoreUnavailable
 from .logs import get_logger
@@ -181,16 +180,16 @@ def build_server(
         """
         if not wait_seconds >= 0:  # also refuses NaN
             raise ToolError("invalid_number: wait_seconds must be 0 or more (it is capped at 30).")
-        deadline = time.monotonic() + min(wait_seconds, MAX_WAIT_SECONDS)
+        deadline = clock.monotonic() + min(wait_seconds, MAX_WAIT_SECONDS)
         while True:
             seen = bridge.call("receive_messages", data_version)
             result = bridge.call(
                 "receive_messages", messages.receive_messages, agent=agent, worker_id=bridge.worker_id, limit=limit
             )
-            if result["messages"] or time.monotonic() >= deadline:
+            if result["messages"] or clock.monotonic() >= deadline:
                 return result
             # Sleep until another connection commits, then look again.
-            while time.monotonic() < deadline and bridge.call("receive_messages", data_version) == seen:
+            while clock.monotonic() < deadline and bridge.call("receive_messages", data_version) == seen:
                 await anyio.sleep(POLL_INTERVAL_SECONDS)
 
     @mcp.tool()

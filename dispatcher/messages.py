@@ -9,9 +9,9 @@ from .clock import iso
 from .clock import now as clock_now
 from .conversations import check_conversation_send, take_turn
 from .errors import BridgeError
+from .lifecycle import FAILURE_OUTCOMES
 from .rows import KINDS, find_dedup, message_view
 from .store import write_transaction
-from .store.attempts import FAILURE_OUTCOMES
 from .store.claims import claim_is_active
 from .store.messages import (
     cap_far_lease,
@@ -225,14 +225,10 @@ def mark_read(
     return {"acknowledged": acknowledged, "skipped": skipped}
 
 
-# Verdicts after which a result is news: the sender was told the attempt failed.
-_FAILED_VERDICTS = FAILURE_OUTCOMES
-
-
 def late_result_ids(conn: sqlite3.Connection, message_id: int, attempt: sqlite3.Row) -> list[int]:
     """Results that answered the message after a failed verdict: the worker (or someone)
     did reply after all, and the verdict must not silently contradict it."""
-    if attempt["finished_at"] is None or attempt["outcome"] not in _FAILED_VERDICTS:
+    if attempt["finished_at"] is None or attempt["outcome"] not in FAILURE_OUTCOMES:
         return []
     return result_ids_after(conn, message_id, attempt["finished_at"])
 

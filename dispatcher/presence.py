@@ -7,9 +7,9 @@ once every ``TOUCH_EVERY_SECONDS``: no write per call) and the wake paths it has
 removes its row on a clean exit. A row whose process died (kill -9, a crash) is removed
 lazily: when a new session registers, and when the ``who`` tool reads.
 
-Liveness is one pure function, ``liveness``: a session is ``alive`` when its pid runs
-with the recorded start time on this host; ``dead`` when it does not (gone, a zombie, or a
-recycled pid); ``unknown`` for a row of another host (this host cannot see its process).
+Liveness is the one rule of process identity, ``processes.liveness``: a session is ``alive``
+when its pid runs with the recorded start time on this host; ``dead`` when it does not (gone,
+a zombie, or a recycled pid); ``unknown`` for a row of another host (it cannot be seen here).
 No heartbeats: ``last_call_at`` is telemetry for "idle for", never evidence of life.
 
 No MCP SDK import here: the server wires ``ServerPresence`` in (``serve`` and
@@ -19,14 +19,13 @@ No MCP SDK import here: the server wires ``ServerPresence`` in (``serve`` and
 import json
 import os
 import re
-import socket
 import sqlite3
-import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import clock, processes
 from .errors import BridgeError
 from .locations import LocationsLike
 from .logs import get_logger
@@ -40,10 +39,7 @@ WAKE_PATHS = ("hook", "monitor", "channel", "resource")
 # The paths that put a notice in front of the model. A resource subscription is recorded but
 # does not count: Claude Code and Codex never start a turn on `resources/updated`.
 WAKING_PATHS = ("hook", "monitor", "channel")
-LIVENESS = ("alive", "dead", "unknown")
 TOUCH_EVERY_SECONDS = 5.0
-# /proc start times come in clock ticks; the same process agrees far closer (as procs does).
-SAME_START_TOLERANCE = 0.05
 # A client's name and version are shown as names: anything else is dropped, not shown.
 _CLIENT_TEXT = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._:@/+()-]{0,63}")
 # Where the handshake-free protocol (2026-07-28) carries the client's name on every request.
@@ -55,19 +51,6 @@ log = get_logger("agent_bridge.presence")
 
 
 # -- the decisions (pure) --------------------------------------------------------------------
-def liveness(host: str, start_time: float | None, *, here: str, observed_start: float | None) -> str:
-    """``alive`` iff the row is of this host and its pid runs with the recorded start time.
-
-    ``observed_start``: the start time of the process now running under the row's pid
-    (None: no such process, or a zombie). A row of another host is ``unknown``, never dead.
-    """
-    if host != here:
-        return "unknown"
-    if start_time is None or observed_start is None:
-        return "dead"
-    return "alive" if abs(observed_start - start_time) < SAME_START_TOLERANCE else "dead"
-
-
 def should_touch(last_touch: float | None, now: float, every: float = TOUCH_EVERY_SECONDS) -> bool:
     """Whether a tool call at ``now`` writes ``last_call_at`` (the first always does;
     then at most once every ``every`` seconds; a clock that went back writes again)."""
@@ -96,36 +79,9 @@ def wake_paths_of(raw: object) -> list[str]:
 
 
 # -- process evidence ------------------------------------------------------------------------
-def this_host() -> str:
-    return socket.gethostname()
-
-
-def observed_start(pid: int) -> float | None:
-    """The start time of the process running under ``pid`` now; None when none (or a zombie)."""
-    import psutil
-
-    if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
-        return None
-    try:
-        proc = psutil.Process(pid)
-        if proc.status() == psutil.STATUS_ZOMBIE:
-            return None
-        return proc.create_time()
-    except (psutil.Error, ValueError, OverflowError):
-        return None
-
-
 def client_pid_of(pid: int) -> int | None:
     """The CLI process that started the server ``pid``: its parent, above any ``uv`` wrapper."""
-    import psutil
-
-    try:
-        parent = psutil.Process(pid).parent()
-        while parent is not None and parent.name() in _WRAPPERS:
-            parent = parent.parent()
-        return None if parent is None else parent.pid
-    except psutil.Error:
-        return None
+    return processes.nearest_ancestor(pid, skipping=_WRAPPERS)
 
 
 Probe = Callable[[int], float | None]
@@ -166,10 +122,10 @@ class Session:
 
 
 def sessions(
-    conn: sqlite3.Connection, agent: str | None = None, *, here: str | None = None, probe: Probe = observed_start
+    conn: sqlite3.Connection, agent: str | None = None, *, here: str | None = None, probe: Probe = processes.start_time
 ) -> list[Session]:
     """Every session row (of ``agent``), each with its liveness, oldest first."""
-    here = this_host() if here is None else here
+    here = processes.this_host() if here is None else here
     found = []
     for r in stored.session_records(conn, agent):
         seen = probe(r.pid) if r.host == here else None
@@ -187,13 +143,13 @@ def sessions(
                 r.started_at,
                 r.last_call_at,
                 tuple(wake_paths_of(r.wake_paths)),
-                liveness(r.host, r.start_time, here=here, observed_start=seen),
+                processes.liveness(r.host, r.start_time, here=here, observed_start=seen),
             )
         )
     return found
 
 
-def prune_dead(conn: sqlite3.Connection, *, here: str | None = None, probe: Probe = observed_start) -> int:
+def prune_dead(conn: sqlite3.Connection, *, here: str | None = None, probe: Probe = processes.start_time) -> int:
     """Remove this host's rows whose process is gone; inside the caller's transaction or alone."""
     dead = [s.id for s in sessions(conn, here=here, probe=probe) if s.liveness == "dead"]
     for sid in dead:
@@ -211,12 +167,12 @@ def register_session(
     client_pid: int | None,
     now: float,
     here: str | None = None,
-    probe: Probe = observed_start,
+    probe: Probe = processes.start_time,
 ) -> int:
     """Clean this host's dead rows and add this process's row; returns its id."""
     if role not in ROLES:
         raise BridgeError("invalid_role", f"a session's role is one of {', '.join(ROLES)}, not {role!r}.")
-    here = this_host() if here is None else here
+    here = processes.this_host() if here is None else here
     with write_transaction(conn):
         removed = prune_dead(conn, here=here, probe=probe)
         session_id = stored.insert_session(
@@ -320,26 +276,20 @@ def mark_from_descendant(db: Path, agent: str, path: str, *, session_id: int | N
 def session_of_client(conn: sqlite3.Connection, agent: str, client_pid: int) -> int | None:
     """The newest session of ``agent`` started by the CLI process ``client_pid`` on this host
     (how a hook, a child of that CLI, finds the session it speaks for)."""
-    return stored.newest_session_of_client(conn, agent, client_pid, this_host())
+    return stored.newest_session_of_client(conn, agent, client_pid, processes.this_host())
 
 
 def session_of_ancestor(conn: sqlite3.Connection, agent: str, pid: int | None = None) -> int | None:
     """The session of ``agent`` whose CLI process is the nearest ancestor of ``pid`` (default: this
     process): how a hook or a Monitor command, run by the CLI through a shell, finds its session."""
-    import psutil
-
-    try:
-        ancestors = psutil.Process(os.getpid() if pid is None else pid).parents()
-    except psutil.Error:
-        return None
-    for ancestor in ancestors:
-        if (found := session_of_client(conn, agent, ancestor.pid)) is not None:
+    for ancestor in processes.ancestors(pid):
+        if (found := session_of_client(conn, agent, ancestor)) is not None:
             return found
     return None
 
 
 def has_wakeable_session(
-    conn: sqlite3.Connection, agent: str, *, here: str | None = None, probe: Probe = observed_start
+    conn: sqlite3.Connection, agent: str, *, here: str | None = None, probe: Probe = processes.start_time
 ) -> bool:
     """A live interactive session of ``agent`` on this host with a path that wakes the model."""
     if not stored.may_have_wakeable_session(conn, agent):  # the usual case: no query of /proc at all
@@ -358,7 +308,7 @@ def who_report(
     now: float,
     *,
     here: str | None = None,
-    probe: Probe = observed_start,
+    probe: Probe = processes.start_time,
 ) -> dict[str, Any]:
     """For each agent: live interactive sessions, its listener, inbox depth and oldest unread age.
     ``conn`` None (no store yet): no sessions and empty inboxes. Payload-free."""
@@ -393,7 +343,7 @@ def who_tool(
         raise BridgeError("unknown_agent", f"agent {only!r} is not declared; declared agents: {', '.join(agents)}.")
     with write_transaction(conn):
         prune_dead(conn)
-    return who_report(conn, [only] if only else agents, settings, time.time())
+    return who_report(conn, [only] if only else agents, settings, clock.now())
 
 
 # -- the server's side -----------------------------------------------------------------------
@@ -403,8 +353,6 @@ class ServerPresence:
     and never fails a request: presence is a view, the messages are the truth."""
 
     def __init__(self, store: Store, agent: str, role: str) -> None:
-        from .dispatch.procs import start_time
-
         self.store = store
         self.agent = agent
         self.role = role
@@ -416,9 +364,9 @@ class ServerPresence:
                 agent,
                 role,
                 pid=pid,
-                start_time=start_time(pid),
+                start_time=processes.start_time(pid),
                 client_pid=client_pid_of(pid),
-                now=time.time(),
+                now=clock.now(),
             )
         except (sqlite3.Error, OSError, BridgeError) as exc:
             log.warning("session_register_failed", agent=agent, error=type(exc).__name__)
@@ -442,7 +390,7 @@ class ServerPresence:
         self._write("client", set_client, info.get("name"), info.get("version"))
 
     def on_call(self, now: float | None = None) -> None:
-        now = time.time() if now is None else now
+        now = clock.now() if now is None else now
         if should_touch(self._last_touch, now):
             self._last_touch = now
             self._write("touch", touch, now)
@@ -495,7 +443,7 @@ def who_cli(settings: LocationsLike, only: str | None = None) -> dict[str, Any]:
                 "the store's schema is older than this agent-bridge; start the "
                 "server or a listener once to migrate it, then run `agent-bridge who` again.",
             )
-        return who_report(conn, agents, settings, time.time())
+        return who_report(conn, agents, settings, clock.now())
     except sqlite3.Error as exc:
         raise BridgeError(
             "store_unavailable",

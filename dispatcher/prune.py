@@ -49,13 +49,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from . import clock
 from .clock import iso
 from .errors import BridgeError
 from .store import retention as stored
 from .store.attempts import attempt_state
-from .store.retention import TERMINAL_STATES
 
-__all__ = ["TERMINAL_STATES", "PruneReport", "parse_duration", "prune", "run_prune"]
+__all__ = ["PruneReport", "parse_duration", "prune", "run_prune"]
 
 BATCH_ROWS = 1000  # at most this many messages per write transaction
 MIN_BATCH_ROWS = 50
@@ -137,7 +137,7 @@ class _Pacer:
         self.size = BATCH_ROWS
 
     def held(self, started: float, acquired: float) -> None:
-        ended = time.monotonic()
+        ended = clock.monotonic()
         took, hold = ended - started, ended - acquired
         self.report.batches += 1
         self.report.max_batch_seconds = max(self.report.max_batch_seconds, took)
@@ -163,9 +163,9 @@ def _prune_messages(
         if window is None:
             break
         lo, hi = window
-        started = time.monotonic()
+        started = clock.monotonic()
         with stored.batch(conn, dry_run):
-            acquired = time.monotonic()
+            acquired = clock.monotonic()
             ids = _window(conn, lo, hi, cutoff, now)
             if ids:
                 with_attempt = stored.with_attempts(conn, ids)
@@ -192,9 +192,9 @@ def _prune_by_id(
     inside its own transaction, until none is left."""
     last = 0
     while True:
-        started = time.monotonic()
+        started = clock.monotonic()
         with stored.batch(conn, dry_run):
-            acquired = time.monotonic()
+            acquired = clock.monotonic()
             ids = select(last, pacer.size)
             if ids:
                 act(ids)
@@ -267,8 +267,8 @@ def prune(
     compact: bool = False,
 ) -> PruneReport:
     """Apply the retention rules once on an open store connection (autocommit mode)."""
-    started = time.monotonic()
-    now = time.time() if now is None else now
+    started = clock.monotonic()
+    now = clock.now() if now is None else now
     cutoff = now - older_than_seconds
     report = PruneReport(older_than_seconds=older_than_seconds, cutoff=cutoff, dry_run=dry_run)
     pacer = _Pacer(conn, report, dry_run)
@@ -283,7 +283,7 @@ def prune(
     if compact and not dry_run:
         stored.compact(conn)
         report.compacted = True
-    report.seconds = time.monotonic() - started
+    report.seconds = clock.monotonic() - started
     return report
 
 

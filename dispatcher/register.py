@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import clock
 from .errors import BridgeError
 
 SERVER_NAME = "agent_bridge"
@@ -133,7 +134,7 @@ def _make_dirs(directory: Path) -> None:
 
 
 def _backup(path: Path, text: str) -> Path:
-    stamp = time.strftime("%Y%m%dT%H%M%S")
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.localtime(clock.now()))
     for n in range(1000):
         candidate = path.with_name(f"{path.name}.bak-{stamp}" + (f"-{n}" if n else ""))
         try:

@@ -10,6 +10,7 @@ import json
 import sys
 import time
 
+from . import clock
 from .errors import BridgeError
 
 RECENT = 10
@@ -33,7 +34,7 @@ def snapshot(settings) -> dict:
     from .dispatch.control import _read_only, listener_status
     from .store import SCHEMA_VERSION, schema_version, views
 
-    now = time.time()
+    now = clock.now()
     snap: dict = {
         "at": now,
         "store": str(settings.db),

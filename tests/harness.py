@@ -4,6 +4,7 @@ Each ``McpAgent`` owns one server process and an asyncio loop in a background th
 so tests stay synchronous and a module can keep its servers for all of its cases.
 """
 
+import ast
 import asyncio
 import contextlib
 import json
@@ -243,3 +244,12 @@ def assert_rows_kept(conn: sqlite3.Connection, before: dict[str, list[tuple]]) -
     for table, rows in before.items():
         after = [tuple(r) for r in conn.execute(f"SELECT * FROM {table} ORDER BY rowid")]
         assert [a[: len(b)] for a, b in zip(after, rows, strict=True)] == rows, table
+
+
+def dispatcher_modules() -> list[tuple[str, ast.Module]]:
+    """(path relative to the checkout, syntax tree) of every module of ``dispatcher/``: for the
+    tests that say which one module may do a thing (read a clock, read /proc)."""
+    return [
+        (str(path.relative_to(PROJECT)), ast.parse(path.read_text(), str(path)))
+        for path in sorted((PROJECT / "dispatcher").rglob("*.py"))
+    ]

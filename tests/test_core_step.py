@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from dispatcher.dispatch import faults, lease
-from dispatcher.dispatch.procs import fork_without_store, start_time
+from dispatcher.dispatch.procs import fork_without_store
 from dispatcher.dispatch.reconcile import BUSY, CRASHED, KILL, decide
 from dispatcher.dispatch.renewal import owner_pid, renew_worker_claim
 from dispatcher.dispatch.step import (
@@ -27,6 +27,7 @@ from dispatcher.dispatch.step import (
     backoff_seconds,
     step,
 )
+from dispatcher.processes import start_time
 from dispatcher.store.connection import open_connections, open_store
 
 NOW = 1_000_000.0

@@ -317,6 +317,19 @@ def test_it_ends_when_the_claude_process_is_gone(store):
             os.killpg(hook.pid, signal.SIGKILL)
 
 
+def test_it_ends_when_the_claude_process_has_exited_but_is_not_reaped(store):
+    """A zombie Claude is gone too (the one rule of ``processes.liveness``), not alive until reaped."""
+    hook = Hook(store, STREAMING, *WAIT, "60")
+    try:
+        wait_for(lambda: waiting(store))
+        hook.proc.kill()  # not reaped yet: the stand-in Claude stays a zombie under this test
+        wait_for(lambda: "wait_claude_gone" in log(store))
+    finally:
+        hook.proc.communicate()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(hook.pid, signal.SIGKILL)
+
+
 def test_the_margin_leaves_time_to_end_before_claude_kills_it():
     assert TIMEOUT_MARGIN_SECONDS >= 10
 

@@ -281,7 +281,7 @@ def test_gemini_before_agent_and_after_agent_shapes(store):
 
 def test_the_first_hook_of_a_cli_session_marks_its_mcp_session_wakeable_by_hook(store):
     from dispatcher import presence
-    from dispatcher.dispatch.procs import start_time
+    from dispatcher.processes import start_time
 
     me = os.getpid()  # the hook's parent plays the CLI that started both the MCP server and the hook
     conn = open_store(store["db"])

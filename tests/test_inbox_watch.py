@@ -253,7 +253,7 @@ def test_a_store_that_is_not_a_database_ends_it_with_the_one_line(env):
 
 def test_while_it_runs_the_session_whose_cli_started_it_counts_as_wakeable(env):
     from dispatcher import presence
-    from dispatcher.dispatch.procs import start_time
+    from dispatcher.processes import start_time
 
     store = Store(Path(env["AGENT_BRIDGE_DB"]))
     me = os.getpid()  # the watch's parent plays the CLI that started both the server and the watch

@@ -10,10 +10,11 @@ import pytest
 from dispatcher import conversations, messages
 from dispatcher.config import AgentConfig, BridgeConfig
 from dispatcher.dispatch import queue
-from dispatcher.dispatch.attempts import FAILURE_OUTCOMES, begin_attempt, get_attempt
+from dispatcher.dispatch.attempts import begin_attempt, get_attempt
 from dispatcher.dispatch.control import agent_totals
 from dispatcher.dispatch.outcome import decide, settle
 from dispatcher.errors import BridgeError
+from dispatcher.lifecycle import FAILURE_OUTCOMES
 from dispatcher.store import open_store
 
 AGENTS = {"claude", "kimi"}
@@ -104,7 +105,7 @@ def test_decide(found, kind, fallback, error_kind, cli_status, expected):
 
 def test_a_budget_stop_is_a_failure_outcome_everywhere():
     assert "budget_exceeded" in FAILURE_OUTCOMES
-    assert messages._FAILED_VERDICTS == FAILURE_OUTCOMES  # late results after it are news too
+    assert messages.FAILURE_OUTCOMES is FAILURE_OUTCOMES  # late results after it are news too
 
 
 # -- the attempt's ledger ----------------------------------------------------------------------------

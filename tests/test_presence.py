@@ -1,6 +1,6 @@
-"""Presence: the liveness verdict and the throttle case by case, the session rows on a real store
-(register, prune, wake paths, who), real process evidence (own pid, a finished child, a zombie,
-a recycled pid), and the upgrade from a schema-4 store."""
+"""Presence: the throttle case by case, the session rows on a real store (register, prune, wake
+paths, who), a recycled pid, and the upgrade from a schema-4 store. (The liveness rule and the
+process evidence it reads: test_processes.)"""
 
 import json
 import os
@@ -12,31 +12,13 @@ import time
 import pytest
 from harness import V4_TABLES, assert_rows_kept, store_from_fixture, table_rows
 
-from dispatcher import presence
-from dispatcher.dispatch.procs import start_time
+from dispatcher import presence, processes
 from dispatcher.errors import BridgeError
+from dispatcher.processes import start_time
 from dispatcher.store import SCHEMA_VERSION, open_store
 
 HERE = "host-a"
 NOW = 1_800_000_000.0
-
-
-#   case                                        host       recorded  observed  verdict
-LIVENESS_TABLE = [
-    ("same process", HERE, 100.0, 100.0, "alive"),
-    ("same process, clock-tick rounding", HERE, 100.0, 100.04, "alive"),
-    ("pid not running (or a zombie)", HERE, 100.0, None, "dead"),
-    ("recycled pid: another start time", HERE, 100.0, 250.0, "dead"),
-    ("recycled pid, just past tolerance", HERE, 100.0, 100.06, "dead"),
-    ("no recorded start time", HERE, None, 100.0, "dead"),
-    ("another host, pid running here", "host-b", 100.0, 100.0, "unknown"),
-    ("another host, pid not running here", "host-b", 100.0, None, "unknown"),
-]
-
-
-@pytest.mark.parametrize("case,host,recorded,observed,verdict", LIVENESS_TABLE, ids=[c[0] for c in LIVENESS_TABLE])
-def test_liveness(case, host, recorded, observed, verdict):
-    assert presence.liveness(host, recorded, here=HERE, observed_start=observed) == verdict
 
 
 @pytest.mark.parametrize(
@@ -122,7 +104,7 @@ def test_record_wake_path_is_idempotent_ordered_and_refuses_what_it_cannot_mark(
 
 
 def test_session_of_client_finds_the_session_a_hook_speaks_for(conn):
-    host = presence.this_host()
+    host = processes.this_host()
     conn.execute(
         "INSERT INTO sessions (agent, role, host, pid, client_pid, started_at) VALUES"
         " ('claude', 'interactive', ?, 50, 40, 1), ('claude', 'interactive', ?, 51, 40, 2),"
@@ -241,34 +223,10 @@ def test_v4_store_migrates_to_one_with_an_empty_sessions_table_and_every_row_kep
 
 
 # -- real process evidence -------------------------------------------------------------------
-def test_observed_start_of_real_processes_own_finished_zombie_and_nonsense():
-    me = os.getpid()
-    assert presence.observed_start(me) == start_time(me)
-    assert (
-        presence.liveness(
-            presence.this_host(), start_time(me), here=presence.this_host(), observed_start=presence.observed_start(me)
-        )
-        == "alive"
-    )
-    done = subprocess.Popen([sys.executable, "-c", "pass"])
-    done.wait()
-    assert presence.observed_start(done.pid) is None  # finished and reaped
-    zombie = subprocess.Popen([sys.executable, "-c", "pass"])
-    deadline = time.monotonic() + 30
-    import psutil
-
-    while psutil.Process(zombie.pid).status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert presence.observed_start(zombie.pid) is None  # exited, not yet reaped
-    zombie.wait()
-    for nonsense in (0, -1, True, 2**70, "1"):
-        assert presence.observed_start(nonsense) is None, nonsense
-
-
 def test_a_recycled_pid_is_dead_and_pruned(conn):
     """The row's pid runs, but it is another process (started later): the start time tells them apart."""
     me = os.getpid()
-    here = presence.this_host()
+    here = processes.this_host()
     older = start_time(me) - 30.0
     sid = presence.register_session(
         conn, "claude", "interactive", pid=me, start_time=older, client_pid=None, now=time.time()
@@ -328,7 +286,7 @@ def test_session_ids_are_never_reused(conn):
 
 def test_session_of_ancestor_finds_the_session_of_the_cli_above_a_shell(conn, tmp_path):
     """A hook runs as CLI -> sh -> hook: its session is the one whose client is its nearest ancestor."""
-    host = presence.this_host()
+    host = processes.this_host()
     conn.execute(
         "INSERT INTO sessions (agent, role, host, pid, client_pid, started_at) VALUES"
         " ('claude', 'interactive', ?, 50, ?, 1), ('claude', 'interactive', ?, 51, 1, 2)",

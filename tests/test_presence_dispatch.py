@@ -24,8 +24,8 @@ from harness import sql
 from dispatcher import claims, messages, presence
 from dispatcher.config import AgentConfig, BridgeConfig
 from dispatcher.dispatch import queue
-from dispatcher.dispatch.procs import start_time
 from dispatcher.dispatch.step import HELD_RECHECK_MIN_SECONDS, RESCAN_SECONDS, Dispatch, Observation, Wait, step
+from dispatcher.processes import start_time
 from dispatcher.store import open_store
 
 NOW = 1_800_000_000.0
@@ -222,7 +222,7 @@ def _session_process(db: str, paths: tuple[str, ...]) -> subprocess.Popen:
     """A stand-in interactive session: a live process with a session row and wake paths."""
     code = (
         "import os, sys, time; from dispatcher import presence; from dispatcher.store import open_store;"
-        "from dispatcher.dispatch.procs import start_time; c = open_store(sys.argv[1]); me = os.getpid();"
+        "from dispatcher.processes import start_time; c = open_store(sys.argv[1]); me = os.getpid();"
         "sid = presence.register_session(c, 'claude', 'interactive', pid=me, start_time=start_time(me),"
         " client_pid=os.getppid(), now=time.time());"
         "[presence.record_wake_path(c, sid, p) for p in sys.argv[2:]]; c.close(); print(sid, flush=True);"

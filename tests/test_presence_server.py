@@ -12,7 +12,7 @@ import pytest
 from dispatch_harness import cli, wait_until
 from harness import McpAgent, sql
 
-from dispatcher import presence
+from dispatcher import presence, processes
 
 
 def _rows(db, agent=None) -> list[dict]:
@@ -54,14 +54,14 @@ def test_a_session_registers_with_its_client_and_who_shows_it(claude, kimi, work
     mine = _rows(db_path, "claude")
     assert len(mine) == 1
     row = mine[0]
-    assert (row["role"], row["host"], row["client_pid"]) == ("interactive", presence.this_host(), os.getpid())
+    assert (row["role"], row["host"], row["client_pid"]) == ("interactive", processes.this_host(), os.getpid())
     assert (row["client_name"], row["client_version"]) == ("mcp", "0.1.0")  # the SDK client's clientInfo
     assert (
-        presence.liveness(
+        processes.liveness(
             row["host"],
             row["start_time"],
-            here=presence.this_host(),
-            observed_start=presence.observed_start(row["pid"]),
+            here=processes.this_host(),
+            observed_start=processes.start_time(row["pid"]),
         )
         == "alive"
     )
@@ -118,7 +118,7 @@ def test_a_killed_session_is_never_shown_alive_and_is_cleaned_lazily(sig, claude
         agent.ok("receive_messages")
         victim = _rows(db_path, "claude")[-1]
         os.kill(victim["pid"], sig)
-        wait_until(lambda: presence.observed_start(victim["pid"]) is None, what="the server to die")
+        wait_until(lambda: processes.start_time(victim["pid"]) is None, what="the server to die")
         assert victim["id"] in [r["id"] for r in _rows(db_path)]  # nobody removed it: the process was killed
         shown = [s["id"] for s in _who_cli(env, "--agent", "claude")["agents"][0]["sessions"]]
         assert victim["id"] not in shown and shown  # the read-only CLI leaves it out, keeps the live one

@@ -15,6 +15,7 @@ from harness import PROJECT, bridge_env, db_snapshot, write_config
 
 from dispatcher import prune as pr
 from dispatcher.errors import BridgeError
+from dispatcher.lifecycle import TERMINAL_CONVERSATION_STATES
 from dispatcher.store import open_store
 
 NOW = 2_000_000_000.0
@@ -174,7 +175,7 @@ def test_chains_across_batches(conn, monkeypatch, batch):
 
 
 def test_conversations_terminal_old_go_with_transitions_others_stay(conn):
-    done = {s: conv(conn, s) for s in pr.TERMINAL_STATES}
+    done = {s: conv(conn, s) for s in TERMINAL_CONVERSATION_STATES}
     done_msgs = [msg(conn, conversation=c) for c in done.values()]
     open_convs = {s: conv(conn, s) for s in ("active", "blocked", "needs_human")}
     open_msgs = [msg(conn, conversation=c) for c in open_convs.values()]

@@ -248,8 +248,8 @@ def test_once_prints_one_frame_and_refuses_an_undeclared_agent(env):
 def test_snapshot_and_render_show_live_interactive_sessions_only(own_store):
     """The sessions section: live interactive sessions (client, since, idle, wake paths), not a killed
     one, not a worker's server; names and numbers only."""
-    from dispatcher import presence
-    from dispatcher.dispatch.procs import start_time
+    from dispatcher import presence, processes
+    from dispatcher.processes import start_time
     from dispatcher.store import open_store
     from dispatcher.top import render, snapshot
 
@@ -265,12 +265,12 @@ def test_snapshot_and_render_show_live_interactive_sessions_only(own_store):
         dead = conn.execute(
             "INSERT INTO sessions (agent, role, host, pid, start_time, client_name, started_at)"
             " VALUES ('kimi', 'interactive', ?, ?, 1.0, 'ghost-client', 0)",
-            (presence.this_host(), me),
+            (processes.this_host(), me),
         ).lastrowid  # our pid, another start: recycled
         conn.execute(
             "INSERT INTO sessions (agent, role, host, pid, start_time, client_name, started_at)"
             " VALUES ('kimi', 'worker', ?, ?, ?, 'worker-client', 0)",
-            (presence.this_host(), me, start_time(me)),
+            (processes.this_host(), me, start_time(me)),
         )
     finally:
         conn.close()

@@ -10,14 +10,14 @@ recorded); a finished attempt never moves again.
 
 import re
 import sqlite3
-import time
 from typing import Any
 
+from .. import clock
 from ..config import BridgeConfig
 from ..errors import AlreadyAttempted, DispatchRefused
+from ..lifecycle import FAILURE_OUTCOMES
 from ..store import write_transaction
 from ..store.attempts import (
-    FAILURE_OUTCOMES,
     OUTCOMES,
     get_attempt,
     insert_attempt,
@@ -94,7 +94,7 @@ def mark_spawned(conn: sqlite3.Connection, message_id: int, worker_pid: int, wor
             TRANSITIONS["spawn"],
             worker_pid=worker_pid,
             worker_start_time=worker_start,
-            worker_started_at=time.time(),
+            worker_started_at=clock.now(),
         )
 
 

@@ -12,13 +12,15 @@ import sys
 import time
 from typing import Any
 
+from .. import clock
 from ..locations import PROJECT_DIR, LocationsLike
 from ..private_files import open_private_lock
+from ..processes import start_time
 from ..store.attempts import get_attempt
 from ..store.readonly import open_read_only
 from ..store.views import LedgerPart, ledger_totals
 from .paths import AgentPaths
-from .procs import flock_holder, start_time
+from .procs import flock_holder
 from .progress import read_progress, render_line
 
 # The status line imports this module: pydantic, the store and systemd helpers are
@@ -85,7 +87,7 @@ def _agent_totals(settings: LocationsLike, agent: str) -> dict | None:
         if conn is None:
             return None
         try:
-            return agent_totals(conn, agent, time.time())
+            return agent_totals(conn, agent, clock.now())
         finally:
             conn.close()
     except sqlite3.Error:
@@ -109,7 +111,7 @@ def listener_status(
         stage = "stopped"
     elif problem == "missing_file":
         started = start_time(holder)
-        young = started is not None and time.time() - started < STARTUP_GRACE_SECONDS
+        young = started is not None and clock.now() - started < STARTUP_GRACE_SECONDS
         stage, state = ("starting", None) if young else ("unknown", "missing_file")
     elif problem == "unreadable":
         stage, state = "unknown", "unreadable"
@@ -199,8 +201,8 @@ def enable(settings: LocationsLike, agent: str, wait_seconds: float = 10.0) -> d
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
-    deadline = time.monotonic() + wait_seconds
-    while (holder := flock_holder(paths.lock)) is None and time.monotonic() < deadline:
+    deadline = clock.monotonic() + wait_seconds
+    while (holder := flock_holder(paths.lock)) is None and clock.monotonic() < deadline:
         time.sleep(0.05)
     return {"agent": agent, "enabled": True, "running": holder is not None, "pid": holder, "started": how}
 
@@ -241,7 +243,7 @@ def pending(settings: LocationsLike, agent: str) -> dict:
         if schema_version(conn) < SCHEMA_VERSION:
             report["error"] = "the store's schema is older; start the server or listener once to migrate it"
             return report
-        now = time.time()
+        now = clock.now()
         backlog = queue.classify(conn, agent, config, now)
         for key in ("dispatchable", "held_auto_off", "stale"):
             report[key] = [

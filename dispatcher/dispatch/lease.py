@@ -7,12 +7,11 @@ alive on this host with the recorded /proc start time (a recycled pid does not c
 """
 
 import os
-import socket
 import sqlite3
 
+from ..processes import is_same_process, start_time, this_host
 from ..store.connection import write_transaction
 from ..store.listeners import ListenerHolder, delete_listener, listener_holder, put_listener
-from .procs import is_same_process, start_time
 
 
 def holder_alive(holder: ListenerHolder | None, host: str) -> bool:
@@ -24,7 +23,7 @@ def holder_alive(holder: ListenerHolder | None, host: str) -> bool:
 
 def acquire(conn: sqlite3.Connection, agent: str, runtime_dir: str, now: float) -> int | None:
     """Take the lease for this process; return None on success, else the live holder's pid."""
-    host, pid = socket.gethostname(), os.getpid()
+    host, pid = this_host(), os.getpid()
     with write_transaction(conn):
         holder = listener_holder(conn, agent)
         if holder is not None and holder_alive(holder, host):
@@ -38,4 +37,4 @@ def acquire(conn: sqlite3.Connection, agent: str, runtime_dir: str, now: float) 
 def release(conn: sqlite3.Connection, agent: str) -> None:
     """Give the lease back, if it is still ours."""
     with write_transaction(conn):
-        delete_listener(conn, agent, pid=os.getpid(), host=socket.gethostname())
+        delete_listener(conn, agent, pid=os.getpid(), host=this_host())

@@ -21,8 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-import psutil  # noqa: F401  (loaded before fork, so each supervisor starts with it: see procs)
-
+from .. import clock, processes
 from ..config import BridgeConfig, load_config
 from ..errors import BridgeError, ConfigError, DispatchRefused
 from ..exits import store_corruption
@@ -177,7 +176,7 @@ class Listener:
 
     def _loop(self, store: Store) -> None:
         while True:
-            action = step(self._observe(store), time.time())
+            action = step(self._observe(store), clock.now())
             if isinstance(action, Stop):
                 log.info("listener_stopping", agent=self.agent, reason=action.reason)
                 return
@@ -197,7 +196,7 @@ class Listener:
         disabled = self.paths.disabled_marker.exists()
         if self._stop_requested or disabled:
             return Observation(stop_requested=self._stop_requested, disabled=disabled)
-        if time.time() < self._backoff_until:
+        if clock.now() < self._backoff_until:
             return Observation(backoff_until=self._backoff_until, failures=self._failures)
         self._reload_config()
         self.workspace_error = self._workspace_error()
@@ -242,7 +241,7 @@ class Listener:
 
     def _next_candidate(self, conn: sqlite3.Connection, config: BridgeConfig) -> queue.Candidate | None:
         """The dispatch rule (``auto`` and the age window included), called in this one place."""
-        now = time.time()
+        now = clock.now()
         cap_far_leases(conn, self.agent, now)  # a lease from a clock far ahead must not hide a task for long
         candidate, self._held_until = queue.next_action(conn, self.agent, config, now)
         return candidate
@@ -250,7 +249,7 @@ class Listener:
     def _take_lease(self, conn: sqlite3.Connection) -> None:
         if self._lease_held:
             return
-        holder = lease.acquire(conn, self.agent, str(self.paths.root), time.time())
+        holder = lease.acquire(conn, self.agent, str(self.paths.root), clock.now())
         if holder is not None:
             raise _AlreadyRunning(holder)
         self._lease_held = True
@@ -286,23 +285,23 @@ class Listener:
 
     def _prune(self, store: Store) -> None:
         """The retention schedule: finished attempts' directories past ``attempt_retention_days``."""
-        if time.monotonic() < self._next_prune or self.config is None:
+        if clock.monotonic() < self._next_prune or self.config is None:
             return
-        self._next_prune = time.monotonic() + PRUNE_EVERY_SECONDS
+        self._next_prune = clock.monotonic() + PRUNE_EVERY_SECONDS
         try:
             with store_errors():
                 prune_attempt_dirs(
                     store.connection(),
                     self.paths.root / "attempts",
                     self.agent,
-                    time.time(),
+                    clock.now(),
                     self.config.attempt_retention_days,
                 )
         except (BridgeError, OSError) as exc:  # tried again in an hour; never stops the listener
             log.warning("attempt_prune_failed", agent=self.agent, error=type(exc).__name__)
 
     def _back_off(self, action: BackOff) -> None:
-        self._backoff_until = time.time() + action.seconds
+        self._backoff_until = clock.now() + action.seconds
         self._fresh_failure = None
         log.warning("listener_backoff", agent=self.agent, seconds=action.seconds, failures=self._failures)
         self._set(stage="error", current=None, error=action.reason)
@@ -310,10 +309,10 @@ class Listener:
     def _wait(self, store: Store, timeout: float, watch_store: bool) -> None:
         """Until the timeout, a stop, the disabled marker, a config change or (if watched) a commit."""
         marker = self.paths.disabled_marker
-        deadline = time.monotonic() + timeout
+        deadline = clock.monotonic() + timeout
         conn, polls = None, 0
         watch_store = watch_store and self._seen is not None
-        while time.monotonic() < deadline and not self._stop_requested:
+        while clock.monotonic() < deadline and not self._stop_requested:
             time.sleep(POLL_SECONDS)
             polls += 1
             # Files change by hand, so they are looked at less often than the store.
@@ -335,7 +334,7 @@ class Listener:
             "message_id": candidate.message_id,
             "sender": candidate.sender,
             "supervisor_pid": None,
-            "started_at": round(time.time(), 3),
+            "started_at": round(clock.now(), 3),
         }
         self._set(stage="received", current=current, error=None)
         log.info("dispatch_received", agent=self.agent, message_id=candidate.message_id, sender=candidate.sender)
@@ -444,4 +443,5 @@ def _supervisor_failure(message_id: int, code: int) -> str:
 def run_listener(settings: BridgeSettings, agent: str) -> int:
     paths = AgentPaths.of(settings, agent).ensure()
     configure_logging(stderr_level=logging.getLevelName(settings.log_level), log_file=paths.log)
+    processes.preload()  # before the first fork: each supervisor starts with psutil loaded
     return Listener(settings, agent).run()

@@ -16,14 +16,15 @@ own outcome kind, a failure: the sender gets a system notice), anything else ``f
 """
 
 import sqlite3
-import time
 from collections.abc import Callable
 
+from .. import clock
 from ..conversations import block_conversation, exhaust_budget
+from ..lifecycle import FAILURE_OUTCOMES
 from ..logs import get_logger
 from ..store import write_transaction
 from ..store.messages import fetch_message, insert_message
-from .attempts import FAILURE_OUTCOMES, finish_attempt, get_attempt, ledger_fields
+from .attempts import finish_attempt, get_attempt, ledger_fields
 from .evidence import verdict
 
 log = get_logger("agent_bridge.dispatch")
@@ -119,7 +120,7 @@ def settle(
     Returns the outcome; when another process settled the attempt first, theirs.
     ``before_commit`` runs inside the transaction just before COMMIT (crash-point tests).
     """
-    now = time.time() if now is None else now
+    now = clock.now() if now is None else now
     with write_transaction(conn):
         found, evidence_kind = verdict(conn, message_id, now)
         outcome, error_kind = decide(

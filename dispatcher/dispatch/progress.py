@@ -7,10 +7,10 @@ Only ids, enums, numbers and agent names go in. The document is replaced atomica
 import json
 import os
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
+from .. import clock
 from ..private_files import ensure_private_dir
 
 FORMAT_VERSION = 2
@@ -18,7 +18,7 @@ STAGES = ("stopped", "starting", "idle", "received", "supervising", "error")
 
 
 def write_progress(path: Path, **fields: Any) -> dict:
-    doc = {"format_version": FORMAT_VERSION, **fields, "updated_at": round(time.time(), 3)}
+    doc = {"format_version": FORMAT_VERSION, **fields, "updated_at": round(clock.now(), 3)}
     # mkstemp (O_EXCL) and a rename never write through a planted link; the directory
     # holding the temp file must still be ours, not a link or another user's.
     ensure_private_dir(path.parent, "runtime directory")
@@ -72,7 +72,7 @@ def render_line(agent: str, stage: str, doc: dict | None, detail: str | None = N
         if current.get("supervisor_pid"):
             head += f" supervisor={current['supervisor_pid']}"
         if current.get("started_at"):
-            head += f" for {max(0, int(time.time() - current['started_at']))}s"
+            head += f" for {max(0, int(clock.now() - current['started_at']))}s"
     if detail:
         head += f" ({detail})"
     return head + render_last((doc or {}).get("last"))

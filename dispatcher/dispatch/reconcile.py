@@ -7,12 +7,13 @@ attempt's token in its environment (a daemonised grandchild too).
 """
 
 import sqlite3
-import time
 
+from .. import clock
+from ..processes import is_same_process, kill_processes
 from .attempts import unsettled_attempts
 from .outcome import settle
 from .paths import AgentPaths
-from .procs import is_same_process, kill_processes, token_processes
+from .procs import token_processes
 from .supervisor import KILL_GRACE_SECONDS, remove_request
 
 BUSY, KILL, CRASHED = "busy", "kill", "crashed"
@@ -41,7 +42,7 @@ def reconcile(conn: sqlite3.Connection, paths: AgentPaths) -> bool:
         action = decide(
             supervisor_alive=supervisor_alive,
             worker_alive=leader_alive or bool(tree),
-            now=time.time(),
+            now=clock.now(),
             deadline=attempt["deadline"],
         )
         if action == BUSY:

@@ -6,9 +6,9 @@ included); ``dispatch ID`` is an explicit human decision and overrides ``auto`` 
 age window, nothing else (see ``queue.dispatch_refusal``)."""
 
 import logging
-import time
 from typing import Any
 
+from .. import clock
 from ..config import ConfigError, load_config
 from ..errors import DispatchRefused
 from ..logs import configure_logging
@@ -63,7 +63,7 @@ def recover(settings: BridgeSettings, agent: str, *, dispatch: bool = False) -> 
         return {"agent": agent, "error": f"config: {exc.reason}"}
     conn = open_store(settings.db)
     still_running = reconcile(conn, AgentPaths.of(settings, agent))
-    backlog = queue.classify(conn, agent, config, time.time())
+    backlog = queue.classify(conn, agent, config, clock.now())
     report: dict[str, Any] = {
         "agent": agent,
         "attempt_still_running": still_running,

@@ -11,6 +11,7 @@ runs it without even loading the CLI.
 import json
 import sys
 
+from .. import clock
 from ..locations import InvalidSetting, Locations
 
 SEPARATOR = "  ·  "
@@ -41,7 +42,6 @@ def _count(unread: int | None) -> str:
 def _unread(locations: Locations, agents: list[str]) -> dict[str, int]:
     """Each agent's unread count (``inbox_summary``); empty when there is no store or it cannot be read."""
     import sqlite3
-    import time
 
     from ..inbox import inbox_summary
     from ..store.readonly import open_read_only
@@ -53,7 +53,7 @@ def _unread(locations: Locations, agents: list[str]) -> dict[str, int]:
             return {}
         try:
             limit_busy_wait(conn, BUSY_MS)  # a status line never waits long
-            now = time.time()
+            now = clock.now()
             return {agent: inbox_summary(conn, agent, now).unread for agent in agents}
         finally:
             conn.close()

@@ -15,15 +15,16 @@ import secrets
 import sqlite3
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import clock
 from ..config import BridgeConfig
 from ..errors import BridgeError
 from ..logs import get_logger
 from ..permissions import BRIDGE_ONLY, PERMISSIONS_ENV, PermissionProfile
 from ..private_files import create_private_file, ensure_private_dir, open_private_append
+from ..processes import start_time, sweep_descendants
 from ..settings import PROJECT_DIR, BridgeSettings
 from ..store import open_store
 from . import faults
@@ -32,7 +33,7 @@ from .cli_results import cli_diagnostics
 from .faults import fault_point
 from .outcome import settle
 from .paths import AgentPaths
-from .procs import TOKEN_ENV, become_subreaper, end_worker, start_time, sweep_descendants, token_processes
+from .procs import TOKEN_ENV, become_subreaper, end_worker, token_processes
 from .prompts import worker_prompt
 from .renewal import LEASE_AHEAD_SECONDS, RENEW_EVERY_SECONDS, renew_worker_claim
 
@@ -187,7 +188,7 @@ def supervise(settings: BridgeSettings, config: BridgeConfig, message_id: int, *
 
 
 def _supervise(conn, settings: BridgeSettings, config: BridgeConfig, message_id: int, manual: bool) -> str:
-    now = time.time()
+    now = clock.now()
     token = secrets.token_hex(16)
     message = begin_attempt(
         conn,
@@ -278,7 +279,7 @@ def _wait_renewing_claim(conn, proc: subprocess.Popen, message_id: int, token: s
     """Wait for the worker until ``deadline``, renewing its claim; True when it timed out."""
     interval = faults.renew_interval(RENEW_EVERY_SECONDS)
     while proc.poll() is None:
-        remaining = deadline - time.time()
+        remaining = deadline - clock.now()
         if remaining <= 0:
             return True
         try:
@@ -289,7 +290,7 @@ def _wait_renewing_claim(conn, proc: subprocess.Popen, message_id: int, token: s
 
 
 def _renew(conn, message_id: int, token: str, deadline: float) -> None:
-    now = time.time()
+    now = clock.now()
     if now >= deadline:
         return
     try:

@@ -11,12 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..lifecycle import FAILURE_OUTCOMES
 from .claims import active_claim_sql
 
-# The one definition of a failed attempt: the sender is told, and a later result is news.
-# budget_exceeded: no evidence, and the CLI said it stopped at its cost cap (its own kind of
-# stop, told apart from a generic failure; the sender is told like after any failure).
-FAILURE_OUTCOMES = ("failed", "timeout", "crashed", "budget_exceeded")
 OUTCOMES = ("succeeded", "blocked", *FAILURE_OUTCOMES)
 # The ledger columns of an attempt (schema 4), filled from the CLI's diagnostics when it settles.
 LEDGER_COLUMNS = (

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from .. import clock
 from ..errors import BridgeError, StateChangedError
 from ..private_files import ensure_private_dir
 from .migrations import MIGRATIONS, SCHEMA_VERSION
@@ -75,7 +76,7 @@ def open_connections() -> int:
 def _switch_to_wal(conn: sqlite3.Connection) -> None:
     # On a file not yet in WAL, another connection's lock makes this fail at once
     # (the busy handler is not consulted), so retry until a deadline.
-    deadline = time.monotonic() + WAL_SWITCH_DEADLINE_SECONDS
+    deadline = clock.monotonic() + WAL_SWITCH_DEADLINE_SECONDS
     delay = 0.005
     while True:
         try:
@@ -85,7 +86,7 @@ def _switch_to_wal(conn: sqlite3.Connection) -> None:
         except sqlite3.OperationalError as exc:
             if "locked" not in str(exc) and "busy" not in str(exc):
                 raise
-        if time.monotonic() > deadline:
+        if clock.monotonic() > deadline:
             raise BridgeError("store_busy", "could not switch the store to WAL mode: it stayed locked for 30 s.")
         time.sleep(delay)
         delay = min(delay * 2, 0.1)

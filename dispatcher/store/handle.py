@@ -31,9 +31,10 @@ import sqlite3
 import time
 from pathlib import Path
 
+from .. import clock
 from ..errors import BridgeError
 from ..logs import get_logger
-from ..proclocks import lock_holders
+from ..processes import lock_holders
 from .connection import open_store
 
 SIDECARS = ("-wal", "-shm")
@@ -143,7 +144,7 @@ class Store:
     def _refuse_while_split(self) -> None:
         """A missing -wal/-shm while another process has the file open: it is using deleted
         ones, and a new pair would split the store in two."""
-        deadline = time.monotonic() + SIDECAR_GRACE_SECONDS
+        deadline = clock.monotonic() + SIDECAR_GRACE_SECONDS
         while True:
             try:
                 st = os.stat(self.path)
@@ -152,7 +153,7 @@ class Store:
             complete = all(self._current_identity(suffix) is not None for suffix in SIDECARS)
             if complete or not _locked_by_other_process(st, unknown=False):
                 return
-            if time.monotonic() > deadline:
+            if clock.monotonic() > deadline:
                 raise BridgeError("store_missing", self._still_in_use(same_file=True))
             time.sleep(0.05)
 

@@ -10,11 +10,10 @@ import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
+from ..lifecycle import TERMINAL_CONVERSATION_STATES
 from .claims import active_claim_sql
 
-TERMINAL_STATES = ("completed", "cancelled", "expired")
-
-_TERMINAL_SQL = "(" + ", ".join(f"'{s}'" for s in TERMINAL_STATES) + ")"
+_TERMINAL_SQL = "(" + ", ".join(f"'{s}'" for s in TERMINAL_CONVERSATION_STATES) + ")"
 
 # The own rule of a message (everything except "a kept message refers to it").
 MESSAGE_MAY_GO = f"""

@@ -1,0 +1,191 @@
+"""What runs on this host: the one module that reads ``/proc`` (directly, or through psutil).
+
+A recorded process is (host, pid, start time). ``liveness`` is the one rule that says whether
+it still runs; the other functions are the facts it and the rest of the bridge need: start
+times, ancestors, command lines, environments, lock holders, and ending a process tree.
+psutil is imported inside the functions: the status line's path must not pay for it.
+A test (``test_processes``) fails when another module reads /proc or imports psutil.
+"""
+
+import contextlib
+import os
+import signal
+import socket
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import psutil
+
+LIVENESS = ("alive", "dead", "unknown")
+# psutil's start time is the boot time plus /proc's start in clock ticks (1/100 s): the same
+# process always reads within a tick of itself, a recycled pid started later.
+SAME_START_TOLERANCE = 0.05
+_PROC = Path("/proc")
+
+
+# -- the rule (pure) -------------------------------------------------------------------------
+def liveness(host: str, start_time: float | None, *, here: str, observed_start: float | None) -> str:
+    """``alive`` iff the recorded process is of this host and its pid runs with the recorded start time.
+
+    ``observed_start``: ``start_time`` of the row's pid now (None: no such process, or a
+    zombie: it has exited). ``dead`` also for no recorded start time, or another start time (a
+    recycled pid). A process of another host is ``unknown``, never dead: this host cannot see it.
+    """
+    if host != here:
+        return "unknown"
+    if start_time is None or observed_start is None:
+        return "dead"
+    return "alive" if abs(observed_start - start_time) < SAME_START_TOLERANCE else "dead"
+
+
+# -- identity --------------------------------------------------------------------------------
+def this_host() -> str:
+    return socket.gethostname()
+
+
+def start_time(pid: object) -> float | None:
+    """The start time (Unix seconds) of the process running under ``pid`` now; None when there
+    is none, it is a zombie, it cannot be read, or ``pid`` is no pid at all."""
+    import psutil
+
+    if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
+        return None
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return proc.create_time()
+    except (psutil.Error, ValueError, OverflowError):
+        return None
+
+
+def is_same_process(pid: object, recorded_start: float | None) -> bool:
+    """Whether the process recorded on this host as ``pid`` started at ``recorded_start`` still runs."""
+    here = this_host()
+    return liveness(here, recorded_start, here=here, observed_start=start_time(pid)) == "alive"
+
+
+# -- ancestry and what a process looks like -------------------------------------------------
+def ancestors(pid: int | None = None) -> list[int]:
+    """The pids above ``pid`` (default: this process), its parent first; empty when unreadable."""
+    import psutil
+
+    try:
+        return [p.pid for p in psutil.Process(os.getpid() if pid is None else pid).parents()]
+    except psutil.Error:
+        return []
+
+
+def nearest_ancestor(pid: int, *, skipping: frozenset[str]) -> int | None:
+    """The pid of the nearest process above ``pid`` whose name is not in ``skipping`` (wrappers)."""
+    import psutil
+
+    try:
+        parent = psutil.Process(pid).parent()
+        while parent is not None and parent.name() in skipping:
+            parent = parent.parent()
+        return None if parent is None else parent.pid
+    except psutil.Error:
+        return None
+
+
+def command_line(pid: int) -> list[str] | None:
+    """The argv of ``pid`` (``argv[0]`` the program); None when it cannot be read."""
+    try:
+        raw = (_PROC / str(pid) / "cmdline").read_bytes()
+    except OSError:
+        return None
+    return [a.decode("utf-8", "replace") for a in raw.split(b"\0")]
+
+
+def stdout_is_terminal(pid: int) -> bool | None:
+    """Whether ``pid``'s stdout is a terminal; None when it cannot be read."""
+    try:
+        return os.readlink(_PROC / str(pid) / "fd" / "1").startswith(("/dev/pts/", "/dev/tty"))
+    except OSError:
+        return None
+
+
+def with_environment(name: str, value: str) -> list[int]:
+    """Pids of this user's live processes whose environment carries ``name=value`` (a zombie's
+    environ reads empty, so finished processes never match)."""
+    needle, uid, found = f"{name}={value}".encode(), os.getuid(), []
+    for entry in _PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if entry.stat().st_uid != uid:
+                continue
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if needle in environ.split(b"\0"):
+            found.append(int(entry.name))
+    return found
+
+
+def lock_holders(st: os.stat_result, kind: str | None = None) -> list[int] | None:
+    """Pids holding (not waiting for) a lock of ``kind`` (FLOCK, POSIX, OFDLCK; any if None)
+    on the file ``st`` describes, read from /proc/locks (takes no lock); None when unreadable."""
+    try:
+        with (_PROC / "locks").open() as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return None
+    wanted = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    holders = []
+    for line in lines:
+        # "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"; blocked waiters carry "->".
+        fields = line.split()
+        if "->" in fields or len(fields) < 6 or fields[5] != wanted:
+            continue
+        if kind is None or fields[1] == kind:
+            holders.append(int(fields[4]))
+    return holders
+
+
+# -- ending processes ------------------------------------------------------------------------
+def preload() -> None:
+    """Import psutil now: the listener does before it forks, so each supervisor starts with it."""
+    import psutil  # noqa: F401
+
+
+def sweep_descendants(grace_seconds: float) -> int:
+    """TERM every process below this one, KILL those left after ``grace_seconds``, and reap
+    them. Returns how many outlived the KILL too (normally none)."""
+    import psutil
+
+    try:
+        left = psutil.Process().children(recursive=True)
+    except psutil.Error:
+        return 0
+    return _terminate(left, grace_seconds)
+
+
+def kill_processes(pids: list[int], grace_seconds: float) -> None:
+    """TERM these processes (if alive, not zombies), KILL them after ``grace_seconds``."""
+    import psutil
+
+    procs = []
+    for pid in pids:
+        try:
+            proc = psutil.Process(pid)
+            if proc.status() != psutil.STATUS_ZOMBIE:
+                procs.append(proc)
+        except psutil.Error:
+            continue
+    _terminate(procs, grace_seconds)
+
+
+def _terminate(procs: "list[psutil.Process]", grace_seconds: float) -> int:
+    import psutil
+
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for proc in procs:
+            with contextlib.suppress(psutil.Error):
+                proc.send_signal(sig)
+        procs = psutil.wait_procs(procs, timeout=grace_seconds if sig == signal.SIGTERM else 5.0)[1]
+        if not procs:
+            break
+    return len(procs)

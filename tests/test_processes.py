@@ -1,0 +1,151 @@
+"""``dispatcher.processes`` is the one reader of /proc and of psutil, and ``liveness`` its one
+rule of process identity: each case of the rule, the facts it reads from real processes (this
+one, a finished child, a zombie, a recycled pid), and a syntax-tree check that no other module
+reads /proc or imports psutil."""
+
+import ast
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from harness import dispatcher_modules
+
+from dispatcher import processes
+
+PROCESSES_MODULE = "dispatcher/processes.py"
+HERE = "host-a"
+
+#   case                                            host      recorded  observed  verdict
+LIVENESS_CASES = [
+    ("alive: the same process", HERE, 100.0, 100.0, "alive"),
+    ("alive: within a clock tick", HERE, 100.0, 100.04, "alive"),
+    ("pid reused: another start time", HERE, 100.0, 250.0, "dead"),
+    ("pid reused: just past the tolerance", HERE, 100.0, 100.06, "dead"),
+    ("zombie: it has exited (start_time reads none)", HERE, 100.0, None, "dead"),
+    ("gone: no process under the pid", HERE, 100.0, None, "dead"),
+    ("no recorded start time", HERE, None, 100.0, "dead"),
+    ("another host: its pid runs here", "host-b", 100.0, 100.0, "unknown"),
+    ("another host: its pid runs nowhere here", "host-b", 100.0, None, "unknown"),
+]
+
+
+@pytest.mark.parametrize("case,host,recorded,observed,verdict", LIVENESS_CASES, ids=[c[0] for c in LIVENESS_CASES])
+def test_liveness(case, host, recorded, observed, verdict):
+    assert processes.liveness(host, recorded, here=HERE, observed_start=observed) == verdict
+
+
+def test_this_process_is_itself_and_not_a_recycled_pid():
+    me = os.getpid()
+    started = processes.start_time(me)
+    assert started is not None
+    assert processes.is_same_process(me, started)
+    assert not processes.is_same_process(me, started - 30.0)  # a pid recycled after the recorded process
+    assert not processes.is_same_process(me, None)
+
+
+def test_a_zombie_has_no_start_time_and_is_not_the_recorded_process():
+    """The one zombie rule: a process that has exited is gone, reaped or not (the waiting Stop
+    hook used to count a zombie Claude as alive until it was reaped)."""
+    import psutil
+
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    recorded = processes.start_time(child.pid)
+    assert recorded is not None and processes.is_same_process(child.pid, recorded)
+    child.stdin.close()  # it exits; nobody reaps it yet
+    deadline = time.monotonic() + 30
+    while psutil.Process(child.pid).status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+        time.sleep(0.02)
+    try:
+        assert processes.start_time(child.pid) is None
+        assert not processes.is_same_process(child.pid, recorded)
+    finally:
+        child.wait()
+    assert processes.start_time(child.pid) is None  # reaped: gone
+
+
+@pytest.mark.parametrize("nonsense", [0, -1, True, 2**70, "1", None])
+def test_no_pid_has_no_start_time(nonsense):
+    assert processes.start_time(nonsense) is None
+    assert not processes.is_same_process(nonsense, 100.0)
+
+
+def test_ancestry_command_line_and_environment_of_a_child():
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)", "marker-arg"],
+        env={**os.environ, "AGENT_BRIDGE_TEST_MARK": "m-1"},
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        assert processes.ancestors(child.pid)[0] == os.getpid()
+        assert os.getppid() in processes.ancestors()
+        assert processes.nearest_ancestor(child.pid, skipping=frozenset()) == os.getpid()
+        assert processes.command_line(child.pid)[-2:] == ["marker-arg", ""]
+        assert processes.stdout_is_terminal(child.pid) is False  # /dev/null
+        assert processes.with_environment("AGENT_BRIDGE_TEST_MARK", "m-1") == [child.pid]
+    finally:
+        child.kill()
+        child.wait()
+    assert processes.command_line(child.pid) is None
+    assert processes.ancestors(2**22 + 12345) == []
+
+
+def test_lock_holders_names_the_process_holding_a_flock(tmp_path):
+    import fcntl
+
+    path = tmp_path / "lock"
+    with path.open("w") as fh:
+        assert processes.lock_holders(os.stat(path)) == []
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        assert processes.lock_holders(os.stat(path), "FLOCK") == [os.getpid()]
+        assert processes.lock_holders(os.stat(path), "POSIX") == []
+
+
+# -- no other reader -------------------------------------------------------------------------
+def _docstrings(tree: ast.Module) -> set[int]:
+    """ids of the docstring constants: a docstring may name /proc, it reads nothing."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                found.add(id(first.value))
+    return found
+
+
+def process_reads(tree: ast.Module) -> list[str]:
+    """Each place in ``tree`` that reads /proc (a string naming a path below it) or imports psutil."""
+    docstrings, found = _docstrings(tree), []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            if "/proc/" in node.value:
+                found.append(f"{node.lineno}: {node.value!r}")
+        elif isinstance(node, ast.Import):
+            found += [f"{node.lineno}: import {a.name}" for a in node.names if a.name.split(".")[0] == "psutil"]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "psutil":
+            found.append(f"{node.lineno}: from {node.module} import")
+    return found
+
+
+def test_only_the_processes_module_reads_proc_or_uses_psutil():
+    offenders = {
+        path: reads
+        for path, tree in dispatcher_modules()
+        if path != PROCESSES_MODULE and (reads := process_reads(tree))
+    }
+    assert offenders == {}, f"ask dispatcher.processes instead: {offenders}"
+
+
+def test_the_check_sees_each_way_of_reading_proc():
+    source = '''
+"""A docstring may say /proc/locks."""
+import psutil
+from psutil import Process
+import os
+def f(pid):
+    """Reads nothing: /proc/<pid>/stat."""
+    os.readlink(f"/proc/{pid}/fd/1")
+    return open("/proc/locks").read()
+'''
+    assert len(process_reads(ast.parse(source))) == 4
