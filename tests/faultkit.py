@@ -1,4 +1,4 @@
-"""Helpers for the fault-injection tests (tests/test_faults_*.py).
+"""Helpers for the fault-injection tests (tests/faults/).
 
 Processes a fault test starts carry a marker in their environment (FAULT_RUN=<token>),
 which every process below them inherits (listener -> supervisor -> launcher -> worker),

@@ -1,4 +1,4 @@
-"""The worker prompt asks for exactly what the verdict counts (see test_rules_verdict.py)."""
+"""The worker prompt asks for exactly what the verdict counts (see test_verdict.py)."""
 
 import pytest
 

@@ -43,9 +43,9 @@ def running_listener(env: dict, **extra: str):
 def test_supervisor_outlives_a_stopped_listener_and_its_verdict_survives_other_processes(
     env, db_path, config_path, launchers
 ):
-    # Defect 1: the supervisor was forked with the listener's connection open, so its own
-    # connection ran without -shm locks; once the listener closed, the next process to open
-    # and close the store deleted the WAL under it and its verdict vanished.
+    # The supervisor is forked without the listener's connection, so its own connection holds
+    # its -shm locks: a listener that closes, and the next process to open and close the store,
+    # cannot delete the WAL under it, and its verdict survives.
     use(config_path, launchers, "late_noop", FAKE_WORKER_DELAY="4")
     listener = running_listener(env)
     task = post_task(db_path, "fail slowly while the listener is gone")
@@ -65,7 +65,7 @@ def test_supervisor_outlives_a_stopped_listener_and_its_verdict_survives_other_p
 
 @pytest.mark.parametrize(("mode", "exit_code"), [("hang", -signal.SIGTERM), ("ignore_term", -signal.SIGKILL)])
 def test_timeout_records_the_real_exit_status(env, db_path, config_path, launchers, mode, exit_code):
-    # Defect 8: the group kill reaped the leader behind Popen's back and 0 was recorded.
+    # The group kill must not reap the leader behind Popen's back: its real status is recorded, not 0.
     use(config_path, launchers, mode, timeout=3)
     listener = running_listener(env)
     try:
@@ -81,7 +81,7 @@ def test_timeout_records_the_real_exit_status(env, db_path, config_path, launche
 
 
 def test_daemonised_grandchild_is_killed_and_never_answers(env, db_path, config_path, launchers, bridge_root):
-    # Defect 6: a double-forked, setsid'd grandchild left the group and answered after the verdict.
+    # A double-forked, setsid'd grandchild leaves the group: it is still killed and never answers after the verdict.
     late = bridge_root / "late.txt"
     use(config_path, launchers, "daemonize", FAKE_WORKER_DELAY="3", FAKE_WORKER_LATE_FILE=str(late))
     listener = running_listener(env)
@@ -98,7 +98,7 @@ def test_daemonised_grandchild_is_killed_and_never_answers(env, db_path, config_
 
 
 def test_reconciliation_finds_the_whole_worker_tree_by_its_token(env, db_path, config_path, launchers):
-    # Defect 6, the reconciliation half: with the supervisor dead, a live daemonised member of
+    # The reconciliation half of containment: with the supervisor dead, a live daemonised member of
     # the tree keeps the attempt running, and past the deadline the whole tree is killed.
     use(
         config_path,
@@ -130,7 +130,7 @@ def test_reconciliation_finds_the_whole_worker_tree_by_its_token(env, db_path, c
 
 
 def test_a_worker_whose_pid_cannot_be_recorded_never_runs(env, db_path, config_path, launchers, bridge_root):
-    # Defect 5: the worker must not act before its identity is in the store.
+    # The worker must not act before its identity is in the store.
     launches = bridge_root / "gate-launches.txt"
     use(config_path, launchers, "succeed", FAKE_WORKER_LAUNCHES=str(launches))
     listener = running_listener(env, AGENT_BRIDGE_FAULT_POINT="record_pid:error")
@@ -146,7 +146,7 @@ def test_a_worker_whose_pid_cannot_be_recorded_never_runs(env, db_path, config_p
 
 
 def test_supervisor_renews_the_workers_claim(env, db_path, config_path, launchers):
-    # Defect 9: a 30 s claim must not lapse while the worker is still inside its budget.
+    # A 30 s claim must not lapse while the worker is still inside its budget.
     release = launchers / "release-claim-and-wait"
     release.unlink(missing_ok=True)
     # The worker holds its claim until the test has seen it renewed (at most 80 s).
@@ -191,7 +191,7 @@ def test_supervisor_renews_the_workers_claim(env, db_path, config_path, launcher
 
 
 def test_a_refused_attempt_insert_backs_off_and_recovers(env, db_path, config_path, launchers):
-    # Defect 10: a supervisor that cannot record its attempt was re-forked ~94 times a second.
+    # A supervisor that cannot record its attempt is re-forked with backoff, not ~94 times a second.
     use(config_path, launchers, "succeed")
     listener = running_listener(env)
     trigger = (
@@ -228,7 +228,7 @@ def query_commit(db: Path, statement: str) -> None:
 
 
 def test_failing_progress_writes_do_not_stop_the_listener(env, db_path, config_path, launchers):
-    # Defect 10: a full or read-only runtime directory crashed the listener on its progress write.
+    # A full or read-only runtime directory must not crash the listener on its progress write.
     use(config_path, launchers, "succeed")
     progress = Path(env["AGENT_BRIDGE_RUNTIME_DIR"]) / "claude.progress.json"
     progress.unlink(missing_ok=True)
@@ -245,7 +245,7 @@ def test_failing_progress_writes_do_not_stop_the_listener(env, db_path, config_p
 
 
 def test_one_listener_per_agent_per_store(env, db_path, config_path, launchers, bridge_root):
-    # Defect 12: the flock guarded one runtime directory, not the store.
+    # One listener per agent per store: the lock guards the store, not one runtime directory.
     use(config_path, launchers, "succeed")
     first = running_listener(env)
     try:

@@ -38,7 +38,7 @@ pytestmark = pytest.mark.cli
 
 LAUNCHER = PROJECT / "launchers" / "gemini_headless.sh"
 AGENT = "gemini"
-FIXTURES = Path(__file__).parent / "fixtures" / "cli_results" / "gemini"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "cli_results" / "gemini"
 BRIDGE = {
     f"mcp_agent_bridge_{t}"
     for t in (

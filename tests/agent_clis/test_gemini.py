@@ -40,7 +40,7 @@ WORKER_TOOLS = {
     "get_message",
     "conversation",
 }
-FIXTURES = Path(__file__).parent / "fixtures" / "cli_results" / "gemini"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "cli_results" / "gemini"
 CANARY_PLACEHOLDER = "CANARY-PLACEHOLDER"
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from cli_harness import require_cli
-from harness import register_env
+from harness import PROJECT, register_env
 
 CLIS = ("claude", "kimi", "codex", "gemini")
 AGENTS = ("claude", "kimi", "codex", "gemini")
@@ -31,7 +31,7 @@ def register(env: dict, *args: str, cwd: Path | None = None) -> subprocess.Compl
         capture_output=True,
         text=True,
         timeout=60,
-        cwd=cwd or Path(__file__).parent.parent,
+        cwd=cwd or PROJECT,
     )
 
 

@@ -9,7 +9,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from harness import register_env
+from harness import PROJECT, register_env
 
 AGENTS = ("claude", "kimi", "codex", "gemini")
 EVENTS = ("UserPromptSubmit", "PostToolUse", "Stop")
@@ -27,7 +27,7 @@ def register(env: dict, *args: str) -> subprocess.CompletedProcess:
         capture_output=True,
         text=True,
         timeout=60,
-        cwd=Path(__file__).parent.parent,
+        cwd=PROJECT,
     )
 
 

@@ -1,6 +1,6 @@
 """dispatcher/dispatch/cli_profiles/kimi.py: a permission profile in Kimi Code 2.1.0's terms (the
 agent file's tools, the worker's config.toml with the PreToolUse hook) and the hook's decision,
-one case per level plus the refusals. The real CLI runs in tests/test_permissions_kimi.py."""
+one case per level plus the refusals. The real CLI runs in tests/agent_clis/test_kimi_permissions.py."""
 
 import json
 import shlex

@@ -1,4 +1,4 @@
-"""Runtime and store files refuse planted links, foreign owners and loose modes (defect 11).
+"""Runtime and store files refuse planted links, foreign owners and loose modes.
 
 Real files, links, FIFOs and ownership in tmp dirs; the functions are the ones the
 supervisor, the listener, the log setup and the store call.

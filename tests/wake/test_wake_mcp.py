@@ -18,6 +18,7 @@ from typing import Any
 
 import mcp_types as types
 import pytest
+from harness import PROJECT, bridge_env, write_config
 from mcp import Client
 from mcp.client.extension import ClientExtension, NotificationBinding
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -37,7 +38,6 @@ from dispatcher.wake_mcp import (
     channel_params,
     resource_signature,
 )
-from tests.harness import PROJECT, bridge_env, write_config
 
 TIMEOUT = 60.0
 SECRET = "the-secret-payload-41"

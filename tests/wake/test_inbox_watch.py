@@ -13,11 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
+from harness import PROJECT, bridge_env, write_config
 
 from dispatcher import messages
 from dispatcher.inbox_watch import expiry_line, rearm_command
 from dispatcher.store import Store, open_store
-from tests.harness import PROJECT, bridge_env, write_config
 
 TIMEOUT = 30.0
 SECRET = "never-print-this-text"

@@ -20,7 +20,7 @@ from dispatcher.store import open_store
 
 AGENTS = frozenset({"claude", "kimi", "codex"})
 SECRET = "SECRET-" + os.urandom(6).hex()
-FAKE = str(Path(__file__).parent / "fake_claude_parent.py")
+FAKE = str(Path(__file__).parents[1] / "fake_claude_parent.py")
 STREAMING = ("-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose")
 
 BACKGROUND_CASES = [

@@ -19,7 +19,7 @@ from dispatch_harness import (
     wait_finished,
     wait_until,
 )
-from harness import sql
+from harness import PROJECT, sql
 
 from dispatcher import claims, messages, presence
 from dispatcher.config import AgentConfig, BridgeConfig
@@ -232,7 +232,7 @@ def _session_process(db: str, paths: tuple[str, ...]) -> subprocess.Popen:
         [sys.executable, "-c", code, db, *paths],
         stdout=subprocess.PIPE,
         text=True,
-        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        cwd=PROJECT,
     )
     proc.stdout.readline()
     return proc

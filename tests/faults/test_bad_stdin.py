@@ -225,7 +225,7 @@ def deep(levels: int, request_id: str = "7") -> bytes:
     ],
 )
 def test_every_request_line_gets_an_answer(server, db_path, raw, echoed, code, prefix):
-    """Defect 15: each of these requests used to get no reply at all."""
+    """Each of these requests is answered with one reply: none of them is left unanswered."""
     before = message_count(db_path)
     server.write(raw)
     reply = server.next_message()

@@ -19,10 +19,10 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from harness import PROJECT as ROOT
 
 from dispatcher.dispatch.cli_results import cli_diagnostics
 
-ROOT = Path(__file__).resolve().parent.parent
 LAUNCHERS = ROOT / "launchers"
 CLAUDE = LAUNCHERS / "claude_headless.sh"
 KIMI = LAUNCHERS / "kimi_headless.sh"
@@ -276,7 +276,7 @@ def worker_server_env(s: dict, agent: str = "claude") -> dict:
 
 
 def test_the_launchers_exec_the_cli_so_it_leads_the_process_group(ctx):
-    """Defect 6: nothing of the launcher stays between the supervisor and the CLI."""
+    """Containment: nothing of the launcher stays between the supervisor and the CLI."""
     s = ctx
     for script, extra in (
         (CLAUDE, {"CLAUDE_BIN": str(s["fake"])}),
@@ -759,3 +759,41 @@ def test_bad_request_file_exits_2(ctx, script):
         timeout=60,
     )
     assert proc.returncode == 2
+
+
+# -- claude_headless.sh flags added after the real runs: no session transcript, the non-worker
+# bridge tools removed from what the model is offered, and the per-task budget ----------------
+
+NON_WORKER = ["mcp__agent_bridge__start_conversation", "mcp__agent_bridge__listener"]
+
+
+def test_no_session_persistence_and_non_worker_tools_not_offered(ctx):
+    proc = run(CLAUDE, ctx, CLAUDE_BIN=str(ctx["fake"]), FAKE_OUTPUT_FILE=write_output(ctx, claude_result()))
+    assert proc.returncode == 0, proc.stderr
+    argv = record(ctx)["argv"]
+    assert "--no-session-persistence" in argv
+    assert argv[argv.index("--disallowedTools") + 1].split(",") == NON_WORKER
+    # variadic: followed by another option, so it cannot swallow anything
+    assert argv[argv.index("--disallowedTools") + 2].startswith("-")
+    assert "--max-budget-usd" not in argv
+    assert "CLAUDE_CONFIG_DIR" not in record(ctx)["env"]  # the user's own config dir is left alone
+
+
+def test_the_user_config_dir_is_passed_through_unchanged(ctx):
+    run(CLAUDE, ctx, CLAUDE_BIN=str(ctx["fake"]), CLAUDE_CONFIG_DIR="/somewhere/.claude")
+    assert record(ctx)["env"]["CLAUDE_CONFIG_DIR"] == "/somewhere/.claude"
+
+
+@pytest.mark.parametrize("budget", ["0.25", "3", ".5", "10.00"])
+def test_max_cost_becomes_max_budget_usd(ctx, budget):
+    proc = run(CLAUDE, ctx, CLAUDE_BIN=str(ctx["fake"]), AGENT_BRIDGE_MAX_COST_USD=budget)
+    assert proc.returncode == 0, proc.stderr
+    argv = record(ctx)["argv"]
+    assert argv[argv.index("--max-budget-usd") + 1] == budget
+
+
+@pytest.mark.parametrize("budget", ["0", "0.0", "-1", "abc", "1e3", "1.", "1 2", "$5"])
+def test_a_bad_max_cost_is_a_bad_invocation(ctx, budget):
+    proc = run(CLAUDE, ctx, CLAUDE_BIN=str(ctx["fake"]), AGENT_BRIDGE_MAX_COST_USD=budget)
+    assert proc.returncode == 2
+    assert "AGENT_BRIDGE_MAX_COST_USD" in proc.stderr

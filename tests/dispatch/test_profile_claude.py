@@ -1,7 +1,7 @@
 """dispatcher/dispatch/cli_profiles/claude.py: a permission profile as Claude Code 2.1.332's
 flags and --settings document, one case per level, plus the refusals (an invalid profile:
 exit 2; a level this machine cannot enforce: exit 78). What the real CLI does with these
-flags is tests/test_permissions_claude.py."""
+flags is tests/agent_clis/test_claude_permissions.py."""
 
 import json
 import stat

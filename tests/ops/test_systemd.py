@@ -13,11 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
-from harness import bridge_env, write_config
+from harness import PROJECT, bridge_env, write_config
 
 from dispatcher.dispatch import systemd_unit as su
 
-PROJECT = Path(__file__).resolve().parent.parent
 # Not resolved: .venv/bin/python is a symlink, and the unit must keep the venv path.
 PYTHON = Path(sys.executable)
 TEMPLATE = PROJECT / "systemd" / su.TEMPLATE_NAME

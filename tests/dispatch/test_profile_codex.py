@@ -12,7 +12,7 @@ from dispatcher.dispatch.cli_profiles import codex
 from dispatcher.permissions import PermissionProfile
 
 BASE = ["--json", "--ephemeral", "--skip-git-repo-check"]
-PROJECT = Path(__file__).resolve().parents[1]
+from harness import PROJECT
 
 
 def profile(level: str, **extra) -> PermissionProfile:

@@ -12,7 +12,8 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-PROJECT = Path(__file__).resolve().parent.parent
+from harness import PROJECT
+
 TIMEOUT = 120
 
 

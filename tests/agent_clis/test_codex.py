@@ -41,7 +41,7 @@ WORKER_TOOLS = {
 # bridge alone, which serves no resources).
 CODEX_MCP_RESOURCE_TOOLS = {"list_mcp_resources", "list_mcp_resource_templates", "read_mcp_resource"}
 CANARY = f"codex-canary-{uuid.uuid4().hex}"
-FIXTURES = Path(__file__).parent / "fixtures" / "cli_results" / "codex"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "cli_results" / "codex"
 DEADLINE = 120.0
 
 

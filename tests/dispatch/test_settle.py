@@ -69,7 +69,7 @@ def _conversation_state(conn, cid: int) -> str:
     return conn.execute("SELECT state FROM conversations WHERE id = ?", (cid,)).fetchone()[0]
 
 
-# -- the verdict from the store (defect 7) -------------------------------------------------------
+# -- the verdict from the store ------------------------------------------------------------------
 
 
 def test_two_blocked_results_and_an_ack_are_blocked_not_succeeded(conn):
@@ -140,7 +140,7 @@ def test_a_review_turn_with_nothing_done_fails_and_blocks_the_conversation(conn)
     assert len(_notices(conn, recipient="claude")) == 1
 
 
-# -- one transaction (defect 3) --------------------------------------------------------------------
+# -- one transaction -------------------------------------------------------------------------------
 
 
 class _Crash(Exception):
@@ -182,7 +182,7 @@ def test_settling_twice_sends_one_notice(conn):
     assert get_attempt(conn, task)["error_kind"] == "timeout"
 
 
-# -- the system notice (defect 13) -----------------------------------------------------------------
+# -- the system notice -----------------------------------------------------------------------------
 
 
 def test_a_worker_cannot_suppress_the_system_notice(conn):

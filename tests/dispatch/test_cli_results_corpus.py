@@ -25,7 +25,7 @@ from dispatcher.dispatch.cli_results import (
     kimi_status,
 )
 
-CORPUS = Path(__file__).parent / "fixtures" / "cli_results"
+CORPUS = Path(__file__).parents[1] / "fixtures" / "cli_results"
 EXPECTED = json.loads((CORPUS / "expected.json").read_text())
 OUTPUT_NAME = {"claude": CLAUDE_OUTPUT, "kimi": KIMI_OUTPUT, "codex": CODEX_OUTPUT, "gemini": GEMINI_OUTPUT}
 CANARY = "CANARY-7f3e"

@@ -9,11 +9,10 @@ import time
 from pathlib import Path
 
 import pytest
-from harness import bridge_env, write_config
+from harness import PROJECT, bridge_env, write_config
 
 from dispatcher.store import open_store
 
-PROJECT = Path(__file__).resolve().parent.parent
 TESTED = {"claude": "2.1.332", "kimi": "2.1.0"}
 # What a healthy setup without systemd and without a running listener may warn about.
 EXPECTED_WARNINGS = {"listener_not_running", "unit_not_installed", "statusline_slow"}

@@ -229,7 +229,7 @@ def test_recover_dispatch_launches_nothing_for_an_auto_off_agent(conn, tmp_path)
 
 
 def test_no_claim_lands_between_the_barriers_check_and_its_insert(conn, tmp_path):
-    """Defect 4: the rule is checked inside the barrier's transaction. A session that tries to
+    """The rule is checked inside the barrier's transaction. A session that tries to
     claim the task while the barrier is reading its facts waits for the barrier's commit, so
     the message is never both claimed by a session and given a worker."""
     task = _task(conn)

@@ -1,9 +1,10 @@
 """dispatcher/dispatch/cli_profiles/gemini.py: a permission profile in Gemini CLI's terms, one
-case per level and the refusals (pure functions; the real CLI is in test_permissions_gemini.py)."""
+case per level and the refusals (pure functions; the real CLI is in tests/agent_clis/test_gemini_permissions.py)."""
 
 from pathlib import Path
 
 import pytest
+from harness import PROJECT
 
 from dispatcher.dispatch.cli_profiles import gemini
 from dispatcher.permissions import WORKER_BRIDGE_TOOLS, PermissionProfile
@@ -88,7 +89,7 @@ def test_no_level_ever_asks_for_yolo():
 
 
 # The launcher's side of it, with a fake `gemini` that records its argv and environment.
-LAUNCHER = Path(__file__).resolve().parent.parent / "launchers" / "gemini_headless.sh"
+LAUNCHER = PROJECT / "launchers" / "gemini_headless.sh"
 FAKE_GEMINI = """#!{python}
 import json, os, sys
 with open(os.environ["FAKE_RECORD"], "w") as fh:
