@@ -1,19 +1,14 @@
 """`agent-bridge register CLI --agent ID`: the real command (`python -m dispatcher register ...`) on real
-files under a temporary HOME and per-CLI homes, and, for the CLIs that list their MCP servers, the
-pinned real binaries reading what it wrote (`claude mcp list` and `gemini mcp list` start the server
-and report it connected; `codex mcp list` reads the config only)."""
+files under a temporary HOME and per-CLI homes. The pinned real binaries reading what it wrote are
+in tests/agent_clis/test_register_mcp_list.py."""
 
 import json
 import os
-import stat
-import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
-from cli_harness import require_cli
-from harness import PROJECT, register_env
+from register_harness import backups, entry, mode, parse, register, register_env, target
 
 CLIS = ("claude", "kimi", "codex", "gemini")
 AGENTS = ("claude", "kimi", "codex", "gemini")
@@ -22,35 +17,6 @@ AGENTS = ("claude", "kimi", "codex", "gemini")
 @pytest.fixture
 def env(tmp_path) -> dict[str, str]:
     return register_env(tmp_path)
-
-
-def register(env: dict, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "dispatcher", "register", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=cwd or PROJECT,
-    )
-
-
-def target(env: dict, cli: str) -> Path:
-    return {
-        "claude": Path(env["CLAUDE_CONFIG_DIR"]) / ".claude.json",
-        "kimi": Path(env["KIMI_CODE_HOME"]) / "mcp.json",
-        "codex": Path(env["CODEX_HOME"]) / "config.toml",
-        "gemini": Path(env["GEMINI_CLI_HOME"]) / ".gemini" / "settings.json",
-    }[cli]
-
-
-def parse(cli: str, path: Path) -> dict:
-    return tomllib.loads(path.read_text()) if cli == "codex" else json.loads(path.read_text())
-
-
-def entry(cli: str, path: Path) -> dict:
-    doc = parse(cli, path)
-    return (doc["mcp_servers"] if cli == "codex" else doc["mcpServers"])["agent_bridge"]
 
 
 USER_FILES = {
@@ -72,14 +38,6 @@ USER_FILES = {
 
 def user_file(cli: str) -> str:
     return USER_FILES["codex" if cli == "codex" else "json"]
-
-
-def backups(path: Path) -> list[Path]:
-    return sorted(path.parent.glob(path.name + ".bak-*"))
-
-
-def mode(path: Path) -> int:
-    return stat.S_IMODE(path.stat().st_mode)
 
 
 @pytest.mark.parametrize("cli", CLIS)
@@ -232,65 +190,6 @@ def test_statusline_sets_claudes_status_line_keeping_its_other_settings(env):
 
 
 # --- the real CLIs' own listings ------------------------------------------------------------
-
-
-def run_cli(binary: Path, args: list[str], env: dict, cwd: Path) -> subprocess.CompletedProcess:
-    path = os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"])
-    return subprocess.run(
-        [str(binary), *args],
-        env={**env, "PATH": path},
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-    )
-
-
-@pytest.mark.cli
-def test_claude_registers_through_its_own_binary_and_mcp_list_connects(env, tmp_path):
-    claude = require_cli("claude")
-    env = {**env, "CLAUDE_BIN": str(claude)}
-    done = register(env, "claude", "--agent", "claude")
-    assert done.returncode == 0, done.stderr
-    assert f"via {claude}" in done.stdout
-    listed = run_cli(claude, ["mcp", "list"], env, tmp_path)
-    assert listed.returncode == 0, listed.stderr
-    assert any(line.startswith("agent_bridge:") and "✔ Connected" in line for line in listed.stdout.splitlines()), (
-        listed.stdout
-    )
-    path = target(env, "claude")
-    assert mode(path) == 0o600 and mode(path.parent) == 0o700
-    assert "nothing changed" in register(env, "claude", "--agent", "claude").stdout
-
-    assert register(env, "claude", "--agent", "kimi").returncode == 1
-    forced = register(env, "claude", "--agent", "kimi", "--force")
-    assert forced.returncode == 0, forced.stderr
-    assert entry("claude", path)["env"]["AGENT_ID"] == "kimi"
-    assert len(backups(path)) == 1
-
-
-@pytest.mark.cli
-def test_codex_mcp_list_shows_the_registered_server(env, tmp_path):
-    codex = require_cli("codex")
-    assert register(env, "codex", "--agent", "codex").returncode == 0
-    listed = run_cli(codex, ["mcp", "list", "--json"], env, tmp_path)
-    assert listed.returncode == 0, listed.stderr
-    [server] = [s for s in json.loads(listed.stdout) if s["name"] == "agent_bridge"]
-    assert server["enabled"] is True
-    assert server["transport"]["command"] == sys.executable
-    assert server["transport"]["args"] == ["-m", "dispatcher", "serve"]
-    assert server["transport"]["env"]["AGENT_ID"] == "codex"
-
-
-@pytest.mark.cli
-def test_gemini_mcp_list_connects_the_registered_server(env, tmp_path):
-    gemini = require_cli("gemini")
-    assert register(env, "gemini", "--agent", "gemini").returncode == 0
-    listed = run_cli(gemini, ["mcp", "list"], {**env, "GEMINI_CLI_TRUST_WORKSPACE": "true"}, tmp_path)
-    assert listed.returncode == 0, listed.stderr
-    said = listed.stdout + listed.stderr  # 0.61.0 prints the list through its logger, on stderr
-    assert any("agent_bridge" in line and "- Connected" in line for line in said.splitlines()), said
 
 
 def test_the_server_is_the_package_when_importable_and_the_checkouts_server_py_otherwise(tmp_path, monkeypatch):

@@ -3,13 +3,11 @@ HOME. Same safety as the MCP entry and --statusline: idempotent, backup first, -
 the user's other hooks kept, an agent-bridge hook pointing elsewhere refused until --force."""
 
 import json
-import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
 import pytest
-from harness import PROJECT, register_env
+from register_harness import register, register_env
 
 AGENTS = ("claude", "kimi", "codex", "gemini")
 EVENTS = ("UserPromptSubmit", "PostToolUse", "Stop")
@@ -18,17 +16,6 @@ EVENTS = ("UserPromptSubmit", "PostToolUse", "Stop")
 @pytest.fixture
 def env(tmp_path) -> dict[str, str]:
     return register_env(tmp_path)
-
-
-def register(env: dict, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "dispatcher", "register", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=PROJECT,
-    )
 
 
 def settings(env: dict) -> Path:
