@@ -1,12 +1,19 @@
+"""Fixtures every folder shares: a bridge root with its config and store per test module, one
+claude and one kimi server on it, a fresh store connection per test, and the end of every
+listener a test started. Each folder's own conftest.py holds what only that folder uses."""
+
 import sys
 from pathlib import Path
 
 import pytest
 
+# The helper modules (harness.py, dispatch_harness.py, ...) live here; tests in every folder
+# import them by name (the test modules themselves load with --import-mode=importlib).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cli_harness import require_cli  # noqa: E402
 from harness import bridge_env, start_agents, write_config  # noqa: E402
+
+from dispatcher.store import open_store  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -67,17 +74,9 @@ def _end_listeners_started_by_the_test():
     dispatch_harness.end_listeners(started)
 
 
-# The pinned agent CLIs (tests/cli_harness.py): the path, or a loud skip (a failure under CI=true).
-@pytest.fixture(scope="module")
-def claude_bin() -> Path:
-    return require_cli("claude")
-
-
-@pytest.fixture(scope="module")
-def codex_bin() -> Path:
-    return require_cli("codex")
-
-
-@pytest.fixture(scope="module")
-def gemini_bin() -> Path:
-    return require_cli("gemini")
+@pytest.fixture
+def conn(tmp_path):
+    """A fresh store on a real SQLite file, for the tests of one rule or one transaction."""
+    connection = open_store(tmp_path / "bridge.db")
+    yield connection
+    connection.close()

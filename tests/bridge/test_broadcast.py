@@ -29,13 +29,6 @@ DAY = 86400.0
 AGENTS = frozenset({"claude", "kimi", "codex"})
 
 
-@pytest.fixture
-def conn(tmp_path):
-    c = open_store(tmp_path / "bridge.db")
-    yield c
-    c.close()
-
-
 def send(conn, sender="kimi", recipient="*", text="heads up", agents=AGENTS, now=NOW, kind="notice", **kw) -> dict:
     return messages.send_message(
         conn, sender=sender, recipient=recipient, text=text, agents=agents, now=now, kind=kind, **kw

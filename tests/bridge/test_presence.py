@@ -65,13 +65,6 @@ def test_role_client_text_and_wake_paths_parse():
 
 
 # -- rows on a real store ---------------------------------------------------------------------
-@pytest.fixture
-def conn(tmp_path):
-    c = open_store(tmp_path / "bridge.db")
-    yield c
-    c.close()
-
-
 def probe_of(running: dict[int, float]):
     return lambda pid: running.get(pid)
 

@@ -9,7 +9,7 @@ from dispatcher import conversations
 from dispatcher.conversations import STATES, TRANSITIONS, next_state, turn_available
 from dispatcher.dispatch.attempts import finish_attempt, get_attempt, mark_spawned
 from dispatcher.errors import BridgeError
-from dispatcher.store import open_store, write_transaction
+from dispatcher.store import write_transaction
 
 AGENTS = {"claude", "kimi"}
 _ = None  # not allowed from this state
@@ -34,13 +34,6 @@ def test_the_table_covers_every_state_and_event():
 @pytest.mark.parametrize(("state", "event", "target"), CONVERSATION_CASES)
 def test_conversation_transition(state, event, target):
     assert next_state(state, event) == target
-
-
-@pytest.fixture
-def conn(tmp_path):
-    conn = open_store(tmp_path / "bridge.db")
-    yield conn
-    conn.close()
 
 
 def _conversation(conn, state: str, *, expires_in: float = 3600) -> int:

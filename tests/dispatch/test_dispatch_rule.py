@@ -119,13 +119,6 @@ def test_predicate(case, facts, automatic, manual):
 # -- its users, on a real store ------------------------------------------------------------------------
 
 
-@pytest.fixture
-def conn(tmp_path):
-    conn = open_store(tmp_path / "bridge.db")
-    yield conn
-    conn.close()
-
-
 def _task(conn, sender="kimi", recipient="claude", age: float = 10.0) -> int:
     return messages.send_message(
         conn, sender=sender, recipient=recipient, text="secret task", agents=AGENTS, kind="task", now=time.time() - age

@@ -133,13 +133,6 @@ def test_step_dispatches_what_is_ready_even_while_another_is_held():
 
 
 # -- on a real store ---------------------------------------------------------------------------
-@pytest.fixture
-def conn(tmp_path):
-    c = open_store(tmp_path / "bridge.db")
-    yield c
-    c.close()
-
-
 def _live_session(conn, paths=("hook",)) -> int:
     """A session row for this (live) test process, with the given wake paths."""
     me = os.getpid()

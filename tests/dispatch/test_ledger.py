@@ -14,7 +14,6 @@ from dispatcher.dispatch.attempts import FAILURE_OUTCOMES, begin_attempt, get_at
 from dispatcher.dispatch.control import agent_totals
 from dispatcher.dispatch.outcome import decide, settle
 from dispatcher.errors import BridgeError
-from dispatcher.store import open_store
 
 AGENTS = {"claude", "kimi"}
 WORKER = "worker-1"
@@ -27,13 +26,6 @@ def _config(cap: float | None = None) -> BridgeConfig:
             "kimi": AgentConfig(launcher="launchers/command_headless.sh", auto=True),
         }
     )
-
-
-@pytest.fixture
-def conn(tmp_path):
-    conn = open_store(tmp_path / "bridge.db")
-    yield conn
-    conn.close()
 
 
 def _attempt(conn, message_id: int, cap: float | None = None, now: float | None = None) -> None:

@@ -18,7 +18,6 @@ from dispatcher.permissions import (
     profile_from_env,
 )
 from dispatcher.rows import fetch_message
-from dispatcher.store import open_store
 
 
 def _config(permissions: object) -> BridgeConfig:
@@ -118,13 +117,6 @@ def test_the_supervisor_hands_the_configured_profile_and_never_an_inherited_one(
         "allow_commands": [],
         "extra_dirs": [],
     }
-
-
-@pytest.fixture
-def conn(tmp_path):
-    conn = open_store(tmp_path / "bridge.db")
-    yield conn
-    conn.close()
 
 
 def _task(conn) -> int:

@@ -25,13 +25,6 @@ CONFIG = BridgeConfig(
 WORKER = "worker-1"
 
 
-@pytest.fixture
-def conn(tmp_path):
-    conn = open_store(tmp_path / "bridge.db")
-    yield conn
-    conn.close()
-
-
 def _attempt(conn, message_id: int) -> None:
     begin_attempt(
         conn,

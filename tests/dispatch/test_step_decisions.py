@@ -83,13 +83,6 @@ def test_reconcile_decision(supervisor_alive, worker_alive, now, expected):
 
 
 # -- claim renewal ----------------------------------------------------------------------
-@pytest.fixture
-def conn(tmp_path):
-    c = open_store(tmp_path / "bridge.db")
-    yield c
-    c.close()
-
-
 def _message(conn, owner, expires, acknowledged=None) -> int:
     return conn.execute(
         "INSERT INTO messages (sender, recipient, kind, text, created_at, claim_owner, claim_expires_at,"

@@ -5,16 +5,8 @@ import pytest
 from dispatcher import conversations, messages
 from dispatcher.dispatch.prompts import worker_prompt
 from dispatcher.rows import fetch_message
-from dispatcher.store import open_store
 
 AGENTS = {"claude", "kimi"}
-
-
-@pytest.fixture
-def conn(tmp_path):
-    conn = open_store(tmp_path / "bridge.db")
-    yield conn
-    conn.close()
 
 
 def test_task_prompt_matches_the_verdict(conn):

@@ -23,13 +23,6 @@ OLD = NOW - 3 * DAY
 RECENT = NOW - 3600.0
 
 
-@pytest.fixture
-def conn(tmp_path):
-    c = open_store(tmp_path / "bridge.db")
-    yield c
-    c.close()
-
-
 def msg(
     conn,
     *,

@@ -23,13 +23,6 @@ from dispatcher.validation import check_dedup_key
 NOW = 1_800_000_000.0
 
 
-@pytest.fixture
-def conn(tmp_path):
-    conn = open_store(tmp_path / "bridge.db")
-    yield conn
-    conn.close()
-
-
 def _message(conn, owner=None, expires=None, recipient="claude", **extra) -> int:
     message_id = insert_message(conn, sender="kimi", recipient=recipient, text="t", created_at=NOW, **extra)
     conn.execute("UPDATE messages SET claim_owner = ?, claim_expires_at = ? WHERE id = ?", (owner, expires, message_id))
