@@ -80,3 +80,25 @@ def conn(tmp_path):
     connection = open_store(tmp_path / "bridge.db")
     yield connection
     connection.close()
+
+
+# -- running in parallel (pytest-xdist, `--dist loadgroup` in pyproject.toml) ------------------
+# Each test file is one unit of work, so its module-scoped servers and listeners start once.
+# The files that load the whole machine for a while (a storm of 32 processes, kill -9 chaos, a
+# lock-wait measurement) share one group: they run one after another, never against each other.
+MACHINE_WIDE = frozenset({"faults/test_storm.py", "faults/test_chaos.py", "ops/test_prune.py"})
+# The long folders start first, so the short files fill the end of the run on both workers.
+LONG_FIRST = ("faults", "agent_clis", "dispatch", "wake", "ops", "bridge", "mcp")
+TESTS = Path(__file__).resolve().parent
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def folder_rank(item: pytest.Item) -> int:
+        folder = item.path.relative_to(TESTS).parts[0]
+        return LONG_FIRST.index(folder) if folder in LONG_FIRST else len(LONG_FIRST)
+
+    items.sort(key=lambda item: (folder_rank(item), item.path.relative_to(TESTS).as_posix() not in MACHINE_WIDE))
+    for item in items:
+        path = item.path.relative_to(TESTS).as_posix()
+        item.add_marker(pytest.mark.xdist_group("machine-wide" if path in MACHINE_WIDE else path))

@@ -6,6 +6,7 @@ import time
 
 import pytest
 from harness import McpAgent, bridge_env, db_snapshot, sql, write_config
+from raw_jsonrpc import RawServer
 
 from dispatcher.rows import LEASE_CAP_SECONDS
 
@@ -85,8 +86,6 @@ def test_mark_read_takes_a_list_of_integer_ids_only(claude, first_task, db_path,
 
 def test_a_literal_1e0_id_is_refused_too(env, bridge_root, first_task, db_path):
     """1e0 is a JSON float whatever the client library sends; only a raw line shows it."""
-    from test_faults_protocol import RawServer
-
     raw = RawServer(env, bridge_root / "raw.stderr")
     try:
         raw.send(
@@ -220,7 +219,7 @@ READERS = {
 
 
 @pytest.mark.parametrize("reader", READERS)
-@pytest.mark.parametrize("far", [time.time() + 10 * 365 * 86400, math.inf])
+@pytest.mark.parametrize("far", [time.time() + 10 * 365 * 86400, math.inf], ids=["ten-years-ahead", "inf"])
 def test_a_far_future_lease_is_capped_for_good_when_first_read(kimi, claude, db_path, reader, far):
     task = kimi.ok("send_message", recipient="claude", text="leased far ahead", kind="task")["id"]
     sql(db_path, "UPDATE messages SET claim_owner = 'clock-ahead', claim_expires_at = ? WHERE id = ?", (far, task))

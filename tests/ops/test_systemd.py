@@ -307,3 +307,17 @@ def test_exec_start_runs_the_listener(tmp_path):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
+def test_systemd_analyze_verify_accepts_the_prune_timer(tmp_path):
+    units = tmp_path / "units"
+    su.install_prune_timer(Path(sys.executable), PROJECT, target_dir=units)
+    for name in ("agent-bridge-prune.timer", "agent-bridge-prune.service"):
+        proc = analyze_verify(units, name, tmp_path)
+        assert (proc.returncode, proc.stderr) == (0, ""), (name, proc.stderr)
+    # A real check: a service whose interpreter is missing is refused.
+    service = units / "agent-bridge-prune.service"
+    service.write_text(service.read_text().replace(os.path.abspath(sys.executable), str(tmp_path / "no-python")))
+    bad = analyze_verify(units, "agent-bridge-prune.service", tmp_path)
+    assert bad.returncode != 0 and "no-python" in bad.stderr

@@ -12,6 +12,7 @@ import threading
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 from harness import PROJECT, bridge_env, write_config
 
@@ -41,6 +42,21 @@ class Watch:
         self.seen: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
+        self._settle()
+
+    def _settle(self) -> None:
+        """Return once the process is in its poll loop: its start (imports, first look at the store)
+        takes CPU, the loop sleeps. A message sent before that first look would be announced as
+        already unread rather than new, however long the test had waited (a loaded machine)."""
+        process = psutil.Process(self.proc.pid)
+        deadline = time.monotonic() + TIMEOUT
+        used = sum(process.cpu_times()[:2])
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            time.sleep(0.3)
+            now = sum(process.cpu_times()[:2])
+            if now - used < 0.02:
+                return
+            used = now
 
     def _read(self) -> None:
         for line in self.proc.stdout:
