@@ -10,7 +10,7 @@ Only notifications, responses and blank lines get no answer.
 import json
 
 import pytest
-from faultkit import query
+from harness import sql
 from raw_jsonrpc import RawServer
 
 INVALID_REQUEST = -32600
@@ -47,7 +47,7 @@ def tool_call(name: str, arguments: dict, request_id: int) -> bytes:
 
 
 def message_count(db_path) -> int:
-    return query(db_path, "SELECT count(*) FROM messages")[0][0]
+    return sql(db_path, "SELECT count(*) FROM messages")[0][0]
 
 
 @pytest.mark.parametrize(
@@ -163,7 +163,7 @@ def test_lines_end_at_newline_only(server, db_path):
     before = message_count(db_path)
     server.write(tool_call("send_message", {"recipient": "kimi", "text": "escaped \r is fine"}, 75))
     assert server.response(75)["result"]["isError"] is False
-    assert query(db_path, "SELECT text FROM messages ORDER BY id DESC LIMIT 1") == [("escaped \r is fine",)]
+    assert sql(db_path, "SELECT text FROM messages ORDER BY id DESC LIMIT 1") == [("escaped \r is fine",)]
     assert message_count(db_path) == before + 1
 
 
@@ -228,7 +228,7 @@ def test_a_valid_surrogate_pair_still_works(server, db_path):
     reply = server.response(88)
     assert reply["result"]["isError"] is False
     message_id = reply["result"]["structuredContent"]["id"]
-    assert query(db_path, "SELECT text FROM messages WHERE id = ?", (message_id,)) == [("smile \U0001f600",)]
+    assert sql(db_path, "SELECT text FROM messages WHERE id = ?", (message_id,)) == [("smile \U0001f600",)]
 
 
 def test_a_20_mib_line_is_answered_and_the_server_stays_up(server, db_path):

@@ -23,22 +23,20 @@ from pathlib import Path
 
 import psutil
 import pytest
+from dispatch_harness import integrity, wait_until
 from faultkit import (
     fault_seed,
-    integrity,
     kill9,
     kill_marked,
     kill_process,
     marked_processes,
     mcp_server_pid,
     new_marker,
-    query,
     scripted_launcher,
     start_listener,
     stop,
-    wait_until,
 )
-from harness import McpAgent, bridge_env, write_config
+from harness import McpAgent, bridge_env, sql, write_config
 
 from dispatcher.dispatch.attempts import OUTCOMES
 
@@ -166,7 +164,7 @@ class Chaos:
         self.collect_sends()
         if self.sends:
             return True
-        attempted = {r[0] for r in query(self.db, "SELECT message_id FROM dispatch_attempts")}
+        attempted = {r[0] for r in sql(self.db, "SELECT message_id FROM dispatch_attempts")}
         return any(i not in attempted for i in self.confirmed.values())
 
     def kill_listener(self) -> None:
@@ -178,7 +176,7 @@ class Chaos:
         kill9(proc.pid)
         proc.wait(30)
         # Tasks the dead listener had not yet recorded an attempt for: the restart must take them.
-        attempted = {r[0] for r in query(self.db, "SELECT message_id FROM dispatch_attempts")}
+        attempted = {r[0] for r in sql(self.db, "SELECT message_id FROM dispatch_attempts")}
         self.unattempted_at_kill |= {
             i for k, i in self.confirmed.items() if self.recipient(k) == agent and i not in attempted
         }
@@ -271,9 +269,7 @@ class Chaos:
 
     def unsettled(self) -> list[int]:
         ids = list(self.confirmed.values())
-        finished = {
-            row[0] for row in query(self.db, "SELECT message_id FROM dispatch_attempts WHERE state = 'finished'")
-        }
+        finished = {row[0] for row in sql(self.db, "SELECT message_id FROM dispatch_attempts WHERE state = 'finished'")}
         return [i for i in ids if i not in finished]
 
     def close(self) -> None:
@@ -306,12 +302,12 @@ def test_random_kill9_then_restart_every_task_settles_once(chaos):
     )
 
     db = chaos.db
-    tasks = dict(query(db, "SELECT dedup_key, id FROM messages WHERE sender = 'kimi' AND kind = 'task'"))
+    tasks = dict(sql(db, "SELECT dedup_key, id FROM messages WHERE sender = 'kimi' AND kind = 'task'"))
     # Re-sent with the same dedup_key: exactly one message per task, and the ids the callers saw.
     assert tasks == chaos.confirmed
     assert len(tasks) >= chaos.cycles
 
-    attempts = {row[0]: row[1:] for row in query(db, "SELECT message_id, state, outcome FROM dispatch_attempts")}
+    attempts = {row[0]: row[1:] for row in sql(db, "SELECT message_id, state, outcome FROM dispatch_attempts")}
     for key, message_id in tasks.items():
         state, outcome = attempts[message_id]
         assert state == "finished" and outcome in OUTCOMES, (key, message_id, state, outcome)
@@ -324,11 +320,9 @@ def test_random_kill9_then_restart_every_task_settles_once(chaos):
 
     # At most one result per task (a second launch would have sent a second one), and a
     # 'succeeded' verdict only with the evidence: the result and the acknowledgement.
-    results = Counter(
-        r[0] for r in query(db, "SELECT reply_to FROM messages WHERE kind = 'result' AND sender != 'kimi'")
-    )
+    results = Counter(r[0] for r in sql(db, "SELECT reply_to FROM messages WHERE kind = 'result' AND sender != 'kimi'"))
     assert max(results.values(), default=0) <= 1
-    acked = {r[0] for r in query(db, "SELECT id FROM messages WHERE acknowledged_at IS NOT NULL")}
+    acked = {r[0] for r in sql(db, "SELECT id FROM messages WHERE acknowledged_at IS NOT NULL")}
     for message_id, (_, outcome) in attempts.items():
         if outcome == "succeeded":
             assert results[message_id] == 1 and message_id in acked and launched[message_id] == 1

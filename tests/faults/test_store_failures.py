@@ -22,15 +22,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from dispatch_harness import integrity, wait_until
 from faultkit import (
-    integrity,
-    query,
     scripted_launcher,
     start_listener,
     stop,
-    wait_until,
 )
-from harness import PROJECT, McpAgent, bridge_env, db_snapshot, store_from_fixture, write_config
+from harness import PROJECT, McpAgent, bridge_env, db_snapshot, sql, store_from_fixture, write_config
 
 from dispatcher.errors import BridgeError
 from dispatcher.store import SCHEMA_VERSION
@@ -122,7 +120,7 @@ def _env(root: Path, db: Path, agents: dict | None = None) -> dict[str, str]:
 
 
 def _messages(db: Path) -> list[tuple]:
-    return query(db, "SELECT id, sender, recipient, text FROM messages ORDER BY id")
+    return sql(db, "SELECT id, sender, recipient, text FROM messages ORDER BY id")
 
 
 BIG = "z" * 250_000  # bigger than anything already in the WAL, so it needs new space
@@ -318,7 +316,7 @@ class Running:
         """Wait for the listener to settle the attempt at ``task_id``; its outcome."""
 
         def outcome():
-            rows = query(
+            rows = sql(
                 self.db, "SELECT outcome FROM dispatch_attempts WHERE message_id = ? AND state = 'finished'", (task_id,)
             )
             return rows[0][0] if rows else None
@@ -567,12 +565,12 @@ def test_v1_store_is_migrated_by_a_running_server_and_listener(tmp_path):
         "id, sender, recipient, kind, text, reply_to, conversation_id, dedup_key, created_at,"
         " response_deadline, delivered_at, acknowledged_at, claim_owner, claim_expires_at"
     )
-    before = query(db, f"SELECT {v1_columns} FROM messages ORDER BY id")
+    before = sql(db, f"SELECT {v1_columns} FROM messages ORDER BY id")
     conv_columns = (
         "id, initiator, recipient, goal, state, max_turns, turn_count, in_flight_message_id,"
         " created_at, expires_at, updated_at"
     )  # the v1 columns (schema 4 adds max_cost_usd)
-    conversations = query(db, f"SELECT {conv_columns} FROM conversations ORDER BY id")
+    conversations = sql(db, f"SELECT {conv_columns} FROM conversations ORDER BY id")
 
     # Everyone starts at once on the old store: the first to take the write lock migrates.
     kimi = McpAgent("kimi", env, tmp_path / "servers.stderr")
@@ -580,9 +578,9 @@ def test_v1_store_is_migrated_by_a_running_server_and_listener(tmp_path):
     listener = start_listener(env, "kimi", tmp_path / "listener.log")
     try:
         kimi.wait_ready(), claude.wait_ready()
-        assert query(db, "PRAGMA user_version")[0][0] == SCHEMA_VERSION
-        assert query(db, f"SELECT {v1_columns} FROM messages ORDER BY id") == before
-        assert query(db, f"SELECT {conv_columns} FROM conversations ORDER BY id") == conversations
+        assert sql(db, "PRAGMA user_version")[0][0] == SCHEMA_VERSION
+        assert sql(db, f"SELECT {v1_columns} FROM messages ORDER BY id") == before
+        assert sql(db, f"SELECT {conv_columns} FROM conversations ORDER BY id") == conversations
         # The old messages read back through the tools, text intact.
         for message_id, text in ((1, "standalone task"), (2, "fixture goal"), (3, "plain reply ✓")):
             assert claude.ok("get_message", message_id=message_id)["text"] == text
@@ -592,9 +590,7 @@ def test_v1_store_is_migrated_by_a_running_server_and_listener(tmp_path):
         task = claude.ok("send_message", recipient="kimi", text="after the migration", kind="task")["id"]
 
         def settled():
-            rows = query(
-                db, "SELECT outcome FROM dispatch_attempts WHERE message_id = ? AND state = 'finished'", (task,)
-            )
+            rows = sql(db, "SELECT outcome FROM dispatch_attempts WHERE message_id = ? AND state = 'finished'", (task,))
             return rows[0][0] if rows else None
 
         assert wait_until(settled, 120, "the listener to dispatch the new task") == "succeeded"

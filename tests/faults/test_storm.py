@@ -23,8 +23,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from faultkit import integrity, kill_marked, new_marker, query, wait_until
-from harness import PROJECT, McpAgent, bridge_env, write_config
+from dispatch_harness import integrity, wait_until
+from faultkit import kill_marked, new_marker
+from harness import PROJECT, McpAgent, bridge_env, sql, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -147,7 +148,7 @@ def test_busy_storm_every_message_acknowledged_exactly_once(tmp_path):
         stormed = time.monotonic() - started - boot
 
         def unacknowledged() -> int:
-            return query(db, "SELECT count(*) FROM messages WHERE acknowledged_at IS NULL")[0][0]
+            return sql(db, "SELECT count(*) FROM messages WHERE acknowledged_at IS NULL")[0][0]
 
         backlog = unacknowledged()
         wait_until(lambda: unacknowledged() == 0, DRAIN_DEADLINE, "the readers to acknowledge every message")
@@ -191,7 +192,7 @@ def test_busy_storm_every_message_acknowledged_exactly_once(tmp_path):
     assert sorted(acks) == sorted(sent), (
         f"never acknowledged: {sorted(set(sent) - set(acks))[:10]}, unknown: {sorted(set(acks) - set(sent))[:10]}"
     )
-    stored = query(db, "SELECT count(*), count(acknowledged_at) FROM messages WHERE recipient = 'sink'")[0]
+    stored = sql(db, "SELECT count(*), count(acknowledged_at) FROM messages WHERE recipient = 'sink'")[0]
     assert stored == (len(sent), len(sent))
     assert mcp_sent > 0 and mcp_acks > 0, "the MCP half did no work"
     assert integrity(db) == "ok"
