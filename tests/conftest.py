@@ -12,6 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import bridge_env, start_agents, write_config  # noqa: E402
+from xdist.scheduler import LoadScopeScheduling  # noqa: E402
 
 from dispatcher.store import open_store  # noqa: E402
 
@@ -82,23 +83,37 @@ def conn(tmp_path):
     connection.close()
 
 
-# -- running in parallel (pytest-xdist, `--dist loadgroup` in pyproject.toml) ------------------
-# Each test file is one unit of work, so its module-scoped servers and listeners start once.
-# The files that load the whole machine for a while (a storm of 32 processes, kill -9 chaos, a
-# lock-wait measurement) share one group: they run one after another, never against each other.
+# -- running in parallel (pytest-xdist, `-n 2 --dist loadscope` in pyproject.toml) -------------
+# A test file is one unit of work, so its module-scoped servers and listeners start once. The
+# files that load the whole machine for a while (a storm of 32 processes, kill -9 chaos, a
+# lock-wait measurement) are one unit together: they run one after another, never side by side.
 MACHINE_WIDE = frozenset({"faults/test_storm.py", "faults/test_chaos.py", "ops/test_prune.py"})
 # The long folders start first, so the short files fill the end of the run on both workers.
 LONG_FIRST = ("faults", "agent_clis", "dispatch", "wake", "ops", "bridge", "mcp")
 TESTS = Path(__file__).resolve().parent
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    def folder_rank(item: pytest.Item) -> int:
-        folder = item.path.relative_to(TESTS).parts[0]
-        return LONG_FIRST.index(folder) if folder in LONG_FIRST else len(LONG_FIRST)
+def unit_of_work(nodeid: str) -> str:
+    """The file of a test (``tests/dispatch/test_listener.py::test_x``), or the machine-wide unit."""
+    path = nodeid.split("::", 1)[0]
+    return "machine-wide" if path.removeprefix("tests/") in MACHINE_WIDE else path
 
-    items.sort(key=lambda item: (folder_rank(item), item.path.relative_to(TESTS).as_posix() not in MACHINE_WIDE))
-    for item in items:
-        path = item.path.relative_to(TESTS).as_posix()
-        item.add_marker(pytest.mark.xdist_group("machine-wide" if path in MACHINE_WIDE else path))
+
+class ByUnitOfWork(LoadScopeScheduling):
+    def _split_scope(self, nodeid: str) -> str:
+        return unit_of_work(nodeid)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log) -> LoadScopeScheduling:
+    # xdist's own loadgroup cannot be used: it renames items through Node._nodeid, which
+    # pytest 9 no longer reads, so its groups silently fall apart into single tests.
+    return ByUnitOfWork(config, log)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> tuple[int, bool]:
+        path = item.path.relative_to(TESTS)
+        folder = LONG_FIRST.index(path.parts[0]) if path.parts[0] in LONG_FIRST else len(LONG_FIRST)
+        return folder, path.as_posix() not in MACHINE_WIDE
+
+    items.sort(key=rank)  # stable: each file keeps its own order

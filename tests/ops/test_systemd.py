@@ -9,6 +9,7 @@ import signal
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -225,17 +226,20 @@ def analyze_verify(units: Path, instance: str, root: Path) -> subprocess.Complet
     # (without one it fails with "Failed to lookup RuntimeDirectory path"), so point it
     # at a private temp dir; XDG_CONFIG_HOME keeps the caller's own user units out (and
     # is what %E expands to). This works as root, too. --man=no: the unit has no man: links.
-    run_dir = root / "xdg-runtime"
-    run_dir.mkdir(mode=0o700, exist_ok=True)
-    env = {**os.environ, "XDG_RUNTIME_DIR": str(run_dir), "XDG_CONFIG_HOME": str(root / "xdg-config")}
-    argv = ["systemd-analyze", "--user", "--man=no", "verify", str(units / instance)]
-    proc = subprocess.run(argv, check=False, env=env, capture_output=True, text=True, timeout=60)
-    if proc.returncode and "Failed to initialize manager" in proc.stderr:
-        # Fallback for hosts where even that cannot start a user-mode manager: system
-        # mode parses the same directives (only %E/%h resolve to system paths).
-        argv.remove("--user")
+    #
+    # The runtime dir is a short path of its own: the user units installed on the host name
+    # sockets below it, and a socket path longer than 108 bytes (a deep pytest temp dir under
+    # xdist) makes systemd-analyze refuse those units.
+    with tempfile.TemporaryDirectory(prefix="xdg-") as run_dir:
+        env = {**os.environ, "XDG_RUNTIME_DIR": run_dir, "XDG_CONFIG_HOME": str(root / "xdg-config")}
+        argv = ["systemd-analyze", "--user", "--man=no", "verify", str(units / instance)]
         proc = subprocess.run(argv, check=False, env=env, capture_output=True, text=True, timeout=60)
-    return proc
+        if proc.returncode and "Failed to initialize manager" in proc.stderr:
+            # Fallback for hosts where even that cannot start a user-mode manager: system
+            # mode parses the same directives (only %E/%h resolve to system paths).
+            argv.remove("--user")
+            proc = subprocess.run(argv, check=False, env=env, capture_output=True, text=True, timeout=60)
+        return proc
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
