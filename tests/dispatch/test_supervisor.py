@@ -6,6 +6,7 @@ import os
 import signal
 import sqlite3
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -149,6 +150,8 @@ def test_supervisor_renews_the_workers_claim(env, db_path, config_path, launcher
     # A 30 s claim must not lapse while the worker is still inside its budget.
     release = launchers / "release-claim-and-wait"
     release.unlink(missing_ok=True)
+    claim_file = launchers / "worker-claim.txt"
+    claim_file.unlink(missing_ok=True)
     # The worker holds its claim until the test has seen it renewed (at most 80 s).
     use(
         config_path,
@@ -157,28 +160,21 @@ def test_supervisor_renews_the_workers_claim(env, db_path, config_path, launcher
         timeout=90,
         FAKE_WORKER_DELAY="80",
         FAKE_WORKER_RELEASE_FILE=str(release),
+        FAKE_WORKER_CLAIM_FILE=str(claim_file),
     )
     listener = running_listener(env, AGENT_BRIDGE_TEST_RENEW_SECONDS="0.5")
     try:
         task = post_task(db_path, "hold the claim")
-        claimed = wait_until(
-            lambda: (
-                (
-                    r := query(
-                        db_path, "SELECT claim_owner, claim_expires_at, created_at FROM messages WHERE id = ?", (task,)
-                    )[0]
-                )
-                and r[0]
-                and r
-            ),
-            what="worker claimed",
-        )
+        # The worker's own 30 s claim as the tool granted it: the row may hold a renewal already
+        # by the time a loaded test first reads it.
+        granted = wait_until(lambda: claim_file.exists() and claim_file.read_text(), what="worker claimed")
+        claimed_until = datetime.fromisoformat(granted.replace("Z", "+00:00")).timestamp()
         started = attempt(db_path, task)["started_at"]
         # Renewed to min(now + 300, deadline + grace) = about started + 95: far past the 30 s lease.
         renewed = wait_until(
             lambda: (
                 (r := query(db_path, "SELECT claim_expires_at FROM messages WHERE id = ?", (task,))[0][0])
-                and r > claimed[1] + 30
+                and r > claimed_until + 30
                 and r
             ),
             what="claim renewed",
