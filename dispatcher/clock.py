@@ -1,6 +1,6 @@
 """The one reader of the clocks. Every stored time is float Unix seconds (``now``); tools show
 ISO 8601 UTC (``iso``); waits, deadlines inside one process and durations use ``monotonic``,
-which no clock step moves. A test (``test_one_clock``) fails when another module reads a clock."""
+which no clock step moves. A test (``tests/core/test_one_clock.py``) fails when another module reads a clock."""
 
 import time
 from datetime import UTC, datetime

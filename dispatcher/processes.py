@@ -4,7 +4,7 @@ A recorded process is (host, pid, start time). ``liveness`` is the one rule that
 it still runs; the other functions are the facts it and the rest of the bridge need: start
 times, ancestors, command lines, environments, lock holders, and ending a process tree.
 psutil is imported inside the functions: the status line's path must not pay for it.
-A test (``test_processes``) fails when another module reads /proc or imports psutil.
+A test (``tests/core/test_processes.py``) fails when another module reads /proc or imports psutil.
 """
 
 import contextlib

@@ -4,7 +4,7 @@
 # Checked against Claude Code 2.1.332 (`claude --version` -> "2.1.332 (Claude Code)"):
 # every flag below appears in `claude --help` of that version, except --max-turns,
 # which 2.1.332 hides from --help but accepts (see docs/launchers.md).
-# Run end to end with that binary, the listener and a scripted model: tests/test_cli_claude.py.
+# Run end to end with that binary, the listener and a scripted model: tests/agent_clis/test_claude.py.
 #
 # Contract (fixed by the dispatcher):  claude_headless.sh REQUEST_FILE
 #   cwd = workspace, stdin = /dev/null, stdout/stderr = private per-attempt log.

@@ -3,7 +3,7 @@
 #
 # Checked against codex-cli 0.171.0 (npm @openai/codex; `codex --version` -> "codex-cli 0.171.0"):
 # every flag below appears in `codex exec --help` of that version, and the whole launcher
-# was run end to end against a scripted Responses API server (tests/test_cli_codex.py).
+# was run end to end against a scripted Responses API server (tests/agent_clis/test_codex.py).
 #
 # Contract (fixed by the dispatcher):  codex_headless.sh REQUEST_FILE
 #   cwd = workspace, stdin = /dev/null, stdout/stderr = private per-attempt log.

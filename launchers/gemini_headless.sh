@@ -3,7 +3,7 @@
 #
 # Checked against Gemini CLI 0.61.0 (npm @google/gemini-cli; `gemini --version` -> "0.61.0"):
 # every flag below appears in `gemini --help` of that version, and the whole launcher runs
-# end to end in tests/test_cli_gemini.py (the real binary against a scripted model server).
+# end to end in tests/agent_clis/test_gemini.py (the real binary against a scripted model server).
 #
 # Contract (fixed by the dispatcher):  gemini_headless.sh REQUEST_FILE
 #   cwd = workspace, stdin = /dev/null, stdout/stderr = private per-attempt log.

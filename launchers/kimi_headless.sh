@@ -2,7 +2,7 @@
 # Agent Bridge worker launcher: Kimi Code, one non-interactive run (prompt mode).
 #
 # Checked against Kimi Code 2.1.0 (npm @moonshot-ai/kimi-code; `kimi --version` -> "2.1.0"):
-# every flag below appears in `kimi --help` of that version, and tests/test_cli_kimi.py runs
+# every flag below appears in `kimi --help` of that version, and tests/agent_clis/test_kimi.py runs
 # this launcher end to end (the real listener, the 2.1.0 binary on Node 22, the real bridge
 # server, a scripted Anthropic-style model on 127.0.0.1).
 #

@@ -1,12 +1,20 @@
+"""Fixtures every folder shares: a bridge root with its config and store per test module, one
+claude and one kimi server on it, a fresh store connection per test, and the end of every
+listener a test started. Each folder's own conftest.py holds what only that folder uses."""
+
 import sys
 from pathlib import Path
 
 import pytest
 
+# The helper modules (harness.py, dispatch_harness.py, ...) live here; tests in every folder
+# import them by name (the test modules themselves load with --import-mode=importlib).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cli_harness import require_cli  # noqa: E402
 from harness import bridge_env, start_agents, write_config  # noqa: E402
+from xdist.scheduler import LoadScopeScheduling  # noqa: E402
+
+from dispatcher.store import open_store  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -67,17 +75,45 @@ def _end_listeners_started_by_the_test():
     dispatch_harness.end_listeners(started)
 
 
-# The pinned agent CLIs (tests/cli_harness.py): the path, or a loud skip (a failure under CI=true).
-@pytest.fixture(scope="module")
-def claude_bin() -> Path:
-    return require_cli("claude")
+@pytest.fixture
+def conn(tmp_path):
+    """A fresh store on a real SQLite file, for the tests of one rule or one transaction."""
+    connection = open_store(tmp_path / "bridge.db")
+    yield connection
+    connection.close()
 
 
-@pytest.fixture(scope="module")
-def codex_bin() -> Path:
-    return require_cli("codex")
+# -- running in parallel (pytest-xdist, `-n 2 --dist loadscope` in pyproject.toml) -------------
+# A test file is one unit of work, so its module-scoped servers and listeners start once. The
+# files that load the whole machine for a while (a storm of 32 processes, kill -9 chaos, a
+# lock-wait measurement) are one unit together: they run one after another, never side by side.
+MACHINE_WIDE = frozenset({"faults/test_storm.py", "faults/test_chaos.py", "ops/test_prune.py"})
+# The long folders start first, so the short files fill the end of the run on both workers.
+LONG_FIRST = ("faults", "agent_clis", "dispatch", "wake", "ops", "bridge", "mcp")
+TESTS = Path(__file__).resolve().parent
 
 
-@pytest.fixture(scope="module")
-def gemini_bin() -> Path:
-    return require_cli("gemini")
+def unit_of_work(nodeid: str) -> str:
+    """The file of a test (``tests/dispatch/test_listener.py::test_x``), or the machine-wide unit."""
+    path = nodeid.split("::", 1)[0]
+    return "machine-wide" if path.removeprefix("tests/") in MACHINE_WIDE else path
+
+
+class ByUnitOfWork(LoadScopeScheduling):
+    def _split_scope(self, nodeid: str) -> str:
+        return unit_of_work(nodeid)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log) -> LoadScopeScheduling:
+    # xdist's own loadgroup cannot be used: it renames items through Node._nodeid, which
+    # pytest 9 no longer reads, so its groups silently fall apart into single tests.
+    return ByUnitOfWork(config, log)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> tuple[int, bool]:
+        path = item.path.relative_to(TESTS)
+        folder = LONG_FIRST.index(path.parts[0]) if path.parts[0] in LONG_FIRST else len(LONG_FIRST)
+        return folder, path.as_posix() not in MACHINE_WIDE
+
+    items.sort(key=rank)  # stable: each file keeps its own order

@@ -81,14 +81,16 @@ def end_listeners(procs: list[subprocess.Popen]) -> None:
             pass
 
 
-def wait_until(predicate, deadline: float = DEADLINE, interval: float = 0.05, what: str = "condition"):
+def wait_until(predicate, deadline: float = DEADLINE, what: str = "condition", interval: float = 0.05):
+    """Poll ``predicate`` until it returns something truthy (and return that); fail after ``deadline`` seconds."""
     end = time.monotonic() + deadline
-    while time.monotonic() < end:
+    while True:
         value = predicate()
         if value:
             return value
+        if time.monotonic() >= end:
+            raise AssertionError(f"timed out after {deadline:.0f} s waiting for {what}")
         time.sleep(interval)
-    raise AssertionError(f"timed out after {deadline}s waiting for {what}")
 
 
 def attempt(db: Path, message_id: int) -> dict | None:

@@ -1,4 +1,4 @@
-"""Helpers for the fault-injection tests (tests/test_faults_*.py).
+"""Helpers for the fault-injection tests (tests/faults/).
 
 Processes a fault test starts carry a marker in their environment (FAULT_RUN=<token>),
 which every process below them inherits (listener -> supervisor -> launcher -> worker),
@@ -8,19 +8,14 @@ so a test can find them after their parents died and kill whatever is left at th
 import os
 import random
 import signal
-import sqlite3
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
 
 import psutil
 from harness import PROJECT
 
-T = TypeVar("T")
 SCRIPTED_WORKER = PROJECT / "tests" / "workers" / "scripted_worker.py"
 
 
@@ -30,34 +25,6 @@ def fault_seed(name: str) -> int:
     seed = int(raw) if raw else random.SystemRandom().randrange(2**32)
     print(f"\n[{name}] FAULT_SEED={seed} (set FAULT_SEED={seed} to replay this run)", flush=True)
     return seed
-
-
-def wait_until(predicate: Callable[[], T], timeout: float, what: str, interval: float = 0.05) -> T:
-    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(interval)
-
-
-def integrity(db: Path | str) -> str:
-    conn = sqlite3.connect(db, timeout=30)
-    try:
-        return conn.execute("PRAGMA integrity_check").fetchone()[0]
-    finally:
-        conn.close()
-
-
-def query(db: Path | str, statement: str, params: tuple = ()) -> list[tuple]:
-    conn = sqlite3.connect(db, timeout=30)
-    try:
-        return conn.execute(statement, params).fetchall()
-    finally:
-        conn.close()
 
 
 def new_marker() -> str:

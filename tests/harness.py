@@ -201,35 +201,6 @@ def acknowledge_all(db_path: Path | str) -> None:
     sql(db_path, "UPDATE messages SET acknowledged_at = 1 WHERE acknowledged_at IS NULL")
 
 
-def register_env(tmp_path: Path) -> dict[str, str]:
-    """`agent-bridge register` under a temporary HOME: every CLI's config directory inside
-    ``tmp_path``, no agent CLI on PATH (Claude's files are then written directly)."""
-    import os
-
-    config = write_config(
-        tmp_path / "config.json", {a: {"launcher": "launchers/x.sh"} for a in ("claude", "kimi", "codex", "gemini")}
-    )
-    (tmp_path / "home").mkdir()
-    base = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("AGENT_BRIDGE_", "CLAUDE", "KIMI", "CODEX", "GEMINI")) and k != "AGENT_ID"
-    }
-    return {
-        **base,
-        "HOME": str(tmp_path / "home"),
-        "PATH": str(Path(sys.executable).parent),
-        "CLAUDE_CONFIG_DIR": str(tmp_path / "claude"),
-        "KIMI_CODE_HOME": str(tmp_path / "kimi"),
-        "CODEX_HOME": str(tmp_path / "codex"),
-        "GEMINI_CLI_HOME": str(tmp_path / "gemini"),
-        "AGENT_BRIDGE_CONFIG": str(config),
-        "AGENT_BRIDGE_DB": str(tmp_path / "state" / "bridge.db"),
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        "PYTHONDONTWRITEBYTECODE": "1",
-    }
-
-
 # The tables of the schema-4 fixture (tests/fixtures/store_v4.sql).
 V4_TABLES = ("messages", "dispatch_attempts", "conversations", "conversation_transitions", "listeners")
 

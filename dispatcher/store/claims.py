@@ -1,7 +1,7 @@
 """Claims: the active-claim rule in its Python and its SQL form, side by side, and the claim writes.
 
 A claim is two columns of a message (``claim_owner``, ``claim_expires_at``). The rule is
-defined here once; ``tests/test_store_claims.py`` checks both forms against each other on
+defined here once; ``tests/store/test_claims_rule.py`` checks both forms against each other on
 generated rows. Code that needs the rule inside a query uses ``active_claim_sql``.
 """
 

@@ -3,7 +3,7 @@
 The rule itself is ``dispatch.queue.dispatch_refusal`` (it needs the config and the
 conversation rules, which live above the store). The scan below only pre-narrows, by
 conditions every message that rule dispatches meets; each line names the refusal it
-mirrors. ``tests/test_dispatchable_prefilter.py`` checks on generated stores that the scan
+mirrors. ``tests/store/test_dispatchable_prefilter.py`` checks on generated stores that the scan
 never drops a message the rule would dispatch: change both together.
 """
 

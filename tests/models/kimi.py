@@ -2,7 +2,7 @@
 
 Kimi takes its prompt only from argv, so the launcher's argv names the request file and the
 model first reads it with Kimi's ``Read`` tool; ``KimiModel`` adds that step in front of the
-API-neutral script (tests/test_cli_kimi.py, tests/test_permissions_kimi.py).
+API-neutral script (tests/agent_clis/test_kimi.py, tests/agent_clis/test_kimi_permissions.py).
 """
 
 import re

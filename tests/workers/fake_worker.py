@@ -3,8 +3,8 @@
 Usage (from a launcher): fake_worker.py REQUEST_FILE, with FAKE_WORKER_MODE one of
 succeed, slow (succeeds after FAKE_WORKER_DELAY seconds), block, crash, hang, noop,
 ignore_term, late_noop (exits 0 after FAKE_WORKER_DELAY seconds, answering nothing),
-claim_and_wait (claims with the shortest lease, waits until FAKE_WORKER_RELEASE_FILE
-exists or FAKE_WORKER_DELAY seconds passed, then succeeds), daemonize (exits at once, leaving a setsid'd grandchild that posts a result
+claim_and_wait (claims with the shortest lease, writes the lease's end to FAKE_WORKER_CLAIM_FILE
+when set, waits until FAKE_WORKER_RELEASE_FILE exists or FAKE_WORKER_DELAY seconds passed, then succeeds), daemonize (exits at once, leaving a setsid'd grandchild that posts a result
 after FAKE_WORKER_DELAY seconds and notes that in FAKE_WORKER_LATE_FILE; with
 FAKE_WORKER_LEADER=hang the leader then hangs); the
 supervisor's environment tells it which message and store. The
@@ -46,7 +46,11 @@ async def misbehave() -> None:
 
 async def claim_and_wait() -> None:
     async with bridge_tools() as call:
-        await call("claim_message", message_id=MESSAGE_ID, lease_seconds=30)
+        claim = await call("claim_message", message_id=MESSAGE_ID, lease_seconds=30)
+        claim_file = os.environ.get("FAKE_WORKER_CLAIM_FILE")
+        if claim_file:  # the claim as granted: a reader of the row may only ever see its renewal
+            Path(claim_file + ".tmp").write_text(claim["claim_expires_at"])
+            os.replace(claim_file + ".tmp", claim_file)
         release = os.environ.get("FAKE_WORKER_RELEASE_FILE")
         deadline = time.monotonic() + DELAY
         while time.monotonic() < deadline and not (release and os.path.exists(release)):

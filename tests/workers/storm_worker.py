@@ -1,4 +1,4 @@
-"""One process of the busy storm (tests/test_faults_storm.py), on the domain layer directly.
+"""One process of the busy storm (tests/faults/test_storm.py), on the domain layer directly.
 
     storm_worker.py writer AGENT RECIPIENT SECONDS OUT_JSON
         send messages to RECIPIENT as fast as possible for SECONDS, each with a fresh

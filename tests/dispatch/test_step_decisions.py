@@ -1,0 +1,241 @@
+"""Unit tests of the dispatcher's process-side decisions: the listener step, backoff,
+reconciliation, claim renewal, the listener lease, connection tracking and fault points.
+No listener, no supervisor: pure functions and single transactions on a real SQLite file."""
+
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from dispatcher.dispatch import faults, lease
+from dispatcher.dispatch.procs import fork_without_store
+from dispatcher.dispatch.reconcile import BUSY, CRASHED, KILL, decide
+from dispatcher.dispatch.renewal import owner_pid, renew_worker_claim
+from dispatcher.dispatch.step import (
+    BACKOFF_CAP_SECONDS,
+    BUSY_RECHECK_SECONDS,
+    RESCAN_SECONDS,
+    BackOff,
+    Dispatch,
+    Observation,
+    Stop,
+    Wait,
+    backoff_seconds,
+    step,
+)
+from dispatcher.processes import start_time
+from dispatcher.store.connection import open_connections, open_store
+
+NOW = 1_000_000.0
+
+
+# -- step ---------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("obs", "action"),
+    [
+        (Observation(stop_requested=True, candidate=7), Stop("signal")),
+        (Observation(stop_requested=True, disabled=True), Stop("signal")),
+        (Observation(disabled=True, candidate=7), Stop("disabled")),
+        (Observation(disabled=True, backoff_until=NOW + 10), Stop("disabled")),
+        (Observation(backoff_until=NOW + 3, candidate=7), Wait(3.0, "error", wake_on_commit=False)),
+        (Observation(store_error="store_missing: gone", failures=1), BackOff(0.5, "store_missing: gone")),
+        (Observation(store_error="full", failures=3, candidate=7), BackOff(2.0, "full")),
+        (
+            Observation(failure_reason="supervisor exited 4", failures=2, candidate=7),
+            BackOff(1.0, "supervisor exited 4"),
+        ),
+        (Observation(config_error="bad json"), Wait(RESCAN_SECONDS, "error")),
+        (Observation(busy=True, candidate=7), Wait(BUSY_RECHECK_SECONDS, "supervising")),
+        (Observation(candidate=7), Dispatch(7)),
+        (Observation(candidate=7, failures=2), Dispatch(7)),  # a backed-off failure: try again
+        (Observation(backoff_until=NOW, candidate=7), Dispatch(7)),  # the backoff just ended
+        (Observation(), Wait(RESCAN_SECONDS, "idle")),
+    ],
+)
+def test_step(obs, action):
+    assert step(obs, NOW) == action
+
+
+def test_backoff_is_exponential_and_capped():
+    assert [backoff_seconds(n) for n in range(1, 6)] == [0.5, 1.0, 2.0, 4.0, 8.0]
+    assert backoff_seconds(0) == 0.5
+    assert backoff_seconds(50) == backoff_seconds(10_000) == BACKOFF_CAP_SECONDS
+
+
+# -- reconciliation ---------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("supervisor_alive", "worker_alive", "now", "expected"),
+    [
+        (True, True, NOW + 10, BUSY),  # the supervisor handles its own timeout
+        (True, False, NOW - 10, BUSY),
+        (False, True, NOW - 10, BUSY),  # orphaned but inside its budget
+        (False, True, NOW + 10, KILL),
+        (False, True, NOW, KILL),
+        (False, False, NOW - 10, CRASHED),
+        (False, False, NOW + 10, CRASHED),
+    ],
+)
+def test_reconcile_decision(supervisor_alive, worker_alive, now, expected):
+    assert decide(supervisor_alive=supervisor_alive, worker_alive=worker_alive, now=now, deadline=NOW) == expected
+
+
+# -- claim renewal ----------------------------------------------------------------------
+def _message(conn, owner, expires, acknowledged=None) -> int:
+    return conn.execute(
+        "INSERT INTO messages (sender, recipient, kind, text, created_at, claim_owner, claim_expires_at,"
+        " acknowledged_at) VALUES ('kimi', 'claude', 'task', 't', ?, ?, ?, ?)",
+        (NOW - 60, owner, expires, acknowledged),
+    ).lastrowid
+
+
+def _expiry(conn, message_id):
+    return conn.execute("SELECT claim_expires_at FROM messages WHERE id = ?", (message_id,)).fetchone()[0]
+
+
+def test_owner_pid():
+    assert owner_pid("claude-1234-ab12cd34") == 1234
+    assert owner_pid("my-agent-42-00ff00ff") == 42
+    assert owner_pid("claude") is None and owner_pid(None) is None and owner_pid("claude-x-ab") is None
+
+
+@pytest.mark.parametrize(
+    ("owner", "expires", "acknowledged", "renewed"),
+    [
+        ("claude-77-aa", NOW + 20, None, True),  # the worker's active claim
+        ("claude-78-aa", NOW + 20, None, False),  # someone else's (not in the worker's tree)
+        ("claude-77-aa", NOW - 1, None, False),  # expired: never revived
+        (None, None, None, False),  # released: never revived
+        ("claude-77-aa", NOW + 20, NOW - 5, False),  # acknowledged: done
+        ("claude-77-aa", NOW + 500, None, False),  # already longer: never shortened
+    ],
+)
+def test_renew_worker_claim(conn, owner, expires, acknowledged, renewed):
+    message_id = _message(conn, owner, expires, acknowledged)
+    until = NOW + 300
+    assert renew_worker_claim(conn, message_id, worker_pids={77}, until=until, now=NOW) is renewed
+    assert _expiry(conn, message_id) == (until if renewed else expires)
+
+
+# -- the listener lease -----------------------------------------------------------------
+def _holder(conn):
+    return conn.execute("SELECT pid, start_time, host FROM listeners WHERE agent = 'claude'").fetchone()
+
+
+def _plant(conn, pid, started, host=None):
+    conn.execute(
+        "INSERT OR REPLACE INTO listeners (agent, pid, start_time, host, runtime_dir, started_at)"
+        " VALUES ('claude', ?, ?, ?, '/elsewhere', 0)",
+        (pid, started, host or socket.gethostname()),
+    )
+
+
+def test_lease_is_taken_when_free_and_released_only_by_its_owner(conn):
+    assert lease.acquire(conn, "claude", "/run", NOW) is None
+    assert tuple(_holder(conn))[:1] == (os.getpid(),)
+    assert lease.acquire(conn, "claude", "/run", NOW) is None  # our own row: re-entrant
+    lease.release(conn, "claude")
+    assert _holder(conn) is None
+    _plant(conn, 1, start_time(1))
+    lease.release(conn, "claude")  # not ours: left alone
+    assert _holder(conn)[0] == 1
+
+
+@pytest.fixture
+def other_process():
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def test_a_live_holder_keeps_the_lease(conn, other_process):
+    _plant(conn, other_process.pid, start_time(other_process.pid))
+    assert lease.acquire(conn, "claude", "/run", NOW) == other_process.pid
+    assert _holder(conn)[0] == other_process.pid
+
+
+@pytest.mark.parametrize("case", ["dead_pid", "recycled_pid", "other_host"])
+def test_a_stale_lease_is_taken_over(conn, other_process, case):
+    if case == "dead_pid":
+        dead = subprocess.Popen([sys.executable, "-c", "pass"])
+        dead.wait()
+        _plant(conn, dead.pid, 1.0)
+    elif case == "recycled_pid":  # the pid is alive, but it is another process than recorded
+        _plant(conn, other_process.pid, start_time(other_process.pid) - 100)
+    else:
+        _plant(conn, other_process.pid, start_time(other_process.pid), host="another-host")
+    assert lease.acquire(conn, "claude", "/run", NOW) is None
+    assert _holder(conn)[0] == os.getpid()
+
+
+# -- no connection crosses a fork ------------------------------------------------------
+def test_open_connections_are_counted_and_refuse_a_fork(tmp_path):
+    before = open_connections()
+    conn = open_store(tmp_path / "bridge.db")
+    assert open_connections() == before + 1
+    with pytest.raises(RuntimeError, match="refusing to fork"):
+        fork_without_store()
+    conn.close()
+    assert open_connections() == before
+
+
+def test_a_fork_without_connections_is_allowed(tmp_path):
+    conn = open_store(tmp_path / "bridge.db")
+    conn.close()
+    pid = fork_without_store()
+    if pid == 0:
+        os._exit(0)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+
+
+# -- fault points ------------------------------------------------------------------------
+def test_fault_points_do_nothing_unless_armed(monkeypatch, conn):
+    monkeypatch.delenv(faults.ENV, raising=False)
+    for point in faults.POINTS:
+        faults.fault_point(point)
+
+
+def test_an_error_fault_raises_a_store_error_at_its_point(monkeypatch):
+    monkeypatch.setenv(faults.ENV, "record_pid:error")
+    faults.fault_point("after_spawn")  # another point: nothing
+    with pytest.raises(sqlite3.OperationalError, match="record_pid"):
+        faults.fault_point("record_pid")
+
+
+# -- signals ---------------------------------------------------------------------------------
+def test_sigterm_only_sets_a_flag_and_never_cuts_a_transaction_short(tmp_path):
+    from dispatcher.dispatch.listener import Listener
+    from dispatcher.settings import BridgeSettings
+    from dispatcher.store import write_transaction
+
+    settings = BridgeSettings(db=tmp_path / "bridge.db", runtime_dir=tmp_path / "runtime")
+    listener = Listener(settings, "claude")
+    conn = open_store(settings.db)
+    previous = signal.signal(signal.SIGTERM, listener._request_stop)
+    try:
+        with write_transaction(conn):
+            conn.execute("INSERT INTO messages (sender, recipient, text, created_at) VALUES ('a', 'b', '1', 0)")
+            os.kill(os.getpid(), signal.SIGTERM)  # the handler runs here, between the two writes
+            conn.execute("INSERT INTO messages (sender, recipient, text, created_at) VALUES ('a', 'b', '2', 0)")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert conn.execute("SELECT count(*) FROM messages").fetchone()[0] == 2
+    assert listener._stop_requested
+    conn.close()
+
+
+def test_the_worker_gets_the_resolved_settings_and_its_token(tmp_path):
+    from dispatcher.dispatch.supervisor import worker_env
+    from dispatcher.settings import BridgeSettings
+
+    settings = BridgeSettings(
+        db=tmp_path / "bridge.db", runtime_dir=tmp_path / "rt", max_body_bytes=1000, log_level="INFO"
+    )
+    env = worker_env(settings, "claude", 5, tmp_path, tmp_path / "d.json", "tok")
+    assert env["AGENT_BRIDGE_RUNTIME_DIR"] == str((tmp_path / "rt").resolve())
+    assert (env["AGENT_BRIDGE_MAX_BODY_BYTES"], env["AGENT_BRIDGE_LOG_LEVEL"]) == ("1000", "INFO")
+    assert (env["AGENT_BRIDGE_ROLE"], env["AGENT_BRIDGE_WORKER_TOKEN"], env["AGENT_ID"]) == ("worker", "tok", "claude")

@@ -1,0 +1,407 @@
+"""`agent-bridge doctor`: real subprocesses on real stores in temp dirs; each problem has its code and exit 1."""
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from harness import PROJECT, bridge_env, write_config
+
+from dispatcher.store import open_store
+
+TESTED = {"claude": "2.1.332", "kimi": "2.1.0"}
+# What a healthy setup without systemd and without a running listener may warn about.
+EXPECTED_WARNINGS = {"listener_not_running", "unit_not_installed", "statusline_slow"}
+
+
+def fake_cli(path: Path, line: str) -> Path:
+    path.write_text(f"#!/bin/sh\necho '{line}'\n")
+    path.chmod(0o755)
+    return path
+
+
+@pytest.fixture
+def setup(tmp_path) -> dict:
+    """A healthy setup: a store, a valid config, the tested CLI versions, the status line configured."""
+    config = write_config(tmp_path / "config.json")
+    env = {
+        **os.environ,
+        **bridge_env(tmp_path, config),
+        "HOME": str(tmp_path / "home"),
+        "CLAUDE_CONFIG_DIR": str(tmp_path / "claude-config"),
+    }
+    env.pop("AGENT_ID", None)
+    bins = tmp_path / "bin"
+    bins.mkdir()
+    env["CLAUDE_BIN"] = str(fake_cli(bins / "claude", f"{TESTED['claude']} (Claude Code)"))
+    env["KIMI_BIN"] = str(fake_cli(bins / "kimi", f"kimi, version {TESTED['kimi']}"))
+    (tmp_path / "claude-config").mkdir()
+    (tmp_path / "claude-config" / "settings.json").write_text(
+        json.dumps({"statusLine": {"type": "command", "command": "agent-bridge-statusline"}})
+    )
+    db = Path(env["AGENT_BRIDGE_DB"])
+    open_store(db).close()
+    return {"root": tmp_path, "env": env, "db": db, "config": config}
+
+
+def doctor(env: dict, *args: str) -> tuple[int, dict | str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dispatcher", "doctor", *args],
+        cwd=PROJECT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    out, err = proc.communicate(timeout=60)
+    assert err == "", err
+    return proc.returncode, (json.loads(out) if "--json" in args else out)
+
+
+def codes(report: dict, level: str | None = None) -> set[str]:
+    return {f["code"] for f in report["findings"] if level is None or f["level"] == level}
+
+
+def assert_error(env: dict, code: str) -> dict:
+    rc, report = doctor(env, "--json")
+    assert code in codes(report, "error"), report
+    assert rc == 1 and report["ok"] is False
+    found = next(f for f in report["findings"] if f["code"] == code)
+    assert found["message"] and found["fix"] and "\n" not in found["message"] + found["fix"]
+    return report
+
+
+def store_rows(db: Path, *statements: tuple[str, tuple]) -> None:
+    conn = open_store(db)
+    try:
+        for sql, params in statements:
+            conn.execute(sql, params)
+    finally:
+        conn.close()
+
+
+def add_stale_attempt(db: Path, agent: str = "claude") -> None:
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    now = time.time()
+    store_rows(
+        db,
+        (
+            "INSERT INTO messages (id, sender, recipient, kind, text, created_at) VALUES (7, 'kimi', ?, 'task', 'x', ?)",
+            (agent, now),
+        ),
+        (
+            "INSERT INTO dispatch_attempts (message_id, agent, state, started_at, supervisor_pid, supervisor_start_time,"
+            " deadline, worker_token) VALUES (7, ?, 'spawned', ?, ?, ?, ?, 'tok')",
+            (agent, now, dead.pid, now, now + 600),
+        ),
+    )
+
+
+def add_conversation(db: Path, state: str) -> None:
+    now = time.time()
+    store_rows(
+        db,
+        (
+            "INSERT INTO conversations (initiator, recipient, goal, state, max_turns, created_at, expires_at,"
+            " updated_at) VALUES ('kimi', 'claude', 'g', ?, 4, ?, ?, ?)",
+            (state, now, now + 3600, now),
+        ),
+    )
+
+
+def test_healthy_setup_has_no_error(setup):
+    rc, report = doctor(setup["env"], "--json")
+    assert rc == 0 and report["ok"] is True and report["errors"] == 0, report
+    assert codes(report, "warn") <= EXPECTED_WARNINGS, report
+    assert {"store_ok", "config_ok", "launcher_ok", "cli_ok", "statusline_configured", "nothing_stuck"} <= codes(report)
+    for finding in report["findings"]:
+        assert set(finding) == {"code", "level", "message", "fix", "agent"}
+        assert finding["level"] in ("ok", "warn", "error")
+
+
+def test_table_output(setup):
+    os.chmod(setup["db"], 0o644)
+    rc, text = doctor(setup["env"])
+    assert rc == 1
+    line = next(li for li in text.splitlines() if li.startswith("ERROR store_mode:"))
+    assert "bridge.db is 0644" in line and f"— fix: chmod 600 {setup['db']}" in line
+    assert text.splitlines()[-1].startswith("1 error(s)")
+
+
+def test_missing_store_is_a_warning_and_is_not_created(setup):
+    setup["db"].unlink()
+    rc, report = doctor(setup["env"], "--json")
+    assert rc == 0 and "store_missing" in codes(report, "warn"), report
+    assert not setup["db"].exists()
+
+
+def test_store_removed_while_doctor_opens_it_is_missing(tmp_path, monkeypatch):
+    """The store file vanishing between the check that it exists and the read-only open is
+    ``store_missing``, not a failed check (found by typing: ``open_read_only`` returns None then)."""
+    from dispatcher import doctor as doctor_module
+    from dispatcher.locations import Locations
+
+    db = tmp_path / "bridge.db"
+    open_store(db).close()
+    monkeypatch.setattr(doctor_module, "open_read_only", lambda path: None)  # as if unlinked just before
+    found = doctor_module._safe(doctor_module.check_store, doctor_module.Context(Locations(db=db)))
+    assert "store_missing" in {f.code for f in found} and "check_failed" not in {f.code for f in found}, found
+
+
+def test_store_mode(setup):
+    os.chmod(setup["db"], 0o644)
+    assert_error(setup["env"], "store_mode")
+
+
+def test_corrupt_store(setup):
+    setup["db"].write_bytes(b"this is not a database" * 100)
+    assert_error(setup["env"], "store_corrupt")
+
+
+def test_config_invalid(setup):
+    setup["config"].write_text('{"agents": {}}')
+    report = assert_error(setup["env"], "config_invalid")
+    assert "agents" in next(f["message"] for f in report["findings"] if f["code"] == "config_invalid")
+
+
+def test_launcher_missing_and_not_executable(setup):
+    script = setup["root"] / "plain.sh"
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o644)
+    write_config(
+        setup["config"], {"claude": {"launcher": str(setup["root"] / "nope.sh")}, "kimi": {"launcher": str(script)}}
+    )
+    report = assert_error(setup["env"], "launcher_missing")
+    assert "launcher_not_executable" in codes(report, "error")
+
+
+def test_cli_not_found(setup):
+    assert_error({**setup["env"], "CLAUDE_BIN": str(setup["root"] / "no-such-claude")}, "cli_not_found")
+
+
+def test_cli_version_untested(setup):
+    fake_cli(Path(setup["env"]["CLAUDE_BIN"]), "9.9.9 (Claude Code)")
+    rc, report = doctor(setup["env"], "--json")
+    assert rc == 0 and "cli_version_untested" in codes(report, "warn"), report
+    found = next(f for f in report["findings"] if f["code"] == "cli_version_untested")
+    assert "9.9.9" in found["message"] and TESTED["claude"] in found["message"] and found["agent"] == "claude"
+
+
+def test_stale_attempt(setup):
+    add_stale_attempt(setup["db"])
+    report = assert_error(setup["env"], "stale_attempt")
+    assert "#7" in next(f["message"] for f in report["findings"] if f["code"] == "stale_attempt")
+
+
+def test_needs_human_conversation(setup):
+    add_conversation(setup["db"], "needs_human")
+    assert_error(setup["env"], "conversation_needs_human")
+
+
+def snapshot(root: Path) -> dict:
+    found = {}
+    for path in sorted(root.rglob("*")):
+        info = path.lstat()
+        digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+        found[str(path.relative_to(root))] = (info.st_mode, info.st_size, info.st_mtime_ns, digest)
+    return found
+
+
+def test_doctor_changes_nothing(setup):
+    add_stale_attempt(setup["db"])
+    add_conversation(setup["db"], "blocked")
+    runtime = Path(setup["env"]["AGENT_BRIDGE_RUNTIME_DIR"])
+    runtime.mkdir(mode=0o700)
+    before = snapshot(setup["root"])
+    assert any(name.endswith("bridge.db") for name in before)
+    rc, report = doctor(setup["env"], "--json")
+    assert rc == 1 and {"stale_attempt", "conversation_blocked"} <= codes(report, "error")
+    assert snapshot(setup["root"]) == before
+
+
+def test_old_unread_message_warns(setup):
+    store_rows(
+        setup["db"],
+        (
+            "INSERT INTO messages (sender, recipient, kind, text, created_at) VALUES "
+            "('kimi', 'claude', 'task', 'x', ?)",
+            (time.time() - 2 * 86400,),
+        ),
+    )
+    rc, report = doctor(setup["env"], "--json")
+    assert rc == 0 and "unread_old" in codes(report, "warn"), report
+    found = next(f for f in report["findings"] if f["code"] == "unread_old")
+    assert found["agent"] == "claude" and "2.0 d" in found["message"]
+
+
+def test_running_listener_is_seen(setup):
+    """A live listener holds the store open (its -wal and -shm exist): doctor reads it the ordinary read-only way."""
+    listener = subprocess.Popen(
+        [sys.executable, "-m", "dispatcher", "listener", "run", "--agent", "kimi"],
+        cwd=PROJECT,
+        env=setup["env"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline, report = time.monotonic() + 30, None
+        while time.monotonic() < deadline:
+            rc, report = doctor(setup["env"], "--json")
+            if any(f["code"] == "listener_ok" and f["agent"] == "kimi" for f in report["findings"]):
+                break
+            time.sleep(0.2)
+        assert any(f["code"] == "listener_ok" and f["agent"] == "kimi" for f in report["findings"]), report
+        assert rc == 0 and "store_ok" in codes(report), report
+    finally:
+        listener.terminate()
+        listener.wait(30)
+
+
+# --- the systemd unit, through a stand-in `systemctl` first on PATH ---------------------------
+
+STUB_SYSTEMCTL = """#!/bin/sh
+# A stand-in for `systemctl --user is-enabled|is-active UNIT`, answering like systemd 252: the
+# word on stdout (exit 0 for enabled/active, 3 for inactive/failed, 1 otherwise), or on a
+# missing user bus nothing on stdout, the reason on stderr and exit 1.
+echo "$*" >> "$STUB_STATE/calls"
+[ "$1" = "--user" ] || { echo "stub: expected --user" >&2; exit 64; }
+f="$STUB_STATE/$2.$3"
+[ -f "$f" ] || f="$STUB_STATE/$2"
+answer=$(cat "$f")
+case "$answer" in
+  BUS) echo "Failed to connect to bus: No medium found" >&2; exit 1 ;;
+  enabled|active) echo "$answer"; exit 0 ;;
+  inactive|failed) echo "$answer"; exit 3 ;;
+  *) echo "$answer"; exit 1 ;;
+esac
+"""
+CLAUDE_UNIT = "agent-bridge-listener@claude.service"
+KIMI_UNIT = "agent-bridge-listener@kimi.service"
+UNKNOWN_FIX = (
+    "make `systemctl --user status` work in this shell (a login session, or `loginctl enable-linger "
+    "$USER`; XDG_RUNTIME_DIR set), then rerun doctor"
+)
+
+
+@pytest.fixture
+def units(setup) -> dict:
+    """The listener template installed, a user manager's socket present, and the stand-in first on PATH
+    (kimi's unit always enabled and active)."""
+    root, env = setup["root"], setup["env"]
+    unit_dir = Path(env["XDG_CONFIG_HOME"]) / "systemd" / "user"
+    unit_dir.mkdir(parents=True)
+    (unit_dir / "agent-bridge-listener@.service").write_text("[Service]\nExecStart=/bin/true\n")
+    (Path(env["XDG_RUNTIME_DIR"]) / "systemd").mkdir(parents=True)
+    (Path(env["XDG_RUNTIME_DIR"]) / "systemd" / "private").write_text("")
+    stub_bin, state = root / "stub-bin", root / "stub-state"
+    stub_bin.mkdir()
+    state.mkdir()
+    (stub_bin / "systemctl").write_text(STUB_SYSTEMCTL)
+    (stub_bin / "systemctl").chmod(0o755)
+    (state / f"is-enabled.{KIMI_UNIT}").write_text("enabled")
+    (state / f"is-active.{KIMI_UNIT}").write_text("active")
+    env = {**env, "PATH": f"{stub_bin}{os.pathsep}{env['PATH']}", "STUB_STATE": str(state)}
+    return {**setup, "env": env, "state": state, "stub_bin": stub_bin}
+
+
+def _unit_findings(report: dict) -> dict:
+    return {f["agent"]: f for f in report["findings"] if f["code"].startswith("unit_")}
+
+
+@pytest.mark.parametrize(
+    "enabled, active, code, message, fix",
+    [
+        ("enabled", "active", "unit_ok", f"{CLAUDE_UNIT} is enabled and active", ""),
+        (
+            "disabled",
+            None,
+            "unit_not_enabled",
+            f"{CLAUDE_UNIT} is disabled",
+            f"systemctl --user enable --now {CLAUDE_UNIT}",
+        ),
+        (
+            "masked",
+            None,
+            "unit_not_enabled",
+            f"{CLAUDE_UNIT} is masked",
+            f"systemctl --user enable --now {CLAUDE_UNIT}",
+        ),
+        (
+            "enabled",
+            "inactive",
+            "unit_not_active",
+            f"{CLAUDE_UNIT} is enabled but inactive",
+            f"systemctl --user start {CLAUDE_UNIT}; journalctl --user -u {CLAUDE_UNIT}",
+        ),
+        (
+            "enabled",
+            "failed",
+            "unit_not_active",
+            f"{CLAUDE_UNIT} is enabled but failed",
+            f"systemctl --user start {CLAUDE_UNIT}; journalctl --user -u {CLAUDE_UNIT}",
+        ),
+        (
+            "BUS",
+            None,
+            "unit_unknown",
+            f"`systemctl --user` could not say whether {CLAUDE_UNIT} is enabled: "
+            "Failed to connect to bus: No medium found",
+            UNKNOWN_FIX,
+        ),
+        (
+            "enabled",
+            "BUS",
+            "unit_unknown",
+            f"`systemctl --user` could not say whether {CLAUDE_UNIT} is active: "
+            "Failed to connect to bus: No medium found",
+            UNKNOWN_FIX,
+        ),
+    ],
+)
+def test_unit_states_from_systemctl(units, enabled, active, code, message, fix):
+    state = units["state"]
+    (state / f"is-enabled.{CLAUDE_UNIT}").write_text(enabled)
+    if active is not None:
+        (state / f"is-active.{CLAUDE_UNIT}").write_text(active)
+    rc, report = doctor(units["env"], "--json")
+    found = _unit_findings(report)
+    assert (found["claude"]["code"], found["claude"]["message"], found["claude"]["fix"]) == (code, message, fix)
+    assert found["claude"]["level"] == ("ok" if code == "unit_ok" else "warn")
+    assert found["kimi"]["code"] == "unit_ok"  # the other agent's unit is asked about separately
+    calls = (state / "calls").read_text().splitlines()
+    assert f"--user is-enabled {CLAUDE_UNIT}" in calls
+    assert (f"--user is-active {CLAUDE_UNIT}" in calls) == (active is not None)  # not asked when not enabled
+    assert rc == (1 if report["errors"] else 0) and not codes(report, "error") & {f["code"] for f in found.values()}
+
+
+def test_unit_state_unknown_without_systemctl(units):
+    env = {**units["env"], "PATH": str(units["root"] / "empty-bin")}  # no systemctl at all
+    (units["root"] / "empty-bin").mkdir()
+    _, report = doctor(env, "--json")
+    found = _unit_findings(report)
+    for agent, unit in (("claude", CLAUDE_UNIT), ("kimi", KIMI_UNIT)):
+        assert (found[agent]["code"], found[agent]["message"], found[agent]["fix"]) == (
+            "unit_unknown",
+            f"`systemctl --user` could not say whether {unit} is enabled: systemctl is not on PATH",
+            UNKNOWN_FIX,
+        )
+
+
+def test_no_user_manager_or_no_unit_never_asks_systemctl(units):
+    env = units["env"]
+    (Path(env["XDG_RUNTIME_DIR"]) / "systemd" / "private").unlink()
+    _, report = doctor(env, "--json")
+    assert {a: (f["code"], f["fix"]) for a, f in _unit_findings(report).items()} == {
+        a: ("unit_no_manager", "") for a in ("claude", "kimi")
+    }
+    (Path(env["XDG_CONFIG_HOME"]) / "systemd" / "user" / "agent-bridge-listener@.service").unlink()
+    _, report = doctor(env, "--json")
+    assert {a: (f["code"], f["fix"]) for a, f in _unit_findings(report).items()} == {
+        a: ("unit_not_installed", f"agent-bridge systemd install --agent {a}") for a in ("claude", "kimi")
+    }
+    assert not (units["state"] / "calls").exists()

@@ -1,0 +1,131 @@
+"""The row rules, one case each: what an active claim is (in Python and in SQL), the lease cap,
+dedup conflicts, reserved keys, and how stored times are shown."""
+
+import math
+
+import pytest
+
+from dispatcher.clock import iso
+from dispatcher.errors import BridgeError
+from dispatcher.rows import find_dedup
+from dispatcher.store import open_store
+from dispatcher.store.claims import LEASE_CAP_SECONDS, active_claim_sql, claim_is_active
+from dispatcher.store.messages import cap_far_lease, cap_far_leases, fetch_message, insert_message
+from dispatcher.validation import check_dedup_key
+
+NOW = 1_800_000_000.0
+
+
+def _message(conn, owner=None, expires=None, recipient="claude", **extra) -> int:
+    message_id = insert_message(conn, sender="kimi", recipient=recipient, text="t", created_at=NOW, **extra)
+    conn.execute("UPDATE messages SET claim_owner = ?, claim_expires_at = ? WHERE id = ?", (owner, expires, message_id))
+    return message_id
+
+
+CLAIMS = [
+    # (owner, expires, active at NOW)
+    (None, None, False),
+    (None, NOW + 60, False),  # an expiry without an owner is no claim
+    ("w", None, False),  # an owner without an expiry is no claim either
+    ("w", NOW - 1, False),
+    ("w", NOW, False),  # expires exactly now: over
+    ("w", NOW + 1, True),
+    ("w", math.inf, True),
+    ("w", -math.inf, False),
+    ("w", math.nan, False),  # SQLite stores NaN as NULL
+]
+
+
+@pytest.mark.parametrize(("owner", "expires", "active"), CLAIMS)
+def test_claim_is_active_in_python_and_in_sql_alike(conn, owner, expires, active):
+    message_id = _message(conn, owner, expires)
+    assert claim_is_active(fetch_message(conn, message_id), NOW) is active
+    sql_active, sql_not_active = conn.execute(
+        f"SELECT {active_claim_sql('m')}, NOT {active_claim_sql('m')} FROM messages AS m WHERE m.id = :id",
+        {"id": message_id, "now": NOW},
+    ).fetchone()
+    assert (bool(sql_active), bool(sql_not_active)) == (active, not active)
+
+
+@pytest.mark.parametrize(
+    ("expires", "capped"),
+    [
+        (NOW + LEASE_CAP_SECONDS, False),
+        (NOW + LEASE_CAP_SECONDS + 1, True),
+        (math.inf, True),
+        (None, False),
+        (1e300, True),
+        (-1e300, False),
+    ],
+)
+def test_a_lease_past_the_cap_is_written_down_to_it(conn, expires, capped):
+    message_id = _message(conn, "w", expires)
+    row = cap_far_lease(conn, fetch_message(conn, message_id), NOW)
+    assert row["claim_expires_at"] == (NOW + LEASE_CAP_SECONDS if capped else expires)
+    assert fetch_message(conn, message_id)["claim_expires_at"] == row["claim_expires_at"]
+
+
+def test_an_inbox_has_its_far_leases_capped_and_nobody_elses(conn):
+    mine, acknowledged, theirs = (
+        _message(conn, "w", math.inf),
+        _message(conn, "w", math.inf),
+        _message(conn, "w", math.inf, recipient="kimi"),
+    )
+    conn.execute("UPDATE messages SET acknowledged_at = ? WHERE id = ?", (NOW, acknowledged))
+    cap_far_leases(conn, "claude", NOW)
+    stored = {i: fetch_message(conn, i)["claim_expires_at"] for i in (mine, acknowledged, theirs)}
+    assert stored == {mine: NOW + LEASE_CAP_SECONDS, acknowledged: math.inf, theirs: math.inf}
+
+
+def test_cap_far_leases_is_a_plain_read_when_nothing_is_far(conn, tmp_path):
+    _message(conn, "w", NOW + 60)
+    writer = open_store(tmp_path / "bridge.db")
+    try:
+        writer.execute("BEGIN IMMEDIATE")  # holds the write lock
+        conn.execute("PRAGMA busy_timeout = 0")
+        cap_far_leases(conn, "claude", NOW)  # would fail with "database is locked" if it wrote
+        writer.execute("ROLLBACK")
+    finally:
+        writer.close()
+
+
+def test_a_dedup_key_to_another_recipient_is_a_conflict(conn):
+    first = _message(conn, dedup_key="k")
+    assert find_dedup(conn, "kimi", "k")["id"] == first
+    assert find_dedup(conn, "kimi", "k", recipient="claude")["id"] == first
+    with pytest.raises(BridgeError) as refused:
+        find_dedup(conn, "kimi", "k", recipient="codex")
+    assert refused.value.code == "dedup_conflict" and f"#{first} to claude" in refused.value.message
+    assert find_dedup(conn, "claude", "k", recipient="codex") is None  # keys are per sender
+
+
+@pytest.mark.parametrize("key", ["agent-bridge:", "agent-bridge:dispatch-notice:3", "AGENT-BRIDGE:x"])
+def test_the_system_key_namespace_is_reserved(key):
+    with pytest.raises(BridgeError) as refused:
+        check_dedup_key(key)
+    assert refused.value.code == "invalid_dedup_key" and "reserved" in refused.value.message
+
+
+@pytest.mark.parametrize("key", ["agent-bridge", "my-agent-bridge:x", "task-1"])
+def test_other_keys_are_fine(key):
+    assert check_dedup_key(key) == key
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (None, None),
+        (0, "1970-01-01T00:00:00.000Z"),
+        (NOW, "2027-01-15T08:00:00.000Z"),
+        (1e300, None),
+        (-1e300, None),
+        (math.inf, None),
+        (-math.inf, None),
+        (math.nan, None),
+        ("soon", None),
+        (True, None),
+        (253402300800, None),
+    ],
+)
+def test_iso_shows_what_a_calendar_can_and_none_otherwise(value, shown):
+    assert iso(value) == shown
