@@ -29,7 +29,7 @@ reply sent meanwhile keeps its parent. Between batches the write lock is release
 pruner runs a PASSIVE WAL checkpoint (no lock taken, so no sender's commit inherits a big
 auto-checkpoint) and pauses at least as long as it held the lock: a sender waits at most
 about one batch. On 1,000,000 messages a batch holds the lock ~2 ms (median), ~80 ms at
-worst on a loaded 2-core machine (tests/test_prune.py prints the measured figures).
+worst on a loaded 2-core machine (tests/ops/test_prune.py prints the measured figures).
 
 ``--dry-run`` walks the same batches read-only and records what would go in a TEMP table
 (connection-local) so later decisions see it as gone: the counts equal a real run's on an

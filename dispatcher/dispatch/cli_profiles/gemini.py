@@ -1,6 +1,6 @@
 """A permission profile in Gemini CLI 0.61.0's own terms (``launchers/gemini_headless.sh``).
 
-What enforces each level (checked end to end in tests/test_permissions_gemini.py):
+What enforces each level (checked end to end in tests/agent_clis/test_gemini_permissions.py):
 
 - ``bridge``: ``tools.core`` in the worker's private settings.json lists the bridge's worker
   tools only. ``tools.core`` is an allowlist: Gemini turns it into policy rules (allow these,
