@@ -114,7 +114,7 @@ def _finish(proc: subprocess.Popen) -> None:
 
 
 def _who(settings) -> tuple[dict, float]:
-    from dispatcher.presence import who_cli
+    from dispatcher.who import who_cli
 
     started = time.perf_counter()
     report = who_cli(settings)

@@ -461,9 +461,14 @@ def _hook_command(cli_name: str, events: tuple[str, ...]):
     )
     @click.pass_context
     def run(ctx, event: str, agent: str | None, wait: str | None) -> None:
+        # Imported here, not at the top: a hook's start-up must stay fast (no click-time imports).
+        if wait is not None and cli_name == "claude" and event == "Stop":
+            from .hook_wait import main_wait  # the waiting Stop hook (it answers the Stop first)
+
+            sys.exit(main_wait(cli_name, agent, wait))
         from .hooks import main as hook_main
 
-        sys.exit(hook_main(cli_name, event, agent, wait))
+        sys.exit(hook_main(cli_name, event, agent))
 
     return run
 
@@ -485,7 +490,7 @@ _hook_command("gemini", ("BeforeAgent", "AfterAgent"))
 def who(as_json: bool, agent: str | None) -> None:
     """Who is there: each agent's live interactive sessions (client, since, idle for), its
     listener, unread count and oldest unread age. Read-only; liveness is from the process."""
-    from .presence import render_who, who_cli
+    from .who import render_who, who_cli
 
     settings = _settings()
     report = who_cli(settings, agent)

@@ -27,7 +27,7 @@ from .store.conversations import (
     set_in_flight,
 )
 from .store.messages import fetch_message_header, insert_message
-from .validation import check_body, check_dedup_key, check_message_id, clamp
+from .validation import check_body, check_dedup_key, check_message_id, check_recipient, clamp
 
 # event -> (target state, states it may happen in). The agents' actions (complete,
 # needs_human, cancel) and the rules' moves (expire when touched past the expiry,
@@ -123,8 +123,6 @@ def start_conversation(
     max_cost_usd: float | None = None,
     now: float | None = None,
 ) -> dict[str, Any]:
-    from .messages import check_recipient
-
     now = clock_now() if now is None else now
     check_recipient(initiator, recipient, agents)
     check_body(goal, max_body_bytes, "goal")

@@ -37,7 +37,7 @@ import signal
 import time
 from pathlib import Path
 
-from . import clock, processes
+from . import clock, hooks, processes
 from .hook_rules import Verdict, decide_wait, release_wait
 from .store.changes import data_version
 
@@ -124,8 +124,6 @@ def _blocked():
 
 def main_wait(cli: str, agent: str | None, wait: str | None) -> int:
     """``hook claude Stop --wait N``: the Stop answer, then (in the background) the wait."""
-    from . import hooks
-
     for signum in _SIGNALS:
         signal.signal(signum, _raise_ended)
     try:
@@ -154,7 +152,6 @@ def main_wait(cli: str, agent: str | None, wait: str | None) -> int:
 
 def _wait(agent: str | None, raw: bytes, seconds: int, claude: tuple[int, float]) -> int:
     """Never raises (but ``_Ended``): a failure is exit 0 and one log line."""
-    from . import hooks
 
     runtime = None
     why = "internal_error"
@@ -178,7 +175,6 @@ def _wait(agent: str | None, raw: bytes, seconds: int, claude: tuple[int, float]
 def _watch(
     locations, runtime: Path, agent: str | None, raw: bytes, seconds: int, claude: tuple[int, float]
 ) -> tuple[int, str]:
-    from . import hooks
     from .inbox import inbox_summary, wake_line
     from .store.readonly import open_read_only
 
@@ -234,7 +230,6 @@ def _poll(
     mtime,
 ) -> tuple[int, str]:
     """Watch until a wake, the bound, a superseding waiter, Claude gone or the store replaced."""
-    from . import hooks
     from .inbox import inbox_summary
 
     known = set(verdict.state.announced)

@@ -286,13 +286,9 @@ def read_stdin() -> bytes:
     return b"" if len(raw) > MAX_STDIN_BYTES else raw
 
 
-def main(cli: str, event: str, agent: str | None, wait: str | None = None) -> int:
-    """The command's body: read stdin (bounded), answer, return the exit code. ``wait``
-    (``--wait SECONDS``, Claude's Stop only): see ``hook_wait``."""
-    if wait is not None and cli == "claude" and event == "Stop":
-        from .hook_wait import main_wait
-
-        return main_wait(cli, agent, wait)
+def main(cli: str, event: str, agent: str | None) -> int:
+    """The command's body: read stdin (bounded), answer, return the exit code. (Claude's Stop
+    with ``--wait`` is ``hook_wait.main_wait``, which answers through this module first.)"""
     return emit(run_hook(cli, event, agent, read_stdin()))
 
 

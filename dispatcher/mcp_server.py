@@ -306,9 +306,9 @@ def build_server(
         """Who is there: per declared agent (or just `agent`), its live interactive sessions
         (client, since, idle for, wake paths), whether its listener runs, unread count and
         oldest unread age. Liveness is from the process (pid + start time), never heartbeats."""
-        from . import presence as presence_module
+        from .who import who_tool
 
-        return bridge.call("who", presence_module.who_tool, agents=sorted(agents), settings=settings, only=agent)
+        return bridge.call("who", who_tool, agents=sorted(agents), settings=settings, only=agent)
 
     @mcp.tool()
     async def listener(action: StrictStr) -> dict[str, Any]:

@@ -30,23 +30,13 @@ from .validation import (
     check_body,
     check_dedup_key,
     check_message_id,
+    check_recipient,
     clamp,
 )
 
 RESPONSE_TIMEOUT_RANGE = (1, 3600)
 RECEIVE_LIMIT_RANGE = (1, 100)
 MAX_ACK_IDS = 500
-
-
-def check_recipient(sender: str, recipient: object, agents: Collection[str]) -> str:
-    if not isinstance(recipient, str) or recipient not in agents or recipient == sender:
-        valid = sorted(a for a in agents if a != sender)
-        raise BridgeError(
-            "unknown_recipient",
-            f"recipient must be another declared agent: one of {', '.join(valid) or '(none declared)'}.",
-            valid=valid,
-        )
-    return recipient
 
 
 def _load_reply_target(conn: sqlite3.Connection, reply_to: int, sender: str) -> sqlite3.Row:

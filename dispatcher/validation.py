@@ -2,6 +2,7 @@
 
 import re
 import unicodedata
+from collections.abc import Collection
 
 from .errors import BridgeError
 
@@ -80,3 +81,15 @@ def clamp(value: object, low: int, high: int, field: str) -> int:
     if value <= 0:
         raise BridgeError("invalid_number", f"{field} must be positive (it is clamped to {low}..{high}).")
     return int(min(max(value, low), high))
+
+
+def check_recipient(sender: str, recipient: object, agents: Collection[str]) -> str:
+    """A recipient is another declared agent (a message, a conversation)."""
+    if not isinstance(recipient, str) or recipient not in agents or recipient == sender:
+        valid = sorted(a for a in agents if a != sender)
+        raise BridgeError(
+            "unknown_recipient",
+            f"recipient must be another declared agent: one of {', '.join(valid) or '(none declared)'}.",
+            valid=valid,
+        )
+    return recipient

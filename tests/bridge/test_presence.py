@@ -12,7 +12,7 @@ import time
 import pytest
 from harness import V4_TABLES, assert_rows_kept, store_from_fixture, table_rows
 
-from dispatcher import presence, processes
+from dispatcher import presence, processes, who
 from dispatcher.errors import BridgeError
 from dispatcher.processes import start_time
 from dispatcher.store import SCHEMA_VERSION, open_store
@@ -162,7 +162,7 @@ def test_who_report_lists_live_sessions_and_inboxes_payload_free(conn, tmp_path,
         max_body_bytes=1000,
         kind="task",
     )
-    report = presence.who_report(
+    report = who.who_report(
         conn, ["claude", "kimi"], settings, time.time(), here=HERE, probe=probe_of({11: 100.0, 13: 100.0})
     )
     claude, kimi = report["agents"]
@@ -178,7 +178,7 @@ def test_who_report_lists_live_sessions_and_inboxes_payload_free(conn, tmp_path,
     assert claude["listener"] == {"running": False, "pid": None, "stage": "stopped"}
     assert [(s["id"], s["liveness"]) for s in kimi["sessions"]] == [(foreign, "unknown")]
     assert kimi["unread"] == 0 and kimi["oldest_unread_age_seconds"] is None
-    assert secret not in json.dumps(report) and "CANARY" not in presence.render_who(report)
+    assert secret not in json.dumps(report) and "CANARY" not in who.render_who(report)
 
 
 def test_v4_store_migrates_to_one_with_an_empty_sessions_table_and_every_row_kept(tmp_path):
