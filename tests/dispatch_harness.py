@@ -54,11 +54,12 @@ def cli(env: dict, *args: str, timeout: float = DEADLINE) -> subprocess.Complete
 STARTED: list[subprocess.Popen] = []
 
 
-def start_listener(env: dict, agent: str = "claude") -> subprocess.Popen:
+def start_listener(env: dict, agent: str = "claude", inherited: dict | None = None) -> subprocess.Popen:
+    """``listener run`` with ``env`` over ``inherited`` (default: this process's environment)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "dispatcher", "listener", "run", "--agent", agent],
         cwd=PROJECT,
-        env={**os.environ, **env},
+        env={**(os.environ if inherited is None else inherited), **env},
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

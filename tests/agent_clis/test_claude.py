@@ -8,14 +8,12 @@ back to back in one module fixture, and each test asserts one part of what they 
 import contextlib
 import json
 import os
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from cli_harness import claude_worker_env, without_cli_settings
-from dispatch_harness import attempt, cli, notices_for, query, status, wait_until
+from dispatch_harness import attempt, cli, end_listeners, notices_for, query, start_listener, status, wait_until
 from harness import PROJECT, McpAgent, write_config
 from models.anthropic import AnthropicModel, offered_tools
 
@@ -69,23 +67,12 @@ def claude_env(env, bridge_root, model, claude_bin) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def listener(claude_env):
     # The user's own Claude settings (a login, a base URL) must not leak into the test's CLI.
-    inherited = without_cli_settings(dict(os.environ))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "dispatcher", "listener", "run", "--agent", "claude"],
-        cwd=PROJECT,
-        env={**inherited, **claude_env},
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = start_listener(claude_env, inherited=without_cli_settings(dict(os.environ)))
     try:
         wait_until(lambda: status(claude_env)["stage"] == "idle", what="listener idle")
         yield proc
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-        proc.communicate(timeout=60)
+        end_listeners([proc])
 
 
 @pytest.fixture(scope="module")

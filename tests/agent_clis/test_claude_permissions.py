@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 from cli_harness import claude_worker_env, without_cli_settings
-from dispatch_harness import attempt, cli, status, wait_until
+from dispatch_harness import attempt, cli, end_listeners, start_listener, status, wait_until
 from harness import PROJECT, McpAgent, write_config
 from models.anthropic import AnthropicModel, offered_tools, to_turn
 
@@ -113,22 +113,12 @@ def configure(claude_env: dict, workspace: Path | None = None, permissions: dict
 @pytest.fixture(scope="module")
 def listener(claude_env):
     configure(claude_env)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "dispatcher", "listener", "run", "--agent", "claude"],
-        cwd=PROJECT,
-        env={**without_cli_settings(dict(os.environ)), **claude_env},
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = start_listener(claude_env, inherited=without_cli_settings(dict(os.environ)))
     try:
         wait_until(lambda: status(claude_env)["stage"] == "idle", what="listener idle")
         yield proc
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-        proc.communicate(timeout=60)
+        end_listeners([proc])
 
 
 @pytest.fixture(scope="module")
