@@ -2,7 +2,7 @@
 
 import sys
 
-from dispatcher.serve import run_server
+from dispatcher.mcp.serve import run_server
 
 if __name__ == "__main__":
     sys.exit(run_server())

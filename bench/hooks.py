@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from dispatcher.messages import send_message
+from dispatcher.bridge.messages import send_message
 from dispatcher.store import open_store
 
 from .stats import summarize

@@ -64,7 +64,7 @@ def _setup(root: Path) -> dict[str, str]:
 
 def measure(messages: int = 100, idle_seconds: float = 20.0) -> dict:
     sys.path.insert(0, str(PROJECT))
-    from dispatcher.messages import send_message
+    from dispatcher.bridge.messages import send_message
     from dispatcher.store import open_store
 
     with tempfile.TemporaryDirectory(prefix="bench-listener-") as tmp:

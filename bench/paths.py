@@ -12,7 +12,7 @@ Levels, each on its own fresh store:
 
 * ``stdio``: the MCP tool call over stdio with the mcp client (server.py), the paths
   interleaved call by call.
-* ``domain``: ``dispatcher.messages.send_message`` called in this process (no MCP, no JSON).
+* ``domain``: ``dispatcher.bridge.messages.send_message`` called in this process (no MCP, no JSON).
 * ``raw``: the SQL statements ``send_message`` runs for that path, replayed with the stdlib
   ``sqlite3`` on a connection from ``open_store`` (same pragmas): a single autocommit INSERT
   for ``plain``; ``BEGIN IMMEDIATE`` + the same lookups + INSERT (+ the conversation UPDATE)
@@ -77,8 +77,8 @@ async def stdio(target: Target, store: Store, *, calls: int, warmup: int, max_se
 
 
 def _in_process(store: Store, *, calls: int, warmup: int, raw: bool) -> dict[str, Any]:
-    from dispatcher.conversations import start_conversation
-    from dispatcher.messages import send_message
+    from dispatcher.bridge.conversations import start_conversation
+    from dispatcher.bridge.messages import send_message
     from dispatcher.store import open_store
 
     conn = open_store(store.db)

@@ -114,7 +114,7 @@ def _finish(proc: subprocess.Popen) -> None:
 
 
 def _who(settings) -> tuple[dict, float]:
-    from dispatcher.who import who_cli
+    from dispatcher.dispatch.who import who_cli
 
     started = time.perf_counter()
     report = who_cli(settings)
@@ -132,8 +132,8 @@ def _score(report: dict, live_ids: set[int], foreign_ids: set[int]) -> dict:
 
 
 def run(rounds: int, sessions: int, seed: int) -> dict:
-    from dispatcher.processes import this_host
-    from dispatcher.settings import BridgeSettings
+    from dispatcher.core.processes import this_host
+    from dispatcher.core.settings import BridgeSettings
     from dispatcher.store import open_store
 
     rng = random.Random(seed)

@@ -77,14 +77,14 @@ def probe_schema(a) -> dict:
 
 def probe_ours(a) -> dict:
     sys.path.insert(0, a.repo)
-    from dispatcher.messages import send_message
+    from dispatcher.bridge.messages import send_message
     from dispatcher.store import open_store
 
     conn = open_store(a.db)
     params = inspect.signature(send_message).parameters
     kwargs = {"sender": "a0", "recipient": "reader", "text": TEXT}
     if "agents" in params:
-        from dispatcher.config import load_config
+        from dispatcher.core.config import load_config
 
         kwargs["agents"] = load_config(a.config).agents
     out = loop(lambda n: send_message(conn, **kwargs), a.seconds, a.max)

@@ -80,7 +80,7 @@ def _wait(predicate, deadline: float = 60.0):
 
 def measure(messages: int = 100) -> dict:
     sys.path.insert(0, str(PROJECT))
-    from dispatcher.messages import send_message
+    from dispatcher.bridge.messages import send_message
     from dispatcher.store import open_store
 
     from .stats import summarize

@@ -48,7 +48,7 @@ def measure(runs: int) -> dict:
     from models import script
     from models.anthropic import AnthropicModel
 
-    from dispatcher.messages import send_message
+    from dispatcher.bridge.messages import send_message
     from dispatcher.store import open_store
 
     from .stats import summarize

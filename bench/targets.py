@@ -169,7 +169,9 @@ class Ours(Target):
     handled_where = "recipient = ? AND acknowledged_at IS NOT NULL"
 
     def unavailable_reason(self) -> str | None:
-        missing = [p for p in ("server.py", "dispatcher/messages.py", "dispatcher/store") if not (REPO / p).exists()]
+        missing = [
+            p for p in ("server.py", "dispatcher/bridge/messages.py", "dispatcher/store") if not (REPO / p).exists()
+        ]
         return f"not in the repository yet: {', '.join(missing)}" if missing else None
 
     def python(self) -> str:

@@ -6,7 +6,7 @@
   message's commit to the moment the line naming it is read from the watch's stdout. Each
   system commits through the function its own MCP send tool calls, outside MCP, in a
   process of its own (``bench/wake_agent.py`` under that system's interpreter): ours
-  ``dispatcher.messages.send_message``, dlb ``dlb_mcp.store.send`` (its ``send`` tool is a
+  ``dispatcher.bridge.messages.send_message``, dlb ``dlb_mcp.store.send`` (its ``send`` tool is a
   thin wrapper around it). The rungs take turns message by message; each watch's
   idle CPU is measured over one common window; each line's shape is reported with the
   message text replaced, and whether the text was on it. Before the timed messages, one

@@ -4,7 +4,7 @@
 in the environment (ours: ``AGENT_BRIDGE_DB``, dlb: ``DLB_STORE``), reads one command per line
 on stdin and answers one line on stdout. It calls the function each system's own MCP tool
 calls, on its own connection, as that system's server process would: ours
-``dispatcher.messages.send_message`` / ``receive_messages`` + ``mark_read``; dlb-mcp
+``dispatcher.bridge.messages.send_message`` / ``receive_messages`` + ``mark_read``; dlb-mcp
 ``dlb_mcp.store.send`` / ``store.read`` (its ``send`` and ``read`` tools are thin wrappers).
 
 - ``send SENDER RECIPIENT KIND|- NONCE`` -> ``ok T ID``: commits a message whose body is
@@ -33,7 +33,7 @@ AGENTS = {"claude", "kimi", "codex"}
 
 def ours():
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from dispatcher import messages
+    from dispatcher.bridge import messages
     from dispatcher.store import Store
 
     store = Store(os.environ["AGENT_BRIDGE_DB"])

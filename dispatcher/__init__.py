@@ -1,14 +1,14 @@
 """Agent Bridge: a local MCP/SQLite message bridge and headless dispatcher for AI coding agents.
 
-Layers, bottom up (each imports only from the ones above it in this list):
+Layers, bottom up; each imports only from the layers below it (import-linter checks this in
+the suite, tests/test_layers.py):
 
-- ``errors``, ``clock``, ``validation``: shared vocabulary.
-- ``settings``, ``config``: where things live and which agents exist.
-- ``store``: the SQLite file, its connection recipe and its migrations (the only DDL).
-- ``messages``, ``claims``, ``conversations``: domain functions over a connection.
-- ``mcp_server``: the thin MCP layer (the only module importing the MCP SDK).
-- ``dispatch``: listener, supervisor, progress and status (never imports the SDK).
-- ``cli``: the ``agent-bridge`` command.
+- ``core``: errors, clocks, process identity, settings, paths, config, private files, logs;
+- ``store``: the SQLite file, its migrations and every SQL statement (query modules per aggregate);
+- ``bridge``: the domain (messages, claims, conversations, broadcast, presence, inbox);
+- ``mcp``, ``wake``, ``dispatch``: the adapters (the MCP server; the hooks and the Monitor line;
+  the listener, supervisor and their status);
+- ``ops``: the operator commands (``agent-bridge``, doctor, register, init, prune, top, show, demo).
 """
 
 __version__ = "0.1.0"

@@ -1,3 +1,3 @@
-from .cli import main
+from dispatcher.ops.cli import main
 
 main()

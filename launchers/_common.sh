@@ -39,7 +39,7 @@ read_max_turns() {
 }
 
 # The bridge tools a worker may call, and those it must not even see, are defined once in
-# Python (dispatcher/permissions.py: WORKER_BRIDGE_TOOLS, NON_WORKER_BRIDGE_TOOLS); each
+# Python (dispatcher/core/permissions.py: WORKER_BRIDGE_TOOLS, NON_WORKER_BRIDGE_TOOLS); each
 # launcher takes them from its CLI's profile module (dispatcher/dispatch/cli_profiles/).
 
 # write_bridge_mcp_config FILE [TYPE]: an MCP config with exactly one stdio server,
@@ -52,7 +52,7 @@ import json, os, sys
 
 sys.path.insert(0, os.environ["AGENT_BRIDGE_PROJECT"])
 from dispatcher.dispatch.worker_mcp import bridge_server
-from dispatcher.private_files import create_private_file
+from dispatcher.core.private_files import create_private_file
 
 server = bridge_server(os.environ)
 if len(sys.argv) > 2:

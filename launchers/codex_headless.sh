@@ -98,8 +98,8 @@ from pathlib import Path
 sys.path.insert(0, os.environ["AGENT_BRIDGE_PROJECT"])
 from dispatcher.dispatch.cli_profiles import codex
 from dispatcher.dispatch.worker_mcp import bridge_server
-from dispatcher.permissions import WORKER_BRIDGE_TOOLS, ProfileError, profile_from_env
-from dispatcher.private_files import create_private_file
+from dispatcher.core.permissions import WORKER_BRIDGE_TOOLS, ProfileError, profile_from_env
+from dispatcher.core.private_files import create_private_file
 
 env = os.environ
 home, workspace = Path(sys.argv[1]), Path(sys.argv[2])

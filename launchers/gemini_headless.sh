@@ -96,8 +96,8 @@ import json, os, sys
 
 sys.path.insert(0, os.environ["AGENT_BRIDGE_PROJECT"])
 from dispatcher.dispatch.cli_profiles import gemini as profiles
-from dispatcher.permissions import WORKER_BRIDGE_TOOLS, ProfileError, profile_from_env
-from dispatcher.private_files import create_private_file
+from dispatcher.core.permissions import WORKER_BRIDGE_TOOLS, ProfileError, profile_from_env
+from dispatcher.core.private_files import create_private_file
 
 mcp_path, settings_path, user_settings, max_turns, attempt_tmp = sys.argv[1:]
 try:

@@ -104,8 +104,8 @@ import os, sys
 
 sys.path.insert(0, os.environ["AGENT_BRIDGE_PROJECT"])
 from dispatcher.dispatch.cli_profiles import kimi
-from dispatcher.permissions import ProfileError, profile_from_env
-from dispatcher.private_files import create_private_file
+from dispatcher.core.permissions import ProfileError, profile_from_env
+from dispatcher.core.private_files import create_private_file
 
 agent_file, worker_home, user_home, request_file = sys.argv[1:5]
 try:

@@ -129,7 +129,7 @@ def post_task(
 ) -> int:
     """Send a task through the domain layer on a connection that is closed again at once, so
     the test process holds nothing open on the store."""
-    from dispatcher import conversations, messages
+    from dispatcher.bridge import conversations, messages
     from dispatcher.store import open_store
 
     conn = open_store(db)

@@ -12,8 +12,8 @@ from pathlib import Path
 import click
 from harness import PROJECT, McpAgent, bridge_env, write_config
 
-from dispatcher import exits
-from dispatcher.cli import main
+from dispatcher.core import exits
+from dispatcher.ops.cli import main
 
 README = (PROJECT / "README.md").read_text()
 DOCS = {path.name: path.read_text() for path in (PROJECT / "docs").glob("*.md")}
@@ -177,7 +177,7 @@ def _bounds(field) -> tuple[str, str]:
 
 
 def test_the_config_bounds_in_the_readme_are_the_validated_ones():
-    from dispatcher.config import AgentConfig, BridgeConfig
+    from dispatcher.core.config import AgentConfig, BridgeConfig
 
     fields = {**BridgeConfig.model_fields, **AgentConfig.model_fields}
     wrong = []

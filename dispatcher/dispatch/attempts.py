@@ -12,12 +12,13 @@ import re
 import sqlite3
 from typing import Any
 
-from .. import clock
-from ..config import BridgeConfig
-from ..errors import AlreadyAttempted, DispatchRefused
-from ..lifecycle import FAILURE_OUTCOMES
-from ..store import write_transaction
-from ..store.attempts import (
+from dispatcher.core import clock
+from dispatcher.core.config import BridgeConfig
+from dispatcher.core.errors import AlreadyAttempted, DispatchRefused
+from dispatcher.core.lifecycle import FAILURE_OUTCOMES
+from dispatcher.dispatch import queue
+from dispatcher.store import write_transaction
+from dispatcher.store.attempts import (
     OUTCOMES,
     get_attempt,
     insert_attempt,
@@ -25,8 +26,7 @@ from ..store.attempts import (
     record_spawn,
     unsettled_attempts,
 )
-from ..store.messages import fetch_existing_message
-from . import queue
+from dispatcher.store.messages import fetch_existing_message
 
 # The attempt record's vocabulary and reads live in the store; callers keep importing them here.
 __all__ = ["FAILURE_OUTCOMES", "OUTCOMES", "get_attempt", "unsettled_attempts"]

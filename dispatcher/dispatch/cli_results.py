@@ -24,8 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..errors import BridgeError
-from ..private_files import read_private_text
+from dispatcher.core.errors import BridgeError
+from dispatcher.core.private_files import read_private_text
 
 CLAUDE_OUTPUT = "claude-result.json"
 KIMI_OUTPUT = "kimi-stream.jsonl"

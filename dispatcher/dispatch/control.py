@@ -12,16 +12,16 @@ import sys
 import time
 from typing import Any
 
-from .. import clock
-from ..locations import PROJECT_DIR, LocationsLike
-from ..private_files import open_private_lock
-from ..processes import start_time
-from ..store.attempts import get_attempt
-from ..store.readonly import open_read_only
-from ..store.views import LedgerPart, ledger_totals
-from .paths import AgentPaths
-from .procs import flock_holder
-from .progress import read_progress, render_line
+from dispatcher.core import clock
+from dispatcher.core.locations import PROJECT_DIR, LocationsLike
+from dispatcher.core.private_files import open_private_lock
+from dispatcher.core.processes import start_time
+from dispatcher.dispatch.paths import AgentPaths
+from dispatcher.dispatch.procs import flock_holder
+from dispatcher.dispatch.progress import read_progress, render_line
+from dispatcher.store.attempts import get_attempt
+from dispatcher.store.readonly import open_read_only
+from dispatcher.store.views import LedgerPart, ledger_totals
 
 # The status line imports this module: pydantic, the store and systemd helpers are
 # imported inside the functions that need them, to keep that path fast.
@@ -31,7 +31,7 @@ STARTUP_GRACE_SECONDS = 5.0
 
 
 def _config_error(settings: LocationsLike, agent: str) -> str | None:
-    from ..config import ConfigError, load_config
+    from dispatcher.core.config import ConfigError, load_config
 
     try:
         config = load_config(settings.config_path())
@@ -42,7 +42,7 @@ def _config_error(settings: LocationsLike, agent: str) -> str | None:
 
 def _late_result_ids(settings: LocationsLike, last: dict) -> list[int] | None:
     """Results that came after the last attempt's non-success verdict; None when the store cannot tell."""
-    from ..messages import late_result_ids  # the one definition, shared with get_message
+    from dispatcher.bridge.messages import late_result_ids  # the one definition, shared with get_message
 
     if not isinstance(last.get("message_id"), int) or isinstance(last.get("message_id"), bool):
         return []
@@ -180,7 +180,7 @@ def disable(settings: LocationsLike, agent: str) -> dict:
 
 def enable(settings: LocationsLike, agent: str, wait_seconds: float = 10.0) -> dict:
     """Remove the marker and start the listener (idempotent: a second one exits at once)."""
-    from .systemd_unit import unit_installed, unit_name, user_manager_available
+    from dispatcher.dispatch.systemd_unit import unit_installed, unit_name, user_manager_available
 
     paths = AgentPaths.of(settings, agent).ensure()
     paths.disabled_marker.unlink(missing_ok=True)
@@ -217,9 +217,9 @@ def pending(settings: LocationsLike, agent: str) -> dict:
     human), ``stale`` (older than ``dispatch_max_age_seconds``: left for a human),
     ``held_interactive`` (waiting for a live interactive session to claim it, until
     ``interactive_grace_seconds`` pass: ``release_in_seconds``)."""
-    from ..config import ConfigError, load_config
-    from ..store import SCHEMA_VERSION, schema_version
-    from . import queue
+    from dispatcher.core.config import ConfigError, load_config
+    from dispatcher.dispatch import queue
+    from dispatcher.store import SCHEMA_VERSION, schema_version
 
     report: dict[str, Any] = {
         "agent": agent,

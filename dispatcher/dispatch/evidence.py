@@ -17,10 +17,10 @@ the verdict, a pure function of that record:
 import sqlite3
 from dataclasses import dataclass
 
-from ..conversations import TRANSITIONS, effective_state
-from ..store.attempts import conversation_state, worker_replies
-from ..store.claims import claim_is_active
-from ..store.messages import fetch_message
+from dispatcher.bridge.conversations import TRANSITIONS, effective_state
+from dispatcher.store.attempts import conversation_state, worker_replies
+from dispatcher.store.claims import claim_is_active
+from dispatcher.store.messages import fetch_message
 
 BLOCKED_PREFIX = "blocked:"
 # The states a reviewer's own action leaves behind (complete, needs_human, cancel; a

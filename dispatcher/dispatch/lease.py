@@ -9,9 +9,9 @@ alive on this host with the recorded /proc start time (a recycled pid does not c
 import os
 import sqlite3
 
-from ..processes import is_same_process, start_time, this_host
-from ..store.connection import write_transaction
-from ..store.listeners import ListenerHolder, delete_listener, listener_holder, put_listener
+from dispatcher.core.processes import is_same_process, start_time, this_host
+from dispatcher.store.connection import write_transaction
+from dispatcher.store.listeners import ListenerHolder, delete_listener, listener_holder, put_listener
 
 
 def holder_alive(holder: ListenerHolder | None, host: str) -> bool:

@@ -21,26 +21,26 @@ import sys
 import time
 from pathlib import Path
 
-from .. import clock, processes
-from ..config import BridgeConfig, load_config
-from ..errors import BridgeError, ConfigError, DispatchRefused
-from ..exits import store_corruption
-from ..locations import PROJECT_DIR
-from ..logs import configure_logging, get_logger
-from ..private_files import open_private_lock
-from ..settings import BridgeSettings
-from ..store import Store, store_errors
-from ..store.changes import data_version
-from ..store.messages import cap_far_leases
-from . import lease, queue
-from .attempts import get_attempt
-from .paths import AgentPaths
-from .procs import flock_holder, fork_without_store
-from .progress import write_progress
-from .reconcile import reconcile
-from .retention import PRUNE_EVERY_SECONDS, prune_attempt_dirs
-from .step import BackOff, Dispatch, Observation, Stop, Wait, step
-from .supervisor import remove_request, supervise
+from dispatcher.core import clock, processes
+from dispatcher.core.config import BridgeConfig, load_config
+from dispatcher.core.errors import BridgeError, ConfigError, DispatchRefused
+from dispatcher.core.exits import store_corruption
+from dispatcher.core.locations import PROJECT_DIR
+from dispatcher.core.logs import configure_logging, get_logger
+from dispatcher.core.private_files import open_private_lock
+from dispatcher.core.settings import BridgeSettings
+from dispatcher.dispatch import lease, queue
+from dispatcher.dispatch.attempts import get_attempt
+from dispatcher.dispatch.paths import AgentPaths
+from dispatcher.dispatch.procs import flock_holder, fork_without_store
+from dispatcher.dispatch.progress import write_progress
+from dispatcher.dispatch.reconcile import reconcile
+from dispatcher.dispatch.retention import PRUNE_EVERY_SECONDS, prune_attempt_dirs
+from dispatcher.dispatch.step import BackOff, Dispatch, Observation, Stop, Wait, step
+from dispatcher.dispatch.supervisor import remove_request, supervise
+from dispatcher.store import Store, store_errors
+from dispatcher.store.changes import data_version
+from dispatcher.store.messages import cap_far_leases
 
 POLL_SECONDS = 0.02
 FILE_CHECK_EVERY = 10  # polls between looks at config.json, the disabled marker and the store file

@@ -18,14 +18,14 @@ own outcome kind, a failure: the sender gets a system notice), anything else ``f
 import sqlite3
 from collections.abc import Callable
 
-from .. import clock
-from ..conversations import block_conversation, exhaust_budget
-from ..lifecycle import FAILURE_OUTCOMES
-from ..logs import get_logger
-from ..store import write_transaction
-from ..store.messages import fetch_message, insert_message
-from .attempts import finish_attempt, get_attempt, ledger_fields
-from .evidence import verdict
+from dispatcher.bridge.conversations import block_conversation, exhaust_budget
+from dispatcher.core import clock
+from dispatcher.core.lifecycle import FAILURE_OUTCOMES
+from dispatcher.core.logs import get_logger
+from dispatcher.dispatch.attempts import finish_attempt, get_attempt, ledger_fields
+from dispatcher.dispatch.evidence import verdict
+from dispatcher.store import write_transaction
+from dispatcher.store.messages import fetch_message, insert_message
 
 log = get_logger("agent_bridge.dispatch")
 

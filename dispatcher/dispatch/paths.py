@@ -3,8 +3,8 @@
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..locations import LocationsLike
-from ..private_files import ensure_private_dir
+from dispatcher.core.locations import LocationsLike
+from dispatcher.core.private_files import ensure_private_dir
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import os
 import signal
 import subprocess
 
-from ..processes import lock_holders, with_environment
+from dispatcher.core.processes import lock_holders, with_environment
 
 TOKEN_ENV = "AGENT_BRIDGE_WORKER_TOKEN"  # noqa: S105 - the variable's name, not a token
 _PR_SET_CHILD_SUBREAPER = 36
@@ -58,7 +58,7 @@ def flock_holder(path: str | os.PathLike) -> int | None:
 def fork_without_store() -> int:
     """``os.fork()``, refused while this process has a store connection open: SQLite's
     in-process lock bookkeeping would be copied without the locks behind it."""
-    from ..store.connection import open_connections
+    from dispatcher.store.connection import open_connections
 
     if count := open_connections():
         raise RuntimeError(f"refusing to fork with {count} store connection(s) open; close them first")

@@ -10,8 +10,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .. import clock
-from ..private_files import ensure_private_dir
+from dispatcher.core import clock
+from dispatcher.core.private_files import ensure_private_dir
 
 FORMAT_VERSION = 2
 STAGES = ("stopped", "starting", "idle", "received", "supervising", "error")

@@ -9,9 +9,9 @@ cancel) and mark_read.
 import sqlite3
 from pathlib import Path
 
-from ..conversations import turn_available
-from ..permissions import BRIDGE_ONLY, DESCRIPTIONS, PermissionProfile
-from ..store.conversations import fetch_existing_conversation
+from dispatcher.bridge.conversations import turn_available
+from dispatcher.core.permissions import BRIDGE_ONLY, DESCRIPTIONS, PermissionProfile
+from dispatcher.store.conversations import fetch_existing_conversation
 
 TASK_PROMPT = """\
 You are a one-shot headless worker for Agent Bridge, acting as agent "{agent}".

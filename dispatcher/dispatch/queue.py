@@ -24,11 +24,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import BridgeConfig
-from ..conversations import accepts_messages, effective_state
-from ..presence import has_wakeable_session
-from ..store import dispatchable
-from ..store.claims import claim_is_active
+from dispatcher.bridge.conversations import accepts_messages, effective_state
+from dispatcher.bridge.presence import has_wakeable_session
+from dispatcher.core.config import BridgeConfig
+from dispatcher.store import dispatchable
+from dispatcher.store.claims import claim_is_active
 
 
 @dataclass(frozen=True)

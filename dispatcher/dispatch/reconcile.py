@@ -8,13 +8,13 @@ attempt's token in its environment (a daemonised grandchild too).
 
 import sqlite3
 
-from .. import clock
-from ..processes import is_same_process, kill_processes
-from .attempts import unsettled_attempts
-from .outcome import settle
-from .paths import AgentPaths
-from .procs import token_processes
-from .supervisor import KILL_GRACE_SECONDS, remove_request
+from dispatcher.core import clock
+from dispatcher.core.processes import is_same_process, kill_processes
+from dispatcher.dispatch.attempts import unsettled_attempts
+from dispatcher.dispatch.outcome import settle
+from dispatcher.dispatch.paths import AgentPaths
+from dispatcher.dispatch.procs import token_processes
+from dispatcher.dispatch.supervisor import KILL_GRACE_SECONDS, remove_request
 
 BUSY, KILL, CRASHED = "busy", "kill", "crashed"
 

@@ -8,18 +8,18 @@ age window, nothing else (see ``queue.dispatch_refusal``)."""
 import logging
 from typing import Any
 
-from .. import clock
-from ..config import ConfigError, load_config
-from ..errors import DispatchRefused
-from ..logs import configure_logging
-from ..settings import BridgeSettings
-from ..store import open_store
-from ..store.messages import fetch_message
-from . import queue
-from .attempts import get_attempt
-from .paths import AgentPaths
-from .reconcile import reconcile
-from .supervisor import supervise
+from dispatcher.core import clock
+from dispatcher.core.config import ConfigError, load_config
+from dispatcher.core.errors import DispatchRefused
+from dispatcher.core.logs import configure_logging
+from dispatcher.core.settings import BridgeSettings
+from dispatcher.dispatch import queue
+from dispatcher.dispatch.attempts import get_attempt
+from dispatcher.dispatch.paths import AgentPaths
+from dispatcher.dispatch.reconcile import reconcile
+from dispatcher.dispatch.supervisor import supervise
+from dispatcher.store import open_store
+from dispatcher.store.messages import fetch_message
 
 
 def _log_to(settings: BridgeSettings, agent: str) -> None:

@@ -9,8 +9,8 @@ is extended; a released or expired claim is never revived and no lease is shorte
 
 import sqlite3
 
-from ..store.attempts import active_claim, extend_claim
-from ..store.connection import write_transaction
+from dispatcher.store.attempts import active_claim, extend_claim
+from dispatcher.store.connection import write_transaction
 
 RENEW_EVERY_SECONDS = 30.0
 LEASE_AHEAD_SECONDS = 300.0

@@ -18,8 +18,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..logs import get_logger
-from ..store.attempts import attempt_state
+from dispatcher.core.logs import get_logger
+from dispatcher.store.attempts import attempt_state
 
 PRUNE_EVERY_SECONDS = 3600.0
 DAY_SECONDS = 86400.0

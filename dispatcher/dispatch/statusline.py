@@ -11,8 +11,8 @@ runs it without even loading the CLI.
 import json
 import sys
 
-from .. import clock
-from ..locations import InvalidSetting, Locations
+from dispatcher.core import clock
+from dispatcher.core.locations import InvalidSetting, Locations
 
 SEPARATOR = "  ·  "
 BUSY_MS = 50
@@ -25,7 +25,7 @@ def statusline_text(only: tuple[str, ...] = ()) -> str:
         return f"[agent-bridge] unavailable (invalid_setting {exc.variable})"
     try:
         agents = list(only) or sorted(json.loads(locations.config_path().read_text())["agents"])
-        from .control import progress_line
+        from dispatcher.dispatch.control import progress_line
 
         unread = _unread(locations, agents)
         return SEPARATOR.join(
@@ -43,9 +43,9 @@ def _unread(locations: Locations, agents: list[str]) -> dict[str, int]:
     """Each agent's unread count (``inbox_summary``); empty when there is no store or it cannot be read."""
     import sqlite3
 
-    from ..inbox import inbox_summary
-    from ..store.readonly import open_read_only
-    from ..store.views import limit_busy_wait
+    from dispatcher.bridge.inbox import inbox_summary
+    from dispatcher.store.readonly import open_read_only
+    from dispatcher.store.views import limit_busy_wait
 
     try:
         conn = open_read_only(locations.db)

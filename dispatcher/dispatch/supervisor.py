@@ -18,24 +18,24 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import clock
-from ..config import BridgeConfig
-from ..errors import BridgeError
-from ..logs import get_logger
-from ..permissions import BRIDGE_ONLY, PERMISSIONS_ENV, PermissionProfile
-from ..private_files import create_private_file, ensure_private_dir, open_private_append
-from ..processes import start_time, sweep_descendants
-from ..settings import PROJECT_DIR, BridgeSettings
-from ..store import open_store
-from . import faults
-from .attempts import begin_attempt, clean_diagnostics, mark_spawned
-from .cli_results import cli_diagnostics
-from .faults import fault_point
-from .outcome import settle
-from .paths import AgentPaths
-from .procs import TOKEN_ENV, become_subreaper, end_worker, token_processes
-from .prompts import worker_prompt
-from .renewal import LEASE_AHEAD_SECONDS, RENEW_EVERY_SECONDS, renew_worker_claim
+from dispatcher.core import clock
+from dispatcher.core.config import BridgeConfig
+from dispatcher.core.errors import BridgeError
+from dispatcher.core.logs import get_logger
+from dispatcher.core.permissions import BRIDGE_ONLY, PERMISSIONS_ENV, PermissionProfile
+from dispatcher.core.private_files import create_private_file, ensure_private_dir, open_private_append
+from dispatcher.core.processes import start_time, sweep_descendants
+from dispatcher.core.settings import PROJECT_DIR, BridgeSettings
+from dispatcher.dispatch import faults
+from dispatcher.dispatch.attempts import begin_attempt, clean_diagnostics, mark_spawned
+from dispatcher.dispatch.cli_results import cli_diagnostics
+from dispatcher.dispatch.faults import fault_point
+from dispatcher.dispatch.outcome import settle
+from dispatcher.dispatch.paths import AgentPaths
+from dispatcher.dispatch.procs import TOKEN_ENV, become_subreaper, end_worker, token_processes
+from dispatcher.dispatch.prompts import worker_prompt
+from dispatcher.dispatch.renewal import LEASE_AHEAD_SECONDS, RENEW_EVERY_SECONDS, renew_worker_claim
+from dispatcher.store import open_store
 
 KILL_GRACE_SECONDS = 5.0
 REQUEST_NAME = "request.md"

@@ -1,14 +1,14 @@
 """The SQLite store: the only place that knows the schema, the connection recipe and the SQL.
 
-One module per aggregate (``messages``, ``claims``, ``conversations``, ``broadcasts``) holds
-named, typed query functions; callers import them from there and never write SQL.
+One module per aggregate holds named, typed query functions; callers import them from there
+and never write SQL. It imports only the core.
 """
 
-from .changes import data_version
-from .connection import SchemaTooNewError, inserted_id, open_store, schema_version, write_transaction
-from .errors import store_errors
-from .handle import Store
-from .migrations import SCHEMA_VERSION
+from dispatcher.store.changes import data_version
+from dispatcher.store.connection import SchemaTooNewError, inserted_id, open_store, schema_version, write_transaction
+from dispatcher.store.errors import store_errors
+from dispatcher.store.handle import Store
+from dispatcher.store.migrations import SCHEMA_VERSION
 
 __all__ = [
     "SCHEMA_VERSION",

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..lifecycle import FAILURE_OUTCOMES
-from .claims import active_claim_sql
+from dispatcher.core.lifecycle import FAILURE_OUTCOMES
+from dispatcher.store.claims import active_claim_sql
 
 OUTCOMES = ("succeeded", "blocked", *FAILURE_OUTCOMES)
 # The ledger columns of an attempt (schema 4), filled from the CLI's diagnostics when it settles.

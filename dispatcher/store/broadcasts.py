@@ -3,7 +3,7 @@ the whole set; its copies are ordinary messages pointing at it."""
 
 import sqlite3
 
-from .connection import inserted_id
+from dispatcher.store.connection import inserted_id
 
 
 def broadcast_by_dedup_key(conn: sqlite3.Connection, sender: str, dedup_key: str) -> sqlite3.Row | None:

@@ -9,10 +9,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .. import clock
-from ..errors import BridgeError, StateChangedError
-from ..private_files import ensure_private_dir
-from .migrations import MIGRATIONS, SCHEMA_VERSION
+from dispatcher.core import clock
+from dispatcher.core.errors import BridgeError, StateChangedError
+from dispatcher.core.private_files import ensure_private_dir
+from dispatcher.store.migrations import MIGRATIONS, SCHEMA_VERSION
 
 BUSY_TIMEOUT_MS = 15_000
 # Small pages: a send commits one table page and one index page to the WAL, and with

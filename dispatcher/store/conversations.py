@@ -4,7 +4,7 @@
 import sqlite3
 from typing import NamedTuple
 
-from .connection import inserted_id
+from dispatcher.store.connection import inserted_id
 
 
 def fetch_conversation(conn: sqlite3.Connection, conversation_id: int) -> sqlite3.Row | None:

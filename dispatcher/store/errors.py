@@ -4,7 +4,7 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from ..errors import StoreUnavailable
+from dispatcher.core.errors import StoreUnavailable
 
 
 @contextmanager

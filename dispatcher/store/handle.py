@@ -31,11 +31,11 @@ import sqlite3
 import time
 from pathlib import Path
 
-from .. import clock
-from ..errors import BridgeError
-from ..logs import get_logger
-from ..processes import lock_holders
-from .connection import open_store
+from dispatcher.core import clock
+from dispatcher.core.errors import BridgeError
+from dispatcher.core.logs import get_logger
+from dispatcher.core.processes import lock_holders
+from dispatcher.store.connection import open_store
 
 SIDECARS = ("-wal", "-shm")
 # How long an opener waits for another process's open (or last close) to create (or

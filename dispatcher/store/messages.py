@@ -4,8 +4,8 @@ cap on read, the receive and inbox queries, and the replies a message got."""
 import sqlite3
 from typing import NamedTuple
 
-from .claims import LEASE_CAP_SECONDS, active_claim_sql
-from .connection import inserted_id
+from dispatcher.store.claims import LEASE_CAP_SECONDS, active_claim_sql
+from dispatcher.store.connection import inserted_id
 
 
 def insert_message(

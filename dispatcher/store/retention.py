@@ -10,8 +10,8 @@ import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
-from ..lifecycle import TERMINAL_CONVERSATION_STATES
-from .claims import active_claim_sql
+from dispatcher.core.lifecycle import TERMINAL_CONVERSATION_STATES
+from dispatcher.store.claims import active_claim_sql
 
 _TERMINAL_SQL = "(" + ", ".join(f"'{s}'" for s in TERMINAL_CONVERSATION_STATES) + ")"
 

@@ -4,7 +4,7 @@ import json
 import sqlite3
 from dataclasses import dataclass
 
-from .connection import inserted_id
+from dispatcher.store.connection import inserted_id
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from harness import acknowledge_all
 from models import script
 from models.anthropic import AnthropicModel
 
-from dispatcher.messages import send_message
+from dispatcher.bridge.messages import send_message
 from dispatcher.store import open_store
 
 pytestmark = pytest.mark.cli

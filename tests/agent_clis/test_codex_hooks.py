@@ -20,7 +20,7 @@ from cli_harness import require_cli
 from harness import PROJECT, acknowledge_all, write_config
 from models.openai_responses import ResponsesServer
 
-from dispatcher.messages import send_message
+from dispatcher.bridge.messages import send_message
 from dispatcher.store import open_store
 
 pytestmark = pytest.mark.cli

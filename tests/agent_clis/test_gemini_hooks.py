@@ -18,7 +18,7 @@ from harness import PROJECT, acknowledge_all, write_config
 from models import gemini as gemini_model
 from models.gemini import GeminiServer
 
-from dispatcher.messages import send_message
+from dispatcher.bridge.messages import send_message
 from dispatcher.store import open_store
 
 pytestmark = pytest.mark.cli

@@ -13,9 +13,9 @@ from cli_harness import require_cli
 from harness import PROJECT, write_config
 from models.anthropic import AnthropicModel
 
-from dispatcher.hooks import session_key
-from dispatcher.messages import send_message
+from dispatcher.bridge.messages import send_message
 from dispatcher.store import open_store
+from dispatcher.wake.hooks import session_key
 
 pytestmark = pytest.mark.cli
 

@@ -27,8 +27,8 @@ from harness import PROJECT, McpAgent, bridge_env, write_config
 from models.anthropic import offered_tools, to_turn
 from models.kimi import KimiModel
 
+from dispatcher.core.permissions import WORKER_BRIDGE_TOOLS
 from dispatcher.dispatch.cli_profiles.kimi import LEVEL_TOOLS
-from dispatcher.permissions import WORKER_BRIDGE_TOOLS
 
 pytestmark = pytest.mark.cli
 

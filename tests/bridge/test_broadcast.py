@@ -17,11 +17,11 @@ from harness import (
     write_config,
 )
 
-from dispatcher import broadcast, conversations, messages
-from dispatcher import prune as pr
-from dispatcher.config import AgentConfig, BridgeConfig
+from dispatcher.bridge import broadcast, conversations, messages
+from dispatcher.core.config import AgentConfig, BridgeConfig
+from dispatcher.core.errors import BridgeError
 from dispatcher.dispatch import queue
-from dispatcher.errors import BridgeError
+from dispatcher.ops import prune as pr
 from dispatcher.store import SCHEMA_VERSION, open_store
 
 NOW = 1_800_000_000.0

@@ -11,8 +11,8 @@ from harness import db_snapshot
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dispatcher import claims, conversations, messages
-from dispatcher.errors import BridgeError, StateChangedError
+from dispatcher.bridge import claims, conversations, messages
+from dispatcher.core.errors import BridgeError, StateChangedError
 from dispatcher.store import open_store
 
 AGENTS = frozenset({"claude", "kimi"})

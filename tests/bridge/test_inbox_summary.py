@@ -3,8 +3,8 @@
 import sqlite3
 import time
 
-from dispatcher import inbox
-from dispatcher.messages import send_message
+from dispatcher.bridge import inbox
+from dispatcher.bridge.messages import send_message
 from dispatcher.store import open_store
 from dispatcher.store.readonly import open_read_only
 

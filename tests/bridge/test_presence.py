@@ -12,9 +12,11 @@ import time
 import pytest
 from harness import V4_TABLES, assert_rows_kept, store_from_fixture, table_rows
 
-from dispatcher import presence, processes, who
-from dispatcher.errors import BridgeError
-from dispatcher.processes import start_time
+from dispatcher.bridge import presence
+from dispatcher.core import processes
+from dispatcher.core.errors import BridgeError
+from dispatcher.core.processes import start_time
+from dispatcher.dispatch import who
 from dispatcher.store import SCHEMA_VERSION, open_store
 
 HERE = "host-a"
@@ -138,10 +140,10 @@ def test_has_wakeable_session(conn, row, wakeable):
 
 
 def test_who_report_lists_live_sessions_and_inboxes_payload_free(conn, tmp_path, monkeypatch):
-    from dispatcher import messages
+    from dispatcher.bridge import messages
 
     monkeypatch.setenv("AGENT_BRIDGE_RUNTIME_DIR", str(tmp_path / "runtime"))
-    from dispatcher.settings import BridgeSettings
+    from dispatcher.core.settings import BridgeSettings
 
     settings = BridgeSettings(db=tmp_path / "bridge.db")
     live = _add(conn, "claude", 11, 100.0, paths='["hook"]')
@@ -286,7 +288,7 @@ def test_session_of_ancestor_finds_the_session_of_the_cli_above_a_shell(conn, tm
         (host, os.getpid(), host),
     )
     hook = (
-        "import sys; from dispatcher import presence; from dispatcher.store import open_store;"
+        "import sys; from dispatcher.bridge import presence; from dispatcher.store import open_store;"
         "c = open_store(sys.argv[1]); print(presence.session_of_ancestor(c, sys.argv[2])); c.close()"
     )
     from harness import PROJECT

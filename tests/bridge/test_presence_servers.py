@@ -12,7 +12,8 @@ import pytest
 from dispatch_harness import cli, wait_until
 from harness import McpAgent, sql
 
-from dispatcher import presence, processes
+from dispatcher.bridge import presence
+from dispatcher.core import processes
 
 
 def _rows(db, agent=None) -> list[dict]:

@@ -5,10 +5,10 @@ import time
 
 import pytest
 
-from dispatcher import conversations
-from dispatcher.conversations import STATES, TRANSITIONS, next_state, turn_available
+from dispatcher.bridge import conversations
+from dispatcher.bridge.conversations import STATES, TRANSITIONS, next_state, turn_available
+from dispatcher.core.errors import BridgeError
 from dispatcher.dispatch.attempts import finish_attempt, get_attempt, mark_spawned
-from dispatcher.errors import BridgeError
 from dispatcher.store import write_transaction
 
 AGENTS = {"claude", "kimi"}

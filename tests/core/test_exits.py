@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from dispatcher.config import UnknownAgent
-from dispatcher.errors import AlreadyAttempted, BridgeError, ConfigError, DispatchRefused, StoreUnavailable
-from dispatcher.exits import Failure, Where, describe
-from dispatcher.locations import InvalidSetting
+from dispatcher.core.config import UnknownAgent
+from dispatcher.core.errors import AlreadyAttempted, BridgeError, ConfigError, DispatchRefused, StoreUnavailable
+from dispatcher.core.exits import Failure, Where, describe
+from dispatcher.core.locations import InvalidSetting
 from dispatcher.store import store_errors
 
 WHERE = Where(db=Path("/s/state/bridge.db"), runtime=Path("/s/state/runtime"))

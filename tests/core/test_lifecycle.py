@@ -1,13 +1,13 @@
-"""The end states in ``dispatcher.lifecycle`` are defined once: they agree with the transition
+"""The end states in ``dispatcher.core.lifecycle`` are defined once: they agree with the transition
 tables they summarise, and no other module of ``dispatcher/`` spells them out again."""
 
 import ast
 
 from harness import dispatcher_modules
 
-from dispatcher.conversations import STATES, TRANSITIONS
+from dispatcher.bridge.conversations import STATES, TRANSITIONS
+from dispatcher.core.lifecycle import FAILURE_OUTCOMES, TERMINAL_CONVERSATION_STATES
 from dispatcher.dispatch.attempts import OUTCOMES
-from dispatcher.lifecycle import FAILURE_OUTCOMES, TERMINAL_CONVERSATION_STATES
 
 
 def test_terminal_conversation_states_are_those_no_event_leaves():
@@ -25,10 +25,10 @@ def test_no_other_module_spells_them_out():
     copies = [
         f"{path}:{node.lineno}"
         for path, tree in dispatcher_modules()
-        if path != "dispatcher/lifecycle.py"
+        if path != "dispatcher/core/lifecycle.py"
         for node in ast.walk(tree)
         if isinstance(node, ast.Tuple | ast.List | ast.Set)
         and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts)
         and frozenset(e.value for e in node.elts) in rules
     ]
-    assert copies == [], f"import them from dispatcher.lifecycle instead: {copies}"
+    assert copies == [], f"import them from dispatcher.core.lifecycle instead: {copies}"

@@ -1,4 +1,4 @@
-"""``dispatcher/clock.py`` is the only module that reads a clock: the wall clock (``time.time``,
+"""``dispatcher/core/clock.py`` is the only module that reads a clock: the wall clock (``time.time``,
 ``datetime.now``) and the monotonic one (``time.monotonic``, ``time.perf_counter``). Every other
 module asks ``clock``, so the next step (deadlines on the monotonic clock, a test clock) changes
 one module. ``time.sleep`` reads no clock and stays allowed. Read from the syntax tree, not by grep."""
@@ -7,9 +7,9 @@ import ast
 
 from harness import dispatcher_modules
 
-from dispatcher import clock
+from dispatcher.core import clock
 
-CLOCK_MODULE = "dispatcher/clock.py"
+CLOCK_MODULE = "dispatcher/core/clock.py"
 # time.<name> that return a reading of a clock
 TIME_READERS = {"time", "time_ns", "monotonic", "monotonic_ns", "perf_counter", "perf_counter_ns"}
 # datetime.<name> / date.<name> that read the wall clock
@@ -53,7 +53,7 @@ def test_only_the_clock_module_reads_a_clock():
     offenders = {
         path: reads for path, tree in dispatcher_modules() if path != CLOCK_MODULE and (reads := clock_reads(tree))
     }
-    assert offenders == {}, f"read the clock through dispatcher.clock instead: {offenders}"
+    assert offenders == {}, f"read the clock through dispatcher.core.clock instead: {offenders}"
 
 
 def test_the_check_sees_each_way_of_reading_a_clock():

@@ -11,12 +11,17 @@ from pathlib import Path
 
 import pytest
 
+from dispatcher.core.errors import BridgeError
+from dispatcher.core.locations import Locations
+from dispatcher.core.logs import configure_logging
+from dispatcher.core.private_files import (
+    create_private_file,
+    ensure_private_dir,
+    open_private_append,
+    open_private_lock,
+)
 from dispatcher.dispatch.paths import AgentPaths
 from dispatcher.dispatch.progress import read_progress, write_progress
-from dispatcher.errors import BridgeError
-from dispatcher.locations import Locations
-from dispatcher.logs import configure_logging
-from dispatcher.private_files import create_private_file, ensure_private_dir, open_private_append, open_private_lock
 from dispatcher.store.connection import open_store
 
 VICTIM_TEXT = "victim: must stay exactly like this\n"

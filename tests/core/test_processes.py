@@ -1,4 +1,4 @@
-"""``dispatcher.processes`` is the one reader of /proc and of psutil, and ``liveness`` its one
+"""``dispatcher.core.processes`` is the one reader of /proc and of psutil, and ``liveness`` its one
 rule of process identity: each case of the rule, the facts it reads from real processes (this
 one, a finished child, a zombie, a recycled pid), and a syntax-tree check that no other module
 reads /proc or imports psutil."""
@@ -12,9 +12,9 @@ import time
 import pytest
 from harness import dispatcher_modules
 
-from dispatcher import processes
+from dispatcher.core import processes
 
-PROCESSES_MODULE = "dispatcher/processes.py"
+PROCESSES_MODULE = "dispatcher/core/processes.py"
 HERE = "host-a"
 
 #   case                                            host      recorded  observed  verdict
@@ -134,7 +134,7 @@ def test_only_the_processes_module_reads_proc_or_uses_psutil():
         for path, tree in dispatcher_modules()
         if path != PROCESSES_MODULE and (reads := process_reads(tree))
     }
-    assert offenders == {}, f"ask dispatcher.processes instead: {offenders}"
+    assert offenders == {}, f"ask dispatcher.core.processes instead: {offenders}"
 
 
 def test_the_check_sees_each_way_of_reading_proc():

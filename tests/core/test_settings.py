@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from dispatcher.locations import InvalidSetting, Locations
-from dispatcher.settings import BridgeSettings
+from dispatcher.core.locations import InvalidSetting, Locations
+from dispatcher.core.settings import BridgeSettings
 
 PATH_VARIABLES = ("AGENT_BRIDGE_DB", "AGENT_BRIDGE_CONFIG", "AGENT_BRIDGE_RUNTIME_DIR", "AGENT_BRIDGE_WORKSPACE")
 

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from dispatcher.config import BridgeConfig
+from dispatcher.core.config import BridgeConfig
 from dispatcher.dispatch.retention import DAY_SECONDS, AttemptDir, prune_attempt_dirs, prune_decision
 from dispatcher.store import open_store
 

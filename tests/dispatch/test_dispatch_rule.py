@@ -7,14 +7,14 @@ import time
 
 import pytest
 
-from dispatcher import claims, conversations, messages
-from dispatcher.config import AgentConfig, BridgeConfig
+from dispatcher.bridge import claims, conversations, messages
+from dispatcher.core.config import AgentConfig, BridgeConfig
+from dispatcher.core.errors import AlreadyAttempted, DispatchRefused
+from dispatcher.core.settings import BridgeSettings
 from dispatcher.dispatch import queue
 from dispatcher.dispatch.attempts import begin_attempt, get_attempt
 from dispatcher.dispatch.control import pending
 from dispatcher.dispatch.recover import recover
-from dispatcher.errors import AlreadyAttempted, DispatchRefused
-from dispatcher.settings import BridgeSettings
 from dispatcher.store import open_store
 
 NOW = 1_800_000_000.0

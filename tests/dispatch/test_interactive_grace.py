@@ -21,11 +21,11 @@ from dispatch_harness import (
 )
 from harness import PROJECT, sql
 
-from dispatcher import claims, messages, presence
-from dispatcher.config import AgentConfig, BridgeConfig
+from dispatcher.bridge import claims, messages, presence
+from dispatcher.core.config import AgentConfig, BridgeConfig
+from dispatcher.core.processes import start_time
 from dispatcher.dispatch import queue
 from dispatcher.dispatch.step import HELD_RECHECK_MIN_SECONDS, RESCAN_SECONDS, Dispatch, Observation, Wait, step
-from dispatcher.processes import start_time
 from dispatcher.store import open_store
 
 NOW = 1_800_000_000.0
@@ -214,8 +214,8 @@ def grace_env(tmp_path):
 def _session_process(db: str, paths: tuple[str, ...]) -> subprocess.Popen:
     """A stand-in interactive session: a live process with a session row and wake paths."""
     code = (
-        "import os, sys, time; from dispatcher import presence; from dispatcher.store import open_store;"
-        "from dispatcher.processes import start_time; c = open_store(sys.argv[1]); me = os.getpid();"
+        "import os, sys, time; from dispatcher.bridge import presence; from dispatcher.store import open_store;"
+        "from dispatcher.core.processes import start_time; c = open_store(sys.argv[1]); me = os.getpid();"
         "sid = presence.register_session(c, 'claude', 'interactive', pid=me, start_time=start_time(me),"
         " client_pid=os.getppid(), now=time.time());"
         "[presence.record_wake_path(c, sid, p) for p in sys.argv[2:]]; c.close(); print(sid, flush=True);"
@@ -294,8 +294,8 @@ def test_without_a_wakeable_session_grace_does_not_delay_dispatch(grace_env):
 
 
 def test_the_barrier_refuses_a_held_message_and_a_manual_dispatch_still_runs(conn):
+    from dispatcher.core.errors import DispatchRefused
     from dispatcher.dispatch.attempts import begin_attempt
-    from dispatcher.errors import DispatchRefused
 
     now = time.time()
     config = _config(grace=60)

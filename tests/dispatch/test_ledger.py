@@ -7,14 +7,14 @@ import time
 
 import pytest
 
-from dispatcher import conversations, messages
-from dispatcher.config import AgentConfig, BridgeConfig
+from dispatcher.bridge import conversations, messages
+from dispatcher.core.config import AgentConfig, BridgeConfig
+from dispatcher.core.errors import BridgeError
+from dispatcher.core.lifecycle import FAILURE_OUTCOMES
 from dispatcher.dispatch import queue
 from dispatcher.dispatch.attempts import begin_attempt, get_attempt
 from dispatcher.dispatch.control import agent_totals
 from dispatcher.dispatch.outcome import decide, settle
-from dispatcher.errors import BridgeError
-from dispatcher.lifecycle import FAILURE_OUTCOMES
 
 AGENTS = {"claude", "kimi"}
 WORKER = "worker-1"

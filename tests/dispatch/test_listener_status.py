@@ -6,10 +6,10 @@ import sys
 
 import pytest
 
+from dispatcher.core.locations import Locations
 from dispatcher.dispatch.control import _error_head, listener_status, progress_line
 from dispatcher.dispatch.paths import AgentPaths
 from dispatcher.dispatch.progress import write_progress
-from dispatcher.locations import Locations
 
 HOLD = "import fcntl, sys, time; f = open(sys.argv[1], 'a'); fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); sys.stdin.read()"
 

@@ -5,18 +5,18 @@ import json
 
 import pytest
 
-from dispatcher import messages
-from dispatcher.config import BridgeConfig
-from dispatcher.dispatch.attempts import begin_attempt, clean_diagnostics, denied_tools_text, ledger_fields
-from dispatcher.dispatch.outcome import decide
-from dispatcher.dispatch.prompts import worker_prompt
-from dispatcher.permissions import (
+from dispatcher.bridge import messages
+from dispatcher.core.config import BridgeConfig
+from dispatcher.core.permissions import (
     BRIDGE_ONLY,
     PERMISSIONS_ENV,
     PermissionProfile,
     ProfileError,
     profile_from_env,
 )
+from dispatcher.dispatch.attempts import begin_attempt, clean_diagnostics, denied_tools_text, ledger_fields
+from dispatcher.dispatch.outcome import decide
+from dispatcher.dispatch.prompts import worker_prompt
 from dispatcher.store.messages import fetch_message
 
 
@@ -100,8 +100,8 @@ def test_a_launcher_refuses_a_broken_profile(raw):
 
 
 def test_the_supervisor_hands_the_configured_profile_and_never_an_inherited_one(tmp_path, monkeypatch):
+    from dispatcher.core.settings import BridgeSettings
     from dispatcher.dispatch.supervisor import worker_env
-    from dispatcher.settings import BridgeSettings
 
     monkeypatch.setenv(PERMISSIONS_ENV, '{"level": "project"}')  # the listener's own environment
     settings = BridgeSettings(db=tmp_path / "bridge.db", runtime_dir=tmp_path / "rt")
@@ -203,7 +203,7 @@ def test_a_denial_never_fails_an_attempt_by_itself_and_exit_78_names_the_unenfor
 
 
 def test_init_gives_edit_only_where_a_sandbox_confines_writes_and_read_elsewhere(tmp_path):
-    from dispatcher.init import CLIS, Found, build_config
+    from dispatcher.ops.init import CLIS, Found, build_config
 
     config = build_config([Found(cli, f"/bin/{cli.agent}", cli.tested_version) for cli in CLIS], tmp_path)
     levels = {agent: entry["permissions"] for agent, entry in config["agents"].items()}
@@ -277,7 +277,7 @@ def _which(missing: set[str]):
     ],
 )
 def test_doctor_says_what_workers_may_do_and_whether_the_cli_can_enforce_it(cli, profile, missing, code, words):
-    from dispatcher.doctor import ERROR, OK, WARN, permission_finding
+    from dispatcher.ops.doctor import ERROR, OK, WARN, permission_finding
 
     finding = permission_finding("agent", cli, PermissionProfile.from_json(profile), _which(missing))
     assert finding.code == code and words in finding.message and finding.agent == "agent"

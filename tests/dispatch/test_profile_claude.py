@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from dispatcher.core.permissions import PERMISSIONS_ENV, PermissionProfile
 from dispatcher.dispatch.cli_profiles import claude as profiles
 from dispatcher.dispatch.outcome import PERMISSIONS_UNENFORCEABLE_EXIT
-from dispatcher.permissions import PERMISSIONS_ENV, PermissionProfile
 
 BRIDGE_ALLOWED = ",".join(
     f"mcp__agent_bridge__{t}"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from dispatcher.core.permissions import PermissionProfile
 from dispatcher.dispatch.cli_profiles import codex
-from dispatcher.permissions import PermissionProfile
 
 BASE = ["--json", "--ephemeral", "--skip-git-repo-check"]
 from harness import PROJECT

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 from harness import PROJECT
 
+from dispatcher.core.permissions import WORKER_BRIDGE_TOOLS, PermissionProfile
 from dispatcher.dispatch.cli_profiles import gemini
-from dispatcher.permissions import WORKER_BRIDGE_TOOLS, PermissionProfile
 
 BRIDGE = [f"mcp_agent_bridge_{tool}" for tool in WORKER_BRIDGE_TOOLS]
 READ = ["read_file", "list_directory", "glob", "grep_search"]

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from dispatcher.core.permissions import BRIDGE_ONLY, WORKER_BRIDGE_TOOLS, PermissionProfile
 from dispatcher.dispatch.cli_profiles import kimi
-from dispatcher.permissions import BRIDGE_ONLY, WORKER_BRIDGE_TOOLS, PermissionProfile
 
 BRIDGE = [f"mcp__agent_bridge__{tool}" for tool in WORKER_BRIDGE_TOOLS]
 HOOK = Path(kimi.__file__).with_name("kimi_hook.py")

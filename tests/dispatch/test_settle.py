@@ -7,11 +7,11 @@ import time
 
 import pytest
 
-from dispatcher import claims, conversations, messages
-from dispatcher.config import AgentConfig, BridgeConfig
+from dispatcher.bridge import claims, conversations, messages
+from dispatcher.core.config import AgentConfig, BridgeConfig
+from dispatcher.core.errors import BridgeError
 from dispatcher.dispatch.attempts import begin_attempt, get_attempt
 from dispatcher.dispatch.outcome import settle
-from dispatcher.errors import BridgeError
 from dispatcher.store import open_store
 from dispatcher.store.messages import insert_message
 

@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from dispatcher.core.processes import start_time
 from dispatcher.dispatch import faults, lease
 from dispatcher.dispatch.procs import fork_without_store
 from dispatcher.dispatch.reconcile import BUSY, CRASHED, KILL, decide
@@ -27,7 +28,6 @@ from dispatcher.dispatch.step import (
     backoff_seconds,
     step,
 )
-from dispatcher.processes import start_time
 from dispatcher.store.connection import open_connections, open_store
 
 NOW = 1_000_000.0
@@ -208,8 +208,8 @@ def test_an_error_fault_raises_a_store_error_at_its_point(monkeypatch):
 
 # -- signals ---------------------------------------------------------------------------------
 def test_sigterm_only_sets_a_flag_and_never_cuts_a_transaction_short(tmp_path):
+    from dispatcher.core.settings import BridgeSettings
     from dispatcher.dispatch.listener import Listener
-    from dispatcher.settings import BridgeSettings
     from dispatcher.store import write_transaction
 
     settings = BridgeSettings(db=tmp_path / "bridge.db", runtime_dir=tmp_path / "runtime")
@@ -229,8 +229,8 @@ def test_sigterm_only_sets_a_flag_and_never_cuts_a_transaction_short(tmp_path):
 
 
 def test_the_worker_gets_the_resolved_settings_and_its_token(tmp_path):
+    from dispatcher.core.settings import BridgeSettings
     from dispatcher.dispatch.supervisor import worker_env
-    from dispatcher.settings import BridgeSettings
 
     settings = BridgeSettings(
         db=tmp_path / "bridge.db", runtime_dir=tmp_path / "rt", max_body_bytes=1000, log_level="INFO"

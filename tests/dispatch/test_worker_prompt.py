@@ -2,7 +2,7 @@
 
 import pytest
 
-from dispatcher import conversations, messages
+from dispatcher.bridge import conversations, messages
 from dispatcher.dispatch.prompts import worker_prompt
 from dispatcher.store.messages import fetch_message
 

@@ -19,8 +19,8 @@ from dispatch_harness import (
 )
 from pydantic import ValidationError
 
-from dispatcher import config as config_module
-from dispatcher.config import AgentConfig, BridgeConfig
+from dispatcher.core import config as config_module
+from dispatcher.core.config import AgentConfig, BridgeConfig
 from dispatcher.dispatch.outcome import decide
 
 

@@ -30,7 +30,7 @@ from faultkit import (
 )
 from harness import PROJECT, McpAgent, bridge_env, db_snapshot, sql, store_from_fixture, write_config
 
-from dispatcher.errors import BridgeError
+from dispatcher.core.errors import BridgeError
 from dispatcher.store import SCHEMA_VERSION
 
 

@@ -5,7 +5,7 @@ import json
 import pytest
 from mcp import types as mcp_types
 
-from dispatcher.jsonrpc_guard import SDK_MAX_DEPTH, replies_for_line
+from dispatcher.mcp.jsonrpc_guard import SDK_MAX_DEPTH, replies_for_line
 
 
 def nested(depth: int) -> str:

@@ -38,10 +38,10 @@ def test_demo_runs_end_to_end(tmp_path):
 
 
 FAILING_STEP = (
-    "import sys, dispatcher.demo as demo\n"
+    "import sys, dispatcher.ops.demo as demo\n"
     "async def broken(env):\n    raise RuntimeError('step two went wrong')\n"
     "demo._script = broken\n"
-    "from dispatcher.cli import main; main(['demo'])"
+    "from dispatcher.ops.cli import main; main(['demo'])"
 )
 
 

@@ -143,8 +143,8 @@ def test_missing_store_is_a_warning_and_is_not_created(setup):
 def test_store_removed_while_doctor_opens_it_is_missing(tmp_path, monkeypatch):
     """The store file vanishing between the check that it exists and the read-only open is
     ``store_missing``, not a failed check (found by typing: ``open_read_only`` returns None then)."""
-    from dispatcher import doctor as doctor_module
-    from dispatcher.locations import Locations
+    from dispatcher.core.locations import Locations
+    from dispatcher.ops import doctor as doctor_module
 
     db = tmp_path / "bridge.db"
     open_store(db).close()

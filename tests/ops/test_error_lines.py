@@ -150,7 +150,7 @@ def test_a_runtime_directory_owned_by_another_user_is_refused(env):
 BUG = (
     "import sys; import dispatcher.dispatch.control as control; "
     "control.listener_status = lambda *a, **k: {}['no such key']; "
-    "from dispatcher.cli import main; main(sys.argv[1:])"
+    "from dispatcher.ops.cli import main; main(sys.argv[1:])"
 )
 
 

@@ -95,7 +95,7 @@ def test_version(installed: Path, home) -> None:
 
 def test_wheel_carries_package_data(installed: Path) -> None:
     probe = (
-        "from dispatcher.locations import INSTALLED, PROJECT_DIR; import os;"
+        "from dispatcher.core.locations import INSTALLED, PROJECT_DIR; import os;"
         "print(INSTALLED, os.access(PROJECT_DIR / 'launchers/claude_headless.sh', os.X_OK),"
         " (PROJECT_DIR / 'systemd/agent-bridge-listener@.service').is_file(), (PROJECT_DIR / 'server.py').is_file())"
     )
@@ -151,7 +151,9 @@ def test_systemd_unit_from_the_package(installed: Path, home) -> None:
     assert done.returncode == 0, done.stderr
     unit = (Path(env["XDG_CONFIG_HOME"]) / "systemd" / "user" / "agent-bridge-listener@.service").read_text()
     data = _run(
-        [installed / "python", "-c", "from dispatcher.locations import PACKAGE_DATA; print(PACKAGE_DATA)"], env, work
+        [installed / "python", "-c", "from dispatcher.core.locations import PACKAGE_DATA; print(PACKAGE_DATA)"],
+        env,
+        work,
     ).stdout.strip()
     assert f"WorkingDirectory={data}\n" in unit
     assert f"ExecStart={installed / 'python'} -m dispatcher listener run --agent %i" in unit
@@ -258,7 +260,7 @@ def test_top_with_the_extra_outside_the_checkout(wheel: Path, home) -> None:
     assert before.returncode == 0, before.stderr
     assert "error: no store yet" in before.stdout
     send = (
-        "from dispatcher import messages; from dispatcher.settings import BridgeSettings;"
+        "from dispatcher.bridge import messages; from dispatcher.core.settings import BridgeSettings;"
         "from dispatcher.store import open_store; conn = open_store(BridgeSettings().db);"
         "messages.send_message(conn, sender='kimi', recipient='claude', kind='notice', text='SECRET-PAYLOAD',"
         " agents={'claude', 'kimi'}); conn.close()"

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from harness import PROJECT, bridge_env, db_snapshot, write_config
 
-from dispatcher import prune as pr
-from dispatcher.errors import BridgeError
-from dispatcher.lifecycle import TERMINAL_CONVERSATION_STATES
+from dispatcher.core.errors import BridgeError
+from dispatcher.core.lifecycle import TERMINAL_CONVERSATION_STATES
+from dispatcher.ops import prune as pr
 from dispatcher.store import open_store
 
 NOW = 2_000_000_000.0

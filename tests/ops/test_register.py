@@ -193,8 +193,8 @@ def test_statusline_sets_claudes_status_line_keeping_its_other_settings(env):
 
 
 def test_the_server_is_the_package_when_importable_and_the_checkouts_server_py_otherwise(tmp_path, monkeypatch):
-    from dispatcher import register as reg
-    from dispatcher.locations import PROJECT_DIR
+    from dispatcher.core.locations import PROJECT_DIR
+    from dispatcher.ops import register as reg
 
     assert reg.server_args() == ["-m", "dispatcher", "serve"]
     cannot_import = tmp_path / "python"

@@ -201,7 +201,7 @@ def test_codex_hooks_turned_off_by_the_user_are_refused_before_any_write(codex_e
 
 
 def _plain_stop(env: dict, agent: str = "claude", **extra) -> dict:
-    from dispatcher.register import hook_command
+    from dispatcher.ops.register import hook_command
 
     """The Stop hook as `register --hooks` wrote it before --wait (this venv's agent-bridge, env's store)."""
     return {

@@ -8,8 +8,8 @@ import sys
 import pytest
 from harness import PROJECT
 
-from dispatcher import messages
-from dispatcher.config import BridgeConfig
+from dispatcher.bridge import messages
+from dispatcher.core.config import BridgeConfig
 from dispatcher.dispatch.attempts import begin_attempt
 from dispatcher.dispatch.outcome import settle
 from dispatcher.store import open_store

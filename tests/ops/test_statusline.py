@@ -29,7 +29,7 @@ def test_statusline_shows_unread_counts_per_agent_without_heavy_imports(tmp_path
     post_task(db, "CANARY-status for kimi", sender="claude", recipient="kimi")
     conn = open_store(db)
     try:  # a claimed message is being handled: not counted
-        from dispatcher import claims
+        from dispatcher.bridge import claims
 
         claims.claim_message(conn, agent="claude", worker_id="w", message_id=first, lease_seconds=60)
     finally:

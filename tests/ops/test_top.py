@@ -30,7 +30,7 @@ def own_store(tmp_path, monkeypatch):
     env = bridge_env(tmp_path, write_config(tmp_path / "config.json"))
     for key, value in env.items():
         monkeypatch.setenv(key, value)
-    from dispatcher.settings import BridgeSettings
+    from dispatcher.core.settings import BridgeSettings
 
     return BridgeSettings(), Path(env["AGENT_BRIDGE_DB"])
 
@@ -47,7 +47,7 @@ def _text(renderable) -> str:
 
 
 def test_snapshot_and_render_show_attempts_conversations_and_inboxes_without_text(own_store):
-    from dispatcher.top import render, snapshot
+    from dispatcher.ops.top import render, snapshot
 
     settings, db_path = own_store
 
@@ -99,7 +99,7 @@ def test_snapshot_and_render_show_attempts_conversations_and_inboxes_without_tex
 
 
 def test_agent_filter_keys_cycle_and_pick():
-    from dispatcher.top import _next_filter
+    from dispatcher.ops.top import _next_filter
 
     names = ["claude", "kimi"]
     assert _next_filter(None, names, "a") == "claude"
@@ -111,7 +111,7 @@ def test_agent_filter_keys_cycle_and_pick():
 
 
 def test_without_rich_top_prints_one_line_naming_the_extra(env):
-    probe = "import sys; sys.modules['rich'] = None; from dispatcher.cli import main; main(['top', '--once'])"
+    probe = "import sys; sys.modules['rich'] = None; from dispatcher.ops.cli import main; main(['top', '--once'])"
     done = subprocess.run(
         [sys.executable, "-c", probe],
         cwd=PROJECT,
@@ -134,7 +134,7 @@ def test_only_the_top_module_imports_rich():
         if re.search(r"^\s*(from|import) rich", p.read_text(), re.M)
     ]
     assert users == ["top.py"]
-    probe = "import sys, dispatcher.cli, dispatcher.dispatch.statusline; print('rich' in sys.modules)"
+    probe = "import sys, dispatcher.ops.cli, dispatcher.dispatch.statusline; print('rich' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", probe], cwd=PROJECT, capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "False", done.stderr
 
@@ -248,10 +248,11 @@ def test_once_prints_one_frame_and_refuses_an_undeclared_agent(env):
 def test_snapshot_and_render_show_live_interactive_sessions_only(own_store):
     """The sessions section: live interactive sessions (client, since, idle, wake paths), not a killed
     one, not a worker's server; names and numbers only."""
-    from dispatcher import presence, processes
-    from dispatcher.processes import start_time
+    from dispatcher.bridge import presence
+    from dispatcher.core import processes
+    from dispatcher.core.processes import start_time
+    from dispatcher.ops.top import render, snapshot
     from dispatcher.store import open_store
-    from dispatcher.top import render, snapshot
 
     settings, db_path = own_store
     conn = open_store(db_path)

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dispatcher.config import AgentConfig, BridgeConfig
+from dispatcher.core.config import AgentConfig, BridgeConfig
 from dispatcher.dispatch import queue
 from dispatcher.store import dispatchable, open_store, write_transaction
 

@@ -5,7 +5,7 @@ import sqlite3
 
 from harness import store_from_fixture
 
-from dispatcher import conversations
+from dispatcher.bridge import conversations
 from dispatcher.dispatch.control import agent_totals
 from dispatcher.store import SCHEMA_VERSION, open_store
 

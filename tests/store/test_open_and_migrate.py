@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from harness import PROJECT, store_from_fixture
 
-from dispatcher.errors import BridgeError
+from dispatcher.core.errors import BridgeError
 from dispatcher.store import SCHEMA_VERSION, SchemaTooNewError, Store, open_store
 
 HOLD_LOCK = """

@@ -5,13 +5,13 @@ import math
 
 import pytest
 
-from dispatcher.clock import iso
-from dispatcher.errors import BridgeError
-from dispatcher.rows import find_dedup
+from dispatcher.bridge.rows import find_dedup
+from dispatcher.core.clock import iso
+from dispatcher.core.errors import BridgeError
+from dispatcher.core.validation import check_dedup_key
 from dispatcher.store import open_store
 from dispatcher.store.claims import LEASE_CAP_SECONDS, active_claim_sql, claim_is_active
 from dispatcher.store.messages import cap_far_lease, cap_far_leases, fetch_message, insert_message
-from dispatcher.validation import check_dedup_key
 
 NOW = 1_800_000_000.0
 

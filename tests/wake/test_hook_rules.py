@@ -2,7 +2,7 @@
 
 import pytest
 
-from dispatcher.hook_rules import (
+from dispatcher.bridge.hook_rules import (
     MIN_GAP_SECONDS,
     REMIND_SECONDS,
     STOP_BLOCK_CAP,

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from harness import PROJECT
 
-from dispatcher.hook_wait import TIMEOUT_MARGIN_SECONDS, claude_backgrounds, parse_wait
-from dispatcher.messages import send_message
+from dispatcher.bridge.messages import send_message
 from dispatcher.store import open_store
+from dispatcher.wake.hook_wait import TIMEOUT_MARGIN_SECONDS, claude_backgrounds, parse_wait
 
 AGENTS = frozenset({"claude", "kimi", "codex"})
 SECRET = "SECRET-" + os.urandom(6).hex()
@@ -351,7 +351,7 @@ def test_wait_is_only_for_claudes_stop_elsewhere_the_plain_hook_answers(store, a
 
 def test_an_unreadable_claude_process_means_no_waiting(store, monkeypatch):
     """In-process: a failure while looking at the Claude process is exit 0, silent, one log line."""
-    from dispatcher import hook_wait
+    from dispatcher.wake import hook_wait
 
     monkeypatch.setenv("AGENT_BRIDGE_DB", str(store["db"]))
     monkeypatch.setenv("AGENT_BRIDGE_RUNTIME_DIR", str(store["runtime"]))

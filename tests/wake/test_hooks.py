@@ -13,9 +13,9 @@ import time
 import pytest
 from harness import PROJECT
 
-from dispatcher.hooks import session_key
-from dispatcher.messages import send_message
+from dispatcher.bridge.messages import send_message
 from dispatcher.store import open_store
+from dispatcher.wake.hooks import session_key
 
 AGENTS = frozenset({"claude", "kimi", "codex"})
 SECRET = "SECRET-" + os.urandom(6).hex()
@@ -280,8 +280,8 @@ def test_gemini_before_agent_and_after_agent_shapes(store):
 
 
 def test_the_first_hook_of_a_cli_session_marks_its_mcp_session_wakeable_by_hook(store):
-    from dispatcher import presence
-    from dispatcher.processes import start_time
+    from dispatcher.bridge import presence
+    from dispatcher.core.processes import start_time
 
     me = os.getpid()  # the hook's parent plays the CLI that started both the MCP server and the hook
     conn = open_store(store["db"])

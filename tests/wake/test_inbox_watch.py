@@ -16,9 +16,9 @@ import psutil
 import pytest
 from harness import PROJECT, bridge_env, write_config
 
-from dispatcher import messages
-from dispatcher.inbox_watch import expiry_line, rearm_command
+from dispatcher.bridge import messages
 from dispatcher.store import Store, open_store
+from dispatcher.wake.inbox_watch import expiry_line, rearm_command
 
 TIMEOUT = 30.0
 SECRET = "never-print-this-text"
@@ -241,7 +241,7 @@ def test_the_watch_path_loads_neither_pydantic_nor_the_sdk(env):
     send(env)
     probe = (
         "import atexit, sys; atexit.register(lambda: print(sorted(m for m in ('pydantic', 'mcp') "
-        "if m in sys.modules), file=sys.stderr)); from dispatcher.cli import main; "
+        "if m in sys.modules), file=sys.stderr)); from dispatcher.ops.cli import main; "
         "main(['inbox', 'watch', '--agent', 'claude', '--max-seconds', '1'])"
     )
     done = subprocess.run(
@@ -268,8 +268,8 @@ def test_a_store_that_is_not_a_database_ends_it_with_the_one_line(env):
 
 
 def test_while_it_runs_the_session_whose_cli_started_it_counts_as_wakeable(env):
-    from dispatcher import presence
-    from dispatcher.processes import start_time
+    from dispatcher.bridge import presence
+    from dispatcher.core.processes import start_time
 
     store = Store(Path(env["AGENT_BRIDGE_DB"]))
     me = os.getpid()  # the watch's parent plays the CLI that started both the server and the watch
@@ -297,7 +297,7 @@ def test_while_it_runs_the_session_whose_cli_started_it_counts_as_wakeable(env):
 def test_a_store_recreated_at_a_recycled_inode_number_is_still_a_new_store(tmp_path, monkeypatch):
     """Once the reader closed its connection to a deleted store, the kernel may give the
     new store file the old inode number: ids start again all the same."""
-    from dispatcher.inbox_watch import InboxReader
+    from dispatcher.wake.inbox_watch import InboxReader
 
     db = tmp_path / "state" / "bridge.db"
     open_store(db).close()

@@ -25,10 +25,9 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ConfigDict
 
-from dispatcher import messages
-from dispatcher.inbox import InboxSummary, Waiting
-from dispatcher.store import Store
-from dispatcher.wake_mcp import (
+from dispatcher.bridge import messages
+from dispatcher.bridge.inbox import InboxSummary, Waiting
+from dispatcher.mcp.wake_mcp import (
     CHANNEL_CAPABILITY,
     CHANNEL_METHOD,
     RESOURCE_URI,
@@ -38,6 +37,7 @@ from dispatcher.wake_mcp import (
     channel_params,
     resource_signature,
 )
+from dispatcher.store import Store
 
 TIMEOUT = 60.0
 SECRET = "the-secret-payload-41"
@@ -332,14 +332,14 @@ def test_a_2026_client_listening_to_the_inbox_is_told_and_gets_no_channel(world)
 
 @pytest.mark.parametrize("value, expected", [("1", True), ("true", True), ("0", False), ("", False)])
 def test_the_channel_setting(monkeypatch, value, expected):
-    from dispatcher.settings import BridgeSettings
+    from dispatcher.core.settings import BridgeSettings
 
     monkeypatch.setenv("AGENT_BRIDGE_CLAUDE_CHANNEL", value)
     assert BridgeSettings().claude_channel is expected
 
 
 def test_an_unusable_channel_setting_names_the_variable(monkeypatch):
-    from dispatcher.settings import BridgeSettings, InvalidSetting
+    from dispatcher.core.settings import BridgeSettings, InvalidSetting
 
     monkeypatch.setenv("AGENT_BRIDGE_CLAUDE_CHANNEL", "maybe")
     with pytest.raises(InvalidSetting) as caught:

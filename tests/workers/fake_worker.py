@@ -21,7 +21,7 @@ from pathlib import Path
 
 import anyio
 
-from dispatcher.demo_worker import answer, bridge_tools
+from dispatcher.ops.demo_worker import answer, bridge_tools
 
 MODE = os.environ.get("FAKE_WORKER_MODE", "succeed")
 MESSAGE_ID = int(os.environ["AGENT_BRIDGE_MESSAGE_ID"])
@@ -68,7 +68,7 @@ def daemonize() -> None:
     time.sleep(DELAY)
     with open(os.environ["FAKE_WORKER_LATE_FILE"], "a") as fh:
         fh.write(f"{MESSAGE_ID}\n")
-    from dispatcher.messages import send_message
+    from dispatcher.bridge.messages import send_message
     from dispatcher.store import open_store
 
     conn = open_store(os.environ["AGENT_BRIDGE_DB"])

@@ -35,8 +35,8 @@ def main() -> int:
         if max_pause > 0:
             time.sleep(rng.uniform(0, max_pause))
 
-    from dispatcher.claims import claim_message
-    from dispatcher.messages import get_message, mark_read, send_message
+    from dispatcher.bridge.claims import claim_message
+    from dispatcher.bridge.messages import get_message, mark_read, send_message
     from dispatcher.store import open_store
 
     conn = open_store(os.environ["AGENT_BRIDGE_DB"])

@@ -20,9 +20,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from dispatcher.claims import claim_message
-from dispatcher.errors import BridgeError
-from dispatcher.messages import mark_read, receive_messages, send_message
+from dispatcher.bridge.claims import claim_message
+from dispatcher.bridge.messages import mark_read, receive_messages, send_message
+from dispatcher.core.errors import BridgeError
 from dispatcher.store import open_store
 
 CONTENTION = {"claimed_by_other", "already_acknowledged"}  # losing a race to another reader

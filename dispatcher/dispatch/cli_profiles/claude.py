@@ -40,15 +40,15 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ...errors import BridgeError
-from ...permissions import (
+from dispatcher.core.errors import BridgeError
+from dispatcher.core.permissions import (
     NON_WORKER_BRIDGE_TOOLS,
     WORKER_BRIDGE_TOOLS,
     PermissionProfile,
     ProfileError,
     profile_from_env,
 )
-from ...private_files import create_private_file
+from dispatcher.core.private_files import create_private_file
 
 # The built-in tools offered at each level (None: the CLI's default set, for ``project``).
 READ_TOOLS = ("Read", "Grep", "Glob")

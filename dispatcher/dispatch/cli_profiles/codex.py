@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ...permissions import PermissionProfile
+from dispatcher.core.permissions import PermissionProfile
 
 # Where the launcher puts this run's policy (read by the hook) and its private TMPDIR.
 POLICY_FILE = "codex-permissions.json"

@@ -32,7 +32,7 @@ loads settings before it reads ``--skip-trust``, so the folder counts as untrust
 from pathlib import Path
 from typing import Any
 
-from ...permissions import WORKER_BRIDGE_TOOLS, PermissionProfile
+from dispatcher.core.permissions import WORKER_BRIDGE_TOOLS, PermissionProfile
 
 # Gemini's read-only file tools (read-only.toml of 0.61.0 lists them, plus web search and the
 # sub-agents, which a worker does not get). Not read_many_files: 0.61.0 does not register it in

@@ -44,7 +44,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ...permissions import WORKER_BRIDGE_TOOLS, PermissionProfile
+from dispatcher.core.permissions import WORKER_BRIDGE_TOOLS, PermissionProfile
 
 BRIDGE_TOOLS = tuple(f"mcp__agent_bridge__{tool}" for tool in WORKER_BRIDGE_TOOLS)
 # Kimi's built-in tools per level (exact names: Kimi matches the agent file's list by name).

@@ -1,0 +1,375 @@
+"""Presence: which sessions of each agent are really there, from process evidence alone.
+
+Every MCP server process registers one row in ``sessions`` when it starts (agent, role,
+host, pid and /proc start time, the CLI process that started it), learns its client's
+name and version from the MCP ``initialize`` handshake, notes its last tool call (at most
+once every ``TOUCH_EVERY_SECONDS``: no write per call) and the wake paths it has, and
+removes its row on a clean exit. A row whose process died (kill -9, a crash) is removed
+lazily: when a new session registers, and when the ``who`` tool reads.
+
+Liveness is the one rule of process identity, ``processes.liveness``: a session is ``alive``
+when its pid runs with the recorded start time on this host; ``dead`` when it does not (gone,
+a zombie, or a recycled pid); ``unknown`` for a row of another host (it cannot be seen here).
+No heartbeats: ``last_call_at`` is telemetry for "idle for", never evidence of life.
+
+No MCP SDK import here: the server wires ``ServerPresence`` in (``serve`` and
+``mcp_server``); the ``who`` view (``dispatcher/dispatch/who.py``) reads it with ``sessions``.
+"""
+
+import json
+import os
+import re
+import sqlite3
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dispatcher.core import clock, processes
+from dispatcher.core.errors import BridgeError
+from dispatcher.core.logs import get_logger
+from dispatcher.store import Store, write_transaction
+from dispatcher.store import sessions as stored
+
+ROLES = ("interactive", "worker")
+# How a session can be woken: a Claude Code hook, a Monitor line (inbox watch), the
+# claude/channel notification, the bridge://inbox resource subscription.
+WAKE_PATHS = ("hook", "monitor", "channel", "resource")
+# The paths that put a notice in front of the model. A resource subscription is recorded but
+# does not count: Claude Code and Codex never start a turn on `resources/updated`.
+WAKING_PATHS = ("hook", "monitor", "channel")
+TOUCH_EVERY_SECONDS = 5.0
+# A client's name and version are shown as names: anything else is dropped, not shown.
+_CLIENT_TEXT = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._:@/+()-]{0,63}")
+# Where the handshake-free protocol (2026-07-28) carries the client's name on every request.
+CLIENT_INFO_META_KEY = "io.modelcontextprotocol/clientInfo"
+# Wrappers between an MCP client and this server (``uv run ... server.py``): the client is above them.
+_WRAPPERS = frozenset({"uv", "uvx"})
+
+log = get_logger("agent_bridge.presence")
+
+
+# -- the decisions (pure) --------------------------------------------------------------------
+def should_touch(last_touch: float | None, now: float, every: float = TOUCH_EVERY_SECONDS) -> bool:
+    """Whether a tool call at ``now`` writes ``last_call_at`` (the first always does;
+    then at most once every ``every`` seconds; a clock that went back writes again)."""
+    return last_touch is None or now - last_touch >= every or now < last_touch
+
+
+def role_of(setting: str) -> str:
+    """The session's role from ``AGENT_BRIDGE_ROLE``: ``worker`` stays worker, ``session`` is interactive."""
+    return "worker" if setting == "worker" else "interactive"
+
+
+def client_text(value: object) -> str | None:
+    """A client's name or version as a shown name, or None when it is not one."""
+    if not isinstance(value, str) or not _CLIENT_TEXT.fullmatch(value):
+        return None
+    return value
+
+
+def wake_paths_of(raw: object) -> list[str]:
+    """The stored JSON list, keeping only known paths (a damaged value reads as none)."""
+    try:
+        paths = json.loads(raw) if isinstance(raw, str) else []
+    except ValueError:
+        return []
+    return [p for p in WAKE_PATHS if isinstance(paths, list) and p in paths]
+
+
+# -- process evidence ------------------------------------------------------------------------
+def client_pid_of(pid: int) -> int | None:
+    """The CLI process that started the server ``pid``: its parent, above any ``uv`` wrapper."""
+    return processes.nearest_ancestor(pid, skipping=_WRAPPERS)
+
+
+Probe = Callable[[int], float | None]
+
+
+# -- rows ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Session:
+    id: int
+    agent: str
+    role: str
+    host: str
+    pid: int
+    start_time: float | None
+    client_pid: int | None
+    client_name: str | None
+    client_version: str | None
+    started_at: float
+    last_call_at: float | None
+    wake_paths: tuple[str, ...]
+    liveness: str
+
+    def view(self, now: float) -> dict[str, Any]:
+        """Ids, enums, numbers and names only."""
+        last = self.last_call_at if self.last_call_at is not None else self.started_at
+        return {
+            "id": self.id,
+            "role": self.role,
+            "liveness": self.liveness,
+            "host": self.host,
+            "pid": self.pid,
+            "client": self.client_name,
+            "client_version": self.client_version,
+            "since_seconds": round(max(0.0, now - self.started_at), 1),
+            "idle_seconds": round(max(0.0, now - last), 1),
+            "wake_paths": list(self.wake_paths),
+        }
+
+
+def sessions(
+    conn: sqlite3.Connection, agent: str | None = None, *, here: str | None = None, probe: Probe = processes.start_time
+) -> list[Session]:
+    """Every session row (of ``agent``), each with its liveness, oldest first."""
+    here = processes.this_host() if here is None else here
+    found = []
+    for r in stored.session_records(conn, agent):
+        seen = probe(r.pid) if r.host == here else None
+        found.append(
+            Session(
+                r.id,
+                r.agent,
+                r.role,
+                r.host,
+                r.pid,
+                r.start_time,
+                r.client_pid,
+                client_text(r.client_name),
+                client_text(r.client_version),
+                r.started_at,
+                r.last_call_at,
+                tuple(wake_paths_of(r.wake_paths)),
+                processes.liveness(r.host, r.start_time, here=here, observed_start=seen),
+            )
+        )
+    return found
+
+
+def prune_dead(conn: sqlite3.Connection, *, here: str | None = None, probe: Probe = processes.start_time) -> int:
+    """Remove this host's rows whose process is gone; inside the caller's transaction or alone."""
+    dead = [s.id for s in sessions(conn, here=here, probe=probe) if s.liveness == "dead"]
+    for sid in dead:
+        stored.delete_session(conn, sid)
+    return len(dead)
+
+
+def register_session(
+    conn: sqlite3.Connection,
+    agent: str,
+    role: str,
+    *,
+    pid: int,
+    start_time: float | None,
+    client_pid: int | None,
+    now: float,
+    here: str | None = None,
+    probe: Probe = processes.start_time,
+) -> int:
+    """Clean this host's dead rows and add this process's row; returns its id."""
+    if role not in ROLES:
+        raise BridgeError("invalid_role", f"a session's role is one of {', '.join(ROLES)}, not {role!r}.")
+    here = processes.this_host() if here is None else here
+    with write_transaction(conn):
+        removed = prune_dead(conn, here=here, probe=probe)
+        session_id = stored.insert_session(
+            conn,
+            agent=agent,
+            role=role,
+            host=here,
+            pid=pid,
+            start_time=start_time,
+            client_pid=client_pid,
+            started_at=now,
+        )
+    if removed:
+        log.info("sessions_pruned", count=removed)
+    return session_id
+
+
+def end_session(conn: sqlite3.Connection, session_id: int) -> bool:
+    with write_transaction(conn):
+        return stored.delete_session(conn, session_id)
+
+
+def set_client(conn: sqlite3.Connection, session_id: int, name: object, version: object) -> None:
+    """The client named in ``initialize``'s clientInfo (a value that is not a name is kept as none)."""
+    with write_transaction(conn):
+        stored.set_client(conn, session_id, client_text(name), client_text(version))
+
+
+def touch(conn: sqlite3.Connection, session_id: int, now: float) -> None:
+    with write_transaction(conn):
+        stored.set_last_call(conn, session_id, now)
+
+
+def record_wake_path(conn: sqlite3.Connection, session_id: int, path: str) -> list[str]:
+    """Note that session ``session_id`` has the wake path ``path`` (idempotent); returns its paths.
+
+    Wake paths call this when they are armed for a session (the server's channel or resource
+    subscription, a hook firing for the session's client). Raises ``invalid_wake_path`` for
+    an unknown path and ``unknown_session`` when the row is gone.
+    """
+    if path not in WAKE_PATHS:
+        raise BridgeError("invalid_wake_path", f"a wake path is one of {', '.join(WAKE_PATHS)}, not {path!r}.")
+    if isinstance(session_id, bool) or not isinstance(session_id, int):
+        raise BridgeError("unknown_session", f"a session id is an integer, not {session_id!r}.")
+    with write_transaction(conn):
+        raw = stored.stored_wake_paths(conn, session_id)
+        if raw is None:
+            raise BridgeError("unknown_session", f"there is no session #{session_id}: it has ended; nothing to mark.")
+        paths = wake_paths_of(raw)
+        if path not in paths:
+            paths = [p for p in WAKE_PATHS if p in (*paths, path)]
+            stored.set_wake_paths(conn, session_id, paths)
+    return paths
+
+
+def forget_wake_path(conn: sqlite3.Connection, session_id: int, path: str) -> None:
+    """Undo ``record_wake_path`` (a Monitor watch that ended); a session already gone is fine."""
+    with write_transaction(conn):
+        if path in (paths := wake_paths_of(stored.stored_wake_paths(conn, session_id))):
+            stored.set_wake_paths(conn, session_id, [p for p in paths if p != path])
+
+
+def mark_from_descendant(db: Path, agent: str, path: str, *, session_id: int | None = None) -> int | None:
+    """For a process the CLI started (a hook, a Monitor watch): record ``path`` on the session of
+    ``agent`` whose CLI is an ancestor of this process, or, given ``session_id``, forget it there.
+    Returns the session id, None when there is no such session or no store. Looks read-only
+    first and writes only to change a row. Never raises: the hook or watch it serves must go on
+    whatever the store says."""
+    from dispatcher.store import open_store
+    from dispatcher.store.readonly import open_read_only
+
+    conn: sqlite3.Connection | None = None
+    try:
+        if session_id is None:
+            conn = open_read_only(db)
+            if conn is None:
+                return None
+            found = session_of_ancestor(conn, agent)
+            if found is None:
+                return None
+            raw = stored.stored_wake_paths(conn, found)
+            if raw is None:  # ended meanwhile
+                return None
+            if path in wake_paths_of(raw):
+                return found
+            conn.close()
+            conn = open_store(db)
+            record_wake_path(conn, found, path)
+            return found
+        if os.path.exists(db):
+            conn = open_store(db)
+            forget_wake_path(conn, session_id, path)
+        return session_id
+    except (sqlite3.Error, OSError, BridgeError, TypeError):  # silent: a watch's output is the model's
+        return None
+    finally:
+        if conn is not None:
+            conn.close()
+
+
+def session_of_client(conn: sqlite3.Connection, agent: str, client_pid: int) -> int | None:
+    """The newest session of ``agent`` started by the CLI process ``client_pid`` on this host
+    (how a hook, a child of that CLI, finds the session it speaks for)."""
+    return stored.newest_session_of_client(conn, agent, client_pid, processes.this_host())
+
+
+def session_of_ancestor(conn: sqlite3.Connection, agent: str, pid: int | None = None) -> int | None:
+    """The session of ``agent`` whose CLI process is the nearest ancestor of ``pid`` (default: this
+    process): how a hook or a Monitor command, run by the CLI through a shell, finds its session."""
+    for ancestor in processes.ancestors(pid):
+        if (found := session_of_client(conn, agent, ancestor)) is not None:
+            return found
+    return None
+
+
+def has_wakeable_session(
+    conn: sqlite3.Connection, agent: str, *, here: str | None = None, probe: Probe = processes.start_time
+) -> bool:
+    """A live interactive session of ``agent`` on this host with a path that wakes the model."""
+    if not stored.may_have_wakeable_session(conn, agent):  # the usual case: no query of /proc at all
+        return False
+    return any(
+        s.role == "interactive" and set(s.wake_paths) & set(WAKING_PATHS) and s.liveness == "alive"
+        for s in sessions(conn, agent, here=here, probe=probe)
+    )
+
+
+# -- the server's side -----------------------------------------------------------------------
+class ServerPresence:
+    """This server process's session row: registered at start, client set on ``initialize``,
+    touched on tool calls (throttled), removed on a clean exit. A failing write is logged
+    and never fails a request: presence is a view, the messages are the truth."""
+
+    def __init__(self, store: Store, agent: str, role: str) -> None:
+        self.store = store
+        self.agent = agent
+        self.role = role
+        pid = os.getpid()
+        self.session_id: int | None = None
+        try:  # a store that refuses the row (full, read-only) still serves messages: no row, then
+            self.session_id = register_session(
+                store.connection(),
+                agent,
+                role,
+                pid=pid,
+                start_time=processes.start_time(pid),
+                client_pid=client_pid_of(pid),
+                now=clock.now(),
+            )
+        except (sqlite3.Error, OSError, BridgeError) as exc:
+            log.warning("session_register_failed", agent=agent, error=type(exc).__name__)
+        self._last_touch: float | None = None
+        self._client_known = False
+
+    def _write(self, what: str, fn: Callable[..., object], *args: object) -> None:
+        if self.session_id is None:
+            return
+        try:
+            fn(self.store.connection(), self.session_id, *args)
+        except (sqlite3.Error, OSError, BridgeError) as exc:
+            log.warning("presence_write_failed", what=what, error=type(exc).__name__)
+
+    def on_client(self, info: object) -> None:
+        """The client's ``{name, version}``: from ``initialize``'s clientInfo, or (the handshake-free
+        protocol) from a request's ``_meta``; recorded once."""
+        if self._client_known or not isinstance(info, dict):
+            return
+        self._client_known = True
+        self._write("client", set_client, info.get("name"), info.get("version"))
+
+    def on_call(self, now: float | None = None) -> None:
+        now = clock.now() if now is None else now
+        if should_touch(self._last_touch, now):
+            self._last_touch = now
+            self._write("touch", touch, now)
+
+    def wake_path(self, path: str) -> None:
+        """For the server's own wake paths (channel, resource) once armed."""
+        self._write("wake_path", record_wake_path, path)
+
+    def close(self) -> None:
+        self._write("end", lambda conn, sid: end_session(conn, sid))
+        self.session_id = None
+
+    async def middleware(self, ctx: object, call_next: Callable[[Any], Awaitable[object]]) -> object:
+        """A server middleware: the client's name from the first request that carries it
+        (``initialize``, or any request's ``_meta``); a tool call that succeeded touches the row
+        (a refused one leaves the whole store unchanged, as every refusal does)."""
+        method = getattr(ctx, "method", None)
+        params = getattr(ctx, "params", None)
+        params = params if isinstance(params, Mapping) else {}
+        result = await call_next(ctx)
+        if method == "tools/call" and not (isinstance(result, Mapping) and result.get("isError")):
+            self.on_call()
+        if not self._client_known:
+            meta = params.get("_meta")
+            info = params.get("clientInfo") if method == "initialize" else None
+            if info is None and isinstance(meta, Mapping):
+                info = meta.get(CLIENT_INFO_META_KEY)
+            self.on_client(dict(info) if isinstance(info, Mapping) else None)
+        return result

@@ -1,0 +1,175 @@
+"""Private (0700 / 0600) directories and files for the runtime directory and the store.
+
+Every file holding ids, logs or task text is created or opened here, so the rules about
+modes, ownership and planted links live in one place:
+
+- every directory the bridge creates is created 0700, each one in the chain;
+- a runtime, attempt or store directory that is a symbolic link or belongs to another
+  user is refused (``unsafe_path``), and never chmod-ed;
+- a new file is created with ``O_EXCL|O_NOFOLLOW``: whatever already sits at its name
+  (a file, a link, a pipe) is refused, never followed or truncated;
+- a file that is reopened (logs, the listener lock) is opened with ``O_NOFOLLOW`` and then
+  checked on the open descriptor: a regular file of ours with no second hard link.
+"""
+
+import os
+import stat
+from pathlib import Path
+
+from dispatcher.core.errors import BridgeError
+
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+
+
+class UnsafePath(BridgeError):
+    def __init__(self, path: Path, why: str, todo: str) -> None:
+        super().__init__("unsafe_path", f"{path} {why}; nothing was written there. {todo}")
+        self.path = path
+
+
+def _not_ours(what: str, path: Path, st: os.stat_result) -> UnsafePath:
+    return UnsafePath(
+        path,
+        f"({what}) belongs to uid {st.st_uid}, not to you (uid {os.geteuid()})",
+        "Another user could read or plant the bridge's files there: use a directory you own "
+        "(AGENT_BRIDGE_DB and AGENT_BRIDGE_RUNTIME_DIR choose where the bridge keeps its files).",
+    )
+
+
+def _missing_chain(path: Path) -> list[Path]:
+    """``path`` and its missing ancestors, outermost first."""
+    chain = []
+    while not os.path.lexists(path):
+        chain.append(path)
+        if path.parent == path:
+            break
+        path = path.parent
+    return chain[::-1]
+
+
+def _check_dir(path: Path, what: str, tighten: bool) -> None:
+    """Refuse a link, a non-directory or another user's directory; narrow ours to 0700 if asked."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        st = os.lstat(path)
+        if stat.S_ISLNK(st.st_mode):
+            raise UnsafePath(
+                path,
+                f"({what}) is a symbolic link",
+                "A link here could send private files anywhere: remove it (and check who created it), "
+                "or point the bridge at the real directory.",
+            ) from None
+        if st.st_uid != os.geteuid():  # e.g. another user's 0700 directory we cannot even open
+            raise _not_ours(what, path, st) from None
+        raise UnsafePath(
+            path, f"({what}) is not a usable directory ({exc.strerror})", "Remove it or choose another location."
+        ) from None
+    try:
+        st = os.fstat(fd)
+        if st.st_uid != os.geteuid():
+            raise _not_ours(what, path, st)
+        if tighten and stat.S_IMODE(st.st_mode) != DIR_MODE:
+            os.fchmod(fd, DIR_MODE)
+    finally:
+        os.close(fd)
+
+
+def ensure_private_dir(path: Path, what: str = "directory", *, tighten: bool = True) -> Path:
+    """Create ``path`` (and every missing parent) 0700, or check that the existing one is ours.
+
+    ``what`` names the directory in a refusal ("runtime directory", ...). Every directory
+    created here is checked as it is made (another user may win the race to create it),
+    and the existing ``path`` is narrowed to 0700 unless ``tighten`` is false (the store's
+    directory may be a folder the user keeps other things in). Raises ``UnsafePath``.
+    """
+    chain = _missing_chain(path)
+    for missing in chain:
+        try:
+            os.mkdir(missing, DIR_MODE)
+        except FileExistsError:
+            pass  # made by someone else meanwhile: checked below like one of ours
+        except OSError as exc:
+            raise BridgeError(
+                "path_unusable",
+                f"cannot create {missing} ({what}: {exc.strerror}); nothing was written. Check that its parent "
+                "exists and is writable, or choose another location (AGENT_BRIDGE_DB, AGENT_BRIDGE_RUNTIME_DIR).",
+            ) from None
+        _check_dir(missing, what if missing == path else "parent directory", tighten=True)
+    if not chain:
+        _check_dir(path, what, tighten)
+    return path
+
+
+def create_private_file(path: Path, text: str = "") -> Path:
+    """Create ``path`` as a new 0600 file holding ``text``; refuse anything already there."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
+    except FileExistsError:
+        raise UnsafePath(
+            path,
+            "already exists (a file or link planted where a new private file must be created)",
+            "Remove it (and check who created it); the bridge never writes through an existing name.",
+        ) from None
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    return path
+
+
+def _open_own_regular_file(path: Path, flags: int) -> int:
+    """Open a regular file of ours (created 0600 if ``flags`` say O_CREAT), never through a link.
+
+    O_NONBLOCK: a planted FIFO must fail the check, not block the open.
+    """
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, FILE_MODE)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        if os.path.islink(path):
+            raise UnsafePath(
+                path,
+                "is a symbolic link",
+                "Remove it (and check who created it); the bridge never writes through links.",
+            ) from None
+        raise UnsafePath(path, f"cannot be opened ({exc.strerror})", "Remove it or fix its permissions.") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UnsafePath(path, "is not a regular file", "Remove it (and check who created it).")
+        if st.st_uid != os.geteuid():
+            raise _not_ours("file", path, st)
+        if st.st_nlink != 1:
+            raise UnsafePath(
+                path,
+                f"has {st.st_nlink} hard links (it may be another file under a planted name)",
+                "Remove it (and check who created it).",
+            )
+        if stat.S_IMODE(st.st_mode) != FILE_MODE:
+            os.fchmod(fd, FILE_MODE)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_private_append(path: Path) -> int:
+    """A write-only, append-mode descriptor on a 0600 log file of ours (created if missing)."""
+    return _open_own_regular_file(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+
+
+def open_private_lock(path: Path) -> int:
+    """A read-write descriptor on a 0600 lock file of ours (created if missing), for flock."""
+    return _open_own_regular_file(path, os.O_RDWR | os.O_CREAT)
+
+
+def read_private_text(path: Path, max_bytes: int) -> str | None:
+    """The first ``max_bytes`` of a file of ours as text (bad UTF-8 replaced), or None if missing."""
+    try:
+        fd = _open_own_regular_file(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read(max_bytes).decode("utf-8", errors="replace")

@@ -1,0 +1,307 @@
+"""The server's wake paths: the ``bridge://inbox`` resource and the opt-in Claude channel ping.
+
+Installed by one call from ``mcp_server.build_server``. Both only hint: every signal is
+payload-free (counts, ids, senders, kinds) and asks the model to call ``receive_messages``;
+the store stays the truth, so a dropped notification loses nothing.
+
+- ``bridge://inbox``: reading it returns the inbox summary (``InboxSummary.as_dict``).
+  ``resources/subscribe`` / ``resources/unsubscribe`` are served; a subscribed client gets
+  ``notifications/resources/updated`` whenever the unread set changes (a message arrives, is
+  acknowledged or claimed). Claude Code and Codex receive these but start no turn on them.
+  A 2026-07-28 client gets the same through ``subscriptions/listen`` naming ``bridge://inbox``.
+- Claude channel (``AGENT_BRIDGE_CLAUDE_CHANNEL=1``, interactive sessions only): the server
+  declares the experimental ``claude/channel`` capability and sends
+  ``notifications/claude/channel`` ``{content: <wake line>, meta: {ids, count}}`` when new
+  messages arrive. Claude Code shows it only in sessions started with
+  ``--dangerously-load-development-channels server:agent_bridge``, and drops it otherwise.
+
+Subscription state lives in this process only (``InboxWake``), for the one client of this
+stdio server; nothing is written to the store. The watcher starts with the first subscription,
+listen stream or (channel on) completed 2025 handshake, polls ``PRAGMA data_version`` on its
+own read-only connection only while one of those wants it, and stops with the server. The
+channel is sent only after the 2025 handshake (where the capability is declared). It writes
+nothing to stdout but protocol messages.
+"""
+
+import json
+from collections.abc import Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import anyio
+import mcp_types as types
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError
+from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import ResourceUpdated
+
+from dispatcher.bridge.inbox import InboxSummary, wake_line
+from dispatcher.core.clock import now as clock_now
+from dispatcher.core.logs import get_logger
+from dispatcher.wake.inbox_watch import InboxReader
+
+RESOURCE_URI = "bridge://inbox"
+CHANNEL_CAPABILITY = "claude/channel"
+CHANNEL_METHOD: Final = "notifications/claude/channel"
+POLL_SECONDS = 0.1
+
+log = get_logger("agent_bridge.wake")
+
+
+class _ChannelNotification(types.Notification[dict[str, Any], Literal["notifications/claude/channel"]]):
+    method: Literal["notifications/claude/channel"] = CHANNEL_METHOD
+
+
+def channel_enabled(claude_channel: bool, role: str) -> bool:
+    """The channel ping is opt-in, and only for an interactive session's server (a headless
+    worker runs ``claude -p``, where channels never load)."""
+    return bool(claude_channel) and role == "session"
+
+
+def resource_signature(summary: InboxSummary) -> tuple:
+    """What a ``bridge://inbox`` reader would see change (its age field aside)."""
+    return summary.unread, summary.newest_id, tuple(w.id for w in summary.first)
+
+
+def channel_params(summary: InboxSummary) -> dict[str, Any] | None:
+    """The channel notification's params for newly arrived messages, or None for none.
+
+    ``meta`` values are strings: Claude Code turns each meta entry into an attribute of the
+    ``<channel>`` tag. Ids and counts only, never text.
+    """
+    if summary.unread == 0:
+        return None
+    return {
+        "content": wake_line(summary, new=True),
+        "meta": {"ids": ",".join(str(w.id) for w in summary.first), "count": str(summary.unread)},
+    }
+
+
+class InboxWake:
+    """Per-process wake state for the one client of this stdio server.
+
+    Three audiences, each with its own baseline: a 2025-era client subscribed with
+    ``resources/subscribe`` (``subscribed``/``signature``), 2026-era ``subscriptions/listen``
+    streams asking for ``bridge://inbox`` (``listening``/``listen_signature``, told through the
+    SDK's subscription bus), and the channel (``channel_session``/``announced``).
+    """
+
+    def __init__(
+        self,
+        db: Path,
+        agent: str,
+        *,
+        channel: bool,
+        bus: Any = None,
+        poll: float = POLL_SECONDS,
+        on_armed: Callable[[str], None] | None = None,
+    ) -> None:
+        self.db = db
+        # Told "resource" or "channel" when that path is armed (the session row's wake paths).
+        self.on_armed = on_armed or (lambda path: None)
+        self.agent = agent
+        self.channel = channel
+        self.bus = bus
+        self.poll = poll
+        self.subscribed = False
+        self.signature: tuple | None = None  # what the resources/subscribe client last saw
+        self.session: Any = None  # that client's session (its connection's own channel)
+        self.listening = 0  # open subscriptions/listen streams that asked for bridge://inbox
+        self.listen_signature: tuple | None = None
+        self.channel_session: Any = None  # set once the 2025 handshake completed, when the channel is on
+        self.announced = 0  # highest id the channel has covered
+        self._task_group: Any = None
+        self._started = False
+
+    def _current(self) -> InboxSummary:
+        reader = InboxReader(self.db, self.agent)
+        try:
+            reader.changed()
+            return reader.summary()
+        finally:
+            reader.close()
+
+    def read(self) -> str:
+        try:
+            return json.dumps(self._current().as_dict(clock_now()))
+        except Exception as exc:  # noqa: BLE001 - sqlite3 errors and the like: a short refusal, never a traceback
+            raise ResourceError(
+                f"store_unavailable: cannot read the inbox ({type(exc).__name__}); try again or run `agent-bridge doctor`."
+            ) from None
+
+    def _baseline(self) -> InboxSummary:
+        try:
+            return self._current()
+        except Exception as exc:  # noqa: BLE001 - best effort: the next poll reads again
+            log.info("wake_read_failed", error=type(exc).__name__, agent=self.agent)
+            return InboxSummary(self.agent, 0, None, None)
+
+    def subscribe(self, session: Any) -> None:
+        """From now on, tell ``session`` whenever the unread set differs from what it is now."""
+        self.signature = resource_signature(self._baseline())
+        self.session = session
+        self.subscribed = True
+        self.on_armed("resource")
+        self._start()
+
+    def listen_opened(self) -> None:
+        if self.listening == 0:
+            self.listen_signature = resource_signature(self._baseline())
+        self.listening += 1
+        self.on_armed("resource")
+        self._start()
+
+    def initialized(self, session: Any) -> None:
+        """The 2025 handshake completed: the channel (when on) covers what arrives from now on."""
+        if self.channel and self.channel_session is None:
+            self.announced = self._baseline().newest_id or 0
+            self.channel_session = session
+            self.on_armed("channel")
+            self._start()
+
+    def _start(self) -> None:
+        if not self._started and self._task_group is not None:
+            self._started = True
+            self._task_group.start_soon(self._watch)
+
+    async def _notify(self, session: Any, notification: Any) -> None:
+        try:
+            await session.send_notification(notification)
+        except Exception as exc:  # noqa: BLE001 - best effort: the queue is the truth
+            log.info("wake_notification_dropped", error=type(exc).__name__, agent=self.agent)
+
+    async def _watch(self) -> None:
+        reader = InboxReader(self.db, self.agent)
+        generation = 0
+        try:
+            while True:
+                await anyio.sleep(self.poll)
+                channel = self.channel_session is not None
+                if not (self.subscribed or self.listening or channel):
+                    continue
+                try:
+                    if not reader.changed():
+                        continue
+                    if reader.generation != generation:  # a new store file: ids start again
+                        self.announced = 0 if generation else self.announced
+                        generation = reader.generation
+                    summary = reader.summary()
+                    fresh = reader.summary(after_id=self.announced) if channel else None
+                except Exception as exc:  # noqa: BLE001 - locked or replaced store: look again next time
+                    log.info("wake_read_failed", error=type(exc).__name__, agent=self.agent)
+                    reader.close()
+                    continue
+                now_signature = resource_signature(summary)
+                if self.subscribed and now_signature != self.signature:
+                    self.signature = now_signature
+                    await self._notify(
+                        self.session,
+                        types.ResourceUpdatedNotification(
+                            params=types.ResourceUpdatedNotificationParams(uri=RESOURCE_URI)
+                        ),
+                    )
+                if self.listening and now_signature != self.listen_signature and self.bus is not None:
+                    self.listen_signature = now_signature
+                    await self.bus.publish(ResourceUpdated(uri=RESOURCE_URI))
+                if fresh is not None:
+                    if (params := channel_params(fresh)) is not None:
+                        await self._notify(self.channel_session, _ChannelNotification(params=params))
+                    self.announced = max(self.announced, summary.newest_id or 0, fresh.newest_id or 0)
+        finally:
+            reader.close()
+
+
+def _listens_to_inbox(params: Any) -> bool:
+    """Whether a ``subscriptions/listen`` request's filter names ``bridge://inbox``."""
+    try:
+        return RESOURCE_URI in (params["notifications"].get("resourceSubscriptions") or ())
+    except (KeyError, TypeError, AttributeError):
+        return False
+
+
+def install(
+    mcp: MCPServer,
+    agent: str,
+    db: Path,
+    *,
+    claude_channel: bool,
+    role: str,
+    on_armed: Callable[[str], None] | None = None,
+) -> InboxWake:
+    """Add ``bridge://inbox`` (+ subscribe) and, when enabled, the Claude channel to ``mcp``."""
+    wake = InboxWake(
+        db, agent, channel=channel_enabled(claude_channel, role), bus=mcp._subscriptions, on_armed=on_armed
+    )
+    low = mcp._lowlevel_server
+
+    @mcp.resource(
+        RESOURCE_URI,
+        name="inbox",
+        description="Your unread messages, payload-free: count, oldest age, newest id and the first ids with "
+        "sender and kind. Subscribe to be told when it changes; then call receive_messages.",
+        mime_type="application/json",
+    )
+    def inbox() -> str:
+        return wake.read()
+
+    def _check_uri(uri: str) -> None:
+        if str(uri) != RESOURCE_URI:
+            raise MCPError(
+                code=types.INVALID_PARAMS,
+                message=f"unknown_resource: only {RESOURCE_URI} can be subscribed to; got {str(uri)[:200]!r}.",
+            )
+
+    async def subscribe(ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
+        _check_uri(params.uri)
+        wake.subscribe(ctx.session)
+        return types.EmptyResult()
+
+    async def unsubscribe(ctx: Any, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+        _check_uri(params.uri)
+        wake.subscribed = False
+        return types.EmptyResult()
+
+    async def watch_sessions(ctx: Any, call_next: Any) -> Any:
+        # A middleware, not handlers: notifications/initialized and subscriptions/listen keep theirs.
+        if ctx.method == "subscriptions/listen" and _listens_to_inbox(ctx.params):
+            wake.listen_opened()
+            try:
+                return await call_next(ctx)  # returns when the stream ends
+            finally:
+                wake.listening -= 1
+        result = await call_next(ctx)
+        if ctx.method == "notifications/initialized":
+            wake.initialized(ctx.session)
+        return result
+
+    low.add_request_handler("resources/subscribe", types.SubscribeRequestParams, subscribe)
+    low.add_request_handler("resources/unsubscribe", types.UnsubscribeRequestParams, unsubscribe)
+    low.middleware.append(watch_sessions)
+
+    # The watcher runs in a task group that lives exactly as long as the server's run.
+    outer_lifespan = low.lifespan
+
+    @asynccontextmanager
+    async def lifespan(server: Any):
+        async with outer_lifespan(server) as state, anyio.create_task_group() as tg:
+            wake._task_group = tg
+            try:
+                yield state
+            finally:
+                tg.cancel_scope.cancel()
+                wake._task_group = None
+
+    low.lifespan = lifespan
+
+    if wake.channel:
+        # Declared through the initialization options the stdio runner asks for.
+        create_options = low.create_initialization_options
+
+        def with_channel(notification_options=None, experimental_capabilities=None, extensions=None):
+            experimental = {**(experimental_capabilities or {}), CHANNEL_CAPABILITY: {}}
+            return create_options(notification_options, experimental, extensions)
+
+        # This server's instance only: the SDK offers no other way to add an experimental capability.
+        low.create_initialization_options = with_channel  # type: ignore[method-assign]  # per instance, on purpose
+    return wake

@@ -1,0 +1,535 @@
+"""The ``agent-bridge`` command. Keeps the MCP SDK out of every path except ``serve`` and ``demo``.
+
+One top-level handler (``BridgeGroup.main``) ends every failure with one line
+``agent-bridge: <code>: <what to do>`` on stderr and the exit status from ``exits``.
+Commands raise ``BridgeError``s; they never print errors themselves.
+"""
+
+import json
+import math
+import os
+import re
+import sys
+import time
+
+import click
+
+from dispatcher.core.errors import BridgeError
+from dispatcher.core.exits import EXIT_INTERRUPTED, EXIT_USAGE, report
+from dispatcher.core.validation import AGENT_ID_PATTERN
+
+MAX_MESSAGE_ID = 2**63 - 1  # SQLite's largest integer
+WATCH_INTERVAL_RANGE = (0.05, 3600.0)
+
+EXIT_STATUS_HELP = """\b
+Exit status (on failure, one line on stderr: `agent-bridge: <code>: <what to do>`):
+  0  done
+  1  the store, a file or agent-bridge itself failed (store_unavailable, store_corrupt,
+     store_missing, file_unavailable, unsafe_path, internal_error, ...); doctor found an error
+  2  wrong command line, setting, config.json or agent id; nothing was done
+     (usage_error, invalid_setting, config_invalid, unknown_agent, config_exists, invalid_duration,
+     message_not_found)
+  3  dispatch refused before anything was launched (already_attempted, ...)
+  4  dispatch: the attempt ran and ended failed, timeout, crashed or budget_exceeded
+  130 interrupted
+"""
+
+
+class BridgeGroup(click.Group):
+    """The one top-level handler: no traceback ever reaches the user."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        try:
+            done = super().main(args, prog_name or "agent-bridge", complete_var, standalone_mode=False, **extra)
+        except click.exceptions.Abort:  # Ctrl-C (click turns KeyboardInterrupt into Abort)
+            click.echo("agent-bridge: interrupted: stopped by Ctrl-C; nothing more was done.", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+        except click.ClickException as exc:
+            sys.exit(_usage_error(exc))
+        except Exception as exc:  # noqa: BLE001 - any other failure is one documented line and exit status (exits.report)
+            sys.exit(report(exc))
+        sys.exit(done if isinstance(done, int) else 0)
+
+
+def _usage_error(exc: click.ClickException) -> int:
+    ctx = getattr(exc, "ctx", None)
+    helper = f" See `{ctx.command_path} --help`." if ctx is not None else ""
+    text = " ".join(exc.format_message().split())
+    if (
+        isinstance(exc, click.exceptions.NoArgsIsHelpError) and ctx is not None
+    ):  # a bare group: its help, then the one line
+        click.echo(ctx.get_help())
+        text, helper = "a command is missing; pick one of those listed above.", ""
+    click.echo(f"agent-bridge: usage_error: {text}{helper}", err=True)
+    return EXIT_USAGE
+
+
+def _agent_id(ctx, param, value: str) -> str:
+    if not re.fullmatch(AGENT_ID_PATTERN, value):
+        raise click.BadParameter(f"{value!r} is not an agent id ({AGENT_ID_PATTERN}).")
+    return value
+
+
+def _seconds(ctx, param, value: float) -> float:
+    low, high = WATCH_INTERVAL_RANGE
+    if not (math.isfinite(value) and low <= value <= high):
+        raise click.BadParameter(f"{value} is not a number of seconds from {low} to {high}.")
+    return value
+
+
+agent_option = click.option("--agent", required=True, callback=_agent_id, help="Agent id, as declared in config.json.")
+
+
+def _settings():
+    from dispatcher.core.settings import BridgeSettings
+
+    return BridgeSettings()
+
+
+def _declared(settings, agent: str, *, config_required: bool = True):
+    """Refuse an agent that a valid config.json does not declare (``unknown_agent``).
+
+    An invalid config.json is refused too (``config_invalid``), except where
+    ``config_required`` is False: a listener started then reports stage ``error`` and
+    picks up the fixed file, and status, progress and disable must keep working.
+    """
+    from dispatcher.core.config import ConfigError, load_config, require_agent
+
+    path = settings.config_path()
+    try:
+        config = load_config(path)
+    except ConfigError:
+        if config_required:
+            raise
+        return None
+    require_agent(config, agent, path)
+    return config
+
+
+def _print_json(data: object) -> None:
+    click.echo(json.dumps(data, indent=2, sort_keys=True))
+
+
+@click.group(cls=BridgeGroup, epilog=EXIT_STATUS_HELP)
+@click.version_option(package_name="agent-bridge", prog_name="agent-bridge")
+def main() -> None:
+    """Agent Bridge: local message bridge and headless dispatcher for AI coding agents."""
+
+
+@main.command()
+def serve() -> None:
+    """Run the MCP stdio server for the agent named by AGENT_ID (what server.py does).
+
+    AGENT_ID is required and must be declared in config.json; a bad setting, config or
+    store ends it with one line on stderr and exit status 2, before the MCP handshake.
+    """
+    from dispatcher.mcp.serve import run_server
+
+    sys.exit(run_server())
+
+
+@main.group()
+def listener() -> None:
+    """Run, inspect and steer an agent's background listener."""
+
+
+@listener.command("run")
+@agent_option
+def listener_run(agent: str) -> None:
+    """Run the listener in the foreground (what the systemd unit runs).
+
+    An undeclared agent is refused. With an invalid config.json it starts anyway, in
+    stage `error`, and dispatches nothing until the file is fixed.
+    """
+    from dispatcher.dispatch.listener import run_listener
+
+    settings = _settings()
+    _declared(settings, agent, config_required=False)
+    click.echo(
+        f"agent-bridge listener for {agent}: pid {os.getpid()}, store {settings.db}, runtime {settings.private_dir()}",
+        err=True,
+    )
+    sys.exit(run_listener(settings, agent))
+
+
+@listener.command("status")
+@agent_option
+def listener_status(agent: str) -> None:
+    """JSON: enabled, running, pid, stage, progress_state, progress, last (with late_result_ids), config_error."""
+    from dispatcher.dispatch.control import listener_status as status
+
+    settings = _settings()
+    _declared(settings, agent, config_required=False)
+    _print_json(status(settings, agent))
+
+
+@listener.command("progress")
+@agent_option
+@click.option("--once", is_flag=True, help="Print the current line and exit (otherwise: watch).")
+def listener_progress(agent: str, once: bool) -> None:
+    """One payload-free line, e.g. `[claude] idle | last msg#43 sender=kimi result=succeeded in 21.5s rc=0`."""
+    from dispatcher.dispatch.control import progress_line
+
+    settings = _settings()
+    _declared(settings, agent, config_required=False)
+    if once:
+        click.echo(progress_line(settings, agent))
+    else:
+        _watch(settings, agent)
+
+
+@listener.command("watch")
+@agent_option
+@click.option("--interval", default=0.5, show_default=True, callback=_seconds, help="Seconds between checks.")
+def listener_watch(agent: str, interval: float) -> None:
+    """Print a new progress line at each change, until interrupted."""
+    settings = _settings()
+    _declared(settings, agent, config_required=False)
+    _watch(settings, agent, interval)
+
+
+def _watch(settings, agent: str, interval: float = 0.5) -> None:
+    from dispatcher.dispatch.control import progress_line
+
+    last = None
+    try:
+        while True:
+            line = progress_line(settings, agent)
+            if line != last:
+                click.echo(line)
+                last = line
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        pass
+
+
+@listener.command("pending")
+@agent_option
+def listener_pending(agent: str) -> None:
+    """Read-only backlog: never-attempted messages that could wake a worker (dispatchable vs stale)."""
+    from dispatcher.dispatch.control import pending
+
+    settings = _settings()
+    _declared(settings, agent)
+    _print_json(pending(settings, agent))
+
+
+@listener.command("enable")
+@agent_option
+def listener_enable(agent: str) -> None:
+    """Remove the disabled marker and start the listener (through systemd when its unit is installed)."""
+    from dispatcher.dispatch.control import enable
+
+    settings = _settings()
+    _declared(settings, agent)
+    _print_json(enable(settings, agent))
+
+
+@listener.command("disable")
+@agent_option
+def listener_disable(agent: str) -> None:
+    """Stop taking new tasks: the listener lets the current worker finish and exits; survives reboots."""
+    from dispatcher.dispatch.control import disable
+
+    settings = _settings()
+    _declared(settings, agent, config_required=False)
+    _print_json(disable(settings, agent))
+
+
+@listener.command("recover")
+@agent_option
+@click.option("--dispatch", "run_now", is_flag=True, help="Also dispatch the dispatchable backlog now, one by one.")
+def listener_recover(agent: str, run_now: bool) -> None:
+    """Settle stale attempts, then report (or dispatch) never-attempted messages in the dispatch set."""
+    from dispatcher.dispatch.recover import recover
+
+    settings = _settings()
+    _declared(settings, agent)
+    _print_json(recover(settings, agent, dispatch=run_now))
+
+
+@main.command()
+@click.argument("message_id", type=click.IntRange(1, MAX_MESSAGE_ID))
+def dispatch(message_id: int) -> None:
+    """Run one attempt at MESSAGE_ID now, in the foreground, and print its outcome as JSON.
+
+    An explicit human action: it runs even when the agent's `auto` is off and outside
+    the age window; never a second attempt (a message already attempted is refused,
+    exit status 3). Exit status 4 when the attempt ran and ended failed, timeout or crashed.
+    """
+    from dispatcher.core.config import load_config
+    from dispatcher.dispatch.recover import dispatch_one
+
+    settings = _settings()
+    load_config(settings.config_path())
+    result = dispatch_one(settings, message_id)
+    _print_json(result)
+    outcome = result.get("outcome")
+    if outcome not in ("succeeded", "blocked"):
+        why = f" ({result['error_kind']})" if result.get("error_kind") else ""
+        raise BridgeError(
+            "attempt_failed",
+            f"the attempt at message #{message_id} ended {outcome or 'without an outcome'}{why}; the sender was "
+            "notified and it is never repeated. The JSON on stdout has its exit code and duration.",
+        )
+
+
+@main.command()
+@click.argument("message_id", type=click.IntRange(1, MAX_MESSAGE_ID))
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def show(message_id: int, as_json: bool) -> None:
+    """Show MESSAGE_ID: its dispatch (outcome, the CLI's status, cost, permission level, denied
+    tools, attempt files), its text and its replies. Reads the store read-only."""
+    from dispatcher.core.locations import Locations
+    from dispatcher.ops.show import message_report, render_report
+
+    report = message_report(Locations.from_env(), message_id)
+    if as_json:
+        _print_json(report)
+    else:
+        click.echo(render_report(report))
+
+
+@main.command()
+@click.option("--agent", "agents", multiple=True, help="Only these agents (default: every declared one).")
+def statusline(agents: tuple[str, ...]) -> None:
+    """One line for Claude Code's statusLine setting. Always exits 0, reads the store read-only (unread counts), never writes it."""
+    from dispatcher.dispatch.statusline import statusline_text
+
+    click.echo(statusline_text(agents))
+
+
+@main.group()
+def systemd() -> None:
+    """systemd user units for the listener."""
+
+
+@systemd.command("install")
+@agent_option
+def systemd_install(agent: str) -> None:
+    """Write agent-bridge-listener@.service and the daily prune timer into ~/.config/systemd/user.
+
+    Prints how to enable them; nothing is started.
+    """
+    from pathlib import Path
+
+    from dispatcher.core.locations import PROJECT_DIR
+    from dispatcher.dispatch.systemd_unit import install_prune_timer, install_unit
+
+    _declared(_settings(), agent)
+    try:
+        result = install_unit(agent, Path(sys.executable), PROJECT_DIR)
+        timer = install_prune_timer(Path(sys.executable), PROJECT_DIR)
+    except ValueError as exc:
+        raise BridgeError("unit_refused", f"{exc}; nothing was installed.") from None
+    click.echo(result.instructions())
+    click.echo("\n" + timer.instructions())
+
+
+@main.command()
+@click.option("--keep", is_flag=True, help="Keep the demo's temporary directory.")
+def demo(keep: bool) -> None:
+    """A self-contained demo on a temporary store: a task, a listener dispatching a worker, a conversation."""
+    from dispatcher.ops.demo import run_demo
+
+    run_demo(keep=keep)
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
+def doctor(as_json: bool) -> None:
+    """Check the store, config.json, the CLIs, the listeners, the status line and stale items (read-only).
+
+    One line per finding: level, code, what is wrong and the fix. Exit status 0 when
+    nothing is an error (warnings allowed), 1 when something is.
+    """
+    from dispatcher.ops.doctor import render, report, run_checks
+
+    findings = run_checks()
+    result = report(findings)
+    click.echo(json.dumps(result, indent=2) if as_json else render(findings))
+    if not result["ok"]:
+        sys.exit(1)
+
+
+@main.command()
+@click.argument("cli_name", metavar="CLI", type=click.Choice(["claude", "kimi", "codex", "gemini"]))
+@agent_option
+@click.option("--dry-run", is_flag=True, help="Print the unified diff of what would change; write nothing.")
+@click.option("--force", is_flag=True, help="Replace an existing agent_bridge entry that points elsewhere.")
+@click.option("--statusline", is_flag=True, help="Claude only: also set statusLine in Claude's settings.json.")
+@click.option(
+    "--hooks", is_flag=True, help="Also add the inbox-notice hooks (agent-bridge hook) to the CLI's settings."
+)
+def register(cli_name: str, agent: str, dry_run: bool, force: bool, statusline: bool, hooks: bool) -> None:
+    """Register this installation's MCP server (as AGENT) in CLI's own config; safe to rerun.
+
+    Edited files are backed up to <file>.bak-<timestamp> first; an entry of the same name
+    that points elsewhere is refused (registration_conflict) unless --force.
+    """
+    from dispatcher.ops.register import register as do_register
+
+    _declared(_settings(), agent)
+    for line in do_register(cli_name, agent, dry_run=dry_run, force=force, statusline=statusline, hooks=hooks):
+        click.echo(line)
+
+
+@main.command()
+@click.option("--force", is_flag=True, help="Replace an existing config.json.")
+@click.option(
+    "--workspace",
+    type=click.Path(file_okay=False),
+    default=".",
+    show_default=True,
+    help="The directory workers run in, for every agent declared.",
+)
+def init(force: bool, workspace: str) -> None:
+    """Write $XDG_CONFIG_HOME/agent-bridge/config.json declaring the agent CLIs found on PATH."""
+    from pathlib import Path
+
+    from dispatcher.ops.init import run_init
+
+    run_init(force=force, workspace=Path(workspace), echo=click.echo)
+
+
+@main.command()
+@click.option(
+    "--older-than",
+    "older_than",
+    required=True,
+    metavar="AGE",
+    help="Age cutoff: a whole number and d, h, m or s (30d, 12h, 90m, 3600s).",
+)
+@click.option("--dry-run", is_flag=True, help="Only count what would go; change nothing.")
+@click.option("--compact", is_flag=True, help="VACUUM afterwards (holds the write lock while it runs).")
+def prune(older_than: str, dry_run: bool, compact: bool) -> None:
+    """Remove acknowledged messages, finished attempts (and their directories) and terminal
+    conversations older than AGE; print the counts as JSON.
+
+    Never touches unacknowledged, claimed or in-flight messages, unfinished attempts,
+    conversations that are not terminal, or a message a kept message replies to.
+    """
+    from dispatcher.ops.prune import run_prune
+
+    _print_json(run_prune(_settings(), older_than, dry_run=dry_run, compact=compact))
+
+
+@main.command()
+@click.option(
+    "--agent",
+    default=None,
+    callback=lambda ctx, p, v: None if v is None else _agent_id(ctx, p, v),
+    help="Show only this agent's rows (keys: a cycles, 0 shows all).",
+)
+@click.option("--once", is_flag=True, help="Print one frame and exit (for scripts and tests).")
+def top(agent: str | None, once: bool) -> None:
+    """A live, payload-free view: listeners, attempts in flight, recent outcomes, active
+    conversations and inboxes. Needs the optional `rich` extra (`agent-bridge[top]`).
+
+    Keys: a or a number picks the agent filter (0 all), d the latest attempt's diagnostics, q quits.
+    """
+    from dispatcher.ops.top import run_top
+
+    settings = _settings()
+    if agent is not None:
+        _declared(settings, agent, config_required=False)
+    run_top(settings, agent, once=once)
+
+
+_HOOK_SETTINGS = {"ignore_unknown_options": True, "allow_extra_args": True}
+
+
+@main.group()
+def hook() -> None:
+    """Hooks for agent CLIs: tell a session, payload-free, that messages wait. Always exit 0
+    (Claude's Stop: 2 to keep the turn going); any failure means no output."""
+
+
+def _hook_command(cli_name: str, events: tuple[str, ...]):
+    @hook.command(
+        cli_name,
+        context_settings=_HOOK_SETTINGS,
+        help=f"The {'/'.join(events)} hook (JSON on stdin); written by `register {cli_name} --hooks`.",
+    )
+    @click.argument("event", required=False, default="")
+    @click.option("--agent", default=None, help="Agent id (default: $AGENT_ID).")
+    @click.option(
+        "--wait",
+        default=None,
+        metavar="SECONDS",
+        help="claude Stop only: in the background (asyncRewake), wait up to SECONDS for new mail.",
+    )
+    @click.pass_context
+    def run(ctx, event: str, agent: str | None, wait: str | None) -> None:
+        # Imported here, not at the top: a hook's start-up must stay fast (no click-time imports).
+        if wait is not None and cli_name == "claude" and event == "Stop":
+            from dispatcher.wake.hook_wait import main_wait  # the waiting Stop hook (it answers the Stop first)
+
+            sys.exit(main_wait(cli_name, agent, wait))
+        from dispatcher.wake.hooks import main as hook_main
+
+        sys.exit(hook_main(cli_name, event, agent))
+
+    return run
+
+
+_hook_command("claude", ("UserPromptSubmit", "PostToolUse", "Stop"))
+_hook_command("kimi", ("UserPromptSubmit",))
+_hook_command("codex", ("UserPromptSubmit", "Stop"))
+_hook_command("gemini", ("BeforeAgent", "AfterAgent"))
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option(
+    "--agent",
+    default=None,
+    callback=lambda ctx, p, v: None if v is None else _agent_id(ctx, p, v),
+    help="Only this agent (default: every declared one).",
+)
+def who(as_json: bool, agent: str | None) -> None:
+    """Who is there: each agent's live interactive sessions (client, since, idle for), its
+    listener, unread count and oldest unread age. Read-only; liveness is from the process."""
+    from dispatcher.dispatch.who import render_who, who_cli
+
+    settings = _settings()
+    report = who_cli(settings, agent)
+    click.echo(json.dumps(report, indent=2, sort_keys=True) if as_json else render_who(report))
+
+
+@main.group()
+def inbox() -> None:
+    """An agent's inbox, payload-free (ids, senders, kinds; never text)."""
+
+
+def _max_seconds(ctx, param, value: float | None) -> float | None:
+    from dispatcher.wake.inbox_watch import MAX_SECONDS_RANGE
+
+    low, high = MAX_SECONDS_RANGE
+    if value is not None and not (math.isfinite(value) and low <= value <= high):
+        raise click.BadParameter(f"{value} is not a number of seconds from {low:g} to {high:g}.")
+    return value
+
+
+@inbox.command("watch")
+@agent_option
+@click.option(
+    "--max-seconds",
+    type=float,
+    default=None,
+    callback=_max_seconds,
+    metavar="SECONDS",
+    help="End by itself after this long with a line saying how to re-arm it "
+    "(Claude Code's Monitor stops a watch after 30 minutes: use 1740).",
+)
+def inbox_watch(agent: str, max_seconds: float | None) -> None:
+    """Print one line per batch of new messages for AGENT, flushed at once, e.g.
+    `2 new for claude: #41 from kimi (task), #42 from codex (notice) — call receive_messages`.
+
+    On start it first prints what is already unread (nothing when the inbox is empty). For
+    Claude Code's Monitor tool; the store stays the truth, so a watch that is killed or expires
+    loses nothing. Ends with status 0 on SIGTERM or Ctrl-C. Reads the store read-only.
+    """
+    from dispatcher.wake.inbox_watch import run_watch
+
+    run_watch(agent, max_seconds)

@@ -1,0 +1,803 @@
+"""``agent-bridge doctor``: what is wrong and how to fix it, read-only.
+
+A list of checks, each a small function returning findings. Every finding has a stable
+``code``, a ``level`` (ok / warn / error), a one-line ``message`` and a one-line ``fix``.
+Doctor never creates or changes anything: the store is opened ``mode=ro`` (never
+``open_store``), a missing store or runtime directory is reported, not created, and the
+listener's state is read from /proc/locks and its progress document.
+"""
+
+import json
+import os
+import re
+import shutil
+import sqlite3
+import stat
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from dispatcher.core import clock
+from dispatcher.core.locations import Locations
+from dispatcher.store import schema_version, views
+from dispatcher.store.attempts import unsettled_attempts
+from dispatcher.store.readonly import open_read_only, store_is_idle
+
+if TYPE_CHECKING:
+    from dispatcher.core.permissions import PermissionProfile
+
+OK, WARN, ERROR = "ok", "warn", "error"
+LOW_DISK_BYTES = 100 * 1024 * 1024
+STATUSLINE_BUDGET_SECONDS = 0.2
+VERSION_TIMEOUT_SECONDS = 5.0
+# The CLI versions the launchers were proven with, end to end (see README, "Real launchers").
+TESTED_VERSIONS = {"claude": "2.1.332", "kimi": "2.1.0", "codex": "0.171.0", "gemini": "0.61.0"}
+_VERSION = re.compile(r"\d+\.\d+\.\d+")
+
+if TYPE_CHECKING:  # imported where used: pydantic is slow to import
+    from dispatcher.core.config import BridgeConfig
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    level: str
+    message: str
+    fix: str = ""
+    agent: str | None = None
+
+
+@dataclass
+class Context:
+    """What the checks share: the locations, the config (None when invalid) and the store (None when unusable)."""
+
+    locations: Locations
+    config: "BridgeConfig | None" = None
+    conn: sqlite3.Connection | None = None
+    schema_current: bool = False
+
+    def valid_config(self) -> "BridgeConfig":
+        """For the checks ``run_checks`` runs only once ``check_config`` read a valid config."""
+        if self.config is None:
+            raise RuntimeError("this check needs the valid config.json that check_config reads first")
+        return self.config
+
+    def store(self) -> sqlite3.Connection:
+        """For the checks ``run_checks`` runs only once ``check_store`` opened the store."""
+        if self.conn is None:
+            raise RuntimeError("this check needs the store that check_store opens first")
+        return self.conn
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
+
+
+# --- the store ----------------------------------------------------------------------------
+
+
+def check_store(ctx: Context) -> list[Finding]:
+    from dispatcher.store import SCHEMA_VERSION
+
+    db: Path = ctx.locations.db
+    found: list[Finding] = []
+    directory = db.parent
+    if directory.is_dir():
+        found += _disk(directory)
+        if _mode(directory) & 0o077:
+            found.append(
+                Finding(
+                    "store_dir_mode",
+                    WARN,
+                    f"the store's directory {directory} is {_mode(directory):04o}, not 0700: other users can list it",
+                    f"chmod 700 {directory}",
+                )
+            )
+    if not db.exists():
+        return found + [
+            Finding(
+                "store_missing",
+                WARN,
+                f"no store yet at {db}; it is created on first use",
+                "nothing to do (any agent-bridge command or MCP server creates it)",
+            )
+        ]
+    info = db.lstat()
+    if not stat.S_ISREG(info.st_mode):
+        return found + [
+            Finding(
+                "store_not_file",
+                ERROR,
+                f"{db} is not a regular file",
+                "move it aside; AGENT_BRIDGE_DB must name a regular file",
+            )
+        ]
+    if info.st_uid != os.getuid():
+        found.append(
+            Finding(
+                "store_owner",
+                ERROR,
+                f"{db} belongs to uid {info.st_uid}, not to you (uid {os.getuid()})",
+                f"chown {os.getuid()} {db} (or use your own AGENT_BRIDGE_DB)",
+            )
+        )
+    for path in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
+        if path.exists() and _mode(path) & 0o077:
+            found.append(
+                Finding(
+                    "store_mode",
+                    ERROR,
+                    f"{path.name} is {_mode(path):04o}, not 0600: other users can read the messages",
+                    f"chmod 600 {path}",
+                )
+            )
+    try:
+        conn, idle = _open_read_only(db)
+    except sqlite3.Error as exc:
+        return found + [
+            Finding(
+                "store_unreadable",
+                ERROR,
+                f"cannot open {db} read-only ({_one_line(exc)})",
+                "check the file's and its directory's permissions",
+            )
+        ]
+    if conn is None:  # removed since the check above
+        return found + [
+            Finding(
+                "store_missing",
+                WARN,
+                f"no store yet at {db}; it is created on first use",
+                "nothing to do (any agent-bridge command or MCP server creates it)",
+            )
+        ]
+    try:
+        version = schema_version(conn)
+        check = views.integrity_problems(conn, 5)
+    except sqlite3.Error as exc:
+        conn.close()
+        from dispatcher.core.exits import store_corruption
+
+        if idle and Path(f"{db}-wal").exists():  # a writer started while we read the file as immutable
+            return found + [
+                Finding("store_busy", WARN, f"{db} came into use while doctor read it", "run agent-bridge doctor again")
+            ]
+        if store_corruption(exc) is not None:
+            return found + [
+                Finding(
+                    "store_corrupt",
+                    ERROR,
+                    f"{db} is not a SQLite database or is damaged ({_one_line(exc)})",
+                    "move it aside with its -wal and -shm files and "
+                    "restore a backup (without one, the next start creates an empty store)",
+                )
+            ]
+        return found + [
+            Finding(
+                "store_unreadable",
+                ERROR,
+                f"cannot read {db} ({_one_line(exc)})",
+                "retry; if it persists, check the store's disk and permissions",
+            )
+        ]
+    if check != ["ok"] and idle and Path(f"{db}-wal").exists():
+        conn.close()
+        return found + [
+            Finding("store_busy", WARN, f"{db} came into use while doctor read it", "run agent-bridge doctor again")
+        ]
+    if check != ["ok"]:
+        conn.close()
+        return found + [
+            Finding(
+                "store_corrupt",
+                ERROR,
+                f"the integrity check (PRAGMA quick_check) of {db} failed: {_one_line('; '.join(check))[:200]}",
+                "move it aside with its -wal and -shm files and restore a backup",
+            )
+        ]
+    ctx.conn = conn
+    if version > SCHEMA_VERSION:
+        found.append(
+            Finding(
+                "schema_too_new",
+                ERROR,
+                f"{db} has schema version {version}; this agent-bridge knows up to {SCHEMA_VERSION}",
+                "upgrade agent-bridge",
+            )
+        )
+    elif version < SCHEMA_VERSION:
+        found.append(
+            Finding(
+                "schema_old",
+                WARN,
+                f"{db} has schema version {version} (current {SCHEMA_VERSION}); it is migrated on the next start",
+                "nothing to do (or run any agent-bridge command that opens the store)",
+            )
+        )
+    else:
+        ctx.schema_current = True
+    if not [f for f in found if f.level == ERROR]:
+        found.append(Finding("store_ok", OK, f"{db}: schema {version}, quick_check ok, mode 0600, yours"))
+    return found
+
+
+def _open_read_only(db: Path) -> tuple[sqlite3.Connection | None, bool]:
+    """A read-only connection that creates no file (None: there is no store file); True when the store was idle."""
+    idle = store_is_idle(db)
+    return open_read_only(db), idle
+
+
+def _disk(directory: Path) -> list[Finding]:
+    try:
+        vfs = os.statvfs(directory)
+    except OSError:
+        return []
+    free = vfs.f_bavail * vfs.f_frsize
+    if free < LOW_DISK_BYTES:
+        return [
+            Finding(
+                "disk_low",
+                WARN,
+                f"only {free // (1024 * 1024)} MiB free on the store's filesystem ({directory})",
+                "free some disk space: SQLite fails writes on a full disk",
+            )
+        ]
+    return []
+
+
+def check_runtime(ctx: Context) -> list[Finding]:
+    runtime = ctx.locations.private_dir()
+    if not runtime.exists():
+        return []
+    if _mode(runtime) & 0o077:
+        return [
+            Finding(
+                "runtime_dir_mode",
+                ERROR,
+                f"the runtime directory {runtime} is {_mode(runtime):04o}, not 0700",
+                f"chmod 700 {runtime}",
+            )
+        ]
+    if runtime.stat().st_uid != os.getuid():
+        return [
+            Finding(
+                "runtime_dir_owner",
+                ERROR,
+                f"the runtime directory {runtime} is not yours",
+                "set AGENT_BRIDGE_RUNTIME_DIR to a directory of your own",
+            )
+        ]
+    return []
+
+
+# --- config.json and the launchers -------------------------------------------------------
+
+
+def check_config(ctx: Context) -> list[Finding]:
+    from dispatcher.core.config import ConfigError, load_config
+
+    path = ctx.locations.config_path()
+    try:
+        ctx.config = load_config(path)
+    except ConfigError as exc:
+        return [
+            Finding(
+                "config_invalid",
+                ERROR,
+                f"{path} is invalid: {_one_line(exc.reason)}",
+                f"fix {path} (or point AGENT_BRIDGE_CONFIG at a valid one); listeners dispatch nothing until then",
+            )
+        ]
+    return [Finding("config_ok", OK, f"{path}: agents {', '.join(sorted(ctx.config.agents))}")]
+
+
+def check_launchers(ctx: Context) -> list[Finding]:
+    from dispatcher.core.locations import PROJECT_DIR
+
+    config, found = ctx.valid_config(), []
+    for agent in sorted(config.agents):
+        path = config.launcher_path(agent, PROJECT_DIR)
+        if not path.is_file():
+            found.append(
+                Finding(
+                    "launcher_missing",
+                    ERROR,
+                    f"launcher {path} does not exist",
+                    f"fix agents.{agent}.launcher in config.json",
+                    agent,
+                )
+            )
+        elif not os.access(path, os.X_OK):
+            found.append(
+                Finding(
+                    "launcher_not_executable", ERROR, f"launcher {path} is not executable", f"chmod +x {path}", agent
+                )
+            )
+        else:
+            found.append(Finding("launcher_ok", OK, f"launcher {path}", "", agent))
+    return found
+
+
+# --- each agent's CLI --------------------------------------------------------------------
+
+
+def cli_of(launcher: Path) -> str | None:
+    """Which CLI a launcher runs, from its file name (``claude_headless.sh`` -> ``claude``)."""
+    name = launcher.name.split("_", 1)[0].split(".", 1)[0]
+    return name if name in TESTED_VERSIONS else None
+
+
+def check_clis(ctx: Context) -> list[Finding]:
+    from dispatcher.core.locations import PROJECT_DIR
+
+    config, found = ctx.valid_config(), []
+    for agent in sorted(config.agents):
+        cli = cli_of(config.launcher_path(agent, PROJECT_DIR))
+        if cli is not None:
+            found.append(_cli_finding(agent, cli))
+    return found
+
+
+def _cli_finding(agent: str, cli: str) -> Finding:
+    variable = f"{cli.upper()}_BIN"
+    wanted = os.environ.get(variable) or cli
+    binary = shutil.which(wanted)
+    if binary is None:
+        return Finding(
+            "cli_not_found",
+            ERROR,
+            f"the {cli} CLI ({wanted!r}) is not found: every task for {agent} would fail with rc=127",
+            f"install {cli}, or set {variable} to its path",
+            agent,
+        )
+    try:
+        done = subprocess.run(  # noqa: S603 - the agent's CLI (PATH or its *_BIN), --version only
+            [binary, "--version"],
+            capture_output=True,
+            text=True,
+            timeout=VERSION_TIMEOUT_SECONDS,
+            stdin=subprocess.DEVNULL,
+        )
+        text = f"{done.stdout}\n{done.stderr}"
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Finding(
+            "cli_version_unknown",
+            WARN,
+            f"{binary} --version did not answer ({type(exc).__name__})",
+            f"check that {binary} runs",
+            agent,
+        )
+    match = _VERSION.search(text)
+    if match is None:
+        return Finding(
+            "cli_version_unknown",
+            WARN,
+            f"{binary} --version printed no version",
+            f"check that {binary} is the {cli} CLI",
+            agent,
+        )
+    version, tested = match.group(0), TESTED_VERSIONS[cli]
+    if version != tested:
+        return Finding(
+            "cli_version_untested",
+            WARN,
+            f"{cli} {version} ({binary}); the launcher was tested with {tested}",
+            f"install {cli} {tested}, or run a dispatch by hand and check its outcome",
+            agent,
+        )
+    return Finding("cli_ok", OK, f"{cli} {version} ({binary}), the tested version", "", agent)
+
+
+def check_permissions(ctx: Context) -> list[Finding]:
+    from dispatcher.core.locations import PROJECT_DIR
+
+    config, found = ctx.valid_config(), []
+    for agent in sorted(config.agents):
+        cli = cli_of(config.launcher_path(agent, PROJECT_DIR))
+        if cli is not None:
+            found.append(permission_finding(agent, cli, config.permissions(agent), shutil.which))
+    return found
+
+
+def permission_finding(
+    agent: str, cli: str, profile: "PermissionProfile", which: Callable[[str], str | None]
+) -> Finding:
+    """What an agent's workers may do, and whether its CLI can enforce that here (pure but for ``which``).
+
+    Error: the launcher would refuse every task (exit 78, ``permissions_unenforceable``).
+    Warning: it runs, but what the level promises is not fully confined (see docs/permissions.md)."""
+    from dispatcher.core.permissions import DESCRIPTIONS
+    from dispatcher.dispatch.cli_profiles import claude, gemini
+
+    level = profile.level
+    needs: list[str] = []
+    if cli == "claude":
+        needs = claude.missing_sandbox_binaries(which, profile)
+    elif cli == "gemini" and gemini.sandboxed(profile):
+        needs = [name for name in ("bwrap",) if which(name) is None]
+    if needs:
+        return Finding(
+            "permissions_unenforceable",
+            ERROR,
+            f"{agent}'s level {level} needs {cli}'s sandbox, but "
+            f"{' and '.join(needs)} {'is' if len(needs) == 1 else 'are'} not on PATH: every task would end "
+            "failed (permissions_unenforceable)",
+            "install bubblewrap and socat (Debian: apt-get install bubblewrap socat), or lower the level",
+            agent,
+        )
+    if cli == "kimi" and level == "project":
+        return Finding(
+            "permissions_unenforceable",
+            ERROR,
+            f"{agent}'s level project cannot be enforced by Kimi "
+            "(prompt mode applies no workspace permission settings): every task would end failed "
+            "(permissions_unenforceable)",
+            "give kimi level read, edit or shell in config.json",
+            agent,
+        )
+    if (cli, level) in (("kimi", "shell"), ("gemini", "project")):
+        return Finding(
+            "permissions_unconfined",
+            WARN,
+            f"{agent}'s workers may run commands that nothing confines to "
+            f"the workspace ({cli} at level {level} has no OS sandbox)",
+            "lower the level if its tasks do not need that; see docs/permissions.md",
+            agent,
+        )
+    return Finding("permissions_ok", OK, f"{agent}'s workers may {DESCRIPTIONS[level]} (level {level})", "", agent)
+
+
+# --- each agent's listener and systemd unit ----------------------------------------------
+
+
+def check_listeners(ctx: Context) -> list[Finding]:
+    from dispatcher.dispatch.control import listener_status
+
+    found = []
+    for agent in sorted(ctx.valid_config().agents):
+        status = listener_status(ctx.locations, agent, late_results=False, totals=False)
+        start = f"agent-bridge listener enable --agent {agent}"
+        if not status["enabled"]:
+            found.append(Finding("listener_disabled", WARN, f"the listener of {agent} is disabled", start, agent))
+        elif not status["running"]:
+            found.append(
+                Finding(
+                    "listener_not_running",
+                    WARN,
+                    f"the listener of {agent} is not running: its tasks wait",
+                    start,
+                    agent,
+                )
+            )
+        elif status["stage"] in ("error", "unknown", "legacy"):
+            why = status["config_error"] or (status["progress"] or {}).get("error") or status["progress_state"]
+            found.append(
+                Finding(
+                    "listener_error",
+                    ERROR,
+                    f"the listener of {agent} (pid {status['pid']}) is in stage "
+                    f"{status['stage']}: {_one_line(why)[:160]}",
+                    f"see `agent-bridge listener status --agent {agent}`",
+                    agent,
+                )
+            )
+        else:
+            found.append(
+                Finding(
+                    "listener_ok",
+                    OK,
+                    f"the listener of {agent} runs (pid {status['pid']}, stage {status['stage']})",
+                    "",
+                    agent,
+                )
+            )
+        last = status["last"]
+        if isinstance(last, dict) and last.get("result") not in (None, "succeeded", "blocked"):
+            kind = f" ({last['error_kind']})" if last.get("error_kind") else ""
+            found.append(
+                Finding(
+                    "last_attempt_failed",
+                    WARN,
+                    f"the last attempt of {agent} (message #{last.get('message_id')}) ended {last.get('result')}{kind}",
+                    f"see `agent-bridge listener status --agent {agent}` and its attempt log",
+                    agent,
+                )
+            )
+    return found
+
+
+def check_units(ctx: Context) -> list[Finding]:
+    from dispatcher.dispatch.systemd_unit import unit_installed, unit_name, user_manager_available
+
+    found = []
+    installed, manager = unit_installed(), user_manager_available()
+    for agent in sorted(ctx.valid_config().agents):
+        unit = unit_name(agent)
+        if not installed:
+            found.append(
+                Finding(
+                    "unit_not_installed",
+                    WARN,
+                    f"no systemd user unit for {agent}: its listener does not start at login",
+                    f"agent-bridge systemd install --agent {agent}",
+                    agent,
+                )
+            )
+            continue
+        if not manager:
+            found.append(
+                Finding(
+                    "unit_no_manager",
+                    OK,
+                    f"{unit} is installed; no systemd user manager here (listeners start detached)",
+                    "",
+                    agent,
+                )
+            )
+            continue
+        enabled, why = _systemctl("is-enabled", unit)
+        active, why_active = _systemctl("is-active", unit) if enabled == "enabled" else (None, "")
+        if enabled is None or (enabled == "enabled" and active is None):
+            found.append(
+                Finding(
+                    "unit_unknown",
+                    WARN,
+                    f"`systemctl --user` could not say whether {unit} is "
+                    f"{'enabled' if enabled is None else 'active'}: {why or why_active}",
+                    "make `systemctl --user status` work in this shell (a login session, or "
+                    "`loginctl enable-linger $USER`; XDG_RUNTIME_DIR set), then rerun doctor",
+                    agent,
+                )
+            )
+        elif enabled != "enabled":
+            found.append(
+                Finding(
+                    "unit_not_enabled", WARN, f"{unit} is {enabled}", f"systemctl --user enable --now {unit}", agent
+                )
+            )
+        elif active != "active":
+            found.append(
+                Finding(
+                    "unit_not_active",
+                    WARN,
+                    f"{unit} is enabled but {active}",
+                    f"systemctl --user start {unit}; journalctl --user -u {unit}",
+                    agent,
+                )
+            )
+        else:
+            found.append(Finding("unit_ok", OK, f"{unit} is enabled and active", "", agent))
+    return found
+
+
+def _systemctl(verb: str, unit: str) -> tuple[str | None, str]:
+    """systemctl's one-word answer (``enabled``, ``inactive``, ...), or None with the reason it
+    gave none (its first stderr line: e.g. "Failed to connect to bus: No medium found")."""
+    try:
+        done = subprocess.run(  # noqa: S603 - a fixed argv
+            ["systemctl", "--user", verb, unit],  # noqa: S607 - systemctl from PATH, as the user runs it
+            capture_output=True,
+            text=True,
+            timeout=5,
+            stdin=subprocess.DEVNULL,
+        )
+    except FileNotFoundError:
+        return None, "systemctl is not on PATH"
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, f"systemctl failed ({type(exc).__name__})"
+    answer = done.stdout.strip().split("\n")[0].strip()
+    if answer:
+        return answer, ""
+    reason = next((line.strip() for line in done.stderr.splitlines() if line.strip()), "")
+    return None, _one_line(reason)[:160] or f"no answer (exit {done.returncode})"
+
+
+# --- the status line ---------------------------------------------------------------------
+
+
+def check_statusline(ctx: Context) -> list[Finding]:
+    command = [sys.executable, "-c", "from dispatcher.dispatch.statusline import main; main()"]
+    from dispatcher.core.locations import PROJECT_DIR
+
+    began = clock.monotonic()
+    try:
+        done = subprocess.run(  # noqa: S603 - our own interpreter and status line, fixed arguments
+            command,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            cwd=PROJECT_DIR,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired:
+        return [
+            Finding(
+                "statusline_failed",
+                ERROR,
+                "the status line did not answer within 5 s",
+                "run `agent-bridge-statusline` by hand and see what it waits for",
+            )
+        ]
+    took = clock.monotonic() - began
+    line = done.stdout.strip()
+    found = []
+    if done.returncode != 0 or not line or "unavailable" in line:
+        found.append(
+            Finding(
+                "statusline_failed",
+                ERROR,
+                f"the status line answered {_one_line(line)[:120]!r} (exit {done.returncode})",
+                "run `agent-bridge-statusline` by hand",
+            )
+        )
+    elif took > STATUSLINE_BUDGET_SECONDS:
+        found.append(
+            Finding(
+                "statusline_slow",
+                WARN,
+                f"the status line took {took * 1000:.0f} ms (budget {STATUSLINE_BUDGET_SECONDS * 1000:.0f} ms)",
+                "check the machine's load and the runtime directory's disk",
+            )
+        )
+    else:
+        found.append(Finding("statusline_ok", OK, f"the status line answers in {took * 1000:.0f} ms"))
+    found.append(_claude_settings())
+    return found
+
+
+def _claude_settings() -> Finding:
+    base = os.environ.get("CLAUDE_CONFIG_DIR")
+    path = (Path(base) if base else Path.home() / ".claude") / "settings.json"
+    fix = f'set "statusLine": {{"type": "command", "command": "agent-bridge-statusline"}} in {path}'
+    try:
+        settings = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return Finding(
+            "statusline_not_configured", WARN, f"{path} does not exist: Claude Code shows no bridge status line", fix
+        )
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return Finding(
+            "claude_settings_unreadable",
+            WARN,
+            f"cannot read {path} ({type(exc).__name__})",
+            f"fix {path}: Claude Code cannot read it either",
+        )
+    line = settings.get("statusLine") if isinstance(settings, dict) else None
+    command = line.get("command") if isinstance(line, dict) else None
+    if not isinstance(command, str) or "statusline" not in command:
+        return Finding("statusline_not_configured", WARN, f"{path} does not run the bridge's status line", fix)
+    return Finding("statusline_configured", OK, f"{path} runs {_one_line(command)[:80]!r}")
+
+
+# --- stale items -------------------------------------------------------------------------
+
+
+def check_stale(ctx: Context) -> list[Finding]:
+    from dispatcher.core.processes import is_same_process
+
+    conn, found, now = ctx.store(), [], clock.now()
+    agents = sorted(ctx.config.agents) if ctx.config is not None else []
+    for row in unsettled_attempts(conn):
+        if not is_same_process(row["supervisor_pid"], row["supervisor_start_time"]):
+            agent = row["agent"]
+            found.append(
+                Finding(
+                    "stale_attempt",
+                    ERROR,
+                    f"the attempt at message #{row['message_id']} for {agent} is "
+                    f"unfinished and its supervisor (pid {row['supervisor_pid']}) is gone",
+                    f"agent-bridge listener recover --agent {agent} (a running listener settles it too)",
+                    agent,
+                )
+            )
+    for state, code in (("needs_human", "conversation_needs_human"), ("blocked", "conversation_blocked")):
+        ids = views.conversations_in_state(conn, state)
+        if ids:
+            shown = ", ".join(f"#{i}" for i in ids[:10]) + (" …" if len(ids) > 10 else "")
+            found.append(
+                Finding(
+                    code,
+                    ERROR,
+                    f"{len(ids)} conversation(s) {state}: {shown}",
+                    "decide each one: the `conversation` tool (status, then complete or cancel) in a "
+                    "session of its initiator",
+                )
+            )
+    max_age = ctx.config.dispatch_max_age_seconds if ctx.config is not None else 86400
+    unread = views.unread_by_recipient(conn)
+    for agent in agents:
+        if agent not in unread:
+            continue
+        count, oldest = unread[agent]
+        age = now - oldest
+        if age > max_age:
+            found.append(
+                Finding(
+                    "unread_old",
+                    WARN,
+                    f"{agent} has {count} unread message(s), the oldest "
+                    f"{_age(age)} old (past dispatch_max_age_seconds={max_age}: never dispatched)",
+                    f"read them in a session of {agent}, or see `agent-bridge listener pending --agent {agent}`",
+                    agent,
+                )
+            )
+        else:
+            found.append(
+                Finding("unread", OK, f"{agent} has {count} unread message(s), the oldest {_age(age)} old", "", agent)
+            )
+    if not any(f.level == ERROR for f in found):
+        found.append(Finding("nothing_stuck", OK, "no stale attempt, no conversation waiting for a human"))
+    return found
+
+
+def _age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f} {unit}"
+    return f"{seconds:.0f} s"
+
+
+# --- running them ------------------------------------------------------------------------
+
+
+def run_checks() -> list[Finding]:
+    from dispatcher.core.locations import InvalidSetting, Locations
+
+    try:
+        locations = Locations.from_env()
+    except InvalidSetting as exc:
+        return [Finding("invalid_setting", ERROR, _one_line(exc.message), f"fix or unset {exc.variable}")]
+    ctx = Context(locations)
+    try:
+        findings = _safe(check_store, ctx) + _safe(check_runtime, ctx) + _safe(check_config, ctx)
+        if ctx.config is not None:
+            for check in (check_launchers, check_clis, check_permissions, check_listeners, check_units):
+                findings += _safe(check, ctx)
+        findings += _safe(check_statusline, ctx)
+        if ctx.conn is not None and ctx.schema_current:
+            findings += _safe(check_stale, ctx)
+    finally:
+        if ctx.conn is not None:
+            ctx.conn.close()
+    return findings
+
+
+def _safe(check, ctx: Context) -> list[Finding]:
+    """A check that fails unexpectedly is one finding, not the end of the report."""
+    try:
+        return check(ctx)
+    except Exception as exc:  # noqa: BLE001 - a check that fails unexpectedly is one finding, not the end of the report
+        name = check.__name__.removeprefix("check_")
+        return [
+            Finding(
+                "check_failed",
+                ERROR,
+                f"the {name} check failed ({type(exc).__name__}: {_one_line(exc)[:160]})",
+                "run again with AGENT_BRIDGE_LOG_LEVEL=DEBUG and report it",
+            )
+        ]
+
+
+def report(findings: list[Finding]) -> dict:
+    errors = sum(f.level == ERROR for f in findings)
+    warnings = sum(f.level == WARN for f in findings)
+    return {"ok": errors == 0, "errors": errors, "warnings": warnings, "findings": [asdict(f) for f in findings]}
+
+
+def render(findings: list[Finding]) -> str:
+    lines = []
+    for f in findings:
+        who = f"[{f.agent}] " if f.agent else ""
+        fix = f" — fix: {f.fix}" if f.fix and f.level != OK else ""
+        lines.append(f"{f.level.upper():5} {f.code}: {who}{f.message}{fix}")
+    errors = sum(f.level == ERROR for f in findings)
+    warnings = sum(f.level == WARN for f in findings)
+    lines.append(f"{errors} error(s), {warnings} warning(s)")
+    return "\n".join(lines)

@@ -1,0 +1,119 @@
+"""``agent-bridge show MESSAGE_ID``: one message as a person needs it after a dispatch.
+
+The message, its replies, and its attempt: outcome, the CLI's own status, cost and tokens,
+the permission level the worker ran at and the tools its CLI denied (names only), and where
+the attempt's private files are. Read-only: it never writes the store or creates it.
+"""
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from dispatcher.core.clock import iso
+from dispatcher.core.errors import BridgeError
+from dispatcher.core.locations import LocationsLike
+from dispatcher.store.attempts import get_attempt
+from dispatcher.store.messages import fetch_message
+from dispatcher.store.readonly import open_read_only
+from dispatcher.store.views import replies_to
+
+ATTEMPT_FIELDS = (
+    "state",
+    "outcome",
+    "error_kind",
+    "cli_status",
+    "exit_code",
+    "duration_seconds",
+    "cost_usd",
+    "input_tokens",
+    "output_tokens",
+    "max_cost_usd",
+    "cost_overshoot_usd",
+    "permission_level",
+    "denied_tools",
+)
+
+
+def _replies(conn: sqlite3.Connection, message_id: int) -> list[dict[str, Any]]:
+    return [{**row, "created_at": iso(row["created_at"])} for row in replies_to(conn, message_id)]
+
+
+def _attempt(conn: sqlite3.Connection, message_id: int, runtime: Path) -> dict[str, Any] | None:
+    row = get_attempt(conn, message_id)
+    if row is None:
+        return None
+    attempt_dir = runtime / "attempts" / str(message_id)
+    return {
+        **{field: row[field] for field in ATTEMPT_FIELDS},
+        "started_at": iso(row["started_at"]),
+        "finished_at": iso(row["finished_at"]),
+        "attempt_dir": str(attempt_dir) if attempt_dir.is_dir() else None,
+    }
+
+
+def message_report(settings: LocationsLike, message_id: int) -> dict[str, Any]:
+    conn = open_read_only(settings.db)
+    if conn is None:
+        raise BridgeError("message_not_found", f"there is no store at {settings.db} yet, so no message #{message_id}.")
+    conn.row_factory = sqlite3.Row
+    try:
+        row = fetch_message(conn, message_id)
+        if row is None:
+            raise BridgeError("message_not_found", f"there is no message #{message_id} in {settings.db}; check the id.")
+        return {
+            "id": row["id"],
+            "sender": row["sender"],
+            "recipient": row["recipient"],
+            "kind": row["kind"],
+            "origin": row["origin"],
+            "reply_to": row["reply_to"],
+            "conversation_id": row["conversation_id"],
+            "created_at": iso(row["created_at"]),
+            "acknowledged_at": iso(row["acknowledged_at"]),
+            "text": row["text"],
+            "replies": _replies(conn, message_id),
+            "dispatch": _attempt(conn, message_id, settings.private_dir()),
+        }
+    finally:
+        conn.close()
+
+
+def _first_line(text: str, width: int = 100) -> str:
+    line = text.splitlines()[0] if text else ""
+    return line if len(line) <= width and "\n" not in text.strip() else line[:width] + " …"
+
+
+def render_report(report: dict[str, Any]) -> str:
+    """The report as lines for a terminal: the dispatch first, since that is what a person asks about."""
+    head = f"message #{report['id']} {report['kind'] or 'message'} {report['sender']} -> {report['recipient']}"
+    lines = [
+        head
+        + f", sent {report['created_at']}, "
+        + (f"acknowledged {report['acknowledged_at']}" if report["acknowledged_at"] else "not acknowledged")
+    ]
+    attempt = report["dispatch"]
+    if attempt is None:
+        lines.append("dispatch: none (no headless worker was started for it)")
+    else:
+        outcome = attempt["outcome"] or attempt["state"]
+        why = f" ({attempt['error_kind']})" if attempt["error_kind"] else ""
+        lines.append(
+            f"dispatch: {outcome}{why}, cli_status {attempt['cli_status'] or 'unknown'}, "
+            f"permission level {attempt['permission_level'] or 'unknown'}"
+        )
+        if attempt["denied_tools"]:
+            lines.append(f"  denied by the CLI: {attempt['denied_tools'].replace(',', ', ')}")
+        cost = "unknown" if attempt["cost_usd"] is None else f"${attempt['cost_usd']:.4f}"
+        tokens = f"{attempt['input_tokens'] or 0} in / {attempt['output_tokens'] or 0} out"
+        lines.append(
+            f"  cost {cost}, tokens {tokens}, started {attempt['started_at']}, finished {attempt['finished_at'] or '-'}"
+        )
+        if attempt["attempt_dir"]:
+            lines.append(f"  attempt files: {attempt['attempt_dir']}")
+    lines += ["", report["text"], ""]
+    for reply in report["replies"]:
+        lines.append(
+            f"reply #{reply['id']} {reply['kind']} from {reply['sender']}"
+            f"{' (system)' if reply['origin'] == 'system' else ''}: {_first_line(reply['text'])}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,269 @@
+"""The waiting Stop hook: ``agent-bridge hook claude Stop --wait SECONDS``, to wake an idle session.
+
+Hooks fire on events, so mail that arrives while a Claude Code session sits idle would wait for
+the user's next prompt. Registered as an ``asyncRewake`` Stop hook, this command first answers
+``Stop`` exactly like the plain hook (a never-announced id: exit 2 at once). When it did not block
+and Claude runs it in the background, it stays: it watches the store read-only (one ``live``
+connection, ``PRAGMA data_version`` every ``POLL_SECONDS``) until a message never announced to
+this session arrives, then prints the payload-free line on stderr and exits 2: Claude Code puts
+it in front of the model as a new turn. ``hook_rules.decide_wait`` decides (one waiter per
+session, a new id only, at most one wake per 10 s, one wake per waiter).
+
+What Claude Code 2.1.332 does with such a hook (read from its bundled JS):
+
+- an ``asyncRewake`` command hook runs in the background when the session is interactive or has
+  streaming input (``-p --input-format stream-json``), else in the foreground;
+- its ``timeout`` (seconds; default 600) is a kill timer: at the timeout Claude sends SIGTERM to
+  the hook's process group (SIGKILL after a grace) and nothing reaches the model; the same kill
+  ends it when the session ends. ``register`` writes ``timeout = wait + TIMEOUT_MARGIN_SECONDS``,
+  so the hook always ends by itself first;
+- exit 2 queues ``Stop hook blocking error from command "<cmd>": <stderr>`` as a ``next``
+  priority message with ``stop_hook_active`` set, which starts a turn in an idle session;
+- a headless (``-p``) run waits up to 30 s for background asyncRewake hooks before it exits.
+
+The hook can only tell background from foreground by looking at the Claude process
+(``CLAUDE_PID``, which Claude sets for hooks): its argv and whether its stdout is a terminal,
+the same test Claude applies (``claude_backgrounds``). When in doubt it does not wait: a hook
+that waited in the foreground would hold a ``claude -p`` run for the whole bound.
+
+Never breaks the session: every failure exits 0 silently with one payload-free line in
+``hooks.log``; SIGTERM, SIGHUP and SIGINT end it silently (exit 0).
+"""
+
+import itertools
+import os
+import secrets
+import signal
+import time
+from pathlib import Path
+
+from dispatcher.bridge.hook_rules import Verdict, decide_wait, release_wait
+from dispatcher.core import clock, processes
+from dispatcher.store.changes import data_version
+from dispatcher.wake import hooks
+
+WAIT_DEFAULT_SECONDS = 3600
+WAIT_MIN_SECONDS = 1
+WAIT_MAX_SECONDS = 86400
+TIMEOUT_MARGIN_SECONDS = 30
+POLL_SECONDS = 0.25
+PARENT_CHECK_SECONDS = 1.0
+CLAUDE_MAX_DEPTH = 8  # how far above the hook Claude may be (a shell or two between)
+_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+
+
+class _Ended(BaseException):
+    """A signal asked us to stop (BaseException: no ``except Exception`` swallows it)."""
+
+
+def parse_wait(value: object) -> int | None:
+    """The ``--wait`` value in seconds, or None when it is not a whole number in range (no waiting)."""
+    if not isinstance(value, str) or not value.isdigit() or len(value) > 6:
+        return None
+    seconds = int(value)
+    return seconds if WAIT_MIN_SECONDS <= seconds <= WAIT_MAX_SECONDS else None
+
+
+def claude_backgrounds(argv: list[str], stdout_is_tty: bool | None) -> bool:
+    """Whether Claude Code 2.1.332 runs an ``asyncRewake`` hook in the background, from its argv
+    (``argv[0]`` the program) and whether its stdout is a terminal (None: unknown).
+
+    Claude: ``(async || asyncRewake && (interactive || hasStreamingInput))``; non-interactive is
+    ``-p``/``--print``/``--init-only``/``--sdk-url...`` in the arguments or a stdout that is not a
+    terminal; streaming input is ``--input-format stream-json`` (or ``--sdk-url``). Arguments after
+    ``--`` are not options. Unknown counts as foreground."""
+    args = []
+    for arg in argv[1:]:
+        if arg == "--":
+            break
+        args.append(arg)
+    sdk = any(a.startswith("--sdk-url") for a in args)
+    printing = sdk or any(a in ("-p", "--print", "--init-only") for a in args)
+    streaming = (
+        sdk
+        or "--input-format=stream-json" in args
+        or any(a == "--input-format" and b == "stream-json" for a, b in itertools.pairwise(args))
+    )
+    if printing:
+        return streaming
+    return stdout_is_tty is True
+
+
+def claude_process(environ) -> tuple[int, float] | None:
+    """(pid, start time) of the Claude Code process that runs this hook when it runs it in the
+    background; None otherwise (not under Claude, or in the foreground, or unsure)."""
+    raw = environ.get("CLAUDE_PID", "")
+    if not raw.isdigit() or int(raw) <= 1:
+        return None
+    pid = int(raw)
+    argv = processes.command_line(pid)  # the cheap look first: a foreground hook never loads psutil
+    if argv is None or not claude_backgrounds([a for a in argv if a != ""] or [""], processes.stdout_is_terminal(pid)):
+        return None
+    if pid not in processes.ancestors()[:CLAUDE_MAX_DEPTH]:
+        return None
+    start = processes.start_time(pid)
+    return None if start is None else (pid, start)
+
+
+def _raise_ended(signum, frame) -> None:
+    raise _Ended()
+
+
+def _blocked():
+    """A context in which our stop signals wait (the state update and the final answer are whole)."""
+
+    class _Block:
+        def __enter__(self):
+            signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+
+        def __exit__(self, *exc):
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)
+            return False
+
+    return _Block()
+
+
+def main_wait(cli: str, agent: str | None, wait: str | None) -> int:
+    """``hook claude Stop --wait N``: the Stop answer, then (in the background) the wait."""
+    for signum in _SIGNALS:
+        signal.signal(signum, _raise_ended)
+    try:
+        with _blocked():
+            raw = hooks.read_stdin()
+            answer = hooks.run_hook(cli, "Stop", agent, raw)
+            if answer.exit_code == 2 or answer.stdout:
+                return hooks.emit(answer)
+            seconds = parse_wait(wait)
+            claude = claude_process(os.environ) if cli == "claude" and seconds is not None else None
+            if claude is None or seconds is None:  # (claude is None whenever seconds is)
+                return 0
+        return _wait(agent, raw, seconds, claude)
+    except _Ended:  # before the wait began (a signal during the Stop answer)
+        why = "wait_signal"
+    except Exception as exc:  # noqa: BLE001 - a hook must never break the session
+        why = f"wait_error {type(exc).__name__}"
+    try:
+        from dispatcher.core.locations import Locations
+
+        hooks.log_line(Locations.from_env().private_dir(), "claude", "Stop", agent, why)
+    except Exception:  # noqa: BLE001, S110 - nothing more to do: exit 0
+        pass
+    return 0
+
+
+def _wait(agent: str | None, raw: bytes, seconds: int, claude: tuple[int, float]) -> int:
+    """Never raises (but ``_Ended``): a failure is exit 0 and one log line."""
+
+    runtime = None
+    why = "internal_error"
+    try:
+        from dispatcher.core.locations import Locations
+
+        locations = Locations.from_env()
+        runtime = locations.private_dir()
+        code, why = _watch(locations, runtime, agent, raw, seconds, claude)
+        hooks.log_line(runtime, "claude", "Stop", agent, why)
+        return code
+    except _Ended:
+        hooks.log_line(runtime, "claude", "Stop", agent, "wait_signal")
+        return 0
+    except Exception as exc:  # noqa: BLE001 - a hook must never break the session
+        why = f"wait_error {type(exc).__name__}"
+    hooks.log_line(runtime, "claude", "Stop", agent, why)
+    return 0
+
+
+def _watch(
+    locations, runtime: Path, agent: str | None, raw: bytes, seconds: int, claude: tuple[int, float]
+) -> tuple[int, str]:
+    from dispatcher.bridge.inbox import inbox_summary, wake_line
+    from dispatcher.store.readonly import open_read_only
+
+    agent = agent or os.environ.get("AGENT_ID") or ""
+    hook_input = hooks.parse_stdin(raw)
+    if not hooks.valid_agent(agent) or hook_input is None:
+        return 0, "wait_refused"
+    key = hooks.session_key(hook_input.get("session_id", hook_input.get("sessionId")))
+    deadline = clock.monotonic() + seconds
+    token = f"{os.getpid()}-{secrets.token_hex(6)}"
+    conn = open_read_only(locations.db, live=True)
+    if conn is None:
+        return 0, "wait_no_store"
+    try:
+        inode = os.stat(locations.db).st_ino
+
+        def look(start: bool):
+            summary = inbox_summary(conn, agent, clock.now())
+            waiting = tuple(w.id for w in summary.first) + ((summary.newest_id,) if summary.newest_id else ())
+            with _blocked():  # the clock is read under the session's lock: hooks decide in order
+                verdict, mtime = hooks.update_state(
+                    runtime, agent, key, lambda state: decide_wait(waiting, state, clock.now(), token, start=start)
+                )
+                if verdict.announce:
+                    hooks.emit(hooks.render("claude", "Stop", hooks.notice(wake_line(summary)), True))
+            return verdict, mtime, set(waiting)
+
+        verdict, mtime, _ = look(True)
+        if verdict.announce:
+            return 2, verdict.why
+        try:
+            return _poll(conn, locations, runtime, agent, key, deadline, claude, inode, look, verdict, mtime)
+        finally:
+            with _blocked():  # an ending waiter frees its slot (a woken one already did)
+                hooks.update_state(
+                    runtime, agent, key, lambda state: Verdict(False, False, "released", release_wait(state, token))
+                )
+    finally:
+        conn.close()
+
+
+def _poll(
+    conn,
+    locations,
+    runtime: Path,
+    agent: str,
+    key: str,
+    deadline: float,
+    claude: tuple[int, float],
+    inode: int,
+    look,
+    verdict,
+    mtime,
+) -> tuple[int, str]:
+    """Watch until a wake, the bound, a superseding waiter, Claude gone or the store replaced."""
+    from dispatcher.bridge.inbox import inbox_summary
+
+    known = set(verdict.state.announced)
+    version = data_version(conn)
+    next_parent_check = clock.monotonic() + PARENT_CHECK_SECONDS
+    while True:
+        time.sleep(POLL_SECONDS)
+        now_m = clock.monotonic()
+        if now_m >= deadline:
+            return 0, "wait_bound"
+        if now_m >= next_parent_check:
+            next_parent_check = now_m + PARENT_CHECK_SECONDS
+            if not processes.is_same_process(*claude):
+                return 0, "wait_claude_gone"
+            try:
+                if os.stat(locations.db).st_ino != inode:
+                    return 0, "wait_store_replaced"
+            except FileNotFoundError:
+                return 0, "wait_store_replaced"
+        new_version = data_version(conn)
+        new_mtime = hooks.state_mtime(runtime, agent, key)
+        if new_version == version and new_mtime == mtime and verdict.why != "wait_gap":
+            continue
+        version = new_version
+        if new_mtime == mtime and verdict.why != "wait_gap":
+            # only the store moved: look under the lock only when an unknown id waits
+            summary = inbox_summary(conn, agent, clock.now())
+            waiting = {w.id for w in summary.first} | ({summary.newest_id} if summary.newest_id else set())
+            if waiting <= known:
+                continue
+        verdict, mtime, _ = look(False)
+        if verdict.why == "superseded":
+            return 0, "wait_superseded"
+        if verdict.announce:
+            return 2, verdict.why
+        known = set(verdict.state.announced)
