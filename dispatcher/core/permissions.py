@@ -16,7 +16,7 @@ The supervisor hands the profile to the launcher as one JSON value (``PERMISSION
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -110,6 +110,10 @@ class PermissionProfile(BaseModel):
         """The same profile with ``~`` expanded in ``extra_dirs``, as a launcher needs it."""
         return self.model_copy(update={"extra_dirs": tuple(str(Path(d).expanduser()) for d in self.extra_dirs)})
 
+    def allows_command(self, words: Sequence[str]) -> bool:
+        """Whether a command, as its words, starts with one of ``allow_commands``."""
+        return command_allowed(self.command_prefixes(), words)
+
     def command_prefixes(self) -> tuple[tuple[str, ...], ...]:
         """Each allowed command as its words, without the optional trailing ``*``."""
         return tuple(tuple(command.rstrip("*").split()) for command in self.allow_commands)
@@ -123,6 +127,11 @@ class PermissionProfile(BaseModel):
         if isinstance(data, dict):
             data = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
         return cls.model_validate(data)
+
+
+def command_allowed(prefixes: Iterable[tuple[str, ...]], words: Sequence[str]) -> bool:
+    """The one allow-list rule: the command's first words are exactly one allowed prefix's words."""
+    return any(len(words) >= len(prefix) and tuple(words[: len(prefix)]) == prefix for prefix in prefixes)
 
 
 BRIDGE_ONLY = PermissionProfile(level="bridge")

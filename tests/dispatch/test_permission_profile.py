@@ -286,3 +286,20 @@ def test_doctor_says_what_workers_may_do_and_whether_the_cli_can_enforce_it(cli,
         == {"permissions_ok": OK, "permissions_unconfined": WARN, "permissions_unenforceable": ERROR}[code]
     )
     assert code == "permissions_ok" or finding.fix
+
+
+@pytest.mark.parametrize(
+    ("words", "allowed"),
+    [
+        (["git", "status"], True),
+        (["git", "status", "--short"], True),
+        (["git", "statusx"], False),
+        (["git"], False),
+        (["uv", "run", "pytest", "-x"], True),
+        (["uv", "run", "python"], False),
+        ([], False),
+    ],
+)
+def test_a_command_is_allowed_when_it_starts_with_an_allowed_prefix_of_words(words, allowed):
+    profile = PermissionProfile(level="shell", allow_commands=("git status", "uv run pytest*"))
+    assert profile.allows_command(words) is allowed

@@ -195,10 +195,6 @@ def read_command(words: Sequence[str], cwd: Path, roots: Sequence[Path]) -> str 
     return None
 
 
-def allowed_prefix(profile: PermissionProfile, words: Sequence[str]) -> bool:
-    return any(tuple(words[: len(prefix)]) == prefix for prefix in profile.command_prefixes())
-
-
 def _object(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
@@ -217,7 +213,7 @@ def hook_decision(policy: Mapping[str, Any], event: Mapping[str, Any]) -> str | 
         words = shell_words(command) if isinstance(command, str) else None
         if words is None:
             return f"denied {SHELL_TOOL}: only plain commands (no shell syntax) at level {profile.level}"
-        if profile.level == "shell" and allowed_prefix(profile, words):
+        if profile.level == "shell" and profile.allows_command(words):
             return None
         why = read_command(words, cwd, read_roots)
         if why is None:

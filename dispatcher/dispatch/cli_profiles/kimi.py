@@ -44,7 +44,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from dispatcher.core.permissions import WORKER_BRIDGE_TOOLS, PermissionProfile
+from dispatcher.core.permissions import WORKER_BRIDGE_TOOLS, PermissionProfile, command_allowed
 
 BRIDGE_TOOLS = tuple(f"mcp__agent_bridge__{tool}" for tool in WORKER_BRIDGE_TOOLS)
 # Kimi's built-in tools per level (exact names: Kimi matches the agent file's list by name).
@@ -226,7 +226,7 @@ def _command_allowed(policy: HookPolicy, command: object) -> bool:
     words = command.split(" ")
     if not all(_PLAIN_WORD.fullmatch(word) for word in words):  # also: no empty word, tab or newline
         return False
-    return any(len(words) >= len(prefix) and tuple(words[: len(prefix)]) == prefix for prefix in policy.commands)
+    return command_allowed(policy.commands, words)
 
 
 def check_call(policy: HookPolicy, tool: str, arguments: Mapping[str, object]) -> str | None:
