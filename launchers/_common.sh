@@ -30,6 +30,12 @@ require_bridge_env() {
     [[ -x $AGENT_BRIDGE_PYTHON ]] || fail 2 "AGENT_BRIDGE_PYTHON is not executable: $AGENT_BRIDGE_PYTHON"
 }
 
+# require_command BIN WHAT [HOW]: exit 127 (the shell's own "command not found") unless BIN
+# is a command on PATH or an executable path; the line names WHAT and, if given, HOW to fix it.
+require_command() {
+    command -v -- "$1" >/dev/null 2>&1 || fail 127 "$2 not found: '$1'${3:+ ($3)}"
+}
+
 # Sets max_turns from AGENT_BRIDGE_MAX_TURNS (empty when unset).
 read_max_turns() {
     max_turns=${AGENT_BRIDGE_MAX_TURNS:-}
@@ -40,7 +46,8 @@ read_max_turns() {
 
 # The bridge tools a worker may call, and those it must not even see, are defined once in
 # Python (dispatcher/core/permissions.py: WORKER_BRIDGE_TOOLS, NON_WORKER_BRIDGE_TOOLS); each
-# launcher takes them from its CLI's profile module (dispatcher/dispatch/cli_profiles/).
+# launcher takes them from there or from its CLI's profile module (dispatcher/dispatch/cli_profiles/),
+# never spelling a tool name itself.
 
 # write_bridge_mcp_config FILE [TYPE]: an MCP config with exactly one stdio server,
 # agent_bridge, running as a worker (AGENT_BRIDGE_ROLE=worker) on the supervisor's

@@ -47,8 +47,7 @@ if [[ -n $max_cost_usd ]] && { [[ ! $max_cost_usd =~ ^[0-9]*\.?[0-9]+$ ]] || [[ 
 fi
 
 claude_bin=${CLAUDE_BIN:-claude}
-command -v -- "$claude_bin" >/dev/null 2>&1 \
-    || fail 127 "Claude Code CLI not found: '$claude_bin' (install it, or set CLAUDE_BIN to its path)"
+require_command "$claude_bin" "Claude Code CLI" "install it, or set CLAUDE_BIN to its path"
 
 # The bridge as the only MCP server, in the private attempt directory.
 mcp_config=$attempt_dir/claude-mcp-config.json

@@ -49,8 +49,7 @@ take_request_file "$@"
 require_bridge_env
 
 codex_bin=${CODEX_BIN:-codex}
-command -v -- "$codex_bin" >/dev/null 2>&1 \
-    || fail 127 "Codex CLI not found: '$codex_bin' (install @openai/codex, or set CODEX_BIN to its path)"
+require_command "$codex_bin" "Codex CLI" "install @openai/codex, or set CODEX_BIN to its path"
 
 max_retries=${AGENT_BRIDGE_CODEX_MAX_RETRIES:-2}
 [[ $max_retries =~ ^[0-9]{1,2}$ ]] \

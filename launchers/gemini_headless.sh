@@ -42,8 +42,7 @@ require_bridge_env
 read_max_turns
 
 gemini_bin=${GEMINI_BIN:-gemini}
-command -v -- "$gemini_bin" >/dev/null 2>&1 \
-    || fail 127 "Gemini CLI not found: '$gemini_bin' (install @google/gemini-cli, or set GEMINI_BIN to its path)"
+require_command "$gemini_bin" "Gemini CLI" "install @google/gemini-cli, or set GEMINI_BIN to its path"
 
 # --- Private GEMINI_CLI_HOME -------------------------------------------------------
 # Gemini keeps everything under $GEMINI_CLI_HOME/.gemini (default ~/.gemini): settings,

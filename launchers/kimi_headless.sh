@@ -47,11 +47,10 @@ require_bridge_env
 read_max_turns
 
 kimi_bin=${KIMI_BIN:-kimi}
-command -v -- "$kimi_bin" >/dev/null 2>&1 \
-    || fail 127 "Kimi Code CLI not found: '$kimi_bin' (install @moonshot-ai/kimi-code, or set KIMI_BIN to its path)"
+require_command "$kimi_bin" "Kimi Code CLI" "install @moonshot-ai/kimi-code, or set KIMI_BIN to its path"
 kimi_cmd=("$kimi_bin")
 if [[ -n ${KIMI_NODE:-} ]]; then
-    command -v -- "$KIMI_NODE" >/dev/null 2>&1 || fail 127 "KIMI_NODE not found: '$KIMI_NODE'"
+    require_command "$KIMI_NODE" KIMI_NODE
     kimi_cmd=("$KIMI_NODE" "$(command -v -- "$kimi_bin")")
 fi
 

@@ -62,3 +62,11 @@ def test_no_import_circles_not_even_through_function_local_imports():
                 seen.add(module)
                 todo.extend(graph.get(module, ()))
     assert circles == [], f"modules that import themselves through others: {sorted(circles)}"
+
+
+def test_each_layer_says_in_three_lines_what_lives_there_and_what_it_may_import():
+    import ast
+
+    for init in sorted((PROJECT / "dispatcher").glob("*/__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        assert 0 < len(doc.splitlines()) <= 3 and "import" in doc, f"{init.relative_to(PROJECT)}: {doc!r}"

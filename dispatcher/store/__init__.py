@@ -1,8 +1,6 @@
-"""The SQLite store: the only place that knows the schema, the connection recipe and the SQL.
-
-One module per aggregate holds named, typed query functions; callers import them from there
-and never write SQL. It imports only the core.
-"""
+"""The SQLite store: the only place that knows the schema, the connection recipe and the SQL;
+one module per aggregate holds named, typed query functions, which callers import from there.
+It imports only the core."""
 
 from dispatcher.store.changes import data_version
 from dispatcher.store.connection import SchemaTooNewError, inserted_id, open_store, schema_version, write_transaction

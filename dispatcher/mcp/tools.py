@@ -1,0 +1,242 @@
+"""The bridge's tools, one method each: its typed arguments (the input schema the SDK derives),
+its docstring (the description the model reads) and its one call into the domain.
+
+``mcp_server.TOOLS`` says which role's server offers which of them. Every tool returns a JSON
+object; every refusal is a tool error whose text starts with a stable code: ``code: message``.
+"""
+
+import os
+import secrets
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import StrictFloat, StrictInt, StrictStr
+
+from dispatcher.bridge import claims, conversations, messages
+from dispatcher.core import clock
+from dispatcher.core.config import BridgeConfig
+from dispatcher.core.errors import BridgeError, StoreUnavailable
+from dispatcher.core.logs import get_logger
+from dispatcher.core.settings import BridgeSettings
+from dispatcher.store import Store, data_version, store_errors
+
+MAX_WAIT_SECONDS = 30
+POLL_INTERVAL_SECONDS = 0.05
+
+log = get_logger("agent_bridge.mcp")
+
+
+class BridgeTools:
+    """What every tool call needs: who is calling, from which process, on which store, with which
+    declared agents and settings. One per server process."""
+
+    def __init__(self, agent: str, store: Store, config: BridgeConfig, settings: BridgeSettings) -> None:
+        self.agent = agent
+        self.worker_id = f"{agent}-{os.getpid()}-{secrets.token_hex(4)}"
+        self.store = store
+        self.agents = frozenset(config.agents)
+        self.settings = settings
+        self.max_body_bytes = settings.max_body_bytes
+
+    def _call(self, tool: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
+        try:
+            with store_errors():
+                return fn(self.store.connection(), **kwargs)
+        except StoreUnavailable as exc:
+            # Locked past the busy timeout, read-only file, full disk, corrupt file, or a
+            # store file that cannot be (re)opened.
+            cause = exc.__cause__
+            log.warning("store_error", tool=tool, error=type(cause).__name__, detail=str(cause), agent=self.agent)
+            raise ToolError(str(exc)) from None
+        except BridgeError as exc:
+            log.info("tool_refused", tool=tool, code=exc.code, agent=self.agent)
+            raise ToolError(str(exc)) from None
+
+    async def send_message(
+        self,
+        recipient: StrictStr,
+        text: StrictStr,
+        reply_to: StrictInt | None = None,
+        dedup_key: StrictStr | None = None,
+        response_timeout_seconds: StrictInt | None = None,
+        conversation_id: StrictInt | None = None,
+        kind: StrictStr | None = None,
+    ) -> dict[str, Any]:
+        """Send a message to another agent; you are always the sender.
+
+        kind: omit for a plain note; 'task' asks the recipient to do work (wakes its listener);
+        'result' answers a task sent to you (reply_to = that task, goes back to its sender;
+        start the text with 'blocked:' if you could not finish); 'notice' informs, never wakes.
+        In a conversation, conversation_id is inherited from reply_to; a task/result must
+        answer the in-flight message and takes one turn. dedup_key makes retries safe: a
+        repeat returns the first id with duplicate=true (the same key to another recipient is
+        dedup_conflict; keys starting 'agent-bridge:' are reserved). response_timeout_seconds (1..3600)
+        only records a deadline. Returns {id, duplicate, conversation_id}. recipient='*' with
+        kind='notice' (no reply_to, no conversation) sends one copy to every other agent and
+        returns {broadcast_id, ids, duplicate}. Errors name the rule broken (e.g.
+        unknown_recipient lists valid agents).
+        """
+        return self._call(
+            "send_message",
+            messages.send_message,
+            sender=self.agent,
+            recipient=recipient,
+            text=text,
+            agents=self.agents,
+            max_body_bytes=self.max_body_bytes,
+            reply_to=reply_to,
+            dedup_key=dedup_key,
+            response_timeout_seconds=response_timeout_seconds,
+            conversation_id=conversation_id,
+            kind=kind,
+        )
+
+    async def receive_messages(self, limit: StrictInt = 20, wait_seconds: StrictFloat = 0) -> dict[str, Any]:
+        """Return your unacknowledged messages, oldest first (limit 1..100).
+
+        Messages claimed by another process are hidden. wait_seconds (0..30) long-polls:
+        the call returns as soon as a message arrives. Messages stay here until mark_read.
+        Each has id, sender, kind, text, reply_to, conversation_id, broadcast_id, created_at,
+        response_deadline, claim_expires_at, owned_by_current_worker; cursor is the last id.
+        """
+        if not wait_seconds >= 0:  # also refuses NaN
+            raise ToolError("invalid_number: wait_seconds must be 0 or more (it is capped at 30).")
+        deadline = clock.monotonic() + min(wait_seconds, MAX_WAIT_SECONDS)
+        while True:
+            seen = self._call("receive_messages", data_version)
+            result = self._call(
+                "receive_messages", messages.receive_messages, agent=self.agent, worker_id=self.worker_id, limit=limit
+            )
+            if result["messages"] or clock.monotonic() >= deadline:
+                return result
+            # Sleep until another connection commits, then look again.
+            while clock.monotonic() < deadline and self._call("receive_messages", data_version) == seen:
+                await anyio.sleep(POLL_INTERVAL_SECONDS)
+
+    async def claim_message(self, message_id: StrictInt, lease_seconds: StrictInt = 300) -> dict[str, Any]:
+        """Claim a message addressed to you before working on it, so no other process does.
+
+        Repeat to renew. lease_seconds is clamped to 30..3600; an expired lease can be taken
+        by any of your processes. Refused if another process holds an active claim, the
+        message is not yours, or it is already acknowledged. Returns {claim_expires_at}.
+        """
+        return self._call(
+            "claim_message",
+            claims.claim_message,
+            agent=self.agent,
+            worker_id=self.worker_id,
+            message_id=message_id,
+            lease_seconds=lease_seconds,
+        )
+
+    async def release_message(self, message_id: StrictInt) -> dict[str, Any]:
+        """Give up your own active claim without acknowledging (e.g. after a 'blocked:' result)."""
+        return self._call(
+            "release_message", claims.release_message, agent=self.agent, worker_id=self.worker_id, message_id=message_id
+        )
+
+    async def mark_read(self, message_ids: list[StrictInt]) -> dict[str, Any]:
+        """Acknowledge messages addressed to you once handled (up to 500 ids).
+
+        Returns {acknowledged: [ids], skipped: [{id, reason}]}, reason being not_found,
+        not_recipient, already_acknowledged or claimed_by_other.
+        """
+        return self._call(
+            "mark_read", messages.mark_read, agent=self.agent, worker_id=self.worker_id, message_ids=message_ids
+        )
+
+    async def get_message(self, message_id: StrictInt) -> dict[str, Any]:
+        """Look up one message you sent or received, with its lifecycle.
+
+        Answers "was my task picked up?": delivered_at, acknowledged_at, active claim owner
+        and expiry, reply_ids, and the dispatch attempt (state, outcome) if a worker ran.
+        """
+        return self._call(
+            "get_message", messages.get_message, agent=self.agent, worker_id=self.worker_id, message_id=message_id
+        )
+
+    async def start_conversation(
+        self,
+        recipient: StrictStr,
+        goal: StrictStr,
+        max_turns: StrictInt = 6,
+        expires_in_seconds: StrictInt = 14400,
+        dedup_key: StrictStr | None = None,
+        max_cost_usd: StrictFloat | None = None,
+    ) -> dict[str, Any]:
+        """Start a bounded conversation: posts the goal as its root task (turn 1).
+
+        The two agents then alternate task -> result -> follow-up task ... until one calls
+        conversation(complete | needs_human | cancel), the turn budget (2..20) runs out
+        (-> needs_human) or it expires (60..86400 s). After each result the initiator either
+        completes, sends one follow-up task, or escalates. max_cost_usd (optional, > 0): once the
+        recorded cost of its dispatched attempts reaches it, the conversation becomes needs_human
+        and nothing more is dispatched. Returns {conversation_id, message_id}.
+        """
+        return self._call(
+            "start_conversation",
+            conversations.start_conversation,
+            initiator=self.agent,
+            recipient=recipient,
+            goal=goal,
+            agents=self.agents,
+            max_body_bytes=self.max_body_bytes,
+            max_turns=max_turns,
+            expires_in_seconds=expires_in_seconds,
+            dedup_key=dedup_key,
+            max_cost_usd=max_cost_usd,
+        )
+
+    async def conversation(self, action: StrictStr, conversation_id: StrictInt) -> dict[str, Any]:
+        """Inspect or end one of your conversations.
+
+        action: status (state, turns, expiry, recent transitions, in-flight message id and
+        kind; never text), complete (goal achieved; from active), needs_human (a person must
+        decide; from active), cancel (from active, blocked or needs_human). Repeating the
+        current state is a no-op; a different final state is refused.
+        """
+        return self._call(
+            "conversation",
+            conversations.conversation_action,
+            agent=self.agent,
+            action=action,
+            conversation_id=conversation_id,
+        )
+
+    async def who(self, agent: StrictStr | None = None) -> dict[str, Any]:
+        """Who is there: per declared agent (or just `agent`), its live interactive sessions
+        (client, since, idle for, wake paths), whether its listener runs, unread count and
+        oldest unread age. Liveness is from the process (pid + start time), never heartbeats."""
+        from dispatcher.dispatch.who import who_tool
+
+        return self._call("who", who_tool, agents=sorted(self.agents), settings=self.settings, only=agent)
+
+    async def listener(self, action: StrictStr) -> dict[str, Any]:
+        """Your own background listener (this agent only), which runs headless workers for tasks.
+
+        action: status (enabled, running, pid, stage, last outcome), progress ({line}: the
+        one-line status), enable (start it; idempotent), disable (finish the current worker,
+        take nothing new, exit). Never kills a process; failures come back as {error}.
+        """
+        from dispatcher.dispatch import control
+
+        actions = {
+            "status": control.listener_status,
+            "progress": lambda s, a: {"line": control.progress_line(s, a)},
+            "enable": control.enable,
+            "disable": control.disable,
+        }
+        if action not in actions:
+            return {"error": f"invalid_action: action must be one of {', '.join(actions)}."}
+        try:
+            return await anyio.to_thread.run_sync(actions[action], self.settings, self.agent)
+        except BridgeError as exc:  # e.g. unsafe_path: its text says what to do
+            log.warning("listener_tool_failed", action=action, code=exc.code)
+            return {"error": str(exc)}
+        except Exception as exc:  # noqa: BLE001 - this tool reports, it never raises
+            log.warning("listener_tool_failed", action=action, error=type(exc).__name__)
+            return {
+                "error": f"listener_unavailable: {type(exc).__name__}; try `agent-bridge listener status --agent {self.agent}`."
+            }
