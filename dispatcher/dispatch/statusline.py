@@ -13,6 +13,7 @@ import sys
 
 from dispatcher.core import clock
 from dispatcher.core.locations import InvalidSetting, Locations
+from dispatcher.store import STORE_ERRORS
 
 SEPARATOR = "  ·  "
 BUSY_MS = 50
@@ -41,7 +42,6 @@ def _count(unread: int | None) -> str:
 
 def _unread(locations: Locations, agents: list[str]) -> dict[str, int]:
     """Each agent's unread count (``inbox_summary``); empty when there is no store or it cannot be read."""
-    import sqlite3
 
     from dispatcher.bridge.inbox import inbox_summary
     from dispatcher.store.readonly import open_read_only
@@ -57,7 +57,7 @@ def _unread(locations: Locations, agents: list[str]) -> dict[str, int]:
             return {agent: inbox_summary(conn, agent, now).unread for agent in agents}
         finally:
             conn.close()
-    except sqlite3.Error:  # a locked, damaged or foreign file: the line still shows the listeners
+    except STORE_ERRORS:  # a locked, damaged or foreign file: the line still shows the listeners
         return {}
 
 
