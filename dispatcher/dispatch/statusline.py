@@ -13,7 +13,6 @@ import sys
 
 from dispatcher.core import clock
 from dispatcher.core.locations import InvalidSetting, Locations
-from dispatcher.store import STORE_ERRORS
 
 SEPARATOR = "  ·  "
 BUSY_MS = 50
@@ -42,8 +41,8 @@ def _count(unread: int | None) -> str:
 
 def _unread(locations: Locations, agents: list[str]) -> dict[str, int]:
     """Each agent's unread count (``inbox_summary``); empty when there is no store or it cannot be read."""
-
     from dispatcher.bridge.inbox import inbox_summary
+    from dispatcher.store import STORE_ERRORS
     from dispatcher.store.readonly import open_read_only
     from dispatcher.store.views import limit_busy_wait
 
