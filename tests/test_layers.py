@@ -1,7 +1,9 @@
 """The layers of dispatcher/ (core < store < bridge < wake | dispatch < mcp < ops) are kept:
 import-linter's layers contract in pyproject.toml fails the suite on any import that goes up,
-or between the two independent adapters (wake and dispatch)."""
+or between the two independent adapters (wake and dispatch). Its forbidden contract keeps the
+database driver (sqlite3) inside dispatcher/store/, the connector boundary."""
 
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -9,7 +11,9 @@ from pathlib import Path
 PROJECT = Path(__file__).resolve().parent.parent
 
 
-def test_imports_only_go_down_the_layers():
+@functools.cache
+def _lint_imports() -> str:
+    """What `lint-imports` says about the contracts (run once per test process)."""
     lint_imports = Path(sys.executable).with_name("lint-imports")
     done = subprocess.run(
         [str(lint_imports), "--no-cache"],
@@ -19,10 +23,23 @@ def test_imports_only_go_down_the_layers():
         stdin=subprocess.DEVNULL,
         timeout=300,
     )
-    assert done.returncode == 0, (
-        f"`uv run lint-imports` found imports that break the layers:\n{done.stdout}{done.stderr}"
+    return done.stdout + done.stderr
+
+
+def test_imports_only_go_down_the_layers():
+    said = _lint_imports()
+    assert "dispatcher layers: ops > mcp > wake | dispatch > bridge > store > core KEPT" in said, (
+        f"`uv run lint-imports` found imports that break the layers:\n{said}"
     )
-    assert "1 kept, 0 broken" in done.stdout
+
+
+def test_only_the_store_imports_the_database_driver():
+    """The domain names the connector only through dispatcher.store (Connection, Row, STORE_ERRORS),
+    so a second connector slots in under store/ without touching it."""
+    said = _lint_imports()
+    assert "only dispatcher.store imports the database driver (sqlite3) KEPT" in said, (
+        f"`uv run lint-imports`: a module outside dispatcher/store/ imports sqlite3:\n{said}"
+    )
 
 
 def _imports(path: Path, name: str, modules: set[str]) -> set[str]:

@@ -9,13 +9,12 @@ one direct message, never both (``dedup_conflict``). The check and every copy ar
 in one ``BEGIN IMMEDIATE`` transaction, so a refusal writes nothing.
 """
 
-import sqlite3
 from collections.abc import Collection, Sequence
 from typing import Any
 
 from dispatcher.core.clock import iso
 from dispatcher.core.errors import BridgeError
-from dispatcher.store import write_transaction
+from dispatcher.store import Connection, write_transaction
 from dispatcher.store.broadcasts import broadcast_by_dedup_key, broadcast_copies, insert_broadcast
 from dispatcher.store.messages import insert_message, message_by_dedup_key
 
@@ -69,7 +68,7 @@ def _answer(broadcast_id: int, copies: Sequence[tuple[int, str]], duplicate: boo
 
 
 def send_broadcast(
-    conn: sqlite3.Connection,
+    conn: Connection,
     *,
     sender: str,
     text: str,

@@ -4,28 +4,27 @@ The owner is a per-process worker id. Expiry is checked when a tool runs; there 
 background timers, so an expired lease simply stops counting.
 """
 
-import sqlite3
 from typing import Any
 
 from dispatcher.core.clock import iso
 from dispatcher.core.clock import now as clock_now
 from dispatcher.core.errors import BridgeError
 from dispatcher.core.validation import check_message_id, clamp
-from dispatcher.store import write_transaction
+from dispatcher.store import Connection, Row, write_transaction
 from dispatcher.store.claims import LEASE_CAP_SECONDS, claim_is_active, drop_claim, take_claim
 from dispatcher.store.messages import cap_far_lease, fetch_message
 
 LEASE_RANGE_SECONDS = (30, LEASE_CAP_SECONDS)
 
 
-def _cap_lease(conn: sqlite3.Connection, message_id: int, now: float) -> None:
+def _cap_lease(conn: Connection, message_id: int, now: float) -> None:
     """In its own transaction: a refusal below rolls back, and the cap must stay."""
     row = fetch_message(conn, message_id)
     if row is not None:
         cap_far_lease(conn, row, now)
 
 
-def _load_own_message(conn: sqlite3.Connection, message_id: int, agent: str) -> sqlite3.Row:
+def _load_own_message(conn: Connection, message_id: int, agent: str) -> Row:
     row = fetch_message(conn, message_id)
     if row is None or agent not in (row["sender"], row["recipient"]):
         raise BridgeError("message_not_found", f"no message #{message_id} sent to or by you ({agent}).")
@@ -37,7 +36,7 @@ def _load_own_message(conn: sqlite3.Connection, message_id: int, agent: str) -> 
 
 
 def claim_message(
-    conn: sqlite3.Connection,
+    conn: Connection,
     *,
     agent: str,
     worker_id: str,
@@ -68,7 +67,7 @@ def claim_message(
 
 
 def release_message(
-    conn: sqlite3.Connection, *, agent: str, worker_id: str, message_id: int, now: float | None = None
+    conn: Connection, *, agent: str, worker_id: str, message_id: int, now: float | None = None
 ) -> dict[str, Any]:
     now = clock_now() if now is None else now
     check_message_id(message_id)

@@ -7,7 +7,6 @@ last turn is always a result and its sender's review can still decide. Only ``ac
 conversations accept messages. Every state change is one row of ``TRANSITIONS``.
 """
 
-import sqlite3
 from typing import Any
 
 from dispatcher.bridge.rows import find_dedup
@@ -15,7 +14,7 @@ from dispatcher.core.clock import iso
 from dispatcher.core.clock import now as clock_now
 from dispatcher.core.errors import BridgeError, StateChangedError
 from dispatcher.core.validation import check_body, check_dedup_key, check_message_id, check_recipient, clamp
-from dispatcher.store import write_transaction
+from dispatcher.store import Connection, Row, write_transaction
 from dispatcher.store.conversations import (
     attempt_totals,
     count_turn,
@@ -83,13 +82,11 @@ def turn_available(kind: str, turn_count: int, max_turns: int) -> bool:
     return turn_count + needed <= max_turns
 
 
-def _record_transition(
-    conn: sqlite3.Connection, conv: sqlite3.Row, to_state: str, actor: str, reason: str, now: float
-) -> None:
+def _record_transition(conn: Connection, conv: Row, to_state: str, actor: str, reason: str, now: float) -> None:
     move_conversation(conn, conv["id"], from_state=conv["state"], to_state=to_state, actor=actor, reason=reason, at=now)
 
 
-def _load(conn: sqlite3.Connection, conversation_id: int, agent: str) -> sqlite3.Row:
+def _load(conn: Connection, conversation_id: int, agent: str) -> Row:
     conv = fetch_conversation(conn, conversation_id)
     if conv is None or agent not in (conv["initiator"], conv["recipient"]):
         raise BridgeError(
@@ -100,7 +97,7 @@ def _load(conn: sqlite3.Connection, conversation_id: int, agent: str) -> sqlite3
     return conv
 
 
-def _settle_expiry(conn: sqlite3.Connection, conv: sqlite3.Row, actor: str, now: float) -> sqlite3.Row:
+def _settle_expiry(conn: Connection, conv: Row, actor: str, now: float) -> Row:
     """An active conversation past its expiry becomes ``expired`` when it is touched."""
     state = effective_state(conv["state"], conv["expires_at"], now)
     if state != conv["state"]:
@@ -110,7 +107,7 @@ def _settle_expiry(conn: sqlite3.Connection, conv: sqlite3.Row, actor: str, now:
 
 
 def start_conversation(
-    conn: sqlite3.Connection,
+    conn: Connection,
     *,
     initiator: str,
     recipient: str,
@@ -185,7 +182,7 @@ def check_max_cost(value: object) -> float | None:
     return float(value)
 
 
-def conversation_totals(conn: sqlite3.Connection, conversation_id: int) -> dict[str, Any]:
+def conversation_totals(conn: Connection, conversation_id: int) -> dict[str, Any]:
     """The ledger of a conversation's attempts: how many, their recorded cost and tokens."""
     totals = attempt_totals(conn, conversation_id)
     return {
@@ -206,7 +203,7 @@ def budget_exhausted(state: str, max_cost_usd: float | None, cost_usd: float | N
     )
 
 
-def exhaust_budget(conn: sqlite3.Connection, conversation_id: int, actor: str, now: float) -> dict[str, Any] | None:
+def exhaust_budget(conn: Connection, conversation_id: int, actor: str, now: float) -> dict[str, Any] | None:
     """Move the conversation to needs_human when its recorded cost reached its cap (the dispatcher's
     move, inside the caller's write transaction: it commits with the verdict that recorded the cost).
     Returns the totals and cap when it moved, else None."""
@@ -222,13 +219,13 @@ def exhaust_budget(conn: sqlite3.Connection, conversation_id: int, actor: str, n
 
 
 def check_conversation_send(
-    conn: sqlite3.Connection,
+    conn: Connection,
     *,
     conversation_id: int,
     sender: str,
     recipient: str,
     kind: str,
-    reply_to: sqlite3.Row | None,
+    reply_to: Row | None,
     now: float,
 ) -> bool:
     """Enforce the conversation rules for one send inside an open write transaction.
@@ -285,11 +282,11 @@ def check_conversation_send(
     return True
 
 
-def take_turn(conn: sqlite3.Connection, conversation_id: int, message_id: int, now: float) -> None:
+def take_turn(conn: Connection, conversation_id: int, message_id: int, now: float) -> None:
     count_turn(conn, conversation_id, message_id, now)
 
 
-def _status(conn: sqlite3.Connection, conv: sqlite3.Row) -> dict[str, Any]:
+def _status(conn: Connection, conv: Row) -> dict[str, Any]:
     in_flight = fetch_message_header(conn, conv["in_flight_message_id"])
     transitions = recent_transitions(conn, conv["id"], RECENT_TRANSITIONS)
     return {
@@ -309,7 +306,7 @@ def _status(conn: sqlite3.Connection, conv: sqlite3.Row) -> dict[str, Any]:
 
 
 def conversation_action(
-    conn: sqlite3.Connection, *, agent: str, action: str, conversation_id: int, now: float | None = None
+    conn: Connection, *, agent: str, action: str, conversation_id: int, now: float | None = None
 ) -> dict[str, Any]:
     now = clock_now() if now is None else now
     if action not in ACTIONS:
@@ -333,7 +330,7 @@ def conversation_action(
         return {**_status(conn, conv), "changed": True}
 
 
-def block_conversation(conn: sqlite3.Connection, conversation_id: int, actor: str, reason: str, now: float) -> bool:
+def block_conversation(conn: Connection, conversation_id: int, actor: str, reason: str, now: float) -> bool:
     """Freeze an active conversation after a failed dispatch (the dispatcher's move).
 
     Runs inside the caller's write transaction: it commits with the verdict it follows from.

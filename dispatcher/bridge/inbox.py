@@ -5,10 +5,10 @@ status line all say the same thing: counts, ids, senders and kinds, never a mess
 Every wake signal is only a hint to call ``receive_messages``; the store stays the truth.
 """
 
-import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
+from dispatcher.store import Connection
 from dispatcher.store.messages import unclaimed_unread
 
 NAMED_IDS = 10  # a line names at most this many messages; the count is always complete
@@ -39,7 +39,7 @@ class InboxSummary:
         }
 
 
-def inbox_summary(conn: sqlite3.Connection, agent: str, now: float, *, after_id: int = 0) -> InboxSummary:
+def inbox_summary(conn: Connection, agent: str, now: float, *, after_id: int = 0) -> InboxSummary:
     """Unacknowledged messages for ``agent`` that nobody holds an active claim on
     (a claimed one is being handled), with id greater than ``after_id``."""
     rows = unclaimed_unread(conn, agent, now, after_id=after_id, named=NAMED_IDS)

@@ -1,6 +1,5 @@
 """Messages: send, receive, acknowledge, look up. Plain functions over a connection."""
 
-import sqlite3
 from collections.abc import Collection
 from typing import Any, cast
 
@@ -19,7 +18,7 @@ from dispatcher.core.validation import (
     check_recipient,
     clamp,
 )
-from dispatcher.store import write_transaction
+from dispatcher.store import Connection, Row, write_transaction
 from dispatcher.store.claims import claim_is_active
 from dispatcher.store.messages import (
     cap_far_lease,
@@ -39,14 +38,14 @@ RECEIVE_LIMIT_RANGE = (1, 100)
 MAX_ACK_IDS = 500
 
 
-def _load_reply_target(conn: sqlite3.Connection, reply_to: int, sender: str) -> sqlite3.Row:
+def _load_reply_target(conn: Connection, reply_to: int, sender: str) -> Row:
     row = fetch_message(conn, reply_to)
     if row is None or sender not in (row["sender"], row["recipient"]):
         raise BridgeError("reply_to_not_found", f"reply_to #{reply_to} is not a message sent to or by you ({sender}).")
     return row
 
 
-def _check_standalone_result(reply: sqlite3.Row | None, sender: str, recipient: str) -> None:
+def _check_standalone_result(reply: Row | None, sender: str, recipient: str) -> None:
     if reply is None or reply["kind"] != "task" or reply["recipient"] != sender:
         raise BridgeError(
             "result_without_task",
@@ -57,7 +56,7 @@ def _check_standalone_result(reply: sqlite3.Row | None, sender: str, recipient: 
 
 
 def send_message(
-    conn: sqlite3.Connection,
+    conn: Connection,
     *,
     sender: str,
     recipient: str,
@@ -165,7 +164,7 @@ def _sent(
 
 
 def receive_messages(
-    conn: sqlite3.Connection, *, agent: str, worker_id: str, limit: int = 20, now: float | None = None
+    conn: Connection, *, agent: str, worker_id: str, limit: int = 20, now: float | None = None
 ) -> dict[str, Any]:
     """Unacknowledged messages for ``agent``, oldest first, minus those another process holds."""
     now = clock_now() if now is None else now
@@ -182,7 +181,7 @@ def receive_messages(
     }
 
 
-def _ack_skip_reason(row: sqlite3.Row | None, agent: str, worker_id: str, now: float) -> str | None:
+def _ack_skip_reason(row: Row | None, agent: str, worker_id: str, now: float) -> str | None:
     if row is None or agent not in (row["sender"], row["recipient"]):
         return "not_found"
     if row["recipient"] != agent:
@@ -195,7 +194,7 @@ def _ack_skip_reason(row: sqlite3.Row | None, agent: str, worker_id: str, now: f
 
 
 def mark_read(
-    conn: sqlite3.Connection, *, agent: str, worker_id: str, message_ids: list[int], now: float | None = None
+    conn: Connection, *, agent: str, worker_id: str, message_ids: list[int], now: float | None = None
 ) -> dict[str, Any]:
     now = clock_now() if now is None else now
     if not isinstance(message_ids, list) or not message_ids or len(message_ids) > MAX_ACK_IDS:
@@ -215,7 +214,7 @@ def mark_read(
     return {"acknowledged": acknowledged, "skipped": skipped}
 
 
-def late_result_ids(conn: sqlite3.Connection, message_id: int, attempt: sqlite3.Row) -> list[int]:
+def late_result_ids(conn: Connection, message_id: int, attempt: Row) -> list[int]:
     """Results that answered the message after a failed verdict: the worker (or someone)
     did reply after all, and the verdict must not silently contradict it."""
     if attempt["finished_at"] is None or attempt["outcome"] not in FAILURE_OUTCOMES:
@@ -223,7 +222,7 @@ def late_result_ids(conn: sqlite3.Connection, message_id: int, attempt: sqlite3.
     return result_ids_after(conn, message_id, attempt["finished_at"])
 
 
-def _dispatch_summary(conn: sqlite3.Connection, message_id: int) -> dict[str, Any] | None:
+def _dispatch_summary(conn: Connection, message_id: int) -> dict[str, Any] | None:
     row = dispatch_summary_row(conn, message_id)
     if row is None:
         return None
@@ -236,7 +235,7 @@ def _dispatch_summary(conn: sqlite3.Connection, message_id: int) -> dict[str, An
 
 
 def get_message(
-    conn: sqlite3.Connection, *, agent: str, worker_id: str, message_id: int, now: float | None = None
+    conn: Connection, *, agent: str, worker_id: str, message_id: int, now: float | None = None
 ) -> dict[str, Any]:
     now = clock_now() if now is None else now
     check_message_id(message_id)

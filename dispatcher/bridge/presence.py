@@ -19,7 +19,6 @@ No MCP SDK import here: the server wires ``ServerPresence`` in (``serve`` and
 import json
 import os
 import re
-import sqlite3
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +27,7 @@ from typing import Any
 from dispatcher.core import clock, processes
 from dispatcher.core.errors import BridgeError
 from dispatcher.core.logs import get_logger
-from dispatcher.store import Store, write_transaction
+from dispatcher.store import STORE_ERRORS, Connection, Store, write_transaction
 from dispatcher.store import sessions as stored
 
 ROLES = ("interactive", "worker")
@@ -121,7 +120,7 @@ class Session:
 
 
 def sessions(
-    conn: sqlite3.Connection, agent: str | None = None, *, here: str | None = None, probe: Probe = processes.start_time
+    conn: Connection, agent: str | None = None, *, here: str | None = None, probe: Probe = processes.start_time
 ) -> list[Session]:
     """Every session row (of ``agent``), each with its liveness, oldest first."""
     here = processes.this_host() if here is None else here
@@ -148,7 +147,7 @@ def sessions(
     return found
 
 
-def prune_dead(conn: sqlite3.Connection, *, here: str | None = None, probe: Probe = processes.start_time) -> int:
+def prune_dead(conn: Connection, *, here: str | None = None, probe: Probe = processes.start_time) -> int:
     """Remove this host's rows whose process is gone; inside the caller's transaction or alone."""
     dead = [s.id for s in sessions(conn, here=here, probe=probe) if s.liveness == "dead"]
     for sid in dead:
@@ -157,7 +156,7 @@ def prune_dead(conn: sqlite3.Connection, *, here: str | None = None, probe: Prob
 
 
 def register_session(
-    conn: sqlite3.Connection,
+    conn: Connection,
     agent: str,
     role: str,
     *,
@@ -189,23 +188,23 @@ def register_session(
     return session_id
 
 
-def end_session(conn: sqlite3.Connection, session_id: int) -> bool:
+def end_session(conn: Connection, session_id: int) -> bool:
     with write_transaction(conn):
         return stored.delete_session(conn, session_id)
 
 
-def set_client(conn: sqlite3.Connection, session_id: int, name: object, version: object) -> None:
+def set_client(conn: Connection, session_id: int, name: object, version: object) -> None:
     """The client named in ``initialize``'s clientInfo (a value that is not a name is kept as none)."""
     with write_transaction(conn):
         stored.set_client(conn, session_id, client_text(name), client_text(version))
 
 
-def touch(conn: sqlite3.Connection, session_id: int, now: float) -> None:
+def touch(conn: Connection, session_id: int, now: float) -> None:
     with write_transaction(conn):
         stored.set_last_call(conn, session_id, now)
 
 
-def record_wake_path(conn: sqlite3.Connection, session_id: int, path: str) -> list[str]:
+def record_wake_path(conn: Connection, session_id: int, path: str) -> list[str]:
     """Note that session ``session_id`` has the wake path ``path`` (idempotent); returns its paths.
 
     Wake paths call this when they are armed for a session (the server's channel or resource
@@ -227,7 +226,7 @@ def record_wake_path(conn: sqlite3.Connection, session_id: int, path: str) -> li
     return paths
 
 
-def forget_wake_path(conn: sqlite3.Connection, session_id: int, path: str) -> None:
+def forget_wake_path(conn: Connection, session_id: int, path: str) -> None:
     """Undo ``record_wake_path`` (a Monitor watch that ended); a session already gone is fine."""
     with write_transaction(conn):
         if path in (paths := wake_paths_of(stored.stored_wake_paths(conn, session_id))):
@@ -243,7 +242,7 @@ def mark_from_descendant(db: Path, agent: str, path: str, *, session_id: int | N
     from dispatcher.store import open_store
     from dispatcher.store.readonly import open_read_only
 
-    conn: sqlite3.Connection | None = None
+    conn: Connection | None = None
     try:
         if session_id is None:
             conn = open_read_only(db)
@@ -265,20 +264,20 @@ def mark_from_descendant(db: Path, agent: str, path: str, *, session_id: int | N
             conn = open_store(db)
             forget_wake_path(conn, session_id, path)
         return session_id
-    except (sqlite3.Error, OSError, BridgeError, TypeError):  # silent: a watch's output is the model's
+    except STORE_ERRORS + (OSError, BridgeError, TypeError):  # silent: a watch's output is the model's
         return None
     finally:
         if conn is not None:
             conn.close()
 
 
-def session_of_client(conn: sqlite3.Connection, agent: str, client_pid: int) -> int | None:
+def session_of_client(conn: Connection, agent: str, client_pid: int) -> int | None:
     """The newest session of ``agent`` started by the CLI process ``client_pid`` on this host
     (how a hook, a child of that CLI, finds the session it speaks for)."""
     return stored.newest_session_of_client(conn, agent, client_pid, processes.this_host())
 
 
-def session_of_ancestor(conn: sqlite3.Connection, agent: str, pid: int | None = None) -> int | None:
+def session_of_ancestor(conn: Connection, agent: str, pid: int | None = None) -> int | None:
     """The session of ``agent`` whose CLI process is the nearest ancestor of ``pid`` (default: this
     process): how a hook or a Monitor command, run by the CLI through a shell, finds its session."""
     for ancestor in processes.ancestors(pid):
@@ -288,7 +287,7 @@ def session_of_ancestor(conn: sqlite3.Connection, agent: str, pid: int | None = 
 
 
 def has_wakeable_session(
-    conn: sqlite3.Connection, agent: str, *, here: str | None = None, probe: Probe = processes.start_time
+    conn: Connection, agent: str, *, here: str | None = None, probe: Probe = processes.start_time
 ) -> bool:
     """A live interactive session of ``agent`` on this host with a path that wakes the model."""
     if not stored.may_have_wakeable_session(conn, agent):  # the usual case: no query of /proc at all
@@ -321,7 +320,7 @@ class ServerPresence:
                 client_pid=client_pid_of(pid),
                 now=clock.now(),
             )
-        except (sqlite3.Error, OSError, BridgeError) as exc:
+        except STORE_ERRORS + (OSError, BridgeError) as exc:
             log.warning("session_register_failed", agent=agent, error=type(exc).__name__)
         self._last_touch: float | None = None
         self._client_known = False
@@ -331,7 +330,7 @@ class ServerPresence:
             return
         try:
             fn(self.store.connection(), self.session_id, *args)
-        except (sqlite3.Error, OSError, BridgeError) as exc:
+        except STORE_ERRORS + (OSError, BridgeError) as exc:
             log.warning("presence_write_failed", what=what, error=type(exc).__name__)
 
     def on_client(self, info: object) -> None:

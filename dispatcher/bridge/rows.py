@@ -1,10 +1,10 @@
 """Message rows as the tools see them: the kinds, the dedup rule, and the view every tool returns."""
 
-import sqlite3
 from typing import Any
 
 from dispatcher.core.clock import iso
 from dispatcher.core.errors import BridgeError
+from dispatcher.store import Connection, Row
 from dispatcher.store.broadcasts import broadcast_by_dedup_key
 from dispatcher.store.claims import claim_is_active
 from dispatcher.store.messages import message_by_dedup_key
@@ -12,9 +12,7 @@ from dispatcher.store.messages import message_by_dedup_key
 KINDS = ("task", "result", "notice")
 
 
-def find_dedup(
-    conn: sqlite3.Connection, sender: str, dedup_key: str | None, *, recipient: str | None = None
-) -> sqlite3.Row | None:
+def find_dedup(conn: Connection, sender: str, dedup_key: str | None, *, recipient: str | None = None) -> Row | None:
     """The sender's earlier message with this key; refused if it went to another ``recipient``
     or named a broadcast (answering ``duplicate`` would mean the new message is silently never
     delivered)."""
@@ -38,7 +36,7 @@ def find_dedup(
     return row
 
 
-def message_view(row: sqlite3.Row, worker_id: str, now: float) -> dict[str, Any]:
+def message_view(row: Row, worker_id: str, now: float) -> dict[str, Any]:
     active = claim_is_active(row, now)
     return {
         "id": row["id"],

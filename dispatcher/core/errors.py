@@ -8,8 +8,8 @@ the CLI's one top-level handler into ``agent-bridge: <code>: <message>`` and an 
 
 Families: ``StateChangedError`` (a refusal whose transaction still commits a rule's
 move), ``ConfigError`` (config.json), ``DispatchRefused`` (nothing was launched) with
-``AlreadyAttempted``, and ``StoreUnavailable`` (sqlite3 and OS errors wrapped at the
-store boundary).
+``AlreadyAttempted``, and ``StoreUnavailable`` (the database backend's and OS errors
+wrapped at the store boundary).
 """
 
 from pathlib import Path

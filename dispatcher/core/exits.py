@@ -4,16 +4,17 @@ Every failure of ``agent-bridge`` (and of ``server.py`` before its handshake) en
 exactly one line ``agent-bridge: <code>: <what to do>``, never a traceback. ``describe``
 is the one pure decision from an exception to (code, message, exit status); ``report``
 prints it and, for a bug, keeps the traceback in the private ``dispatcher.log``.
-Exceptions that escaped the store boundary unwrapped (sqlite3, OS errors) are named
-here the way ``store_errors`` names them.
+Exceptions that escaped the store boundary unwrapped (the backend's, OS errors) are named
+here the way ``store_errors`` names them. The core sits below the store and never imports
+the database driver: the caller passes the store's ``BackendErrors`` (which exceptions are
+the backend's, and which of them say the file is damaged).
 """
 
 import json
 import os
-import sqlite3
 import sys
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,8 +38,6 @@ USAGE_CODES = frozenset(
         "message_not_found",
     }
 )
-# What SQLite says about a file that is not a (sound) database: retrying cannot help.
-_CORRUPTION = ("file is not a database", "database disk image is malformed", "file is encrypted")
 
 
 @dataclass(frozen=True)
@@ -61,21 +60,24 @@ class Where:
     log: Path | None = None
 
 
-def _chain(exc: BaseException) -> Iterator[BaseException]:
+@dataclass(frozen=True)
+class BackendErrors:
+    """How the store's backend fails: its exception classes, and the one (anywhere in the
+    cause chain) saying the file is not a (sound) database. ``dispatcher.store.errors``
+    provides it."""
+
+    errors: tuple[type[Exception], ...]
+    corruption: Callable[[BaseException], Exception | None]
+
+
+def cause_chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc``, then what caused it (explicitly or while handling), each once."""
     seen = set()
     link: BaseException | None = exc
     while link is not None and id(link) not in seen:
         seen.add(id(link))
         yield link
         link = link.__cause__ or link.__context__
-
-
-def store_corruption(exc: BaseException) -> sqlite3.DatabaseError | None:
-    """The SQLite error saying the file is not a (sound) database, anywhere in the cause chain."""
-    for link in _chain(exc):
-        if isinstance(link, sqlite3.DatabaseError) and any(m in str(link) for m in _CORRUPTION):
-            return link
-    return None
 
 
 def _status(exc: BridgeError) -> int:
@@ -122,9 +124,9 @@ def _os_failure(exc: OSError, where: Where) -> Failure:
     return Failure("file_unavailable", f"cannot use {path} ({reason}); {hint}.", EXIT_FAILURE)
 
 
-def describe(exc: BaseException, where: Where = Where()) -> Failure:  # noqa: B008 - Where is a frozen dataclass: one shared default is safe
+def describe(exc: BaseException, where: Where, backend: BackendErrors) -> Failure:
     """The one line and exit status for any exception that ends a command."""
-    corrupt = store_corruption(exc)
+    corrupt = backend.corruption(exc)
     if corrupt is not None and (not isinstance(exc, BridgeError) or exc.code == "store_unavailable"):
         return Failure(
             "store_corrupt",
@@ -135,7 +137,7 @@ def describe(exc: BaseException, where: Where = Where()) -> Failure:  # noqa: B0
         )
     if isinstance(exc, BridgeError):
         return Failure(exc.code, exc.message, _status(exc))
-    if isinstance(exc, sqlite3.Error):
+    if isinstance(exc, backend.errors):
         return Failure(
             "store_unavailable",
             f"{_store_name(where)} could not complete this operation "
@@ -191,15 +193,15 @@ def _keep_traceback(exc: BaseException, runtime: Path | None) -> Path | None:
     return log
 
 
-def report(exc: BaseException) -> int:
+def report(exc: BaseException, backend: BackendErrors) -> int:
     """Print the one line for ``exc`` on stderr and return the exit status."""
     where = _where()
     debug = os.environ.get("AGENT_BRIDGE_LOG_LEVEL", "").upper() == "DEBUG"
     if debug and not isinstance(exc, BridgeError):
         traceback.print_exception(exc, file=sys.stderr)
-    failure = describe(exc, where)
+    failure = describe(exc, where, backend)
     if failure.code == "internal_error":
         log = _keep_traceback(exc, where.runtime)
-        failure = describe(exc, Where(where.db, where.runtime, log))
+        failure = describe(exc, Where(where.db, where.runtime, log), backend)
     print(failure.line(), file=sys.stderr, flush=True)  # noqa: T201 - the one failure line; server.py uses it before its handshake, outside click
     return failure.status

@@ -9,7 +9,6 @@ recorded); a finished attempt never moves again.
 """
 
 import re
-import sqlite3
 from typing import Any
 
 from dispatcher.core import clock
@@ -17,7 +16,7 @@ from dispatcher.core.config import BridgeConfig
 from dispatcher.core.errors import AlreadyAttempted, DispatchRefused
 from dispatcher.core.lifecycle import FAILURE_OUTCOMES
 from dispatcher.dispatch import queue
-from dispatcher.store import write_transaction
+from dispatcher.store import Connection, Row, write_transaction
 from dispatcher.store.attempts import (
     OUTCOMES,
     get_attempt,
@@ -43,7 +42,7 @@ MAX_LIST_ITEMS = 16  # a diagnostics list (the denied tools' names) keeps at mos
 
 
 def begin_attempt(
-    conn: sqlite3.Connection,
+    conn: Connection,
     *,
     message_id: int,
     config: BridgeConfig,
@@ -52,7 +51,7 @@ def begin_attempt(
     supervisor_pid: int,
     supervisor_start: float | None,
     worker_token: str,
-) -> sqlite3.Row:
+) -> Row:
     """The barrier: in one BEGIN IMMEDIATE, check the message is dispatchable and record the attempt.
 
     ``manual`` (an explicit ``agent-bridge dispatch ID``) skips the ``auto`` and age tests,
@@ -85,7 +84,7 @@ def begin_attempt(
         return fetch_existing_message(conn, message_id)
 
 
-def mark_spawned(conn: sqlite3.Connection, message_id: int, worker_pid: int, worker_start: float | None) -> bool:
+def mark_spawned(conn: Connection, message_id: int, worker_pid: int, worker_start: float | None) -> bool:
     """Record the worker; False when the attempt was settled meanwhile (it stays as settled)."""
     with write_transaction(conn):
         return record_spawn(
@@ -134,7 +133,7 @@ def ledger_fields(diagnostics: dict[str, Any] | None, max_cost_usd: float | None
 
 
 def finish_attempt(
-    conn: sqlite3.Connection,
+    conn: Connection,
     message_id: int,
     *,
     outcome: str,

@@ -6,7 +6,6 @@ Nothing here takes the listener's lock or writes to the store: status is read fr
 """
 
 import os
-import sqlite3
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ from dispatcher.core.processes import start_time
 from dispatcher.dispatch.paths import AgentPaths
 from dispatcher.dispatch.procs import flock_holder
 from dispatcher.dispatch.progress import read_progress, render_line
+from dispatcher.store import STORE_ERRORS, Connection
 from dispatcher.store.attempts import get_attempt
 from dispatcher.store.readonly import open_read_only
 from dispatcher.store.views import LedgerPart, ledger_totals
@@ -47,16 +47,15 @@ def _late_result_ids(settings: LocationsLike, last: dict) -> list[int] | None:
     if not isinstance(last.get("message_id"), int) or isinstance(last.get("message_id"), bool):
         return []
     try:
-        conn = _read_only(settings)
+        conn = _read_only(settings, named_rows=True)
         if conn is None:
             return None
         try:
-            conn.row_factory = sqlite3.Row
             attempt = get_attempt(conn, last["message_id"])
             return late_result_ids(conn, last["message_id"], attempt) if attempt else []
         finally:
             conn.close()
-    except sqlite3.Error:  # status is how one looks at a broken store: it never fails on one
+    except STORE_ERRORS:  # status is how one looks at a broken store: it never fails on one
         return None
 
 
@@ -64,7 +63,7 @@ def _money(value: float | None) -> float | None:
     return None if value is None else round(value, 6)
 
 
-def agent_totals(conn: sqlite3.Connection, agent: str, now: float) -> dict:
+def agent_totals(conn: Connection, agent: str, now: float) -> dict:
     """The agent's ledger: finished attempts, cost and tokens, today (since 00:00 UTC) and all time."""
 
     def part(p: LedgerPart) -> dict:
@@ -90,7 +89,7 @@ def _agent_totals(settings: LocationsLike, agent: str) -> dict | None:
             return agent_totals(conn, agent, clock.now())
         finally:
             conn.close()
-    except sqlite3.Error:
+    except STORE_ERRORS:
         return None
 
 
@@ -207,8 +206,8 @@ def enable(settings: LocationsLike, agent: str, wait_seconds: float = 10.0) -> d
     return {"agent": agent, "enabled": True, "running": holder is not None, "pid": holder, "started": how}
 
 
-def _read_only(settings: LocationsLike) -> sqlite3.Connection | None:
-    return open_read_only(settings.db)
+def _read_only(settings: LocationsLike, *, named_rows: bool = False) -> Connection | None:
+    return open_read_only(settings.db, named_rows=named_rows)
 
 
 def pending(settings: LocationsLike, agent: str) -> dict:

@@ -14,10 +14,10 @@ the verdict, a pure function of that record:
   decides between failed, timeout and crashed.
 """
 
-import sqlite3
 from dataclasses import dataclass
 
 from dispatcher.bridge.conversations import TRANSITIONS, effective_state
+from dispatcher.store import Connection
 from dispatcher.store.attempts import conversation_state, worker_replies
 from dispatcher.store.claims import claim_is_active
 from dispatcher.store.messages import fetch_message
@@ -77,7 +77,7 @@ def _no_evidence(ev: Evidence) -> str:
     return f"conversation_{ev.conversation_state}"
 
 
-def gather(conn: sqlite3.Connection, message_id: int, now: float) -> Evidence | None:
+def gather(conn: Connection, message_id: int, now: float) -> Evidence | None:
     """The evidence for one message; None when the message is gone."""
     msg = fetch_message(conn, message_id)
     if msg is None:
@@ -97,6 +97,6 @@ def gather(conn: sqlite3.Connection, message_id: int, now: float) -> Evidence | 
     )
 
 
-def verdict(conn: sqlite3.Connection, message_id: int, now: float) -> tuple[str | None, str | None]:
+def verdict(conn: Connection, message_id: int, now: float) -> tuple[str | None, str | None]:
     ev = gather(conn, message_id, now)
     return (None, "message_gone") if ev is None else judge(ev)

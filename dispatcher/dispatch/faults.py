@@ -2,14 +2,15 @@
 
 ``AGENT_BRIDGE_FAULT_POINT=<name>`` makes the process SIGKILL itself exactly at that point
 (nothing after it runs, no cleanup, no ``finally``); ``<name>:error`` raises an injected
-``sqlite3.OperationalError`` there instead, as a full disk or a held lock would. This
-module is the only reader of the variable. Unset (always, outside tests), every point is
-a no-op costing one dictionary lookup.
+store failure there instead (the backend's own error, from ``injected_store_failure``), as
+a full disk or a held lock would. This module is the only reader of the variable. Unset
+(always, outside tests), every point is a no-op costing one dictionary lookup.
 """
 
 import os
 import signal
-import sqlite3
+
+from dispatcher.store.errors import injected_store_failure
 
 ENV = "AGENT_BRIDGE_FAULT_POINT"
 RENEW_ENV = "AGENT_BRIDGE_TEST_RENEW_SECONDS"
@@ -37,7 +38,7 @@ def fault_point(name: str) -> None:
     if armed is None or armed[0] != name:
         return
     if armed[1] == "error":
-        raise sqlite3.OperationalError(f"injected fault at {name}")
+        raise injected_store_failure(f"injected fault at {name}")
     os.kill(os.getpid(), signal.SIGKILL)
 
 

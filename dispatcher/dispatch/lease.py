@@ -7,9 +7,9 @@ alive on this host with the recorded /proc start time (a recycled pid does not c
 """
 
 import os
-import sqlite3
 
 from dispatcher.core.processes import is_same_process, start_time, this_host
+from dispatcher.store import Connection
 from dispatcher.store.connection import write_transaction
 from dispatcher.store.listeners import ListenerHolder, delete_listener, listener_holder, put_listener
 
@@ -21,7 +21,7 @@ def holder_alive(holder: ListenerHolder | None, host: str) -> bool:
     return holder.host == host and holder.pid != os.getpid() and is_same_process(holder.pid, holder.start_time)
 
 
-def acquire(conn: sqlite3.Connection, agent: str, runtime_dir: str, now: float) -> int | None:
+def acquire(conn: Connection, agent: str, runtime_dir: str, now: float) -> int | None:
     """Take the lease for this process; return None on success, else the live holder's pid."""
     host, pid = this_host(), os.getpid()
     with write_transaction(conn):
@@ -34,7 +34,7 @@ def acquire(conn: sqlite3.Connection, agent: str, runtime_dir: str, now: float) 
     return None
 
 
-def release(conn: sqlite3.Connection, agent: str) -> None:
+def release(conn: Connection, agent: str) -> None:
     """Give the lease back, if it is still ours."""
     with write_transaction(conn):
         delete_listener(conn, agent, pid=os.getpid(), host=this_host())

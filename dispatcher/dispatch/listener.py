@@ -16,7 +16,6 @@ import logging
 import os
 import select
 import signal
-import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -24,7 +23,6 @@ from pathlib import Path
 from dispatcher.core import clock, processes
 from dispatcher.core.config import BridgeConfig, load_config
 from dispatcher.core.errors import BridgeError, ConfigError, DispatchRefused
-from dispatcher.core.exits import store_corruption
 from dispatcher.core.locations import PROJECT_DIR
 from dispatcher.core.logs import configure_logging, get_logger
 from dispatcher.core.private_files import open_private_lock
@@ -38,7 +36,7 @@ from dispatcher.dispatch.reconcile import reconcile
 from dispatcher.dispatch.retention import PRUNE_EVERY_SECONDS, prune_attempt_dirs
 from dispatcher.dispatch.step import BackOff, Dispatch, Observation, Stop, Wait, step
 from dispatcher.dispatch.supervisor import remove_request, supervise
-from dispatcher.store import Store, store_errors
+from dispatcher.store import STORE_ERRORS, Connection, Store, store_corruption, store_errors
 from dispatcher.store.changes import data_version
 from dispatcher.store.messages import cap_far_leases
 
@@ -239,14 +237,14 @@ class Listener:
             f"create it, or set agents.{self.agent}.workspace in {self.config_path}"
         )
 
-    def _next_candidate(self, conn: sqlite3.Connection, config: BridgeConfig) -> queue.Candidate | None:
+    def _next_candidate(self, conn: Connection, config: BridgeConfig) -> queue.Candidate | None:
         """The dispatch rule (``auto`` and the age window included), called in this one place."""
         now = clock.now()
         cap_far_leases(conn, self.agent, now)  # a lease from a clock far ahead must not hide a task for long
         candidate, self._held_until = queue.next_action(conn, self.agent, config, now)
         return candidate
 
-    def _take_lease(self, conn: sqlite3.Connection) -> None:
+    def _take_lease(self, conn: Connection) -> None:
         if self._lease_held:
             return
         holder = lease.acquire(conn, self.agent, str(self.paths.root), clock.now())
@@ -326,7 +324,7 @@ class Listener:
                 conn = conn or store.connection()
                 if data_version(conn) != self._seen:
                     return
-            except (sqlite3.Error, OSError, BridgeError):
+            except STORE_ERRORS + (OSError, BridgeError):
                 return  # the next observation reports it
 
     def _dispatch(self, store: Store, candidate: queue.Candidate) -> None:
@@ -422,7 +420,7 @@ class Listener:
         except DispatchRefused as exc:
             log.info("dispatch_refused", message_id=message_id, code=exc.code)
             code = EXIT_REFUSED
-        except sqlite3.Error as exc:
+        except STORE_ERRORS as exc:
             log.warning("supervisor_store_error", message_id=message_id, error=type(exc).__name__)
             code = EXIT_STORE
         except BaseException:

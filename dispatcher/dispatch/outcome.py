@@ -15,7 +15,6 @@ worker that exited after its CLI said ``budget_exceeded`` ends ``budget_exceeded
 own outcome kind, a failure: the sender gets a system notice), anything else ``fallback``.
 """
 
-import sqlite3
 from collections.abc import Callable
 
 from dispatcher.bridge.conversations import block_conversation, exhaust_budget
@@ -24,7 +23,7 @@ from dispatcher.core.lifecycle import FAILURE_OUTCOMES
 from dispatcher.core.logs import get_logger
 from dispatcher.dispatch.attempts import finish_attempt, get_attempt, ledger_fields
 from dispatcher.dispatch.evidence import verdict
-from dispatcher.store import write_transaction
+from dispatcher.store import Connection, Row, write_transaction
 from dispatcher.store.messages import fetch_message, insert_message
 
 log = get_logger("agent_bridge.dispatch")
@@ -65,7 +64,7 @@ def _usd(value: float | None) -> str:
     return "unknown" if value is None else f"${value:.4f}"
 
 
-def _notify(conn: sqlite3.Connection, message: sqlite3.Row, text: str, now: float) -> None:
+def _notify(conn: Connection, message: Row, text: str, now: float) -> None:
     insert_message(
         conn,
         sender=message["recipient"],
@@ -78,9 +77,7 @@ def _notify(conn: sqlite3.Connection, message: sqlite3.Row, text: str, now: floa
     )
 
 
-def _failure_text(
-    message: sqlite3.Row, outcome: str, error_kind: str | None, ledger: dict, max_cost: float | None
-) -> str:
+def _failure_text(message: Row, outcome: str, error_kind: str | None, ledger: dict, max_cost: float | None) -> str:
     agent = message["recipient"]
     reason = f" ({error_kind})" if error_kind else ""
     budget = ""
@@ -95,7 +92,7 @@ def _failure_text(
     )
 
 
-def _budget_text(message: sqlite3.Row, spent: dict) -> str:
+def _budget_text(message: Row, spent: dict) -> str:
     return (
         f"Conversation #{message['conversation_id']} reached its cost cap after message #{message['id']}: "
         f"recorded cost {_usd(spent['cost_usd'])} of max_cost_usd {_usd(spent['max_cost_usd'])} over "
@@ -105,7 +102,7 @@ def _budget_text(message: sqlite3.Row, spent: dict) -> str:
 
 
 def settle(
-    conn: sqlite3.Connection,
+    conn: Connection,
     message_id: int,
     *,
     fallback: str,

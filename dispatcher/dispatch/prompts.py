@@ -6,11 +6,11 @@ a review turn succeeds with one decision (complete, follow-up task, needs_human 
 cancel) and mark_read.
 """
 
-import sqlite3
 from pathlib import Path
 
 from dispatcher.bridge.conversations import turn_available
 from dispatcher.core.permissions import BRIDGE_ONLY, DESCRIPTIONS, PermissionProfile
+from dispatcher.store import Connection, Row
 from dispatcher.store.conversations import fetch_existing_conversation
 
 TASK_PROMPT = """\
@@ -87,8 +87,8 @@ def permissions_note(profile: PermissionProfile, workspace: Path | None) -> str:
 
 
 def worker_prompt(
-    conn: sqlite3.Connection,
-    message: sqlite3.Row,
+    conn: Connection,
+    message: Row,
     profile: PermissionProfile = BRIDGE_ONLY,
     workspace: Path | None = None,
 ) -> str:

@@ -19,7 +19,6 @@ and for a scan, optionally, the age bound): ``store.dispatchable``, which a test
 against this rule. Change both together.
 """
 
-import sqlite3
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +26,7 @@ from typing import Any
 from dispatcher.bridge.conversations import accepts_messages, effective_state
 from dispatcher.bridge.presence import has_wakeable_session
 from dispatcher.core.config import BridgeConfig
-from dispatcher.store import dispatchable
+from dispatcher.store import Connection, dispatchable
 from dispatcher.store.claims import claim_is_active
 
 
@@ -116,9 +115,7 @@ def _grace(config: BridgeConfig, agent: str) -> int:
     return config.agents[agent].interactive_grace_seconds if agent in config.agents else 0
 
 
-def _facts(
-    conn: sqlite3.Connection, rows: Iterable[dict[str, Any]], now: float, config: BridgeConfig
-) -> Iterator[Candidate]:
+def _facts(conn: Connection, rows: Iterable[dict[str, Any]], now: float, config: BridgeConfig) -> Iterator[Candidate]:
     # Sessions matter only to an agent with a grace: no /proc probe on a scan otherwise.
     wakeable: dict[str, bool] = {a: False for a, c in config.agents.items() if c.interactive_grace_seconds == 0}
     for row in rows:
@@ -144,22 +141,22 @@ def _facts(
         )
 
 
-def message_facts(conn: sqlite3.Connection, message_id: int, now: float, config: BridgeConfig) -> Candidate | None:
+def message_facts(conn: Connection, message_id: int, now: float, config: BridgeConfig) -> Candidate | None:
     row = dispatchable.message_facts(conn, message_id)
     return None if row is None else next(_facts(conn, [row], now, config))
 
 
-def _scan(conn: sqlite3.Connection, agent: str, now: float, oldest: float, config: BridgeConfig) -> Iterator[Candidate]:
+def _scan(conn: Connection, agent: str, now: float, oldest: float, config: BridgeConfig) -> Iterator[Candidate]:
     return _facts(conn, dispatchable.scan_facts(conn, agent, oldest), now, config)
 
 
-def next_dispatchable(conn: sqlite3.Connection, agent: str, config: BridgeConfig, now: float) -> Candidate | None:
+def next_dispatchable(conn: Connection, agent: str, config: BridgeConfig, now: float) -> Candidate | None:
     """The oldest message the listener should dispatch now, or None."""
     return next_action(conn, agent, config, now)[0]
 
 
 def next_action(
-    conn: sqlite3.Connection, agent: str, config: BridgeConfig, now: float
+    conn: Connection, agent: str, config: BridgeConfig, now: float
 ) -> tuple[Candidate | None, float | None]:
     """The oldest message to dispatch now (or None), and when the first message held for an
     interactive session is released (None when none is held): the listener looks again then."""
@@ -185,7 +182,7 @@ class Backlog:
     held_interactive: list[Candidate] = field(default_factory=list)
 
 
-def classify(conn: sqlite3.Connection, agent: str, config: BridgeConfig, now: float) -> Backlog:
+def classify(conn: Connection, agent: str, config: BridgeConfig, now: float) -> Backlog:
     groups: dict[str | None, list[Candidate]] = {None: [], "auto_off": [], "stale": [], "held_interactive": []}
     for facts in _scan(conn, agent, now, float("-inf"), config):
         code = dispatch_refusal(facts, now, config, manual=False)

@@ -6,8 +6,6 @@ is alive while any process of its tree is: the leader, or anything carrying the
 attempt's token in its environment (a daemonised grandchild too).
 """
 
-import sqlite3
-
 from dispatcher.core import clock
 from dispatcher.core.processes import is_same_process, kill_processes
 from dispatcher.dispatch.attempts import unsettled_attempts
@@ -15,6 +13,7 @@ from dispatcher.dispatch.outcome import settle
 from dispatcher.dispatch.paths import AgentPaths
 from dispatcher.dispatch.procs import token_processes
 from dispatcher.dispatch.supervisor import KILL_GRACE_SECONDS, remove_request
+from dispatcher.store import Connection
 
 BUSY, KILL, CRASHED = "busy", "kill", "crashed"
 
@@ -29,7 +28,7 @@ def decide(*, supervisor_alive: bool, worker_alive: bool, now: float, deadline: 
     return CRASHED
 
 
-def reconcile(conn: sqlite3.Connection, paths: AgentPaths) -> bool:
+def reconcile(conn: Connection, paths: AgentPaths) -> bool:
     """Settle what can be settled; return True while an attempt is still legitimately running."""
     busy = False
     for attempt in unsettled_attempts(conn, paths.agent):

@@ -7,8 +7,7 @@ active, on an unacknowledged message, and owned by one of the worker's own proce
 is extended; a released or expired claim is never revived and no lease is shortened.
 """
 
-import sqlite3
-
+from dispatcher.store import Connection
 from dispatcher.store.attempts import active_claim, extend_claim
 from dispatcher.store.connection import write_transaction
 
@@ -22,9 +21,7 @@ def owner_pid(claim_owner: str | None) -> int | None:
     return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else None
 
 
-def renew_worker_claim(
-    conn: sqlite3.Connection, message_id: int, *, worker_pids: set[int], until: float, now: float
-) -> bool:
+def renew_worker_claim(conn: Connection, message_id: int, *, worker_pids: set[int], until: float, now: float) -> bool:
     """Extend the worker's active claim on ``message_id`` to ``until``; True if extended."""
     with write_transaction(conn):
         claim = active_claim(conn, message_id, now)

@@ -13,12 +13,12 @@ removed. ``prune_decision`` is the pure rule; ``prune_attempt_dirs`` applies it.
 
 import os
 import shutil
-import sqlite3
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from dispatcher.core.logs import get_logger
+from dispatcher.store import Connection
 from dispatcher.store.attempts import attempt_state
 
 PRUNE_EVERY_SECONDS = 3600.0
@@ -49,7 +49,7 @@ def prune_decision(dirs: list[AttemptDir], agent: str, now: float, retention_day
     return sorted(prune)
 
 
-def scan(conn: sqlite3.Connection, attempts_root: Path) -> list[AttemptDir]:
+def scan(conn: Connection, attempts_root: Path) -> list[AttemptDir]:
     """Every directory named by a message id under ``attempts_root``, with its attempt's facts."""
     try:
         entries = list(os.scandir(attempts_root))
@@ -93,9 +93,7 @@ def remove_attempt_dir(path: Path) -> bool:
     return not path.exists()
 
 
-def prune_attempt_dirs(
-    conn: sqlite3.Connection, attempts_root: Path, agent: str, now: float, retention_days: int
-) -> list[int]:
+def prune_attempt_dirs(conn: Connection, attempts_root: Path, agent: str, now: float, retention_days: int) -> list[int]:
     """Apply the schedule once; returns the message ids whose directories were removed."""
     removed = []
     for message_id in prune_decision(scan(conn, attempts_root), agent, now, retention_days):

@@ -41,9 +41,8 @@ def _count(unread: int | None) -> str:
 
 def _unread(locations: Locations, agents: list[str]) -> dict[str, int]:
     """Each agent's unread count (``inbox_summary``); empty when there is no store or it cannot be read."""
-    import sqlite3
-
     from dispatcher.bridge.inbox import inbox_summary
+    from dispatcher.store import STORE_ERRORS
     from dispatcher.store.readonly import open_read_only
     from dispatcher.store.views import limit_busy_wait
 
@@ -57,7 +56,7 @@ def _unread(locations: Locations, agents: list[str]) -> dict[str, int]:
             return {agent: inbox_summary(conn, agent, now).unread for agent in agents}
         finally:
             conn.close()
-    except sqlite3.Error:  # a locked, damaged or foreign file: the line still shows the listeners
+    except STORE_ERRORS:  # a locked, damaged or foreign file: the line still shows the listeners
         return {}
 
 

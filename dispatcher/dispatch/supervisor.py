@@ -12,7 +12,6 @@ import errno
 import json
 import os
 import secrets
-import sqlite3
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -35,7 +34,7 @@ from dispatcher.dispatch.paths import AgentPaths
 from dispatcher.dispatch.procs import TOKEN_ENV, become_subreaper, end_worker, token_processes
 from dispatcher.dispatch.prompts import worker_prompt
 from dispatcher.dispatch.renewal import LEASE_AHEAD_SECONDS, RENEW_EVERY_SECONDS, renew_worker_claim
-from dispatcher.store import open_store
+from dispatcher.store import STORE_ERRORS, open_store
 
 KILL_GRACE_SECONDS = 5.0
 REQUEST_NAME = "request.md"
@@ -242,7 +241,7 @@ def _run_worker(conn, settings, config, paths, message, token: str, timeout: int
         fault_point("record_pid")
         if not mark_spawned(conn, message_id, pid, start_time(pid)):
             raise BridgeError("attempt_settled", f"the attempt at message #{message_id} was settled meanwhile.")
-    except (sqlite3.Error, BridgeError) as exc:
+    except STORE_ERRORS + (BridgeError,) as exc:
         # Nothing may run that the store does not know of: the gate exits, launching nothing.
         log.warning("spawn_unrecorded", message_id=message_id, error=type(exc).__name__)
         launch.close_gate()
@@ -301,5 +300,5 @@ def _renew(conn, message_id: int, token: str, deadline: float) -> None:
             until=min(now + LEASE_AHEAD_SECONDS, deadline + KILL_GRACE_SECONDS),
             now=now,
         )
-    except sqlite3.Error as exc:  # a busy or full store: the next round tries again
+    except STORE_ERRORS as exc:  # a busy or full store: the next round tries again
         log.warning("claim_renewal_failed", message_id=message_id, error=type(exc).__name__)

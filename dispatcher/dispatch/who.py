@@ -3,7 +3,6 @@
 them imports it. Payload-free. The tool (``who_tool``) cleans dead rows first; the CLI
 (``who_cli``) reads the store read-only."""
 
-import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
@@ -14,13 +13,13 @@ from dispatcher.core.config import load_config, require_agent
 from dispatcher.core.errors import BridgeError
 from dispatcher.core.locations import LocationsLike
 from dispatcher.dispatch.control import listener_status
-from dispatcher.store import SCHEMA_VERSION, schema_version, write_transaction
+from dispatcher.store import SCHEMA_VERSION, STORE_ERRORS, Connection, schema_version, write_transaction
 from dispatcher.store.readonly import open_read_only
 
 
 # -- the who view ----------------------------------------------------------------------------
 def who_report(
-    conn: sqlite3.Connection | None,
+    conn: Connection | None,
     agents: Iterable[str],
     settings: LocationsLike,
     now: float,
@@ -51,7 +50,7 @@ def who_report(
 
 
 def who_tool(
-    conn: sqlite3.Connection, *, agents: list[str], settings: LocationsLike, only: str | None = None
+    conn: Connection, *, agents: list[str], settings: LocationsLike, only: str | None = None
 ) -> dict[str, Any]:
     """The ``who`` tool: cleans this host's dead rows first (lazily, here), then reports."""
     if only is not None and only not in agents:
@@ -79,7 +78,7 @@ def who_cli(settings: LocationsLike, only: str | None = None) -> dict[str, Any]:
                 "server or a listener once to migrate it, then run `agent-bridge who` again.",
             )
         return who_report(conn, agents, settings, clock.now())
-    except sqlite3.Error as exc:
+    except STORE_ERRORS as exc:
         raise BridgeError(
             "store_unavailable",
             f"the store could not be read ({type(exc).__name__}); retry, or run `agent-bridge doctor`.",

@@ -10,6 +10,7 @@ import logging
 
 from dispatcher.core.errors import BridgeError
 from dispatcher.core.exits import EXIT_USAGE, report
+from dispatcher.store import BACKEND_ERRORS
 
 
 def _prepare():
@@ -45,7 +46,7 @@ def run_server() -> int:
     try:
         settings, config, store = _prepare()
     except Exception as exc:  # noqa: BLE001 - before the handshake every failure is one line and an exit status (exits.report)
-        report(exc)
+        report(exc, BACKEND_ERRORS)
         return EXIT_USAGE
     from dispatcher.bridge.presence import ServerPresence, role_of
     from dispatcher.mcp.mcp_server import build_server  # the SDK import is the slow part of start-up
@@ -55,7 +56,7 @@ def run_server() -> int:
     try:
         run_stdio(build_server(settings.agent_id, store, config, settings, presence=presence))
     except Exception as exc:  # noqa: BLE001 - a failing server ends with one line and an exit status (exits.report)
-        return report(exc)
+        return report(exc, BACKEND_ERRORS)
     finally:
         presence.close()  # a clean exit removes the row; a killed server's row is cleaned lazily
     return 0

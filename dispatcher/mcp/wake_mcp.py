@@ -125,7 +125,7 @@ class InboxWake:
     def read(self) -> str:
         try:
             return json.dumps(self._current().as_dict(clock_now()))
-        except Exception as exc:  # noqa: BLE001 - sqlite3 errors and the like: a short refusal, never a traceback
+        except Exception as exc:  # noqa: BLE001 - store errors and the like: a short refusal, never a traceback
             raise ResourceError(
                 f"store_unavailable: cannot read the inbox ({type(exc).__name__}); try again or run `agent-bridge doctor`."
             ) from None

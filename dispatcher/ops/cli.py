@@ -47,7 +47,9 @@ class BridgeGroup(click.Group):
         except click.ClickException as exc:
             sys.exit(_usage_error(exc))
         except Exception as exc:  # noqa: BLE001 - any other failure is one documented line and exit status (exits.report)
-            sys.exit(report(exc))
+            from dispatcher.store import BACKEND_ERRORS
+
+            sys.exit(report(exc, BACKEND_ERRORS))
         sys.exit(done if isinstance(done, int) else 0)
 
 

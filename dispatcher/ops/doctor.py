@@ -11,7 +11,6 @@ import json
 import os
 import re
 import shutil
-import sqlite3
 import stat
 import subprocess
 import sys
@@ -22,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from dispatcher.core import clock
 from dispatcher.core.locations import Locations
-from dispatcher.store import schema_version, views
+from dispatcher.store import STORE_ERRORS, Connection, schema_version, views
 from dispatcher.store.attempts import unsettled_attempts
 from dispatcher.store.readonly import open_read_only, store_is_idle
 
@@ -56,7 +55,7 @@ class Context:
 
     locations: Locations
     config: "BridgeConfig | None" = None
-    conn: sqlite3.Connection | None = None
+    conn: Connection | None = None
     schema_current: bool = False
 
     def valid_config(self) -> "BridgeConfig":
@@ -65,7 +64,7 @@ class Context:
             raise RuntimeError("this check needs the valid config.json that check_config reads first")
         return self.config
 
-    def store(self) -> sqlite3.Connection:
+    def store(self) -> Connection:
         """For the checks ``run_checks`` runs only once ``check_store`` opened the store."""
         if self.conn is None:
             raise RuntimeError("this check needs the store that check_store opens first")
@@ -140,7 +139,7 @@ def check_store(ctx: Context) -> list[Finding]:
             )
     try:
         conn, idle = _open_read_only(db)
-    except sqlite3.Error as exc:
+    except STORE_ERRORS as exc:
         return found + [
             Finding(
                 "store_unreadable",
@@ -161,9 +160,9 @@ def check_store(ctx: Context) -> list[Finding]:
     try:
         version = schema_version(conn)
         check = views.integrity_problems(conn, 5)
-    except sqlite3.Error as exc:
+    except STORE_ERRORS as exc:
         conn.close()
-        from dispatcher.core.exits import store_corruption
+        from dispatcher.store import store_corruption
 
         if idle and Path(f"{db}-wal").exists():  # a writer started while we read the file as immutable
             return found + [
@@ -228,7 +227,7 @@ def check_store(ctx: Context) -> list[Finding]:
     return found
 
 
-def _open_read_only(db: Path) -> tuple[sqlite3.Connection | None, bool]:
+def _open_read_only(db: Path) -> tuple[Connection | None, bool]:
     """A read-only connection that creates no file (None: there is no store file); True when the store was idle."""
     idle = store_is_idle(db)
     return open_read_only(db), idle

@@ -43,7 +43,6 @@ about the size of the store, so it is opt-in and the daily timer does not use it
 
 import os
 import re
-import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -52,6 +51,7 @@ from pathlib import Path
 from dispatcher.core import clock
 from dispatcher.core.clock import iso
 from dispatcher.core.errors import BridgeError
+from dispatcher.store import Connection
 from dispatcher.store import retention as stored
 from dispatcher.store.attempts import attempt_state
 
@@ -117,7 +117,7 @@ def keep_referenced(going: set[int], refs: list[tuple[int, int]]) -> list[int]:
     return sorted(going)
 
 
-def _window(conn: sqlite3.Connection, lo: int, hi: int, cutoff: float, now: float) -> list[int]:
+def _window(conn: Connection, lo: int, hi: int, cutoff: float, now: float) -> list[int]:
     """The ids in [lo, hi] that may go now: own rule, not in flight, no kept reply (transitively)."""
     going = stored.messages_may_go(conn, lo, hi, cutoff=cutoff, now=now)
     if not going:
@@ -132,7 +132,7 @@ class _Pacer:
     commit inherits a big auto-checkpoint, then leave the lock free for at least as long as
     the batch held it. Batches shrink while one holds the lock longer than ``TARGET_HOLD_SECONDS``."""
 
-    def __init__(self, conn: sqlite3.Connection, report: PruneReport, dry_run: bool) -> None:
+    def __init__(self, conn: Connection, report: PruneReport, dry_run: bool) -> None:
         self.conn, self.report, self.dry_run = conn, report, dry_run
         self.size = BATCH_ROWS
 
@@ -152,7 +152,7 @@ class _Pacer:
 
 
 def _prune_messages(
-    conn: sqlite3.Connection, cutoff: float, now: float, report: PruneReport, pacer: _Pacer, dry_run: bool
+    conn: Connection, cutoff: float, now: float, report: PruneReport, pacer: _Pacer, dry_run: bool
 ) -> list[int]:
     """Delete (or count) messages and their attempts; returns the ids whose attempts went."""
     attempt_ids: list[int] = []
@@ -182,7 +182,7 @@ def _prune_messages(
 
 
 def _prune_by_id(
-    conn: sqlite3.Connection,
+    conn: Connection,
     pacer: _Pacer,
     dry_run: bool,
     select: Callable[[int, int], list[int]],
@@ -204,9 +204,7 @@ def _prune_by_id(
         last = ids[-1]
 
 
-def _prune_conversations(
-    conn: sqlite3.Connection, cutoff: float, report: PruneReport, pacer: _Pacer, dry_run: bool
-) -> None:
+def _prune_conversations(conn: Connection, cutoff: float, report: PruneReport, pacer: _Pacer, dry_run: bool) -> None:
     def act(ids: list[int]) -> None:
         report.transitions += stored.count_transitions(conn, ids)
         if not dry_run:
@@ -218,9 +216,7 @@ def _prune_conversations(
     )
 
 
-def _prune_broadcasts(
-    conn: sqlite3.Connection, cutoff: float, report: PruneReport, pacer: _Pacer, dry_run: bool
-) -> None:
+def _prune_broadcasts(conn: Connection, cutoff: float, report: PruneReport, pacer: _Pacer, dry_run: bool) -> None:
     def act(ids: list[int]) -> None:
         if not dry_run:
             stored.delete_broadcasts(conn, ids)
@@ -232,7 +228,7 @@ def _prune_broadcasts(
 
 
 def _prune_attempt_dirs(
-    conn: sqlite3.Connection, attempts_root: Path | None, gone: set[int], cutoff: float, dry_run: bool
+    conn: Connection, attempts_root: Path | None, gone: set[int], cutoff: float, dry_run: bool
 ) -> int:
     """Directories of the attempts that went, and orphans untouched since the cutoff."""
     from dispatcher.dispatch.retention import remove_attempt_dir
@@ -258,7 +254,7 @@ def _prune_attempt_dirs(
 
 
 def prune(
-    conn: sqlite3.Connection,
+    conn: Connection,
     older_than_seconds: float,
     *,
     now: float | None = None,

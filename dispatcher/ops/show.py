@@ -5,13 +5,13 @@ the permission level the worker ran at and the tools its CLI denied (names only)
 the attempt's private files are. Read-only: it never writes the store or creates it.
 """
 
-import sqlite3
 from pathlib import Path
 from typing import Any
 
 from dispatcher.core.clock import iso
 from dispatcher.core.errors import BridgeError
 from dispatcher.core.locations import LocationsLike
+from dispatcher.store import Connection
 from dispatcher.store.attempts import get_attempt
 from dispatcher.store.messages import fetch_message
 from dispatcher.store.readonly import open_read_only
@@ -34,11 +34,11 @@ ATTEMPT_FIELDS = (
 )
 
 
-def _replies(conn: sqlite3.Connection, message_id: int) -> list[dict[str, Any]]:
+def _replies(conn: Connection, message_id: int) -> list[dict[str, Any]]:
     return [{**row, "created_at": iso(row["created_at"])} for row in replies_to(conn, message_id)]
 
 
-def _attempt(conn: sqlite3.Connection, message_id: int, runtime: Path) -> dict[str, Any] | None:
+def _attempt(conn: Connection, message_id: int, runtime: Path) -> dict[str, Any] | None:
     row = get_attempt(conn, message_id)
     if row is None:
         return None
@@ -52,10 +52,9 @@ def _attempt(conn: sqlite3.Connection, message_id: int, runtime: Path) -> dict[s
 
 
 def message_report(settings: LocationsLike, message_id: int) -> dict[str, Any]:
-    conn = open_read_only(settings.db)
+    conn = open_read_only(settings.db, named_rows=True)
     if conn is None:
         raise BridgeError("message_not_found", f"there is no store at {settings.db} yet, so no message #{message_id}.")
-    conn.row_factory = sqlite3.Row
     try:
         row = fetch_message(conn, message_id)
         if row is None:

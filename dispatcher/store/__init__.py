@@ -4,18 +4,25 @@ It imports only the core."""
 
 from dispatcher.store.changes import data_version
 from dispatcher.store.connection import SchemaTooNewError, inserted_id, open_store, schema_version, write_transaction
-from dispatcher.store.errors import store_errors
+from dispatcher.store.errors import BACKEND_ERRORS, STORE_ERRORS, TRANSIENT_STORE_ERRORS, store_corruption, store_errors
 from dispatcher.store.handle import Store
 from dispatcher.store.migrations import SCHEMA_VERSION
+from dispatcher.store.types import Connection, Row
 
 __all__ = [
+    "BACKEND_ERRORS",
     "SCHEMA_VERSION",
+    "STORE_ERRORS",
+    "TRANSIENT_STORE_ERRORS",
+    "Connection",
+    "Row",
     "SchemaTooNewError",
     "Store",
     "data_version",
     "inserted_id",
     "open_store",
     "schema_version",
+    "store_corruption",
     "store_errors",
     "write_transaction",
 ]

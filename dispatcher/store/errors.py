@@ -1,10 +1,40 @@
-"""The store boundary: sqlite3 and OS errors become ``StoreUnavailable`` with a code and a fix."""
+"""The store's error boundary: what the domain may catch, and how the backend's errors read.
+
+The domain never names the database driver. It catches ``STORE_ERRORS`` (any failure of
+the backend: locked past the busy timeout, read-only, full, damaged, unreadable) or
+``TRANSIENT_STORE_ERRORS`` (the subset where retrying shortly may help), asks
+``store_corruption`` whether a failure means the file is not a (sound) database, and
+wraps a block in ``store_errors()`` to turn backend and OS errors into ``StoreUnavailable``.
+``BACKEND_ERRORS`` hands the first and the third to ``core.exits``, which sits below the store.
+"""
 
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from dispatcher.core.errors import StoreUnavailable
+from dispatcher.core.exits import BackendErrors, cause_chain
+
+STORE_ERRORS: tuple[type[Exception], ...] = (sqlite3.Error,)
+TRANSIENT_STORE_ERRORS: tuple[type[Exception], ...] = (sqlite3.OperationalError,)
+# What SQLite says about a file that is not a (sound) database: retrying cannot help.
+_CORRUPTION = ("file is not a database", "database disk image is malformed", "file is encrypted")
+
+
+def store_corruption(exc: BaseException) -> Exception | None:
+    """The backend's error saying the file is not a (sound) database, anywhere in the cause chain."""
+    for link in cause_chain(exc):
+        if isinstance(link, sqlite3.DatabaseError) and any(m in str(link) for m in _CORRUPTION):
+            return link
+    return None
+
+
+BACKEND_ERRORS = BackendErrors(errors=STORE_ERRORS, corruption=store_corruption)
+
+
+def injected_store_failure(message: str) -> Exception:
+    """The error a full disk or a held lock raises, for the fault points tests arm."""
+    return sqlite3.OperationalError(message)
 
 
 @contextmanager
@@ -13,7 +43,7 @@ def store_errors(what: str = "the bridge store") -> Iterator[None]:
     corrupt or unreadable files surface as ``store_unavailable`` (nothing half-done)."""
     try:
         yield
-    except (sqlite3.Error, OSError) as exc:
+    except STORE_ERRORS + (OSError,) as exc:
         raise StoreUnavailable(
             "store_unavailable",
             f"{what} could not complete this operation ({type(exc).__name__}: {exc}); nothing was changed. "

@@ -12,11 +12,12 @@ def store_is_idle(db: Path) -> bool:
     return not (Path(f"{db}-wal").exists() and Path(f"{db}-shm").exists())
 
 
-def open_read_only(db: Path, *, live: bool = False) -> sqlite3.Connection | None:
+def open_read_only(db: Path, *, live: bool = False, named_rows: bool = False) -> sqlite3.Connection | None:
     """A ``query_only`` connection, or None when there is no store yet.
 
     ``live``: for a reader that stays open and must see later commits (a watcher): always
     the ordinary read-only way, since an ``immutable`` connection never sees a change.
+    ``named_rows``: rows read by column name (``Row``) instead of plain tuples.
 
     A ``mode=ro`` connection to a WAL store creates (and leaves behind) its -wal and -shm
     files when they do not exist, that is when no connection is open. An idle store has
@@ -29,5 +30,7 @@ def open_read_only(db: Path, *, live: bool = False) -> sqlite3.Connection | None
     immutable = store_is_idle(db) and not live
     uri = f"{db.as_uri()}?{'immutable=1' if immutable else 'mode=ro'}"
     conn = sqlite3.connect(uri, uri=True, timeout=READ_TIMEOUT_SECONDS)
+    if named_rows:
+        conn.row_factory = sqlite3.Row
     conn.execute("PRAGMA query_only = ON")
     return conn

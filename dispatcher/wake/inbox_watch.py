@@ -16,7 +16,6 @@ import os
 import shlex
 import shutil
 import signal
-import sqlite3
 import sys
 import time
 from collections.abc import Callable
@@ -27,6 +26,7 @@ from dispatcher.bridge.inbox import InboxSummary, inbox_summary, wake_line
 from dispatcher.bridge.presence import mark_from_descendant
 from dispatcher.core import clock
 from dispatcher.core.errors import BridgeError
+from dispatcher.store import TRANSIENT_STORE_ERRORS, Connection
 from dispatcher.store.changes import data_version
 from dispatcher.store.readonly import open_read_only
 
@@ -48,7 +48,7 @@ class InboxReader:
     def __init__(self, db: Path, agent: str) -> None:
         self.db = Path(db)
         self.agent = agent
-        self._conn: sqlite3.Connection | None = None
+        self._conn: Connection | None = None
         self._inode: tuple[int, int] | None = None
         self._version: int | None = None
         self._first = True
@@ -162,7 +162,7 @@ def watch(
                         announced = max(announced, summary.newest_id or 0)
                     first = False
                 errors = 0
-            except sqlite3.OperationalError as exc:  # locked, busy recovery: try again shortly
+            except TRANSIENT_STORE_ERRORS as exc:  # locked, busy recovery: try again shortly
                 errors += 1
                 reader.close()
                 if errors >= MAX_CONSECUTIVE_ERRORS:

@@ -10,7 +10,7 @@ from dispatcher.core.config import UnknownAgent
 from dispatcher.core.errors import AlreadyAttempted, BridgeError, ConfigError, DispatchRefused, StoreUnavailable
 from dispatcher.core.exits import Failure, Where, describe
 from dispatcher.core.locations import InvalidSetting
-from dispatcher.store import store_errors
+from dispatcher.store import BACKEND_ERRORS, store_errors
 
 WHERE = Where(db=Path("/s/state/bridge.db"), runtime=Path("/s/state/runtime"))
 
@@ -46,7 +46,7 @@ def _wrapped(exc: BaseException) -> BaseException:
     ],
 )
 def test_each_failure_has_a_code_and_a_documented_status(exc, code, status):
-    failure = describe(exc, WHERE)
+    failure = describe(exc, WHERE, BACKEND_ERRORS)
     assert (failure.code, failure.status) == (code, status)
     assert failure.line().startswith(f"agent-bridge: {code}: ")
 
@@ -62,21 +62,22 @@ def test_each_failure_has_a_code_and_a_documented_status(exc, code, status):
     ],
 )
 def test_os_errors_name_the_file_and_the_setting_behind_it(filename, code, names):
-    failure = describe(NotADirectoryError(errno.ENOTDIR, "Not a directory", filename), WHERE)
+    failure = describe(NotADirectoryError(errno.ENOTDIR, "Not a directory", filename), WHERE, BACKEND_ERRORS)
     assert failure.code == code and filename in failure.message and names in failure.message
 
 
 def test_a_refusal_wrapped_elsewhere_keeps_its_own_code():
-    failure = describe(BridgeError("store_missing", "deleted"), WHERE)
+    failure = describe(BridgeError("store_missing", "deleted"), WHERE, BACKEND_ERRORS)
     assert failure.message == "deleted"
 
 
 def test_internal_error_points_at_the_log_or_at_debug():
     exc = KeyError("x")
     assert (
-        "/s/state/runtime/dispatcher.log" in describe(exc, Where(log=Path("/s/state/runtime/dispatcher.log"))).message
+        "/s/state/runtime/dispatcher.log"
+        in describe(exc, Where(log=Path("/s/state/runtime/dispatcher.log")), BACKEND_ERRORS).message
     )
-    assert "AGENT_BRIDGE_LOG_LEVEL=DEBUG" in describe(exc, Where()).message
+    assert "AGENT_BRIDGE_LOG_LEVEL=DEBUG" in describe(exc, Where(), BACKEND_ERRORS).message
 
 
 def test_the_line_is_always_one_line():
