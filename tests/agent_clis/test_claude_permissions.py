@@ -2,9 +2,10 @@
 launchers/claude_headless.sh, the pinned binary and the worker's server.py, against the
 scripted model on 127.0.0.1 (tests/models/anthropic.py, MODE=workspace).
 
-One listener and one model server for the module. Each run gets a fresh workspace and a
-fresh "outside" directory (the canary outside the workspace), and the agent's config.json
-entry is switched atomically to that workspace and the run's level. In the same order at
+One model server for the module; each run has a bridge of its own (store, config.json with
+the claude agent at the run's workspace and level, listener, sending server), so the runs go
+side by side. Each run gets a fresh workspace and a fresh "outside" directory (the canary
+outside the workspace). In the same order at
 every level the scripted model asks Claude to: read a file of the workspace, edit it, run an
 allowed command (``touch ran.txt``), run a denied one (``rm -rf canary.txt``), write outside
 the workspace, write through a symlink in the workspace that points outside, run an allowed
@@ -27,19 +28,21 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from cli_harness import claude_worker_env, without_cli_settings
 from dispatch_harness import attempt, cli, end_listeners, start_listener, status, wait_until
-from harness import PROJECT, McpAgent, write_config
+from harness import PROJECT, McpAgent, bridge_env, write_config
 from models.anthropic import AnthropicModel, offered_tools, to_turn
 
 pytestmark = pytest.mark.cli
 
 LAUNCHER = PROJECT / "launchers" / "claude_headless.sh"
 RUN_DEADLINE = 180.0
+SIDE_BY_SIDE = 4  # runs at once: on 2 cores, more only queue for the CPU
 BRIDGE = {
     f"mcp__agent_bridge__{t}"
     for t in (
@@ -78,6 +81,7 @@ class Run:
     task: int
     workspace: Path
     outside: Path
+    env: dict[str, str]  # the run's own bridge
     attempt: dict
     status: dict  # listener status --json, last
     dispatch: dict  # get_message(task)["dispatch"]
@@ -92,43 +96,19 @@ def model(tmp_path_factory):
         yield server
 
 
-@pytest.fixture(scope="module")
-def claude_env(env, bridge_root, model, claude_bin) -> dict[str, str]:
-    return claude_worker_env(env, bridge_root, model.base_url, claude_bin)
-
-
-def configure(claude_env: dict, workspace: Path | None = None, permissions: dict | None = None) -> None:
-    """config.json with the claude agent at this workspace and profile, replaced atomically."""
-    claude = {"auto": True, "launcher": str(LAUNCHER), "worker_timeout_seconds": 150}
-    if workspace is not None:
-        claude["workspace"] = str(workspace)
-    if permissions is not None:
-        claude["permissions"] = permissions
-    config = Path(claude_env["AGENT_BRIDGE_CONFIG"])
-    staged = config.with_suffix(".staged")
-    write_config(staged, agents={"claude": claude, "kimi": {"auto": False, "launcher": "launchers/kimi_headless.sh"}})
-    os.replace(staged, config)
-
-
-@pytest.fixture(scope="module")
-def listener(claude_env):
-    configure(claude_env)
-    proc = start_listener(claude_env, inherited=without_cli_settings(dict(os.environ)))
-    try:
-        wait_until(lambda: status(claude_env)["stage"] == "idle", what="listener idle")
-        yield proc
-    finally:
-        end_listeners([proc])
-
-
-@pytest.fixture(scope="module")
-def sender(claude_env, listener):
-    agent = McpAgent("kimi", claude_env)
-    try:
-        agent.wait_ready()
-        yield agent
-    finally:
-        agent.close()
+def configure(claude_env: dict, workspace: Path, permissions: dict) -> None:
+    """config.json with the claude agent at this workspace and profile."""
+    claude = {
+        "auto": True,
+        "launcher": str(LAUNCHER),
+        "worker_timeout_seconds": 150,
+        "workspace": str(workspace),
+        "permissions": permissions,
+    }
+    write_config(
+        Path(claude_env["AGENT_BRIDGE_CONFIG"]),
+        agents={"claude": claude, "kimi": {"auto": False, "launcher": "launchers/kimi_headless.sh"}},
+    )
 
 
 def lay_out(root: Path, level: str) -> tuple[Path, Path]:
@@ -169,64 +149,76 @@ def all_actions(workspace: Path, outside: Path) -> list[dict]:
 
 
 def dispatch(
-    claude_env,
-    db_path,
+    root: Path,
     model,
-    sender,
+    claude_bin: Path,
     level: str,
     workspace: Path,
     outside: Path,
     actions: list[dict],
     permissions: dict,
 ) -> Run:
+    """One run on a bridge of its own in ``root``: its listener idle, one task from kimi, the
+    attempt finished and the listener's status naming it."""
     started = time.monotonic()
+    claude_env = claude_worker_env(bridge_env(root, root / "config.json"), root, model.base_url, claude_bin)
     configure(claude_env, workspace, permissions)
-    wait_until(lambda: status(claude_env)["stage"] == "idle", what="listener idle")
-    nonce = f"run-{level}-{os.urandom(6).hex()}"
-    text = (
-        "\n".join(
-            [f"Workspace task {nonce}.", "MODE=workspace", "TOOLKIT=claude", *(f"DO={json.dumps(a)}" for a in actions)]
-        )
-        + "\n"
-    )
-    task = sender.ok("send_message", recipient="claude", text=text, kind="task")["id"]
-    attempt_dir = Path(claude_env["AGENT_BRIDGE_RUNTIME_DIR"]) / "attempts" / str(task)
+    db_path = Path(claude_env["AGENT_BRIDGE_DB"])
+    listener = start_listener(claude_env, inherited=without_cli_settings(dict(os.environ)))
+    sender = McpAgent("kimi", claude_env)
     try:
-        row = wait_until(
-            lambda: (a := attempt(db_path, task)) and a["state"] == "finished" and a,
-            RUN_DEADLINE,
-            what=f"the {level} attempt on #{task} to finish",
+        wait_until(lambda: status(claude_env)["stage"] == "idle", what=f"the {level} listener idle")
+        nonce = f"run-{level}-{os.urandom(6).hex()}"
+        lines = [
+            f"Workspace task {nonce}.",
+            "MODE=workspace",
+            "TOOLKIT=claude",
+            *(f"DO={json.dumps(a)}" for a in actions),
+        ]
+        task = sender.wait_ready().ok("send_message", recipient="claude", text="\n".join(lines) + "\n", kind="task")[
+            "id"
+        ]
+        attempt_dir = Path(claude_env["AGENT_BRIDGE_RUNTIME_DIR"]) / "attempts" / str(task)
+        try:
+            row = wait_until(
+                lambda: (a := attempt(db_path, task)) and a["state"] == "finished" and a,
+                RUN_DEADLINE,
+                what=f"the {level} attempt on #{task} to finish",
+            )
+        except AssertionError as exc:
+            log = (attempt_dir / "worker.log").read_text()[-3000:] if (attempt_dir / "worker.log").exists() else ""
+            raise AssertionError(f"{exc}\n{log}") from None
+        last = wait_until(
+            lambda: (s := status(claude_env))["last"] and s["last"]["message_id"] == task and s["last"],
+            what=f"listener status of #{task}",
         )
-    except AssertionError as exc:
-        log = (attempt_dir / "worker.log").read_text()[-3000:] if (attempt_dir / "worker.log").exists() else ""
-        raise AssertionError(f"{exc}\n{log}") from None
-    last = wait_until(
-        lambda: (s := status(claude_env))["last"] and s["last"]["message_id"] == task and s["last"],
-        what=f"listener status of #{task}",
-    )
-    bodies = [b for b in model.messages_requests() if nonce in json.dumps(b.get("messages"))]
-    offered = {name for body in bodies for name in offered_tools(body)}
-    results = to_turn(bodies[-1]).tool_results if bodies else ()
-    return Run(
-        level,
-        task,
-        workspace,
-        outside,
-        row,
-        last,
-        sender.ok("get_message", message_id=task)["dispatch"],
-        offered,
-        results,
-        time.monotonic() - started,
-    )
+        bodies = [b for b in model.messages_requests() if nonce in json.dumps(b.get("messages"))]
+        offered = {name for body in bodies for name in offered_tools(body)}
+        results = to_turn(bodies[-1]).tool_results if bodies else ()
+        return Run(
+            level,
+            task,
+            workspace,
+            outside,
+            claude_env,
+            row,
+            last,
+            sender.ok("get_message", message_id=task)["dispatch"],
+            offered,
+            results,
+            time.monotonic() - started,
+        )
+    finally:
+        sender.close()
+        end_listeners([listener])
 
 
 @pytest.fixture(scope="module")
-def runs(claude_env, db_path, model, sender, bridge_root) -> dict[str, Run]:
+def runs(model, claude_bin, bridge_root) -> dict[str, Run]:
     """One run per level with every action, then the issue's two: "add a line to notes.txt
-    and report" at edit (succeeds) and at read (blocked, Edit denied)."""
+    and report" at edit (succeeds) and at read (blocked, Edit denied). The runs go side by
+    side, each on its own bridge."""
     started = time.monotonic()
-    done: dict[str, Run] = {}
     levels = {
         "bridge": {"level": "bridge"},
         "read": {"level": "read"},
@@ -234,25 +226,28 @@ def runs(claude_env, db_path, model, sender, bridge_root) -> dict[str, Run]:
         "shell": {"level": "shell", "allow_commands": ["touch", "python3 -c", "git status"]},
         "project": {"level": "project"},
     }
+    planned: dict[str, tuple[str, Path, Path, list[dict], dict]] = {}
     for level, permissions in levels.items():
-        root = bridge_root / "runs"
-        workspace, outside = lay_out(root, level)
+        workspace, outside = lay_out(bridge_root / "runs", level)
         settings = PROJECT_SETTINGS if level == "project" else hostile_settings(outside)
         (workspace / ".claude").mkdir()
         for name in ("settings.json", "settings.local.json"):
             (workspace / ".claude" / name).write_text(json.dumps(settings))
-        done[level] = dispatch(
-            claude_env, db_path, model, sender, level, workspace, outside, all_actions(workspace, outside), permissions
-        )
+        planned[level] = (level, workspace, outside, all_actions(workspace, outside), permissions)
     for level in ("edit", "read"):
         workspace, outside = lay_out(bridge_root / "runs", f"notes-{level}")
         actions = [
             {"read": f"{workspace}/notes.txt"},
             {"edit": f"{workspace}/notes.txt", "old": "line one", "new": "line one\nline two"},
         ]
-        done[f"notes-{level}"] = dispatch(
-            claude_env, db_path, model, sender, level, workspace, outside, actions, {"level": level}
-        )
+        planned[f"notes-{level}"] = (level, workspace, outside, actions, {"level": level})
+    with ThreadPoolExecutor(max_workers=SIDE_BY_SIDE) as pool:
+        futures = {}
+        for key, plan in planned.items():
+            root = bridge_root / "bridges" / key
+            root.mkdir(parents=True)
+            futures[key] = pool.submit(dispatch, root, model, claude_bin, *plan)
+        done = {key: future.result() for key, future in futures.items()}
     print(
         f"\n{len(done)} runs in {time.monotonic() - started:.1f}s: "
         + ", ".join(f"{r.level}/{k} {r.seconds:.1f}s" for k, r in done.items())
@@ -354,13 +349,13 @@ def test_add_a_line_at_edit_succeeds_with_the_file_changed(runs):
     assert_outside_untouched(run)
 
 
-def test_add_a_line_at_read_is_blocked_and_names_edit(runs, claude_env):
+def test_add_a_line_at_read_is_blocked_and_names_edit(runs):
     run = runs["notes-read"]
     assert (run.workspace / "notes.txt").read_text() == NOTES
     assert run.attempt["outcome"] == "blocked" and run.dispatch["outcome"] == "blocked"
     assert run.status["denied_tools"] == "Edit" and run.dispatch["denied_tools"] == "Edit"
     # as the issue asks it (`listener status` prints JSON; it has no --json option)
-    done = cli(claude_env, "listener", "status", "--agent", "claude")
+    done = cli(run.env, "listener", "status", "--agent", "claude")
     assert done.returncode == 0, done.stderr
     last = json.loads(done.stdout)["last"]
     assert last["message_id"] == run.task and last["denied_tools"] == "Edit"

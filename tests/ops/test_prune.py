@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from dispatch_harness import wait_until
 from harness import PROJECT, bridge_env, db_snapshot, write_config
 
 from dispatcher.core.errors import BridgeError
@@ -337,7 +338,10 @@ def test_million_messages_pruned_in_batches_without_blocking_a_sender(tmp_path):
         text=True,
     )
     try:
-        time.sleep(0.5)
+        wait_until(  # the sender is inserting before the prune starts
+            lambda: conn.execute("SELECT COUNT(*) FROM messages WHERE id > ?", (N,)).fetchone()[0],
+            what="the sender's first message",
+        )
         t1 = time.monotonic()
         report = pr.prune(conn, DAY, now=NOW)
         took = time.monotonic() - t1
