@@ -112,10 +112,28 @@ def wait_finished(db: Path, message_id: int, deadline: float = DEADLINE) -> dict
     )
 
 
-def status(env: dict, agent: str = "claude") -> dict:
+def status_cli(env: dict, agent: str = "claude") -> dict:
+    """What ``agent-bridge listener status`` prints, from the command itself."""
     done = cli(env, "listener", "status", "--agent", agent)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
+
+
+def status(env: dict, agent: str = "claude") -> dict:
+    """The same document as ``status_cli``, read in this process: tests poll it many times while
+    they wait, and a Python start-up per poll made waiting the suite's largest CPU cost.
+    ``test_listener`` checks once that both give the same document."""
+    from dispatcher.core.locations import Locations
+    from dispatcher.dispatch.control import listener_status
+
+    if "AGENT_BRIDGE_DB" not in env:  # the default store of the env's HOME: only the command knows it
+        return status_cli(env, agent)
+    where = Locations(
+        db=Path(env["AGENT_BRIDGE_DB"]),
+        config=Path(env["AGENT_BRIDGE_CONFIG"]) if env.get("AGENT_BRIDGE_CONFIG") else None,
+        runtime_dir=Path(env["AGENT_BRIDGE_RUNTIME_DIR"]) if env.get("AGENT_BRIDGE_RUNTIME_DIR") else None,
+    )
+    return json.loads(json.dumps(listener_status(where, agent), default=str))
 
 
 def post_task(

@@ -17,6 +17,7 @@ from dispatch_harness import (
     make_launcher,
     start_listener,
     status,
+    status_cli,
     wait_finished,
     wait_until,
     write_config_atomic,
@@ -193,9 +194,12 @@ def test_progress_line_and_status(listener, env, db_path, config_path, launchers
         what="idle line",
     )
     assert re.fullmatch(rf"\[claude\] idle \| last msg#{task} sender=kimi result=succeeded in \d+\.\ds rc=0", line)
-    st = status(env)
+    st = status_cli(env)
     assert (st["enabled"], st["running"], st["pid"], st["progress_state"]) == (True, True, listener.pid, None)
     assert st["progress"]["format_version"] == 2 and st["last"]["message_id"] == task
+    # The in-process reader the other tests poll gives the same document.
+    in_process = status(env)
+    assert sorted(in_process) == sorted(st) and (in_process["pid"], in_process["last"]) == (st["pid"], st["last"])
 
 
 def test_second_listener_exits_and_names_the_holder(listener, env):
