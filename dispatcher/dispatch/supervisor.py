@@ -22,7 +22,7 @@ from dispatcher.core.config import BridgeConfig
 from dispatcher.core.errors import BridgeError
 from dispatcher.core.logs import get_logger
 from dispatcher.core.permissions import BRIDGE_ONLY, PERMISSIONS_ENV, PermissionProfile
-from dispatcher.core.private_files import create_private_file, ensure_private_dir, open_private_append
+from dispatcher.core.private_files import create_private_file, ensure_private_dir, open_private_append, read_untrusted
 from dispatcher.core.processes import start_time, sweep_descendants
 from dispatcher.core.settings import PROJECT_DIR, BridgeSettings
 from dispatcher.dispatch import faults
@@ -38,6 +38,8 @@ from dispatcher.store import STORE_ERRORS, open_store
 
 KILL_GRACE_SECONDS = 5.0
 REQUEST_NAME = "request.md"
+DIAGNOSTICS_NAME = "diagnostics.json"
+MAX_DIAGNOSTICS_BYTES = 64 * 1024
 # $0 is the launcher, $1 the request file. EOF instead of a line: exit, launching nothing.
 GATE_SCRIPT = 'IFS= read -r go || exit 111; exec "$0" "$@" </dev/null'
 log = get_logger("agent_bridge.dispatch")
@@ -120,7 +122,7 @@ def _launch(
     agent, message_id = message["recipient"], message["id"]
     attempt_dir = ensure_private_dir(paths.attempt_dir(message_id))
     request = attempt_dir / REQUEST_NAME
-    diagnostics = attempt_dir / "diagnostics.json"
+    diagnostics = attempt_dir / DIAGNOSTICS_NAME
     create_private_file(request, prompt)
     create_private_file(diagnostics, "")  # exists as 0600 before the launcher writes into it
     workspace = config.workspace(agent, settings.workspace)
@@ -160,16 +162,22 @@ def _launch(
     return Launch(proc, diagnostics, gate_out)
 
 
-def _read_diagnostics(path: Path) -> dict | None:
+def attempt_diagnostics(attempt_dir: Path, exit_code: int | None) -> dict | None:
+    """What the attempt's files say about its run, once its worker is gone: the launcher's
+    ``diagnostics.json``, else the CLI's own result file. The one reading of them, for a normal
+    finish and for reconciliation alike; every file is read with ``read_untrusted``."""
     try:
-        return clean_diagnostics(json.loads(path.read_text()))
-    except (OSError, ValueError):
-        return None
+        written = json.loads(read_untrusted(attempt_dir, DIAGNOSTICS_NAME, MAX_DIAGNOSTICS_BYTES) or "null")
+    except ValueError:
+        written = None
+    return clean_diagnostics(written) or clean_diagnostics(cli_diagnostics(attempt_dir, exit_code))
 
 
 def remove_request(paths: AgentPaths, message_id: int) -> None:
-    """The request file is the only copy of the task text outside the store."""
-    (paths.attempt_dir(message_id) / REQUEST_NAME).unlink(missing_ok=True)
+    """The request file is the only copy of the task text outside the store. Whatever a worker
+    put in its place (a directory) is its own, left alone: removing it must not fail a verdict."""
+    with contextlib.suppress(OSError):
+        (paths.attempt_dir(message_id) / REQUEST_NAME).unlink(missing_ok=True)
 
 
 def supervise(settings: BridgeSettings, config: BridgeConfig, message_id: int, *, manual: bool = False) -> str:
@@ -261,9 +269,7 @@ def _run_worker(conn, settings, config, paths, message, token: str, timeout: int
     if left := sweep_descendants(KILL_GRACE_SECONDS):
         log.warning("worker_leftovers_killed", message_id=message_id, count=left)
     exit_code = launch.proc.returncode
-    diagnostics = _read_diagnostics(launch.diagnostics) or clean_diagnostics(
-        cli_diagnostics(launch.diagnostics.parent, exit_code)  # a CLI's own result file, read once it is gone
-    )
+    diagnostics = attempt_diagnostics(launch.diagnostics.parent, exit_code)
     return _settle(
         conn,
         message_id,

@@ -2,6 +2,7 @@
 real timeout statuses, claim renewal, backoff, progress-write failures and the
 store-side listener lease. Real listener processes, real fake workers, real signals."""
 
+import json
 import os
 import signal
 import sqlite3
@@ -94,6 +95,22 @@ def test_daemonised_grandchild_is_killed_and_never_answers(env, db_path, config_
         time.sleep(5)  # past the grandchild's delay: proving an absence takes the time it would take
         assert not late.exists()
         assert query(db_path, "SELECT id FROM messages WHERE reply_to = ? AND kind = 'result'", (task,)) == []
+    finally:
+        stop_listener(listener)
+
+
+def test_a_worker_that_plants_fifos_cannot_hang_its_supervisor(env, db_path, config_path, launchers):
+    """A worker that replaces diagnostics.json and a CLI's result file by FIFOs nothing writes to
+    does not block its supervisor: its attempt settles from the store's evidence and the listener
+    goes back to idle."""
+    use(config_path, launchers, "succeed", FAKE_WORKER_FIFOS="diagnostics.json,claude-result.json")
+    listener = running_listener(env)
+    try:
+        task = post_task(db_path, "plant fifos")
+        done = wait_finished(db_path, task, deadline=60)
+        assert (done["outcome"], done["error_kind"]) == ("succeeded", None)
+        assert json.loads(done["diagnostics"])["result_json"] == "missing"  # the FIFO read as no output
+        wait_until(lambda: status(env)["stage"] == "idle", what="listener idle again")
     finally:
         stop_listener(listener)
 

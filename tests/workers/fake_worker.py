@@ -11,6 +11,8 @@ supervisor's environment tells it which message and store. The
 well-behaved path is the package's scripted worker; the rest misbehave on purpose.
 With FAKE_WORKER_LAUNCHES set, it appends its message id to that file first; with
 FAKE_WORKER_DIAGNOSTICS set, it writes that JSON to the diagnostics file, as a launcher would.
+With FAKE_WORKER_FIFOS set (comma-separated names), it replaces those files of its attempt
+directory by FIFOs that nothing ever writes to, as a hostile worker could.
 """
 
 import os
@@ -97,6 +99,10 @@ def main() -> int:
     assert f"#{MESSAGE_ID}" in Path(sys.argv[1]).read_text(), "request file does not name the message"
     if diagnostics := os.environ.get("FAKE_WORKER_DIAGNOSTICS"):  # what a CLI's result JSON yields
         Path(os.environ["AGENT_BRIDGE_DIAGNOSTICS_FILE"]).write_text(diagnostics)
+    for name in filter(None, os.environ.get("FAKE_WORKER_FIFOS", "").split(",")):
+        planted = Path(os.environ["AGENT_BRIDGE_ATTEMPT_DIR"]) / name
+        planted.unlink(missing_ok=True)
+        os.mkfifo(planted, 0o600)
     if MODE == "noop":
         return 0
     if MODE == "late_noop":
