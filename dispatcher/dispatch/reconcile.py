@@ -12,7 +12,7 @@ from dispatcher.dispatch.attempts import unsettled_attempts
 from dispatcher.dispatch.outcome import settle
 from dispatcher.dispatch.paths import AgentPaths
 from dispatcher.dispatch.procs import token_processes
-from dispatcher.dispatch.supervisor import KILL_GRACE_SECONDS, remove_request
+from dispatcher.dispatch.supervisor import KILL_GRACE_SECONDS, attempt_diagnostics, remove_request
 from dispatcher.store import Connection
 
 BUSY, KILL, CRASHED = "busy", "kill", "crashed"
@@ -49,9 +49,13 @@ def reconcile(conn: Connection, paths: AgentPaths) -> bool:
             continue
         if action == KILL:
             kill_processes(sorted({*tree, *([attempt["worker_pid"]] if leader_alive else [])}), KILL_GRACE_SECONDS)
-            settle(conn, attempt["message_id"], fallback="timeout", error_kind="timeout")
+            verdict = {"fallback": "timeout", "error_kind": "timeout"}
         else:
             gone = "worker_gone" if attempt["worker_pid"] else "supervisor_gone"
-            settle(conn, attempt["message_id"], fallback="crashed", error_kind=gone)
+            verdict = {"fallback": "crashed", "error_kind": gone}
+        # The same diagnostics as a normal finish (the CLI's result file is still there): the
+        # ledger keeps the attempt's cost, and a conversation's cost cap still fires.
+        diagnostics = attempt_diagnostics(paths.attempt_dir(attempt["message_id"]), None)
+        settle(conn, attempt["message_id"], diagnostics=diagnostics, **verdict)
         remove_request(paths, attempt["message_id"])  # a supervisor killed mid-way could not
     return busy
