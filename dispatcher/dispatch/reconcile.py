@@ -7,12 +7,12 @@ attempt's token in its environment (a daemonised grandchild too).
 """
 
 from dispatcher.core import clock
-from dispatcher.core.processes import is_same_process, kill_processes
+from dispatcher.core.processes import is_same_process
 from dispatcher.dispatch.attempts import unsettled_attempts
 from dispatcher.dispatch.outcome import settle
 from dispatcher.dispatch.paths import AgentPaths
-from dispatcher.dispatch.procs import token_processes
-from dispatcher.dispatch.supervisor import KILL_GRACE_SECONDS, attempt_diagnostics, remove_request
+from dispatcher.dispatch.procs import contain, token_processes
+from dispatcher.dispatch.supervisor import KILL_GRACE_SECONDS, attempt_diagnostics, recheck_contained, remove_request
 from dispatcher.store import Connection
 
 BUSY, KILL, CRASHED = "busy", "kill", "crashed"
@@ -48,14 +48,16 @@ def reconcile(conn: Connection, paths: AgentPaths) -> bool:
             busy = True
             continue
         if action == KILL:
-            kill_processes(sorted({*tree, *([attempt["worker_pid"]] if leader_alive else [])}), KILL_GRACE_SECONDS)
-            verdict = {"fallback": "timeout", "error_kind": "timeout"}
+            # The leader carries the token too; a recorded pid alone could be recycled by now.
+            contain(attempt["worker_token"], KILL_GRACE_SECONDS, below_us=False)
+            fallback, error_kind = "timeout", "timeout"
         else:
-            gone = "worker_gone" if attempt["worker_pid"] else "supervisor_gone"
-            verdict = {"fallback": "crashed", "error_kind": gone}
+            fallback = "crashed"
+            error_kind = "worker_gone" if attempt["worker_pid"] else "supervisor_gone"
         # The same diagnostics as a normal finish (the CLI's result file is still there): the
         # ledger keeps the attempt's cost, and a conversation's cost cap still fires.
         diagnostics = attempt_diagnostics(paths.attempt_dir(attempt["message_id"]), None)
-        settle(conn, attempt["message_id"], diagnostics=diagnostics, **verdict)
+        settle(conn, attempt["message_id"], fallback=fallback, error_kind=error_kind, diagnostics=diagnostics)
+        recheck_contained(attempt["message_id"], attempt["worker_token"], below_us=False)
         remove_request(paths, attempt["message_id"])  # a supervisor killed mid-way could not
     return busy

@@ -23,7 +23,7 @@ from dispatcher.core.errors import BridgeError
 from dispatcher.core.logs import get_logger
 from dispatcher.core.permissions import BRIDGE_ONLY, PERMISSIONS_ENV, PermissionProfile
 from dispatcher.core.private_files import create_private_file, ensure_private_dir, open_private_append, read_untrusted
-from dispatcher.core.processes import start_time, sweep_descendants
+from dispatcher.core.processes import start_time
 from dispatcher.core.settings import PROJECT_DIR, BridgeSettings
 from dispatcher.dispatch import faults
 from dispatcher.dispatch.attempts import begin_attempt, clean_diagnostics, mark_spawned
@@ -31,7 +31,7 @@ from dispatcher.dispatch.cli_results import cli_diagnostics
 from dispatcher.dispatch.faults import fault_point
 from dispatcher.dispatch.outcome import settle
 from dispatcher.dispatch.paths import AgentPaths
-from dispatcher.dispatch.procs import TOKEN_ENV, become_subreaper, end_worker, token_processes
+from dispatcher.dispatch.procs import TOKEN_ENV, become_subreaper, contain, end_worker, token_processes
 from dispatcher.dispatch.prompts import worker_prompt
 from dispatcher.dispatch.renewal import LEASE_AHEAD_SECONDS, RENEW_EVERY_SECONDS, renew_worker_claim
 from dispatcher.store import STORE_ERRORS, open_store
@@ -266,11 +266,12 @@ def _run_worker(conn, settings, config, paths, message, token: str, timeout: int
         log.warning("worker_timeout", message_id=message_id, worker_pid=pid, timeout_seconds=timeout)
         end_worker(launch.proc, KILL_GRACE_SECONDS)
     # Whatever the worker left behind (in its group or daemonised, adopted by us) ends with it.
-    if left := sweep_descendants(KILL_GRACE_SECONDS):
-        log.warning("worker_leftovers_killed", message_id=message_id, count=left)
+    ended, left = contain(token, KILL_GRACE_SECONDS, below_us=True)
+    if ended:
+        log.warning("worker_leftovers_killed", message_id=message_id, count=ended, outlived_kill=left)
     exit_code = launch.proc.returncode
     diagnostics = attempt_diagnostics(launch.diagnostics.parent, exit_code)
-    return _settle(
+    outcome = _settle(
         conn,
         message_id,
         fallback="timeout" if timed_out else "failed",
@@ -278,6 +279,15 @@ def _run_worker(conn, settings, config, paths, message, token: str, timeout: int
         exit_code=exit_code,
         diagnostics=diagnostics,
     )
+    recheck_contained(message_id, token, below_us=True)
+    return outcome
+
+
+def recheck_contained(message_id: int, token: str | None, *, below_us: bool) -> None:
+    """Look again once the attempt is settled: nothing of its worker may outlive its verdict."""
+    ended, left = contain(token, 0, below_us=below_us)
+    if ended:
+        log.warning("worker_outlived_its_verdict", message_id=message_id, count=ended, outlived_kill=left)
 
 
 def _wait_renewing_claim(conn, proc: subprocess.Popen, message_id: int, token: str, deadline: float) -> bool:

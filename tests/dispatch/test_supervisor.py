@@ -83,7 +83,9 @@ def test_timeout_records_the_real_exit_status(env, db_path, config_path, launche
 
 
 def test_daemonised_grandchild_is_killed_and_never_answers(env, db_path, config_path, launchers, bridge_root):
-    # A double-forked, setsid'd grandchild leaves the group: it is still killed and never answers after the verdict.
+    """A double-forked, setsid'd grandchild that forks when it receives TERM leaves the group and
+    outlives a single listing of the tree: it is still killed, with every child it forked, and
+    nothing carrying the worker's token outlives the verdict or answers after it."""
     late = bridge_root / "late.txt"
     use(config_path, launchers, "daemonize", FAKE_WORKER_DELAY="3", FAKE_WORKER_LATE_FILE=str(late))
     listener = running_listener(env)

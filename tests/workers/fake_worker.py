@@ -4,7 +4,7 @@ Usage (from a launcher): fake_worker.py REQUEST_FILE, with FAKE_WORKER_MODE one 
 succeed, slow (succeeds after FAKE_WORKER_DELAY seconds), block, crash, hang, noop,
 ignore_term, late_noop (exits 0 after FAKE_WORKER_DELAY seconds, answering nothing),
 claim_and_wait (claims with the shortest lease, writes the lease's end to FAKE_WORKER_CLAIM_FILE
-when set, waits until FAKE_WORKER_RELEASE_FILE exists or FAKE_WORKER_DELAY seconds passed, then succeeds), daemonize (exits at once, leaving a setsid'd grandchild that posts a result
+when set, waits until FAKE_WORKER_RELEASE_FILE exists or FAKE_WORKER_DELAY seconds passed, then succeeds), daemonize (exits at once, leaving a setsid'd grandchild that forks on TERM and posts a result
 after FAKE_WORKER_DELAY seconds and notes that in FAKE_WORKER_LATE_FILE; with
 FAKE_WORKER_LEADER=hang the leader then hangs); the
 supervisor's environment tells it which message and store. The
@@ -67,6 +67,9 @@ def daemonize() -> None:
     os.setsid()
     if os.fork():
         os._exit(0)
+    # On TERM it forks, and only the child goes on (and does the same on the next TERM): a
+    # supervisor that lists the tree once and then signals it leaves that child running.
+    signal.signal(signal.SIGTERM, lambda *_: os.fork() and os._exit(0))
     time.sleep(DELAY)
     with open(os.environ["FAKE_WORKER_LATE_FILE"], "a") as fh:
         fh.write(f"{MESSAGE_ID}\n")
