@@ -27,7 +27,7 @@ def become_subreaper() -> bool:
         return False
 
 
-def _signal_group(pgid: int, sig: int) -> None:
+def signal_group(pgid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
 
@@ -35,11 +35,11 @@ def _signal_group(pgid: int, sig: int) -> None:
 def end_worker(proc: subprocess.Popen, grace_seconds: float) -> None:
     """TERM the worker's group, KILL it after ``grace_seconds``; Popen reaps the leader, so its
     ``returncode`` is the real status (-15, -9)."""
-    _signal_group(proc.pid, signal.SIGTERM)
+    signal_group(proc.pid, signal.SIGTERM)
     try:
         proc.wait(grace_seconds)
     except subprocess.TimeoutExpired:
-        _signal_group(proc.pid, signal.SIGKILL)
+        signal_group(proc.pid, signal.SIGKILL)
         proc.wait()
 
 

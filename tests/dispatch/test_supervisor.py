@@ -117,6 +117,28 @@ def test_a_worker_that_plants_fifos_cannot_hang_its_supervisor(env, db_path, con
         stop_listener(listener)
 
 
+def test_a_supervisor_stopped_by_its_worker_does_not_stall_its_agent(env, db_path, config_path, launchers):
+    """A worker that SIGSTOPs its supervisor does not leave the attempt spawned forever: past the
+    attempt's deadline and the supervisor's grace the listener kills the supervisor's group,
+    settles the attempt with one notice, and dispatches the next task."""
+    use(config_path, launchers, "stop_supervisor", timeout=2)
+    listener = running_listener(env, AGENT_BRIDGE_TEST_SUPERVISOR_GRACE_SECONDS="2")
+    try:
+        task = post_task(db_path, "stop your supervisor")
+        running = wait_until(
+            lambda: (a := attempt(db_path, task)) and a["state"] == "spawned" and a, what="worker spawned"
+        )
+        done = wait_finished(db_path, task)
+        assert (done["outcome"], done["error_kind"]) == ("timeout", "timeout")
+        assert len(notices_for(db_path, task)) == 1
+        assert not alive(running["supervisor_pid"], running["supervisor_start_time"])
+        assert tree_of(running["worker_token"]) == []
+        use(config_path, launchers, "succeed")
+        assert wait_finished(db_path, post_task(db_path, "and the next one"))["outcome"] == "succeeded"
+    finally:
+        stop_listener(listener)
+
+
 def test_reconciliation_finds_the_whole_worker_tree_by_its_token(env, db_path, config_path, launchers):
     # The reconciliation half of containment: with the supervisor dead, a live daemonised member of
     # the tree keeps the attempt running, and past the deadline the whole tree is killed.

@@ -4,7 +4,7 @@ Usage (from a launcher): fake_worker.py REQUEST_FILE, with FAKE_WORKER_MODE one 
 succeed, slow (succeeds after FAKE_WORKER_DELAY seconds), block, crash, hang, noop,
 ignore_term, late_noop (exits 0 after FAKE_WORKER_DELAY seconds, answering nothing),
 claim_and_wait (claims with the shortest lease, writes the lease's end to FAKE_WORKER_CLAIM_FILE
-when set, waits until FAKE_WORKER_RELEASE_FILE exists or FAKE_WORKER_DELAY seconds passed, then succeeds), daemonize (exits at once, leaving a setsid'd grandchild that forks on TERM and posts a result
+when set, waits until FAKE_WORKER_RELEASE_FILE exists or FAKE_WORKER_DELAY seconds passed, then succeeds), stop_supervisor (SIGSTOPs its supervisor, its parent, then hangs), daemonize (exits at once, leaving a setsid'd grandchild that forks on TERM and posts a result
 after FAKE_WORKER_DELAY seconds and notes that in FAKE_WORKER_LATE_FILE; with
 FAKE_WORKER_LEADER=hang the leader then hangs); the
 supervisor's environment tells it which message and store. The
@@ -119,6 +119,9 @@ def main() -> int:
     if MODE == "claim_and_wait":
         anyio.run(claim_and_wait)
         return 0
+    if MODE == "stop_supervisor":
+        os.kill(os.getppid(), signal.SIGSTOP)
+        time.sleep(3600)
     if MODE == "ignore_term":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if MODE in ("hang", "ignore_term"):
