@@ -144,6 +144,7 @@ def post_task(
     sender: str = "kimi",
     recipient: str = "claude",
     kind: str | None = "task",
+    max_cost_usd: float | None = None,
 ) -> int:
     """Send a task through the domain layer on a connection that is closed again at once, so
     the test process holds nothing open on the store."""
@@ -161,6 +162,7 @@ def post_task(
                 goal=text,
                 agents=agents,
                 max_body_bytes=65536,
+                max_cost_usd=max_cost_usd,
             )["message_id"]
         return messages.send_message(conn, sender=sender, recipient=recipient, text=text, kind=kind, agents=agents)[
             "id"

@@ -165,11 +165,43 @@ def open_private_lock(path: Path) -> int:
     return _open_own_regular_file(path, os.O_RDWR | os.O_CREAT)
 
 
-def read_private_text(path: Path, max_bytes: int) -> str | None:
-    """The first ``max_bytes`` of a file of ours as text (bad UTF-8 replaced), or None if missing."""
+def _open_beneath(directory: Path, relative: str) -> int:
+    """An O_RDONLY descriptor on ``directory/relative``, no component of it (``directory``'s
+    last included) followed through a link; O_NONBLOCK, so a FIFO or a device cannot block."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    *dirs, name = Path(relative).parts
     try:
-        fd = _open_own_regular_file(path, os.O_RDONLY)
-    except FileNotFoundError:
+        for part in dirs:
+            inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        return os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY, dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+def read_untrusted(directory: Path, relative: str, max_bytes: int) -> str | None:
+    """The one reader of a file a worker could have touched (anything in an attempt directory).
+
+    The first ``max_bytes`` of ``directory/relative`` as text (bad UTF-8 replaced), or None when it
+    is missing or is anything but a regular file of ours with one link: a symbolic link anywhere on
+    the way, a FIFO, a socket, a device, another user's file, a second hard link. It never blocks
+    (O_NONBLOCK, regular files only) and never reads past ``max_bytes``.
+    """
+    try:
+        fd = _open_beneath(directory, relative)
+    except OSError:
         return None
-    with os.fdopen(fd, "rb") as fh:
-        return fh.read(max_bytes).decode("utf-8", errors="replace")
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_nlink != 1:
+            return None
+        chunks, left = [], max_bytes
+        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode("utf-8", errors="replace")

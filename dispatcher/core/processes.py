@@ -11,8 +11,12 @@ import contextlib
 import os
 import signal
 import socket
+import time
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from dispatcher.core import clock
 
 if TYPE_CHECKING:
     import psutil
@@ -110,10 +114,16 @@ def stdout_is_terminal(pid: int) -> bool | None:
 def with_environment(name: str, value: str) -> list[int]:
     """Pids of this user's live processes whose environment carries ``name=value`` (a zombie's
     environ reads empty, so finished processes never match)."""
-    needle, uid, found = f"{name}={value}".encode(), os.getuid(), []
-    for entry in _PROC.iterdir():
-        if not entry.name.isdigit():
-            continue
+    return list(iter_with_environment(name, value))
+
+
+def iter_with_environment(name: str, value: str) -> Iterator[int]:
+    """``with_environment``, one pid at a time as the scan finds it: a caller can act on a process
+    (stop it) before the scan has gone through every other one."""
+    needle, uid = f"{name}={value}".encode(), os.getuid()
+    # Newest pids first: a process that hops to a new pid in a loop is always among the newest.
+    for pid in sorted((int(e.name) for e in _PROC.iterdir() if e.name.isdigit()), reverse=True):
+        entry = _PROC / str(pid)
         try:
             if entry.stat().st_uid != uid:
                 continue
@@ -121,8 +131,7 @@ def with_environment(name: str, value: str) -> list[int]:
         except OSError:
             continue
         if needle in environ.split(b"\0"):
-            found.append(int(entry.name))
-    return found
+            yield pid
 
 
 def lock_holders(st: os.stat_result, kind: str | None = None) -> list[int] | None:
@@ -151,41 +160,103 @@ def preload() -> None:
     import psutil  # noqa: F401
 
 
-def sweep_descendants(grace_seconds: float) -> int:
-    """TERM every process below this one, KILL those left after ``grace_seconds``, and reap
-    them. Returns how many outlived the KILL too (normally none)."""
+def descendants() -> list[int]:
+    """Pids of every process below this one (with a child subreaper: daemonised ones too)."""
     import psutil
 
     try:
-        left = psutil.Process().children(recursive=True)
+        return [p.pid for p in psutil.Process().children(recursive=True)]
     except psutil.Error:
-        return 0
-    return _terminate(left, grace_seconds)
+        return []
 
 
-def kill_processes(pids: list[int], grace_seconds: float) -> None:
-    """TERM these processes (if alive, not zombies), KILL them after ``grace_seconds``."""
+MAX_KILL_ROUNDS = 50  # freeze-and-kill rounds before giving up on a tree that keeps growing
+STOP_WAIT_SECONDS = 1.0  # how long one freeze waits for its processes to show as stopped
+# Looks in a row that must find nothing: a process hopping to a new pid can be missed by one
+# look on a loaded machine (caught once, its whole group is frozen with it).
+EMPTY_LOOKS = 2
+
+
+def end_processes(find: Callable[[], Iterable[int]], grace_seconds: float) -> tuple[int, int]:
+    """End every process ``find`` names, those it starts while being ended included.
+
+    TERM them all and wait up to ``grace_seconds``; then, until ``EMPTY_LOOKS`` looks in a row find
+    no live process:
+    freeze them (SIGSTOP, looking again after each freeze until a look finds no newcomer, so a
+    process that forks on TERM or forks in a loop has no running process left to fork from) and
+    KILL the frozen set. Our own children among them are reaped. Returns (how many processes it
+    found, how many were still alive after ``MAX_KILL_ROUNDS``: normally none).
+    """
     import psutil
 
-    procs = []
+    first = _signal_found(find(), signal.SIGTERM, set())
+    seen = {p.pid for p in first}
+    psutil.wait_procs(first, timeout=grace_seconds)
+    empty_looks = 0
+    for _ in range(MAX_KILL_ROUNDS):
+        frozen = _freeze(find)
+        if not frozen:
+            empty_looks += 1
+            if empty_looks == EMPTY_LOOKS:
+                return len(seen), 0
+            continue
+        empty_looks = 0
+        seen |= {p.pid for p in frozen}
+        for proc in frozen:
+            with contextlib.suppress(psutil.Error):  # (psutil checks it is still the same process)
+                proc.send_signal(signal.SIGKILL)
+        psutil.wait_procs(frozen, timeout=5.0)
+    return len(seen), len(_signal_found(find(), 0, set()))
+
+
+def _signal_found(pids: Iterable[int], sig: int, skip: set[int]) -> "list[psutil.Process]":
+    """Signal each live process (not a zombie, not us, not in ``skip``) the moment ``pids`` yields
+    it, and its whole process group with it (a group outside our own: a live member proves it is
+    the tree's), so a process that hops to a new pid in a loop is caught where it is found."""
+    import psutil
+
+    found, groups = [], {os.getpgrp()}
     for pid in pids:
+        if pid in skip or pid == os.getpid():
+            continue
+        skip.add(pid)
         try:
             proc = psutil.Process(pid)
-            if proc.status() != psutil.STATUS_ZOMBIE:
-                procs.append(proc)
-        except psutil.Error:
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            if sig:
+                proc.send_signal(sig)
+                if (group := os.getpgid(pid)) not in groups:
+                    groups.add(group)
+                    os.killpg(group, sig)
+        except (psutil.Error, OSError):
             continue
-    _terminate(procs, grace_seconds)
+        found.append(proc)
+    return found
 
 
-def _terminate(procs: "list[psutil.Process]", grace_seconds: float) -> int:
+def _freeze(find: Callable[[], Iterable[int]]) -> "list[psutil.Process]":
+    """SIGSTOP every live process ``find`` names, and every newcomer, until a look finds none."""
+    frozen: list[psutil.Process] = []
+    stopped: set[int] = set()
+    while newcomers := _signal_found(find(), signal.SIGSTOP, stopped):
+        _until_stopped(newcomers)
+        frozen += newcomers
+    return frozen
+
+
+def _until_stopped(procs: "list[psutil.Process]") -> None:
+    """Wait (bounded) until each process shows as stopped or gone: a signal is delivered later."""
     import psutil
 
-    for sig in (signal.SIGTERM, signal.SIGKILL):
+    done = (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP, psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
+    deadline = clock.monotonic() + STOP_WAIT_SECONDS
+    while procs and clock.monotonic() < deadline:
+        still = []
         for proc in procs:
-            with contextlib.suppress(psutil.Error):
-                proc.send_signal(sig)
-        procs = psutil.wait_procs(procs, timeout=grace_seconds if sig == signal.SIGTERM else 5.0)[1]
-        if not procs:
-            break
-    return len(procs)
+            with contextlib.suppress(psutil.Error):  # gone: not waited for
+                if proc.status() not in done:
+                    still.append(proc)
+        procs = still
+        if procs:
+            time.sleep(0.001)

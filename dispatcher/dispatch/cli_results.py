@@ -18,14 +18,15 @@ The files were written by the worker, so they are read as untrusted input: no li
 a size cap, and any parse failure is a status, never an exception.
 """
 
+import contextlib
 import json
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dispatcher.core.errors import BridgeError
-from dispatcher.core.private_files import read_private_text
+from dispatcher.core.private_files import read_untrusted
 
 CLAUDE_OUTPUT = "claude-result.json"
 KIMI_OUTPUT = "kimi-stream.jsonl"
@@ -583,38 +584,51 @@ def gemini_diagnostics(text: str | None, exit_code: int | None) -> dict[str, Any
     }
 
 
-def _read(path: Path) -> str | None:
+def _read(attempt_dir: Path, relative: str) -> str | None:
+    # A link, a FIFO, a foreign or hard-linked file: treated as no output (read_untrusted).
+    return read_untrusted(attempt_dir, relative, MAX_OUTPUT_BYTES)
+
+
+def _subdirs(directory: Path, relative: str) -> list[str]:
+    """The names of the real directories (never links) in ``directory/relative``."""
     try:
-        return read_private_text(path, MAX_OUTPUT_BYTES)
-    except BridgeError:
-        return None  # a link, a FIFO, a foreign or hard-linked file: treated as no output
+        with os.scandir(directory / relative) as entries:
+            return [e.name for e in entries if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
 
 
-def _last_kimi_wire(home: Path) -> str | None:
-    wires = [p for p in home.glob("sessions/*/*/agents/main/wire.jsonl") if not p.is_symlink()]
-    return _read(max(wires, key=lambda p: p.lstat().st_mtime)) if wires else None
+def _last_kimi_wire(attempt_dir: Path) -> str | None:
+    """The newest ``sessions/*/*/agents/main/wire.jsonl`` under the Kimi home, walked without links."""
+    wires = []
+    for a in _subdirs(attempt_dir, f"{KIMI_HOME}/sessions"):
+        for b in _subdirs(attempt_dir, f"{KIMI_HOME}/sessions/{a}"):
+            wire = f"{KIMI_HOME}/sessions/{a}/{b}/agents/main/wire.jsonl"
+            with contextlib.suppress(OSError):
+                wires.append(((attempt_dir / wire).lstat().st_mtime, wire))
+    return _read(attempt_dir, max(wires)[1]) if wires else None
 
 
 def _claude(attempt_dir: Path, exit_code: int | None) -> dict[str, Any]:
-    return claude_diagnostics(_read(attempt_dir / CLAUDE_OUTPUT))
+    return claude_diagnostics(_read(attempt_dir, CLAUDE_OUTPUT))
 
 
 def _kimi(attempt_dir: Path, exit_code: int | None) -> dict[str, Any]:
-    return kimi_diagnostics(_read(attempt_dir / KIMI_OUTPUT), _last_kimi_wire(attempt_dir / KIMI_HOME), exit_code)
+    return kimi_diagnostics(_read(attempt_dir, KIMI_OUTPUT), _last_kimi_wire(attempt_dir), exit_code)
 
 
 WORKER_LOG = "worker.log"
 
 
 def _codex(attempt_dir: Path, exit_code: int | None) -> dict[str, Any]:
-    return codex_diagnostics(_read(attempt_dir / CODEX_OUTPUT), exit_code, _read(attempt_dir / WORKER_LOG))
+    return codex_diagnostics(_read(attempt_dir, CODEX_OUTPUT), exit_code, _read(attempt_dir, WORKER_LOG))
 
 
 def _gemini(attempt_dir: Path, exit_code: int | None) -> dict[str, Any]:
     # On an error Gemini leaves stdout empty and prints its error object on stderr (worker.log).
-    text = _read(attempt_dir / GEMINI_OUTPUT)
+    text = _read(attempt_dir, GEMINI_OUTPUT)
     if not (text or "").strip():
-        text = _read(attempt_dir / WORKER_LOG)
+        text = _read(attempt_dir, WORKER_LOG)
     return gemini_diagnostics(text, exit_code)
 
 

@@ -14,6 +14,7 @@ from dispatcher.store.errors import injected_store_failure
 
 ENV = "AGENT_BRIDGE_FAULT_POINT"
 RENEW_ENV = "AGENT_BRIDGE_TEST_RENEW_SECONDS"
+SUPERVISOR_GRACE_ENV = "AGENT_BRIDGE_TEST_SUPERVISOR_GRACE_SECONDS"
 POINTS = (
     "after_barrier",  # the attempt row is committed, nothing else exists yet
     "after_spawn",  # the gated worker exists, its pid is not recorded
@@ -42,9 +43,18 @@ def fault_point(name: str) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def renew_interval(default: float) -> float:
-    """How often the supervisor renews the worker's claim; tests shorten it."""
+def _seconds(name: str, default: float) -> float:
     try:
-        return float(os.environ.get(RENEW_ENV) or default)
+        return float(os.environ.get(name) or default)
     except ValueError:
         return default
+
+
+def renew_interval(default: float) -> float:
+    """How often the supervisor renews the worker's claim; tests shorten it."""
+    return _seconds(RENEW_ENV, default)
+
+
+def supervisor_grace(default: float) -> float:
+    """How long past an attempt's deadline its supervisor may take to settle it; tests shorten it."""
+    return _seconds(SUPERVISOR_GRACE_ENV, default)

@@ -30,9 +30,9 @@ from dispatcher.core.settings import BridgeSettings
 from dispatcher.dispatch import lease, queue
 from dispatcher.dispatch.attempts import get_attempt
 from dispatcher.dispatch.paths import AgentPaths
-from dispatcher.dispatch.procs import flock_holder, fork_without_store
+from dispatcher.dispatch.procs import flock_holder, fork_without_store, signal_group
 from dispatcher.dispatch.progress import write_progress
-from dispatcher.dispatch.reconcile import reconcile
+from dispatcher.dispatch.reconcile import reconcile, supervisor_grace
 from dispatcher.dispatch.retention import PRUNE_EVERY_SECONDS, prune_attempt_dirs
 from dispatcher.dispatch.step import BackOff, Dispatch, Observation, Stop, Wait, step
 from dispatcher.dispatch.supervisor import remove_request, supervise
@@ -343,7 +343,7 @@ class Listener:
         if pid == 0:
             self._run_supervisor_child(candidate.message_id)
         self._set(stage="supervising", current={**current, "supervisor_pid": pid})
-        code = self._wait_for_supervisor(pid)
+        code = self._wait_for_supervisor(pid, candidate.message_id, self._supervisor_limit())
         if code is None:
             return  # stopping: the supervisor, in its own session, carries on alone
         log.info(
@@ -395,13 +395,25 @@ class Listener:
         self._fresh_failure = reason
         log.warning("dispatch_failed", agent=self.agent, reason=reason, failures=self._failures)
 
-    def _wait_for_supervisor(self, pid: int) -> int | None:
-        """The supervisor's exit code, or None when a stop was requested first."""
+    def _supervisor_limit(self) -> float:
+        """The monotonic time by which a supervisor forked now must be done: its worker's budget,
+        then the grace a supervisor has to end the worker and settle (``reconcile``)."""
+        timeout = self.config.agents[self.agent].worker_timeout_seconds if self.config else 0
+        return clock.monotonic() + timeout + supervisor_grace()
+
+    def _wait_for_supervisor(self, pid: int, message_id: int, limit: float) -> int | None:
+        """The supervisor's exit code, or None when a stop was requested first. Past ``limit``
+        (a supervisor SIGSTOPped by its worker, or stuck) its group is killed and the attempt is
+        left to reconciliation, which settles it: the agent does not stall."""
         pidfd = os.pidfd_open(pid)
         try:
             while not select.select([pidfd], [], [], SUPERVISOR_STOP_CHECK_SECONDS)[0]:
                 if self._stop_requested:
                     return None
+                if clock.monotonic() >= limit:
+                    log.warning("supervisor_overdue_killed", agent=self.agent, message_id=message_id, pid=pid)
+                    signal_group(pid, signal.SIGKILL)  # its own session and group (os.setsid)
+                    limit = float("inf")  # once; the kill shows on the pidfd
         finally:
             os.close(pidfd)
         return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])

@@ -50,7 +50,10 @@ def decide(
 ) -> tuple[str, str | None]:
     """(outcome, error_kind) from the evidence's verdict, the caller's fallback, the CLI's own status
     and the worker's exit code (127: the launcher found no CLI; 2: it was invoked wrongly; 78: it
-    refused a permission profile its CLI cannot enforce here)."""
+    refused a permission profile its CLI cannot enforce here). A success never carries an
+    error kind: the work was done, whatever happened to the processes afterwards."""
+    if evidence_outcome == "succeeded":
+        return evidence_outcome, None
     if evidence_outcome is not None:
         return evidence_outcome, error_kind
     if fallback == "failed" and cli_status == "budget_exceeded":

@@ -6,23 +6,36 @@ is alive while any process of its tree is: the leader, or anything carrying the
 attempt's token in its environment (a daemonised grandchild too).
 """
 
+import signal
+
 from dispatcher.core import clock
-from dispatcher.core.processes import is_same_process, kill_processes
+from dispatcher.core.logs import get_logger
+from dispatcher.core.processes import is_same_process
+from dispatcher.dispatch import faults
 from dispatcher.dispatch.attempts import unsettled_attempts
 from dispatcher.dispatch.outcome import settle
 from dispatcher.dispatch.paths import AgentPaths
-from dispatcher.dispatch.procs import token_processes
-from dispatcher.dispatch.supervisor import KILL_GRACE_SECONDS, remove_request
+from dispatcher.dispatch.procs import contain, signal_group, token_processes
+from dispatcher.dispatch.supervisor import KILL_GRACE_SECONDS, attempt_diagnostics, recheck_contained, remove_request
 from dispatcher.store import Connection
 
+log = get_logger("agent_bridge.dispatch")
 BUSY, KILL, CRASHED = "busy", "kill", "crashed"
+# How long past its attempt's deadline a supervisor may take to end its worker and settle
+# (the worker's TERM grace, the containment rounds, the verdict). Past it, a supervisor that
+# still runs (say, SIGSTOPped by its worker) is killed with its group and the attempt settled.
+SUPERVISOR_GRACE_SECONDS = 60.0
 
 
-def decide(*, supervisor_alive: bool, worker_alive: bool, now: float, deadline: float) -> str:
-    """What to do with one unsettled attempt: leave it running, end its worker as timed
-    out, or settle it as crashed."""
+def supervisor_grace() -> float:
+    return faults.supervisor_grace(SUPERVISOR_GRACE_SECONDS)
+
+
+def decide(*, supervisor_alive: bool, worker_alive: bool, now: float, deadline: float, grace: float) -> str:
+    """What to do with one unsettled attempt: leave it running, end it as timed out (its
+    worker, and a supervisor overdue by more than ``grace``), or settle it as crashed."""
     if supervisor_alive:
-        return BUSY
+        return BUSY if now < deadline + grace else KILL
     if worker_alive:
         return BUSY if now < deadline else KILL  # an orphaned worker may use its whole budget
     return CRASHED
@@ -43,15 +56,25 @@ def reconcile(conn: Connection, paths: AgentPaths) -> bool:
             worker_alive=leader_alive or bool(tree),
             now=clock.now(),
             deadline=attempt["deadline"],
+            grace=supervisor_grace(),
         )
         if action == BUSY:
             busy = True
             continue
         if action == KILL:
-            kill_processes(sorted({*tree, *([attempt["worker_pid"]] if leader_alive else [])}), KILL_GRACE_SECONDS)
-            settle(conn, attempt["message_id"], fallback="timeout", error_kind="timeout")
+            if supervisor_alive:  # overdue: stopped or stuck; its own session and group end with it
+                log.warning("supervisor_overdue_killed", message_id=attempt["message_id"])
+                signal_group(attempt["supervisor_pid"], signal.SIGKILL)
+            # The leader carries the token too; a recorded pid alone could be recycled by now.
+            contain(attempt["worker_token"], KILL_GRACE_SECONDS, below_us=False)
+            fallback, error_kind = "timeout", "timeout"
         else:
-            gone = "worker_gone" if attempt["worker_pid"] else "supervisor_gone"
-            settle(conn, attempt["message_id"], fallback="crashed", error_kind=gone)
+            fallback = "crashed"
+            error_kind = "worker_gone" if attempt["worker_pid"] else "supervisor_gone"
+        # The same diagnostics as a normal finish (the CLI's result file is still there): the
+        # ledger keeps the attempt's cost, and a conversation's cost cap still fires.
+        diagnostics = attempt_diagnostics(paths.attempt_dir(attempt["message_id"]), None)
+        settle(conn, attempt["message_id"], fallback=fallback, error_kind=error_kind, diagnostics=diagnostics)
+        recheck_contained(attempt["message_id"], attempt["worker_token"], below_us=False)
         remove_request(paths, attempt["message_id"])  # a supervisor killed mid-way could not
     return busy

@@ -22,8 +22,8 @@ from dispatcher.core.config import BridgeConfig
 from dispatcher.core.errors import BridgeError
 from dispatcher.core.logs import get_logger
 from dispatcher.core.permissions import BRIDGE_ONLY, PERMISSIONS_ENV, PermissionProfile
-from dispatcher.core.private_files import create_private_file, ensure_private_dir, open_private_append
-from dispatcher.core.processes import start_time, sweep_descendants
+from dispatcher.core.private_files import create_private_file, ensure_private_dir, open_private_append, read_untrusted
+from dispatcher.core.processes import start_time
 from dispatcher.core.settings import PROJECT_DIR, BridgeSettings
 from dispatcher.dispatch import faults
 from dispatcher.dispatch.attempts import begin_attempt, clean_diagnostics, mark_spawned
@@ -31,13 +31,15 @@ from dispatcher.dispatch.cli_results import cli_diagnostics
 from dispatcher.dispatch.faults import fault_point
 from dispatcher.dispatch.outcome import settle
 from dispatcher.dispatch.paths import AgentPaths
-from dispatcher.dispatch.procs import TOKEN_ENV, become_subreaper, end_worker, token_processes
+from dispatcher.dispatch.procs import TOKEN_ENV, become_subreaper, contain, end_worker, token_processes
 from dispatcher.dispatch.prompts import worker_prompt
 from dispatcher.dispatch.renewal import LEASE_AHEAD_SECONDS, RENEW_EVERY_SECONDS, renew_worker_claim
 from dispatcher.store import STORE_ERRORS, open_store
 
 KILL_GRACE_SECONDS = 5.0
 REQUEST_NAME = "request.md"
+DIAGNOSTICS_NAME = "diagnostics.json"
+MAX_DIAGNOSTICS_BYTES = 64 * 1024
 # $0 is the launcher, $1 the request file. EOF instead of a line: exit, launching nothing.
 GATE_SCRIPT = 'IFS= read -r go || exit 111; exec "$0" "$@" </dev/null'
 log = get_logger("agent_bridge.dispatch")
@@ -120,7 +122,7 @@ def _launch(
     agent, message_id = message["recipient"], message["id"]
     attempt_dir = ensure_private_dir(paths.attempt_dir(message_id))
     request = attempt_dir / REQUEST_NAME
-    diagnostics = attempt_dir / "diagnostics.json"
+    diagnostics = attempt_dir / DIAGNOSTICS_NAME
     create_private_file(request, prompt)
     create_private_file(diagnostics, "")  # exists as 0600 before the launcher writes into it
     workspace = config.workspace(agent, settings.workspace)
@@ -160,16 +162,22 @@ def _launch(
     return Launch(proc, diagnostics, gate_out)
 
 
-def _read_diagnostics(path: Path) -> dict | None:
+def attempt_diagnostics(attempt_dir: Path, exit_code: int | None) -> dict | None:
+    """What the attempt's files say about its run, once its worker is gone: the launcher's
+    ``diagnostics.json``, else the CLI's own result file. The one reading of them, for a normal
+    finish and for reconciliation alike; every file is read with ``read_untrusted``."""
     try:
-        return clean_diagnostics(json.loads(path.read_text()))
-    except (OSError, ValueError):
-        return None
+        written = json.loads(read_untrusted(attempt_dir, DIAGNOSTICS_NAME, MAX_DIAGNOSTICS_BYTES) or "null")
+    except ValueError:
+        written = None
+    return clean_diagnostics(written) or clean_diagnostics(cli_diagnostics(attempt_dir, exit_code))
 
 
 def remove_request(paths: AgentPaths, message_id: int) -> None:
-    """The request file is the only copy of the task text outside the store."""
-    (paths.attempt_dir(message_id) / REQUEST_NAME).unlink(missing_ok=True)
+    """The request file is the only copy of the task text outside the store. Whatever a worker
+    put in its place (a directory) is its own, left alone: removing it must not fail a verdict."""
+    with contextlib.suppress(OSError):
+        (paths.attempt_dir(message_id) / REQUEST_NAME).unlink(missing_ok=True)
 
 
 def supervise(settings: BridgeSettings, config: BridgeConfig, message_id: int, *, manual: bool = False) -> str:
@@ -258,13 +266,12 @@ def _run_worker(conn, settings, config, paths, message, token: str, timeout: int
         log.warning("worker_timeout", message_id=message_id, worker_pid=pid, timeout_seconds=timeout)
         end_worker(launch.proc, KILL_GRACE_SECONDS)
     # Whatever the worker left behind (in its group or daemonised, adopted by us) ends with it.
-    if left := sweep_descendants(KILL_GRACE_SECONDS):
-        log.warning("worker_leftovers_killed", message_id=message_id, count=left)
+    ended, left = contain(token, KILL_GRACE_SECONDS, below_us=True)
+    if ended:
+        log.warning("worker_leftovers_killed", message_id=message_id, count=ended, outlived_kill=left)
     exit_code = launch.proc.returncode
-    diagnostics = _read_diagnostics(launch.diagnostics) or clean_diagnostics(
-        cli_diagnostics(launch.diagnostics.parent, exit_code)  # a CLI's own result file, read once it is gone
-    )
-    return _settle(
+    diagnostics = attempt_diagnostics(launch.diagnostics.parent, exit_code)
+    outcome = _settle(
         conn,
         message_id,
         fallback="timeout" if timed_out else "failed",
@@ -272,6 +279,15 @@ def _run_worker(conn, settings, config, paths, message, token: str, timeout: int
         exit_code=exit_code,
         diagnostics=diagnostics,
     )
+    recheck_contained(message_id, token, below_us=True)
+    return outcome
+
+
+def recheck_contained(message_id: int, token: str | None, *, below_us: bool) -> None:
+    """Look again once the attempt is settled: nothing of its worker may outlive its verdict."""
+    ended, left = contain(token, 0, below_us=below_us)
+    if ended:
+        log.warning("worker_outlived_its_verdict", message_id=message_id, count=ended, outlived_kill=left)
 
 
 def _wait_renewing_claim(conn, proc: subprocess.Popen, message_id: int, token: str, deadline: float) -> bool:

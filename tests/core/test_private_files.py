@@ -19,6 +19,7 @@ from dispatcher.core.private_files import (
     ensure_private_dir,
     open_private_append,
     open_private_lock,
+    read_untrusted,
 )
 from dispatcher.dispatch.paths import AgentPaths
 from dispatcher.dispatch.progress import read_progress, write_progress
@@ -199,6 +200,41 @@ def test_a_reopened_file_must_be_our_own_regular_file(tmp_path, victim, opener, 
         os.close(opener(path))  # a FIFO must be refused, not block
     assert_unsafe(exc_info, path)
     assert_untouched(victim)
+
+
+# ------------------------------------------------------------------ files a worker could touch
+
+
+UNTRUSTED_KINDS = [*REOPEN_KINDS, "socket", "linked_directory"]
+
+
+@pytest.mark.parametrize("kind", UNTRUSTED_KINDS)
+def test_a_worker_touchable_file_is_read_only_when_it_is_our_own_regular_file(tmp_path, victim, kind):
+    """A worker that replaces a file the supervisor reads (diagnostics.json, a CLI's result file) by a
+    FIFO, a link (of the file or of a directory on the way), a hard link or a socket gets None, at once:
+    the read never blocks, never follows a link and never reads the victim."""
+    relative = "sub/diagnostics.json" if kind == "linked_directory" else "diagnostics.json"
+    if kind == "socket":
+        import socket
+
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.bind(str(tmp_path / relative))
+    elif kind == "linked_directory":
+        (tmp_path / "sub").symlink_to(victim.parent)
+        os.link(victim, victim.parent / "diagnostics.json")  # (a regular file, through the link only)
+    else:
+        planted(kind, tmp_path / relative, victim)
+    assert read_untrusted(tmp_path, relative, 1 << 20) is None
+    assert_untouched(victim)
+
+
+def test_a_worker_touchable_file_is_read_up_to_its_cap(tmp_path):
+    (tmp_path / "claude-result.json").write_bytes(b"x" * 100 + b"\xff")
+    assert read_untrusted(tmp_path, "claude-result.json", 10) == "x" * 10
+    assert read_untrusted(tmp_path, "claude-result.json", 1000) == "x" * 100 + "\ufffd"
+    assert read_untrusted(tmp_path, "missing.json", 10) is None
+    (tmp_path / "attempt").symlink_to(tmp_path)
+    assert read_untrusted(tmp_path / "attempt", "claude-result.json", 10) is None  # the directory itself
 
 
 def test_an_append_file_is_created_0600_and_appended_to(tmp_path, loose_umask):

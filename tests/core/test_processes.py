@@ -149,3 +149,48 @@ def f(pid):
     return open("/proc/locks").read()
 '''
     assert len(process_reads(ast.parse(source))) == 4
+
+
+# -- ending a tree that fights back ------------------------------------------------------------
+ESCAPERS = {
+    # On TERM: fork, and let only the child go on (each child does the same on the next TERM).
+    "forks_on_term": (
+        "import os, signal, sys, time\n"
+        "signal.signal(signal.SIGTERM, lambda *_: os.fork() and os._exit(0))\n"
+        "print('ready', flush=True)\n"
+        "while True: time.sleep(0.5)\n"
+    ),
+    # Hops to a new pid every 0.1 s (faster than one TERM-grace-KILL pass): fork, and the parent exits.
+    "forks_in_a_loop": (
+        "import os, time\nprint('ready', flush=True)\nwhile True:\n    time.sleep(0.1)\n    if os.fork(): os._exit(0)\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(ESCAPERS))
+def test_ending_processes_leaves_none_that_forked_on_term_or_in_a_loop(kind):
+    """A process that forks when it receives TERM, or forks in a loop, leaves no process behind
+    that was never listed: ``end_processes`` freezes and kills until nothing it finds is left."""
+    mark = f"end-{kind}-{os.getpid()}"
+    child = subprocess.Popen(
+        [sys.executable, "-c", ESCAPERS[kind]],
+        env={**os.environ, "AGENT_BRIDGE_TEST_MARK": mark},
+        stdout=subprocess.PIPE,
+        start_new_session=True,
+    )
+
+    def marked() -> list[int]:
+        return processes.with_environment("AGENT_BRIDGE_TEST_MARK", mark)
+
+    def found_as_scanned():
+        return processes.iter_with_environment("AGENT_BRIDGE_TEST_MARK", mark)
+
+    try:
+        assert child.stdout.readline() == b"ready\n"
+        found, left = processes.end_processes(found_as_scanned, grace_seconds=1.0)
+        assert found >= 1 and left == 0
+        assert marked() == []
+    finally:
+        processes.end_processes(found_as_scanned, grace_seconds=0)
+        child.kill()
+        child.wait()

@@ -81,6 +81,10 @@ def _notices(conn, recipient: str = "kimi") -> list:
     ("found", "kind", "fallback", "error_kind", "cli_status", "expected"),
     [
         ("succeeded", None, "failed", None, "budget_exceeded", ("succeeded", None)),  # evidence wins
+        # A success found after a crash or a timeout carries no error kind: the work was done.
+        ("succeeded", None, "crashed", "worker_gone", "ok", ("succeeded", None)),
+        ("succeeded", None, "timeout", "timeout", None, ("succeeded", None)),
+        ("blocked", None, "timeout", "timeout", None, ("blocked", "timeout")),
         ("blocked", None, "failed", None, "budget_exceeded", ("blocked", None)),
         (None, "no_evidence", "failed", None, "budget_exceeded", ("budget_exceeded", "no_evidence")),
         (None, "ack_without_result", "failed", None, "budget_exceeded", ("budget_exceeded", "ack_without_result")),

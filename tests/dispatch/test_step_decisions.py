@@ -67,11 +67,17 @@ def test_backoff_is_exponential_and_capped():
 
 
 # -- reconciliation ---------------------------------------------------------------------
+GRACE = 60.0
+
+
 @pytest.mark.parametrize(
     ("supervisor_alive", "worker_alive", "now", "expected"),
     [
-        (True, True, NOW + 10, BUSY),  # the supervisor handles its own timeout
+        (True, True, NOW + 10, BUSY),  # the supervisor handles its own timeout, within its grace
         (True, False, NOW - 10, BUSY),
+        # A supervisor still there past the deadline and its grace (SIGSTOPped by its worker) is ended.
+        (True, True, NOW + GRACE, KILL),
+        (True, False, NOW + GRACE + 1, KILL),
         (False, True, NOW - 10, BUSY),  # orphaned but inside its budget
         (False, True, NOW + 10, KILL),
         (False, True, NOW, KILL),
@@ -80,7 +86,8 @@ def test_backoff_is_exponential_and_capped():
     ],
 )
 def test_reconcile_decision(supervisor_alive, worker_alive, now, expected):
-    assert decide(supervisor_alive=supervisor_alive, worker_alive=worker_alive, now=now, deadline=NOW) == expected
+    verdict = decide(supervisor_alive=supervisor_alive, worker_alive=worker_alive, now=now, deadline=NOW, grace=GRACE)
+    assert verdict == expected
 
 
 # -- claim renewal ----------------------------------------------------------------------

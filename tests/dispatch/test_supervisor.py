@@ -2,6 +2,7 @@
 real timeout statuses, claim renewal, backoff, progress-write failures and the
 store-side listener lease. Real listener processes, real fake workers, real signals."""
 
+import json
 import os
 import signal
 import sqlite3
@@ -82,7 +83,9 @@ def test_timeout_records_the_real_exit_status(env, db_path, config_path, launche
 
 
 def test_daemonised_grandchild_is_killed_and_never_answers(env, db_path, config_path, launchers, bridge_root):
-    # A double-forked, setsid'd grandchild leaves the group: it is still killed and never answers after the verdict.
+    """A double-forked, setsid'd grandchild that forks when it receives TERM leaves the group and
+    outlives a single listing of the tree: it is still killed, with every child it forked, and
+    nothing carrying the worker's token outlives the verdict or answers after it."""
     late = bridge_root / "late.txt"
     use(config_path, launchers, "daemonize", FAKE_WORKER_DELAY="3", FAKE_WORKER_LATE_FILE=str(late))
     listener = running_listener(env)
@@ -94,6 +97,44 @@ def test_daemonised_grandchild_is_killed_and_never_answers(env, db_path, config_
         time.sleep(5)  # past the grandchild's delay: proving an absence takes the time it would take
         assert not late.exists()
         assert query(db_path, "SELECT id FROM messages WHERE reply_to = ? AND kind = 'result'", (task,)) == []
+    finally:
+        stop_listener(listener)
+
+
+def test_a_worker_that_plants_fifos_cannot_hang_its_supervisor(env, db_path, config_path, launchers):
+    """A worker that replaces diagnostics.json and a CLI's result file by FIFOs nothing writes to
+    does not block its supervisor: its attempt settles from the store's evidence and the listener
+    goes back to idle."""
+    use(config_path, launchers, "succeed", FAKE_WORKER_FIFOS="diagnostics.json,claude-result.json")
+    listener = running_listener(env)
+    try:
+        task = post_task(db_path, "plant fifos")
+        done = wait_finished(db_path, task, deadline=60)
+        assert (done["outcome"], done["error_kind"]) == ("succeeded", None)
+        assert json.loads(done["diagnostics"])["result_json"] == "missing"  # the FIFO read as no output
+        wait_until(lambda: status(env)["stage"] == "idle", what="listener idle again")
+    finally:
+        stop_listener(listener)
+
+
+def test_a_supervisor_stopped_by_its_worker_does_not_stall_its_agent(env, db_path, config_path, launchers):
+    """A worker that SIGSTOPs its supervisor does not leave the attempt spawned forever: past the
+    attempt's deadline and the supervisor's grace the listener kills the supervisor's group,
+    settles the attempt with one notice, and dispatches the next task."""
+    use(config_path, launchers, "stop_supervisor", timeout=2)
+    listener = running_listener(env, AGENT_BRIDGE_TEST_SUPERVISOR_GRACE_SECONDS="2")
+    try:
+        task = post_task(db_path, "stop your supervisor")
+        running = wait_until(
+            lambda: (a := attempt(db_path, task)) and a["state"] == "spawned" and a, what="worker spawned"
+        )
+        done = wait_finished(db_path, task)
+        assert (done["outcome"], done["error_kind"]) == ("timeout", "timeout")
+        assert len(notices_for(db_path, task)) == 1
+        assert not alive(running["supervisor_pid"], running["supervisor_start_time"])
+        assert tree_of(running["worker_token"]) == []
+        use(config_path, launchers, "succeed")
+        assert wait_finished(db_path, post_task(db_path, "and the next one"))["outcome"] == "succeeded"
     finally:
         stop_listener(listener)
 

@@ -7,7 +7,9 @@ supervisors, workers and the MCP servers (the sending kimi one, and a claude one
 long-polls receive_messages), restarting what the system itself would restart (listeners
 like systemd; MCP servers like the agent CLI, whose caller re-sends with the same
 dedup_key). Afterwards every task must have exactly one finished attempt, no worker may
-have been launched twice, and the store must pass PRAGMA integrity_check.
+have been launched twice, every failed attempt must have told its sender exactly once (and
+no other attempt at all), nothing of any worker may still run (each one leaves a child that
+forks on TERM), and the store must pass PRAGMA integrity_check.
 
 Replay a failure with FAULT_SEED=<seed printed by the test>; FAULT_CYCLES sets the
 number of tasks (default 120).
@@ -38,7 +40,7 @@ from faultkit import (
 )
 from harness import McpAgent, bridge_env, sql, write_config
 
-from dispatcher.dispatch.attempts import OUTCOMES
+from dispatcher.dispatch.attempts import FAILURE_OUTCOMES, OUTCOMES
 
 pytestmark = pytest.mark.slow
 
@@ -64,6 +66,7 @@ class Chaos:
             "FAULT_SEED": str(seed),
             "SCRIPTED_WORKER_LAUNCHES": str(self.launches),
             "SCRIPTED_WORKER_MAX_PAUSE": "0.05",
+            "SCRIPTED_WORKER_FORK": "1",  # each worker leaves a child that forks on TERM
         }
         self.db = Path(self.env["AGENT_BRIDGE_DB"])
         self.listeners: dict[str, object] = {a: None for a in RECIPIENTS}
@@ -326,6 +329,14 @@ def test_random_kill9_then_restart_every_task_settles_once(chaos):
     for message_id, (_, outcome) in attempts.items():
         if outcome == "succeeded":
             assert results[message_id] == 1 and message_id in acked and launched[message_id] == 1
+
+    # Exactly one failure notice to the sender for each failed attempt, none for any other.
+    notices = Counter(
+        r[0] for r in sql(db, "SELECT reply_to FROM messages WHERE kind = 'notice' AND origin = 'system'")
+    )
+    for message_id, (_, outcome) in attempts.items():
+        assert notices[message_id] == (1 if outcome in FAILURE_OUTCOMES else 0), (message_id, outcome)
+    assert set(notices) <= set(attempts), "a notice about a message that had no attempt"
 
     outcomes = Counter(outcome for _, outcome in attempts.values())
     print(f"[chaos] outcomes {dict(outcomes)}; launched {len(launched)} of {len(tasks)}")

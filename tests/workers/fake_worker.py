@@ -4,13 +4,15 @@ Usage (from a launcher): fake_worker.py REQUEST_FILE, with FAKE_WORKER_MODE one 
 succeed, slow (succeeds after FAKE_WORKER_DELAY seconds), block, crash, hang, noop,
 ignore_term, late_noop (exits 0 after FAKE_WORKER_DELAY seconds, answering nothing),
 claim_and_wait (claims with the shortest lease, writes the lease's end to FAKE_WORKER_CLAIM_FILE
-when set, waits until FAKE_WORKER_RELEASE_FILE exists or FAKE_WORKER_DELAY seconds passed, then succeeds), daemonize (exits at once, leaving a setsid'd grandchild that posts a result
+when set, waits until FAKE_WORKER_RELEASE_FILE exists or FAKE_WORKER_DELAY seconds passed, then succeeds), stop_supervisor (SIGSTOPs its supervisor, its parent, then hangs), daemonize (exits at once, leaving a setsid'd grandchild that forks on TERM and posts a result
 after FAKE_WORKER_DELAY seconds and notes that in FAKE_WORKER_LATE_FILE; with
 FAKE_WORKER_LEADER=hang the leader then hangs); the
 supervisor's environment tells it which message and store. The
 well-behaved path is the package's scripted worker; the rest misbehave on purpose.
 With FAKE_WORKER_LAUNCHES set, it appends its message id to that file first; with
 FAKE_WORKER_DIAGNOSTICS set, it writes that JSON to the diagnostics file, as a launcher would.
+With FAKE_WORKER_FIFOS set (comma-separated names), it replaces those files of its attempt
+directory by FIFOs that nothing ever writes to, as a hostile worker could.
 """
 
 import os
@@ -65,6 +67,9 @@ def daemonize() -> None:
     os.setsid()
     if os.fork():
         os._exit(0)
+    # On TERM it forks, and only the child goes on (and does the same on the next TERM): a
+    # supervisor that lists the tree once and then signals it leaves that child running.
+    signal.signal(signal.SIGTERM, lambda *_: os.fork() and os._exit(0))
     time.sleep(DELAY)
     with open(os.environ["FAKE_WORKER_LATE_FILE"], "a") as fh:
         fh.write(f"{MESSAGE_ID}\n")
@@ -97,6 +102,10 @@ def main() -> int:
     assert f"#{MESSAGE_ID}" in Path(sys.argv[1]).read_text(), "request file does not name the message"
     if diagnostics := os.environ.get("FAKE_WORKER_DIAGNOSTICS"):  # what a CLI's result JSON yields
         Path(os.environ["AGENT_BRIDGE_DIAGNOSTICS_FILE"]).write_text(diagnostics)
+    for name in filter(None, os.environ.get("FAKE_WORKER_FIFOS", "").split(",")):
+        planted = Path(os.environ["AGENT_BRIDGE_ATTEMPT_DIR"]) / name
+        planted.unlink(missing_ok=True)
+        os.mkfifo(planted, 0o600)
     if MODE == "noop":
         return 0
     if MODE == "late_noop":
@@ -110,6 +119,9 @@ def main() -> int:
     if MODE == "claim_and_wait":
         anyio.run(claim_and_wait)
         return 0
+    if MODE == "stop_supervisor":
+        os.kill(os.getppid(), signal.SIGSTOP)
+        time.sleep(3600)
     if MODE == "ignore_term":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if MODE in ("hang", "ignore_term"):

@@ -7,7 +7,9 @@ SCRIPTED_WORKER_LAUNCHES (one O_APPEND write per launch, so a second launch of t
 message shows up as a duplicate line). Then it does what a well-behaved worker does:
 get_message, claim, reply with a result, mark_read, pausing a seeded random moment
 (up to SCRIPTED_WORKER_MAX_PAUSE seconds) between steps so that a fault injector can
-land a kill inside any of them.
+land a kill inside any of them. With SCRIPTED_WORKER_FORK set it first forks a child that
+outlives it (sleeping, carrying the worker's environment) and forks again whenever it gets
+TERM, only the new child going on: what containment must end with the attempt.
 """
 
 import os
@@ -28,6 +30,12 @@ def main() -> int:
         os.write(fd, f"{message_id} {os.getpid()}\n".encode())
     finally:
         os.close(fd)
+    if os.environ.get("SCRIPTED_WORKER_FORK") and os.fork() == 0:
+        import signal
+
+        signal.signal(signal.SIGTERM, lambda *_: os.fork() and os._exit(0))
+        while True:
+            time.sleep(60)
     rng = random.Random(f"{os.environ.get('FAULT_SEED', '0')}:{message_id}")
     max_pause = float(os.environ.get("SCRIPTED_WORKER_MAX_PAUSE", "0"))
 
