@@ -368,3 +368,31 @@ def test_an_unreadable_claude_process_means_no_waiting(store, monkeypatch):
         for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
             signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
     assert "agent=claude wait_error RuntimeError" in log(store)
+
+
+def test_mail_committed_between_its_first_look_and_its_wait_still_wakes_it(store, monkeypatch, capsys):
+    """The waiter reads the store's version before its first look: a message committed right after
+    that look (before the wait begins) wakes it at the next poll, not at the next commit or the
+    bound. Run in this process, with the commit made exactly in that gap."""
+    from dispatcher.core import processes
+    from dispatcher.core.locations import Locations
+    from dispatcher.wake import hook_wait, hooks
+
+    for name, value in store["env"].items():
+        monkeypatch.setenv(name, value)
+    real_update = hooks.update_state
+    sent: list[int] = []
+
+    def update_then_commit(*args, **kwargs):
+        answer = real_update(*args, **kwargs)
+        if not sent:  # the first look has read the inbox: now a message lands
+            sent.append(send(store))
+        return answer
+
+    monkeypatch.setattr(hooks, "update_state", update_then_commit)
+    locations = Locations.from_env()
+    me = (os.getpid(), processes.start_time(os.getpid()))
+    raw = json.dumps({"session_id": "s-gap", "hook_event_name": "Stop"}).encode()
+    code, why = hook_wait._watch(locations, locations.private_dir(), "claude", raw, 20, me)
+    assert (code, why) == (2, "wake") and sent
+    assert f"#{sent[0]} from kimi" in capsys.readouterr().err
