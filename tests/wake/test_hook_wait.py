@@ -284,25 +284,48 @@ def test_a_newer_waiter_supersedes_the_older_one_and_only_it_wakes(store):
 
 
 def test_an_id_announced_by_another_hook_does_not_wake_it(store):
-    hook = Hook(store, STREAMING, *WAIT, "4")
+    """The mail arrives and the prompt hook announces it while the waiter is stopped (SIGSTOP, taken
+    while the test holds the session's lock, so the waiter is never stopped inside it); resumed, the
+    waiter sees the commit, finds the id already announced and does not wake: it ends at its bound.
+    A waiter that woke for an announced id would exit 2 here."""
+    import fcntl
+
+    from dispatcher.core.private_files import ensure_private_dir, open_private_lock
+    from dispatcher.wake.hooks import session_key
+
+    bound = 12
+    hook = Hook(store, STREAMING, *WAIT, str(bound))
     try:
         wait_for(lambda: waiting(store))
-        send(store)
-        inherited = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_BRIDGE_", "AGENT_ID"))}
-        prompt = subprocess.run(
-            [sys.executable, "-m", "dispatcher", "hook", "claude", "UserPromptSubmit", "--agent", "claude"],
-            cwd=PROJECT,
-            input=b'{"session_id": "s-1"}',
-            capture_output=True,
-            env={**inherited, **store["env"]},
-            timeout=60,
-        )
+        state = ensure_private_dir(store["runtime"] / "hooks" / "claude", "test") / f"{session_key('s-1')}.json"
+        fd = open_private_lock(state)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # the waiter is outside the lock now, or waits for it
+            os.kill(hook.pid, signal.SIGSTOP)
+        finally:
+            os.close(fd)
+        try:
+            arrived = send(store)
+            inherited = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_BRIDGE_", "AGENT_ID"))}
+            prompt = subprocess.run(
+                [sys.executable, "-m", "dispatcher", "hook", "claude", "UserPromptSubmit", "--agent", "claude"],
+                cwd=PROJECT,
+                input=b'{"session_id": "s-1"}',
+                capture_output=True,
+                env={**inherited, **store["env"]},
+                timeout=60,
+            )
+        finally:
+            resumed_at = time.monotonic()
+            os.kill(hook.pid, signal.SIGCONT)
         result = hook.result()
     finally:
         hook.kill()
-    # Either the prompt hook or the waiter told the session, never both.
-    told_by_prompt = b"unread for claude" in prompt.stdout
-    assert told_by_prompt != (result["rc"] == 2)
+    assert f"#{arrived} from kimi" in json.loads(prompt.stdout)["hookSpecificOutput"]["additionalContext"]
+    # It was resumed with time left to look before its bound (else this run proves nothing).
+    assert resumed_at - hook.started < bound - 3
+    assert (result["rc"], result["stderr"]) == (0, "")
+    assert "agent=claude wait_bound" in log(store)
 
 
 def test_it_ends_when_the_claude_process_is_gone(store):
