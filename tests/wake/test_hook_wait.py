@@ -293,7 +293,7 @@ def test_an_id_announced_by_another_hook_does_not_wake_it(store):
     from dispatcher.core.private_files import ensure_private_dir, open_private_lock
     from dispatcher.wake.hooks import session_key
 
-    bound = 12
+    bound = 30  # long enough to resume it with time left on a loaded machine (the run takes this long)
     hook = Hook(store, STREAMING, *WAIT, str(bound))
     try:
         wait_for(lambda: waiting(store))
