@@ -6,20 +6,12 @@ The hook here is a stand-in for such a waiter: it notes when it started, waits a
 then exits 2 with a line on stderr. Nothing is typed into the session.
 """
 
-import contextlib
-import fcntl
 import json
 import os
-import pty
-import select
-import signal
-import struct
-import subprocess
-import termios
 import time
 
 import pytest
-from cli_harness import claude_with_hooks, require_cli, with_model
+from cli_harness import Terminal, claude_with_hooks, require_cli, with_model
 from models import script
 from models.anthropic import AnthropicModel
 
@@ -60,49 +52,25 @@ def test_a_session_start_async_rewake_hook_runs_in_the_background_and_wakes_a_se
     settings_path.write_text(json.dumps(settings))
     with IdleModel(tmp_path / "requests.jsonl") as model:
         env = with_model(made["env"], model.base_url)
-        master, slave = pty.openpty()
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-        proc = subprocess.Popen(
-            [str(require_cli("claude"))],
-            cwd=made["workspace"],
-            env={**env, "TERM": "xterm-256color"},
-            stdin=slave,
-            stdout=slave,
-            stderr=slave,
-            start_new_session=True,
-        )
-        os.close(slave)
-        screen = bytearray()
         drawn_at: float | None = None
 
-        def drain_until(predicate, timeout: float, what: str) -> None:
+        def on_draw(screen: bytearray) -> None:
             nonlocal drawn_at
-            deadline = time.monotonic() + timeout
-            while not predicate():
-                assert time.monotonic() < deadline, f"timed out waiting for {what}; screen: {bytes(screen[-800:])!r}"
-                ready, _, _ = select.select([master], [], [], 0.1)
-                if ready:
-                    with contextlib.suppress(OSError):
-                        screen.extend(os.read(master, 65536))
-                    if drawn_at is None and PROMPT in screen:
-                        drawn_at = time.time()
+            if drawn_at is None and PROMPT in screen:
+                drawn_at = time.time()
 
         def woken() -> list[str]:
             return [json.dumps(b.get("messages")) for b in model.messages_requests() if b.get("tools")]
 
+        tui = Terminal([str(require_cli("claude"))], cwd=made["workspace"], env=env, on_draw=on_draw)
         try:
-            drain_until(lambda: (marks / "started").exists(), 120, "the SessionStart hook to start")
-            drain_until(lambda: drawn_at is not None or (marks / "ended").exists(), 60, "the prompt or the hook's end")
-            drain_until(lambda: any(token in w for w in woken()), 120, "a model request made with no input")
+            tui.drain_until(lambda: (marks / "started").exists(), 120, "the SessionStart hook to start")
+            tui.drain_until(
+                lambda: drawn_at is not None or (marks / "ended").exists(), 60, "the prompt or the hook's end"
+            )
+            tui.drain_until(lambda: any(token in w for w in woken()), 120, "a model request made with no input")
         finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-            os.close(master)
+            tui.close()
     ended = float((marks / "ended").read_text())
     started = float((marks / "started").read_text())
     print(
