@@ -142,3 +142,60 @@ def claude_worker_env(env: dict, root: Path, base_url: str, claude_bin: Path) ->
 def without_cli_settings(environ: dict) -> dict:
     """The environment without the user's own Claude settings (a login, a base URL)."""
     return {k: v for k, v in environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_"))}
+
+
+class Terminal:
+    """A real CLI on a pseudo-terminal (40x120, its own session): ``screen`` collects what it
+    drew; ``drain_until(predicate, timeout, what)`` reads until the predicate holds; ``on_draw``
+    is called after each read. ``close()`` ends its process group (TERM, then KILL)."""
+
+    def __init__(self, argv: list[str], *, cwd: Path, env: dict[str, str], on_draw=None) -> None:
+        import fcntl
+        import pty
+        import struct
+        import subprocess
+        import termios
+
+        self.master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+        self.proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env={**env, "TERM": "xterm-256color"},
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            start_new_session=True,
+        )
+        os.close(slave)
+        self.screen = bytearray()
+        self.on_draw = on_draw
+
+    def drain_until(self, predicate, timeout: float, what: str) -> None:
+        import contextlib
+        import select
+        import time
+
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}; screen: {bytes(self.screen[-800:])!r}"
+            ready, _, _ = select.select([self.master], [], [], 0.1)
+            if ready:
+                with contextlib.suppress(OSError):
+                    self.screen.extend(os.read(self.master, 65536))
+                if self.on_draw is not None:
+                    self.on_draw(self.screen)
+
+    def close(self) -> None:
+        import contextlib
+        import signal
+        import subprocess
+
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        os.close(self.master)

@@ -13,6 +13,7 @@ from dispatcher.bridge.rows import find_dedup
 from dispatcher.core.clock import iso
 from dispatcher.core.clock import now as clock_now
 from dispatcher.core.errors import BridgeError, StateChangedError
+from dispatcher.core.lifecycle import TERMINAL_CONVERSATION_STATES
 from dispatcher.core.validation import check_body, check_dedup_key, check_message_id, check_recipient, clamp
 from dispatcher.store import Connection, Row, write_transaction
 from dispatcher.store.conversations import (
@@ -83,7 +84,16 @@ def turn_available(kind: str, turn_count: int, max_turns: int) -> bool:
 
 
 def _record_transition(conn: Connection, conv: Row, to_state: str, actor: str, reason: str, now: float) -> None:
-    move_conversation(conn, conv["id"], from_state=conv["state"], to_state=to_state, actor=actor, reason=reason, at=now)
+    move_conversation(
+        conn,
+        conv["id"],
+        from_state=conv["state"],
+        to_state=to_state,
+        actor=actor,
+        reason=reason,
+        at=now,
+        ends=to_state in TERMINAL_CONVERSATION_STATES,
+    )
 
 
 def _load(conn: Connection, conversation_id: int, agent: str) -> Row:

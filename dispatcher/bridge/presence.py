@@ -34,6 +34,11 @@ ROLES = ("interactive", "worker")
 # How a session can be woken: a Claude Code hook, a Monitor line (inbox watch), the
 # claude/channel notification, the bridge://inbox resource subscription.
 WAKE_PATHS = ("hook", "monitor", "channel", "resource")
+# The wake path a running ``inbox watch`` provides: it counts while one of the session's watch
+# processes is alive (a row per watch, with its pid and start time), never as a stored flag.
+WATCH_PATH = "monitor"
+# The paths stored on the session row: armed by the session's own CLI (hook) or server.
+MARKED_PATHS = tuple(p for p in WAKE_PATHS if p != WATCH_PATH)
 # The paths that put a notice in front of the model. A resource subscription is recorded but
 # does not count: Claude Code and Codex never start a turn on `resources/updated`.
 WAKING_PATHS = ("hook", "monitor", "channel")
@@ -122,11 +127,16 @@ class Session:
 def sessions(
     conn: Connection, agent: str | None = None, *, here: str | None = None, probe: Probe = processes.start_time
 ) -> list[Session]:
-    """Every session row (of ``agent``), each with its liveness, oldest first."""
+    """Every session row (of ``agent``), each with its liveness, oldest first. Its wake paths are
+    the marked ones, plus ``monitor`` while one of its watch processes is alive."""
     here = processes.this_host() if here is None else here
     found = []
-    for r in stored.session_records(conn, agent):
+    records = stored.session_records(conn, agent)
+    watched = _watched_sessions(conn, agent, {r.id: r.host for r in records}, here, probe)
+    for r in records:
         seen = probe(r.pid) if r.host == here else None
+        marked = [p for p in wake_paths_of(r.wake_paths) if p in MARKED_PATHS]
+        paths = [p for p in WAKE_PATHS if p in marked or (p == WATCH_PATH and r.id in watched)]
         found.append(
             Session(
                 r.id,
@@ -140,18 +150,39 @@ def sessions(
                 client_text(r.client_version),
                 r.started_at,
                 r.last_call_at,
-                tuple(wake_paths_of(r.wake_paths)),
+                tuple(paths),
                 processes.liveness(r.host, r.start_time, here=here, observed_start=seen),
             )
         )
     return found
 
 
+def _watch_liveness(watch: stored.WatchRecord, host: str, here: str, probe: Probe) -> str:
+    """A watch runs on its session's host (the session's CLI started it): the same rule as a session's."""
+    seen = probe(watch.pid) if host == here else None
+    return processes.liveness(host, watch.start_time, here=here, observed_start=seen)
+
+
+def _watched_sessions(conn: Connection, agent: str | None, hosts: dict[int, str], here: str, probe: Probe) -> set[int]:
+    """The sessions (of ``hosts``: id -> host) with a watch whose process is alive."""
+    return {
+        w.session_id
+        for w in stored.watch_records(conn, agent)
+        if w.session_id in hosts and _watch_liveness(w, hosts[w.session_id], here, probe) == "alive"
+    }
+
+
 def prune_dead(conn: Connection, *, here: str | None = None, probe: Probe = processes.start_time) -> int:
-    """Remove this host's rows whose process is gone; inside the caller's transaction or alone."""
+    """Remove this host's rows whose process is gone (sessions, with their watches, and the watches
+    of live sessions); inside the caller's transaction or alone. Returns the sessions removed."""
+    here = processes.this_host() if here is None else here
     dead = [s.id for s in sessions(conn, here=here, probe=probe) if s.liveness == "dead"]
     for sid in dead:
         stored.delete_session(conn, sid)
+    hosts = {r.id: r.host for r in stored.session_records(conn)}
+    for w in stored.watch_records(conn):
+        if w.session_id in hosts and _watch_liveness(w, hosts[w.session_id], here, probe) == "dead":
+            stored.delete_watch(conn, w.id)
     return len(dead)
 
 
@@ -211,8 +242,12 @@ def record_wake_path(conn: Connection, session_id: int, path: str) -> list[str]:
     subscription, a hook firing for the session's client). Raises ``invalid_wake_path`` for
     an unknown path and ``unknown_session`` when the row is gone.
     """
-    if path not in WAKE_PATHS:
-        raise BridgeError("invalid_wake_path", f"a wake path is one of {', '.join(WAKE_PATHS)}, not {path!r}.")
+    if path not in MARKED_PATHS:
+        raise BridgeError(
+            "invalid_wake_path",
+            f"a marked wake path is one of {', '.join(MARKED_PATHS)}, not {path!r} "
+            f"({WATCH_PATH} is a running watch's: add_watch).",
+        )
     if isinstance(session_id, bool) or not isinstance(session_id, int):
         raise BridgeError("unknown_session", f"a session id is an integer, not {session_id!r}.")
     with write_transaction(conn):
@@ -226,44 +261,72 @@ def record_wake_path(conn: Connection, session_id: int, path: str) -> list[str]:
     return paths
 
 
-def forget_wake_path(conn: Connection, session_id: int, path: str) -> None:
-    """Undo ``record_wake_path`` (a Monitor watch that ended); a session already gone is fine."""
+def add_watch(conn: Connection, session_id: int, *, pid: int, start_time: float | None) -> int | None:
+    """A running ``inbox watch`` (``pid``, its start time) of session ``session_id``: while that
+    process is alive the session has the wake path ``monitor``. Returns the watch's id, None when
+    the session is gone."""
     with write_transaction(conn):
-        if path in (paths := wake_paths_of(stored.stored_wake_paths(conn, session_id))):
-            stored.set_wake_paths(conn, session_id, [p for p in paths if p != path])
+        if stored.stored_wake_paths(conn, session_id) is None:
+            return None
+        return stored.insert_watch(conn, session_id, pid=pid, start_time=start_time)
 
 
-def mark_from_descendant(db: Path, agent: str, path: str, *, session_id: int | None = None) -> int | None:
-    """For a process the CLI started (a hook, a Monitor watch): record ``path`` on the session of
-    ``agent`` whose CLI is an ancestor of this process, or, given ``session_id``, forget it there.
-    Returns the session id, None when there is no such session or no store. Looks read-only
-    first and writes only to change a row. Never raises: the hook or watch it serves must go on
-    whatever the store says."""
+def end_watch(conn: Connection, watch_id: int) -> None:
+    """The watch ended (a watch killed with -9 never gets here: its dead process stops counting)."""
+    with write_transaction(conn):
+        stored.delete_watch(conn, watch_id)
+
+
+def mark_from_descendant(db: Path, agent: str, path: str) -> int | None:
+    """For a hook the CLI started: record ``path`` on the session of ``agent`` whose CLI is an
+    ancestor of this process. Returns the session id, None when there is no such session or no
+    store. Looks read-only first and writes only to change a row. Never raises: the hook it
+    serves must go on whatever the store says."""
     from dispatcher.store import open_store
     from dispatcher.store.readonly import open_read_only
 
     conn: Connection | None = None
     try:
-        if session_id is None:
-            conn = open_read_only(db)
-            if conn is None:
-                return None
-            found = session_of_ancestor(conn, agent)
-            if found is None:
-                return None
-            raw = stored.stored_wake_paths(conn, found)
-            if raw is None:  # ended meanwhile
-                return None
-            if path in wake_paths_of(raw):
-                return found
-            conn.close()
-            conn = open_store(db)
-            record_wake_path(conn, found, path)
+        conn = open_read_only(db)
+        if conn is None:
+            return None
+        found = session_of_ancestor(conn, agent)
+        if found is None:
+            return None
+        raw = stored.stored_wake_paths(conn, found)
+        if raw is None:  # ended meanwhile
+            return None
+        if path in wake_paths_of(raw):
             return found
-        if os.path.exists(db):
-            conn = open_store(db)
-            forget_wake_path(conn, session_id, path)
-        return session_id
+        conn.close()
+        conn = open_store(db)
+        record_wake_path(conn, found, path)
+        return found
+    except STORE_ERRORS + (OSError, BridgeError, TypeError):  # silent: a hook's output is the model's
+        return None
+    finally:
+        if conn is not None:
+            conn.close()
+
+
+def watch_from_descendant(db: Path, agent: str, *, watch_id: int | None = None) -> int | None:
+    """For an ``inbox watch`` the CLI started: add this process as a watch of the session of
+    ``agent`` whose CLI is an ancestor (returns the watch's id, None when there is no such
+    session or no store), or, given ``watch_id``, end that watch. Never raises: the watch must go
+    on whatever the store says."""
+    from dispatcher.store import open_store
+
+    if not os.path.exists(db):
+        return None
+    conn: Connection | None = None
+    try:
+        conn = open_store(db)
+        if watch_id is not None:
+            end_watch(conn, watch_id)
+            return watch_id
+        found = session_of_ancestor(conn, agent)
+        pid = os.getpid()
+        return None if found is None else add_watch(conn, found, pid=pid, start_time=processes.start_time(pid))
     except STORE_ERRORS + (OSError, BridgeError, TypeError):  # silent: a watch's output is the model's
         return None
     finally:

@@ -4,10 +4,12 @@ What may go is decided here and only here (``MESSAGE_MAY_GO``, ``CONVERSATION_MA
 ``BROADCAST_MAY_GO`` in ``store.retention``, and the reference check in ``_window``):
 
 - a **message** goes when it was acknowledged before the cutoff, holds no active claim, has
-  no dispatch attempt that is unfinished or finished after the cutoff, is in no
-  conversation or in a terminal one (completed, cancelled, expired) last changed before the
-  cutoff, is no conversation's in-flight message, and no message that stays refers to it
-  (``reply_to``, followed transitively: a kept reply keeps its whole chain);
+  no dispatch attempt that is unfinished or finished after the cutoff, answers no task with
+  such an attempt (a reply is evidence that attempt's verdict reads), is in no conversation
+  or in a terminal one (completed, cancelled, expired) last changed before the cutoff, is not
+  the in-flight message of a conversation that is not terminal (a move into a terminal state
+  clears it), and no message that stays refers to it (``reply_to``, followed transitively: a
+  kept reply keeps its whole chain);
 - its **dispatch attempt** (finished, by the rule above) goes with it, and afterwards its
   **attempt directory** (removed with ``retention.remove_attempt_dir``, never through a
   link), as do orphan attempt directories (no attempt row) not modified since the cutoff;
@@ -17,8 +19,9 @@ What may go is decided here and only here (``MESSAGE_MAY_GO``, ``CONVERSATION_MA
   (each copy is an ordinary message, pruned by the message rule); it is never deleted
   while a copy still points at it.
 
-Never: an unacknowledged, claimed or in-flight message, an unfinished attempt, or a
-conversation that is not terminal (nor its messages). An attempt row is never removed
+Never: an unacknowledged or claimed message, the in-flight message of an open conversation,
+an unfinished attempt or a reply to its task, or a conversation that is not terminal (nor its
+messages). An attempt row is never removed
 without its message: it is the barrier that keeps a message from being attempted twice.
 
 Batches: messages are walked by id, highest first (a reply always has a higher id than
@@ -118,7 +121,8 @@ def keep_referenced(going: set[int], refs: list[tuple[int, int]]) -> list[int]:
 
 
 def _window(conn: Connection, lo: int, hi: int, cutoff: float, now: float) -> list[int]:
-    """The ids in [lo, hi] that may go now: own rule, not in flight, no kept reply (transitively)."""
+    """The ids in [lo, hi] that may go now: own rule, not in flight in an open conversation, no kept
+    reply (transitively)."""
     going = stored.messages_may_go(conn, lo, hi, cutoff=cutoff, now=now)
     if not going:
         return []

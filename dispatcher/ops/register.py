@@ -376,8 +376,17 @@ def installed_script(name: str) -> str:
     )
 
 
-def statusline_command() -> str:
-    return installed_script("agent-bridge-statusline")
+# What the status line reads: the agents from the config, their progress from the runtime
+# directory, their unread counts from the store.
+STATUSLINE_SETTINGS = ("AGENT_BRIDGE_DB", "AGENT_BRIDGE_CONFIG", "AGENT_BRIDGE_RUNTIME_DIR")
+
+
+def statusline_command(environ: Mapping[str, str] | None = None) -> str:
+    """``agent-bridge-statusline`` with the store, config and runtime directory given to ``register``
+    (Claude runs it with its own environment, which has none of them)."""
+    return " ".join(
+        [*setting_words(STATUSLINE_SETTINGS, environ), shlex.quote(installed_script("agent-bridge-statusline"))]
+    )
 
 
 def register_claude_statusline(dry_run: bool, force: bool) -> list[str]:
@@ -399,13 +408,20 @@ def agent_bridge_command() -> str:
 def hook_command(cli: str, event: str, agent: str, environ: Mapping[str, str] | None = None) -> str:
     """The shell command a CLI runs for ``event``: the store and runtime directory in use, then
     ``agent-bridge hook <cli> <event> --agent <agent>`` (the CLI's own environment has no AGENT_ID)."""
-    environ = os.environ if environ is None else environ
-    words = []
-    for name in ("AGENT_BRIDGE_DB", "AGENT_BRIDGE_RUNTIME_DIR"):
-        if environ.get(name):
-            words.append(f"{name}={shlex.quote(os.path.abspath(os.path.expanduser(environ[name])))}")
+    words = setting_words(("AGENT_BRIDGE_DB", "AGENT_BRIDGE_RUNTIME_DIR"), environ)
     words += [shlex.quote(agent_bridge_command()), "hook", cli, event, "--agent", agent]
     return " ".join(words)
+
+
+def setting_words(names: tuple[str, ...], environ: Mapping[str, str] | None = None) -> list[str]:
+    """``NAME=/absolute/path`` shell words for each of ``names`` set in ``environ`` (default: ours):
+    how a command the CLI runs through its shell reaches the store and files ``register`` was given."""
+    environ = os.environ if environ is None else environ
+    return [
+        f"{name}={shlex.quote(os.path.abspath(os.path.expanduser(environ[name])))}"
+        for name in names
+        if environ.get(name)
+    ]
 
 
 _OUR_HOOK = re.compile(r"agent-bridge\S*\s+hook\s+(claude|kimi|codex|gemini)\b")

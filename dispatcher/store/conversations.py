@@ -78,9 +78,16 @@ def move_conversation(
     actor: str,
     reason: str,
     at: float,
+    ends: bool,
 ) -> None:
-    """Change the state and record the transition, inside the caller's write transaction."""
-    conn.execute("UPDATE conversations SET state = ?, updated_at = ? WHERE id = ?", (to_state, at, conversation_id))
+    """Change the state and record the transition, inside the caller's write transaction. A move that
+    ``ends`` the conversation (into a terminal state) clears its in-flight message: nothing is in
+    flight in a conversation that never changes again, and retention may then take it whole."""
+    conn.execute(
+        "UPDATE conversations SET state = ?, updated_at = ?,"
+        " in_flight_message_id = CASE WHEN ? THEN NULL ELSE in_flight_message_id END WHERE id = ?",
+        (to_state, at, ends, conversation_id),
+    )
     record_transition(
         conn, conversation_id, from_state=from_state, to_state=to_state, actor=actor, reason=reason, at=at
     )

@@ -163,6 +163,22 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE dispatch_attempts ADD COLUMN permission_level TEXT;
     ALTER TABLE dispatch_attempts ADD COLUMN denied_tools TEXT;
     """,
+    # 8: watches. The wake path `monitor` is provided by a running `inbox watch` process: one row per
+    # watch (its pid and /proc start time, checked as a session's are), not a flag on the session,
+    # so a watch killed with -9 stops counting at once and two watches of one session count apart.
+    # A `monitor` flag left on a session row by an older version means nothing now: it goes.
+    """
+    CREATE TABLE session_watches (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id INTEGER NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+        pid INTEGER NOT NULL,
+        start_time REAL
+    );
+    CREATE INDEX session_watches_by_session ON session_watches (session_id);
+    UPDATE sessions SET wake_paths = (SELECT json_group_array(value) FROM json_each(sessions.wake_paths)
+                                      WHERE value != 'monitor')
+        WHERE json_valid(wake_paths) AND wake_paths LIKE '%monitor%';
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

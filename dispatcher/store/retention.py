@@ -15,11 +15,13 @@ from dispatcher.store.claims import active_claim_sql
 
 _TERMINAL_SQL = "(" + ", ".join(f"'{s}'" for s in TERMINAL_CONVERSATION_STATES) + ")"
 
-# The own rule of a message (everything except "a kept message refers to it").
+# The own rule of a message (everything except "a kept message refers to it"). An attempt that is
+# unfinished (or finished after the cutoff) keeps its task and every reply to it: the replies are
+# the evidence its verdict reads (``evidence.gather``), whatever their own age.
 MESSAGE_MAY_GO = f"""
     m.acknowledged_at IS NOT NULL AND m.acknowledged_at <= :cutoff AND m.created_at <= :cutoff
     AND NOT {active_claim_sql("m")}
-    AND NOT EXISTS (SELECT 1 FROM dispatch_attempts AS a WHERE a.message_id = m.id
+    AND NOT EXISTS (SELECT 1 FROM dispatch_attempts AS a WHERE a.message_id IN (m.id, m.reply_to)
                     AND (a.state != 'finished' OR a.finished_at IS NULL OR a.finished_at > :cutoff))
     AND (m.conversation_id IS NULL
          OR EXISTS (SELECT 1 FROM conversations AS c WHERE c.id = m.conversation_id
@@ -99,11 +101,14 @@ def messages_may_go(conn: sqlite3.Connection, lo: int, hi: int, *, cutoff: float
     return {r[0] for r in rows}
 
 
+_IN_FLIGHT_OPEN = f"""SELECT in_flight_message_id FROM conversations
+    WHERE in_flight_message_id BETWEEN ? AND ? AND state NOT IN {_TERMINAL_SQL}"""  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
+
+
 def in_flight_between(conn: sqlite3.Connection, lo: int, hi: int) -> list[int]:
-    """The conversations' in-flight message ids in [lo, hi]."""
-    rows = conn.execute(
-        "SELECT in_flight_message_id FROM conversations WHERE in_flight_message_id BETWEEN ? AND ?", (lo, hi)
-    ).fetchall()
+    """The in-flight message ids in [lo, hi] of conversations that are not terminal (a terminal one
+    has none: the move clears it; a store written before that may still name one, which binds nothing)."""
+    rows = conn.execute(_IN_FLIGHT_OPEN, (lo, hi)).fetchall()
     return [r[0] for r in rows]
 
 

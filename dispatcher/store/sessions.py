@@ -59,8 +59,42 @@ def insert_session(
 
 
 def delete_session(conn: sqlite3.Connection, session_id: int) -> bool:
-    """True when the row was there."""
+    """True when the row was there (its watches go with it)."""
+    conn.execute("DELETE FROM session_watches WHERE session_id = ?", (session_id,))
     return conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount == 1
+
+
+@dataclass(frozen=True)
+class WatchRecord:
+    """One running ``inbox watch`` of a session: the process that provides its wake path ``monitor``."""
+
+    id: int
+    session_id: int
+    pid: int
+    start_time: float | None
+
+
+def watch_records(conn: sqlite3.Connection, agent: str | None = None) -> list[WatchRecord]:
+    """Every watch row (of ``agent``'s sessions), oldest first."""
+    select = "SELECT w.id, w.session_id, w.pid, w.start_time FROM session_watches AS w"
+    if agent is None:
+        rows = conn.execute(select + " ORDER BY w.id")
+    else:
+        rows = conn.execute(
+            select + " JOIN sessions AS s ON s.id = w.session_id WHERE s.agent = ? ORDER BY w.id", (agent,)
+        )
+    return [WatchRecord(*tuple(row)) for row in rows]
+
+
+def insert_watch(conn: sqlite3.Connection, session_id: int, *, pid: int, start_time: float | None) -> int:
+    cur = conn.execute(
+        "INSERT INTO session_watches (session_id, pid, start_time) VALUES (?, ?, ?)", (session_id, pid, start_time)
+    )
+    return inserted_id(cur)
+
+
+def delete_watch(conn: sqlite3.Connection, watch_id: int) -> None:
+    conn.execute("DELETE FROM session_watches WHERE id = ?", (watch_id,))
 
 
 def set_client(conn: sqlite3.Connection, session_id: int, name: str | None, version: str | None) -> None:
@@ -91,9 +125,11 @@ def newest_session_of_client(conn: sqlite3.Connection, agent: str, client_pid: i
 
 
 def may_have_wakeable_session(conn: sqlite3.Connection, agent: str) -> bool:
-    """Necessary for a wakeable session: an interactive row of ``agent`` with any wake path
-    (cheap; liveness and which paths wake are presence's to judge)."""
+    """Necessary for a wakeable session: an interactive row of ``agent`` with any wake path or any
+    watch (cheap; liveness and which paths wake are presence's to judge)."""
     row = conn.execute(
-        "SELECT 1 FROM sessions WHERE agent = ? AND role = 'interactive' AND wake_paths != '[]' LIMIT 1", (agent,)
+        "SELECT 1 FROM sessions AS s WHERE s.agent = ? AND s.role = 'interactive' AND (s.wake_paths != '[]'"
+        " OR EXISTS (SELECT 1 FROM session_watches AS w WHERE w.session_id = s.id)) LIMIT 1",
+        (agent,),
     ).fetchone()
     return row is not None

@@ -203,11 +203,14 @@ def _watch(
                     hooks.emit(hooks.render("claude", "Stop", hooks.notice(wake_line(summary)), True))
             return verdict, mtime, set(waiting)
 
+        # The version before the first look (as ``inbox watch`` does): a commit between the two
+        # then shows as a change at the first poll instead of waiting for the next commit.
+        version = data_version(conn)
         verdict, mtime, _ = look(True)
         if verdict.announce:
             return 2, verdict.why
         try:
-            return _poll(conn, locations, runtime, agent, key, deadline, claude, inode, look, verdict, mtime)
+            return _poll(conn, locations, runtime, agent, key, deadline, claude, inode, look, verdict, mtime, version)
         finally:
             with _blocked():  # an ending waiter frees its slot (a woken one already did)
                 hooks.update_state(
@@ -229,12 +232,12 @@ def _poll(
     look,
     verdict,
     mtime,
+    version: int,
 ) -> tuple[int, str]:
     """Watch until a wake, the bound, a superseding waiter, Claude gone or the store replaced."""
     from dispatcher.bridge.inbox import inbox_summary
 
     known = set(verdict.state.announced)
-    version = data_version(conn)
     next_parent_check = clock.monotonic() + PARENT_CHECK_SECONDS
     while True:
         time.sleep(POLL_SECONDS)

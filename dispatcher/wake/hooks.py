@@ -141,7 +141,7 @@ def _answer(
     if conn is None:
         return SILENT, "no_store"
     key = session_key(hook_input.get("session_id", hook_input.get("sessionId")))
-    mark_session(locations, agent, key)
+    mark_session(locations, agent)
     try:
         summary = inbox_summary(conn, agent, clock.now() if now is None else now)
     finally:
@@ -158,19 +158,14 @@ def _answer(
     return render(cli, event, notice(wake_line(summary)), verdict.block), verdict.why
 
 
-def mark_session(locations, agent: str, key: str) -> None:
-    """Once per CLI session: the agent's MCP session whose CLI runs this hook gets the wake path
-    "hook", so it counts as wakeable (``interactive_grace_seconds``). Retried at the next hook
-    while no such session is found (the server may still be starting)."""
+def mark_session(locations, agent: str) -> None:
+    """The agent's MCP session whose CLI runs this hook gets the wake path "hook", so it counts as
+    wakeable (``interactive_grace_seconds``). Decided per MCP session, at every hook: a new MCP
+    session of the same CLI session (an ``/mcp`` reconnect, a server restart) is marked at the
+    next hook, and one still starting at a later one. A read-only look; a write only to mark."""
     from dispatcher.bridge.presence import mark_from_descendant
-    from dispatcher.core.private_files import create_private_file, ensure_private_dir
 
-    marker = locations.private_dir() / "hooks" / agent / f"{key}.marked"
-    if os.path.lexists(marker):
-        return
-    if mark_from_descendant(locations.db, agent, "hook") is not None:
-        ensure_private_dir(marker.parent, "hook state directory")
-        create_private_file(marker)
+    mark_from_descendant(locations.db, agent, "hook")
 
 
 def _decide_with_state(

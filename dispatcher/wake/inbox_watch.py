@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TextIO
 
 from dispatcher.bridge.inbox import InboxSummary, inbox_summary, wake_line
-from dispatcher.bridge.presence import mark_from_descendant
+from dispatcher.bridge.presence import watch_from_descendant
 from dispatcher.core import clock
 from dispatcher.core.errors import BridgeError
 from dispatcher.store import TRANSIENT_STORE_ERRORS, Connection
@@ -204,8 +204,9 @@ def run_watch(agent: str, max_seconds: float | None) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     rearm = rearm_command(agent, max_seconds, sys.argv[0], shutil.which("agent-bridge"), sys.executable)
-    # While it runs, the session whose CLI started this watch counts as wakeable ("monitor").
-    session = mark_from_descendant(locations.db, agent, "monitor")
+    # While this process runs, the session whose CLI started it counts as wakeable ("monitor"):
+    # one row per watch, with this pid and start time (a watch killed with -9 stops counting).
+    watch_id = watch_from_descendant(locations.db, agent)
     try:
         watch(locations.db, agent, sys.stdout, max_seconds=max_seconds, should_stop=lambda: stop.requested, rearm=rearm)
     except BrokenPipeError:  # whoever read our lines is gone: nothing left to tell
@@ -217,6 +218,6 @@ def run_watch(agent: str, max_seconds: float | None) -> int:
         # has put the default handlers back) must not turn a clean end into "killed".
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        if session is not None:
-            mark_from_descendant(locations.db, agent, "monitor", session_id=session)
+        if watch_id is not None:
+            watch_from_descendant(locations.db, agent, watch_id=watch_id)
     return 0

@@ -11,22 +11,17 @@ Claude must make a new model request by itself, with no further input, carrying 
 """
 
 import contextlib
-import fcntl
 import json
 import os
-import pty
-import select
 import signal
-import struct
 import subprocess
 import sys
-import termios
 import threading
 import time
 from pathlib import Path
 
 import pytest
-from cli_harness import claude_with_hooks, require_cli, with_model
+from cli_harness import Terminal, claude_with_hooks, require_cli, with_model
 from harness import PROJECT, acknowledge_all
 from models import script
 from models.anthropic import AnthropicModel
@@ -309,42 +304,13 @@ def test_an_idle_interactive_session_in_a_terminal_is_woken_by_new_mail(setup):
     """The same in the interactive TUI (`claude "<prompt>"` on a pseudo-terminal): nothing is
     typed after the first prompt; the mail starts the next request by itself."""
     acknowledge_all(setup["db"])
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-    proc = subprocess.Popen(
-        [str(require_cli("claude")), "Hello. SCENARIO=tui"],
-        cwd=setup["workspace"],
-        env={**setup["env"], "TERM": "xterm-256color"},
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        start_new_session=True,
-    )
-    os.close(slave)
-    screen = bytearray()
-
-    def drain_until(predicate, timeout: float, what: str) -> None:
-        deadline = time.monotonic() + timeout
-        while not predicate():
-            assert time.monotonic() < deadline, f"timed out waiting for {what}; screen: {bytes(screen[-800:])!r}"
-            ready, _, _ = select.select([master], [], [], 0.1)
-            if ready:
-                with contextlib.suppress(OSError):
-                    screen.extend(os.read(master, 65536))
-
+    tui = Terminal([str(require_cli("claude")), "Hello. SCENARIO=tui"], cwd=setup["workspace"], env=setup["env"])
     try:
-        drain_until(lambda: len(main_requests(setup["model"], "tui")) >= 1, 120, "the first request")
-        drain_until(lambda: waiter_started(setup, proc.pid), 60, "the waiting Stop hook")
+        tui.drain_until(lambda: len(main_requests(setup["model"], "tui")) >= 1, 120, "the first request")
+        tui.drain_until(lambda: waiter_started(setup, tui.proc.pid), 60, "the waiting Stop hook")
         arrived = send(setup, "kimi", "task", f"{SECRET} from the tui test")
-        drain_until(lambda: len(main_requests(setup["model"], "tui")) >= 2, 60, "Claude's own new request")
+        tui.drain_until(lambda: len(main_requests(setup["model"], "tui")) >= 2, 60, "Claude's own new request")
         woken = main_requests(setup["model"], "tui")[1]
         assert f"1 unread for claude: #{arrived} from kimi (task)" in woken and SECRET not in woken
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        os.close(master)
+        tui.close()

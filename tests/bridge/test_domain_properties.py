@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from dispatcher.bridge import claims, conversations, messages
 from dispatcher.core.errors import BridgeError, StateChangedError
+from dispatcher.core.lifecycle import TERMINAL_CONVERSATION_STATES
 from dispatcher.store import open_store
 
 AGENTS = frozenset({"claude", "kimi"})
@@ -94,10 +95,12 @@ def _expected_after_move(before: dict, after: dict, conv_id: int, code: str, act
     assert old["state"] == "active", (code, old)
     moved = next(c for c in after["conversations"] if c["id"] == conv_id)
     at = moved["updated_at"]
+    ended = {"in_flight_message_id": None} if target in TERMINAL_CONVERSATION_STATES else {}  # nothing in flight
     expected = {
         **before,
         "conversations": [
-            {**c, "state": target, "updated_at": at} if c["id"] == conv_id else c for c in before["conversations"]
+            {**c, "state": target, "updated_at": at, **ended} if c["id"] == conv_id else c
+            for c in before["conversations"]
         ],
         "conversation_transitions": before["conversation_transitions"]
         + [

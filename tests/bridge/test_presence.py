@@ -116,7 +116,12 @@ def test_session_of_client_finds_the_session_a_hook_speaks_for(conn):
         ({}, True),
         ({"paths": "[]"}, False),  # live, but no way to wake it
         ({"paths": '["resource"]'}, False),  # a resource update starts no turn
-        ({"paths": '["resource", "monitor"]'}, True),  # but a Monitor watch does
+        ({"paths": '["resource"]', "watch": (21, 200.0)}, True),  # but a running Monitor watch does
+        ({"paths": "[]", "watch": (21, 200.0)}, True),
+        ({"paths": "[]", "watch": (22, 200.0)}, False),  # the watch was killed (-9): it ended nothing
+        ({"paths": "[]", "watch": (21, 999.0)}, False),  # its pid now runs another process
+        ({"paths": '["monitor"]'}, False),  # a stored flag (an older version's) proves nothing
+        ({"pid": 99, "watch": (21, 200.0)}, False),  # a watch of a dead session
         ({"paths": '["channel"]'}, True),
         ({"role": "worker"}, False),  # a headless worker is no interactive session
         ({"pid": 99}, False),  # dead
@@ -135,8 +140,29 @@ def test_has_wakeable_session(conn, row, wakeable):
         role=row.get("role", "interactive"),
         paths=row.get("paths", '["hook"]'),
     )
-    probe = probe_of({11: 100.0})
+    if "watch" in row:
+        pid, start = row["watch"]
+        conn.execute(
+            "INSERT INTO session_watches (session_id, pid, start_time) VALUES (last_insert_rowid(), ?, ?)", (pid, start)
+        )
+    probe = probe_of({11: 100.0, 21: 200.0})
     assert presence.has_wakeable_session(conn, "claude", here=HERE, probe=probe) is wakeable
+
+
+def test_prune_dead_removes_dead_watches_and_the_watches_of_dead_sessions(conn):
+    live = _add(conn, "claude", 11, 100.0, paths="[]")
+    dead = _add(conn, "claude", 12, 100.0, paths="[]")
+    for session, pid in ((live, 21), (live, 22), (dead, 23)):
+        presence.add_watch(conn, session, pid=pid, start_time=200.0)
+    probe = probe_of({11: 100.0, 21: 200.0, 23: 200.0})
+    assert presence.prune_dead(conn, here=HERE, probe=probe) == 1
+    assert [tuple(r) for r in conn.execute("SELECT session_id, pid FROM session_watches")] == [(live, 21)]
+    (session,) = presence.sessions(conn, "claude", here=HERE, probe=probe)
+    assert session.wake_paths == ("monitor",)
+    assert presence.add_watch(conn, dead, pid=24, start_time=1.0) is None  # the session is gone
+    with pytest.raises(BridgeError) as refused:
+        presence.record_wake_path(conn, live, "monitor")
+    assert refused.value.code == "invalid_wake_path"
 
 
 def test_who_report_lists_live_sessions_and_inboxes_payload_free(conn, tmp_path, monkeypatch):

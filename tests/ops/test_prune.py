@@ -189,14 +189,73 @@ def test_conversations_terminal_old_go_with_transitions_others_stay(conn):
     assert empty not in ids(conn, "conversations")
 
 
-def test_in_flight_message_stays(conn):
+def test_in_flight_message_of_an_open_conversation_stays(conn):
     m = msg(conn)
-    c = conv(conn, "completed")
+    c = conv(conn, "active")
     conn.execute("UPDATE messages SET conversation_id = ? WHERE id = ?", (c, m))
     conn.execute("UPDATE conversations SET in_flight_message_id = ? WHERE id = ?", (m, c))
     report = run(conn)
     assert ids(conn) == {m} and ids(conn, "conversations") == {c}
     assert report.messages == 0 and report.conversations == 0
+
+
+@pytest.mark.parametrize("state", TERMINAL_CONVERSATION_STATES)
+def test_a_terminal_conversation_still_naming_an_in_flight_message_is_pruned_whole(conn, state):
+    """A store written before a terminal move cleared the in-flight message: that stale pointer
+    binds nothing, so the ended conversation and its messages go once old (it used to stay forever)."""
+    m = msg(conn)
+    c = conv(conn, state)
+    conn.execute("UPDATE messages SET conversation_id = ? WHERE id = ?", (c, m))
+    conn.execute("UPDATE conversations SET in_flight_message_id = ? WHERE id = ?", (m, c))
+    report = run(conn)
+    assert ids(conn) == set() and ids(conn, "conversations") == set()
+    assert (report.messages, report.conversations) == (1, 1)
+
+
+@pytest.mark.parametrize("action", ["complete", "cancel", "expire"])
+def test_an_ended_conversation_has_nothing_in_flight_and_prune_takes_it(conn, action):
+    """Completing, cancelling or expiring a conversation clears its in-flight message, and once its
+    messages are acknowledged and old, prune removes the conversation whole (it never could)."""
+    from dispatcher.bridge import conversations as cv
+    from dispatcher.bridge.messages import mark_read
+
+    started = cv.start_conversation(
+        conn, initiator="kimi", recipient="claude", goal="g", agents={"kimi", "claude"}, max_body_bytes=1000, now=OLD
+    )
+    cid, task = started["conversation_id"], started["message_id"]
+    assert mark_read(conn, agent="claude", worker_id="w", message_ids=[task], now=OLD)["acknowledged"] == [task]
+    if action == "expire":  # touched past its expiry: the status read settles it
+        status = cv.conversation_action(conn, agent="kimi", action="status", conversation_id=cid, now=NOW - 2 * DAY)
+    else:
+        status = cv.conversation_action(conn, agent="kimi", action=action, conversation_id=cid, now=OLD)
+    assert status["state"] in TERMINAL_CONVERSATION_STATES and status["in_flight"] is None
+    assert conn.execute("SELECT in_flight_message_id FROM conversations WHERE id = ?", (cid,)).fetchone()[0] is None
+    report = run(conn)
+    assert ids(conn, "conversations") == set() and ids(conn) == set()
+    assert (report.messages, report.conversations) == (1, 1)
+
+
+@pytest.mark.parametrize("state", ["recorded", "spawned"])
+def test_a_running_attempts_evidence_stays_however_short_the_cutoff(conn, state):
+    """A result the sender already acknowledged, answering a task whose attempt still runs, is the
+    evidence that attempt's verdict reads: prune keeps it (it used to delete it, and the attempt was
+    then judged failed with ack_without_result while the worker had succeeded)."""
+    from dispatcher.dispatch.evidence import verdict
+
+    task = msg(conn, recipient="claude")
+    attempt(conn, task, state=state)
+    result = conn.execute(
+        "INSERT INTO messages (sender, recipient, kind, text, reply_to, created_at, acknowledged_at)"
+        " VALUES ('claude', 'kimi', 'result', 'done', ?, ?, ?)",
+        (task, OLD, OLD),
+    ).lastrowid
+    finished_reply_to = msg(conn)
+    attempt(conn, finished_reply_to)
+    old_reply = msg(conn, reply_to=finished_reply_to)
+    report = run(conn)
+    assert ids(conn) == {task, result}
+    assert old_reply not in ids(conn) and report.messages == 2
+    assert verdict(conn, task, NOW) == ("succeeded", None)
 
 
 def test_dry_run_counts_what_a_real_run_removes_and_changes_nothing(conn, tmp_path):

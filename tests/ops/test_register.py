@@ -4,6 +4,8 @@ in tests/agent_clis/test_register_mcp_list.py."""
 
 import json
 import os
+import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -177,8 +179,10 @@ def test_statusline_sets_claudes_status_line_keeping_its_other_settings(env):
     line = doc.pop("statusLine")
     assert doc == {"permissions": {"allow": ["Bash"]}}
     assert line["type"] == "command" and line["refreshInterval"] == 2
-    command = Path(line["command"])
+    *settings_words, program = shlex.split(line["command"])
+    command = Path(program)
     assert command.is_absolute() and command.name == "agent-bridge-statusline" and os.access(command, os.X_OK)
+    assert settings_words == [f"{k}={env[k]}" for k in ("AGENT_BRIDGE_DB", "AGENT_BRIDGE_CONFIG")]
     assert len(backups(settings)) == 1
 
     again = register(env, "claude", "--agent", "claude", "--statusline")
@@ -187,6 +191,24 @@ def test_statusline_sets_claudes_status_line_keeping_its_other_settings(env):
 
     wrong = register(env, "kimi", "--agent", "kimi", "--statusline")
     assert wrong.returncode == 2 and "usage_error" in wrong.stderr
+
+
+def test_the_status_line_reads_the_store_and_config_given_to_register(env, tmp_path):
+    """The registered status line command carries the store, config and runtime directory that
+    ``register`` was given: run by a shell with none of them set (as Claude runs it), it shows the
+    agents and unread count of that store, not of the default one."""
+    from dispatch_harness import post_task
+
+    env = {**env, "AGENT_BRIDGE_RUNTIME_DIR": str(tmp_path / "runtime")}
+    assert register(env, "claude", "--agent", "claude", "--statusline").returncode == 0
+    post_task(env["AGENT_BRIDGE_DB"], "CANARY for the status line")
+    command = json.loads((Path(env["CLAUDE_CONFIG_DIR"]) / "settings.json").read_text())["statusLine"]["command"]
+    claude_env = {k: v for k, v in env.items() if not k.startswith("AGENT_BRIDGE_")}
+    shown = subprocess.run(
+        ["/bin/sh", "-c", command], env=claude_env, capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "[claude] stopped · 1 unread" in shown.stdout and "[gemini]" in shown.stdout, shown.stdout
 
 
 # --- the real CLIs' own listings ------------------------------------------------------------

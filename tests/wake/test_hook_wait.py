@@ -284,25 +284,48 @@ def test_a_newer_waiter_supersedes_the_older_one_and_only_it_wakes(store):
 
 
 def test_an_id_announced_by_another_hook_does_not_wake_it(store):
-    hook = Hook(store, STREAMING, *WAIT, "4")
+    """The mail arrives and the prompt hook announces it while the waiter is stopped (SIGSTOP, taken
+    while the test holds the session's lock, so the waiter is never stopped inside it); resumed, the
+    waiter sees the commit, finds the id already announced and does not wake: it ends at its bound.
+    A waiter that woke for an announced id would exit 2 here."""
+    import fcntl
+
+    from dispatcher.core.private_files import ensure_private_dir, open_private_lock
+    from dispatcher.wake.hooks import session_key
+
+    bound = 30  # long enough to resume it with time left on a loaded machine (the run takes this long)
+    hook = Hook(store, STREAMING, *WAIT, str(bound))
     try:
         wait_for(lambda: waiting(store))
-        send(store)
-        inherited = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_BRIDGE_", "AGENT_ID"))}
-        prompt = subprocess.run(
-            [sys.executable, "-m", "dispatcher", "hook", "claude", "UserPromptSubmit", "--agent", "claude"],
-            cwd=PROJECT,
-            input=b'{"session_id": "s-1"}',
-            capture_output=True,
-            env={**inherited, **store["env"]},
-            timeout=60,
-        )
+        state = ensure_private_dir(store["runtime"] / "hooks" / "claude", "test") / f"{session_key('s-1')}.json"
+        fd = open_private_lock(state)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # the waiter is outside the lock now, or waits for it
+            os.kill(hook.pid, signal.SIGSTOP)
+        finally:
+            os.close(fd)
+        try:
+            arrived = send(store)
+            inherited = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_BRIDGE_", "AGENT_ID"))}
+            prompt = subprocess.run(
+                [sys.executable, "-m", "dispatcher", "hook", "claude", "UserPromptSubmit", "--agent", "claude"],
+                cwd=PROJECT,
+                input=b'{"session_id": "s-1"}',
+                capture_output=True,
+                env={**inherited, **store["env"]},
+                timeout=60,
+            )
+        finally:
+            resumed_at = time.monotonic()
+            os.kill(hook.pid, signal.SIGCONT)
         result = hook.result()
     finally:
         hook.kill()
-    # Either the prompt hook or the waiter told the session, never both.
-    told_by_prompt = b"unread for claude" in prompt.stdout
-    assert told_by_prompt != (result["rc"] == 2)
+    assert f"#{arrived} from kimi" in json.loads(prompt.stdout)["hookSpecificOutput"]["additionalContext"]
+    # It was resumed with time left to look before its bound (else this run proves nothing).
+    assert resumed_at - hook.started < bound - 3
+    assert (result["rc"], result["stderr"]) == (0, "")
+    assert "agent=claude wait_bound" in log(store)
 
 
 def test_it_ends_when_the_claude_process_is_gone(store):
@@ -368,3 +391,31 @@ def test_an_unreadable_claude_process_means_no_waiting(store, monkeypatch):
         for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
             signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
     assert "agent=claude wait_error RuntimeError" in log(store)
+
+
+def test_mail_committed_between_its_first_look_and_its_wait_still_wakes_it(store, monkeypatch, capsys):
+    """The waiter reads the store's version before its first look: a message committed right after
+    that look (before the wait begins) wakes it at the next poll, not at the next commit or the
+    bound. Run in this process, with the commit made exactly in that gap."""
+    from dispatcher.core import processes
+    from dispatcher.core.locations import Locations
+    from dispatcher.wake import hook_wait, hooks
+
+    for name, value in store["env"].items():
+        monkeypatch.setenv(name, value)
+    real_update = hooks.update_state
+    sent: list[int] = []
+
+    def update_then_commit(*args, **kwargs):
+        answer = real_update(*args, **kwargs)
+        if not sent:  # the first look has read the inbox: now a message lands
+            sent.append(send(store))
+        return answer
+
+    monkeypatch.setattr(hooks, "update_state", update_then_commit)
+    locations = Locations.from_env()
+    me = (os.getpid(), processes.start_time(os.getpid()))
+    raw = json.dumps({"session_id": "s-gap", "hook_event_name": "Stop"}).encode()
+    code, why = hook_wait._watch(locations, locations.private_dir(), "claude", raw, 20, me)
+    assert (code, why) == (2, "wake") and sent
+    assert f"#{sent[0]} from kimi" in capsys.readouterr().err

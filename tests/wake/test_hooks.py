@@ -299,5 +299,46 @@ def test_the_first_hook_of_a_cli_session_marks_its_mcp_session_wakeable_by_hook(
         assert presence.has_wakeable_session(conn, "claude")
     finally:
         conn.close()
-    marked = list((store["runtime"] / "hooks" / "claude").glob("*.marked"))
-    assert len(marked) == 1 and marked[0].stat().st_mode & 0o777 == 0o600
+
+
+def test_a_new_mcp_session_of_the_same_cli_session_is_marked_at_its_next_hook(store):
+    """An ``/mcp`` reconnect gives the same CLI session (same session_id in the hook's input) a new
+    MCP server and so a new session row: the next hook marks that one too (marking is decided per
+    MCP session, not once per CLI session)."""
+    from dispatcher.bridge import presence
+    from dispatcher.core.processes import start_time
+
+    me = os.getpid()  # the hook's parent plays the CLI
+    stdin = '{"session_id": "one-cli-session", "prompt": "hi"}'
+
+    def new_mcp_session() -> int:
+        conn = open_store(store["db"])
+        try:
+            return presence.register_session(
+                conn, "claude", "interactive", pid=me, start_time=start_time(me), client_pid=me, now=time.time()
+            )
+        finally:
+            conn.close()
+
+    def paths(session: int) -> str | None:
+        conn = open_store(store["db"])
+        try:
+            row = conn.execute("SELECT wake_paths FROM sessions WHERE id = ?", (session,)).fetchone()
+            return None if row is None else row[0]
+        finally:
+            conn.close()
+
+    first = new_mcp_session()
+    assert context_of(
+        hook(store["env"], "claude", "UserPromptSubmit", "--agent", "claude", stdin=stdin), "UserPromptSubmit"
+    )
+    assert paths(first) == '["hook"]'
+    conn = open_store(store["db"])
+    try:
+        presence.end_session(conn, first)  # the old server exits on the reconnect
+    finally:
+        conn.close()
+    second = new_mcp_session()
+    assert paths(second) == "[]"
+    hook(store["env"], "claude", "PostToolUse", "--agent", "claude", stdin=stdin)
+    assert paths(second) == '["hook"]'

@@ -1,7 +1,6 @@
 """``agent-bridge inbox watch``: real processes, real signals, a real store written by another
 process; output polled with deadlines."""
 
-import json
 import os
 import queue
 import shutil
@@ -267,31 +266,87 @@ def test_a_store_that_is_not_a_database_ends_it_with_the_one_line(env):
     assert done.stderr.startswith("agent-bridge: store_corrupt: ") and done.stderr.count("\n") == 1
 
 
+class WatchedSession:
+    """An interactive session whose CLI is this test process (it starts the watches, as Claude
+    starts a Monitor command), and what presence says of its wake paths."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        from dispatcher.bridge import presence
+        from dispatcher.core.processes import start_time
+
+        self.presence = presence
+        self.store = Store(Path(env["AGENT_BRIDGE_DB"]))
+        me = os.getpid()
+        self.id = presence.register_session(
+            self.store.connection(), "claude", "interactive", pid=me, start_time=start_time(me), client_pid=me, now=0.0
+        )
+
+    def paths(self) -> list[str]:
+        (found,) = [s for s in self.presence.sessions(self.store.connection(), "claude") if s.id == self.id]
+        return list(found.wake_paths)
+
+    def wakeable(self) -> bool:
+        return self.presence.has_wakeable_session(self.store.connection(), "claude")
+
+    def watches(self) -> int:
+        return self.store.connection().execute("SELECT count(*) FROM session_watches").fetchone()[0]
+
+    def until(self, predicate) -> None:
+        deadline = time.monotonic() + TIMEOUT
+        while not predicate():
+            assert time.monotonic() < deadline, "condition not reached in time"
+            time.sleep(0.05)
+
+
 def test_while_it_runs_the_session_whose_cli_started_it_counts_as_wakeable(env):
-    from dispatcher.bridge import presence
-    from dispatcher.core.processes import start_time
+    session = WatchedSession(env)
+    try:
+        assert not session.wakeable()
+        watch = Watch(env, "--agent", "claude")
+        session.until(lambda: session.paths() == ["monitor"])
+        assert session.wakeable()
+        assert watch.stop() == (0, "")
+        assert session.paths() == [] and not session.wakeable() and session.watches() == 0
+    finally:
+        session.store.close()
 
-    store = Store(Path(env["AGENT_BRIDGE_DB"]))
-    me = os.getpid()  # the watch's parent plays the CLI that started both the server and the watch
-    session = presence.register_session(
-        store.connection(), "claude", "interactive", pid=me, start_time=start_time(me), client_pid=me, now=time.time()
-    )
 
-    def paths() -> list[str]:
-        row = store.connection().execute("SELECT wake_paths FROM sessions WHERE id = ?", (session,)).fetchone()
-        return json.loads(row[0])
-
+def test_a_watch_killed_with_sigkill_stops_counting_at_once(env):
+    """A watch killed with -9 never removes its mark: the wake path counts only while the watch's
+    own process (pid and start time) is alive, so the session is not wakeable the moment it is
+    gone, and a new task does not wait out the interactive grace for a session nothing can wake."""
+    session = WatchedSession(env)
     try:
         watch = Watch(env, "--agent", "claude")
-        deadline = time.monotonic() + TIMEOUT
-        while paths() != ["monitor"] and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert paths() == ["monitor"]
-        assert presence.has_wakeable_session(store.connection(), "claude")
-        assert watch.stop() == (0, "")
-        assert paths() == []
+        session.until(session.wakeable)
+        watch.stop(signal.SIGKILL)  # reaped: the pid is gone
+        assert watch.proc.returncode == -signal.SIGKILL
+        assert session.paths() == [] and not session.wakeable()
+        assert session.watches() == 1  # the row stays until the next prune of dead rows
+        from dispatcher.store import write_transaction
+
+        with write_transaction(conn := session.store.connection()):
+            session.presence.prune_dead(conn)
+        assert session.watches() == 0 and session.paths() == []
     finally:
-        store.close()
+        session.store.close()
+
+
+def test_overlapping_watches_of_one_session_count_apart(env):
+    """Two watches of one session: the first to end leaves the second's wake path in place; the
+    session stops counting only when the last one ends."""
+    session = WatchedSession(env)
+    try:
+        first = Watch(env, "--agent", "claude")
+        session.until(lambda: session.watches() == 1)
+        second = Watch(env, "--agent", "claude")
+        session.until(lambda: session.watches() == 2)
+        assert first.stop() == (0, "")
+        assert session.watches() == 1 and session.paths() == ["monitor"] and session.wakeable()
+        assert second.stop() == (0, "")
+        assert session.watches() == 0 and session.paths() == [] and not session.wakeable()
+    finally:
+        session.store.close()
 
 
 def test_a_store_recreated_at_a_recycled_inode_number_is_still_a_new_store(tmp_path, monkeypatch):
