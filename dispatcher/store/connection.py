@@ -151,12 +151,17 @@ def open_store(path: Path | str, *, target_version: int = SCHEMA_VERSION) -> sql
 
 @contextmanager
 def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """BEGIN IMMEDIATE: take the write lock up front, so checks and writes see one state."""
+    """BEGIN IMMEDIATE: take the write lock up front, so checks and writes see one state.
+
+    Any refusal rolls back everything the transaction wrote; a ``StateChangedError`` then
+    records its rule's move (only that) in a transaction of its own."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         yield conn
-    except StateChangedError:
-        conn.execute("COMMIT")
+    except StateChangedError as exc:
+        conn.execute("ROLLBACK")
+        with write_transaction(conn):
+            exc.keep(conn)
         raise
     except BaseException:
         conn.execute("ROLLBACK")
