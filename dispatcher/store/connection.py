@@ -4,7 +4,7 @@ import os
 import sqlite3
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -107,15 +107,30 @@ def schema_version(conn: sqlite3.Connection) -> int:
 
 
 def migrate(conn: sqlite3.Connection, path: Path, target: int = SCHEMA_VERSION) -> None:
-    with write_transaction(conn):
-        found = schema_version(conn)
-        if found > SCHEMA_VERSION:
-            raise SchemaTooNewError(path, found)
-        for version in range(found + 1, target + 1):
-            for statement in MIGRATIONS[version - 1].split(";"):
-                if statement.strip():
-                    conn.execute(statement)
-            conn.execute(f"PRAGMA user_version = {version}")
+    # Foreign keys off while migrating (a table rebuild drops the table others point at; the
+    # pragma is a no-op inside a transaction), and every key checked before the commit.
+    conn.execute("PRAGMA foreign_keys = OFF")
+    try:
+        with write_transaction(conn):
+            found = schema_version(conn)
+            if found > SCHEMA_VERSION:
+                raise SchemaTooNewError(path, found)
+            for version in range(found + 1, target + 1):
+                _apply(conn, MIGRATIONS[version - 1])
+                conn.execute(f"PRAGMA user_version = {version}")
+            if broken := conn.execute("PRAGMA foreign_key_check").fetchall():
+                raise RuntimeError(f"migrating {path} would break foreign keys: {[tuple(r) for r in broken[:5]]}")
+    finally:
+        conn.execute("PRAGMA foreign_keys = ON")
+
+
+def _apply(conn: sqlite3.Connection, migration: str | Callable[[sqlite3.Connection], None]) -> None:
+    if callable(migration):
+        migration(conn)
+        return
+    for statement in migration.split(";"):
+        if statement.strip():
+            conn.execute(statement)
 
 
 def open_store(path: Path | str, *, target_version: int = SCHEMA_VERSION) -> sqlite3.Connection:
