@@ -38,6 +38,7 @@ from dispatcher.dispatch.step import BackOff, Dispatch, Observation, Stop, Wait,
 from dispatcher.dispatch.supervisor import remove_request, supervise
 from dispatcher.store import STORE_ERRORS, Connection, Store, store_corruption, store_errors
 from dispatcher.store.changes import data_version
+from dispatcher.store.connection import shrink_wal
 from dispatcher.store.messages import cap_far_leases
 
 POLL_SECONDS = 0.02
@@ -187,6 +188,7 @@ class Listener:
                     self._show_waiting(action.stage)
                 if action.stage == "idle":
                     self._prune(store)
+                    self._shrink_wal(store)
                 self._wait(store, action.timeout, watch_store=action.wake_on_commit)
 
     # -- observing ------------------------------------------------------------------------
@@ -297,6 +299,16 @@ class Listener:
                 )
         except (BridgeError, OSError) as exc:  # tried again in an hour; never stops the listener
             log.warning("attempt_prune_failed", agent=self.agent, error=type(exc).__name__)
+
+    def _shrink_wal(self, store: Store) -> None:
+        """Idle: a -wal that a burst grew past its bound is truncated now (SQLite alone trims it
+        only at the next write after a full checkpoint, and an idle store has none)."""
+        try:
+            with store_errors():
+                if shrink_wal(store.connection()):
+                    log.info("wal_truncated", agent=self.agent)
+        except BridgeError as exc:  # busy or missing: the next idle moment tries again
+            log.warning("wal_truncate_failed", agent=self.agent, code=exc.code)
 
     def _back_off(self, action: BackOff) -> None:
         self._backoff_until = clock.now() + action.seconds

@@ -20,6 +20,12 @@ BUSY_TIMEOUT_MS = 15_000
 # (bench/ measures it: domain-layer sends went from ~45% to ~53% of raw inserts.)
 PAGE_SIZE = 1024
 WAL_SWITCH_DEADLINE_SECONDS = 30.0
+# The -wal file's size bound: each time SQLite starts the WAL over (after a checkpoint that
+# took every frame) it trims the file to this. A burst grows it past the bound until then;
+# an idle listener truncates it (``shrink_wal``), so it never stays at a burst's high-water mark.
+JOURNAL_SIZE_LIMIT_BYTES = 4 * 1024 * 1024
+# How long the idle truncation waits for a reader or writer before it gives up (until next time).
+SHRINK_WAL_BUSY_MS = 200
 
 
 class SchemaTooNewError(BridgeError):
@@ -155,6 +161,7 @@ def open_store(path: Path | str, *, target_version: int = SCHEMA_VERSION) -> sql
             conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")  # only takes effect on a new, empty file
         _switch_to_wal(conn)
         conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT_BYTES}")
         conn.execute("PRAGMA foreign_keys = ON")
         if found < target_version:
             migrate(conn, path, target_version)
@@ -162,6 +169,28 @@ def open_store(path: Path | str, *, target_version: int = SCHEMA_VERSION) -> sql
         conn.close()
         raise
     return conn
+
+
+def wal_size(conn: sqlite3.Connection) -> int:
+    """Bytes in the store's -wal file (next to the file SQLite opened, a link resolved); 0 if none."""
+    main = next(row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main")
+    try:
+        return os.stat(f"{main}-wal").st_size
+    except OSError:
+        return 0
+
+
+def shrink_wal(conn: sqlite3.Connection) -> bool:
+    """When the -wal is past ``JOURNAL_SIZE_LIMIT_BYTES``: checkpoint every frame into the store and
+    truncate the -wal to 0 bytes (waiting at most ``SHRINK_WAL_BUSY_MS`` for others). True if it did."""
+    if wal_size(conn) <= JOURNAL_SIZE_LIMIT_BYTES:
+        return False
+    conn.execute(f"PRAGMA busy_timeout = {SHRINK_WAL_BUSY_MS}")
+    try:
+        blocked = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    return blocked == 0
 
 
 @contextmanager
