@@ -187,7 +187,7 @@ def shrink_wal(conn: sqlite3.Connection) -> bool:
         return False
     conn.execute(f"PRAGMA busy_timeout = {SHRINK_WAL_BUSY_MS}")
     try:
-        blocked = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+        blocked: int = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
     finally:
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     return blocked == 0
