@@ -142,6 +142,7 @@ def finish_attempt(
     error_kind: str | None = None,
     diagnostics: dict[str, Any] | None = None,
     ledger: dict[str, Any] | None = None,
+    duration_seconds: float | None = None,
 ) -> bool:
     """Settle an attempt once, inside the caller's write transaction; False if already settled."""
     return record_finish(
@@ -154,6 +155,7 @@ def finish_attempt(
         finished_at=now,
         diagnostics=diagnostics,
         ledger=ledger or {},
+        duration_seconds=duration_seconds,
     )
 
 

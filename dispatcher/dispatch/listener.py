@@ -196,8 +196,8 @@ class Listener:
         disabled = self.paths.disabled_marker.exists()
         if self._stop_requested or disabled:
             return Observation(stop_requested=self._stop_requested, disabled=disabled)
-        if clock.now() < self._backoff_until:
-            return Observation(backoff_until=self._backoff_until, failures=self._failures)
+        if (left := self._backoff_until - clock.monotonic()) > 0:  # monotonic: no clock step stalls it
+            return Observation(backoff_left=left, failures=self._failures)
         self._reload_config()
         self.workspace_error = self._workspace_error()
         self._candidate, self._held_until = None, None
@@ -311,7 +311,7 @@ class Listener:
             log.warning("wal_truncate_failed", agent=self.agent, code=exc.code)
 
     def _back_off(self, action: BackOff) -> None:
-        self._backoff_until = clock.now() + action.seconds
+        self._backoff_until = clock.monotonic() + action.seconds
         self._fresh_failure = None
         log.warning("listener_backoff", agent=self.agent, seconds=action.seconds, failures=self._failures)
         self._set(stage="error", current=None, error=action.reason)

@@ -187,7 +187,7 @@ def supervise(settings: BridgeSettings, config: BridgeConfig, message_id: int, *
 
 
 def _supervise(conn, settings: BridgeSettings, config: BridgeConfig, message_id: int, manual: bool) -> str:
-    now = clock.now()
+    now, began = clock.now(), clock.monotonic()
     token = secrets.token_hex(16)
     message = begin_attempt(
         conn,
@@ -206,21 +206,30 @@ def _supervise(conn, settings: BridgeSettings, config: BridgeConfig, message_id:
 
     paths = AgentPaths.of(settings, agent).ensure()
     try:
-        outcome = _run_worker(conn, settings, config, paths, message, token, timeout, deadline=now + timeout)
+        # The budget runs on the monotonic clock: no step of the wall clock stretches or cuts it.
+        outcome = _run_worker(conn, settings, config, paths, message, token, timeout, deadline=began + timeout)
     finally:
         remove_request(paths, message_id)
     fault_point("after_request_removed")
     return outcome
 
 
-def _settle(conn, message_id: int, **verdict) -> str:
-    outcome = settle(conn, message_id, before_commit=lambda: fault_point("before_verdict_commit"), **verdict)
+def _settle(conn, message_id: int, began: float, **verdict) -> str:
+    """``began``: the attempt's start on the monotonic clock, for a duration no clock step bends."""
+    outcome = settle(
+        conn,
+        message_id,
+        duration_seconds=clock.monotonic() - began,
+        before_commit=lambda: fault_point("before_verdict_commit"),
+        **verdict,
+    )
     fault_point("after_verdict_commit")
     return outcome
 
 
 def _run_worker(conn, settings, config, paths, message, token: str, timeout: int, deadline: float) -> str:
-    message_id = message["id"]
+    """``deadline``: on the monotonic clock."""
+    message_id, began = message["id"], deadline - timeout
     try:
         prompt = worker_prompt(
             conn,
@@ -234,7 +243,7 @@ def _run_worker(conn, settings, config, paths, message, token: str, timeout: int
         log.warning(
             "spawn_failed", message_id=message_id, error=type(exc).__name__, path=exc.filename, reason=exc.strerror
         )
-        return _settle(conn, message_id, fallback="failed", error_kind=f"spawn:{type(exc).__name__}")
+        return _settle(conn, message_id, began, fallback="failed", error_kind=f"spawn:{type(exc).__name__}")
     fault_point("after_spawn")
     pid = launch.proc.pid
     try:
@@ -247,7 +256,7 @@ def _run_worker(conn, settings, config, paths, message, token: str, timeout: int
         launch.close_gate()
         end_worker(launch.proc, KILL_GRACE_SECONDS)
         return _settle(
-            conn, message_id, fallback="failed", error_kind="spawn_unrecorded", exit_code=launch.proc.returncode
+            conn, message_id, began, fallback="failed", error_kind="spawn_unrecorded", exit_code=launch.proc.returncode
         )
     fault_point("after_pid_recorded")
     launch.open_gate()
@@ -267,6 +276,7 @@ def _run_worker(conn, settings, config, paths, message, token: str, timeout: int
     return _settle(
         conn,
         message_id,
+        began,
         fallback="timeout" if timed_out else "failed",
         error_kind="timeout" if timed_out else None,
         exit_code=exit_code,
@@ -275,10 +285,10 @@ def _run_worker(conn, settings, config, paths, message, token: str, timeout: int
 
 
 def _wait_renewing_claim(conn, proc: subprocess.Popen, message_id: int, token: str, deadline: float) -> bool:
-    """Wait for the worker until ``deadline``, renewing its claim; True when it timed out."""
+    """Wait for the worker until ``deadline`` (monotonic), renewing its claim; True when it timed out."""
     interval = faults.renew_interval(RENEW_EVERY_SECONDS)
     while proc.poll() is None:
-        remaining = deadline - clock.now()
+        remaining = deadline - clock.monotonic()
         if remaining <= 0:
             return True
         try:
@@ -289,15 +299,17 @@ def _wait_renewing_claim(conn, proc: subprocess.Popen, message_id: int, token: s
 
 
 def _renew(conn, message_id: int, token: str, deadline: float) -> None:
-    now = clock.now()
-    if now >= deadline:
+    """``deadline`` is monotonic; the lease is stored in wall time, so it is set from what is left."""
+    left = deadline - clock.monotonic()
+    if left <= 0:
         return
+    now = clock.now()
     try:
         renew_worker_claim(
             conn,
             message_id,
             worker_pids=set(token_processes(token)),
-            until=min(now + LEASE_AHEAD_SECONDS, deadline + KILL_GRACE_SECONDS),
+            until=now + min(LEASE_AHEAD_SECONDS, left + KILL_GRACE_SECONDS),
             now=now,
         )
     except STORE_ERRORS as exc:  # a busy or full store: the next round tries again
