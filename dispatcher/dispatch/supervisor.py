@@ -22,7 +22,12 @@ from dispatcher.core.config import BridgeConfig
 from dispatcher.core.errors import BridgeError
 from dispatcher.core.logs import get_logger
 from dispatcher.core.permissions import BRIDGE_ONLY, PERMISSIONS_ENV, PermissionProfile
-from dispatcher.core.private_files import create_private_file, ensure_private_dir, open_private_append
+from dispatcher.core.private_files import (
+    create_private_file,
+    ensure_private_dir,
+    open_private_append,
+    writable_by_others,
+)
 from dispatcher.core.processes import start_time, sweep_descendants
 from dispatcher.core.settings import PROJECT_DIR, BridgeSettings
 from dispatcher.dispatch import faults
@@ -66,6 +71,10 @@ def _check_launcher(path: Path) -> None:
         raise FileNotFoundError(errno.ENOENT, "launcher not found", str(path))
     if not os.access(path, os.X_OK):
         raise PermissionError(errno.EACCES, "launcher is not executable", str(path))
+    if (why := writable_by_others(path)) is not None:
+        raise PermissionError(
+            errno.EACCES, f"launcher could be changed by someone else ({why}); chown it and chmod go-w", str(path)
+        )
 
 
 MAX_COST_ENV = "AGENT_BRIDGE_MAX_COST_USD"
