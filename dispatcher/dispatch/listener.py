@@ -38,7 +38,7 @@ from dispatcher.dispatch.step import BackOff, Dispatch, Observation, Stop, Wait,
 from dispatcher.dispatch.supervisor import remove_request, supervise
 from dispatcher.store import STORE_ERRORS, Connection, Store, store_corruption, store_errors
 from dispatcher.store.changes import data_version
-from dispatcher.store.connection import shrink_wal
+from dispatcher.store.connection import prepare_store_dir, shrink_wal
 from dispatcher.store.messages import cap_far_leases
 
 POLL_SECONDS = 0.02
@@ -451,6 +451,7 @@ def _supervisor_failure(message_id: int, code: int) -> str:
 
 
 def run_listener(settings: BridgeSettings, agent: str) -> int:
+    prepare_store_dir(settings.db)  # a store path that must be refused is refused now, before any lock
     paths = AgentPaths.of(settings, agent).ensure()
     configure_logging(stderr_level=logging.getLevelName(settings.log_level), log_file=paths.log)
     processes.preload()  # before the first fork: each supervisor starts with psutil loaded

@@ -37,10 +37,15 @@ class SchemaTooNewError(BridgeError):
         )
 
 
-def _prepare_file(path: Path) -> None:
-    # The store's directory: created 0700 with every missing parent, refused if it is a
-    # link or another user's; an existing one is not narrowed (it may be a shared folder).
+def prepare_store_dir(path: Path) -> None:
+    """The store's directory: created 0700 with every missing parent, refused (``unsafe_path``)
+    if it is a link or another user's; an existing one is not narrowed (it may be a shared folder).
+    A listener calls it at start, before it takes any lock."""
     ensure_private_dir(path.parent, "store directory", tighten=False)
+
+
+def _prepare_file(path: Path) -> None:
+    prepare_store_dir(path)
     # Create the file ourselves so it is 0600 from its first byte; SQLite gives the
     # -wal and -shm files the same mode as the database file. Never open and close an
     # existing store: closing any descriptor of a file drops all of this process's POSIX
