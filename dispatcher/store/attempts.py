@@ -42,7 +42,7 @@ def insert_attempt(
     agent: str,
     started_at: float,
     supervisor_pid: int,
-    supervisor_start_time: float | None,
+    supervisor_start_time: str | None,
     deadline: float,
     worker_token: str,
     max_cost_usd: float | None,
@@ -97,7 +97,7 @@ def record_spawn(
     transition: tuple[str, tuple[str, ...]],
     *,
     worker_pid: int,
-    worker_start_time: float | None,
+    worker_start_time: str | None,
     worker_started_at: float,
 ) -> bool:
     return _move(

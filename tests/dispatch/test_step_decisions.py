@@ -165,7 +165,7 @@ def test_a_stale_lease_is_taken_over(conn, other_process, case):
         dead.wait()
         _plant(conn, dead.pid, 1.0)
     elif case == "recycled_pid":  # the pid is alive, but it is another process than recorded
-        _plant(conn, other_process.pid, start_time(other_process.pid) - 100)
+        _plant(conn, other_process.pid, start_time(other_process.pid) + "0")  # ten times its ticks: another process
     else:
         _plant(conn, other_process.pid, start_time(other_process.pid), host="another-host")
     assert lease.acquire(conn, "claude", "/run", NOW) is None
