@@ -225,12 +225,13 @@ def tree_of(token: str) -> list[int]:
     return found
 
 
-def alive(pid: int | None, start: float | None) -> bool:
-    """The process recorded as (pid, start time) is still running (not a zombie, not a reused pid)."""
-    import psutil
-
+def alive(pid: int | None, start: str | None) -> bool:
+    """The process recorded as (pid, start time) is still running (not a zombie, not a reused pid),
+    read here independently: the start time is ``<boot_id>:<start ticks>`` of /proc/PID/stat."""
     try:
-        proc = psutil.Process(pid)
-        return proc.status() != psutil.STATUS_ZOMBIE and abs(proc.create_time() - start) < 0.05
-    except (psutil.Error, TypeError, ValueError):
+        raw = Path(f"/proc/{pid}/stat").read_text()
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
         return False
+    fields = raw[raw.rfind(")") + 2 :].split()
+    return fields[0] not in ("Z", "X") and f"{boot}:{fields[19]}" == start

@@ -139,6 +139,14 @@ def start_conversation(
     cap = check_max_cost(max_cost_usd)
     with write_transaction(conn):
         existing = find_dedup(conn, initiator, dedup_key, recipient=recipient)
+        if existing is not None and not opens_conversation(
+            existing["kind"], existing["conversation_id"], existing["reply_to"]
+        ):
+            raise BridgeError(
+                "dedup_conflict",
+                f"this dedup_key was already used for message #{existing['id']}, which started no conversation; "
+                "nothing was started. Pick a new dedup_key for this conversation.",
+            )
         if existing is not None:
             return {
                 "conversation_id": existing["conversation_id"],
@@ -178,6 +186,13 @@ def start_conversation(
         "max_cost_usd": cap,
         "expires_at": iso(now + lifetime),
     }
+
+
+def opens_conversation(kind: str | None, conversation_id: int | None, reply_to: int | None) -> bool:
+    """Whether a message is a conversation's opening task: the one task in it that answers nothing
+    (every later task must reply_to a result). Only such a message makes a dedup_key a duplicate
+    of ``start_conversation``."""
+    return kind == "task" and conversation_id is not None and reply_to is None
 
 
 def check_max_cost(value: object) -> float | None:
@@ -228,6 +243,22 @@ def exhaust_budget(conn: Connection, conversation_id: int, actor: str, now: floa
     return {**totals, "max_cost_usd": conv["max_cost_usd"]}
 
 
+def _refusal_with_move(
+    code: str, message: str, conv: Row, move: tuple[str, str], actor: str, now: float
+) -> StateChangedError:
+    """A refusal that keeps one rule's move (``event``, ``reason``): once the refused transaction
+    has rolled back, ``conv`` takes the move in its own transaction, if it is still in the state
+    this refusal saw and the move may still happen there."""
+    event, reason = move
+
+    def keep(conn: Connection) -> None:
+        current = fetch_conversation(conn, conv["id"])
+        if current is not None and current["state"] == conv["state"] and next_state(current["state"], event):
+            _record_transition(conn, current, _target(current["state"], event), actor, reason, now)
+
+    return StateChangedError(code, message, keep=keep)
+
+
 def check_conversation_send(
     conn: Connection,
     *,
@@ -241,14 +272,18 @@ def check_conversation_send(
     """Enforce the conversation rules for one send inside an open write transaction.
 
     Returns True when the message takes a turn (task or result). Raises BridgeError
-    (nothing written) or StateChangedError (an expiry or turn-limit move is kept).
+    (nothing written) or StateChangedError (nothing written but an expiry or turn-limit move).
     """
-    conv = _settle_expiry(conn, _load(conn, conversation_id, sender), sender, now)
-    if conv["state"] == "expired":
-        raise StateChangedError(
+    conv = _load(conn, conversation_id, sender)
+    if effective_state(conv["state"], conv["expires_at"], now) == "expired":
+        raise _refusal_with_move(
             "conversation_expired",
             f"conversation #{conversation_id} expired at {iso(conv['expires_at'])} and accepts nothing; "
             "start a new conversation if the goal still matters.",
+            conv,
+            ("expire", "expired"),
+            sender,
+            now,
         )
     if not accepts_messages(conv["state"]):
         raise BridgeError(
@@ -282,12 +317,15 @@ def check_conversation_send(
             + ("Wait for the result." if in_flight["recipient"] != sender else ""),
         )
     if not turn_available(kind, conv["turn_count"], conv["max_turns"]):
-        _record_transition(conn, conv, _target(conv["state"], "turn_limit"), sender, "turn_limit", now)
         room = " (a task needs a turn left for its result)" if kind == "task" else ""
-        raise StateChangedError(
+        raise _refusal_with_move(
             "turn_limit_reached",
             f"conversation #{conversation_id} has used {conv['turn_count']} of {conv['max_turns']} turns, "
             f"too many for another {kind}{room}; it is now needs_human and a human decides what happens next.",
+            conv,
+            ("turn_limit", "turn_limit"),
+            sender,
+            now,
         )
     return True
 

@@ -87,7 +87,7 @@ def client_pid_of(pid: int) -> int | None:
     return processes.nearest_ancestor(pid, skipping=_WRAPPERS)
 
 
-Probe = Callable[[int], float | None]
+Probe = Callable[[int], str | None]
 
 
 # -- rows ------------------------------------------------------------------------------------
@@ -98,7 +98,7 @@ class Session:
     role: str
     host: str
     pid: int
-    start_time: float | None
+    start_time: str | None
     client_pid: int | None
     client_name: str | None
     client_version: str | None
@@ -192,7 +192,7 @@ def register_session(
     role: str,
     *,
     pid: int,
-    start_time: float | None,
+    start_time: str | None,
     client_pid: int | None,
     now: float,
     here: str | None = None,

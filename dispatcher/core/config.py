@@ -17,6 +17,7 @@ from dispatcher.core.errors import BridgeError
 from dispatcher.core.errors import ConfigError as ConfigError
 from dispatcher.core.locations import PACKAGE_DATA
 from dispatcher.core.permissions import BRIDGE_ONLY, PermissionProfile
+from dispatcher.core.private_files import writable_by_others
 from dispatcher.core.validation import AGENT_ID_PATTERN
 
 AgentId = Annotated[str, StringConstraints(pattern=f"^{AGENT_ID_PATTERN}$")]
@@ -96,6 +97,12 @@ def require_agent(config: BridgeConfig, agent: str, path: Path, source: str = "-
 
 
 def load_config(path: Path) -> BridgeConfig:
+    if (why := writable_by_others(Path(path))) is not None:
+        raise ConfigError(
+            path,
+            f"someone else could change it: {why}. Make the file and its directories yours (or root's) "
+            "and not group- or world-writable (chown, chmod go-w), as ssh requires of authorized_keys",
+        )
     try:
         raw = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:

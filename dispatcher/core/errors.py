@@ -6,13 +6,15 @@ it *before* writing anything, or inside a transaction that is then rolled back, 
 refusal never leaves a partial write behind. The MCP layer turns it into a tool error,
 the CLI's one top-level handler into ``agent-bridge: <code>: <message>`` and an exit code.
 
-Families: ``StateChangedError`` (a refusal whose transaction still commits a rule's
-move), ``ConfigError`` (config.json), ``DispatchRefused`` (nothing was launched) with
+Families: ``StateChangedError`` (a refusal that rolls back, then records a rule's move
+alone), ``ConfigError`` (config.json), ``DispatchRefused`` (nothing was launched) with
 ``AlreadyAttempted``, and ``StoreUnavailable`` (the database backend's and OS errors
 wrapped at the store boundary).
 """
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 
 class BridgeError(Exception):
@@ -31,8 +33,13 @@ class StateChangedError(BridgeError):
 
     Two conversation rules refuse a send *and* move the conversation: touching an
     expired conversation settles it as ``expired``, and a send past the turn budget
-    moves it to ``needs_human``. The transaction commits that move, then raises.
+    moves it to ``needs_human``. The refused transaction rolls back whole (nothing it
+    wrote stays); ``keep`` then records only the move, in a transaction of its own.
     """
+
+    def __init__(self, code: str, message: str, *, keep: Callable[[Any], None], **details: object) -> None:
+        super().__init__(code, message, **details)
+        self.keep = keep
 
 
 class ConfigError(BridgeError):

@@ -71,6 +71,14 @@ def _env_path(variable: str) -> Path | None:
         raise InvalidSetting(variable, value, str(exc)) from None
 
 
+def store_path(path: Path) -> Path:
+    """The store as the file SQLite opens: its real path, links resolved, once, at start. SQLite
+    keeps ``-wal`` and ``-shm`` next to the real file, so the sidecar checks, the default runtime
+    directory and with it the listener's lock are keyed on it: a store reached through a link
+    (to the file or to a directory above it) is the same store, with the same lock."""
+    return Path(os.path.realpath(path))
+
+
 def _xdg(var: str, fallback: str) -> Path:
     value = os.environ.get(var)
     # The XDG spec says relative values are invalid and must be ignored.
@@ -103,7 +111,7 @@ class Locations:
     def from_env(cls) -> "Locations":
         """Raises ``InvalidSetting`` for a relative path, like ``BridgeSettings``."""
         return cls(
-            db=_env_path("AGENT_BRIDGE_DB") or default_db(),
+            db=store_path(_env_path("AGENT_BRIDGE_DB") or default_db()),
             config=_env_path("AGENT_BRIDGE_CONFIG"),
             runtime_dir=_env_path("AGENT_BRIDGE_RUNTIME_DIR"),
         )

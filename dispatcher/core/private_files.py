@@ -205,3 +205,26 @@ def read_untrusted(directory: Path, relative: str, max_bytes: int) -> str | None
     finally:
         os.close(fd)
     return b"".join(chunks).decode("utf-8", errors="replace")
+
+
+def writable_by_others(path: Path) -> str | None:
+    """Why someone other than you (or root) could change what ``path`` runs or says, or None.
+
+    The rules ``ssh`` applies to ``authorized_keys``: the file and every directory above it,
+    along the path as written and along its real path (links resolved), must belong to you or
+    root and be neither group- nor world-writable. One exception: a directory owned by root
+    with the sticky bit (``/tmp``), where no one else can rename or replace your entries."""
+    uid = os.geteuid()
+    written = Path(os.path.abspath(path))
+    real = Path(os.path.realpath(path))
+    for part in dict.fromkeys([written, *written.parents, real, *real.parents]):
+        try:
+            st = os.lstat(part)  # a link is judged by its owner here, and its target in the real chain
+        except OSError:
+            continue  # a missing file is its reader's to report
+        if st.st_uid not in (0, uid):
+            return f"{part} belongs to uid {st.st_uid}, not to you (uid {uid}) or root"
+        sticky_root_dir = stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX and st.st_uid == 0
+        if st.st_mode & 0o022 and not (sticky_root_dir or stat.S_ISLNK(st.st_mode)):
+            return f"{part} is {'group' if st.st_mode & 0o020 else 'world'}-writable (mode {st.st_mode & 0o7777:o})"
+    return None

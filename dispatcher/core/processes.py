@@ -1,7 +1,9 @@
 """What runs on this host: the one module that reads ``/proc`` (directly, or through psutil).
 
-A recorded process is (host, pid, start time). ``liveness`` is the one rule that says whether
-it still runs; the other functions are the facts it and the rest of the bridge need: start
+A recorded process is (host, pid, start time), the start time as the kernel keeps it:
+``<boot_id>:<start ticks>`` (``start_time``), never derived from the wall clock or from
+``/proc/stat``'s ``btime``, which moves when the wall clock is stepped. ``liveness`` is the one
+rule that says whether it still runs (a zombie has exited: gone); the other functions are the facts it and the rest of the bridge need: start
 times, ancestors, command lines, environments, lock holders, and ending a process tree.
 psutil is imported inside the functions: the status line's path must not pay for it.
 A test (``tests/core/test_processes.py``) fails when another module reads /proc or imports psutil.
@@ -22,25 +24,24 @@ if TYPE_CHECKING:
     import psutil
 
 LIVENESS = ("alive", "dead", "unknown")
-# psutil's start time is the boot time plus /proc's start in clock ticks (1/100 s): the same
-# process always reads within a tick of itself, a recycled pid started later.
-SAME_START_TOLERANCE = 0.05
 _PROC = Path("/proc")
+_BOOT_ID = _PROC / "sys" / "kernel" / "random" / "boot_id"
 
 
 # -- the rule (pure) -------------------------------------------------------------------------
-def liveness(host: str, start_time: float | None, *, here: str, observed_start: float | None) -> str:
+def liveness(host: str, start_time: str | None, *, here: str, observed_start: str | None) -> str:
     """``alive`` iff the recorded process is of this host and its pid runs with the recorded start time.
 
     ``observed_start``: ``start_time`` of the row's pid now (None: no such process, or a
-    zombie: it has exited). ``dead`` also for no recorded start time, or another start time (a
-    recycled pid). A process of another host is ``unknown``, never dead: this host cannot see it.
+    zombie: it has exited). ``dead`` also for no recorded start time, or another one (a
+    recycled pid, a pid of an earlier boot, or a value recorded before start times were kernel
+    ticks). A process of another host is ``unknown``, never dead: this host cannot see it.
     """
     if host != here:
         return "unknown"
     if start_time is None or observed_start is None:
         return "dead"
-    return "alive" if abs(observed_start - start_time) < SAME_START_TOLERANCE else "dead"
+    return "alive" if observed_start == start_time else "dead"
 
 
 # -- identity --------------------------------------------------------------------------------
@@ -48,23 +49,46 @@ def this_host() -> str:
     return socket.gethostname()
 
 
-def start_time(pid: object) -> float | None:
-    """The start time (Unix seconds) of the process running under ``pid`` now; None when there
-    is none, it is a zombie, it cannot be read, or ``pid`` is no pid at all."""
-    import psutil
-
+def _stat_fields(pid: object) -> list[str] | None:
+    """``/proc/PID/stat`` from field 3 (state) on; None for no such process or no pid at all."""
     if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
         return None
     try:
-        proc = psutil.Process(pid)
-        if proc.status() == psutil.STATUS_ZOMBIE:
-            return None
-        return proc.create_time()
-    except (psutil.Error, ValueError, OverflowError):
+        raw = (_PROC / str(pid) / "stat").read_text()
+    except (OSError, ValueError):
         return None
+    # "PID (COMM) STATE ...": COMM may hold spaces and parentheses, so split after the last ')'.
+    fields = raw[raw.rfind(")") + 2 :].split()
+    return fields if len(fields) > 19 and fields[19].isdigit() else None
 
 
-def is_same_process(pid: object, recorded_start: float | None) -> bool:
+def start_time(pid: object) -> str | None:
+    """The start time of the process running under ``pid`` now, as ``<boot_id>:<ticks>``: the
+    kernel's boot id and the start in clock ticks since that boot (field 22 of /proc/PID/stat).
+    No clock step moves it, and a pid of an earlier boot never matches. None when there is no
+    such process, it is a zombie (it has exited), it cannot be read, or ``pid`` is no pid."""
+    fields = _stat_fields(pid)
+    if fields is None or fields[0] in ("Z", "X"):
+        return None
+    try:
+        boot = _BOOT_ID.read_text().strip()
+    except OSError:
+        return None
+    return f"{boot}:{fields[19]}"
+
+
+def age_seconds(pid: object) -> float | None:
+    """How long ago the process under ``pid`` started (from its start ticks and the uptime: no
+    wall clock involved); None when it cannot be told."""
+    fields = _stat_fields(pid)
+    try:
+        uptime = float((_PROC / "uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None if fields is None else max(0.0, uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK"))
+
+
+def is_same_process(pid: object, recorded_start: str | None) -> bool:
     """Whether the process recorded on this host as ``pid`` started at ``recorded_start`` still runs."""
     here = this_host()
     return liveness(here, recorded_start, here=here, observed_start=start_time(pid)) == "alive"

@@ -19,6 +19,7 @@ from dispatcher.core.locations import (
     default_workspace,
     private_dir,
     resolve_config,
+    store_path,
 )
 
 __all__ = ["PROJECT_DIR", "BridgeSettings", "InvalidSetting"]
@@ -30,7 +31,7 @@ class BridgeSettings(BaseSettings):
     # An empty variable counts as unset, as in ``Locations.from_env``.
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", env_ignore_empty=True)
 
-    db: Path = Field(default_factory=default_db)
+    db: Path = Field(default_factory=default_db, validate_default=True)
     config: Path | None = None
     max_body_bytes: int = Field(default=262144, ge=1, le=16 * 1024 * 1024)
     # Where workers run when the agent's config.json entry names no ``workspace``.
@@ -62,6 +63,11 @@ class BridgeSettings(BaseSettings):
     @classmethod
     def _absolute(cls, value: object) -> object:
         return absolute_path(value) if isinstance(value, (str, Path)) else value
+
+    @field_validator("db", mode="after")
+    @classmethod
+    def _real(cls, value: Path) -> Path:
+        return store_path(value)
 
     @field_validator("log_level", mode="before")
     @classmethod

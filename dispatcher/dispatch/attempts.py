@@ -49,7 +49,7 @@ def begin_attempt(
     now: float,
     manual: bool,
     supervisor_pid: int,
-    supervisor_start: float | None,
+    supervisor_start: str | None,
     worker_token: str,
 ) -> Row:
     """The barrier: in one BEGIN IMMEDIATE, check the message is dispatchable and record the attempt.
@@ -84,7 +84,7 @@ def begin_attempt(
         return fetch_existing_message(conn, message_id)
 
 
-def mark_spawned(conn: Connection, message_id: int, worker_pid: int, worker_start: float | None) -> bool:
+def mark_spawned(conn: Connection, message_id: int, worker_pid: int, worker_start: str | None) -> bool:
     """Record the worker; False when the attempt was settled meanwhile (it stays as settled)."""
     with write_transaction(conn):
         return record_spawn(
@@ -142,6 +142,7 @@ def finish_attempt(
     error_kind: str | None = None,
     diagnostics: dict[str, Any] | None = None,
     ledger: dict[str, Any] | None = None,
+    duration_seconds: float | None = None,
 ) -> bool:
     """Settle an attempt once, inside the caller's write transaction; False if already settled."""
     return record_finish(
@@ -154,6 +155,7 @@ def finish_attempt(
         finished_at=now,
         diagnostics=diagnostics,
         ledger=ledger or {},
+        duration_seconds=duration_seconds,
     )
 
 

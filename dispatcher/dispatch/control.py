@@ -14,7 +14,7 @@ from typing import Any
 from dispatcher.core import clock
 from dispatcher.core.locations import PROJECT_DIR, LocationsLike
 from dispatcher.core.private_files import open_private_lock
-from dispatcher.core.processes import start_time
+from dispatcher.core.processes import age_seconds
 from dispatcher.dispatch.paths import AgentPaths
 from dispatcher.dispatch.procs import flock_holder
 from dispatcher.dispatch.progress import read_progress, render_line
@@ -109,8 +109,8 @@ def listener_status(
     if holder is None:
         stage = "stopped"
     elif problem == "missing_file":
-        started = start_time(holder)
-        young = started is not None and clock.now() - started < STARTUP_GRACE_SECONDS
+        age = age_seconds(holder)
+        young = age is not None and age < STARTUP_GRACE_SECONDS
         stage, state = ("starting", None) if young else ("unknown", "missing_file")
     elif problem == "unreadable":
         stage, state = "unknown", "unreadable"

@@ -38,6 +38,7 @@ from dispatcher.dispatch.step import BackOff, Dispatch, Observation, Stop, Wait,
 from dispatcher.dispatch.supervisor import remove_request, supervise
 from dispatcher.store import STORE_ERRORS, Connection, Store, store_corruption, store_errors
 from dispatcher.store.changes import data_version
+from dispatcher.store.connection import prepare_store_dir, shrink_wal
 from dispatcher.store.messages import cap_far_leases
 
 POLL_SECONDS = 0.02
@@ -187,6 +188,7 @@ class Listener:
                     self._show_waiting(action.stage)
                 if action.stage == "idle":
                     self._prune(store)
+                    self._shrink_wal(store)
                 self._wait(store, action.timeout, watch_store=action.wake_on_commit)
 
     # -- observing ------------------------------------------------------------------------
@@ -194,8 +196,8 @@ class Listener:
         disabled = self.paths.disabled_marker.exists()
         if self._stop_requested or disabled:
             return Observation(stop_requested=self._stop_requested, disabled=disabled)
-        if clock.now() < self._backoff_until:
-            return Observation(backoff_until=self._backoff_until, failures=self._failures)
+        if (left := self._backoff_until - clock.monotonic()) > 0:  # monotonic: no clock step stalls it
+            return Observation(backoff_left=left, failures=self._failures)
         self._reload_config()
         self.workspace_error = self._workspace_error()
         self._candidate, self._held_until = None, None
@@ -298,8 +300,18 @@ class Listener:
         except (BridgeError, OSError) as exc:  # tried again in an hour; never stops the listener
             log.warning("attempt_prune_failed", agent=self.agent, error=type(exc).__name__)
 
+    def _shrink_wal(self, store: Store) -> None:
+        """Idle: a -wal that a burst grew past its bound is truncated now (SQLite alone trims it
+        only at the next write after a full checkpoint, and an idle store has none)."""
+        try:
+            with store_errors():
+                if shrink_wal(store.connection()):
+                    log.info("wal_truncated", agent=self.agent)
+        except BridgeError as exc:  # busy or missing: the next idle moment tries again
+            log.warning("wal_truncate_failed", agent=self.agent, code=exc.code)
+
     def _back_off(self, action: BackOff) -> None:
-        self._backoff_until = clock.now() + action.seconds
+        self._backoff_until = clock.monotonic() + action.seconds
         self._fresh_failure = None
         log.warning("listener_backoff", agent=self.agent, seconds=action.seconds, failures=self._failures)
         self._set(stage="error", current=None, error=action.reason)
@@ -451,6 +463,7 @@ def _supervisor_failure(message_id: int, code: int) -> str:
 
 
 def run_listener(settings: BridgeSettings, agent: str) -> int:
+    prepare_store_dir(settings.db)  # a store path that must be refused is refused now, before any lock
     paths = AgentPaths.of(settings, agent).ensure()
     configure_logging(stderr_level=logging.getLevelName(settings.log_level), log_file=paths.log)
     processes.preload()  # before the first fork: each supervisor starts with psutil loaded

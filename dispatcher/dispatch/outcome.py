@@ -113,9 +113,13 @@ def settle(
     exit_code: int | None = None,
     diagnostics: dict | None = None,
     now: float | None = None,
+    duration_seconds: float | None = None,
     before_commit: Callable[[], None] | None = None,
 ) -> str:
     """Settle one attempt from the store's evidence; ``fallback`` applies when there is none.
+
+    ``duration_seconds``: as the supervisor measured it on the monotonic clock; without it
+    (reconciliation, in another process) it is ``now`` minus the start, never below 0.
 
     Returns the outcome; when another process settled the attempt first, theirs.
     ``before_commit`` runs inside the transaction just before COMMIT (crash-point tests).
@@ -138,6 +142,7 @@ def settle(
             error_kind=error_kind,
             diagnostics=diagnostics,
             ledger=ledger,
+            duration_seconds=duration_seconds,
         ):
             settled = get_attempt(conn, message_id)
             return settled["outcome"] if settled else outcome

@@ -26,7 +26,7 @@ class Observation:
     failure_reason: str | None = None  # a fresh failure not yet backed off from (e.g. a failed supervisor)
     busy: bool = False  # reconciliation says an attempt is still running
     candidate: int | None = None  # the oldest dispatchable message
-    backoff_until: float = 0.0
+    backoff_left: float = 0.0  # seconds of a backoff still to sit out (measured on the monotonic clock)
     held_until: float | None = None  # the first message held for an interactive session is released then
 
 
@@ -67,8 +67,8 @@ def step(obs: Observation, now: float) -> Action:
         return Stop("signal")
     if obs.disabled:
         return Stop("disabled")
-    if now < obs.backoff_until:
-        return Wait(obs.backoff_until - now, "error", wake_on_commit=False)
+    if obs.backoff_left > 0:
+        return Wait(obs.backoff_left, "error", wake_on_commit=False)
     if reason := obs.store_error or obs.failure_reason:
         return BackOff(backoff_seconds(obs.failures), reason)
     if obs.config_error is not None:

@@ -22,7 +22,13 @@ from dispatcher.core.config import BridgeConfig
 from dispatcher.core.errors import BridgeError
 from dispatcher.core.logs import get_logger
 from dispatcher.core.permissions import BRIDGE_ONLY, PERMISSIONS_ENV, PermissionProfile
-from dispatcher.core.private_files import create_private_file, ensure_private_dir, open_private_append, read_untrusted
+from dispatcher.core.private_files import (
+    create_private_file,
+    ensure_private_dir,
+    open_private_append,
+    read_untrusted,
+    writable_by_others,
+)
 from dispatcher.core.processes import start_time
 from dispatcher.core.settings import PROJECT_DIR, BridgeSettings
 from dispatcher.dispatch import faults
@@ -68,6 +74,10 @@ def _check_launcher(path: Path) -> None:
         raise FileNotFoundError(errno.ENOENT, "launcher not found", str(path))
     if not os.access(path, os.X_OK):
         raise PermissionError(errno.EACCES, "launcher is not executable", str(path))
+    if (why := writable_by_others(path)) is not None:
+        raise PermissionError(
+            errno.EACCES, f"launcher could be changed by someone else ({why}); chown it and chmod go-w", str(path)
+        )
 
 
 MAX_COST_ENV = "AGENT_BRIDGE_MAX_COST_USD"
@@ -195,7 +205,7 @@ def supervise(settings: BridgeSettings, config: BridgeConfig, message_id: int, *
 
 
 def _supervise(conn, settings: BridgeSettings, config: BridgeConfig, message_id: int, manual: bool) -> str:
-    now = clock.now()
+    now, began = clock.now(), clock.monotonic()
     token = secrets.token_hex(16)
     message = begin_attempt(
         conn,
@@ -214,21 +224,30 @@ def _supervise(conn, settings: BridgeSettings, config: BridgeConfig, message_id:
 
     paths = AgentPaths.of(settings, agent).ensure()
     try:
-        outcome = _run_worker(conn, settings, config, paths, message, token, timeout, deadline=now + timeout)
+        # The budget runs on the monotonic clock: no step of the wall clock stretches or cuts it.
+        outcome = _run_worker(conn, settings, config, paths, message, token, timeout, deadline=began + timeout)
     finally:
         remove_request(paths, message_id)
     fault_point("after_request_removed")
     return outcome
 
 
-def _settle(conn, message_id: int, **verdict) -> str:
-    outcome = settle(conn, message_id, before_commit=lambda: fault_point("before_verdict_commit"), **verdict)
+def _settle(conn, message_id: int, began: float, **verdict) -> str:
+    """``began``: the attempt's start on the monotonic clock, for a duration no clock step bends."""
+    outcome = settle(
+        conn,
+        message_id,
+        duration_seconds=clock.monotonic() - began,
+        before_commit=lambda: fault_point("before_verdict_commit"),
+        **verdict,
+    )
     fault_point("after_verdict_commit")
     return outcome
 
 
 def _run_worker(conn, settings, config, paths, message, token: str, timeout: int, deadline: float) -> str:
-    message_id = message["id"]
+    """``deadline``: on the monotonic clock."""
+    message_id, began = message["id"], deadline - timeout
     try:
         prompt = worker_prompt(
             conn,
@@ -242,7 +261,7 @@ def _run_worker(conn, settings, config, paths, message, token: str, timeout: int
         log.warning(
             "spawn_failed", message_id=message_id, error=type(exc).__name__, path=exc.filename, reason=exc.strerror
         )
-        return _settle(conn, message_id, fallback="failed", error_kind=f"spawn:{type(exc).__name__}")
+        return _settle(conn, message_id, began, fallback="failed", error_kind=f"spawn:{type(exc).__name__}")
     fault_point("after_spawn")
     pid = launch.proc.pid
     try:
@@ -255,7 +274,7 @@ def _run_worker(conn, settings, config, paths, message, token: str, timeout: int
         launch.close_gate()
         end_worker(launch.proc, KILL_GRACE_SECONDS)
         return _settle(
-            conn, message_id, fallback="failed", error_kind="spawn_unrecorded", exit_code=launch.proc.returncode
+            conn, message_id, began, fallback="failed", error_kind="spawn_unrecorded", exit_code=launch.proc.returncode
         )
     fault_point("after_pid_recorded")
     launch.open_gate()
@@ -274,6 +293,7 @@ def _run_worker(conn, settings, config, paths, message, token: str, timeout: int
     outcome = _settle(
         conn,
         message_id,
+        began,
         fallback="timeout" if timed_out else "failed",
         error_kind="timeout" if timed_out else None,
         exit_code=exit_code,
@@ -291,10 +311,10 @@ def recheck_contained(message_id: int, token: str | None, *, below_us: bool) -> 
 
 
 def _wait_renewing_claim(conn, proc: subprocess.Popen, message_id: int, token: str, deadline: float) -> bool:
-    """Wait for the worker until ``deadline``, renewing its claim; True when it timed out."""
+    """Wait for the worker until ``deadline`` (monotonic), renewing its claim; True when it timed out."""
     interval = faults.renew_interval(RENEW_EVERY_SECONDS)
     while proc.poll() is None:
-        remaining = deadline - clock.now()
+        remaining = deadline - clock.monotonic()
         if remaining <= 0:
             return True
         try:
@@ -305,15 +325,17 @@ def _wait_renewing_claim(conn, proc: subprocess.Popen, message_id: int, token: s
 
 
 def _renew(conn, message_id: int, token: str, deadline: float) -> None:
-    now = clock.now()
-    if now >= deadline:
+    """``deadline`` is monotonic; the lease is stored in wall time, so it is set from what is left."""
+    left = deadline - clock.monotonic()
+    if left <= 0:
         return
+    now = clock.now()
     try:
         renew_worker_claim(
             conn,
             message_id,
             worker_pids=set(token_processes(token)),
-            until=min(now + LEASE_AHEAD_SECONDS, deadline + KILL_GRACE_SECONDS),
+            until=now + min(LEASE_AHEAD_SECONDS, left + KILL_GRACE_SECONDS),
             now=now,
         )
     except STORE_ERRORS as exc:  # a busy or full store: the next round tries again

@@ -42,7 +42,7 @@ def insert_attempt(
     agent: str,
     started_at: float,
     supervisor_pid: int,
-    supervisor_start_time: float | None,
+    supervisor_start_time: str | None,
     deadline: float,
     worker_token: str,
     max_cost_usd: float | None,
@@ -77,10 +77,10 @@ def _move(
 ) -> bool:
     """One guarded UPDATE to ``transition``'s target state, from one of its allowed states;
     False when the attempt is in none. ``duration_from``: also set ``duration_seconds`` to it
-    minus ``started_at``."""
+    minus ``started_at`` (0 when a clock step put it before the start)."""
     target, allowed_from = transition
     columns = ", ".join(f"{column} = ?" for column in assignments)
-    duration = ", duration_seconds = ? - started_at" if duration_from is not None else ""
+    duration = ", duration_seconds = max(0, ? - started_at)" if duration_from is not None else ""
     marks = ", ".join("?" * len(allowed_from))
     extra = (duration_from,) if duration_from is not None else ()
     cur = conn.execute(
@@ -97,7 +97,7 @@ def record_spawn(
     transition: tuple[str, tuple[str, ...]],
     *,
     worker_pid: int,
-    worker_start_time: float | None,
+    worker_start_time: str | None,
     worker_started_at: float,
 ) -> bool:
     return _move(
@@ -119,8 +119,10 @@ def record_finish(
     finished_at: float,
     diagnostics: dict[str, Any] | None,
     ledger: Mapping[str, Any],
+    duration_seconds: float | None = None,
 ) -> bool:
-    """Settle the attempt: its outcome, duration, diagnostics (JSON) and ledger columns."""
+    """Settle the attempt: its outcome, duration (``duration_seconds`` as measured, else from
+    ``finished_at``; never below 0), diagnostics (JSON) and ledger columns."""
     return _move(
         conn,
         message_id,
@@ -132,8 +134,9 @@ def record_finish(
             "finished_at": finished_at,
             "diagnostics": json.dumps(diagnostics) if diagnostics else None,
             **{column: ledger.get(column) for column in LEDGER_COLUMNS},
+            **({} if duration_seconds is None else {"duration_seconds": max(0.0, duration_seconds)}),
         },
-        duration_from=finished_at,
+        duration_from=finished_at if duration_seconds is None else None,
     )
 
 

@@ -4,7 +4,7 @@ import os
 import sqlite3
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,12 @@ BUSY_TIMEOUT_MS = 15_000
 # (bench/ measures it: domain-layer sends went from ~45% to ~53% of raw inserts.)
 PAGE_SIZE = 1024
 WAL_SWITCH_DEADLINE_SECONDS = 30.0
+# The -wal file's size bound: each time SQLite starts the WAL over (after a checkpoint that
+# took every frame) it trims the file to this. A burst grows it past the bound until then;
+# an idle listener truncates it (``shrink_wal``), so it never stays at a burst's high-water mark.
+JOURNAL_SIZE_LIMIT_BYTES = 4 * 1024 * 1024
+# How long the idle truncation waits for a reader or writer before it gives up (until next time).
+SHRINK_WAL_BUSY_MS = 200
 
 
 class SchemaTooNewError(BridgeError):
@@ -31,10 +37,15 @@ class SchemaTooNewError(BridgeError):
         )
 
 
-def _prepare_file(path: Path) -> None:
-    # The store's directory: created 0700 with every missing parent, refused if it is a
-    # link or another user's; an existing one is not narrowed (it may be a shared folder).
+def prepare_store_dir(path: Path) -> None:
+    """The store's directory: created 0700 with every missing parent, refused (``unsafe_path``)
+    if it is a link or another user's; an existing one is not narrowed (it may be a shared folder).
+    A listener calls it at start, before it takes any lock."""
     ensure_private_dir(path.parent, "store directory", tighten=False)
+
+
+def _prepare_file(path: Path) -> None:
+    prepare_store_dir(path)
     # Create the file ourselves so it is 0600 from its first byte; SQLite gives the
     # -wal and -shm files the same mode as the database file. Never open and close an
     # existing store: closing any descriptor of a file drops all of this process's POSIX
@@ -107,15 +118,30 @@ def schema_version(conn: sqlite3.Connection) -> int:
 
 
 def migrate(conn: sqlite3.Connection, path: Path, target: int = SCHEMA_VERSION) -> None:
-    with write_transaction(conn):
-        found = schema_version(conn)
-        if found > SCHEMA_VERSION:
-            raise SchemaTooNewError(path, found)
-        for version in range(found + 1, target + 1):
-            for statement in MIGRATIONS[version - 1].split(";"):
-                if statement.strip():
-                    conn.execute(statement)
-            conn.execute(f"PRAGMA user_version = {version}")
+    # Foreign keys off while migrating (a table rebuild drops the table others point at; the
+    # pragma is a no-op inside a transaction), and every key checked before the commit.
+    conn.execute("PRAGMA foreign_keys = OFF")
+    try:
+        with write_transaction(conn):
+            found = schema_version(conn)
+            if found > SCHEMA_VERSION:
+                raise SchemaTooNewError(path, found)
+            for version in range(found + 1, target + 1):
+                _apply(conn, MIGRATIONS[version - 1])
+                conn.execute(f"PRAGMA user_version = {version}")
+            if broken := conn.execute("PRAGMA foreign_key_check").fetchall():
+                raise RuntimeError(f"migrating {path} would break foreign keys: {[tuple(r) for r in broken[:5]]}")
+    finally:
+        conn.execute("PRAGMA foreign_keys = ON")
+
+
+def _apply(conn: sqlite3.Connection, migration: str | Callable[[sqlite3.Connection], None]) -> None:
+    if callable(migration):
+        migration(conn)
+        return
+    for statement in migration.split(";"):
+        if statement.strip():
+            conn.execute(statement)
 
 
 def open_store(path: Path | str, *, target_version: int = SCHEMA_VERSION) -> sqlite3.Connection:
@@ -140,6 +166,7 @@ def open_store(path: Path | str, *, target_version: int = SCHEMA_VERSION) -> sql
             conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")  # only takes effect on a new, empty file
         _switch_to_wal(conn)
         conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT_BYTES}")
         conn.execute("PRAGMA foreign_keys = ON")
         if found < target_version:
             migrate(conn, path, target_version)
@@ -149,14 +176,41 @@ def open_store(path: Path | str, *, target_version: int = SCHEMA_VERSION) -> sql
     return conn
 
 
+def wal_size(conn: sqlite3.Connection) -> int:
+    """Bytes in the store's -wal file (next to the file SQLite opened, a link resolved); 0 if none."""
+    main = next(row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main")
+    try:
+        return os.stat(f"{main}-wal").st_size
+    except OSError:
+        return 0
+
+
+def shrink_wal(conn: sqlite3.Connection) -> bool:
+    """When the -wal is past ``JOURNAL_SIZE_LIMIT_BYTES``: checkpoint every frame into the store and
+    truncate the -wal to 0 bytes (waiting at most ``SHRINK_WAL_BUSY_MS`` for others). True if it did."""
+    if wal_size(conn) <= JOURNAL_SIZE_LIMIT_BYTES:
+        return False
+    conn.execute(f"PRAGMA busy_timeout = {SHRINK_WAL_BUSY_MS}")
+    try:
+        blocked: int = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    return blocked == 0
+
+
 @contextmanager
 def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """BEGIN IMMEDIATE: take the write lock up front, so checks and writes see one state."""
+    """BEGIN IMMEDIATE: take the write lock up front, so checks and writes see one state.
+
+    Any refusal rolls back everything the transaction wrote; a ``StateChangedError`` then
+    records its rule's move (only that) in a transaction of its own."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         yield conn
-    except StateChangedError:
-        conn.execute("COMMIT")
+    except StateChangedError as exc:
+        conn.execute("ROLLBACK")
+        with write_transaction(conn):
+            exc.keep(conn)
         raise
     except BaseException:
         conn.execute("ROLLBACK")

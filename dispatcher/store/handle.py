@@ -33,6 +33,7 @@ from pathlib import Path
 
 from dispatcher.core import clock
 from dispatcher.core.errors import BridgeError
+from dispatcher.core.locations import store_path
 from dispatcher.core.logs import get_logger
 from dispatcher.core.processes import lock_holders
 from dispatcher.store.connection import open_store
@@ -60,7 +61,7 @@ def _locked_by_other_process(st: os.stat_result, *, unknown: bool = True) -> boo
 
 class Store:
     def __init__(self, path: Path | str) -> None:
-        self.path = Path(path)
+        self.path = store_path(Path(path))  # the sidecars are next to the real file
         self._conn: sqlite3.Connection | None = None
         self._identity: tuple[int, int] | None = None  # of the file we opened, kept after a drop
         self._pins: dict[str, int] = {}

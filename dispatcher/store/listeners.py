@@ -7,7 +7,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class ListenerHolder:
     pid: int
-    start_time: float | None
+    start_time: str | None
     host: str
 
 
@@ -21,7 +21,7 @@ def put_listener(
     agent: str,
     *,
     pid: int,
-    start_time: float | None,
+    start_time: str | None,
     host: str,
     runtime_dir: str,
     started_at: float,

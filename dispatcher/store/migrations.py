@@ -2,10 +2,42 @@
 
 Migration N brings a store from ``PRAGMA user_version`` N-1 to N. Never edit a
 released migration: append a new one and keep a fixture of the old version in
-``tests/fixtures`` so upgrades from it stay tested.
+``tests/fixtures`` so upgrades from it stay tested. A migration is SQL text, or a function
+for one that must read the schema it changes (a table rebuild).
 """
 
-MIGRATIONS: tuple[str, ...] = (
+import re
+import sqlite3
+from collections.abc import Callable
+
+
+def _messages_never_reuse_ids(conn: sqlite3.Connection) -> None:
+    """Rebuild ``messages`` with ``id INTEGER PRIMARY KEY AUTOINCREMENT``, keeping every row, its
+    id and every index (SQLite's table-rebuild procedure; ``migrate`` runs it with foreign keys
+    off and checks them before it commits)."""
+    table = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'messages'").fetchone()[0]
+    indexes = [
+        row[0]
+        for row in conn.execute(
+            "SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'messages' AND sql IS NOT NULL"
+        )
+    ]
+    rebuilt, found = re.subn(
+        r"^CREATE TABLE messages \((\s*)id INTEGER PRIMARY KEY,",
+        r"CREATE TABLE messages_rebuilt (\1id INTEGER PRIMARY KEY AUTOINCREMENT,",
+        table,
+    )
+    if found != 1:
+        raise RuntimeError(f"unexpected definition of the messages table: {table[:80]!r}")
+    conn.execute(rebuilt)
+    conn.execute("INSERT INTO messages_rebuilt SELECT * FROM messages")
+    conn.execute("DROP TABLE messages")
+    conn.execute("ALTER TABLE messages_rebuilt RENAME TO messages")
+    for index in indexes:
+        conn.execute(index)
+
+
+MIGRATIONS: tuple[str | Callable[[sqlite3.Connection], None], ...] = (
     # 1: messages, leases, bounded conversations.
     """
     CREATE TABLE conversations (
@@ -179,6 +211,10 @@ MIGRATIONS: tuple[str, ...] = (
                                       WHERE value != 'monitor')
         WHERE json_valid(wake_paths) AND wake_paths LIKE '%monitor%';
     """,
+    # 9: message ids are never reused (after prune deletes the newest rows, a plain rowid
+    # would hand their ids out again). A function, not text: it rebuilds the table from its
+    # own definition, so every column an earlier migration added comes along.
+    _messages_never_reuse_ids,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -16,7 +16,7 @@ class SessionRecord:
     role: str
     host: str
     pid: int
-    start_time: float | None
+    start_time: str | None
     client_pid: int | None
     client_name: str | None
     client_version: str | None
@@ -47,7 +47,7 @@ def insert_session(
     role: str,
     host: str,
     pid: int,
-    start_time: float | None,
+    start_time: str | None,
     client_pid: int | None,
     started_at: float,
 ) -> int:

@@ -89,7 +89,7 @@ def claude_backgrounds(argv: list[str], stdout_is_tty: bool | None) -> bool:
     return stdout_is_tty is True
 
 
-def claude_process(environ) -> tuple[int, float] | None:
+def claude_process(environ) -> tuple[int, str] | None:
     """(pid, start time) of the Claude Code process that runs this hook when it runs it in the
     background; None otherwise (not under Claude, or in the foreground, or unsure)."""
     raw = environ.get("CLAUDE_PID", "")
@@ -151,7 +151,7 @@ def main_wait(cli: str, agent: str | None, wait: str | None) -> int:
     return 0
 
 
-def _wait(agent: str | None, raw: bytes, seconds: int, claude: tuple[int, float]) -> int:
+def _wait(agent: str | None, raw: bytes, seconds: int, claude: tuple[int, str]) -> int:
     """Never raises (but ``_Ended``): a failure is exit 0 and one log line."""
 
     runtime = None
@@ -174,7 +174,7 @@ def _wait(agent: str | None, raw: bytes, seconds: int, claude: tuple[int, float]
 
 
 def _watch(
-    locations, runtime: Path, agent: str | None, raw: bytes, seconds: int, claude: tuple[int, float]
+    locations, runtime: Path, agent: str | None, raw: bytes, seconds: int, claude: tuple[int, str]
 ) -> tuple[int, str]:
     from dispatcher.bridge.inbox import inbox_summary, wake_line
     from dispatcher.store.readonly import open_read_only
@@ -227,7 +227,7 @@ def _poll(
     agent: str,
     key: str,
     deadline: float,
-    claude: tuple[int, float],
+    claude: tuple[int, str],
     inode: int,
     look,
     verdict,

@@ -3,6 +3,8 @@
 import pytest
 from harness import db_snapshot, sql
 
+from dispatcher.bridge.conversations import opens_conversation
+
 
 def start(claude, **kw):
     kw.setdefault("goal", "make the parser faster")
@@ -30,6 +32,35 @@ def test_start_clamps_and_dedups(claude):
     again = start(claude, dedup_key="conv-dedup")
     assert again == {"conversation_id": conv["conversation_id"], "message_id": conv["message_id"], "duplicate": True}
     assert start(claude, max_turns=1)["max_turns"] == 2
+
+
+def test_start_with_a_dedup_key_a_plain_message_used_is_a_conflict(claude, kimi):
+    """start_conversation with a dedup_key already used by a plain message, or by a later task of a
+    conversation, is refused as dedup_conflict: answering duplicate would name a conversation that
+    does not exist (or one this goal did not start) and drop the goal."""
+    plain = claude.ok("send_message", recipient="kimi", text="plain", dedup_key="shared-key")
+    refused = claude.call("start_conversation", recipient="kimi", goal="a goal", dedup_key="shared-key")
+    assert refused.code == "dedup_conflict" and f"#{plain['id']}" in refused.text
+    conv = start(claude)
+    res = kimi.ok("send_message", recipient="claude", text="r", kind="result", reply_to=conv["message_id"])
+    follow = claude.ok("send_message", recipient="kimi", text="t", kind="task", reply_to=res["id"], dedup_key="k2")
+    assert follow["conversation_id"] == conv["conversation_id"]
+    assert claude.call("start_conversation", recipient="kimi", goal="g", dedup_key="k2").code == "dedup_conflict"
+
+
+@pytest.mark.parametrize(
+    ("kind", "conversation_id", "reply_to", "opens"),
+    [
+        ("task", 7, None, True),  # a conversation's opening task
+        ("task", 7, 3, False),  # a follow-up task answers a result
+        ("result", 7, 2, False),
+        ("notice", 7, None, False),
+        (None, None, None, False),  # a plain message
+        ("task", None, None, False),  # a standalone task
+    ],
+)
+def test_which_message_opens_a_conversation(kind, conversation_id, reply_to, opens):
+    assert opens_conversation(kind, conversation_id, reply_to) is opens
 
 
 def test_full_exchange_then_complete(claude, kimi):

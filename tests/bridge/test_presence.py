@@ -248,7 +248,7 @@ def test_a_recycled_pid_is_dead_and_pruned(conn):
     """The row's pid runs, but it is another process (started later): the start time tells them apart."""
     me = os.getpid()
     here = processes.this_host()
-    older = start_time(me) - 30.0
+    older = start_time(me) + "0"  # another start: ten times its ticks
     sid = presence.register_session(
         conn, "claude", "interactive", pid=me, start_time=older, client_pid=None, now=time.time()
     )

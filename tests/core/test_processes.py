@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from harness import dispatcher_modules
@@ -19,15 +20,16 @@ HERE = "host-a"
 
 #   case                                            host      recorded  observed  verdict
 LIVENESS_CASES = [
-    ("alive: the same process", HERE, 100.0, 100.0, "alive"),
-    ("alive: within a clock tick", HERE, 100.0, 100.04, "alive"),
-    ("pid reused: another start time", HERE, 100.0, 250.0, "dead"),
-    ("pid reused: just past the tolerance", HERE, 100.0, 100.06, "dead"),
-    ("zombie: it has exited (start_time reads none)", HERE, 100.0, None, "dead"),
-    ("gone: no process under the pid", HERE, 100.0, None, "dead"),
-    ("no recorded start time", HERE, None, 100.0, "dead"),
-    ("another host: its pid runs here", "host-b", 100.0, 100.0, "unknown"),
-    ("another host: its pid runs nowhere here", "host-b", 100.0, None, "unknown"),
+    ("alive: the same process", HERE, "boot-1:100", "boot-1:100", "alive"),
+    ("pid reused: another start", HERE, "boot-1:100", "boot-1:250", "dead"),
+    ("pid reused: one tick later", HERE, "boot-1:100", "boot-1:101", "dead"),
+    ("an earlier boot: the same ticks", HERE, "boot-0:100", "boot-1:100", "dead"),
+    ("recorded before start times were ticks", HERE, 1764600000.25, "boot-1:100", "dead"),
+    ("zombie: it has exited (start_time reads none)", HERE, "boot-1:100", None, "dead"),
+    ("gone: no process under the pid", HERE, "boot-1:100", None, "dead"),
+    ("no recorded start time", HERE, None, "boot-1:100", "dead"),
+    ("another host: its pid runs here", "host-b", "boot-1:100", "boot-1:100", "unknown"),
+    ("another host: its pid runs nowhere here", "host-b", "boot-1:100", None, "unknown"),
 ]
 
 
@@ -41,7 +43,7 @@ def test_this_process_is_itself_and_not_a_recycled_pid():
     started = processes.start_time(me)
     assert started is not None
     assert processes.is_same_process(me, started)
-    assert not processes.is_same_process(me, started - 30.0)  # a pid recycled after the recorded process
+    assert not processes.is_same_process(me, earlier(started))  # a pid recycled after the recorded process
     assert not processes.is_same_process(me, None)
 
 
@@ -68,7 +70,44 @@ def test_a_zombie_has_no_start_time_and_is_not_the_recorded_process():
 @pytest.mark.parametrize("nonsense", [0, -1, True, 2**70, "1", None])
 def test_no_pid_has_no_start_time(nonsense):
     assert processes.start_time(nonsense) is None
-    assert not processes.is_same_process(nonsense, 100.0)
+    assert not processes.is_same_process(nonsense, "boot-1:100")
+
+
+def earlier(start: str) -> str:
+    """The start time of a process that started 30 s (of 100 Hz ticks) before ``start``, same boot."""
+    boot, ticks = start.rsplit(":", 1)
+    return f"{boot}:{int(ticks) - 3000}"
+
+
+def test_the_start_time_is_the_kernels_boot_id_and_start_ticks():
+    """Read from /proc/PID/stat and the kernel's boot_id: not from psutil's create_time, which adds
+    /proc/stat's btime, a value that moves when the wall clock is stepped."""
+    me = os.getpid()
+    stat = Path(f"/proc/{me}/stat").read_text()
+    ticks = stat[stat.rfind(")") + 2 :].split()[19]
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    assert processes.start_time(me) == f"{boot}:{ticks}"
+
+
+def test_a_stepped_btime_leaves_a_live_process_alive(tmp_path, monkeypatch):
+    """/proc as it reads after a wall-clock step of one hour (``btime`` in /proc/stat moved): the
+    recorded start time still matches, so sessions, leases and supervisors still read as alive."""
+    import shutil
+
+    me = os.getpid()
+    recorded = processes.start_time(me)
+    fake = tmp_path / "proc"
+    (fake / str(me)).mkdir(parents=True)
+    shutil.copy(f"/proc/{me}/stat", fake / str(me) / "stat")
+    (fake / "sys" / "kernel" / "random").mkdir(parents=True)
+    shutil.copy("/proc/sys/kernel/random/boot_id", fake / "sys" / "kernel" / "random" / "boot_id")
+    lines = Path("/proc/stat").read_text().splitlines()
+    (fake / "stat").write_text(
+        "\n".join(f"btime {int(line.split()[1]) + 3600}" if line.startswith("btime ") else line for line in lines)
+    )
+    monkeypatch.setattr(processes, "_PROC", fake)
+    monkeypatch.setattr(processes, "_BOOT_ID", fake / "sys" / "kernel" / "random" / "boot_id")
+    assert processes.is_same_process(me, recorded)
 
 
 def test_ancestry_command_line_and_environment_of_a_child():

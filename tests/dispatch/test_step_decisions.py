@@ -40,8 +40,8 @@ NOW = 1_000_000.0
         (Observation(stop_requested=True, candidate=7), Stop("signal")),
         (Observation(stop_requested=True, disabled=True), Stop("signal")),
         (Observation(disabled=True, candidate=7), Stop("disabled")),
-        (Observation(disabled=True, backoff_until=NOW + 10), Stop("disabled")),
-        (Observation(backoff_until=NOW + 3, candidate=7), Wait(3.0, "error", wake_on_commit=False)),
+        (Observation(disabled=True, backoff_left=10), Stop("disabled")),
+        (Observation(backoff_left=3, candidate=7), Wait(3.0, "error", wake_on_commit=False)),
         (Observation(store_error="store_missing: gone", failures=1), BackOff(0.5, "store_missing: gone")),
         (Observation(store_error="full", failures=3, candidate=7), BackOff(2.0, "full")),
         (
@@ -52,7 +52,7 @@ NOW = 1_000_000.0
         (Observation(busy=True, candidate=7), Wait(BUSY_RECHECK_SECONDS, "supervising")),
         (Observation(candidate=7), Dispatch(7)),
         (Observation(candidate=7, failures=2), Dispatch(7)),  # a backed-off failure: try again
-        (Observation(backoff_until=NOW, candidate=7), Dispatch(7)),  # the backoff just ended
+        (Observation(backoff_left=0, candidate=7), Dispatch(7)),  # the backoff just ended
         (Observation(), Wait(RESCAN_SECONDS, "idle")),
     ],
 )
@@ -172,7 +172,7 @@ def test_a_stale_lease_is_taken_over(conn, other_process, case):
         dead.wait()
         _plant(conn, dead.pid, 1.0)
     elif case == "recycled_pid":  # the pid is alive, but it is another process than recorded
-        _plant(conn, other_process.pid, start_time(other_process.pid) - 100)
+        _plant(conn, other_process.pid, start_time(other_process.pid) + "0")  # ten times its ticks: another process
     else:
         _plant(conn, other_process.pid, start_time(other_process.pid), host="another-host")
     assert lease.acquire(conn, "claude", "/run", NOW) is None
