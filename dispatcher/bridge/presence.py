@@ -261,7 +261,7 @@ def record_wake_path(conn: Connection, session_id: int, path: str) -> list[str]:
     return paths
 
 
-def add_watch(conn: Connection, session_id: int, *, pid: int, start_time: float | None) -> int | None:
+def add_watch(conn: Connection, session_id: int, *, pid: int, start_time: str | None) -> int | None:
     """A running ``inbox watch`` (``pid``, its start time) of session ``session_id``: while that
     process is alive the session has the wake path ``monitor``. Returns the watch's id, None when
     the session is gone."""

@@ -71,7 +71,7 @@ class WatchRecord:
     id: int
     session_id: int
     pid: int
-    start_time: float | None
+    start_time: str | None
 
 
 def watch_records(conn: sqlite3.Connection, agent: str | None = None) -> list[WatchRecord]:
@@ -86,7 +86,7 @@ def watch_records(conn: sqlite3.Connection, agent: str | None = None) -> list[Wa
     return [WatchRecord(*tuple(row)) for row in rows]
 
 
-def insert_watch(conn: sqlite3.Connection, session_id: int, *, pid: int, start_time: float | None) -> int:
+def insert_watch(conn: sqlite3.Connection, session_id: int, *, pid: int, start_time: str | None) -> int:
     cur = conn.execute(
         "INSERT INTO session_watches (session_id, pid, start_time) VALUES (?, ?, ?)", (session_id, pid, start_time)
     )

@@ -233,3 +233,4 @@ def test_ending_processes_leaves_none_that_forked_on_term_or_in_a_loop(kind):
         processes.end_processes(found_as_scanned, grace_seconds=0)
         child.kill()
         child.wait()
+        child.stdout.close()
