@@ -17,6 +17,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from dispatcher.bridge.worker_scope import attempt_claim_owner
 from dispatcher.core import clock
 from dispatcher.core.config import BridgeConfig
 from dispatcher.core.errors import BridgeError
@@ -31,7 +32,7 @@ from dispatcher.dispatch.cli_results import cli_diagnostics
 from dispatcher.dispatch.faults import fault_point
 from dispatcher.dispatch.outcome import settle
 from dispatcher.dispatch.paths import AgentPaths
-from dispatcher.dispatch.procs import TOKEN_ENV, become_subreaper, end_worker, token_processes
+from dispatcher.dispatch.procs import TOKEN_ENV, become_subreaper, end_worker
 from dispatcher.dispatch.prompts import worker_prompt
 from dispatcher.dispatch.renewal import LEASE_AHEAD_SECONDS, RENEW_EVERY_SECONDS, renew_worker_claim
 from dispatcher.store import STORE_ERRORS, open_store
@@ -253,7 +254,8 @@ def _run_worker(conn, settings, config, paths, message, token: str, timeout: int
     launch.open_gate()
     log.info("worker_started", message_id=message_id, worker_pid=pid)
 
-    timed_out = _wait_renewing_claim(conn, launch.proc, message_id, token, deadline)
+    owner = attempt_claim_owner(message["recipient"], message_id)
+    timed_out = _wait_renewing_claim(conn, launch.proc, message_id, owner, deadline)
     if timed_out:
         log.warning("worker_timeout", message_id=message_id, worker_pid=pid, timeout_seconds=timeout)
         end_worker(launch.proc, KILL_GRACE_SECONDS)
@@ -274,7 +276,7 @@ def _run_worker(conn, settings, config, paths, message, token: str, timeout: int
     )
 
 
-def _wait_renewing_claim(conn, proc: subprocess.Popen, message_id: int, token: str, deadline: float) -> bool:
+def _wait_renewing_claim(conn, proc: subprocess.Popen, message_id: int, owner: str, deadline: float) -> bool:
     """Wait for the worker until ``deadline``, renewing its claim; True when it timed out."""
     interval = faults.renew_interval(RENEW_EVERY_SECONDS)
     while proc.poll() is None:
@@ -284,11 +286,11 @@ def _wait_renewing_claim(conn, proc: subprocess.Popen, message_id: int, token: s
         try:
             proc.wait(timeout=min(interval, remaining))
         except subprocess.TimeoutExpired:
-            _renew(conn, message_id, token, deadline)
+            _renew(conn, message_id, owner, deadline)
     return False
 
 
-def _renew(conn, message_id: int, token: str, deadline: float) -> None:
+def _renew(conn, message_id: int, owner: str, deadline: float) -> None:
     now = clock.now()
     if now >= deadline:
         return
@@ -296,7 +298,7 @@ def _renew(conn, message_id: int, token: str, deadline: float) -> None:
         renew_worker_claim(
             conn,
             message_id,
-            worker_pids=set(token_processes(token)),
+            owner=owner,
             until=min(now + LEASE_AHEAD_SECONDS, deadline + KILL_GRACE_SECONDS),
             now=now,
         )
