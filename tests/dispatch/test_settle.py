@@ -135,6 +135,26 @@ def test_a_review_turn_with_a_follow_up_task_succeeds(conn):
     assert _conversation_state(conn, cid) == "active"
 
 
+def test_the_attempts_claim_ends_with_the_attempt_and_no_one_elses_does(conn):
+    """The barrier claims the task for the attempt. Once the attempt is settled (say it failed
+    before its worker ran), that claim ends with it, so a session of the agent can take the task
+    at once instead of waiting out the lease; a session's claim taken after a release stays."""
+    failed = _task(conn)
+    _attempt(conn, failed)
+    with pytest.raises(BridgeError, match="claimed_by_other"):
+        claims.claim_message(conn, agent="claude", worker_id="claude-9-session", message_id=failed)
+    assert settle(conn, failed, fallback="failed", error_kind="spawn_unrecorded") == "failed"
+    assert claims.claim_message(conn, agent="claude", worker_id="claude-9-session", message_id=failed)
+    released = _task(conn)
+    _attempt(conn, released)
+    claims.release_message(conn, agent="claude", worker_id=attempt_claim_owner("claude", released), message_id=released)
+    claims.claim_message(conn, agent="claude", worker_id="claude-9-session", message_id=released)
+    settle(conn, released, fallback="failed")
+    assert conn.execute("SELECT claim_owner FROM messages WHERE id = ?", (released,)).fetchone()[0] == (
+        "claude-9-session"
+    )
+
+
 def test_a_review_turn_with_nothing_done_fails_and_blocks_the_conversation(conn):
     cid, result = _review_turn(conn)
     _attempt(conn, result)
