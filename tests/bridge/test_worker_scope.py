@@ -2,15 +2,13 @@
 worker's server bound to one attempt may claim, read, send and decide. Over MCP stdio:
 tests/mcp/test_worker_scope.py."""
 
-import time
-
 import pytest
+from dispatch_harness import record_attempt
 
 from dispatcher.bridge import conversations, messages
 from dispatcher.bridge.worker_scope import WorkerScope
 from dispatcher.core.config import AgentConfig, BridgeConfig
 from dispatcher.core.errors import BridgeError
-from dispatcher.dispatch.attempts import begin_attempt
 from dispatcher.dispatch.outcome import settle
 from dispatcher.store.messages import in_thread_of
 
@@ -28,16 +26,7 @@ def _send(conn, sender, recipient, kind="task", **kw) -> int:
 
 def _attempt(conn, message_id: int) -> None:
     """The attempt at ``message_id``, with the token ``tok``."""
-    begin_attempt(
-        conn,
-        message_id=message_id,
-        config=CONFIG,
-        now=time.time(),
-        manual=True,
-        supervisor_pid=1,
-        supervisor_start=None,
-        worker_token="tok",
-    )
+    record_attempt(conn, message_id, CONFIG, "tok")
 
 
 @pytest.fixture

@@ -6,11 +6,11 @@ import secrets
 import time
 
 import pytest
+from dispatch_harness import record_attempt
 from harness import McpAgent, sql
 
 from dispatcher.core.config import load_config
 from dispatcher.dispatch import queue
-from dispatcher.dispatch.attempts import begin_attempt
 from dispatcher.dispatch.outcome import settle
 from dispatcher.store import open_store
 
@@ -25,16 +25,7 @@ def store(db_path):
 def _attempt(store, config_path, message_id: int) -> str:
     """Record the attempt at ``message_id`` as a supervisor's barrier would; returns its token."""
     token = secrets.token_hex(16)
-    begin_attempt(
-        store,
-        message_id=message_id,
-        config=load_config(config_path),
-        now=time.time(),
-        manual=True,
-        supervisor_pid=1,
-        supervisor_start=None,
-        worker_token=token,
-    )
+    record_attempt(store, message_id, load_config(config_path), token)
     return token
 
 
