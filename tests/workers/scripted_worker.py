@@ -37,8 +37,8 @@ def main() -> int:
             time.sleep(rng.uniform(0, max_pause))
 
     from dispatcher.bridge.claims import claim_message
-    from dispatcher.bridge.worker_scope import attempt_claim_owner
     from dispatcher.bridge.messages import get_message, mark_read, send_message
+    from dispatcher.bridge.worker_scope import attempt_claim_owner
     from dispatcher.store import open_store
 
     conn = open_store(os.environ["AGENT_BRIDGE_DB"])
