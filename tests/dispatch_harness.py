@@ -94,6 +94,22 @@ def wait_until(predicate, deadline: float = DEADLINE, what: str = "condition", i
         time.sleep(interval)
 
 
+def record_attempt(conn, message_id: int, config, token: str) -> None:
+    """The barrier's write for ``message_id`` (manual: no auto or age test), as a supervisor makes it."""
+    from dispatcher.dispatch.attempts import begin_attempt
+
+    begin_attempt(
+        conn,
+        message_id=message_id,
+        config=config,
+        now=time.time(),
+        manual=True,
+        supervisor_pid=1,
+        supervisor_start=None,
+        worker_token=token,
+    )
+
+
 def attempt(db: Path, message_id: int) -> dict | None:
     conn = sqlite3.connect(db, timeout=30)
     conn.row_factory = sqlite3.Row

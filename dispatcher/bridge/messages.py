@@ -69,7 +69,9 @@ def send_message(
     conversation_id: int | None = None,
     kind: str | None = None,
     now: float | None = None,
+    attempt: int | None = None,
 ) -> dict[str, Any]:
+    """``attempt``: the attempt (its message id) whose worker's server sends this; recorded on the row."""
     now = clock_now() if now is None else now
     check_agent_id(sender, "sender")
     broadcast = recipient == BROADCAST_RECIPIENT
@@ -108,7 +110,14 @@ def send_message(
     if dedup_key is None and reply_to is None and conversation_id is None and kind != "result":
         # Nothing to look up first: one INSERT is its own atomic transaction.
         message_id = insert_message(
-            conn, sender=sender, recipient=recipient, text=text, kind=kind, created_at=now, response_deadline=deadline
+            conn,
+            sender=sender,
+            recipient=recipient,
+            text=text,
+            kind=kind,
+            created_at=now,
+            response_deadline=deadline,
+            sent_by_attempt=attempt,
         )
         return _sent(message_id, None, kind, now, deadline)
     with write_transaction(conn):
@@ -144,6 +153,7 @@ def send_message(
             dedup_key=dedup_key,
             created_at=now,
             response_deadline=deadline,
+            sent_by_attempt=attempt,
         )
         if takes_turn and conversation_id is not None:  # takes_turn implies a conversation
             take_turn(conn, conversation_id, message_id, now)
@@ -164,13 +174,20 @@ def _sent(
 
 
 def receive_messages(
-    conn: Connection, *, agent: str, worker_id: str, limit: int = 20, now: float | None = None
+    conn: Connection,
+    *,
+    agent: str,
+    worker_id: str,
+    limit: int = 20,
+    now: float | None = None,
+    thread_of: int | None = None,
 ) -> dict[str, Any]:
-    """Unacknowledged messages for ``agent``, oldest first, minus those another process holds."""
+    """Unacknowledged messages for ``agent``, oldest first, minus those another process holds;
+    with ``thread_of`` (a worker's own message), only that message's thread and conversation."""
     now = clock_now() if now is None else now
     limit = clamp(limit, *RECEIVE_LIMIT_RANGE, "limit")
     cap_far_leases(conn, agent, now)
-    rows = receivable_messages(conn, agent=agent, worker_id=worker_id, now=now, limit=limit)
+    rows = receivable_messages(conn, agent=agent, worker_id=worker_id, now=now, limit=limit, thread_of=thread_of)
     undelivered = [r["id"] for r in rows if r["delivered_at"] is None]
     if undelivered:
         with write_transaction(conn):

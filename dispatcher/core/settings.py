@@ -43,6 +43,10 @@ class BridgeSettings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
     # "worker": a server started for a headless worker offers only the tools a worker needs.
     role: Literal["session", "worker"] = "session"
+    # A worker's server: the attempt it serves (the message id and the attempt's token, which the
+    # supervisor passes); it acts only on that attempt (``bridge.worker_scope``). Ignored for sessions.
+    message_id: int | None = Field(default=None, ge=1)
+    worker_token: str | None = None
     # Opt-in Claude channel ping (experimental ``claude/channel``): see ``wake_mcp``.
     claude_channel: bool = False
     # How long the waiting Claude Stop hook (`hook claude Stop --wait`) watches for new mail;

@@ -11,11 +11,13 @@ recorded); a finished attempt never moves again.
 import re
 from typing import Any
 
+from dispatcher.bridge.worker_scope import attempt_claim_owner
 from dispatcher.core import clock
 from dispatcher.core.config import BridgeConfig
 from dispatcher.core.errors import AlreadyAttempted, DispatchRefused
 from dispatcher.core.lifecycle import FAILURE_OUTCOMES
 from dispatcher.dispatch import queue
+from dispatcher.dispatch.renewal import LEASE_AHEAD_SECONDS
 from dispatcher.store import Connection, Row, write_transaction
 from dispatcher.store.attempts import (
     OUTCOMES,
@@ -25,6 +27,7 @@ from dispatcher.store.attempts import (
     record_spawn,
     unsettled_attempts,
 )
+from dispatcher.store.claims import take_claim
 from dispatcher.store.messages import fetch_existing_message
 
 # The attempt record's vocabulary and reads live in the store; callers keep importing them here.
@@ -52,7 +55,9 @@ def begin_attempt(
     supervisor_start: str | None,
     worker_token: str,
 ) -> Row:
-    """The barrier: in one BEGIN IMMEDIATE, check the message is dispatchable and record the attempt.
+    """The barrier: in one BEGIN IMMEDIATE, check the message is dispatchable, record the attempt
+    and take the message's claim for it (under the attempt's claim owner, which only its worker's
+    server acts as): from the commit on, no session of the agent can claim the task.
 
     ``manual`` (an explicit ``agent-bridge dispatch ID``) skips the ``auto`` and age tests,
     nothing else. Returns the message row. Raises DispatchRefused (nothing recorded,
@@ -81,6 +86,8 @@ def begin_attempt(
             max_cost_usd=config.agents[agent].max_cost_usd_per_task,
             permission_level=config.permissions(agent).level,
         )
+        owner = attempt_claim_owner(agent, message_id)
+        take_claim(conn, message_id, owner=owner, expires_at=min(now + LEASE_AHEAD_SECONDS, deadline), now=now)
         return fetch_existing_message(conn, message_id)
 
 

@@ -215,7 +215,8 @@ def pending(settings: LocationsLike, agent: str) -> dict:
     ``dispatchable`` now, ``held_auto_off`` (the agent's ``auto`` is false: left for a
     human), ``stale`` (older than ``dispatch_max_age_seconds``: left for a human),
     ``held_interactive`` (waiting for a live interactive session to claim it, until
-    ``interactive_grace_seconds`` pass: ``release_in_seconds``)."""
+    ``interactive_grace_seconds`` pass: ``release_in_seconds``), ``already_answered`` (a result
+    from the agent answers it but it is not acknowledged: never dispatched)."""
     from dispatcher.core.config import ConfigError, load_config
     from dispatcher.dispatch import queue
     from dispatcher.store import SCHEMA_VERSION, schema_version
@@ -227,6 +228,7 @@ def pending(settings: LocationsLike, agent: str) -> dict:
         "held_auto_off": [],
         "stale": [],
         "held_interactive": [],
+        "already_answered": [],
         "error": None,
     }
     try:
@@ -258,6 +260,10 @@ def pending(settings: LocationsLike, agent: str) -> dict:
                 "release_in_seconds": round(max(0.0, queue.held_until(c, config) - now), 1),
             }
             for c in backlog.held_interactive
+        ]
+        report["already_answered"] = [
+            {"id": c.message_id, "kind": c.kind, "sender": c.sender, "age_seconds": round(now - c.created_at, 1)}
+            for c in backlog.answered
         ]
     finally:
         conn.close()

@@ -1,7 +1,9 @@
 """Judge an attempt by what the worker left in the store, never by its exit code alone.
 
-``gather`` reads the evidence for one message into a small frozen record; ``judge`` is
-the verdict, a pure function of that record:
+``gather`` reads the evidence for one message into a small frozen record (the replies it
+counts are only those the attempt's own worker wrote, recorded on each reply row as
+``sent_by_attempt``: an answer a session or another attempt left is not this attempt's);
+``judge`` is the verdict, a pure function of that record:
 
 - a task turn (a task, standalone or in a conversation):
   succeeded: acknowledged, at least one result to the sender and no ``blocked:`` result;

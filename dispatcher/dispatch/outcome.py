@@ -1,7 +1,8 @@
 """Settling an attempt: judge the evidence, record the outcome, and on failure tell the sender.
 
 Everything that follows from a verdict commits with it, in one transaction: the
-attempt row, the sender's system notice and a conversation frozen as ``blocked``. A
+attempt row, the end of the attempt's claim, the sender's system notice and a conversation
+frozen as ``blocked``. A
 crash at any point leaves either all of it or none of it (and then reconciliation
 settles the attempt). Shared by the supervisor and by reconciliation.
 
@@ -18,12 +19,14 @@ own outcome kind, a failure: the sender gets a system notice), anything else ``f
 from collections.abc import Callable
 
 from dispatcher.bridge.conversations import block_conversation, exhaust_budget
+from dispatcher.bridge.worker_scope import attempt_claim_owner
 from dispatcher.core import clock
 from dispatcher.core.lifecycle import FAILURE_OUTCOMES
 from dispatcher.core.logs import get_logger
 from dispatcher.dispatch.attempts import finish_attempt, get_attempt, ledger_fields
 from dispatcher.dispatch.evidence import verdict
 from dispatcher.store import Connection, Row, write_transaction
+from dispatcher.store.claims import drop_claim_of
 from dispatcher.store.messages import fetch_message, insert_message
 
 log = get_logger("agent_bridge.dispatch")
@@ -146,6 +149,8 @@ def settle(
         ):
             settled = get_attempt(conn, message_id)
             return settled["outcome"] if settled else outcome
+        if attempt is not None:  # the claim the barrier took ends with the attempt: a session may take the task
+            drop_claim_of(conn, message_id, attempt_claim_owner(attempt["agent"], message_id))
         message = fetch_message(conn, message_id)
         conversation_id = message["conversation_id"] if message is not None else None
         # The cost cap first: a conversation it stops is needs_human, not blocked by the failure below.

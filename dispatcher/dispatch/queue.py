@@ -4,7 +4,9 @@ A message wakes a worker of its recipient when it is a ``task`` (standalone, or 
 in-flight task of an active conversation) or a ``result`` that is the in-flight message
 of an active conversation going back to its initiator (the review turn). Notices and
 plain messages never do. It must also be never attempted, unacknowledged and not
-actively claimed, and its recipient declared. Automatic dispatch (the listener,
+actively claimed, not answered already by a result from its recipient (a session that
+answered without acknowledging: a worker would be credited with that answer), and its
+recipient declared. Automatic dispatch (the listener,
 ``recover --dispatch``) also needs the recipient's ``auto`` on, the message younger
 than ``dispatch_max_age_seconds``, and, while the recipient has a live, wakeable
 interactive session (``presence``), the message older than the agent's
@@ -48,6 +50,8 @@ class Candidate:
     in_flight: bool  # the conversation's in-flight message; True when standalone
     # The recipient has a live interactive session with a wake path (presence.has_wakeable_session).
     interactive_session: bool = False
+    # A result from its recipient answers it already (a session answered without acknowledging).
+    answered: bool = False
 
 
 def dispatch_refusal(facts: Candidate, now: float, config: BridgeConfig, manual: bool) -> str | None:
@@ -69,6 +73,8 @@ def dispatch_refusal(facts: Candidate, now: float, config: BridgeConfig, manual:
         return "conversation_not_active"
     if not facts.in_flight:
         return "not_in_turn"
+    if facts.answered:
+        return "already_answered"
     if manual:
         return None
     if not agent.auto:
@@ -96,6 +102,8 @@ def refusal_text(code: str, facts: Candidate, config: BridgeConfig) -> str:
         "not_dispatchable": f"message #{mid} ({facts.kind or 'plain'}) wakes no worker: only a task, or a result "
         "going back to its conversation's initiator (the review turn), does.",
         "already_acknowledged": f"message #{mid} is already acknowledged: its recipient has handled it.",
+        "already_answered": f"message #{mid} already has a result from {agent} (answered but not acknowledged): "
+        f"a worker would be credited with that answer. {agent} acknowledges it with mark_read once handled.",
         "claimed_by_other": f"message #{mid} is claimed by a running session of {agent}; wait until it is "
         "released or its lease expires.",
         "conversation_not_active": f"message #{mid} belongs to conversation #{facts.conversation_id}, which is "
@@ -138,6 +146,7 @@ def _facts(conn: Connection, rows: Iterable[dict[str, Any]], now: float, config:
             conversation_initiator=row["initiator"],
             in_flight=standalone or row["in_flight_message_id"] == row["id"],
             interactive_session=wakeable[row["recipient"]],
+            answered=bool(row["answered"]),
         )
 
 
@@ -180,10 +189,18 @@ class Backlog:
     stale: list[Candidate]  # older than dispatch_max_age_seconds: left for a human
     # waiting for a live interactive session to claim it, until interactive_grace_seconds pass
     held_interactive: list[Candidate] = field(default_factory=list)
+    # answered by its recipient but not acknowledged: never dispatched (already_answered)
+    answered: list[Candidate] = field(default_factory=list)
 
 
 def classify(conn: Connection, agent: str, config: BridgeConfig, now: float) -> Backlog:
-    groups: dict[str | None, list[Candidate]] = {None: [], "auto_off": [], "stale": [], "held_interactive": []}
+    groups: dict[str | None, list[Candidate]] = {
+        None: [],
+        "auto_off": [],
+        "stale": [],
+        "held_interactive": [],
+        "already_answered": [],
+    }
     for facts in _scan(conn, agent, now, float("-inf"), config):
         code = dispatch_refusal(facts, now, config, manual=False)
         if code in groups:
@@ -193,4 +210,5 @@ def classify(conn: Connection, agent: str, config: BridgeConfig, now: float) -> 
         held_auto_off=groups["auto_off"],
         stale=groups["stale"],
         held_interactive=groups["held_interactive"],
+        answered=groups["already_answered"],
     )

@@ -3,7 +3,8 @@
 A worker claims its message with an ordinary lease (300 s by default), shorter than a
 worker budget (1800 s by default); without renewal, interactive sessions of the same
 agent would see the task as unclaimed half-way through. Only a claim that is still
-active, on an unacknowledged message, and owned by one of the worker's own processes
+active, on an unacknowledged message, and owned by the attempt (the barrier takes the
+claim under the attempt's claim owner, and only that attempt's worker server acts as it)
 is extended; a released or expired claim is never revived and no lease is shortened.
 """
 
@@ -15,17 +16,12 @@ RENEW_EVERY_SECONDS = 30.0
 LEASE_AHEAD_SECONDS = 300.0
 
 
-def owner_pid(claim_owner: str | None) -> int | None:
-    """A server's claim owner is ``<agent>-<pid>-<random>``."""
-    parts = (claim_owner or "").rsplit("-", 2)
-    return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else None
-
-
-def renew_worker_claim(conn: Connection, message_id: int, *, worker_pids: set[int], until: float, now: float) -> bool:
-    """Extend the worker's active claim on ``message_id`` to ``until``; True if extended."""
+def renew_worker_claim(conn: Connection, message_id: int, *, owner: str, until: float, now: float) -> bool:
+    """Extend the attempt's active claim on ``message_id`` (held by ``owner``, the attempt's claim
+    owner) to ``until``; True if extended."""
     with write_transaction(conn):
         claim = active_claim(conn, message_id, now)
-        if claim is None or owner_pid(claim[0]) not in worker_pids or claim[1] >= until:
+        if claim is None or claim[0] != owner or claim[1] >= until:
             return False
         extend_claim(conn, message_id, until)
     return True

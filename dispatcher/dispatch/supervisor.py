@@ -17,6 +17,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from dispatcher.bridge.worker_scope import attempt_claim_owner
 from dispatcher.core import clock
 from dispatcher.core.config import BridgeConfig
 from dispatcher.core.errors import BridgeError
@@ -37,7 +38,7 @@ from dispatcher.dispatch.cli_results import cli_diagnostics
 from dispatcher.dispatch.faults import fault_point
 from dispatcher.dispatch.outcome import settle
 from dispatcher.dispatch.paths import AgentPaths
-from dispatcher.dispatch.procs import TOKEN_ENV, become_subreaper, contain, end_worker, token_processes
+from dispatcher.dispatch.procs import TOKEN_ENV, become_subreaper, contain, end_worker
 from dispatcher.dispatch.prompts import worker_prompt
 from dispatcher.dispatch.renewal import LEASE_AHEAD_SECONDS, RENEW_EVERY_SECONDS, renew_worker_claim
 from dispatcher.store import STORE_ERRORS, open_store
@@ -280,7 +281,8 @@ def _run_worker(conn, settings, config, paths, message, token: str, timeout: int
     launch.open_gate()
     log.info("worker_started", message_id=message_id, worker_pid=pid)
 
-    timed_out = _wait_renewing_claim(conn, launch.proc, message_id, token, deadline)
+    owner = attempt_claim_owner(message["recipient"], message_id)
+    timed_out = _wait_renewing_claim(conn, launch.proc, message_id, owner, deadline)
     if timed_out:
         log.warning("worker_timeout", message_id=message_id, worker_pid=pid, timeout_seconds=timeout)
         end_worker(launch.proc, KILL_GRACE_SECONDS)
@@ -310,7 +312,7 @@ def recheck_contained(message_id: int, token: str | None, *, below_us: bool) -> 
         log.warning("worker_outlived_its_verdict", message_id=message_id, count=ended, outlived_kill=left)
 
 
-def _wait_renewing_claim(conn, proc: subprocess.Popen, message_id: int, token: str, deadline: float) -> bool:
+def _wait_renewing_claim(conn, proc: subprocess.Popen, message_id: int, owner: str, deadline: float) -> bool:
     """Wait for the worker until ``deadline`` (monotonic), renewing its claim; True when it timed out."""
     interval = faults.renew_interval(RENEW_EVERY_SECONDS)
     while proc.poll() is None:
@@ -320,11 +322,11 @@ def _wait_renewing_claim(conn, proc: subprocess.Popen, message_id: int, token: s
         try:
             proc.wait(timeout=min(interval, remaining))
         except subprocess.TimeoutExpired:
-            _renew(conn, message_id, token, deadline)
+            _renew(conn, message_id, owner, deadline)
     return False
 
 
-def _renew(conn, message_id: int, token: str, deadline: float) -> None:
+def _renew(conn, message_id: int, owner: str, deadline: float) -> None:
     """``deadline`` is monotonic; the lease is stored in wall time, so it is set from what is left."""
     left = deadline - clock.monotonic()
     if left <= 0:
@@ -334,7 +336,7 @@ def _renew(conn, message_id: int, token: str, deadline: float) -> None:
         renew_worker_claim(
             conn,
             message_id,
-            worker_pids=set(token_processes(token)),
+            owner=owner,
             until=now + min(LEASE_AHEAD_SECONDS, left + KILL_GRACE_SECONDS),
             now=now,
         )

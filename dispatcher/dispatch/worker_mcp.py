@@ -2,7 +2,8 @@
 
 The launchers call this from their inline Python (``$AGENT_BRIDGE_PYTHON``), so the
 entry is defined once: the supervisor's resolved store, config and limits, the worker
-role, and the tree token, each passed explicitly (some CLIs filter the environment of
+role, and the attempt (its message id and tree token, to which the worker's server is bound),
+each passed explicitly (some CLIs filter the environment of
 the MCP servers they start).
 """
 
@@ -15,6 +16,7 @@ OPTIONAL = (
     "AGENT_BRIDGE_MAX_BODY_BYTES",
     "AGENT_BRIDGE_LOG_LEVEL",
     "AGENT_BRIDGE_WORKER_TOKEN",
+    "AGENT_BRIDGE_MESSAGE_ID",
 )
 
 

@@ -8,6 +8,7 @@ object; every refusal is a tool error whose text starts with a stable code: ``co
 import os
 import secrets
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import anyio
@@ -15,6 +16,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import StrictFloat, StrictInt, StrictStr
 
 from dispatcher.bridge import claims, conversations, messages
+from dispatcher.bridge.worker_scope import WorkerScope
 from dispatcher.core import clock
 from dispatcher.core.config import BridgeConfig
 from dispatcher.core.errors import BridgeError, StoreUnavailable
@@ -35,6 +37,12 @@ class BridgeTools:
     def __init__(self, agent: str, store: Store, config: BridgeConfig, settings: BridgeSettings) -> None:
         self.agent = agent
         self.worker_id = f"{agent}-{os.getpid()}-{secrets.token_hex(4)}"
+        # A worker's server is bound to its attempt and claims as that attempt (bridge.worker_scope).
+        self.scope = (
+            WorkerScope(agent, settings.message_id, settings.worker_token) if settings.role == "worker" else None
+        )
+        if self.scope is not None:
+            self.worker_id = self.scope.claim_owner
         self.store = store
         self.agents = frozenset(config.agents)
         self.settings = settings
@@ -53,6 +61,14 @@ class BridgeTools:
         except BridgeError as exc:
             log.info("tool_refused", tool=tool, code=exc.code, agent=self.agent)
             raise ToolError(str(exc)) from None
+
+    def _scoped(self, tool: str, check: Callable[..., object], **kwargs: Any) -> int | None:
+        """On a worker's server, refuse (``worker_scope``) what lies outside its attempt; returns the
+        attempt's message id there, None on a session's server."""
+        if self.scope is None:
+            return None
+        self._call(tool, partial(check, self.scope), **kwargs)
+        return self.scope.message_id
 
     async def send_message(
         self,
@@ -78,6 +94,14 @@ class BridgeTools:
         returns {broadcast_id, ids, duplicate}. Errors name the rule broken (e.g.
         unknown_recipient lists valid agents).
         """
+        attempt = self._scoped(
+            "send_message",
+            WorkerScope.check_send,
+            recipient=recipient,
+            kind=kind,
+            reply_to=reply_to,
+            conversation_id=conversation_id,
+        )
         return self._call(
             "send_message",
             messages.send_message,
@@ -91,6 +115,7 @@ class BridgeTools:
             response_timeout_seconds=response_timeout_seconds,
             conversation_id=conversation_id,
             kind=kind,
+            attempt=attempt,
         )
 
     async def receive_messages(self, limit: StrictInt = 20, wait_seconds: StrictFloat = 0) -> dict[str, Any]:
@@ -104,10 +129,16 @@ class BridgeTools:
         if not wait_seconds >= 0:  # also refuses NaN
             raise ToolError("invalid_number: wait_seconds must be 0 or more (it is capped at 30).")
         deadline = clock.monotonic() + min(wait_seconds, MAX_WAIT_SECONDS)
+        thread_of = self._scoped("receive_messages", WorkerScope.own_message)
         while True:
             seen = self._call("receive_messages", data_version)
             result = self._call(
-                "receive_messages", messages.receive_messages, agent=self.agent, worker_id=self.worker_id, limit=limit
+                "receive_messages",
+                messages.receive_messages,
+                agent=self.agent,
+                worker_id=self.worker_id,
+                limit=limit,
+                thread_of=thread_of,
             )
             if result["messages"] or clock.monotonic() >= deadline:
                 return result
@@ -122,6 +153,7 @@ class BridgeTools:
         by any of your processes. Refused if another process holds an active claim, the
         message is not yours, or it is already acknowledged. Returns {claim_expires_at}.
         """
+        self._scoped("claim_message", WorkerScope.check_message, message_ids=[message_id])
         return self._call(
             "claim_message",
             claims.claim_message,
@@ -133,6 +165,7 @@ class BridgeTools:
 
     async def release_message(self, message_id: StrictInt) -> dict[str, Any]:
         """Give up your own active claim without acknowledging (e.g. after a 'blocked:' result)."""
+        self._scoped("release_message", WorkerScope.check_message, message_ids=[message_id])
         return self._call(
             "release_message", claims.release_message, agent=self.agent, worker_id=self.worker_id, message_id=message_id
         )
@@ -143,6 +176,7 @@ class BridgeTools:
         Returns {acknowledged: [ids], skipped: [{id, reason}]}, reason being not_found,
         not_recipient, already_acknowledged or claimed_by_other.
         """
+        self._scoped("mark_read", WorkerScope.check_message, message_ids=message_ids)
         return self._call(
             "mark_read", messages.mark_read, agent=self.agent, worker_id=self.worker_id, message_ids=message_ids
         )
@@ -153,6 +187,7 @@ class BridgeTools:
         Answers "was my task picked up?": delivered_at, acknowledged_at, active claim owner
         and expiry, reply_ids, and the dispatch attempt (state, outcome) if a worker ran.
         """
+        self._scoped("get_message", WorkerScope.check_read, message_id=message_id)
         return self._call(
             "get_message", messages.get_message, agent=self.agent, worker_id=self.worker_id, message_id=message_id
         )
@@ -175,6 +210,7 @@ class BridgeTools:
         recorded cost of its dispatched attempts reaches it, the conversation becomes needs_human
         and nothing more is dispatched. Returns {conversation_id, message_id}.
         """
+        self._scoped("start_conversation", WorkerScope.refuse_new_conversation)
         return self._call(
             "start_conversation",
             conversations.start_conversation,
@@ -197,6 +233,7 @@ class BridgeTools:
         decide; from active), cancel (from active, blocked or needs_human). Repeating the
         current state is a no-op; a different final state is refused.
         """
+        self._scoped("conversation", WorkerScope.check_conversation, conversation_id=conversation_id)
         return self._call(
             "conversation",
             conversations.conversation_action,

@@ -181,12 +181,13 @@ def attempt_state(conn: sqlite3.Connection, message_id: int) -> AttemptState | N
 
 # -- the verdict's evidence ------------------------------------------------------------------
 def worker_replies(conn: sqlite3.Connection, message_id: int, *, sender: str, recipient: str) -> list[tuple[str, str]]:
-    """(kind, text) of the agent-written tasks and results answering ``message_id`` from
-    ``sender`` to ``recipient`` (the worker's side of the turn)."""
+    """(kind, text) of the tasks and results answering ``message_id`` from ``sender`` to
+    ``recipient`` that the attempt at ``message_id`` wrote (its worker's side of the turn):
+    an answer from anyone else, or from before the attempt, is not this attempt's evidence."""
     rows = conn.execute(
         "SELECT kind, text FROM messages WHERE reply_to = ? AND sender = ? AND recipient = ?"
-        " AND kind IN ('task', 'result') AND origin = 'agent'",
-        (message_id, sender, recipient),
+        " AND kind IN ('task', 'result') AND origin = 'agent' AND sent_by_attempt = ?",
+        (message_id, sender, recipient, message_id),
     )
     return [(kind, text) for kind, text in rows]
 

@@ -38,3 +38,11 @@ def take_claim(conn: sqlite3.Connection, message_id: int, *, owner: str, expires
 
 def drop_claim(conn: sqlite3.Connection, message_id: int) -> None:
     conn.execute("UPDATE messages SET claim_owner = NULL, claim_expires_at = NULL WHERE id = ?", (message_id,))
+
+
+def drop_claim_of(conn: sqlite3.Connection, message_id: int, owner: str) -> None:
+    """End ``owner``'s claim on a message (nobody else's)."""
+    conn.execute(
+        "UPDATE messages SET claim_owner = NULL, claim_expires_at = NULL WHERE id = ? AND claim_owner = ?",
+        (message_id, owner),
+    )

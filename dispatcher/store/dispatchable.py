@@ -15,6 +15,8 @@ _FACTS = """
 SELECT m.id, m.sender, m.recipient, m.kind, m.created_at, m.acknowledged_at, m.claim_owner,
        m.claim_expires_at, m.conversation_id,
        EXISTS (SELECT 1 FROM dispatch_attempts AS a WHERE a.message_id = m.id) AS attempted,
+       EXISTS (SELECT 1 FROM messages AS r WHERE r.reply_to = m.id AND r.kind = 'result'
+               AND r.sender = m.recipient) AS answered,
        c.state, c.expires_at, c.initiator, c.in_flight_message_id
 FROM messages AS m
 LEFT JOIN conversations AS c ON c.id = m.conversation_id

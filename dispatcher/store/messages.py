@@ -22,11 +22,14 @@ def insert_message(
     response_deadline: float | None = None,
     origin: str = "agent",
     broadcast_id: int | None = None,
+    sent_by_attempt: int | None = None,
 ) -> int:
-    """``origin='system'`` marks the dispatcher's own notices; no tool can write one."""
+    """``origin='system'`` marks the dispatcher's own notices; no tool can write one.
+    ``sent_by_attempt``: the attempt (its message id) whose worker's server wrote it."""
     cur = conn.execute(
-        "INSERT INTO messages (sender, recipient, kind, text, reply_to, conversation_id,"
-        " dedup_key, created_at, response_deadline, origin, broadcast_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO messages (sender, recipient, kind, text, reply_to, conversation_id, dedup_key,"
+        " created_at, response_deadline, origin, broadcast_id, sent_by_attempt)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             sender,
             recipient,
@@ -39,6 +42,7 @@ def insert_message(
             response_deadline,
             origin,
             broadcast_id,
+            sent_by_attempt,
         ),
     )
     return inserted_id(cur)
@@ -92,17 +96,33 @@ def cap_far_leases(conn: sqlite3.Connection, recipient: str, now: float) -> None
         conn.execute(f"UPDATE messages SET claim_expires_at = :cap WHERE {where}", params)  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
 
 
+# A worker's reads: the message it was started for (bound as :own), its replies, the message it
+# answers, and the rest of its conversation. Defined once, here, for every read that needs it.
+_THREAD_OF_OWN = (
+    "(id = :own OR reply_to = :own OR id = (SELECT reply_to FROM messages WHERE id = :own)"
+    " OR conversation_id = (SELECT conversation_id FROM messages WHERE id = :own))"
+)
+
+
 def receivable_messages(
-    conn: sqlite3.Connection, *, agent: str, worker_id: str, now: float, limit: int
+    conn: sqlite3.Connection, *, agent: str, worker_id: str, now: float, limit: int, thread_of: int | None = None
 ) -> list[sqlite3.Row]:
-    """Unacknowledged messages for ``agent``, oldest first, minus those another process holds."""
+    """Unacknowledged messages for ``agent``, oldest first, minus those another process holds;
+    with ``thread_of``, only those in that message's thread or conversation."""
+    thread = f" AND {_THREAD_OF_OWN}" if thread_of is not None else ""
     rows: list[sqlite3.Row] = conn.execute(
         "SELECT * FROM messages WHERE recipient = :agent AND acknowledged_at IS NULL"  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
-        f" AND (NOT {active_claim_sql()} OR claim_owner = :worker)"
+        f" AND (NOT {active_claim_sql()} OR claim_owner = :worker){thread}"
         " ORDER BY id LIMIT :limit",
-        {"agent": agent, "worker": worker_id, "now": now, "limit": limit},
+        {"agent": agent, "worker": worker_id, "now": now, "limit": limit, "own": thread_of},
     ).fetchall()
     return rows
+
+
+def in_thread_of(conn: sqlite3.Connection, own: int, message_id: int) -> bool:
+    """Whether ``message_id`` is ``own`` itself, a reply to it, the message it answers, or in its conversation."""
+    query = f"SELECT 1 FROM messages WHERE id = :id AND {_THREAD_OF_OWN}"  # noqa: S608 - constant SQL
+    return conn.execute(query, {"id": message_id, "own": own}).fetchone() is not None
 
 
 def mark_delivered(conn: sqlite3.Connection, message_ids: list[int], now: float) -> None:

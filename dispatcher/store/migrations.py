@@ -215,6 +215,18 @@ MIGRATIONS: tuple[str | Callable[[sqlite3.Connection], None], ...] = (
     # would hand their ids out again). A function, not text: it rebuilds the table from its
     # own definition, so every column an earlier migration added comes along.
     _messages_never_reuse_ids,
+    # 10: evidence belongs to the attempt. A message a worker's server writes records the attempt
+    # it was written by (the attempt's message id); a verdict counts only those. Rows written
+    # before this were counted by sender and recipient: the replies the old rule counted, sent
+    # after their attempt started, are marked as that attempt's.
+    """
+    ALTER TABLE messages ADD COLUMN sent_by_attempt INTEGER;
+    UPDATE messages SET sent_by_attempt = reply_to
+        WHERE origin = 'agent' AND kind IN ('task', 'result') AND EXISTS (
+            SELECT 1 FROM dispatch_attempts AS a JOIN messages AS t ON t.id = a.message_id
+            WHERE a.message_id = messages.reply_to AND t.recipient = messages.sender
+              AND t.sender = messages.recipient AND messages.created_at >= a.started_at);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

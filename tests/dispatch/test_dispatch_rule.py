@@ -8,8 +8,9 @@ import time
 import pytest
 
 from dispatcher.bridge import claims, conversations, messages
+from dispatcher.bridge.worker_scope import attempt_claim_owner
 from dispatcher.core.config import AgentConfig, BridgeConfig
-from dispatcher.core.errors import AlreadyAttempted, DispatchRefused
+from dispatcher.core.errors import AlreadyAttempted, BridgeError, DispatchRefused
 from dispatcher.core.settings import BridgeSettings
 from dispatcher.dispatch import queue
 from dispatcher.dispatch.attempts import begin_attempt, get_attempt
@@ -70,6 +71,13 @@ PREDICATE_TABLE = [
     ),
     ("acknowledged", dataclasses.replace(TASK, acknowledged=True), "already_acknowledged", "already_acknowledged"),
     ("actively claimed", dataclasses.replace(TASK, claim_active=True), "claimed_by_other", "claimed_by_other"),
+    ("answered by its recipient", dataclasses.replace(TASK, answered=True), "already_answered", "already_answered"),
+    (
+        "answered and acknowledged: acknowledged is named",
+        dataclasses.replace(TASK, answered=True, acknowledged=True),
+        "already_acknowledged",
+        "already_acknowledged",
+    ),
     (
         "conversation blocked",
         dataclasses.replace(CONV_TASK, conversation_state="blocked"),
@@ -166,6 +174,41 @@ def test_an_answered_conversation_task_is_not_dispatched(conn):
     with pytest.raises(DispatchRefused) as info:
         _begin(conn, conv["message_id"], manual=True)
     assert info.value.code == "not_in_turn"
+
+
+def test_an_answered_standalone_task_is_never_dispatched_and_pending_shows_it(conn, tmp_path):
+    """A session of claude answered a standalone task but never acknowledged it. Launching a worker
+    for it would credit that worker with the session's answer (and bill its cost against it): the
+    listener's scan, the barrier (manual too) and ``pending`` all refuse it, as already_answered."""
+    task = _task(conn)
+    messages.send_message(
+        conn, sender="claude", recipient="kimi", text="done", agents=AGENTS, kind="result", reply_to=task
+    )
+    assert queue.next_dispatchable(conn, "claude", CONFIG, time.time()) is None
+    with pytest.raises(DispatchRefused) as info:
+        _begin(conn, task, manual=True)
+    assert info.value.code == "already_answered" and f"#{task}" in info.value.message
+    assert get_attempt(conn, task) is None
+    report = pending(_settings(tmp_path, CONFIG), "claude")
+    assert [m["id"] for m in report["already_answered"]] == [task] and report["dispatchable"] == []
+
+
+def test_the_barrier_takes_the_claim_for_the_attempt(conn, tmp_path):
+    """Once the attempt row is committed, a session of the same agent cannot claim the task (it
+    would be refused its own work's credit otherwise: the worker refused, the session's answer
+    recorded as the worker's success). The claim is the attempt's; only its worker's server,
+    which claims as the attempt, renews it."""
+    task = _task(conn)
+    _begin(conn, task)
+    session = open_store(tmp_path / "bridge.db")
+    with pytest.raises(BridgeError) as info:
+        claims.claim_message(session, agent="claude", worker_id="claude-99-session", message_id=task)
+    assert info.value.code == "claimed_by_other"
+    worker = claims.claim_message(
+        session, agent="claude", worker_id=attempt_claim_owner("claude", task), message_id=task
+    )
+    assert worker["renewed"] is True
+    session.close()
 
 
 def test_the_barrier_applies_the_rule_and_manual_overrides_only_auto_and_age(conn):

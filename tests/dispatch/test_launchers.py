@@ -271,6 +271,7 @@ def worker_server_env(s: dict, agent: str = "claude") -> dict:
         "AGENT_BRIDGE_MAX_BODY_BYTES",
         "AGENT_BRIDGE_LOG_LEVEL",
         "AGENT_BRIDGE_WORKER_TOKEN",
+        "AGENT_BRIDGE_MESSAGE_ID",
     )
     return {"AGENT_ID": agent, "AGENT_BRIDGE_ROLE": "worker", **{name: s["env"][name] for name in passed}}
 
@@ -299,6 +300,7 @@ def test_optional_worker_settings_are_left_out_when_unset(ctx):
         "AGENT_BRIDGE_MAX_BODY_BYTES",
         "AGENT_BRIDGE_LOG_LEVEL",
         "AGENT_BRIDGE_WORKER_TOKEN",
+        "AGENT_BRIDGE_MESSAGE_ID",
     ):
         del s["env"][name]
     run(CLAUDE, s, CLAUDE_BIN=str(s["fake"]))

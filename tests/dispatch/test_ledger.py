@@ -8,6 +8,7 @@ import time
 import pytest
 
 from dispatcher.bridge import conversations, messages
+from dispatcher.bridge.worker_scope import attempt_claim_owner
 from dispatcher.core.config import AgentConfig, BridgeConfig
 from dispatcher.core.errors import BridgeError
 from dispatcher.core.lifecycle import FAILURE_OUTCOMES
@@ -50,9 +51,10 @@ def _task(conn) -> int:
 
 def _succeed(conn, task: int, conversation: bool = False) -> int:
     result = messages.send_message(
-        conn, sender="claude", recipient="kimi", text="done", agents=AGENTS, kind="result", reply_to=task
+        conn, sender="claude", recipient="kimi", text="done", agents=AGENTS, kind="result", reply_to=task, attempt=task
     )["id"]
-    assert messages.mark_read(conn, agent="claude", worker_id=WORKER, message_ids=[task])["acknowledged"]
+    worker = attempt_claim_owner("claude", task)  # the attempt's worker, holding the claim the barrier took
+    assert messages.mark_read(conn, agent="claude", worker_id=worker, message_ids=[task])["acknowledged"]
     return result
 
 
@@ -193,6 +195,7 @@ def _follow_up(conn, conversation_id: int, result_id: int) -> int:
         kind="task",
         reply_to=result_id,
         conversation_id=conversation_id,
+        attempt=result_id,
     )["id"]
 
 
@@ -221,7 +224,8 @@ def test_a_conversation_reaching_its_cost_cap_needs_a_human_and_dispatches_nothi
     review_attempt = result
     _attempt(conn, review_attempt)
     follow = _follow_up(conn, cid, result)
-    assert messages.mark_read(conn, agent="kimi", worker_id=WORKER, message_ids=[result])["acknowledged"]
+    worker = attempt_claim_owner("kimi", result)
+    assert messages.mark_read(conn, agent="kimi", worker_id=worker, message_ids=[result])["acknowledged"]
     assert settle(conn, review_attempt, fallback="failed", diagnostics=_diag(cost=0.025)) == "succeeded"
 
     status = conversations.conversation_action(conn, agent="kimi", action="status", conversation_id=cid)

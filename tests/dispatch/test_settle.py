@@ -8,6 +8,7 @@ import time
 import pytest
 
 from dispatcher.bridge import claims, conversations, messages
+from dispatcher.bridge.worker_scope import attempt_claim_owner
 from dispatcher.core.config import AgentConfig, BridgeConfig
 from dispatcher.core.errors import BridgeError
 from dispatcher.dispatch.attempts import begin_attempt, get_attempt
@@ -22,7 +23,6 @@ CONFIG = BridgeConfig(
         "kimi": AgentConfig(launcher="launchers/command_headless.sh", auto=True),
     }
 )
-WORKER = "worker-1"
 
 
 def _attempt(conn, message_id: int) -> None:
@@ -42,14 +42,18 @@ def _task(conn, text="do it") -> int:
     return messages.send_message(conn, sender="kimi", recipient="claude", text=text, agents=AGENTS, kind="task")["id"]
 
 
-def _result(conn, task_id: int, text: str) -> int:
+def _result(conn, task_id: int, text: str, *, attempt: int | None = None) -> int:
+    """claude answers ``task_id``; ``attempt``: as the worker of that attempt (its server records it)."""
     return messages.send_message(
-        conn, sender="claude", recipient="kimi", text=text, agents=AGENTS, kind="result", reply_to=task_id
-    )["id"]
+        conn, sender="claude", recipient="kimi", text=text, agents=AGENTS, kind="result", reply_to=task_id,
+        attempt=attempt,
+    )["id"]  # fmt: skip
 
 
 def _ack(conn, agent: str, message_id: int) -> None:
-    assert messages.mark_read(conn, agent=agent, worker_id=WORKER, message_ids=[message_id])["acknowledged"]
+    """Acknowledged by the attempt's worker (which holds the claim the barrier took)."""
+    worker = attempt_claim_owner(agent, message_id)
+    assert messages.mark_read(conn, agent=agent, worker_id=worker, message_ids=[message_id])["acknowledged"]
 
 
 def _notices(conn, recipient="kimi") -> list[sqlite3.Row]:
@@ -68,8 +72,8 @@ def _conversation_state(conn, cid: int) -> str:
 def test_two_blocked_results_and_an_ack_are_blocked_not_succeeded(conn):
     task = _task(conn)
     _attempt(conn, task)
-    _result(conn, task, "blocked: no permission")
-    _result(conn, task, "Blocked: still no permission")
+    _result(conn, task, "blocked: no permission", attempt=task)
+    _result(conn, task, "Blocked: still no permission", attempt=task)
     _ack(conn, "claude", task)
     assert settle(conn, task, fallback="failed") == "blocked"
     assert _notices(conn) == []
@@ -78,18 +82,18 @@ def test_two_blocked_results_and_an_ack_are_blocked_not_succeeded(conn):
 def test_a_result_and_a_blocked_result_are_blocked(conn):
     task = _task(conn)
     _attempt(conn, task)
-    _result(conn, task, "done: here it is")
-    _result(conn, task, "  BLOCKED: actually not")
-    claims.claim_message(conn, agent="claude", worker_id=WORKER, message_id=task)
-    claims.release_message(conn, agent="claude", worker_id=WORKER, message_id=task)
+    _result(conn, task, "done: here it is", attempt=task)
+    _result(conn, task, "  BLOCKED: actually not", attempt=task)
+    claims.claim_message(conn, agent="claude", worker_id=attempt_claim_owner("claude", task), message_id=task)
+    claims.release_message(conn, agent="claude", worker_id=attempt_claim_owner("claude", task), message_id=task)
     assert settle(conn, task, fallback="failed") == "blocked"
 
 
 def test_blocked_result_with_the_claim_still_held_fails(conn):
     task = _task(conn)
     _attempt(conn, task)
-    claims.claim_message(conn, agent="claude", worker_id=WORKER, message_id=task)
-    _result(conn, task, "blocked: cannot")
+    claims.claim_message(conn, agent="claude", worker_id=attempt_claim_owner("claude", task), message_id=task)
+    _result(conn, task, "blocked: cannot", attempt=task)
     assert settle(conn, task, fallback="failed") == "failed"
     assert get_attempt(conn, task)["error_kind"] == "blocked_without_release"
 
@@ -117,11 +121,38 @@ def test_a_review_turn_with_a_follow_up_task_succeeds(conn):
     cid, result = _review_turn(conn)
     _attempt(conn, result)
     messages.send_message(
-        conn, sender="kimi", recipient="claude", text="next", agents=AGENTS, kind="task", reply_to=result
+        conn,
+        sender="kimi",
+        recipient="claude",
+        text="next",
+        agents=AGENTS,
+        kind="task",
+        reply_to=result,
+        attempt=result,
     )
     _ack(conn, "kimi", result)
     assert settle(conn, result, fallback="failed") == "succeeded"
     assert _conversation_state(conn, cid) == "active"
+
+
+def test_the_attempts_claim_ends_with_the_attempt_and_no_one_elses_does(conn):
+    """The barrier claims the task for the attempt. Once the attempt is settled (say it failed
+    before its worker ran), that claim ends with it, so a session of the agent can take the task
+    at once instead of waiting out the lease; a session's claim taken after a release stays."""
+    failed = _task(conn)
+    _attempt(conn, failed)
+    with pytest.raises(BridgeError, match="claimed_by_other"):
+        claims.claim_message(conn, agent="claude", worker_id="claude-9-session", message_id=failed)
+    assert settle(conn, failed, fallback="failed", error_kind="spawn_unrecorded") == "failed"
+    assert claims.claim_message(conn, agent="claude", worker_id="claude-9-session", message_id=failed)
+    released = _task(conn)
+    _attempt(conn, released)
+    claims.release_message(conn, agent="claude", worker_id=attempt_claim_owner("claude", released), message_id=released)
+    claims.claim_message(conn, agent="claude", worker_id="claude-9-session", message_id=released)
+    settle(conn, released, fallback="failed")
+    assert conn.execute("SELECT claim_owner FROM messages WHERE id = ?", (released,)).fetchone()[0] == (
+        "claude-9-session"
+    )
 
 
 def test_a_review_turn_with_nothing_done_fails_and_blocks_the_conversation(conn):

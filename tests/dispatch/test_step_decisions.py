@@ -15,7 +15,7 @@ from dispatcher.core.processes import start_time
 from dispatcher.dispatch import faults, lease
 from dispatcher.dispatch.procs import fork_without_store
 from dispatcher.dispatch.reconcile import BUSY, CRASHED, KILL, decide
-from dispatcher.dispatch.renewal import owner_pid, renew_worker_claim
+from dispatcher.dispatch.renewal import renew_worker_claim
 from dispatcher.dispatch.step import (
     BACKOFF_CAP_SECONDS,
     BUSY_RECHECK_SECONDS,
@@ -103,27 +103,21 @@ def _expiry(conn, message_id):
     return conn.execute("SELECT claim_expires_at FROM messages WHERE id = ?", (message_id,)).fetchone()[0]
 
 
-def test_owner_pid():
-    assert owner_pid("claude-1234-ab12cd34") == 1234
-    assert owner_pid("my-agent-42-00ff00ff") == 42
-    assert owner_pid("claude") is None and owner_pid(None) is None and owner_pid("claude-x-ab") is None
-
-
 @pytest.mark.parametrize(
     ("owner", "expires", "acknowledged", "renewed"),
     [
-        ("claude-77-aa", NOW + 20, None, True),  # the worker's active claim
-        ("claude-78-aa", NOW + 20, None, False),  # someone else's (not in the worker's tree)
-        ("claude-77-aa", NOW - 1, None, False),  # expired: never revived
+        ("claude-attempt-1", NOW + 20, None, True),  # the attempt's active claim
+        ("claude-77-aa", NOW + 20, None, False),  # someone else's (a session's, say)
+        ("claude-attempt-1", NOW - 1, None, False),  # expired: never revived
         (None, None, None, False),  # released: never revived
-        ("claude-77-aa", NOW + 20, NOW - 5, False),  # acknowledged: done
-        ("claude-77-aa", NOW + 500, None, False),  # already longer: never shortened
+        ("claude-attempt-1", NOW + 20, NOW - 5, False),  # acknowledged: done
+        ("claude-attempt-1", NOW + 500, None, False),  # already longer: never shortened
     ],
 )
 def test_renew_worker_claim(conn, owner, expires, acknowledged, renewed):
     message_id = _message(conn, owner, expires, acknowledged)
     until = NOW + 300
-    assert renew_worker_claim(conn, message_id, worker_pids={77}, until=until, now=NOW) is renewed
+    assert renew_worker_claim(conn, message_id, owner="claude-attempt-1", until=until, now=NOW) is renewed
     assert _expiry(conn, message_id) == (until if renewed else expires)
 
 

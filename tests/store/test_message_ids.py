@@ -8,7 +8,11 @@ import sqlite3
 import pytest
 from harness import V4_TABLES, assert_rows_kept, store_from_fixture, table_rows
 
-from dispatcher.store import SCHEMA_VERSION, open_store
+from dispatcher.store import open_store
+from dispatcher.store.migrations import MIGRATIONS, _messages_never_reuse_ids
+
+# The version just before the rebuild, and just after it (later migrations add their own columns).
+BEFORE_REBUILD = MIGRATIONS.index(_messages_never_reuse_ids)
 from dispatcher.store.messages import insert_message
 
 
@@ -29,15 +33,15 @@ def test_a_deleted_newest_message_id_is_never_given_again(conn):
 def test_the_upgrade_keeps_every_row_column_index_and_key(tmp_path):
     db = store_from_fixture(tmp_path / "store_v4.db", "store_v4", 4)
     before = table_rows(db, V4_TABLES)
-    old = open_store(db, target_version=SCHEMA_VERSION - 1)
+    old = open_store(db, target_version=BEFORE_REBUILD)
     columns = [r[1] for r in old.execute("PRAGMA table_info(messages)")]
     indexes = _index_names(old)
     newest = old.execute("SELECT max(id) FROM messages").fetchone()[0]
     old.execute("DELETE FROM messages WHERE id = ? AND id NOT IN (SELECT message_id FROM dispatch_attempts)", (newest,))
     old.close()
 
-    conn = open_store(db)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    conn = open_store(db, target_version=BEFORE_REBUILD + 1)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == BEFORE_REBUILD + 1
     assert [r[1] for r in conn.execute("PRAGMA table_info(messages)")] == columns
     assert _index_names(conn) == indexes
     assert "AUTOINCREMENT" in conn.execute("SELECT sql FROM sqlite_master WHERE name = 'messages'").fetchone()[0]

@@ -5,7 +5,8 @@ names the message (AGENT_BRIDGE_MESSAGE_ID), the store (AGENT_BRIDGE_DB) and who
 (AGENT_ID). Before touching the store it appends the message id to the file named by
 SCRIPTED_WORKER_LAUNCHES (one O_APPEND write per launch, so a second launch of the same
 message shows up as a duplicate line). Then it does what a well-behaved worker does:
-get_message, claim, reply with a result, mark_read, pausing a seeded random moment
+get_message, claim, reply with a result, mark_read (as its attempt, the way a worker's
+server bound to the attempt does), pausing a seeded random moment
 (up to SCRIPTED_WORKER_MAX_PAUSE seconds) between steps so that a fault injector can
 land a kill inside any of them. With SCRIPTED_WORKER_FORK set it first forks a child that
 outlives it (sleeping, carrying the worker's environment) and forks again whenever it gets
@@ -45,10 +46,11 @@ def main() -> int:
 
     from dispatcher.bridge.claims import claim_message
     from dispatcher.bridge.messages import get_message, mark_read, send_message
+    from dispatcher.bridge.worker_scope import attempt_claim_owner
     from dispatcher.store import open_store
 
     conn = open_store(os.environ["AGENT_BRIDGE_DB"])
-    worker_id = f"{agent}-scripted-{os.getpid()}"
+    worker_id = attempt_claim_owner(agent, message_id)  # as its attempt's worker server acts
     message = get_message(conn, agent=agent, worker_id=worker_id, message_id=message_id)
     pause()
     claim_message(conn, agent=agent, worker_id=worker_id, message_id=message_id)
@@ -61,6 +63,7 @@ def main() -> int:
         reply_to=message_id,
         text=f"done: scripted worker handled message {message_id}",
         agents={agent, message["sender"]},
+        attempt=message_id,  # recorded on the row, as the worker's server records it
     )
     pause()
     mark_read(conn, agent=agent, worker_id=worker_id, message_ids=[message_id])
