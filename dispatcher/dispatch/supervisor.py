@@ -14,17 +14,19 @@ import os
 import secrets
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from dispatcher.core import clock
-from dispatcher.core.config import BridgeConfig
+from dispatcher.core.config import AgentConfig, BridgeConfig
 from dispatcher.core.errors import BridgeError
 from dispatcher.core.logs import get_logger
 from dispatcher.core.permissions import BRIDGE_ONLY, PERMISSIONS_ENV, PermissionProfile
 from dispatcher.core.private_files import create_private_file, ensure_private_dir, open_private_append
 from dispatcher.core.processes import start_time, sweep_descendants
 from dispatcher.core.settings import PROJECT_DIR, BridgeSettings
+from dispatcher.core.spend import cap_passed, priced
 from dispatcher.dispatch import faults
 from dispatcher.dispatch.attempts import begin_attempt, clean_diagnostics, mark_spawned
 from dispatcher.dispatch.cli_results import cli_diagnostics
@@ -167,6 +169,30 @@ def _read_diagnostics(path: Path) -> dict | None:
         return None
 
 
+USAGE_POLL_SECONDS = 1.0  # how often a capped worker's usage reports are read while it runs
+
+
+def usage_watch(attempt_dir: Path, agent: AgentConfig) -> Callable[[], str | None] | None:
+    """For an agent with a per-task cap: a check of the usage its CLI reported so far (its output
+    file, or Kimi's wire, read as they grow), naming the cap it passed. None for no cap."""
+    if agent.max_tokens_per_task is None and agent.max_cost_usd_per_task is None:
+        return None
+    return lambda: cap_passed(cli_diagnostics(attempt_dir, None) or {}, agent)
+
+
+def with_spend(diagnostics: dict | None, agent: AgentConfig, stopped_for: str | None) -> dict | None:
+    """The diagnostics with the cost the agent's prices estimate where the CLI reported none
+    (``cost_source: estimated``), and ``cli_status: budget_exceeded`` when the worker passed a
+    per-task cap: ended for it (``stopped_for``), or seen only in its final report."""
+    if diagnostics is None:
+        return None
+    cost, source = priced(diagnostics, agent.prices)
+    spent = {**diagnostics, **({"cost_usd": cost, "cost_source": source} if source == "estimated" else {})}
+    if stopped_for is not None or cap_passed(spent, agent) is not None:
+        spent["cli_status"] = "budget_exceeded"
+    return spent
+
+
 def remove_request(paths: AgentPaths, message_id: int) -> None:
     """The request file is the only copy of the task text outside the store."""
     (paths.attempt_dir(message_id) / REQUEST_NAME).unlink(missing_ok=True)
@@ -253,9 +279,15 @@ def _run_worker(conn, settings, config, paths, message, token: str, timeout: int
     launch.open_gate()
     log.info("worker_started", message_id=message_id, worker_pid=pid)
 
-    timed_out = _wait_renewing_claim(conn, launch.proc, message_id, token, deadline)
+    agent = config.agents[message["recipient"]]
+    watch = usage_watch(launch.diagnostics.parent, agent)
+    stopped = _wait_renewing_claim(conn, launch.proc, message_id, token, deadline, watch)
+    timed_out = stopped == "timeout"
     if timed_out:
         log.warning("worker_timeout", message_id=message_id, worker_pid=pid, timeout_seconds=timeout)
+        end_worker(launch.proc, KILL_GRACE_SECONDS)
+    elif stopped is not None:
+        log.warning("worker_over_budget", message_id=message_id, worker_pid=pid, cap=stopped)
         end_worker(launch.proc, KILL_GRACE_SECONDS)
     # Whatever the worker left behind (in its group or daemonised, adopted by us) ends with it.
     if left := sweep_descendants(KILL_GRACE_SECONDS):
@@ -264,28 +296,44 @@ def _run_worker(conn, settings, config, paths, message, token: str, timeout: int
     diagnostics = _read_diagnostics(launch.diagnostics) or clean_diagnostics(
         cli_diagnostics(launch.diagnostics.parent, exit_code)  # a CLI's own result file, read once it is gone
     )
+    diagnostics = with_spend(diagnostics, agent, stopped if not timed_out else None)
     return _settle(
         conn,
         message_id,
         fallback="timeout" if timed_out else "failed",
-        error_kind="timeout" if timed_out else None,
+        error_kind="timeout" if timed_out else stopped,
         exit_code=exit_code,
         diagnostics=diagnostics,
     )
 
 
-def _wait_renewing_claim(conn, proc: subprocess.Popen, message_id: int, token: str, deadline: float) -> bool:
-    """Wait for the worker until ``deadline``, renewing its claim; True when it timed out."""
+def _wait_renewing_claim(
+    conn,
+    proc: subprocess.Popen,
+    message_id: int,
+    token: str,
+    deadline: float,
+    watch: Callable[[], str | None] | None = None,
+) -> str | None:
+    """Wait for the worker until ``deadline``, renewing its claim, and checking ``watch`` (the
+    usage caps) every ``USAGE_POLL_SECONDS``. Returns ``timeout``, the cap ``watch`` named, or
+    None when the worker exited by itself."""
     interval = faults.renew_interval(RENEW_EVERY_SECONDS)
+    step = min(interval, USAGE_POLL_SECONDS) if watch is not None else interval
+    renewed = clock.monotonic()
     while proc.poll() is None:
         remaining = deadline - clock.now()
         if remaining <= 0:
-            return True
+            return "timeout"
         try:
-            proc.wait(timeout=min(interval, remaining))
+            proc.wait(timeout=min(step, remaining))
         except subprocess.TimeoutExpired:
-            _renew(conn, message_id, token, deadline)
-    return False
+            if watch is not None and (cap := watch()) is not None:
+                return cap
+            if clock.monotonic() - renewed >= interval:
+                _renew(conn, message_id, token, deadline)
+                renewed = clock.monotonic()
+    return None
 
 
 def _renew(conn, message_id: int, token: str, deadline: float) -> None:
