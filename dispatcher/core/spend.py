@@ -7,9 +7,20 @@ kinds the ledger keeps (input, output, cache read, cache write).
 """
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from dispatcher.core.config import AgentConfig, Prices
+if TYPE_CHECKING:  # the status line imports this module: no pydantic on its path
+    from dispatcher.core.config import AgentConfig, Prices
+
+
+class DailyCaps(Protocol):
+    """An agent's daily budgets (``AgentConfig`` has them; the status line reads them from raw JSON)."""
+
+    @property
+    def max_cost_usd_per_day(self) -> float | None: ...
+    @property
+    def max_tokens_per_day(self) -> int | None: ...
+
 
 TOKEN_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
 _PRICE_OF = {
@@ -30,7 +41,7 @@ def total_tokens(usage: Mapping[str, Any]) -> int | None:
     return sum(known) if known else None
 
 
-def estimate_cost(usage: Mapping[str, Any], prices: Prices | None) -> float | None:
+def estimate_cost(usage: Mapping[str, Any], prices: "Prices | None") -> float | None:
     """The cost of ``usage``'s tokens at ``prices`` (per million); None without prices or tokens."""
     if prices is None or total_tokens(usage) is None:
         return None
@@ -39,7 +50,7 @@ def estimate_cost(usage: Mapping[str, Any], prices: Prices | None) -> float | No
     return round(dollars, 6)
 
 
-def priced(usage: Mapping[str, Any], prices: Prices | None) -> tuple[float | None, str | None]:
+def priced(usage: Mapping[str, Any], prices: "Prices | None") -> tuple[float | None, str | None]:
     """(cost, source): the CLI's own ``cost_usd`` (``reported``) wins; else the estimate from
     ``prices`` (``estimated``); else (None, None)."""
     reported = usage.get("cost_usd")
@@ -49,12 +60,12 @@ def priced(usage: Mapping[str, Any], prices: Prices | None) -> tuple[float | Non
     return (estimate, "estimated") if estimate is not None else (None, None)
 
 
-def knows_cost(cli: str | None, agent: AgentConfig) -> bool:
+def knows_cost(cli: str | None, agent: "AgentConfig") -> bool:
     """Whether an attempt of this agent can have a cost: its CLI reports one, or it has prices."""
     return cli == "claude" or agent.prices is not None
 
 
-def cap_passed(usage: Mapping[str, Any], agent: AgentConfig) -> str | None:
+def cap_passed(usage: Mapping[str, Any], agent: "AgentConfig") -> str | None:
     """The per-task cap ``usage`` has passed (``max_tokens_per_task``, then
     ``max_cost_usd_per_task`` on the cost as ``priced`` sees it), or None."""
     tokens = total_tokens(usage)
@@ -66,7 +77,7 @@ def cap_passed(usage: Mapping[str, Any], agent: AgentConfig) -> str | None:
     return None
 
 
-def daily_cap_reached(cost_usd: float | None, tokens: int | None, agent: AgentConfig) -> str | None:
+def daily_cap_reached(cost_usd: float | None, tokens: int | None, agent: DailyCaps) -> str | None:
     """The daily cap today's totals reached (``max_cost_usd_per_day``, ``max_tokens_per_day``), or None."""
     if agent.max_cost_usd_per_day is not None and cost_usd is not None and cost_usd >= agent.max_cost_usd_per_day:
         return "max_cost_usd_per_day"
@@ -75,5 +86,5 @@ def daily_cap_reached(cost_usd: float | None, tokens: int | None, agent: AgentCo
     return None
 
 
-def has_daily_cap(agent: AgentConfig) -> bool:
+def has_daily_cap(agent: DailyCaps) -> bool:
     return agent.max_cost_usd_per_day is not None or agent.max_tokens_per_day is not None
