@@ -3,6 +3,7 @@ tokens into an estimated cost (a reported cost wins), a per-task token or cost c
 the verdict ``budget_exceeded`` with the overshoot recorded and one notice, and a daily budget
 holds the agent's next tasks (``held_budget``) until the next local midnight."""
 
+import json
 import time
 
 import pytest
@@ -235,3 +236,36 @@ def test_no_daily_cap_means_no_spend_query(conn, monkeypatch):
     monkeypatch.setattr(q, "spend_since", refuse)
     task = _task(conn)
     assert queue.next_action(conn, "kimi", _config(), time.time())[0].message_id == task
+
+
+# -- Claude's stream-json: the usage so far, before its result ----------------------------------------
+
+
+def test_claude_stream_usage_counts_each_api_message_once_until_the_result():
+    from dispatcher.dispatch.cli_results import claude_diagnostics
+
+    def assistant(mid: str, tokens_in: int, tokens_out: int) -> str:
+        usage = {"input_tokens": tokens_in, "output_tokens": tokens_out, "cache_read_input_tokens": 2}
+        return json.dumps({"type": "assistant", "message": {"id": mid, "usage": usage}})
+
+    stream = "\n".join(
+        [
+            json.dumps({"type": "system", "subtype": "init"}),
+            assistant("m1", 100, 1),
+            assistant("m1", 100, 7),  # the same message, another content block: counted once, last wins
+            json.dumps({"type": "user", "message": {"content": "tool result"}}),
+            assistant("m2", 300, 5),
+            "not json",
+        ]
+    )
+    running = claude_diagnostics(stream)
+    assert (running["input_tokens"], running["output_tokens"], running["cache_read_tokens"]) == (400, 12, 4)
+    assert running["cli_status"] == "no_result"
+    result = {
+        "type": "result",
+        "subtype": "success",
+        "is_error": False,
+        "usage": {"input_tokens": 9, "output_tokens": 1},
+    }
+    done = claude_diagnostics(stream + "\n" + json.dumps(result))
+    assert (done["input_tokens"], done["output_tokens"], done["cli_status"]) == (9, 1, "ok")  # the result wins
