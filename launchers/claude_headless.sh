@@ -70,8 +70,11 @@ mapfile -d '' -t profile_args <"$attempt_dir/claude-profile-args"
 
 # Why each flag (Claude Code 2.1.332):
 #   -p                          non-interactive; the prompt is read from stdin (no positional).
-#   --output-format json        one result object at the end (is_error, subtype,
-#                               permission_denials[].tool_name -> denied_tools, ...).
+#   --output-format stream-json one JSON event a line as the run goes (--verbose is required
+#                               with -p): each assistant message's usage, which the supervisor
+#                               follows for max_tokens_per_task, then the result object at the
+#                               end (is_error, subtype, permission_denials[].tool_name ->
+#                               denied_tools, ...).
 #   --mcp-config FILE           load the bridge server from the generated file ...
 #   --strict-mcp-config         ... and ignore every other MCP configuration.
 #   --no-session-persistence    no transcript (task text included) under
@@ -104,7 +107,8 @@ mapfile -d '' -t profile_args <"$attempt_dir/claude-profile-args"
 # and there is no positional prompt for them to swallow: the prompt goes on stdin.
 args=(
     -p
-    --output-format json
+    --output-format stream-json
+    --verbose
     --mcp-config "$mcp_config"
     --strict-mcp-config
     --no-session-persistence

@@ -30,3 +30,13 @@ def iso(ts: float | None) -> str | None:
         return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     except (OverflowError, OSError, ValueError):
         return None
+
+
+def local_day_start(ts: float) -> float:
+    """The local midnight that began the day holding ``ts`` (a conversion: no clock is read)."""
+    return datetime.fromtimestamp(ts).replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
+
+
+def next_local_day_start(ts: float) -> float:
+    """The local midnight that ends the day holding ``ts`` (25 h on, then back to midnight: DST-safe)."""
+    return local_day_start(local_day_start(ts) + 25 * 3600)

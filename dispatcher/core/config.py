@@ -23,6 +23,18 @@ from dispatcher.core.validation import AGENT_ID_PATTERN
 AgentId = Annotated[str, StringConstraints(pattern=f"^{AGENT_ID_PATTERN}$")]
 
 
+class Prices(BaseModel):
+    """US dollars per million tokens of each kind, as the agent's provider bills them. No default
+    is shipped: an agent without a ``prices`` block has a cost only where its CLI reports one."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    input: float = Field(ge=0, le=100000, allow_inf_nan=False)
+    output: float = Field(ge=0, le=100000, allow_inf_nan=False)
+    cache_read: float = Field(default=0.0, ge=0, le=100000, allow_inf_nan=False)
+    cache_write: float = Field(default=0.0, ge=0, le=100000, allow_inf_nan=False)
+
+
 class AgentConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -32,6 +44,15 @@ class AgentConfig(BaseModel):
     # Passed to the launcher as AGENT_BRIDGE_MAX_COST_USD (Claude: --max-budget-usd). Claude
     # checks it between turns, so an attempt can overshoot it; the ledger records by how much.
     max_cost_usd_per_task: float | None = Field(default=None, ge=0.000001, le=10000, allow_inf_nan=False)
+    # Turns the tokens a CLI reports into a cost where the CLI reports none (dispatcher/core/spend.py).
+    prices: Prices | None = None
+    # The supervisor follows the worker's own usage reports and ends it past this many tokens
+    # (input + output + cache read + cache write), as budget_exceeded.
+    max_tokens_per_task: int | None = Field(default=None, ge=1, le=10**12)
+    # Once the attempts started since local midnight reach either, the listener holds this
+    # agent's tasks (held_budget) until the next local midnight.
+    max_cost_usd_per_day: float | None = Field(default=None, ge=0.000001, le=1000000, allow_inf_nan=False)
+    max_tokens_per_day: int | None = Field(default=None, ge=1, le=10**13)
     # A task for this agent while it has a live, wakeable interactive session waits this long
     # for that session to claim it before a headless worker is started (0: no wait).
     interactive_grace_seconds: int = Field(default=0, ge=0, le=3600)

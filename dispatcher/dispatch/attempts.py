@@ -16,6 +16,7 @@ from dispatcher.core import clock
 from dispatcher.core.config import BridgeConfig
 from dispatcher.core.errors import AlreadyAttempted, DispatchRefused
 from dispatcher.core.lifecycle import FAILURE_OUTCOMES
+from dispatcher.core.spend import total_tokens
 from dispatcher.dispatch import queue
 from dispatcher.dispatch.renewal import LEASE_AHEAD_SECONDS
 from dispatcher.store import Connection, Row, write_transaction
@@ -85,6 +86,7 @@ def begin_attempt(
             worker_token=worker_token,
             max_cost_usd=config.agents[agent].max_cost_usd_per_task,
             permission_level=config.permissions(agent).level,
+            max_tokens=config.agents[agent].max_tokens_per_task,
         )
         owner = attempt_claim_owner(agent, message_id)
         take_claim(conn, message_id, owner=owner, expires_at=min(now + LEASE_AHEAD_SECONDS, deadline), now=now)
@@ -123,19 +125,26 @@ def denied_tools_text(value: Any) -> str | None:
     return ",".join(names[:MAX_LIST_ITEMS]) or None
 
 
-def ledger_fields(diagnostics: dict[str, Any] | None, max_cost_usd: float | None) -> dict[str, Any]:
-    """The ledger columns from an attempt's diagnostics (pure). ``max_cost_usd`` is the per-task
-    cap in force: the overshoot is the cost above it (0.0 within it; None when either is unknown).
-    ``denied_tools``: the names of the tools the CLI reported denied (never their arguments)."""
+def ledger_fields(
+    diagnostics: dict[str, Any] | None, max_cost_usd: float | None, max_tokens: int | None = None
+) -> dict[str, Any]:
+    """The ledger columns from an attempt's diagnostics (pure). ``max_cost_usd`` and ``max_tokens``
+    are the per-task caps in force: each overshoot is the amount above its cap (0 within it; None
+    when either is unknown). ``cost_source``: ``estimated`` when the supervisor priced the tokens,
+    else ``reported`` for any cost. ``denied_tools``: the names of the tools the CLI reported
+    denied (never their arguments)."""
     d = diagnostics or {}
     status = d.get("cli_status")
     cost = _usd(d.get("cost_usd"))
+    tokens = total_tokens(d)
     return {
         "cli_status": status if isinstance(status, str) and _ENUM_WORD.fullmatch(status) else None,
         "cost_usd": cost,
         **{k: _count(d.get(k)) for k in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")},
         "cost_overshoot_usd": None if cost is None or max_cost_usd is None else round(max(0.0, cost - max_cost_usd), 6),
         "denied_tools": denied_tools_text(d.get("denied_tools")),
+        "cost_source": None if cost is None else "estimated" if d.get("cost_source") == "estimated" else "reported",
+        "token_overshoot": None if tokens is None or max_tokens is None else max(0, tokens - max_tokens),
     }
 
 

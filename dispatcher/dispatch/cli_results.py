@@ -164,8 +164,28 @@ def _claude_usage(usage: Any, model_usage: Any) -> Any:
     }
 
 
+def claude_stream_usage(lines: list[Any]) -> dict[str, int | None]:
+    """The usage Claude's stream-json reported so far, before its result: each ``assistant``
+    event carries its API message's ``usage`` (repeated per content block: the last one per
+    message id counts), summed over the messages."""
+    by_id: dict[str, Any] = {}
+    for event in lines:
+        message = _dict(event.get("message")) if isinstance(event, dict) and event.get("type") == "assistant" else {}
+        if isinstance(message.get("id"), str) and isinstance(message.get("usage"), dict):
+            by_id[message["id"]] = message["usage"]
+    usages = list(by_id.values())
+    return {
+        "input_tokens": _sum([_tokens(u, "input_tokens") for u in usages]),
+        "output_tokens": _sum([_tokens(u, "output_tokens") for u in usages]),
+        "cache_read_input_tokens": _sum([_tokens(u, "cache_read_input_tokens") for u in usages]),
+        "cache_creation_input_tokens": _sum([_tokens(u, "cache_creation_input_tokens") for u in usages]),
+    }
+
+
 def claude_diagnostics(text: str | None) -> dict[str, Any]:
-    """From ``claude -p --output-format json``: only the final ``type: result`` object counts."""
+    """From ``claude -p --output-format stream-json`` (or ``json``): the final ``type: result``
+    object counts; until there is one (a run still going, or ended before its result), the
+    usage its ``assistant`` events reported (``claude_stream_usage``)."""
     result, status = None, "missing"
     if text is not None and text.strip():
         status = "invalid"
@@ -180,6 +200,8 @@ def claude_diagnostics(text: str | None) -> dict[str, Any]:
     subtype, terminal_reason = _enum(result.get("subtype")), _enum(result.get("terminal_reason"))
     cost, api_error_status = _number(result.get("total_cost_usd")), _integer(result.get("api_error_status"))
     usage = _claude_usage(result.get("usage"), result.get("modelUsage"))
+    if not result and text:
+        usage = claude_stream_usage([_json(line) for line in text.splitlines()])
     return {
         "result_json": status,
         "is_error": is_error,

@@ -137,7 +137,45 @@ def listener_status(
         "last": last,
         "config_error": config_error,
         "totals": _agent_totals(settings, agent) if totals else None,
+        "budget": _daily_budget(settings, agent) if totals else None,
     }
+
+
+def daily_budget(conn: Connection, agent: str, config: Any, now: float) -> dict | None:
+    """The agent's daily budgets and today's spend against them (since local midnight): which
+    cap is reached (None: none) and when it resets. None when the agent has no daily cap."""
+    from dispatcher.core.spend import daily_cap_reached, has_daily_cap
+    from dispatcher.store.spend import spend_since
+
+    agent_config = config.agents.get(agent)
+    if agent_config is None or not has_daily_cap(agent_config):
+        return None
+    cost, tokens = spend_since(conn, agent, clock.local_day_start(now))
+    return {
+        "reached": daily_cap_reached(cost, tokens, agent_config),
+        "today_cost_usd": _money(cost),
+        "today_tokens": tokens,
+        "max_cost_usd_per_day": agent_config.max_cost_usd_per_day,
+        "max_tokens_per_day": agent_config.max_tokens_per_day,
+        "resets_at": clock.iso(clock.next_local_day_start(now)),
+    }
+
+
+def _daily_budget(settings: LocationsLike, agent: str) -> dict | None:
+    """None when the agent has no daily cap, or the config or the store cannot tell."""
+    from dispatcher.core.config import ConfigError, load_config
+
+    try:
+        config = load_config(settings.config_path())
+        conn = _read_only(settings)
+        if conn is None:
+            return None
+        try:
+            return daily_budget(conn, agent, config, clock.now())
+        finally:
+            conn.close()
+    except STORE_ERRORS + (ConfigError,):
+        return None
 
 
 def _error_head(error: object) -> str:
@@ -215,8 +253,9 @@ def pending(settings: LocationsLike, agent: str) -> dict:
     ``dispatchable`` now, ``held_auto_off`` (the agent's ``auto`` is false: left for a
     human), ``stale`` (older than ``dispatch_max_age_seconds``: left for a human),
     ``held_interactive`` (waiting for a live interactive session to claim it, until
-    ``interactive_grace_seconds`` pass: ``release_in_seconds``), ``already_answered`` (a result
-    from the agent answers it but it is not acknowledged: never dispatched)."""
+    ``interactive_grace_seconds`` pass: ``release_in_seconds``), ``held_budget`` (the agent
+    reached a daily budget: ``release_in_seconds`` until the next local midnight), ``already_answered``
+    (a result from the agent answers it but it is not acknowledged: never dispatched)."""
     from dispatcher.core.config import ConfigError, load_config
     from dispatcher.dispatch import queue
     from dispatcher.store import SCHEMA_VERSION, schema_version
@@ -229,6 +268,7 @@ def pending(settings: LocationsLike, agent: str) -> dict:
         "stale": [],
         "held_interactive": [],
         "already_answered": [],
+        "held_budget": [],
         "error": None,
     }
     try:
@@ -264,6 +304,18 @@ def pending(settings: LocationsLike, agent: str) -> dict:
         report["already_answered"] = [
             {"id": c.message_id, "kind": c.kind, "sender": c.sender, "age_seconds": round(now - c.created_at, 1)}
             for c in backlog.answered
+        ]
+        release = round(clock.next_local_day_start(now) - now, 1)
+        report["held_budget"] = [
+            {
+                "id": c.message_id,
+                "kind": c.kind,
+                "sender": c.sender,
+                "age_seconds": round(now - c.created_at, 1),
+                "daily_cap": c.daily_cap,
+                "release_in_seconds": release,
+            }
+            for c in backlog.held_budget
         ]
     finally:
         conn.close()

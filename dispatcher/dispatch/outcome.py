@@ -83,13 +83,26 @@ def _notify(conn: Connection, message: Row, text: str, now: float) -> None:
     )
 
 
-def _failure_text(message: Row, outcome: str, error_kind: str | None, ledger: dict, max_cost: float | None) -> str:
+def _failure_text(
+    message: Row,
+    outcome: str,
+    error_kind: str | None,
+    ledger: dict,
+    max_cost: float | None,
+    max_tokens: int | None = None,
+) -> str:
     agent = message["recipient"]
     reason = f" ({error_kind})" if error_kind else ""
     budget = ""
-    if outcome == "budget_exceeded":
+    if outcome == "budget_exceeded" and ledger.get("token_overshoot"):
         budget = (
-            f" The worker's CLI stopped at its cost cap: cost {_usd(ledger.get('cost_usd'))}, "
+            f" The worker passed its token cap: max_tokens_per_task {max_tokens}, "
+            f"{ledger.get('token_overshoot')} tokens over it when it stopped."
+        )
+    elif outcome == "budget_exceeded":
+        budget = (
+            f" The worker stopped at its cost cap: cost {_usd(ledger.get('cost_usd'))}"
+            f"{' (estimated)' if ledger.get('cost_source') == 'estimated' else ''}, "
             f"max_cost_usd_per_task {_usd(max_cost)}."
         )
     return (
@@ -135,7 +148,8 @@ def settle(
         )
         attempt = get_attempt(conn, message_id)
         max_cost = attempt["max_cost_usd"] if attempt else None
-        ledger = ledger_fields(diagnostics, max_cost)
+        max_tokens = attempt["max_tokens"] if attempt else None
+        ledger = ledger_fields(diagnostics, max_cost, max_tokens)
         if not finish_attempt(
             conn,
             message_id,
@@ -160,7 +174,7 @@ def settle(
             else None
         )
         if outcome in FAILURE_OUTCOMES and message is not None:
-            text = _failure_text(message, outcome, error_kind, ledger, max_cost)
+            text = _failure_text(message, outcome, error_kind, ledger, max_cost, max_tokens)
             _notify(conn, message, text + (" " + _budget_text(message, spent) if spent else ""), now)
             if conversation_id is not None:
                 block_conversation(conn, conversation_id, message["recipient"], f"dispatch_{outcome}", now)

@@ -10,8 +10,10 @@ recipient declared. Automatic dispatch (the listener,
 ``recover --dispatch``) also needs the recipient's ``auto`` on, the message younger
 than ``dispatch_max_age_seconds``, and, while the recipient has a live, wakeable
 interactive session (``presence``), the message older than the agent's
-``interactive_grace_seconds``: the session gets the first chance to claim it. A manual
-``agent-bridge dispatch ID`` skips those three tests and nothing else.
+``interactive_grace_seconds``: the session gets the first chance to claim it; and the
+recipient below its daily budgets (``max_cost_usd_per_day``, ``max_tokens_per_day``, over
+the attempts started since local midnight), else ``held_budget`` until the next midnight. A
+manual ``agent-bridge dispatch ID`` skips those four tests and nothing else.
 
 Everything that decides goes through ``dispatch_refusal``: the listener's scan
 (``next_dispatchable``), the barrier (``attempts.begin_attempt``), the backlog report
@@ -27,9 +29,12 @@ from typing import Any
 
 from dispatcher.bridge.conversations import accepts_messages, effective_state
 from dispatcher.bridge.presence import has_wakeable_session
+from dispatcher.core import clock
 from dispatcher.core.config import BridgeConfig
+from dispatcher.core.spend import daily_cap_reached, has_daily_cap
 from dispatcher.store import Connection, dispatchable
 from dispatcher.store.claims import claim_is_active
+from dispatcher.store.spend import spend_since
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,8 @@ class Candidate:
     interactive_session: bool = False
     # A result from its recipient answers it already (a session answered without acknowledging).
     answered: bool = False
+    # The daily cap its recipient's attempts since local midnight reached (spend.daily_cap_reached), or None.
+    daily_cap: str | None = None
 
 
 def dispatch_refusal(facts: Candidate, now: float, config: BridgeConfig, manual: bool) -> str | None:
@@ -83,6 +90,8 @@ def dispatch_refusal(facts: Candidate, now: float, config: BridgeConfig, manual:
         return "stale"
     if facts.interactive_session and now < held_until(facts, config):
         return "held_interactive"
+    if facts.daily_cap is not None:
+        return "held_budget"
     return None
 
 
@@ -116,7 +125,14 @@ def refusal_text(code: str, facts: Candidate, config: BridgeConfig) -> str:
         "held_interactive": f"message #{mid} waits for {agent}'s live interactive session to claim it, for up to "
         f"interactive_grace_seconds ({_grace(config, agent)} s) after it was sent; then the listener dispatches "
         f"it. {by_hand}",
+        "held_budget": f"{agent} reached its {facts.daily_cap} ({_daily_cap(config, agent, facts.daily_cap)}) with "
+        "today's attempts: budget reached, resets at 00:00 local, when the listener dispatches it by itself. "
+        f"Raise the cap in config.json to go on today; {by_hand}",
     }[code]
+
+
+def _daily_cap(config: BridgeConfig, agent: str, cap: str | None) -> object:
+    return getattr(config.agents[agent], cap) if agent in config.agents and cap else None
 
 
 def _grace(config: BridgeConfig, agent: str) -> int:
@@ -126,10 +142,14 @@ def _grace(config: BridgeConfig, agent: str) -> int:
 def _facts(conn: Connection, rows: Iterable[dict[str, Any]], now: float, config: BridgeConfig) -> Iterator[Candidate]:
     # Sessions matter only to an agent with a grace: no /proc probe on a scan otherwise.
     wakeable: dict[str, bool] = {a: False for a, c in config.agents.items() if c.interactive_grace_seconds == 0}
+    # Today's spend matters only to an agent with a daily cap: read once per scan.
+    capped: dict[str, str | None] = {a: None for a, c in config.agents.items() if not has_daily_cap(c)}
     for row in rows:
         standalone = row["conversation_id"] is None
         if row["recipient"] not in wakeable:  # looked up once per scan
             wakeable[row["recipient"]] = has_wakeable_session(conn, row["recipient"])
+        if row["recipient"] not in capped:
+            capped[row["recipient"]] = _daily_cap_reached(conn, row["recipient"], config, now)
         yield Candidate(
             message_id=row["id"],
             sender=row["sender"],
@@ -147,7 +167,15 @@ def _facts(conn: Connection, rows: Iterable[dict[str, Any]], now: float, config:
             in_flight=standalone or row["in_flight_message_id"] == row["id"],
             interactive_session=wakeable[row["recipient"]],
             answered=bool(row["answered"]),
+            daily_cap=capped[row["recipient"]],
         )
+
+
+def _daily_cap_reached(conn: Connection, agent: str, config: BridgeConfig, now: float) -> str | None:
+    if agent not in config.agents:
+        return None
+    cost, tokens = spend_since(conn, agent, clock.local_day_start(now))
+    return daily_cap_reached(cost, tokens, config.agents[agent])
 
 
 def message_facts(conn: Connection, message_id: int, now: float, config: BridgeConfig) -> Candidate | None:
@@ -168,7 +196,8 @@ def next_action(
     conn: Connection, agent: str, config: BridgeConfig, now: float
 ) -> tuple[Candidate | None, float | None]:
     """The oldest message to dispatch now (or None), and when the first message held for an
-    interactive session is released (None when none is held): the listener looks again then."""
+    interactive session is released, or the next local midnight for a message held by a daily
+    budget (None when none is held): the listener looks again then."""
     oldest = now - config.dispatch_max_age_seconds  # a scan never needs older rows: they are stale
     release: float | None = None
     for facts in _scan(conn, agent, now, oldest, config):
@@ -177,6 +206,8 @@ def next_action(
             return facts, release
         if code == "held_interactive":
             release = min(release or float("inf"), held_until(facts, config))
+        elif code == "held_budget":
+            release = min(release or float("inf"), clock.next_local_day_start(now))
     return None, release
 
 
@@ -191,6 +222,8 @@ class Backlog:
     held_interactive: list[Candidate] = field(default_factory=list)
     # answered by its recipient but not acknowledged: never dispatched (already_answered)
     answered: list[Candidate] = field(default_factory=list)
+    # its agent reached a daily budget: held until the next local midnight
+    held_budget: list[Candidate] = field(default_factory=list)
 
 
 def classify(conn: Connection, agent: str, config: BridgeConfig, now: float) -> Backlog:
@@ -200,6 +233,7 @@ def classify(conn: Connection, agent: str, config: BridgeConfig, now: float) -> 
         "stale": [],
         "held_interactive": [],
         "already_answered": [],
+        "held_budget": [],
     }
     for facts in _scan(conn, agent, now, float("-inf"), config):
         code = dispatch_refusal(facts, now, config, manual=False)
@@ -211,4 +245,5 @@ def classify(conn: Connection, agent: str, config: BridgeConfig, now: float) -> 
         stale=groups["stale"],
         held_interactive=groups["held_interactive"],
         answered=groups["already_answered"],
+        held_budget=groups["held_budget"],
     )

@@ -71,6 +71,7 @@ def recover(settings: BridgeSettings, agent: str, *, dispatch: bool = False) -> 
         "held_auto_off": [c.message_id for c in backlog.held_auto_off],
         "stale": [c.message_id for c in backlog.stale],
         "held_interactive": [c.message_id for c in backlog.held_interactive],
+        "held_budget": [c.message_id for c in backlog.held_budget],
         "dispatched": [],
     }
     if dispatch and not still_running:

@@ -24,12 +24,14 @@ def statusline_text(only: tuple[str, ...] = ()) -> str:
     except InvalidSetting as exc:  # e.g. a relative AGENT_BRIDGE_DB
         return f"[agent-bridge] unavailable (invalid_setting {exc.variable})"
     try:
-        agents = list(only) or sorted(json.loads(locations.config_path().read_text())["agents"])
+        declared = json.loads(locations.config_path().read_text())["agents"]
+        agents = list(only) or sorted(declared)
         from dispatcher.dispatch.control import progress_line
 
-        unread = _unread(locations, agents)
+        unread, held = _unread(locations, agents, declared)
         return SEPARATOR.join(
-            progress_line(locations, agent, check_config=False) + _count(unread.get(agent)) for agent in agents
+            progress_line(locations, agent, check_config=False) + _count(unread.get(agent)) + held.get(agent, "")
+            for agent in agents
         )
     except Exception as exc:  # noqa: BLE001 - a status line that fails degrades the whole session UI
         return f"[agent-bridge] unavailable ({type(exc).__name__})"
@@ -39,8 +41,38 @@ def _count(unread: int | None) -> str:
     return f" · {unread} unread" if unread else ""
 
 
-def _unread(locations: Locations, agents: list[str]) -> dict[str, int]:
-    """Each agent's unread count (``inbox_summary``); empty when there is no store or it cannot be read."""
+class _Caps:
+    """An agent's daily budgets as config.json writes them, unvalidated: a value that is not a
+    positive number counts as no cap (the listener, which validates, refuses such a file)."""
+
+    def __init__(self, raw: object) -> None:
+        entry = raw if isinstance(raw, dict) else {}
+        self.max_cost_usd_per_day = self._number(entry.get("max_cost_usd_per_day"))
+        self.max_tokens_per_day = self._number(entry.get("max_tokens_per_day"))
+
+    @staticmethod
+    def _number(value: object):
+        return value if isinstance(value, int | float) and not isinstance(value, bool) and value > 0 else None
+
+
+HELD_BUDGET = " · budget reached, resets at 00:00 local"
+
+
+def _held_budget(conn, agents: list[str], declared: dict, now: float) -> dict[str, str]:
+    from dispatcher.core.spend import daily_cap_reached, has_daily_cap
+    from dispatcher.store.spend import spend_since
+
+    held = {}
+    for agent in agents:
+        caps = _Caps(declared.get(agent))
+        if has_daily_cap(caps) and daily_cap_reached(*spend_since(conn, agent, clock.local_day_start(now)), caps):
+            held[agent] = HELD_BUDGET
+    return held
+
+
+def _unread(locations: Locations, agents: list[str], declared: dict) -> tuple[dict[str, int], dict[str, str]]:
+    """Each agent's unread count (``inbox_summary``), and the note for an agent whose daily budget
+    is reached; both empty when there is no store or it cannot be read."""
     from dispatcher.bridge.inbox import inbox_summary
     from dispatcher.store import STORE_ERRORS
     from dispatcher.store.readonly import open_read_only
@@ -49,15 +81,16 @@ def _unread(locations: Locations, agents: list[str]) -> dict[str, int]:
     try:
         conn = open_read_only(locations.db)
         if conn is None:
-            return {}
+            return {}, {}
         try:
             limit_busy_wait(conn, BUSY_MS)  # a status line never waits long
             now = clock.now()
-            return {agent: inbox_summary(conn, agent, now).unread for agent in agents}
+            unread = {agent: inbox_summary(conn, agent, now).unread for agent in agents}
+            return unread, _held_budget(conn, agents, declared, now)
         finally:
             conn.close()
     except STORE_ERRORS:  # a locked, damaged or foreign file: the line still shows the listeners
-        return {}
+        return {}, {}
 
 
 def main() -> None:

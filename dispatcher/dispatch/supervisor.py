@@ -14,12 +14,13 @@ import os
 import secrets
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from dispatcher.bridge.worker_scope import attempt_claim_owner
 from dispatcher.core import clock
-from dispatcher.core.config import BridgeConfig
+from dispatcher.core.config import AgentConfig, BridgeConfig
 from dispatcher.core.errors import BridgeError
 from dispatcher.core.logs import get_logger
 from dispatcher.core.permissions import BRIDGE_ONLY, PERMISSIONS_ENV, PermissionProfile
@@ -32,6 +33,7 @@ from dispatcher.core.private_files import (
 )
 from dispatcher.core.processes import start_time
 from dispatcher.core.settings import PROJECT_DIR, BridgeSettings
+from dispatcher.core.spend import cap_passed, priced
 from dispatcher.dispatch import faults
 from dispatcher.dispatch.attempts import begin_attempt, clean_diagnostics, mark_spawned
 from dispatcher.dispatch.cli_results import cli_diagnostics
@@ -184,6 +186,30 @@ def attempt_diagnostics(attempt_dir: Path, exit_code: int | None) -> dict | None
     return clean_diagnostics(written) or clean_diagnostics(cli_diagnostics(attempt_dir, exit_code))
 
 
+USAGE_POLL_SECONDS = 1.0  # how often a capped worker's usage reports are read while it runs
+
+
+def usage_watch(attempt_dir: Path, agent: AgentConfig) -> Callable[[], str | None] | None:
+    """For an agent with a per-task cap: a check of the usage its CLI reported so far (its output
+    file, or Kimi's wire, read as they grow), naming the cap it passed. None for no cap."""
+    if agent.max_tokens_per_task is None and agent.max_cost_usd_per_task is None:
+        return None
+    return lambda: cap_passed(cli_diagnostics(attempt_dir, None) or {}, agent)
+
+
+def with_spend(diagnostics: dict | None, agent: AgentConfig, stopped_for: str | None) -> dict | None:
+    """The diagnostics with the cost the agent's prices estimate where the CLI reported none
+    (``cost_source: estimated``), and ``cli_status: budget_exceeded`` when the worker passed a
+    per-task cap: ended for it (``stopped_for``), or seen only in its final report."""
+    if diagnostics is None:
+        return None
+    cost, source = priced(diagnostics, agent.prices)
+    spent = {**diagnostics, **({"cost_usd": cost, "cost_source": source} if source == "estimated" else {})}
+    if stopped_for is not None or cap_passed(spent, agent) is not None:
+        spent["cli_status"] = "budget_exceeded"
+    return spent
+
+
 def remove_request(paths: AgentPaths, message_id: int) -> None:
     """The request file is the only copy of the task text outside the store. Whatever a worker
     put in its place (a directory) is its own, left alone: removing it must not fail a verdict."""
@@ -282,9 +308,15 @@ def _run_worker(conn, settings, config, paths, message, token: str, timeout: int
     log.info("worker_started", message_id=message_id, worker_pid=pid)
 
     owner = attempt_claim_owner(message["recipient"], message_id)
-    timed_out = _wait_renewing_claim(conn, launch.proc, message_id, owner, deadline)
+    agent = config.agents[message["recipient"]]
+    watch = usage_watch(launch.diagnostics.parent, agent)
+    stopped = _wait_renewing_claim(conn, launch.proc, message_id, owner, deadline, watch)
+    timed_out = stopped == "timeout"
     if timed_out:
         log.warning("worker_timeout", message_id=message_id, worker_pid=pid, timeout_seconds=timeout)
+        end_worker(launch.proc, KILL_GRACE_SECONDS)
+    elif stopped is not None:
+        log.warning("worker_over_budget", message_id=message_id, worker_pid=pid, cap=stopped)
         end_worker(launch.proc, KILL_GRACE_SECONDS)
     # Whatever the worker left behind (in its group or daemonised, adopted by us) ends with it.
     ended, left = contain(token, KILL_GRACE_SECONDS, below_us=True)
@@ -292,12 +324,13 @@ def _run_worker(conn, settings, config, paths, message, token: str, timeout: int
         log.warning("worker_leftovers_killed", message_id=message_id, count=ended, outlived_kill=left)
     exit_code = launch.proc.returncode
     diagnostics = attempt_diagnostics(launch.diagnostics.parent, exit_code)
+    diagnostics = with_spend(diagnostics, agent, stopped if not timed_out else None)
     outcome = _settle(
         conn,
         message_id,
         began,
         fallback="timeout" if timed_out else "failed",
-        error_kind="timeout" if timed_out else None,
+        error_kind="timeout" if timed_out else stopped,
         exit_code=exit_code,
         diagnostics=diagnostics,
     )
@@ -312,18 +345,33 @@ def recheck_contained(message_id: int, token: str | None, *, below_us: bool) -> 
         log.warning("worker_outlived_its_verdict", message_id=message_id, count=ended, outlived_kill=left)
 
 
-def _wait_renewing_claim(conn, proc: subprocess.Popen, message_id: int, owner: str, deadline: float) -> bool:
-    """Wait for the worker until ``deadline`` (monotonic), renewing its claim; True when it timed out."""
+def _wait_renewing_claim(
+    conn,
+    proc: subprocess.Popen,
+    message_id: int,
+    owner: str,
+    deadline: float,
+    watch: Callable[[], str | None] | None = None,
+) -> str | None:
+    """Wait for the worker until ``deadline`` (monotonic), renewing its claim, and checking ``watch`` (the
+    usage caps) every ``USAGE_POLL_SECONDS``. Returns ``timeout``, the cap ``watch`` named, or
+    None when the worker exited by itself."""
     interval = faults.renew_interval(RENEW_EVERY_SECONDS)
+    step = min(interval, USAGE_POLL_SECONDS) if watch is not None else interval
+    renewed = clock.monotonic()
     while proc.poll() is None:
         remaining = deadline - clock.monotonic()
         if remaining <= 0:
-            return True
+            return "timeout"
         try:
-            proc.wait(timeout=min(interval, remaining))
+            proc.wait(timeout=min(step, remaining))
         except subprocess.TimeoutExpired:
-            _renew(conn, message_id, owner, deadline)
-    return False
+            if watch is not None and (cap := watch()) is not None:
+                return cap
+            if clock.monotonic() - renewed >= interval:
+                _renew(conn, message_id, owner, deadline)
+                renewed = clock.monotonic()
+    return None
 
 
 def _renew(conn, message_id: int, owner: str, deadline: float) -> None:

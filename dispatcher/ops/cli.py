@@ -421,6 +421,41 @@ def prune(older_than: str, dry_run: bool, compact: bool) -> None:
     "--agent",
     default=None,
     callback=lambda ctx, p, v: None if v is None else _agent_id(ctx, p, v),
+    help="Only this agent.",
+)
+@click.option("--since", default="7d", show_default=True, metavar="AGE", help="How far back: 7d, 24h, 90m, 3600s.")
+@click.option("--by", "by", type=click.Choice(["agent", "day", "sender", "conversation"]), default="agent")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def costs(agent: str | None, since: str, by: str, as_json: bool) -> None:
+    """What the dispatched attempts cost: attempts, failure rate, tokens and cost per group.
+
+    A cost is the CLI's own (reported) or the agent's prices applied to its tokens (estimated,
+    marked as such); attempts with neither are counted as unknown, never priced.
+    """
+    from dispatcher.ops.costs import costs_report, render
+    from dispatcher.store.readonly import open_read_only
+
+    settings = _settings()
+    conn = open_read_only(settings.db)
+    if conn is None:
+        raise BridgeError(
+            "store_missing", f"there is no store at {settings.db}; nothing has been dispatched there yet."
+        )
+    try:
+        report = costs_report(conn, since, by, agent)
+    finally:
+        conn.close()
+    if as_json:
+        _print_json(report)
+    else:
+        click.echo(render(report))
+
+
+@main.command()
+@click.option(
+    "--agent",
+    default=None,
+    callback=lambda ctx, p, v: None if v is None else _agent_id(ctx, p, v),
     help="Show only this agent's rows (keys: a cycles, 0 shows all).",
 )
 @click.option("--once", is_flag=True, help="Print one frame and exit (for scripts and tests).")

@@ -743,6 +743,58 @@ def _age(seconds: float) -> str:
     return f"{seconds:.0f} s"
 
 
+# --- spend: what each agent's cost is known from, and daily budgets reached ----------------
+
+
+def check_spend(ctx: Context) -> list[Finding]:
+    from dispatcher.core.locations import PROJECT_DIR
+    from dispatcher.core.spend import knows_cost
+
+    config, found = ctx.valid_config(), []
+    for agent in sorted(config.agents):
+        entry = config.agents[agent]
+        cli = cli_of(config.launcher_path(agent, PROJECT_DIR))
+        if knows_cost(cli, entry):
+            source = "its CLI reports it" if cli == "claude" else "estimated from its prices"
+            found.append(Finding("cost_known", OK, f"cost: {source}", "", agent))
+            continue
+        capped = entry.max_cost_usd_per_task is not None or entry.max_cost_usd_per_day is not None
+        found.append(
+            Finding(
+                "cost_unknown",
+                WARN if capped else OK,
+                f"cost: unknown ({cli or 'its CLI'} reports tokens, no price, and the agent has no prices)"
+                + ("; its cost caps cannot apply, only token caps do" if capped else ""),
+                f'add "prices": {{"input": ..., "output": ...}} (USD per million tokens, your provider\'s) '
+                f"to agents.{agent} in config.json",
+                agent,
+            )
+        )
+    if ctx.conn is not None and ctx.schema_current:
+        found += _budgets_reached(ctx.conn, config)
+    return found
+
+
+def _budgets_reached(conn: Connection, config: "BridgeConfig") -> list[Finding]:
+    from dispatcher.dispatch.control import daily_budget
+
+    found = []
+    for agent in sorted(config.agents):
+        budget = daily_budget(conn, agent, config, clock.now())
+        if budget is not None and budget["reached"] is not None:
+            found.append(
+                Finding(
+                    "budget_reached",
+                    WARN,
+                    f"{budget['reached']} reached today: budget reached, resets at 00:00 local; "
+                    "its listener holds new tasks (held_budget) until then",
+                    f"raise agents.{agent}.{budget['reached']} in config.json to go on today, or wait",
+                    agent,
+                )
+            )
+    return found
+
+
 # --- running them ------------------------------------------------------------------------
 
 
@@ -757,7 +809,7 @@ def run_checks() -> list[Finding]:
     try:
         findings = _safe(check_store, ctx) + _safe(check_runtime, ctx) + _safe(check_config, ctx)
         if ctx.config is not None:
-            for check in (check_launchers, check_clis, check_permissions, check_listeners, check_units):
+            for check in (check_launchers, check_clis, check_permissions, check_listeners, check_units, check_spend):
                 findings += _safe(check, ctx)
         findings += _safe(check_statusline, ctx)
         if ctx.conn is not None and ctx.schema_current:

@@ -67,15 +67,16 @@ UNIT_SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 MAX_DURATION_SECONDS = 100 * 365 * 86400
 
 
-def parse_duration(text: str) -> float:
-    """``30d``, ``12h``, ``90m``, ``3600s`` -> seconds; anything else is ``invalid_duration``."""
+def parse_duration(text: str, option: str = "--older-than", unchanged: str = "nothing was pruned") -> float:
+    """``30d``, ``12h``, ``90m``, ``3600s`` -> seconds; anything else is ``invalid_duration``
+    (its message names ``option`` and says ``unchanged``)."""
     match = re.fullmatch(r"([0-9]{1,12})([dhms])", text.strip()) if isinstance(text, str) else None
     seconds = int(match.group(1)) * UNIT_SECONDS[match.group(2)] if match else 0
     if not match or seconds <= 0 or seconds > MAX_DURATION_SECONDS:
         raise BridgeError(
             "invalid_duration",
-            f"--older-than {text!r} is not a duration: write a positive whole number and one unit, "
-            "d, h, m or s (e.g. 30d, 12h, 90m, 3600s), at most 100 years; nothing was pruned.",
+            f"{option} {text!r} is not a duration: write a positive whole number and one unit, "
+            f"d, h, m or s (e.g. 30d, 12h, 90m, 3600s), at most 100 years; {unchanged}.",
         )
     return float(seconds)
 

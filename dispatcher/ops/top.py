@@ -47,8 +47,10 @@ def snapshot(settings) -> dict:
         "latest_diagnostics": None,
         "sessions": [],
     }
+    config = None
     try:
-        names = sorted(load_config(settings.config_path()).agents)
+        config = load_config(settings.config_path())
+        names = sorted(config.agents)
     except ConfigError as exc:
         names = []
         snap["error"] = f"config: {exc.reason}"
@@ -106,6 +108,9 @@ def snapshot(settings) -> dict:
             r: {"unread": n, "oldest_age": now - oldest} for r, (n, oldest) in views.unread_by_recipient(conn).items()
         }
         snap["sessions"] = _live_sessions(conn, now)
+        if config is not None:
+            for entry in snap["agents"]:
+                entry["today"] = today_spend(conn, config, entry["agent"], now)
         row = views.latest_diagnostics(conn)
         if row is not None:
             try:
@@ -116,6 +121,27 @@ def snapshot(settings) -> dict:
     finally:
         conn.close()
     return snap
+
+
+def today_spend(conn, config, agent: str, now: float) -> dict:
+    """The agent's spend since local midnight (cost, tokens) and the daily cap it reached, if any."""
+    from dispatcher.core.spend import daily_cap_reached
+    from dispatcher.store.spend import spend_since
+
+    cost, tokens = spend_since(conn, agent, clock.local_day_start(now))
+    return {"cost_usd": cost, "tokens": tokens, "reached": daily_cap_reached(cost, tokens, config.agents[agent])}
+
+
+def _today_text(today: dict | None):
+    from rich.text import Text
+
+    if not today:
+        return Text("-")
+    tokens = "-" if today["tokens"] is None else f"{today['tokens']:,} tok"
+    text = Text(f"{_cost(today['cost_usd'])} {tokens}")
+    if today["reached"]:
+        text.append(" budget reached, resets at 00:00 local", style="bold red")
+    return text
 
 
 def _live_sessions(conn, now: float) -> list[dict]:
@@ -165,7 +191,7 @@ def render(snap: dict, filter_agent: str | None = None, details: bool = False):
         parts.append(Text(f"error: {snap['error']}", style="bold red"))
 
     agents = Table(title="Agents", title_justify="left")
-    for col in ("agent", "listener", "pid", "enabled", "auto", "unread", "oldest unread", "last outcome"):
+    for col in ("agent", "listener", "pid", "enabled", "auto", "unread", "oldest unread", "last outcome", "today"):
         agents.add_column(col)
     for a in snap["agents"]:
         if not keep(a["agent"]):
@@ -191,6 +217,7 @@ def render(snap: dict, filter_agent: str | None = None, details: bool = False):
             str(inbox["unread"]),
             _age(inbox["oldest_age"]),
             last_text,
+            _today_text(a.get("today")),
         )
     parts.append(agents)
 

@@ -25,6 +25,8 @@ LEDGER_COLUMNS = (
     "cache_write_tokens",
     "cost_overshoot_usd",
     "denied_tools",
+    "cost_source",  # schema 8
+    "token_overshoot",
 )
 
 
@@ -47,12 +49,13 @@ def insert_attempt(
     worker_token: str,
     max_cost_usd: float | None,
     permission_level: str,
+    max_tokens: int | None = None,
 ) -> None:
     """The barrier's write: the primary key refuses a second attempt (sqlite3.IntegrityError)."""
     conn.execute(
         "INSERT INTO dispatch_attempts (message_id, agent, state, started_at, supervisor_pid,"
-        " supervisor_start_time, deadline, worker_token, max_cost_usd, permission_level)"
-        " VALUES (?, ?, 'recorded', ?, ?, ?, ?, ?, ?, ?)",
+        " supervisor_start_time, deadline, worker_token, max_cost_usd, permission_level, max_tokens)"
+        " VALUES (?, ?, 'recorded', ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             message_id,
             agent,
@@ -63,6 +66,7 @@ def insert_attempt(
             worker_token,
             max_cost_usd,
             permission_level,
+            max_tokens,
         ),
     )
 

@@ -227,6 +227,16 @@ MIGRATIONS: tuple[str | Callable[[sqlite3.Connection], None], ...] = (
             WHERE a.message_id = messages.reply_to AND t.recipient = messages.sender
               AND t.sender = messages.recipient AND messages.created_at >= a.started_at);
     """,
+    # 11: spend. Where an attempt's cost_usd came from ('reported' by its CLI, or 'estimated' from
+    # the agent's prices), the per-task token cap the barrier recorded, the tokens above it, and
+    # an index for an agent's spend since a time (the daily budgets, `agent-bridge costs`).
+    """
+    ALTER TABLE dispatch_attempts ADD COLUMN cost_source TEXT;
+    ALTER TABLE dispatch_attempts ADD COLUMN max_tokens INTEGER;
+    ALTER TABLE dispatch_attempts ADD COLUMN token_overshoot INTEGER;
+    UPDATE dispatch_attempts SET cost_source = 'reported' WHERE cost_usd IS NOT NULL;
+    CREATE INDEX dispatch_attempts_by_agent_start ON dispatch_attempts (agent, started_at);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -8,6 +8,7 @@ back to back in one module fixture, and each test asserts one part of what they 
 import contextlib
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -182,7 +183,9 @@ def test_the_model_was_offered_only_the_bridge_worker_tools(runs, model):
     assert "dummy" not in model.record_path.read_text()  # the API key header is not recorded
 
 
-def test_the_canary_is_left_in_no_file_log_status_or_diagnostics(runs, bridge_root, claude_env, db_path, model):
+def test_the_canary_is_left_in_no_file_log_status_or_diagnostics_outside_the_attempt_dir(
+    runs, bridge_root, claude_env, db_path, model
+):
     assert CANARY in model.record_path.read_text()  # it really went through Claude to the model
     assert any(run.request_seen for run in runs.values())  # ... from the private request file
     runtime = Path(claude_env["AGENT_BRIDGE_RUNTIME_DIR"])
@@ -201,7 +204,9 @@ def test_the_canary_is_left_in_no_file_log_status_or_diagnostics(runs, bridge_ro
         scanned += 1
         if CANARY.encode() in path.read_bytes():
             found.append(str(path.relative_to(bridge_root)))
-    assert found == []
+    # The one copy outside the store: Claude's raw stream-json (it echoes tool results) in the
+    # private attempt directory, which retention removes; never a log, status or config file.
+    assert all(re.fullmatch(r"runtime/attempts/\d+/claude-result\.json", name) for name in found), found
     assert scanned > 0 and (runtime / "dispatcher.log").is_file()
     assert any(Path(claude_env["CLAUDE_CONFIG_DIR"]).iterdir())  # Claude did write its own files there
     assert CANARY not in json.dumps(status(claude_env))
@@ -238,3 +243,35 @@ def test_a_per_task_cost_cap_stops_claude_and_is_its_own_outcome(runs, claude_en
     assert dispatch["outcome"] == "budget_exceeded" and dispatch["cost_usd"] == row["cost_usd"]
     notices = notices_for(db_path, task)
     assert len(notices) == 1 and "budget_exceeded" in notices[0]["text"] and "costly" not in notices[0]["text"]
+
+
+def test_a_runaway_worker_past_its_token_cap_is_ended_as_budget_exceeded_with_one_notice(runs, claude_env, db_path):
+    """Claude's stream-json reports each API message's usage as it goes: the supervisor follows
+    it and ends the worker once it passes max_tokens_per_task, long before its loop would end."""
+    cap = 5_000_000
+    config = Path(claude_env["AGENT_BRIDGE_CONFIG"])
+    original = config.read_text()
+    capped = json.loads(original)
+    capped["agents"]["claude"]["max_tokens_per_task"] = cap
+    staged = config.with_suffix(".staged")
+    staged.write_text(json.dumps(capped))
+    os.replace(staged, config)
+    sender = McpAgent("kimi", claude_env)
+    try:
+        sender.wait_ready()
+        wait_until(lambda: status(claude_env)["stage"] == "idle", what="listener idle")
+        text = f"A runaway task.\nMODE=spend\nUSAGE={2 * cap}\n"
+        task = sender.ok("send_message", recipient="claude", text=text, kind="task")["id"]
+        row, _ = _finished_peeking(claude_env, db_path, task)
+    finally:
+        sender.close()
+        staged.write_text(original)
+        os.replace(staged, config)
+    assert (row["outcome"], row["error_kind"], row["cli_status"]) == (
+        "budget_exceeded",
+        "max_tokens_per_task",
+        "budget_exceeded",
+    ), dict(row)
+    assert row["max_tokens"] == cap and row["token_overshoot"] > 0
+    notices = notices_for(db_path, task)
+    assert len(notices) == 1 and f"max_tokens_per_task {cap}" in notices[0]["text"]

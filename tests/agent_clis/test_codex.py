@@ -43,6 +43,9 @@ CODEX_MCP_RESOURCE_TOOLS = {"list_mcp_resources", "list_mcp_resource_templates",
 CANARY = f"codex-canary-{uuid.uuid4().hex}"
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "cli_results" / "codex"
 DEADLINE = 120.0
+# Far above what a scripted task uses; the runaway's USAGE= line passes it within its loop. Kept
+# below the context window: Codex compacts its history past it, and the runaway never ends.
+TOKEN_CAP = 200_000
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +76,12 @@ def codex_env(root, codex_bin, model, user_codex_home) -> dict[str, str]:
         json.dumps(
             {
                 "agents": {
-                    "codex": {"auto": True, "launcher": str(LAUNCHER), "worker_timeout_seconds": 90},
+                    "codex": {
+                        "auto": True,
+                        "launcher": str(LAUNCHER),
+                        "worker_timeout_seconds": 90,
+                        "max_tokens_per_task": TOKEN_CAP,
+                    },
                     "kimi": {"auto": False, "launcher": "launchers/kimi_headless.sh"},
                 }
             }
@@ -474,3 +482,14 @@ def test_launcher_contract_with_a_recording_cli(tmp_path, codex_env):
         assert done.returncode != 0, planted
         assert not (attempt / "record.json").exists(), planted  # the CLI never ran
         assert (list(target.iterdir()) == []) if target.is_dir() else target.read_text() == "", planted
+
+
+def test_a_runaway_worker_past_its_token_cap_ends_budget_exceeded_with_one_notice(codex_env, db, kimi, listener):
+    """Codex 0.171.0's --json stream reports usage only in turn.completed, at the end of its
+    turn: the cap is enforced at that report, with the overshoot recorded."""
+    task = send_task(kimi, f"Loop.\nMODE=spend\nUSAGE={TOKEN_CAP // 10}")
+    done = finished(db, task)
+    assert (done["outcome"], done["cli_status"]) == ("budget_exceeded", "budget_exceeded"), done
+    assert done["max_tokens"] == TOKEN_CAP and done["token_overshoot"] > 0
+    notices = notices_for(db, task)
+    assert len(notices) == 1 and f"max_tokens_per_task {TOKEN_CAP}" in notices[0]["text"], [dict(n) for n in notices]

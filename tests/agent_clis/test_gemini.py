@@ -31,6 +31,7 @@ pytestmark = pytest.mark.cli
 
 LAUNCHER = PROJECT / "launchers" / "gemini_headless.sh"
 AGENT = "gemini"
+TOKEN_CAP = 5_000_000  # far above what a scripted task uses; a USAGE= line passes it
 WORKER_TOOLS = {
     "send_message",
     "receive_messages",
@@ -57,7 +58,12 @@ def world(tmp_path_factory, gemini_bin, model):
     config = write_config(
         root / "config.json",
         {
-            AGENT: {"auto": True, "launcher": str(LAUNCHER), "worker_timeout_seconds": 120},
+            AGENT: {
+                "auto": True,
+                "launcher": str(LAUNCHER),
+                "worker_timeout_seconds": 120,
+                "max_tokens_per_task": TOKEN_CAP,
+            },
             "kimi": {"auto": False, "launcher": "launchers/kimi_headless.sh"},
         },
     )
@@ -87,9 +93,9 @@ def world(tmp_path_factory, gemini_bin, model):
         kimi.close()
 
 
-def send_task(world, mode: str) -> tuple[int, str]:
+def send_task(world, mode: str, extra: str = "") -> tuple[int, str]:
     canary = f"canary-{uuid.uuid4().hex}"
-    text = f"Please handle this scripted task ({canary}).\nMODE={mode}\n"
+    text = f"Please handle this scripted task ({canary}).\nMODE={mode}\n{extra}"
     sent = world["kimi"].ok("send_message", recipient=AGENT, kind="task", text=text)
     return sent["id"], canary
 
@@ -228,3 +234,14 @@ def test_a_failing_model_api_ends_the_run_in_seconds_with_gemini_error_json(worl
     reports = list((attempt_dir(world, message_id) / "tmp").glob("gemini-client-error-*.json"))
     assert reports, "Gemini's error report should be in the private TMPDIR"
     assert_canary_private(world, message_id, canary)
+
+
+def test_a_runaway_worker_past_its_token_cap_ends_budget_exceeded_with_one_notice(world):
+    """Gemini 0.61.0's -o json reports usage once, at the end of the run: the cap is enforced
+    at that report, with the overshoot recorded."""
+    task, _ = send_task(world, "spend", f"USAGE={2 * TOKEN_CAP}\n")
+    done = finished(world, task)
+    assert (done["outcome"], done["cli_status"]) == ("budget_exceeded", "budget_exceeded"), done
+    assert done["max_tokens"] == TOKEN_CAP and done["token_overshoot"] > TOKEN_CAP
+    notices = notices_for(world["db"], task)
+    assert len(notices) == 1 and f"max_tokens_per_task {TOKEN_CAP}" in notices[0]["text"], [dict(n) for n in notices]

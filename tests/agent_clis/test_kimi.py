@@ -36,6 +36,7 @@ WORKER_TOOLS = (
 # Read is the one non-bridge tool: Kimi can only be told where the task is (argv), not given it.
 OFFERED = {"Read", *(f"mcp__agent_bridge__{tool}" for tool in WORKER_TOOLS)}
 DEADLINE = 180.0
+TOKEN_CAP = 5_000_000  # far above what a scripted task uses; a USAGE= line passes it
 ATTEMPTS = 2  # Kimi's attempts per model request (default 10, about 140 s of backoff)
 # The user's config.toml (linked into each worker's private home): a failing model ends the
 # run after ATTEMPTS attempts, in seconds.
@@ -57,7 +58,12 @@ def kimi_run(tmp_path_factory):
         root / "config.json",
         {
             "claude": {"auto": False, "launcher": "launchers/claude_headless.sh"},
-            "kimi": {"auto": True, "launcher": str(LAUNCHER), "worker_timeout_seconds": 150},
+            "kimi": {
+                "auto": True,
+                "launcher": str(LAUNCHER),
+                "worker_timeout_seconds": 150,
+                "max_tokens_per_task": TOKEN_CAP,
+            },
         },
     )
     # The workspace (the worker's cwd) is not where the request file is: Read must reach outside it.
@@ -243,3 +249,20 @@ def test_a_failing_model_ends_the_run_after_the_configured_attempts(kimi_run):
     assert (diag["retries"], diag["last_retry_status_code"]) == (ATTEMPTS - 1, 500), diag
     assert len(notices_for(kimi_run["db"], task)) == 1
     check_private(kimi_run, task, text)
+
+
+def test_a_runaway_worker_past_its_token_cap_is_ended_as_budget_exceeded_with_one_notice(kimi_run):
+    """Kimi reports usage in its wire (``usage.record``) as it goes: the supervisor follows it
+    and ends the worker once it passes max_tokens_per_task, long before its loop would end."""
+    task, _, done = finish(kimi_run, "spend", f"USAGE={2 * TOKEN_CAP}")
+    assert (done["outcome"], done["error_kind"], done["cli_status"]) == (
+        "budget_exceeded",
+        "max_tokens_per_task",
+        "budget_exceeded",
+    ), done
+    assert done["max_tokens"] == TOKEN_CAP and done["token_overshoot"] > 0
+    assert done["cost_usd"] is None  # no prices for this agent: unknown, never guessed
+    # Ended mid-loop: fewer model requests than the runaway's script would have made.
+    assert len(requests_for(kimi_run, task)) < script.SPEND_CALLS
+    [notice] = notices_for(kimi_run["db"], task)
+    assert "budget_exceeded" in notice["text"] and f"max_tokens_per_task {TOKEN_CAP}" in notice["text"]

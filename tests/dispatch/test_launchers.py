@@ -224,7 +224,7 @@ def test_claude_prompt_only_on_stdin_and_policy_flags(ctx):
 
     argv = rec["argv"]
     assert argv[0] == "-p"
-    assert argv[argv.index("--output-format") + 1] == "json"
+    assert argv[argv.index("--output-format") + 1] == "stream-json" and "--verbose" in argv
     assert "--strict-mcp-config" in argv
     assert argv[argv.index("--tools") + 1] == ""
     allowed = argv[argv.index("--allowedTools") + 1].split(",")

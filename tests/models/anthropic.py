@@ -188,11 +188,16 @@ class AnthropicModel(LoopbackServer):
         except ValueError:  # no bridge task in the prompt: a side request
             return script.Final(SIDE_ANSWER)
 
+    def extra_usage(self, body: dict) -> int:
+        """The tokens a ``USAGE=<n>`` line of the task adds to this response (script.extra_usage)."""
+        return script.extra_usage(to_turn(body).prompt)
+
     def _messages(self, handler: BaseHTTPRequestHandler, body: dict) -> None:
         step = self.step_for(body)
         number = next(self._ids)
         message_id = f"msg_scripted_{number:04d}"
         input_tokens = _tokens(json.dumps(body.get("messages")) + json.dumps(body.get("system")))
+        input_tokens += self.extra_usage(body)
         if isinstance(step, script.ToolCall):
             block = {
                 "type": "tool_use",

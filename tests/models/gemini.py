@@ -50,7 +50,7 @@ def offered_tools(body: dict) -> list[str]:
 
 
 def _usage(body: dict) -> dict:
-    prompt = len(json.dumps(body.get("contents") or [])) // 4 + 1
+    prompt = len(json.dumps(body.get("contents") or [])) // 4 + 1 + script.extra_usage(turn_of(body).prompt)
     return {"promptTokenCount": prompt, "candidatesTokenCount": 12, "totalTokenCount": prompt + 12}
 
 

@@ -42,6 +42,10 @@ class KimiModel(AnthropicModel):
             return script.ToolCall("Read", {"path": found.group(1)})
         return script.next_step(script.Turn(prompt=task, tools=turn.tools, tool_results=results))
 
+    def extra_usage(self, body: dict) -> int:
+        task, _ = self.read_task(to_turn(body))
+        return script.extra_usage(task or "")
+
     def _messages(self, handler, body: dict) -> None:
         task, _ = self.read_task(to_turn(body))
         failing = _MODEL_STATUS.search(task or "")

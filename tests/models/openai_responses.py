@@ -103,7 +103,7 @@ def to_turn(body: dict) -> tuple[script.Turn, dict[str, tuple[str | None, str]]]
 
 def _usage(body: dict, output: list[dict]) -> dict:
     """Deterministic token counts: about a token per four bytes of input and output."""
-    input_tokens = len(json.dumps(body.get("input") or [])) // 4
+    input_tokens = len(json.dumps(body.get("input") or [])) // 4 + script.extra_usage(to_turn(body)[0].prompt)
     output_tokens = max(1, len(json.dumps(output)) // 4)
     return {
         "input_tokens": input_tokens,

@@ -15,6 +15,9 @@ Modes, chosen by a line ``MODE=<mode>`` in the task text (default ``succeed``):
   named by ``TOOLKIT=<cli>`` offers), then one result: ``done: ...`` with mark_read when every
   action went through, else ``blocked: denied <Tool>: ...`` (the first tool that was denied or
   not offered at all) with release_message.
+- ``spend``: a runaway: ``receive_messages`` again and again (``SPEND_CALLS`` times), never
+  answering, then says it is done. With a line ``USAGE=<n>`` in the task, every model response
+  reports ``n`` more input tokens (``extra_usage``): a worker past its token cap.
 A task for a review turn is not scripted (the CLI tests send standalone tasks).
 """
 
@@ -36,6 +39,14 @@ BRIDGE_TOOLS = (
 _MESSAGE = re.compile(r"Message #(\d+) from ([a-z0-9][a-z0-9_-]*) is a task")
 _MODE = re.compile(r"^MODE=(\w+)\s*$", re.MULTILINE)
 RESULT_PREFIX = "done: "
+_USAGE = re.compile(r"^USAGE=(\d+)\s*$", re.MULTILINE)
+SPEND_CALLS = 30
+
+
+def extra_usage(prompt: str) -> int:
+    """The input tokens a ``USAGE=<n>`` line of the task adds to every response's usage (0 without)."""
+    found = _USAGE.search(prompt)
+    return int(found.group(1)) if found else 0
 
 
 @dataclass(frozen=True)
@@ -84,6 +95,8 @@ def _task(prompt: str) -> tuple[int, str, str]:
 def _plan(message_id: int, sender: str, mode: str) -> list[tuple[str, dict]]:
     if mode == "silent":
         return []
+    if mode == "spend":
+        return [("receive_messages", {"limit": 1})] * SPEND_CALLS
     if mode == "block":
         return [
             ("claim_message", {"message_id": message_id}),

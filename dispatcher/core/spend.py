@@ -1,0 +1,90 @@
+"""What an attempt spent, and whether it passed a cap: pure rules over the ledger's numbers.
+
+A CLI that reports its own cost (Claude) is believed; for the others, the agent's ``prices``
+block turns the tokens they report into an estimate, marked as such (``cost_source``). An
+agent with neither has an unknown cost: no price is ever guessed. Tokens count all four
+kinds the ledger keeps (input, output, cache read, cache write).
+"""
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:  # the status line imports this module: no pydantic on its path
+    from dispatcher.core.config import AgentConfig, Prices
+
+
+class DailyCaps(Protocol):
+    """An agent's daily budgets (``AgentConfig`` has them; the status line reads them from raw JSON)."""
+
+    @property
+    def max_cost_usd_per_day(self) -> float | None: ...
+    @property
+    def max_tokens_per_day(self) -> int | None: ...
+
+
+TOKEN_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+_PRICE_OF = {
+    "input_tokens": "input",
+    "output_tokens": "output",
+    "cache_read_tokens": "cache_read",
+    "cache_write_tokens": "cache_write",
+}
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def total_tokens(usage: Mapping[str, Any]) -> int | None:
+    """The tokens of all kinds ``usage`` reports; None when it reports none."""
+    known = [n for n in (_count(usage.get(k)) for k in TOKEN_KEYS) if n is not None]
+    return sum(known) if known else None
+
+
+def estimate_cost(usage: Mapping[str, Any], prices: "Prices | None") -> float | None:
+    """The cost of ``usage``'s tokens at ``prices`` (per million); None without prices or tokens."""
+    if prices is None or total_tokens(usage) is None:
+        return None
+    rates: dict[str, float] = prices.model_dump()
+    dollars = sum((_count(usage.get(k)) or 0) * rates[_PRICE_OF[k]] for k in TOKEN_KEYS) / 1_000_000
+    return round(dollars, 6)
+
+
+def priced(usage: Mapping[str, Any], prices: "Prices | None") -> tuple[float | None, str | None]:
+    """(cost, source): the CLI's own ``cost_usd`` (``reported``) wins; else the estimate from
+    ``prices`` (``estimated``); else (None, None)."""
+    reported = usage.get("cost_usd")
+    if isinstance(reported, int | float) and not isinstance(reported, bool) and reported >= 0:
+        return float(reported), "reported"
+    estimate = estimate_cost(usage, prices)
+    return (estimate, "estimated") if estimate is not None else (None, None)
+
+
+def knows_cost(cli: str | None, agent: "AgentConfig") -> bool:
+    """Whether an attempt of this agent can have a cost: its CLI reports one, or it has prices."""
+    return cli == "claude" or agent.prices is not None
+
+
+def cap_passed(usage: Mapping[str, Any], agent: "AgentConfig") -> str | None:
+    """The per-task cap ``usage`` has passed (``max_tokens_per_task``, then
+    ``max_cost_usd_per_task`` on the cost as ``priced`` sees it), or None."""
+    tokens = total_tokens(usage)
+    if agent.max_tokens_per_task is not None and tokens is not None and tokens > agent.max_tokens_per_task:
+        return "max_tokens_per_task"
+    cost, _ = priced(usage, agent.prices)
+    if agent.max_cost_usd_per_task is not None and cost is not None and cost > agent.max_cost_usd_per_task:
+        return "max_cost_usd_per_task"
+    return None
+
+
+def daily_cap_reached(cost_usd: float | None, tokens: int | None, agent: DailyCaps) -> str | None:
+    """The daily cap today's totals reached (``max_cost_usd_per_day``, ``max_tokens_per_day``), or None."""
+    if agent.max_cost_usd_per_day is not None and cost_usd is not None and cost_usd >= agent.max_cost_usd_per_day:
+        return "max_cost_usd_per_day"
+    if agent.max_tokens_per_day is not None and tokens is not None and tokens >= agent.max_tokens_per_day:
+        return "max_tokens_per_day"
+    return None
+
+
+def has_daily_cap(agent: DailyCaps) -> bool:
+    return agent.max_cost_usd_per_day is not None or agent.max_tokens_per_day is not None

@@ -1,0 +1,114 @@
+"""A daily budget reached shows wherever a user looks: ``listener pending`` (held_budget),
+``listener status`` (budget), ``top`` (today's spend), ``doctor`` (budget_reached) and the
+status line ("budget reached, resets at 00:00 local"); ``doctor`` also names the agents whose
+cost nothing can tell (a CLI without a price and no ``prices`` block)."""
+
+import json
+import os
+import time
+
+import pytest
+from dispatch_harness import cli
+from harness import bridge_env, write_config
+
+from dispatcher.bridge import messages
+from dispatcher.core.config import load_config
+from dispatcher.dispatch.attempts import begin_attempt
+from dispatcher.dispatch.outcome import settle
+from dispatcher.store import open_store
+
+AGENTS = {"claude", "kimi", "codex"}
+
+
+@pytest.fixture
+def capped_env(tmp_path):
+    config = write_config(
+        tmp_path / "config.json",
+        {
+            "claude": {"auto": True, "launcher": "launchers/claude_headless.sh", "max_cost_usd_per_day": 0.5},
+            "kimi": {"auto": True, "launcher": "launchers/kimi_headless.sh", "max_tokens_per_day": 1000},
+            "codex": {
+                "auto": True,
+                "launcher": "launchers/codex_headless.sh",
+                "prices": {"input": 1.25, "output": 10},
+            },
+        },
+    )
+    env = bridge_env(tmp_path, config)
+    conn = open_store(env["AGENT_BRIDGE_DB"])
+    loaded = load_config(config)
+    task = messages.send_message(conn, sender="claude", recipient="kimi", text="t", agents=AGENTS, kind="task")["id"]
+    begin_attempt(
+        conn,
+        message_id=task,
+        config=loaded,
+        now=time.time() - 5,
+        manual=True,
+        supervisor_pid=1,
+        supervisor_start=None,
+        worker_token="t",
+    )
+    settle(conn, task, fallback="failed", diagnostics={"cli": "kimi", "cli_status": "ok", "input_tokens": 1200})
+    waiting = messages.send_message(conn, sender="claude", recipient="kimi", text="t2", agents=AGENTS, kind="task")
+    conn.close()
+    return {**env, "waiting": str(waiting["id"])}
+
+
+def _json(done):
+    assert done.returncode in (0, 1), done.stderr
+    return json.loads(done.stdout)
+
+
+def test_a_reached_daily_budget_shows_in_pending_status_top_doctor_and_the_status_line(capped_env):
+    env = {k: v for k, v in capped_env.items() if k != "waiting"}
+    pending = _json(cli(env, "listener", "pending", "--agent", "kimi"))
+    assert [m["id"] for m in pending["held_budget"]] == [int(capped_env["waiting"])] and pending["dispatchable"] == []
+    assert pending["held_budget"][0]["daily_cap"] == "max_tokens_per_day"
+    budget = _json(cli(env, "listener", "status", "--agent", "kimi"))["budget"]
+    assert (budget["reached"], budget["today_tokens"], budget["max_tokens_per_day"]) == (
+        "max_tokens_per_day",
+        1200,
+        1000,
+    )
+    assert _json(cli(env, "listener", "status", "--agent", "claude"))["budget"]["reached"] is None
+    assert cli(env, "statusline").stdout.count("budget reached, resets at 00:00 local") == 1
+    assert "[kimi] stopped · 2 unread · budget reached" in cli(env, "statusline").stdout
+
+    findings = _json(cli(env, "doctor", "--json"))["findings"]
+    by = {(f["code"], f["agent"]): f for f in findings}
+    assert "budget reached, resets at 00:00 local" in by[("budget_reached", "kimi")]["message"]
+    assert ("budget_reached", "claude") not in by
+    assert by[("cost_unknown", "kimi")]["level"] == "ok" and "prices" in by[("cost_unknown", "kimi")]["fix"]
+    assert by[("cost_known", "claude")]["message"] == "cost: its CLI reports it"
+    assert by[("cost_known", "codex")]["message"] == "cost: estimated from its prices"
+
+
+def test_top_shows_todays_spend_per_agent_and_a_reached_budget(capped_env, monkeypatch):
+    pytest.importorskip("rich")
+    for key, value in capped_env.items():
+        if key != "waiting":
+            monkeypatch.setenv(key, value)
+    from rich.console import Console
+
+    from dispatcher.core.settings import BridgeSettings
+    from dispatcher.ops.top import render, snapshot
+
+    snap = snapshot(BridgeSettings())
+    today = {a["agent"]: a["today"] for a in snap["agents"]}
+    assert today["kimi"] == {"cost_usd": None, "tokens": 1200, "reached": "max_tokens_per_day"}
+    assert today["claude"] == {"cost_usd": None, "tokens": None, "reached": None}
+    with open(os.devnull, "w") as sink:
+        console = Console(record=True, width=200, file=sink)
+        console.print(render(snap))
+        text = console.export_text()
+    assert "1,200 tok budget reached, resets at 00:00 local" in text
+
+
+def test_doctor_warns_when_a_cost_cap_cannot_apply(tmp_path):
+    config = write_config(
+        tmp_path / "config.json",
+        {"gemini": {"auto": True, "launcher": "launchers/gemini_headless.sh", "max_cost_usd_per_task": 1}},
+    )
+    findings = _json(cli(bridge_env(tmp_path, config), "doctor", "--json"))["findings"]
+    [unknown] = [f for f in findings if f["code"] == "cost_unknown"]
+    assert unknown["level"] == "warn" and "cost caps cannot apply" in unknown["message"]
