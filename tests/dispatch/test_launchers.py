@@ -300,7 +300,6 @@ def test_optional_worker_settings_are_left_out_when_unset(ctx):
         "AGENT_BRIDGE_MAX_BODY_BYTES",
         "AGENT_BRIDGE_LOG_LEVEL",
         "AGENT_BRIDGE_WORKER_TOKEN",
-        "AGENT_BRIDGE_MESSAGE_ID",
     ):
         del s["env"][name]
     run(CLAUDE, s, CLAUDE_BIN=str(s["fake"]))
@@ -310,6 +309,7 @@ def test_optional_worker_settings_are_left_out_when_unset(ctx):
         "AGENT_BRIDGE_ROLE": "worker",
         "AGENT_BRIDGE_DB": s["env"]["AGENT_BRIDGE_DB"],
         "AGENT_BRIDGE_CONFIG": s["env"]["AGENT_BRIDGE_CONFIG"],
+        "AGENT_BRIDGE_MESSAGE_ID": s["env"]["AGENT_BRIDGE_MESSAGE_ID"],  # required: the launcher refuses without it
     }
 
 
