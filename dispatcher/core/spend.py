@@ -77,6 +77,16 @@ def cap_passed(usage: Mapping[str, Any], agent: "AgentConfig") -> str | None:
     return None
 
 
+def cap_to_stop_for(usage: Mapping[str, Any], agent: "AgentConfig") -> str | None:
+    """The cap a *running* worker is ended for: ``max_tokens_per_task`` always, the cost cap only
+    on our own estimate. A CLI that reports its own cost (Claude) enforces the cost cap itself
+    (``--max-budget-usd``, between turns), so its work is judged by the store's evidence."""
+    cap = cap_passed(usage, agent)
+    if cap == "max_cost_usd_per_task" and priced(usage, agent.prices)[1] != "estimated":
+        return None
+    return cap
+
+
 def daily_cap_reached(cost_usd: float | None, tokens: int | None, agent: DailyCaps) -> str | None:
     """The daily cap today's totals reached (``max_cost_usd_per_day``, ``max_tokens_per_day``), or None."""
     if agent.max_cost_usd_per_day is not None and cost_usd is not None and cost_usd >= agent.max_cost_usd_per_day:

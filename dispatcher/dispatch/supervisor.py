@@ -33,7 +33,7 @@ from dispatcher.core.private_files import (
 )
 from dispatcher.core.processes import start_time
 from dispatcher.core.settings import PROJECT_DIR, BridgeSettings
-from dispatcher.core.spend import cap_passed, priced
+from dispatcher.core.spend import cap_passed, cap_to_stop_for, priced
 from dispatcher.dispatch import faults
 from dispatcher.dispatch.attempts import begin_attempt, clean_diagnostics, mark_spawned
 from dispatcher.dispatch.cli_results import cli_diagnostics
@@ -194,7 +194,7 @@ def usage_watch(attempt_dir: Path, agent: AgentConfig) -> Callable[[], str | Non
     file, or Kimi's wire, read as they grow), naming the cap it passed. None for no cap."""
     if agent.max_tokens_per_task is None and agent.max_cost_usd_per_task is None:
         return None
-    return lambda: cap_passed(cli_diagnostics(attempt_dir, None) or {}, agent)
+    return lambda: cap_to_stop_for(cli_diagnostics(attempt_dir, None) or {}, agent)
 
 
 def with_spend(diagnostics: dict | None, agent: AgentConfig, stopped_for: str | None) -> dict | None:

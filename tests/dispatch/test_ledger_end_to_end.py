@@ -132,7 +132,9 @@ def test_a_budget_stop_is_its_own_outcome_with_one_notice(env, config_path, laun
         "budget_exceeded",
     )
     assert row["cost_overshoot_usd"] == 0.0231
-    assert status(env)["last"]["result"] == "budget_exceeded"
+    # The listener records the verdict in its progress document once its supervisor has returned.
+    last = wait_until(lambda: (l := status(env)["last"]) and l["message_id"] == task and l, what="progress shows it")
+    assert last["result"] == "budget_exceeded"
     notices = [m for m in kimi.ok("receive_messages")["messages"] if m["kind"] == "notice" and m["reply_to"] == task]
     assert len(notices) == 1
     assert "ended: budget_exceeded (no_evidence)" in notices[0]["text"]

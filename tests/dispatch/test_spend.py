@@ -11,7 +11,7 @@ import pytest
 from dispatcher.bridge import messages
 from dispatcher.core import clock
 from dispatcher.core.config import AgentConfig, BridgeConfig, ConfigError, Prices, load_config
-from dispatcher.core.spend import cap_passed, daily_cap_reached, estimate_cost, priced, total_tokens
+from dispatcher.core.spend import cap_passed, cap_to_stop_for, daily_cap_reached, estimate_cost, priced, total_tokens
 from dispatcher.dispatch import queue
 from dispatcher.dispatch.attempts import begin_attempt, get_attempt
 from dispatcher.dispatch.control import daily_budget
@@ -51,6 +51,22 @@ def test_prices_turn_tokens_into_an_estimate_and_a_reported_cost_wins():
 )
 def test_cap_passed(agent, usage, expected):
     assert cap_passed(usage, AgentConfig(launcher="x", **agent)) == expected
+
+
+@pytest.mark.parametrize(
+    ("agent", "usage", "expected"),
+    [
+        ({"max_tokens_per_task": 1_299_999}, USAGE, "max_tokens_per_task"),
+        ({"max_tokens_per_task": 10}, {**USAGE, "cost_usd": 0.01}, "max_tokens_per_task"),  # tokens: always
+        ({"max_cost_usd_per_task": 3.0, "prices": PRICES}, USAGE, "max_cost_usd_per_task"),  # our estimate
+        ({"max_cost_usd_per_task": 0.1}, {"cost_usd": 0.2}, None),  # the CLI's own cost: its own cap
+        ({}, USAGE, None),
+    ],
+)
+def test_cap_to_stop_a_running_worker_for(agent, usage, expected):
+    """A running worker is ended for its token cap, or for a cost cap only on an estimated cost:
+    a CLI that reports its own cost stops itself, and its work is judged by the evidence."""
+    assert cap_to_stop_for(usage, AgentConfig(launcher="x", **agent)) == expected
 
 
 @pytest.mark.parametrize(
