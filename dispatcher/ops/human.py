@@ -135,6 +135,8 @@ def render_settled(report: dict[str, Any]) -> str:
     else:
         why = f" ({attempt['error_kind']})" if attempt["error_kind"] else ""
         head = f"task #{report['id']}: {attempt['outcome']}{why}, cli_status {attempt['cli_status'] or 'unknown'}"
+        if attempt["reason"]:
+            head += f"\n  why: {attempt['reason']}"
     lines = [head]
     for reply in report["replies"]:
         lines += ["", f"{reply['kind'] or 'message'} #{reply['id']} from {reply['sender']}:", reply["text"]]

@@ -11,6 +11,7 @@ from typing import Any
 from dispatcher.core.clock import iso
 from dispatcher.core.errors import BridgeError
 from dispatcher.core.locations import LocationsLike
+from dispatcher.core.reasons import failure_reason
 from dispatcher.store import Connection
 from dispatcher.store.attempts import get_attempt
 from dispatcher.store.messages import fetch_message
@@ -48,6 +49,7 @@ def _attempt(conn: Connection, message_id: int, runtime: Path) -> dict[str, Any]
         "started_at": iso(row["started_at"]),
         "finished_at": iso(row["finished_at"]),
         "attempt_dir": str(attempt_dir) if attempt_dir.is_dir() else None,
+        "reason": failure_reason(row["outcome"], row["error_kind"], row["cli_status"]),
     }
 
 
@@ -100,6 +102,8 @@ def render_report(report: dict[str, Any]) -> str:
             f"dispatch: {outcome}{why}, cli_status {attempt['cli_status'] or 'unknown'}, "
             f"permission level {attempt['permission_level'] or 'unknown'}"
         )
+        if attempt["reason"]:
+            lines.append(f"  why: {attempt['reason']}")
         if attempt["denied_tools"]:
             lines.append(f"  denied by the CLI: {attempt['denied_tools'].replace(',', ', ')}")
         cost = "unknown" if attempt["cost_usd"] is None else f"${attempt['cost_usd']:.4f}"
