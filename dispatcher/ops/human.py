@@ -14,12 +14,11 @@ from typing import Any
 
 from dispatcher.bridge import conversations, messages
 from dispatcher.core import clock
-from dispatcher.core.clock import iso
 from dispatcher.core.config import BridgeConfig, load_config, require_agent
 from dispatcher.core.errors import BridgeError, RequestRefused, StoreUnavailable
 from dispatcher.core.lifecycle import FAILURE_OUTCOMES
 from dispatcher.core.settings import BridgeSettings
-from dispatcher.ops.show import message_report
+from dispatcher.ops.show import message_fields, message_report
 from dispatcher.store import Connection, data_version, open_store, store_errors
 from dispatcher.store.attempts import get_attempt
 from dispatcher.store.messages import fetch_message, inbox_rows
@@ -162,20 +161,7 @@ def inbox(settings: BridgeSettings, agent: str, *, unread: bool) -> list[dict[st
             rows = inbox_rows(conn, agent, unread_only=unread, limit=INBOX_LIMIT)
     finally:
         conn.close()
-    return [
-        {
-            "id": row["id"],
-            "sender": row["sender"],
-            "kind": row["kind"],
-            "origin": row["origin"],
-            "reply_to": row["reply_to"],
-            "conversation_id": row["conversation_id"],
-            "created_at": iso(row["created_at"]),
-            "acknowledged_at": iso(row["acknowledged_at"]),
-            "text": row["text"],
-        }
-        for row in rows
-    ]
+    return [message_fields(row) for row in rows]
 
 
 def render_inbox(agent: str, rows: list[dict[str, Any]], *, unread: bool) -> str:

@@ -12,7 +12,7 @@ from dispatcher.core.clock import iso
 from dispatcher.core.errors import BridgeError
 from dispatcher.core.locations import LocationsLike
 from dispatcher.core.reasons import failure_reason
-from dispatcher.store import Connection
+from dispatcher.store import Connection, Row
 from dispatcher.store.attempts import get_attempt
 from dispatcher.store.messages import fetch_message
 from dispatcher.store.readonly import open_read_only
@@ -53,6 +53,22 @@ def _attempt(conn: Connection, message_id: int, runtime: Path) -> dict[str, Any]
     }
 
 
+def message_fields(row: Row) -> dict[str, Any]:
+    """One message as a person reads it (``show``, ``inbox``): who, what kind, when, the text."""
+    return {
+        "id": row["id"],
+        "sender": row["sender"],
+        "recipient": row["recipient"],
+        "kind": row["kind"],
+        "origin": row["origin"],
+        "reply_to": row["reply_to"],
+        "conversation_id": row["conversation_id"],
+        "created_at": iso(row["created_at"]),
+        "acknowledged_at": iso(row["acknowledged_at"]),
+        "text": row["text"],
+    }
+
+
 def message_report(settings: LocationsLike, message_id: int) -> dict[str, Any]:
     conn = open_read_only(settings.db, named_rows=True)
     if conn is None:
@@ -62,16 +78,7 @@ def message_report(settings: LocationsLike, message_id: int) -> dict[str, Any]:
         if row is None:
             raise BridgeError("message_not_found", f"there is no message #{message_id} in {settings.db}; check the id.")
         return {
-            "id": row["id"],
-            "sender": row["sender"],
-            "recipient": row["recipient"],
-            "kind": row["kind"],
-            "origin": row["origin"],
-            "reply_to": row["reply_to"],
-            "conversation_id": row["conversation_id"],
-            "created_at": iso(row["created_at"]),
-            "acknowledged_at": iso(row["acknowledged_at"]),
-            "text": row["text"],
+            **message_fields(row),
             "replies": _replies(conn, message_id),
             "dispatch": _attempt(conn, message_id, settings.private_dir()),
         }
