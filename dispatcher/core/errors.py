@@ -63,5 +63,14 @@ class AlreadyAttempted(DispatchRefused):
         self.message_id = message_id
 
 
+class RequestRefused(BridgeError):
+    """A person's request (``send``, ``conversation``) broke one of the bridge's rules; nothing
+    was sent. It keeps the rule's code and message, and ends the command as a usage error."""
+
+    @classmethod
+    def of(cls, exc: BridgeError) -> "RequestRefused":
+        return cls(exc.code, exc.message)
+
+
 class StoreUnavailable(BridgeError):
     """The store could not complete an operation (locked, full, read-only, corrupt, unreadable)."""

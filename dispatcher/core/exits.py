@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dispatcher.core import clock
-from dispatcher.core.errors import BridgeError, DispatchRefused
+from dispatcher.core.errors import BridgeError, DispatchRefused, RequestRefused
 
 EXIT_FAILURE = 1  # the command was right, but the store, a file or the bridge itself failed
 EXIT_USAGE = 2  # the command line, a setting, config.json or the agent id is wrong; nothing was done
@@ -85,7 +85,7 @@ def _status(exc: BridgeError) -> int:
         return EXIT_REFUSED
     if exc.code == "attempt_failed":
         return EXIT_ATTEMPT_FAILED
-    return EXIT_USAGE if exc.code in USAGE_CODES else EXIT_FAILURE
+    return EXIT_USAGE if exc.code in USAGE_CODES or isinstance(exc, RequestRefused) else EXIT_FAILURE
 
 
 def _within(path: Path, base: Path | None) -> bool:

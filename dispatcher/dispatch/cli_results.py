@@ -41,7 +41,7 @@ CLI_STATUSES = (
     "budget_exceeded",  # it stopped at its cost cap (Claude --max-budget-usd)
     "max_turns",  # it stopped at its turn cap (Claude --max-turns, Gemini exit 53)
     "retryable",  # it said trying again later may work (Kimi exit 75)
-    "auth_error",  # no usable credentials (Gemini exit 41)
+    "auth_error",  # no usable credentials: not logged in, an invalid API key (``auth_refused``)
     "input_error",  # its input or arguments were refused (Gemini exit 42)
     "config_error",  # its configuration was refused (Gemini exit 52)
     "untrusted_workspace",  # Gemini exit 55
@@ -60,6 +60,27 @@ LEDGER_KEYS = (
 )
 MAX_OUTPUT_BYTES = 64 * 1024 * 1024
 _ENUM = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+
+
+# What the four CLIs print when they have no usable credentials, from their real outputs:
+# Claude 2.1.332's result "Not logged in · Please run /login" (and "Invalid API key · Please
+# run /login"), Kimi 2.1.0's "No model configured. Run `kimi` and use /login to sign in",
+# Codex 0.171.0's "unexpected status 401 Unauthorized: Incorrect API key provided", Gemini's
+# "Please set an Auth method" (exit 41) and an API's own authentication error words.
+_AUTH_REFUSED = re.compile(
+    r"Not logged in|Invalid API key|use /login|Please run /login|status 40[13] (Unauthorized|Forbidden)"
+    r"|Please set an Auth method|authentication_error|invalid_api_key|API key not valid|API_KEY_INVALID",
+    re.IGNORECASE,
+)
+AUTH_HTTP_STATUSES = (401, 403)
+
+
+def auth_refused(text: Any, http_status: Any = None) -> bool:
+    """The one rule for ``auth_error``: the CLI's own words (or the API's HTTP status) say it has
+    no usable credentials. Only a bool comes out; the text is never kept."""
+    if http_status in AUTH_HTTP_STATUSES:
+        return True
+    return isinstance(text, str) and _AUTH_REFUSED.search(text[:MAX_OUTPUT_BYTES]) is not None
 
 
 def _enum(value: Any) -> str | None:
@@ -112,14 +133,18 @@ def claude_status(
     terminal_reason: str | None,
     is_error: bool | None,
     api_error_status: int | None = None,
+    auth: bool = False,
 ) -> str:
     """Claude's own status, on ``subtype`` plus ``terminal_reason`` (never ``is_error`` alone).
 
     Traps: an API failure arrives as ``subtype: success`` with ``is_error: true`` and
-    ``terminal_reason: api_error``; a budget stop is a budget stop whatever ``is_error`` says.
+    ``terminal_reason: api_error``, and so does "Not logged in" (``auth``: an ``auth_error``);
+    a budget stop is a budget stop whatever ``is_error`` says.
     """
     if result_json != "ok":
         return "no_result"
+    if auth and is_error is not False:
+        return "auth_error"
     if subtype == "error_max_budget_usd" or terminal_reason in ("budget_exhausted", "max_budget_usd"):
         return "budget_exceeded"
     if subtype == "error_max_turns" or terminal_reason == "max_turns":
@@ -215,7 +240,14 @@ def claude_diagnostics(text: str | None) -> dict[str, Any]:
         # permission_denials[].tool_name: what Claude itself refused (dontAsk, a deny rule)
         "denied_tools": denied_tool_names(denials),
         "cli": "claude",
-        "cli_status": claude_status(status, subtype, terminal_reason, is_error, api_error_status),
+        "cli_status": claude_status(
+            status,
+            subtype,
+            terminal_reason,
+            is_error,
+            api_error_status,
+            auth_refused(result.get("result") if is_error else None, api_error_status),
+        ),
         "cost_usd": cost if cost is not None and cost >= 0 else None,
         "input_tokens": _tokens(usage, "input_tokens"),
         "output_tokens": _tokens(usage, "output_tokens"),
@@ -257,12 +289,16 @@ def kimi_status(
     turn_reason: str | None,
     turn_error_code: str | None,
     retryable: bool | None = None,
+    auth: bool = False,
 ) -> str:
     """Kimi has no result object: its exit code (75: retryable), then the wire's last turn.
 
     Kimi 2.1.0 exits 0 or 1 only; whether a failed turn is worth retrying is the wire's
-    ``turn.ended.error.retryable`` (a rate limit, a refused connection).
+    ``turn.ended.error.retryable`` (a rate limit, a refused connection). ``auth``: it said it
+    has no usable credentials (on stderr, or a 401/403 from the API).
     """
+    if auth and exit_code != 0:
+        return "auth_error"
     if exit_code == KIMI_RETRYABLE_EXIT or (exit_code != 0 and retryable is True):
         return "retryable"
     stepped_out = [r for r in (turn_reason, turn_error_code) if r and ("max_step" in r or "step_limit" in r)]
@@ -318,9 +354,12 @@ def _kimi_denials(events: list[dict]) -> list[str]:
     return sorted(denied)[:MAX_DENIED_TOOLS]
 
 
-def kimi_diagnostics(stream: str | None, wire: str | None, exit_code: int | None) -> dict[str, Any]:
-    """From Kimi's ``--output-format stream-json`` lines (counts) and its session's wire.jsonl
-    (the last turn, and ``denied_tools``: the tools whose calls Kimi refused)."""
+def kimi_diagnostics(
+    stream: str | None, wire: str | None, exit_code: int | None, log: str | None = None
+) -> dict[str, Any]:
+    """From Kimi's ``--output-format stream-json`` lines (counts), its session's wire.jsonl
+    (the last turn, and ``denied_tools``: the tools whose calls Kimi refused) and its stderr
+    (``log``: whether it said it is not logged in)."""
     diag: dict[str, Any] = {
         "stream_json": "missing",
         "exit_code": exit_code,
@@ -362,7 +401,12 @@ def kimi_diagnostics(stream: str | None, wire: str | None, exit_code: int | None
     diag.update(
         cli="kimi",
         cli_status=kimi_status(
-            diag["stream_json"], exit_code, diag["turn_reason"], diag["turn_error_code"], diag["turn_error_retryable"]
+            diag["stream_json"],
+            exit_code,
+            diag["turn_reason"],
+            diag["turn_error_code"],
+            diag["turn_error_retryable"],
+            auth_refused(log, diag["last_retry_status_code"]),
         ),
         cost_usd=None,  # Kimi reports tokens, never a price
         input_tokens=_sum([_tokens(u, "inputOther") for u in usage]),
@@ -374,10 +418,15 @@ def kimi_diagnostics(stream: str | None, wire: str | None, exit_code: int | None
     return diag
 
 
-def codex_status(events: str, exit_code: int | None, completed: int, failed: int, errors: int) -> str:
-    """Codex's ``--json`` stream: a ``turn.failed`` (or a top-level ``error``) is a failed turn."""
+def codex_status(
+    events: str, exit_code: int | None, completed: int, failed: int, errors: int, auth: bool = False
+) -> str:
+    """Codex's ``--json`` stream: a ``turn.failed`` (or a top-level ``error``) is a failed turn;
+    ``auth``: its error said the API refused the credentials (401/403)."""
     if events == "missing" or (completed == 0 and failed == 0 and errors == 0):
         return "no_result"
+    if auth and completed == 0:
+        return "auth_error"
     if failed or errors:
         return "api_error" if completed == 0 else "error"
     return "ok" if exit_code in (0, None) else "error"
@@ -435,6 +484,7 @@ def codex_diagnostics(text: str | None, exit_code: int | None, log: str | None =
     usage: dict[str, list[int | None]] = {k: [] for k in ("input", "cached", "cache_write", "output", "reasoning")}
     lines = [line for line in (text or "").splitlines() if line.strip()]
     parsed: list[dict] = []
+    auth = False
     for line in lines:
         event = _json(line)
         if not isinstance(event, dict):
@@ -453,8 +503,10 @@ def codex_diagnostics(text: str | None, exit_code: int | None, log: str | None =
             usage["reasoning"].append(_tokens(u, "reasoning_output_tokens"))
         elif kind == "turn.failed":
             diag["turns_failed"] += 1
+            auth = auth or auth_refused(_dict(event.get("error")).get("message"))
         elif kind == "error":
             diag["error_events"] += 1
+            auth = auth or auth_refused(event.get("message"))
         elif kind == "item.completed" and item.get("type") == "error":
             diag["warning_items"] += 1
         elif kind == "item.completed" and item.get("type") == "mcp_tool_call":
@@ -467,7 +519,12 @@ def codex_diagnostics(text: str | None, exit_code: int | None, log: str | None =
     diag.update(
         cli="codex",
         cli_status=codex_status(
-            diag["events_json"], exit_code, diag["turns_completed"], diag["turns_failed"], diag["error_events"]
+            diag["events_json"],
+            exit_code,
+            diag["turns_completed"],
+            diag["turns_failed"],
+            diag["error_events"],
+            auth,
         ),
         cost_usd=None,
         input_tokens=_sum(usage["input"]),
@@ -511,9 +568,12 @@ def _objects(text: str) -> list[Any]:
     return found
 
 
-def gemini_status(result_json: str, exit_code: int | None, error_code: int | None) -> str:
-    """Gemini: its exit code first (42 input, 53 turn limit, ...), then the JSON ``error.code``."""
+def gemini_status(result_json: str, exit_code: int | None, error_code: int | None, auth: bool = False) -> str:
+    """Gemini: its exit code first (41 auth, 42 input, 53 turn limit, ...), then the JSON
+    ``error.code``; ``auth``: its error said the API refused the key (an HTTP exit otherwise)."""
     code = exit_code if exit_code not in (None, 1) else error_code if error_code is not None else exit_code
+    if auth and code != 0:
+        return "auth_error"
     if code in GEMINI_EXIT_STATUSES:
         status = GEMINI_EXIT_STATUSES[code]
         return "no_result" if status == "ok" and result_json != "ok" else status
@@ -597,13 +657,18 @@ def gemini_diagnostics(text: str | None, exit_code: int | None) -> dict[str, Any
         "tool_failures": _integer(tools.get("totalFail")) if tools else None,
         "denied_tools": gemini_denied_tools(tools.get("byName")) if tools else None,
         "cli": "gemini",
-        "cli_status": gemini_status(status, exit_code, error_code),
+        "cli_status": gemini_status(
+            status, exit_code, error_code, auth_refused(error.get("message"), error_code if error_code != 1 else None)
+        ),
         "cost_usd": None,
         "input_tokens": inputs,
         "output_tokens": outputs,
         "cache_read_tokens": cached,
         "cache_write_tokens": None,
     }
+
+
+WORKER_LOG = "worker.log"
 
 
 def _read(attempt_dir: Path, relative: str) -> str | None:
@@ -636,10 +701,9 @@ def _claude(attempt_dir: Path, exit_code: int | None) -> dict[str, Any]:
 
 
 def _kimi(attempt_dir: Path, exit_code: int | None) -> dict[str, Any]:
-    return kimi_diagnostics(_read(attempt_dir, KIMI_OUTPUT), _last_kimi_wire(attempt_dir), exit_code)
-
-
-WORKER_LOG = "worker.log"
+    return kimi_diagnostics(
+        _read(attempt_dir, KIMI_OUTPUT), _last_kimi_wire(attempt_dir), exit_code, _read(attempt_dir, WORKER_LOG)
+    )
 
 
 def _codex(attempt_dir: Path, exit_code: int | None) -> dict[str, Any]:

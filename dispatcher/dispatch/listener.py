@@ -26,6 +26,7 @@ from dispatcher.core.errors import BridgeError, ConfigError, DispatchRefused
 from dispatcher.core.locations import PROJECT_DIR
 from dispatcher.core.logs import configure_logging, get_logger
 from dispatcher.core.private_files import open_private_lock
+from dispatcher.core.reasons import failure_reason
 from dispatcher.core.settings import BridgeSettings
 from dispatcher.dispatch import lease, queue
 from dispatcher.dispatch.attempts import get_attempt
@@ -390,8 +391,18 @@ class Listener:
                     "permission_level": attempt["permission_level"],
                     "denied_tools": attempt["denied_tools"],
                     **self._spawn_path(attempt["error_kind"]),
+                    **self._why(attempt),
                 }
             )
+
+    def _why(self, attempt) -> dict:
+        """The CLI's status, and for a failure the one-line reason and where its files are."""
+        reason = failure_reason(attempt["outcome"], attempt["error_kind"], attempt["cli_status"])
+        why: dict = {"cli_status": attempt["cli_status"]}
+        if reason is not None:
+            attempt_dir = self.paths.attempt_dir(attempt["message_id"])
+            why.update(reason=reason, attempt_dir=str(attempt_dir) if attempt_dir.is_dir() else None)
+        return why
 
     def _spawn_path(self, error_kind: str | None) -> dict:
         """For a failed spawn, the configured path it names (the launcher, or the workspace):

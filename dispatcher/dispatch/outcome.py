@@ -23,6 +23,7 @@ from dispatcher.bridge.worker_scope import attempt_claim_owner
 from dispatcher.core import clock
 from dispatcher.core.lifecycle import FAILURE_OUTCOMES
 from dispatcher.core.logs import get_logger
+from dispatcher.core.reasons import failure_reason
 from dispatcher.dispatch.attempts import finish_attempt, get_attempt, ledger_fields
 from dispatcher.dispatch.evidence import verdict
 from dispatcher.store import Connection, Row, write_transaction
@@ -91,7 +92,9 @@ def _failure_text(
     max_cost: float | None,
     max_tokens: int | None = None,
 ) -> str:
+    """Payload-free: ids, enums, numbers and a fixed fix for the cause (``reasons``)."""
     agent = message["recipient"]
+    why = failure_reason(outcome, error_kind, ledger.get("cli_status"))
     reason = f" ({error_kind})" if error_kind else ""
     budget = ""
     if outcome == "budget_exceeded" and ledger.get("token_overshoot"):
@@ -106,8 +109,9 @@ def _failure_text(
             f"max_cost_usd_per_task {_usd(max_cost)}."
         )
     return (
-        f"Dispatch of message #{message['id']} to {agent} ended: {outcome}{reason}.{budget} It is not retried "
-        f"automatically; see `agent-bridge listener status --agent {agent}` and decide what to do."
+        f"Dispatch of message #{message['id']} to {agent} ended: {outcome}{reason}.{budget} Why: {why}. It is not "
+        f"retried automatically; see `agent-bridge show {message['id']}` (cli_status, the attempt's files) and decide "
+        "what to do."
     )
 
 

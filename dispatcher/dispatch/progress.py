@@ -58,6 +58,8 @@ def render_last(last: dict | None) -> str:
         parts.append(f"rc={last['exit_code']}")
     if last.get("error_kind"):
         parts.append(f"error_kind={last['error_kind']}")
+    if last.get("reason"):  # a failure: its cause in short (`listener status` has the fix)
+        parts.append(f"why={last['reason'].split(': ', 1)[0]}")
     if last.get("denied_tools"):
         parts.append(f"denied={last['denied_tools']}")
     return " | " + " ".join(parts)

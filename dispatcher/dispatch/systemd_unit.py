@@ -15,6 +15,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from dispatcher.core.private_files import ensure_private_dir
+
 TEMPLATE_NAME = "agent-bridge-listener@.service"
 TEMPLATE_RELPATH = Path("systemd") / TEMPLATE_NAME
 PLACEHOLDERS = ("@PYTHON@", "@PROJECT@")
@@ -134,7 +136,7 @@ def render_unit(
 
 
 def _write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    ensure_private_dir(path.parent, "systemd unit directory", tighten=False)  # what it creates: 0700
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:

@@ -28,9 +28,9 @@ Exit status (on failure, one line on stderr: `agent-bridge: <code>: <what to do>
      store_missing, file_unavailable, unsafe_path, internal_error, ...); doctor found an error
   2  wrong command line, setting, config.json or agent id; nothing was done
      (usage_error, invalid_setting, config_invalid, unknown_agent, config_exists, invalid_duration,
-     message_not_found)
+     message_not_found); send or conversation refused by a rule (unknown_recipient, ...)
   3  dispatch refused before anything was launched (already_attempted, ...)
-  4  dispatch: the attempt ran and ended failed, timeout, crashed or budget_exceeded
+  4  dispatch: the attempt ran and ended failed, timeout, crashed or budget_exceeded (also send --wait)
   130 interrupted
 """
 
@@ -534,9 +534,29 @@ def who(as_json: bool, agent: str | None) -> None:
     click.echo(json.dumps(report, indent=2, sort_keys=True) if as_json else render_who(report))
 
 
-@main.group()
-def inbox() -> None:
-    """An agent's inbox, payload-free (ids, senders, kinds; never text)."""
+@main.group(invoke_without_command=True)
+@click.option(
+    "--agent",
+    default=None,
+    callback=lambda ctx, p, v: None if v is None else _agent_id(ctx, p, v),
+    help="List this agent's latest messages (read-only; nothing is marked read).",
+)
+@click.option("--unread", is_flag=True, help="Only messages not yet acknowledged.")
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+@click.pass_context
+def inbox(ctx, agent: str | None, unread: bool, as_json: bool) -> None:
+    """An agent's inbox for a person: `inbox --agent ID [--unread]` lists its latest messages
+    (id, sender, kind, read or not, the text's first line); `inbox watch` is the payload-free
+    watch for Claude Code's Monitor tool (ids, senders, kinds; never text)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    if agent is None:
+        raise click.UsageError("--agent is required to list an inbox (or use `inbox watch --agent ID`).", ctx)
+    from dispatcher.ops.human import inbox as list_inbox
+    from dispatcher.ops.human import render_inbox
+
+    rows = list_inbox(_settings(), agent, unread=unread)
+    click.echo(json.dumps(rows, indent=2, sort_keys=True) if as_json else render_inbox(agent, rows, unread=unread))
 
 
 def _max_seconds(ctx, param, value: float | None) -> float | None:
@@ -570,3 +590,119 @@ def inbox_watch(agent: str, max_seconds: float | None) -> None:
     from dispatcher.wake.inbox_watch import run_watch
 
     run_watch(agent, max_seconds)
+
+
+@main.command()
+@click.option("--from", "sender", required=True, callback=_agent_id, help="The sending agent, declared in config.json.")
+@click.option("--to", "recipient", required=True, help="The recipient agent (or * with --notice: every other agent).")
+@click.option(
+    "--task", "task", metavar="TEXT", default=None, help="Send a task (wakes the recipient's listener); - reads stdin."
+)
+@click.option("--note", "note", metavar="TEXT", default=None, help="Send a plain note (wakes nobody); - reads stdin.")
+@click.option(
+    "--notice", "notice", metavar="TEXT", default=None, help="Send a notice (informs, never wakes); - reads stdin."
+)
+@click.option("--dedup-key", default=None, help="Makes a retry safe: a repeat returns the first id (duplicate).")
+@click.option("--wait", is_flag=True, help="With --task: wait until it settles, print the outcome and the reply.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(1, 86400),
+    default=900,
+    show_default=True,
+    metavar="SECONDS",
+    help="With --wait: give up waiting after this long (the task stays queued).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the sent message's JSON (and with --wait the report).")
+def send(sender, recipient, task, note, notice, dedup_key, wait, timeout, as_json) -> None:
+    """Send a message as agent --from, through the same rules as the send_message tool.
+
+    Exactly one of --task, --note or --notice, each with TEXT or - for standard input.
+    Anyone who can run this command as this user can send as any agent of this config.json:
+    that is the local trust model. With --wait (tasks only) it exits 4 when the attempt ended
+    failed, timeout, crashed or budget_exceeded.
+    """
+    from dispatcher.ops.human import failed_outcome, read_text, render_settled, wait_settled
+    from dispatcher.ops.human import send as do_send
+
+    given = {"task": task, "note": note, "notice": notice}
+    chosen = [(kind, text) for kind, text in given.items() if text is not None]
+    if len(chosen) != 1:
+        raise click.UsageError("give exactly one of --task TEXT, --note TEXT or --notice TEXT (TEXT may be -).")
+    kind, text = chosen[0]
+    if wait and kind != "task":
+        raise click.UsageError("--wait needs --task: only a task settles with an outcome.")
+    settings = _settings()
+    sent = do_send(
+        settings,
+        sender=sender,
+        recipient=recipient,
+        text=read_text(text),
+        kind=None if kind == "note" else kind,
+        dedup_key=dedup_key,
+    )
+    if as_json:
+        _print_json(sent)
+    else:
+        again = " (a repeat of this dedup key: nothing new was sent)" if sent.get("duplicate") else ""
+        ident = f"#{sent['id']}" if "id" in sent else f"broadcast #{sent['broadcast_id']}"
+        click.echo(f"sent {kind} {ident} from {sender} to {recipient}{again}")
+    if not wait:
+        return
+    report = wait_settled(settings, sent["id"], timeout)
+    click.echo(json.dumps(report, indent=2, sort_keys=True) if as_json else render_settled(report))
+    outcome = failed_outcome(report)
+    if outcome is not None:
+        attempt = report["dispatch"]
+        why = f" ({attempt['error_kind']})" if attempt["error_kind"] else ""
+        raise BridgeError(
+            "attempt_failed",
+            f"task #{sent['id']} ended {outcome}{why}; it is never repeated. "
+            f"`agent-bridge show {sent['id']}` has the CLI's status and the attempt's files.",
+        )
+
+
+@main.group()
+def conversation() -> None:
+    """Bounded conversations from the command line: start, status, cancel."""
+
+
+@conversation.command("start")
+@click.option("--from", "initiator", required=True, callback=_agent_id, help="The initiating agent (declared).")
+@click.option("--to", "recipient", required=True, help="The agent that takes the turns.")
+@click.option("--goal", required=True, metavar="TEXT", help="The goal, posted as the root task; - reads stdin.")
+@click.option("--max-turns", type=int, default=6, show_default=True, help="Turn budget (2..20).")
+@click.option("--expires-in", type=int, default=14400, show_default=True, metavar="SECONDS", help="60..86400.")
+@click.option("--max-cost-usd", type=float, default=None, help="Stop dispatching once its attempts cost this much.")
+@click.option("--dedup-key", default=None, help="Makes a retry safe: a repeat returns the first conversation.")
+def conversation_start(initiator, recipient, goal, max_turns, expires_in, max_cost_usd, dedup_key) -> None:
+    """Start a conversation as --from (the start_conversation tool's rules); prints its JSON."""
+    from dispatcher.ops.human import read_text, start_conversation
+
+    _print_json(
+        start_conversation(
+            _settings(),
+            initiator=initiator,
+            recipient=recipient,
+            goal=read_text(goal),
+            max_turns=max_turns,
+            expires_in_seconds=expires_in,
+            max_cost_usd=max_cost_usd,
+            dedup_key=dedup_key,
+        )
+    )
+
+
+def _conversation_command(action: str, summary: str) -> None:
+    @conversation.command(action, help=summary)
+    @click.argument("conversation_id", type=click.IntRange(1, MAX_MESSAGE_ID))
+    @agent_option
+    def run(conversation_id: int, agent: str) -> None:
+        from dispatcher.ops.human import conversation_action
+
+        _print_json(conversation_action(_settings(), agent=agent, action=action, conversation_id=conversation_id))
+
+
+_conversation_command(
+    "status", "A conversation's state, turns, expiry and recent transitions (JSON), as --agent sees it."
+)
+_conversation_command("cancel", "Cancel a conversation (from active, blocked or needs_human), as participant --agent.")

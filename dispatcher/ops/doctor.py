@@ -394,6 +394,89 @@ def _cli_finding(agent: str, cli: str) -> Finding:
     return Finding("cli_ok", OK, f"{cli} {version} ({binary}), the tested version", "", agent)
 
 
+# --- can each agent's CLI authenticate? (never a model request) ------------------------------
+
+# What each CLI accepts as credentials: environment variables, a credentials file in its home
+# (the launchers link the user's into the worker's), and its own status command where one exists
+# (`claude auth status` exits 1 when not logged in; `codex login status` likewise).
+AUTH_VARIABLES = {
+    "claude": ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK"),
+    "kimi": (),
+    "codex": ("CODEX_API_KEY", "OPENAI_API_KEY"),
+    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_USE_GCA"),
+}
+AUTH_STATUS_COMMANDS = {"claude": ("auth", "status"), "codex": ("login", "status")}
+AUTH_FIXES = {
+    "claude": "run `claude` as this user and /login, or set ANTHROPIC_API_KEY where the listener runs",
+    "kimi": "run `kimi` as this user and /login (it writes ~/.kimi-code/credentials and config.toml)",
+    "codex": "run `codex login` as this user, or set CODEX_API_KEY where the listener runs",
+    "gemini": "run `gemini` as this user and choose a login, or set GEMINI_API_KEY where the listener runs",
+}
+
+
+def auth_files(cli: str, environ: dict[str, str]) -> list[Path]:
+    """The credentials files ``cli`` reads (any one of them present will do)."""
+    home = Path(environ.get("HOME") or Path.home())
+    if cli == "claude":
+        return [Path(environ.get("CLAUDE_CONFIG_DIR") or home / ".claude") / ".credentials.json"]
+    if cli == "kimi":
+        return [Path(environ.get("KIMI_CODE_HOME") or home / ".kimi-code") / "credentials"]
+    if cli == "codex":
+        return [Path(environ.get("CODEX_HOME") or home / ".codex") / "auth.json"]
+    return [home / ".gemini" / "oauth_creds.json"]
+
+
+def auth_finding(agent: str, cli: str, variable: str | None, status_ok: bool | None, file: Path | None) -> Finding:
+    """The one decision: credentials by variable, by the CLI's own status command, or by file."""
+    if variable is not None:
+        return Finding("cli_auth_ok", OK, f"{cli} has credentials ({variable} is set)", "", agent)
+    if status_ok:
+        command = " ".join((cli, *AUTH_STATUS_COMMANDS[cli]))
+        return Finding("cli_auth_ok", OK, f"{cli} is logged in (`{command}`)", "", agent)
+    if file is not None:
+        return Finding("cli_auth_ok", OK, f"{cli} has credentials ({file})", "", agent)
+    return Finding(
+        "cli_not_authenticated",
+        WARN,
+        f"{cli} has no credentials doctor can see: every task for {agent} would end auth_error",
+        AUTH_FIXES[cli],
+        agent,
+    )
+
+
+def _auth_status_ok(cli: str) -> bool | None:
+    """The CLI's own status command: True (exit 0), False, or None (none, or it did not answer)."""
+    binary = shutil.which(os.environ.get(f"{cli.upper()}_BIN") or cli)
+    if cli not in AUTH_STATUS_COMMANDS or binary is None:
+        return None
+    try:
+        done = subprocess.run(  # noqa: S603 - the agent's CLI (PATH or its *_BIN), its local status command only
+            [binary, *AUTH_STATUS_COMMANDS[cli]],
+            capture_output=True,
+            timeout=VERSION_TIMEOUT_SECONDS * 2,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.returncode == 0
+
+
+def check_auth(ctx: Context) -> list[Finding]:
+    """Per declared CLI found on PATH: can it authenticate? Never sends a model request."""
+    from dispatcher.core.locations import PROJECT_DIR
+
+    config, found, environ = ctx.valid_config(), [], dict(os.environ)
+    for agent in sorted(config.agents):
+        cli = cli_of(config.launcher_path(agent, PROJECT_DIR))
+        if cli is None or shutil.which(environ.get(f"{cli.upper()}_BIN") or cli) is None:
+            continue  # no CLI to ask: check_clis reports it
+        variable = next((v for v in AUTH_VARIABLES[cli] if environ.get(v)), None)
+        status_ok = _auth_status_ok(cli) if variable is None else None
+        file = next((f for f in auth_files(cli, environ) if f.exists()), None)
+        found.append(auth_finding(agent, cli, variable, status_ok, file))
+    return found
+
+
 def check_permissions(ctx: Context) -> list[Finding]:
     from dispatcher.core.locations import PROJECT_DIR
 
@@ -809,7 +892,15 @@ def run_checks() -> list[Finding]:
     try:
         findings = _safe(check_store, ctx) + _safe(check_runtime, ctx) + _safe(check_config, ctx)
         if ctx.config is not None:
-            for check in (check_launchers, check_clis, check_permissions, check_listeners, check_units, check_spend):
+            for check in (
+                check_launchers,
+                check_clis,
+                check_auth,
+                check_permissions,
+                check_listeners,
+                check_units,
+                check_spend,
+            ):
                 findings += _safe(check, ctx)
         findings += _safe(check_statusline, ctx)
         if ctx.conn is not None and ctx.schema_current:

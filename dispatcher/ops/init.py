@@ -2,8 +2,13 @@
 
 It declares each of claude, kimi, codex and gemini whose binary it finds (``CLAUDE_BIN``
 etc. override the name, as in the launchers), with the package's launcher for it and the
-directory it runs in as the agent's ``workspace``. It prints each CLI's version and whether
-the launchers were tested with that version (config.json has no place for notes). ``auto``
+directory it runs in as the agent's ``workspace``. It prints each CLI's version, read from
+the CLI's own version line (never any number in its output: a Kimi on too old a Node crashes
+with Node's version in the trace) and only when ``--version`` succeeded, or "found but does not
+run" with the reason, and whether the launchers were tested with that version (config.json has
+no place for notes). Kimi runs under ``KIMI_NODE`` when that is set, as its launcher does.
+``--force`` keeps the replaced file as ``config.json.bak-<timestamp>``, as ``register`` does;
+every directory it creates is 0700. ``auto``
 is off where the launcher's least privilege is only approximate (Kimi: its tools cannot be
 limited to the bridge's), on for the others. With no CLI found it still writes a config,
 declaring ``claude`` with ``auto`` off, so that the server can start.
@@ -24,6 +29,7 @@ from pathlib import Path
 
 from dispatcher.core.errors import BridgeError
 from dispatcher.core.permissions import DESCRIPTIONS, Level
+from dispatcher.core.private_files import create_private_file, ensure_private_dir
 
 VERSION_TIMEOUT_SECONDS = 5.0
 
@@ -36,23 +42,35 @@ class Cli:
     tested_version: str
     auto: bool  # False: least privilege is only approximate, so no unattended dispatch by default
     level: Level  # the permission level init gives it: the most its own sandbox can enforce
+    version_line: str  # its own `--version` line (a whole line), the version as group 1
+    runs_on: str = ""  # what it needs to run, said when it does not
 
 
 CLIS = (
-    Cli("claude", "CLAUDE_BIN", "claude", "2.1.332", True, "edit"),
-    Cli("kimi", "KIMI_BIN", "kimi", "2.1.0", False, "read"),
-    Cli("codex", "CODEX_BIN", "codex", "0.171.0", True, "edit"),
-    Cli("gemini", "GEMINI_BIN", "gemini", "0.61.0", True, "read"),
+    Cli("claude", "CLAUDE_BIN", "claude", "2.1.332", True, "edit", r"(\d+\.\d+\.\d+) \(Claude Code\)"),
+    Cli(
+        "kimi",
+        "KIMI_BIN",
+        "kimi",
+        "2.1.0",
+        False,
+        "read",
+        r"(?:kimi,? (?:version )?)?(\d+\.\d+\.\d+)",
+        "Kimi Code needs Node >= 22.19: set KIMI_NODE to such a node binary",
+    ),
+    Cli("codex", "CODEX_BIN", "codex", "0.171.0", True, "edit", r"codex-cli (\d+\.\d+\.\d+)"),
+    Cli("gemini", "GEMINI_BIN", "gemini", "0.61.0", True, "read", r"(\d+\.\d+\.\d+)"),
 )
 CLAUDE = CLIS[0]
-_VERSION = re.compile(r"\d+\.\d+\.\d+")
+MAX_REASON_CHARS = 160
 
 
 @dataclass(frozen=True)
 class Found:
     cli: Cli
     path: str
-    version: str | None  # None: ``--version`` failed or printed no version
+    version: str | None  # None: ``--version`` failed or printed no version line of this CLI
+    problem: str | None = None  # why it does not run ("exit 1: SyntaxError: ..."), None when it does
 
     @property
     def tested(self) -> bool:
@@ -65,20 +83,49 @@ def config_path() -> Path:
     return base / "agent-bridge" / "config.json"
 
 
-def cli_version(path: str) -> str | None:
+def read_version(cli: Cli, returncode: int | None, stdout: str, stderr: str) -> tuple[str | None, str | None]:
+    """(version, problem) from ``--version``: the version only from the CLI's own version line,
+    and only when it exited 0 or was still running after printing it (``returncode`` None:
+    Kimi and Gemini may linger); otherwise the problem, with the last line it printed."""
+    pattern = re.compile(cli.version_line)
+    version = next((m.group(1) for line in stdout.splitlines() if (m := pattern.fullmatch(line.strip()))), None)
+    if returncode in (0, None) and version is not None:
+        return version, None
+    if returncode is None:
+        return None, f"it did not answer --version within {VERSION_TIMEOUT_SECONDS:g} s"
+    if returncode == 0:
+        return None, None  # it runs; its version line is one we do not know
+    last = next((line.strip() for line in reversed((stderr + "\n" + stdout).splitlines()) if line.strip()), "")
+    said = f": {last[:MAX_REASON_CHARS]}" if last else ""
+    return None, f"exit {returncode}{said}"
+
+
+def version_command(cli: Cli, path: str) -> list[str]:
+    """How to ask ``cli`` its version: Kimi under ``KIMI_NODE`` when set, as its launcher runs it."""
+    node = os.environ.get("KIMI_NODE") if cli.agent == "kimi" else None
+    return [node, path, "--version"] if node else [path, "--version"]
+
+
+def probe(cli: Cli, path: str) -> Found:
     try:
         done = subprocess.run(  # noqa: S603 - a CLI found on PATH (or *_BIN), --version only
-            [path, "--version"],
+            version_command(cli, path),
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
             timeout=VERSION_TIMEOUT_SECONDS,
             errors="replace",
         )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    match = _VERSION.search(done.stdout + " " + done.stderr)
-    return match.group(0) if match else None
+        returncode, out, err = done.returncode, done.stdout, done.stderr
+    except subprocess.TimeoutExpired as exc:
+        returncode, out, err = None, _text(exc.stdout), _text(exc.stderr)
+    except OSError as exc:
+        return Found(cli, path, None, f"it cannot be started ({exc.strerror or type(exc).__name__})")
+    return Found(cli, path, *read_version(cli, returncode, out, err))
+
+
+def _text(data: bytes | str | None) -> str:
+    return data.decode(errors="replace") if isinstance(data, bytes) else data or ""
 
 
 def find_clis() -> list[Found]:
@@ -86,7 +133,7 @@ def find_clis() -> list[Found]:
     for cli in CLIS:
         path = shutil.which(os.environ.get(cli.binary_env) or cli.default_binary)
         if path is not None:
-            found.append(Found(cli, path, cli_version(path)))
+            found.append(probe(cli, path))
     return found
 
 
@@ -107,6 +154,7 @@ def build_config(found: list[Found], workspace: Path) -> dict:
 
 def run_init(*, force: bool, workspace: Path, echo) -> Path:
     from dispatcher.core.config import BridgeConfig
+    from dispatcher.ops.register import backup_copy
 
     path = config_path()
     if path.exists() and not force:
@@ -120,12 +168,17 @@ def run_init(*, force: bool, workspace: Path, echo) -> Path:
     found = find_clis()
     config = build_config(found, workspace)
     BridgeConfig.model_validate(config)  # what we write, the server and listener accept
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    ensure_private_dir(path.parent, "config directory")
+    backup = backup_copy(path, path.read_text(encoding="utf-8")) if path.exists() else None
+    tmp = create_private_file(path.with_name(f".{path.name}.{os.getpid()}.tmp"), json.dumps(config, indent=2) + "\n")
     os.replace(tmp, path)
 
     for f in found:
+        if f.problem is not None:
+            hint = f"; {f.cli.runs_on}" if f.cli.runs_on else ""
+            echo(f"{f.cli.agent}: {f.path} found but does not run ({f.problem}){hint}")
+            echo("  declared anyway: its tasks fail until it runs (`agent-bridge doctor` checks it)")
+            continue
         version = f.version or "unknown version"
         tested = (
             "tested"
@@ -145,5 +198,7 @@ def run_init(*, force: bool, workspace: Path, echo) -> Path:
         'Change what a worker may do with each agent\'s "permissions" in the config (levels: bridge, read, '
         "edit, shell with allow_commands, project; see docs/permissions.md)."
     )
+    if backup is not None:
+        echo(f"Kept the previous file as {backup}")
     echo(f"Wrote {path}")
     return path

@@ -133,7 +133,8 @@ def _make_dirs(directory: Path) -> None:
         os.chmod(d, 0o700)  # whatever the umask
 
 
-def _backup(path: Path, text: str) -> Path:
+def backup_copy(path: Path, text: str) -> Path:
+    """Copy ``text`` (the file's old content) to a new ``<path>.bak-<timestamp>``, 0600."""
     stamp = time.strftime("%Y%m%dT%H%M%S", time.localtime(clock.now()))
     for n in range(1000):
         candidate = path.with_name(f"{path.name}.bak-{stamp}" + (f"-{n}" if n else ""))
@@ -189,7 +190,7 @@ def apply_edit(path: Path, transform: Callable[[str | None], str | None], dry_ru
             mode = 0o600
         else:
             mode = os.stat(path).st_mode & 0o7777
-            outcome.backup = _backup(path, old)
+            outcome.backup = backup_copy(path, old)
         _write_atomically(path, new, mode)
     except OSError as exc:
         raise BridgeError("file_unavailable", f"cannot write {path} ({exc}); the file was left as it was.") from None
@@ -344,7 +345,7 @@ def register_claude(reg: Registration, dry_run: bool, force: bool) -> list[str]:
     if old is None:
         _make_dirs(real.parent)  # 0700, before claude creates them
     else:
-        outcome.backup = _backup(real, old)
+        outcome.backup = backup_copy(real, old)
         existing = _load_json_object(real, old).get("mcpServers", {})
         if isinstance(existing, dict) and SERVER_NAME in existing:
             _run_claude(binary, ["mcp", "remove", SERVER_NAME, "-s", "user"], outcome.backup)

@@ -11,7 +11,8 @@ from typing import Any
 from dispatcher.core.clock import iso
 from dispatcher.core.errors import BridgeError
 from dispatcher.core.locations import LocationsLike
-from dispatcher.store import Connection
+from dispatcher.core.reasons import failure_reason
+from dispatcher.store import Connection, Row
 from dispatcher.store.attempts import get_attempt
 from dispatcher.store.messages import fetch_message
 from dispatcher.store.readonly import open_read_only
@@ -48,6 +49,23 @@ def _attempt(conn: Connection, message_id: int, runtime: Path) -> dict[str, Any]
         "started_at": iso(row["started_at"]),
         "finished_at": iso(row["finished_at"]),
         "attempt_dir": str(attempt_dir) if attempt_dir.is_dir() else None,
+        "reason": failure_reason(row["outcome"], row["error_kind"], row["cli_status"]),
+    }
+
+
+def message_fields(row: Row) -> dict[str, Any]:
+    """One message as a person reads it (``show``, ``inbox``): who, what kind, when, the text."""
+    return {
+        "id": row["id"],
+        "sender": row["sender"],
+        "recipient": row["recipient"],
+        "kind": row["kind"],
+        "origin": row["origin"],
+        "reply_to": row["reply_to"],
+        "conversation_id": row["conversation_id"],
+        "created_at": iso(row["created_at"]),
+        "acknowledged_at": iso(row["acknowledged_at"]),
+        "text": row["text"],
     }
 
 
@@ -60,16 +78,7 @@ def message_report(settings: LocationsLike, message_id: int) -> dict[str, Any]:
         if row is None:
             raise BridgeError("message_not_found", f"there is no message #{message_id} in {settings.db}; check the id.")
         return {
-            "id": row["id"],
-            "sender": row["sender"],
-            "recipient": row["recipient"],
-            "kind": row["kind"],
-            "origin": row["origin"],
-            "reply_to": row["reply_to"],
-            "conversation_id": row["conversation_id"],
-            "created_at": iso(row["created_at"]),
-            "acknowledged_at": iso(row["acknowledged_at"]),
-            "text": row["text"],
+            **message_fields(row),
             "replies": _replies(conn, message_id),
             "dispatch": _attempt(conn, message_id, settings.private_dir()),
         }
@@ -100,6 +109,8 @@ def render_report(report: dict[str, Any]) -> str:
             f"dispatch: {outcome}{why}, cli_status {attempt['cli_status'] or 'unknown'}, "
             f"permission level {attempt['permission_level'] or 'unknown'}"
         )
+        if attempt["reason"]:
+            lines.append(f"  why: {attempt['reason']}")
         if attempt["denied_tools"]:
             lines.append(f"  denied by the CLI: {attempt['denied_tools'].replace(',', ', ')}")
         cost = "unknown" if attempt["cost_usd"] is None else f"${attempt['cost_usd']:.4f}"

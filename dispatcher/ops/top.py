@@ -12,6 +12,7 @@ import time
 
 from dispatcher.core import clock
 from dispatcher.core.errors import BridgeError
+from dispatcher.core.reasons import reason_code
 
 RECENT = 10
 REFRESH_SECONDS = 0.5
@@ -89,8 +90,17 @@ def snapshot(settings) -> dict:
             for m, a, s, started, deadline in views.unsettled_attempt_times(conn)
         ]
         snap["recent"] = [
-            {"message_id": m, "agent": a, "outcome": o, "error_kind": e, "duration": d, "cost_usd": c}
-            for m, a, o, e, d, c in views.recent_outcomes(conn, RECENT)
+            {
+                "message_id": m,
+                "agent": a,
+                "outcome": o,
+                "error_kind": e,
+                "duration": d,
+                "cost_usd": c,
+                "cli_status": s,
+                "why": reason_code(o, e, s),
+            }
+            for m, a, o, e, d, c, s in views.recent_outcomes(conn, RECENT)
         ]
         snap["conversations"] = [
             {
@@ -204,6 +214,7 @@ def render(snap: dict, filter_agent: str | None = None, details: bool = False):
             else (
                 f"#{last['message_id']} {last['result']}"
                 + (f" ({last['error_kind']})" if last["error_kind"] else "")
+                + (f" why={last['reason'].split(': ', 1)[0]}" if last.get("reason") else "")
                 + f" {last['duration_seconds']}s"
             )
         )
@@ -231,7 +242,7 @@ def render(snap: dict, filter_agent: str | None = None, details: bool = False):
     parts.append(flight)
 
     recent = Table(title="Recent outcomes", title_justify="left")
-    for col in ("message", "agent", "outcome", "error_kind", "duration", "cost"):
+    for col in ("message", "agent", "outcome", "error_kind", "cli_status", "why", "duration", "cost"):
         recent.add_column(col)
     for r in snap["recent"]:
         if keep(r["agent"]):
@@ -241,6 +252,8 @@ def render(snap: dict, filter_agent: str | None = None, details: bool = False):
                 r["agent"],
                 Text(str(r["outcome"]), style=style),
                 r["error_kind"] or "-",
+                r["cli_status"] or "-",
+                r["why"] or "-",
                 _age(r["duration"]),
                 _cost(r["cost_usd"]),
             )

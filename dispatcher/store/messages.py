@@ -194,3 +194,14 @@ def unclaimed_unread(conn: sqlite3.Connection, agent: str, now: float, *, after_
         )
     ]
     return UnreadRows(unread, oldest, newest, first)
+
+
+def inbox_rows(conn: sqlite3.Connection, recipient: str, *, unread_only: bool, limit: int) -> list[sqlite3.Row]:
+    """The latest ``limit`` messages to ``recipient`` (only unacknowledged ones with
+    ``unread_only``), oldest first, text included: what ``agent-bridge inbox`` lists."""
+    rows = conn.execute(
+        "SELECT id, sender, recipient, kind, origin, reply_to, conversation_id, created_at, acknowledged_at, text"
+        " FROM messages WHERE recipient = ? AND (acknowledged_at IS NULL OR NOT ?) ORDER BY id DESC LIMIT ?",
+        (recipient, unread_only, limit),
+    ).fetchall()
+    return list(reversed(rows))

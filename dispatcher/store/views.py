@@ -55,12 +55,12 @@ def unsettled_attempt_times(conn: sqlite3.Connection) -> list[tuple[int, str, st
 
 def recent_outcomes(
     conn: sqlite3.Connection, limit: int
-) -> list[tuple[int, str, str | None, str | None, float | None, float | None]]:
-    """(message id, agent, outcome, error_kind, duration, cost) of the last finished attempts."""
+) -> list[tuple[int, str, str | None, str | None, float | None, float | None, str | None]]:
+    """(message id, agent, outcome, error_kind, duration, cost, cli_status) of the last finished attempts."""
     return [
         tuple(row)
         for row in conn.execute(
-            "SELECT message_id, agent, outcome, error_kind, duration_seconds, cost_usd FROM dispatch_attempts"
+            "SELECT message_id, agent, outcome, error_kind, duration_seconds, cost_usd, cli_status FROM dispatch_attempts"
             " WHERE state = 'finished' ORDER BY finished_at DESC, message_id DESC LIMIT ?",
             (limit,),
         )

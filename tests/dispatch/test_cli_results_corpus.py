@@ -36,7 +36,7 @@ RUNS = sorted(
     and not p.name.endswith(".wire.jsonl")
     and p.name != "README.md"
     and p.parent.name in OUTPUT_NAME
-    and not (p.parent.name == "codex" and p.name.endswith(".worker.log"))  # a codex run's stderr, beside it
+    and not (p.parent.name in ("codex", "kimi") and p.name.endswith(".worker.log"))  # a run's stderr, beside it
 )
 
 
@@ -51,8 +51,9 @@ def _diagnostics(tmp_path: Path, run: str, exit_code: int | None) -> dict:
         shutil.copyfile(source, attempt / "worker.log")
     else:
         shutil.copyfile(source, attempt / OUTPUT_NAME[cli])
-    log = source.with_suffix(".worker.log")  # codex: the run's stderr, where Codex reports refused calls
-    if cli == "codex" and log.exists():
+    # codex, kimi: the run's stderr, where Codex reports refused calls and Kimi that it is not logged in
+    log = source.with_name(source.name.replace(".stream.jsonl", ".jsonl")).with_suffix(".worker.log")
+    if cli in ("codex", "kimi") and log.exists():
         shutil.copyfile(log, attempt / "worker.log")
     wire = source.with_name(source.name.replace(".stream.jsonl", ".wire.jsonl"))
     if cli == "kimi" and wire != source and wire.exists():
@@ -108,7 +109,7 @@ def test_the_traps_are_in_the_corpus():
         ("ok", "success", None, False, None, "ok"),
         ("ok", "success", "api_error", True, None, "api_error"),  # the trap: success + is_error
         ("ok", "success", None, True, 500, "api_error"),
-        ("ok", "success", None, True, None, "error"),  # not logged in
+        ("ok", "success", None, True, None, "error"),
         ("ok", "error_max_turns", "max_turns", True, None, "max_turns"),
         ("ok", "error_max_budget_usd", "budget_exhausted", True, None, "budget_exceeded"),
         ("ok", "error_max_budget_usd", None, False, None, "budget_exceeded"),  # the trap: is_error false
@@ -121,6 +122,40 @@ def test_the_traps_are_in_the_corpus():
 )
 def test_claude_status(result_json, subtype, reason, is_error, api_status, status):
     assert claude_status(result_json, subtype, reason, is_error, api_status) == status
+
+
+def test_the_clis_own_words_for_missing_credentials_are_auth_errors_for_all_four():
+    """Before, Claude's "Not logged in" was classified api_error (the worker's failure hid its
+    cause); Kimi's "No model configured ... /login" and Codex's 401 were plain errors."""
+    runs = {
+        "claude/captured-2.1.332-not-logged-in.json",
+        "claude/captured-2.1.332-invalid-api-key.json",
+        "kimi/captured-2.1.0-not-logged-in.stream.jsonl",
+        "codex/captured-0.171.0-invalid-api-key.jsonl",
+        "gemini/error-auth-41.stderr.log",
+    }
+    assert {run.split("/")[0] for run in runs} == set(OUTPUT_NAME)
+    assert {run for run in runs if EXPECTED[run]["expect"]["cli_status"] == "auth_error"} == runs
+
+
+@pytest.mark.parametrize(
+    ("text", "http_status", "refused"),
+    [
+        ("Not logged in · Please run /login", None, True),
+        ("Invalid API key · Fix external API key", None, True),
+        ("No model configured. Run `kimi` and use /login to sign in, then retry", None, True),
+        ("unexpected status 401 Unauthorized: Incorrect API key provided", None, True),
+        ("Please set an Auth method in your settings.json", None, True),
+        ("API key not valid. Please pass a valid API key.", None, True),
+        (None, 401, True),
+        (None, 403, True),
+        ("unexpected status 500 Internal Server Error", 500, False),
+        ("done: handled message 1", None, False),
+        (None, None, False),
+    ],
+)
+def test_auth_refused(text, http_status, refused):
+    assert cli_results.auth_refused(text, http_status) is refused
 
 
 @pytest.mark.parametrize(

@@ -39,6 +39,7 @@ def setup(tmp_path) -> dict:
     bins.mkdir()
     env["CLAUDE_BIN"] = str(fake_cli(bins / "claude", f"{TESTED['claude']} (Claude Code)"))
     env["KIMI_BIN"] = str(fake_cli(bins / "kimi", f"kimi, version {TESTED['kimi']}"))
+    (tmp_path / "home" / ".kimi-code" / "credentials").mkdir(parents=True)  # `kimi login` was run
     (tmp_path / "claude-config").mkdir()
     (tmp_path / "claude-config" / "settings.json").write_text(
         json.dumps({"statusLine": {"type": "command", "command": "agent-bridge-statusline"}})
@@ -405,3 +406,48 @@ def test_no_user_manager_or_no_unit_never_asks_systemctl(units):
         a: ("unit_not_installed", f"agent-bridge systemd install --agent {a}") for a in ("claude", "kimi")
     }
     assert not (units["state"] / "calls").exists()
+
+
+# -- can each CLI authenticate? ---------------------------------------------------------------
+
+
+def test_a_claude_that_is_not_logged_in_is_a_warning_with_the_fix(setup):
+    """Before, doctor said nothing about credentials: a Claude that was not logged in showed as
+    healthy, and every dispatch then failed."""
+    env = {k: v for k, v in setup["env"].items() if not k.startswith(("ANTHROPIC_", "CLAUDE_CODE_"))}
+    status_says_no = setup["root"] / "bin" / "claude"
+    status_says_no.write_text(
+        f"#!/bin/sh\n[ \"$1\" = auth ] && {{ echo '{{\"loggedIn\": false}}'; exit 1; }}\necho '{TESTED['claude']} (Claude Code)'\n"
+    )
+    rc, report = doctor(env, "--json")
+    assert rc == 0, report
+    (found,) = [f for f in report["findings"] if f["code"] == "cli_not_authenticated"]
+    assert (found["level"], found["agent"]) == ("warn", "claude")
+    assert "auth_error" in found["message"] and "/login" in found["fix"] and "ANTHROPIC_API_KEY" in found["fix"]
+    rc, report = doctor({**env, "ANTHROPIC_API_KEY": "sk-test"}, "--json")
+    assert "cli_not_authenticated" not in codes(report)
+    assert any(f["code"] == "cli_auth_ok" and "ANTHROPIC_API_KEY" in f["message"] for f in report["findings"])
+
+
+def test_a_kimi_without_credentials_is_a_warning(setup):
+    (setup["root"] / "home" / ".kimi-code" / "credentials").rmdir()
+    rc, report = doctor(setup["env"], "--json")
+    (found,) = [f for f in report["findings"] if f["code"] == "cli_not_authenticated"]
+    assert found["agent"] == "kimi" and "kimi" in found["fix"]
+
+
+@pytest.mark.parametrize(
+    ("variable", "status_ok", "file", "code"),
+    [
+        ("ANTHROPIC_API_KEY", None, None, "cli_auth_ok"),
+        (None, True, None, "cli_auth_ok"),
+        (None, False, Path("/h/.claude/.credentials.json"), "cli_auth_ok"),
+        (None, None, Path("/h/.claude/.credentials.json"), "cli_auth_ok"),
+        (None, False, None, "cli_not_authenticated"),
+        (None, None, None, "cli_not_authenticated"),
+    ],
+)
+def test_auth_finding(variable, status_ok, file, code):
+    from dispatcher.ops.doctor import auth_finding
+
+    assert auth_finding("claude", "claude", variable, status_ok, file).code == code

@@ -325,3 +325,11 @@ def test_systemd_analyze_verify_accepts_the_prune_timer(tmp_path):
     service.write_text(service.read_text().replace(os.path.abspath(sys.executable), str(tmp_path / "no-python")))
     bad = analyze_verify(units, "agent-bridge-prune.service", tmp_path)
     assert bad.returncode != 0 and "no-python" in bad.stderr
+
+
+def test_install_creates_a_missing_unit_directory_0700(tmp_path):
+    """Before, ~/.config/systemd/user was created 0755, against the README's every-directory-0700."""
+    target = tmp_path / "cfg" / "systemd" / "user"
+    su.install_unit("claude", Path(sys.executable), PROJECT, target_dir=target)
+    for directory in (target, target.parent, target.parent.parent):
+        assert stat.S_IMODE(directory.stat().st_mode) == 0o700, directory

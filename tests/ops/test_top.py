@@ -58,8 +58,8 @@ def test_snapshot_and_render_show_attempts_conversations_and_inboxes_without_tex
     sql(
         db_path,
         "INSERT INTO dispatch_attempts (message_id, agent, state, outcome, error_kind, started_at,"
-        " finished_at, duration_seconds, cost_usd, diagnostics) VALUES"
-        " (?, 'claude', 'finished', 'failed', 'no_evidence', ?, ?, 2.5, 0.0123, '{\"num_turns\": 3}')",
+        " finished_at, duration_seconds, cost_usd, diagnostics, cli_status) VALUES"
+        " (?, 'claude', 'finished', 'failed', 'no_evidence', ?, ?, 2.5, 0.0123, '{\"num_turns\": 3}', 'auth_error')",
         (done, now - 10, now - 7.5),
     )
     sql(
@@ -88,7 +88,10 @@ def test_snapshot_and_render_show_attempts_conversations_and_inboxes_without_tex
     screen = _text(render(snap, details=True))
     assert CANARY not in screen and "CANARY" not in screen
     assert f"#{running}" in screen and "spawned" in screen and "25%" in screen  # 30 s of a 120 s budget
-    assert re.search(rf"#{done}\s.*claude.*failed.*no_evidence.*2\.5s.*\$0\.0123", screen), screen
+    # the cause, in short: the CLI's status and the reason's code (before: only the error kind)
+    assert re.search(rf"#{done}\s.*claude.*failed.*no_evidence.*auth_error.*auth_error.*2\.5s.*\$0\.0123", screen), (
+        screen
+    )
     assert re.search(rf"#{conversation['id']}\s.*kimi.*claude.*\d+/\d+.*\$0\.5000", screen), screen
     assert re.search(r"claude\s.*stopped.*\s3\s", screen), screen
     assert "Latest attempt's diagnostics" in screen

@@ -1,0 +1,114 @@
+"""`agent-bridge init` tells the truth: each CLI's version from its own version line and only
+when it runs, "found but does not run" with the reason otherwise, Kimi under KIMI_NODE; `--force`
+keeps a backup; every directory it creates is 0700.
+
+Before, a Kimi that crashed on too old a Node was reported as version 20.20.2 (Node's, scraped
+from the crash), `--force` replaced config.json without a copy, and ~/.config/agent-bridge was 0755."""
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from harness import PROJECT
+
+from dispatcher.ops.init import CLIS, VERSION_TIMEOUT_SECONDS, read_version
+
+FIXTURES = Path(__file__).parents[1] / "fixtures"
+CLI = {cli.agent: cli for cli in CLIS}
+KIMI_CRASH = (FIXTURES / "kimi-node20-version-crash.stderr").read_text()
+
+
+@pytest.mark.parametrize(
+    ("agent", "returncode", "stdout", "stderr", "expected"),
+    [
+        ("claude", 0, "2.1.332 (Claude Code)\n", "", ("2.1.332", None)),
+        ("codex", 0, "codex-cli 0.171.0\n", "", ("0.171.0", None)),
+        ("kimi", 0, "2.1.0\n", "", ("2.1.0", None)),
+        ("kimi", None, "2.1.0\n", "", ("2.1.0", None)),  # printed its version, then lingered
+        ("gemini", 0, "0.61.0\n", "", ("0.61.0", None)),
+        ("kimi", 1, "", KIMI_CRASH, (None, "exit 1: Node.js v20.20.2")),  # Node's version is not Kimi's
+        ("claude", 0, "Claude Code, built 1.2.3-beta\n", "", (None, None)),  # runs; no version line we know
+        ("claude", 3, "2.1.332 (Claude Code)\n", "", (None, "exit 3: 2.1.332 (Claude Code)")),  # the exit code counts
+        ("gemini", None, "", "", (None, f"it did not answer --version within {VERSION_TIMEOUT_SECONDS:g} s")),
+        ("codex", 127, "", "", (None, "exit 127")),
+    ],
+)
+def test_read_version(agent, returncode, stdout, stderr, expected):
+    assert read_version(CLI[agent], returncode, stdout, stderr) == expected
+
+
+def _script(path: Path, body: str) -> Path:
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(0o755)
+    return path
+
+
+@pytest.fixture
+def home(tmp_path) -> dict:
+    bins = tmp_path / "bin"
+    bins.mkdir()
+    _script(bins / "claude", "echo '2.1.332 (Claude Code)'")
+    crash = tmp_path / "crash.stderr"
+    crash.write_text(KIMI_CRASH)
+    _script(bins / "kimi", f"cat {crash} >&2; exit 1")  # what Kimi 2.1.0 does on Node 20
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {
+        "PATH": f"{bins}:/usr/bin:/bin",
+        "HOME": str(tmp_path / "home"),
+        "XDG_CONFIG_HOME": str(tmp_path / "home" / "xdg-config"),
+        "PYTHONPATH": str(PROJECT),
+    }
+    return {"env": env, "work": work, "bins": bins, "config": tmp_path / "home" / "xdg-config" / "agent-bridge"}
+
+
+def _init(home: dict, *args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "dispatcher", "init", "--workspace", str(home["work"]), *args],
+        cwd=home["work"],
+        env={**home["env"], **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_a_cli_that_does_not_run_is_reported_with_its_reason_not_a_scraped_version(home):
+    done = _init(home)
+    assert done.returncode == 0, done.stderr
+    assert "claude: " in done.stdout and "2.1.332 (tested)" in done.stdout
+    assert "kimi: " in done.stdout and "found but does not run (exit 1: Node.js v20.20.2)" in done.stdout
+    assert "set KIMI_NODE" in done.stdout
+    assert "20.20.2 (" not in done.stdout  # never reported as Kimi's version
+
+
+def test_kimi_runs_under_kimi_node(home):
+    node = _script(home["bins"] / "node22", 'shift; [ "$1" = --version ] && echo 2.1.0')  # node KIMI_BIN --version
+    done = _init(home, KIMI_NODE=str(node))
+    assert done.returncode == 0, done.stderr
+    assert "2.1.0 (tested)" in done.stdout and "does not run" not in done.stdout
+
+
+def test_every_directory_init_creates_is_0700_and_force_keeps_a_backup(home):
+    assert _init(home).returncode == 0
+    config = home["config"] / "config.json"
+    for directory in (home["config"], home["config"].parent, Path(home["env"]["HOME"])):
+        assert stat.S_IMODE(directory.stat().st_mode) == 0o700, directory
+    assert stat.S_IMODE(config.stat().st_mode) == 0o600
+    first = config.read_text()
+    config.write_text(first.replace('"dispatch_max_age_seconds": 86400', '"dispatch_max_age_seconds": 600'))
+    edited = config.read_text()
+    refused = _init(home)
+    assert refused.returncode == 2 and "config_exists" in refused.stderr
+    forced = _init(home, "--force")
+    assert forced.returncode == 0, forced.stderr
+    (backup,) = home["config"].glob("config.json.bak-*")
+    assert backup.read_text() == edited and stat.S_IMODE(backup.stat().st_mode) == 0o600
+    assert f"Kept the previous file as {backup}" in forced.stdout
+    assert json.loads(config.read_text())["dispatch_max_age_seconds"] == 86400
+    assert not [p for p in home["config"].iterdir() if p.name.endswith(".tmp")]
+    assert os.access(config, os.R_OK)
