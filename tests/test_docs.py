@@ -216,3 +216,60 @@ def test_the_status_line_is_described_as_one_line_with_its_separator():
     said = re.search(r"prints one line \(each declared\s+agent's status joined by `([^`]+)`\)", README)
     assert said, "README's status line section no longer says it prints one line joined by a separator"
     assert said.group(1) == SEPARATOR, f"README says the separator is {said.group(1)!r}, the code uses {SEPARATOR!r}"
+
+
+def doctor_levels() -> dict[str, set[str]]:
+    """Each finding code doctor.py can emit, with the levels it gives it (read from its source:
+    ``Finding("code", LEVEL, ...)``, or a code taken from a loop's tuple of pairs)."""
+    import ast
+
+    tree = ast.parse((PROJECT / "dispatcher" / "ops" / "doctor.py").read_text())
+    levels: dict[str, set[str]] = {}
+    loops = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.For) and isinstance(node.target, ast.Tuple) and isinstance(node.iter, ast.Tuple):
+            for index, name in enumerate(node.target.elts):
+                if isinstance(name, ast.Name):
+                    loops[name.id] = [pair.elts[index].value for pair in node.iter.elts]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Finding" and len(node.args) >= 2:
+            code, level = node.args[0], node.args[1]
+            names = [code.value] if isinstance(code, ast.Constant) else loops[code.id]
+            for name in names:
+                levels.setdefault(name, set()).add(level.id.lower())
+    return levels
+
+
+def readme_doctor_legend() -> dict[str, str]:
+    text = section("agent-bridge doctor")
+    legend = {}
+    for level, items in re.findall(r"^- \*\*(ok|warn|error)\*\*: (.*?)(?=^- \*\*|^\n|\Z)", text, re.M | re.S):
+        for code in re.findall(r"`([a-z][a-z_]+)`", re.sub(r"\([^)]*\)", "", items)):
+            legend[code] = level
+    return legend
+
+
+def test_the_doctor_legend_gives_each_code_the_level_doctor_gives_it():
+    """The legend used to call every unmarked code an error, `unit_no_manager` and
+    `statusline_configured` (both ok) among them."""
+    source, legend = doctor_levels(), readme_doctor_legend()
+    assert set(legend) == set(source), (
+        f"codes doctor emits that the legend lacks: {sorted(set(source) - set(legend))}; "
+        f"legend codes doctor never emits: {sorted(set(legend) - set(source))}"
+    )
+    wrong = {code: (legend[code], sorted(source[code])) for code in legend if {legend[code]} != source[code]}
+    assert not wrong, f"legend level vs doctor's: {wrong}"
+
+
+def test_the_doctor_sample_uses_real_codes_levels_and_schema():
+    from dispatcher.store import SCHEMA_VERSION
+
+    text = section("agent-bridge doctor")
+    sample = re.search(r"```\n(OK .*?)\n```", text, re.S).group(1).splitlines()
+    source = doctor_levels()
+    for line in sample[:-1]:
+        level, code = re.match(r"(OK|WARN|ERROR)\s+([a-z_]+):", line).groups()
+        assert level.lower() in source[code], line
+    counted = [line.split()[0] for line in sample[:-1]]
+    assert sample[-1] == f"{counted.count('ERROR')} error(s), {counted.count('WARN')} warning(s)"
+    assert f"schema {SCHEMA_VERSION}," in sample[0], "the sample's schema version is not the current one"

@@ -143,8 +143,9 @@ class Listener:
         os.write(self._lock_fd, f"{os.getpid()}\n".encode())
         if self.paths.disabled_marker.exists():
             print(  # noqa: T201 - the listener's one stderr line; it also runs under systemd, outside click
-                f"agent-bridge: the {self.agent} listener is disabled; run `agent-bridge listener enable "
-                f"--agent {self.agent}`.",
+                f"agent-bridge: the {self.agent} listener is disabled (marker {self.paths.disabled_marker}); "
+                f"`agent-bridge listener enable --agent {self.agent}` starts it detached, or to run it here in "
+                f"the foreground: `rm {self.paths.disabled_marker}`, then rerun this command.",
                 file=sys.stderr,
             )
             self._set(stage="stopped")

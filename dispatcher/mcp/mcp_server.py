@@ -68,9 +68,23 @@ def _argument_problems(exc: ValidationError) -> str:
     return "; ".join(problems[:MAX_ARGUMENT_PROBLEMS]) + (f"; and {more} more" if more > 0 else "")
 
 
+def unknown_arguments(arguments: dict[str, Any], parameters: dict[str, Any]) -> list[str]:
+    """The argument names a tool's input schema does not declare, sorted (a typo such as
+    ``knd`` would otherwise be dropped silently and the call would do something else)."""
+    return sorted(set(arguments) - set(parameters.get("properties") or {}))
+
+
 class _BridgeMCPServer(MCPServer):
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
-        """Arguments the input schema refuses become one clean ``invalid_arguments`` line."""
+        """Arguments the input schema refuses become one clean ``invalid_arguments`` line; so does
+        an argument name the tool does not have."""
+        tool = self._tool_manager.get_tool(name)
+        if tool is not None and (unknown := unknown_arguments(arguments or {}, tool.parameters)):
+            known = ", ".join(tool.parameters.get("properties") or {}) or "none"
+            raise ToolError(
+                f"invalid_arguments: unknown argument {', '.join(unknown)}; {name} takes {known}. "
+                "Nothing was changed; fix the argument name and call again."
+            )
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
@@ -80,6 +94,11 @@ class _BridgeMCPServer(MCPServer):
                 f"invalid_arguments: {_argument_problems(exc.__cause__)}. Nothing was changed; ids and "
                 "counts are JSON integers (not strings, booleans or decimals): see the tool's input schema."
             ) from exc.__cause__
+
+    def add_strict_tool(self, fn: Callable[..., Any]) -> None:
+        """Register a tool whose published input schema, like ``call_tool``, admits no other names."""
+        self.add_tool(fn)
+        self._tool_manager.get_tool(fn.__name__).parameters["additionalProperties"] = False  # type: ignore[union-attr]
 
 
 Role = Literal["session", "worker"]
@@ -127,7 +146,7 @@ def build_server(
     tools = BridgeTools(agent, store, config, settings)
     for spec in TOOLS:
         if settings.role in spec.roles:
-            mcp.add_tool(MethodType(spec.method, tools))
+            mcp.add_strict_tool(MethodType(spec.method, tools))
 
     from dispatcher.mcp.wake_mcp import install as install_wake
 

@@ -377,6 +377,35 @@ def register(cli_name: str, agent: str, dry_run: bool, force: bool, statusline: 
 
 
 @main.command()
+@click.argument("cli_name", metavar="CLI", type=click.Choice(["claude", "kimi", "codex", "gemini"]))
+@agent_option
+def unregister(cli_name: str, agent: str) -> None:
+    """Take AGENT's agent_bridge MCP server, hooks (and Claude's status line) out of CLI's config.
+
+    Edited files are backed up to <file>.bak-<timestamp> first; everything else in them is kept.
+    An entry registered for another agent is refused (registration_conflict).
+    """
+    from dispatcher.ops.unregister import unregister as do_unregister
+
+    for line in do_unregister(cli_name, agent):
+        click.echo(line)
+
+
+@main.command()
+@click.option("--purge", is_flag=True, help="Also delete the store and the runtime directory (attempts, logs).")
+def uninstall(purge: bool) -> None:
+    """Stop the listeners, remove the systemd units and every CLI's registration, hooks and status line.
+
+    Edited files are backed up first. config.json is kept. Then `uv tool uninstall agent-bridge`
+    removes the program.
+    """
+    from dispatcher.ops.unregister import uninstall as do_uninstall
+
+    for line in do_uninstall(_settings(), purge_store=purge):
+        click.echo(line)
+
+
+@main.command()
 @click.option("--force", is_flag=True, help="Replace an existing config.json.")
 @click.option(
     "--workspace",

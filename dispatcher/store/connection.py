@@ -37,6 +37,16 @@ class SchemaTooNewError(BridgeError):
         )
 
 
+def refuse_a_directory(path: Path) -> None:
+    """A store path that names a directory is refused with what to set instead."""
+    if path.is_dir():
+        raise BridgeError(
+            "path_unusable",
+            f"the store path {path} is a directory, not a file; set AGENT_BRIDGE_DB to a file, "
+            f"e.g. {path / 'bridge.db'}. Nothing was written.",
+        )
+
+
 def prepare_store_dir(path: Path) -> None:
     """The store's directory: created 0700 with every missing parent, refused (``unsafe_path``)
     if it is a link or another user's; an existing one is not narrowed (it may be a shared folder).
@@ -54,6 +64,7 @@ def _prepare_file(path: Path) -> None:
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
+        refuse_a_directory(path)
         return
     os.close(fd)
 

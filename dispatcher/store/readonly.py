@@ -4,6 +4,8 @@ never migrate, and leave no file behind."""
 import sqlite3
 from pathlib import Path
 
+from dispatcher.store.connection import refuse_a_directory
+
 READ_TIMEOUT_SECONDS = 5
 
 
@@ -27,6 +29,7 @@ def open_read_only(db: Path, *, live: bool = False, named_rows: bool = False) ->
     db = Path(db)
     if not db.exists():
         return None
+    refuse_a_directory(db)
     immutable = store_is_idle(db) and not live
     uri = f"{db.as_uri()}?{'immutable=1' if immutable else 'mode=ro'}"
     conn = sqlite3.connect(uri, uri=True, timeout=READ_TIMEOUT_SECONDS)

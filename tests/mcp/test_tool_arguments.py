@@ -161,11 +161,15 @@ def test_the_system_dedup_namespace_is_refused(kimi, db_path, key):
 
 
 def test_no_tool_writes_a_system_message(kimi, claude, db_path):
-    task = kimi.ok("send_message", recipient="claude", text="t", kind="task", origin="system")["id"]
-    note = claude.ok("send_message", recipient="kimi", text="n", kind="notice", reply_to=task, origin="system")["id"]
-    conv = kimi.ok("start_conversation", recipient="claude", goal="g", origin="system")["message_id"]
-    for message_id in (task, note, conv):
-        assert claude.ok("get_message", message_id=message_id)["origin"] == "agent"
+    """``origin`` is not an argument of any tool: naming it is refused, and nothing is written."""
+    task = kimi.ok("send_message", recipient="claude", text="t", kind="task")["id"]
+    attempts = [
+        kimi.call("send_message", recipient="claude", text="t", kind="task", origin="system"),
+        claude.call("send_message", recipient="kimi", text="n", kind="notice", reply_to=task, origin="system"),
+        kimi.call("start_conversation", recipient="claude", goal="g", origin="system"),
+    ]
+    assert all(result.code == "invalid_arguments" and "origin" in result.text for result in attempts)
+    assert claude.ok("get_message", message_id=task)["origin"] == "agent"
     assert sql(db_path, "SELECT count(*) FROM messages WHERE origin = 'system'") == [(0,)]
 
 
@@ -308,3 +312,34 @@ def test_an_attempt_still_running_has_no_late_results(kimi, claude, db_path):
     )
     claude.ok("send_message", recipient="kimi", text="done", kind="result", reply_to=task)
     assert kimi.ok("get_message", message_id=task)["dispatch"]["late_result_ids"] == []
+
+
+# -- unknown argument names ---------------------------------------------------------------------
+
+
+def test_an_unknown_argument_name_is_refused_naming_it(claude, db_path):
+    """A misspelt argument (``knd`` for ``kind``) used to be dropped silently: the task became a
+    plain note that never woke the recipient's listener."""
+    before = db_snapshot(db_path)
+    result = claude.call("send_message", recipient="kimi", text="do it", knd="task")
+    assert result.is_error and result.code == "invalid_arguments", result.text
+    assert "knd" in result.text and "kind" in result.text and "\n" not in result.text
+    assert db_snapshot(db_path) == before
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        ("receive_messages", {"limt": 5}),
+        ("get_message", {"message_id": 1, "verbose": True}),
+        ("conversation", {"action": "status", "conversation_id": 1, "id": 1}),
+        ("listener", {"action": "status", "agent": "kimi"}),
+    ],
+)
+def test_every_tool_refuses_argument_names_it_does_not_have(claude, first_task, tool, arguments):
+    result = claude.call(tool, **arguments)
+    assert result.is_error and result.code == "invalid_arguments", result.text
+
+
+def test_the_published_input_schemas_forbid_other_names(claude):
+    assert all(tool.input_schema.get("additionalProperties") is False for tool in claude.list_tools())

@@ -14,6 +14,11 @@ from harness import PROJECT, bridge_env, write_config
 from dispatcher.store import open_store
 
 TESTED = {"claude": "2.1.332", "kimi": "2.1.0"}
+# Both dispatch on their own (auto): an agent with auto off has one `auto_off` finding instead.
+AGENTS = {
+    "claude": {"auto": True, "launcher": "launchers/claude_headless.sh"},
+    "kimi": {"auto": True, "launcher": "launchers/kimi_headless.sh"},
+}
 # What a healthy setup without systemd and without a running listener may warn about.
 EXPECTED_WARNINGS = {"listener_not_running", "unit_not_installed", "statusline_slow"}
 
@@ -27,7 +32,7 @@ def fake_cli(path: Path, line: str) -> Path:
 @pytest.fixture
 def setup(tmp_path) -> dict:
     """A healthy setup: a store, a valid config, the tested CLI versions, the status line configured."""
-    config = write_config(tmp_path / "config.json")
+    config = write_config(tmp_path / "config.json", AGENTS)
     env = {
         **os.environ,
         **bridge_env(tmp_path, config),
@@ -402,8 +407,9 @@ def test_no_user_manager_or_no_unit_never_asks_systemctl(units):
     }
     (Path(env["XDG_CONFIG_HOME"]) / "systemd" / "user" / "agent-bridge-listener@.service").unlink()
     _, report = doctor(env, "--json")
-    assert {a: (f["code"], f["fix"]) for a, f in _unit_findings(report).items()} == {
-        a: ("unit_not_installed", f"agent-bridge systemd install --agent {a}") for a in ("claude", "kimi")
+    found = _unit_findings(report)
+    assert {a: (f["code"], f["level"]) for a, f in found.items()} == {
+        a: ("unit_no_manager", "ok") for a in ("claude", "kimi")
     }
     assert not (units["state"] / "calls").exists()
 
@@ -451,3 +457,44 @@ def test_auth_finding(variable, status_ok, file, code):
     from dispatcher.ops.doctor import auth_finding
 
     assert auth_finding("claude", "claude", variable, status_ok, file).code == code
+
+
+def test_without_a_user_manager_doctor_says_how_to_run_the_listener_not_systemctl(units):
+    """With no systemd user manager, doctor used to suggest `systemd install` and `systemctl --user`
+    commands that cannot work there, and called the template "installed" for every agent."""
+    env = units["env"]
+    (Path(env["XDG_RUNTIME_DIR"]) / "systemd" / "private").unlink()
+    _, report = doctor(env, "--json")
+    for agent, finding in _unit_findings(report).items():
+        text = finding["message"] + finding["fix"]
+        assert f"agent-bridge listener enable --agent {agent}" in text, finding
+        assert "systemctl" not in text and "systemd install" not in text and "is installed" not in text, finding
+        assert "no unit for it" in finding["message"], "no agent's unit was ever enabled"
+    wants = Path(env["XDG_CONFIG_HOME"]) / "systemd" / "user" / "default.target.wants"
+    wants.mkdir()
+    (wants / CLAUDE_UNIT).symlink_to("../agent-bridge-listener@.service")
+    found = _unit_findings(doctor(env, "--json")[1])
+    assert f"{CLAUDE_UNIT} is enabled" in found["claude"]["message"] and "no unit" in found["kimi"]["message"]
+
+
+def test_an_agent_with_auto_off_is_shown_waiting_for_a_human_not_ok(setup):
+    """auto: false used to read `listener_ok` (or warn that no listener runs): its tasks wait for a
+    person either way, and doctor says so, with no listener or unit warning."""
+    write_config(setup["config"], {**AGENTS, "kimi": {**AGENTS["kimi"], "auto": False}})
+    rc, report = doctor(setup["env"], "--json")
+    kimi = [
+        f for f in report["findings"] if f["agent"] == "kimi" and f["code"].startswith(("listener", "unit", "auto"))
+    ]
+    assert [(f["code"], f["level"]) for f in kimi] == [("auto_off", "ok")], kimi
+    assert "tasks for kimi wait for a human: auto is off" in kimi[0]["message"]
+    assert "agents.kimi.auto" in kimi[0]["fix"]
+
+
+def test_a_missing_workspace_is_an_error_whether_or_not_the_listener_runs(setup):
+    """A missing workspace used to show only through a running listener's stage."""
+    gone = setup["root"] / "no-such-dir"
+    write_config(setup["config"], {**AGENTS, "kimi": {**AGENTS["kimi"], "workspace": str(gone)}})
+    rc, report = doctor(setup["env"], "--json")
+    [missing] = [f for f in report["findings"] if f["code"] == "workspace_missing"]
+    assert rc == 1 and missing["agent"] == "kimi" and missing["level"] == "error"
+    assert str(gone) in missing["message"] and f"mkdir -p {gone}" in missing["fix"]

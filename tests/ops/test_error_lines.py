@@ -182,3 +182,22 @@ def test_a_bare_group_shows_its_help_and_one_line(env):
     done = cli(env, "listener")
     one_line(done, "usage_error", 2)
     assert "Commands:" in done.stdout and "enable" in done.stdout
+
+
+def test_listener_run_after_disable_says_how_to_run_it_in_the_foreground_anyway(env, tmp_path):
+    """It used to point only at `listener enable`, which starts a detached listener, not this one."""
+    assert cli(env, "listener", "disable", "--agent", "claude").returncode == 0
+    done = cli(env, "listener", "run", "--agent", "claude")
+    marker = tmp_path / "runtime" / "claude.disabled"
+    assert done.returncode == 0, done.stderr
+    assert f"rm {marker}" in done.stderr and "agent-bridge listener enable --agent claude" in done.stderr
+    assert marker.exists(), "the command only explains; the marker stays"
+
+
+def test_a_store_path_that_is_a_directory_says_so(env, tmp_path):
+    """It used to read `store_unavailable ... unable to open database file`, naming no cause."""
+    directory = tmp_path / "a-dir"
+    directory.mkdir()
+    done = cli({**env, "AGENT_BRIDGE_DB": str(directory)}, "show", "1")
+    line = one_line(done, "path_unusable", 1)
+    assert f"{directory} is a directory" in line and str(directory / "bridge.db") in line
