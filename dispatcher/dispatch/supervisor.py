@@ -322,6 +322,8 @@ def _run_worker(conn, settings, config, paths, message, token: str, timeout: int
     ended, left = contain(token, KILL_GRACE_SECONDS, below_us=True)
     if ended:
         log.warning("worker_leftovers_killed", message_id=message_id, count=ended, outlived_kill=left)
+    # Before the verdict: whoever sees the outcome sees the task text gone from outside the store.
+    remove_request(paths, message_id)
     exit_code = launch.proc.returncode
     diagnostics = attempt_diagnostics(launch.diagnostics.parent, exit_code)
     diagnostics = with_spend(diagnostics, agent, stopped if not timed_out else None)

@@ -827,7 +827,9 @@ def _claude_settings(ctx: Context) -> Finding:
         )
     line = settings.get("statusLine") if isinstance(settings, dict) else None
     command = line.get("command") if isinstance(line, dict) else None
-    if not isinstance(command, str) or "statusline" not in command:
+    from dispatcher.ops.register import is_our_statusline
+
+    if not is_our_statusline(command):
         return Finding("statusline_not_configured", WARN, f"{path} does not run the bridge's status line", fix)
     return Finding("statusline_configured", OK, f"{path} runs {_one_line(command)[:80]!r}")
 

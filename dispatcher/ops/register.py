@@ -390,6 +390,19 @@ def statusline_command(environ: Mapping[str, str] | None = None) -> str:
     )
 
 
+def is_our_statusline(command: object) -> bool:
+    """A ``statusLine`` command that runs this package's status line, after any ``NAME=value``
+    settings ``statusline_command`` puts before it."""
+    if not isinstance(command, str):
+        return False
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return False
+    program = next((word for word in words if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", word)), "")
+    return Path(program).name == "agent-bridge-statusline"
+
+
 def register_claude_statusline(dry_run: bool, force: bool) -> list[str]:
     path = claude_settings_file()
     wanted = {"type": "command", "command": statusline_command(), "refreshInterval": STATUSLINE_REFRESH_SECONDS}

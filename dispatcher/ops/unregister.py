@@ -121,7 +121,7 @@ def statusline_removal(path: Path) -> Callable[[str | None], str | None]:
         data = reg._load_json_object(path, text)
         line = data.get("statusLine")
         command = line.get("command") if isinstance(line, dict) else None
-        if not (isinstance(command, str) and Path(command.split()[0]).name == "agent-bridge-statusline"):
+        if not reg.is_our_statusline(command):
             return None
         del data["statusLine"]
         return reg._json_dump(data)

@@ -60,9 +60,11 @@ def test_sender_is_always_agent_id(claude, kimi):
     drain(kimi)
     sent = claude.ok("send_message", recipient="kimi", text="who am I")
     assert kimi.ok("get_message", message_id=sent["id"])["sender"] == "claude"
-    # There is no argument that could name another sender: an extra one is ignored.
-    spoofed = claude.ok("send_message", recipient="kimi", text="x", sender="kimi")
-    assert kimi.ok("get_message", message_id=spoofed["id"])["sender"] == "claude"
+    # There is no argument that could name another sender: one that tries is refused, nothing sent.
+    drain(kimi)
+    refused = claude.call("send_message", recipient="kimi", text="x", sender="kimi")
+    assert refused.is_error and "unknown argument sender" in refused.text
+    assert kimi.ok("receive_messages", limit=50)["messages"] == []
 
 
 @pytest.mark.parametrize(

@@ -245,9 +245,9 @@ def test_a_running_attempts_evidence_stays_however_short_the_cutoff(conn, state)
     task = msg(conn, recipient="claude")
     attempt(conn, task, state=state)
     result = conn.execute(
-        "INSERT INTO messages (sender, recipient, kind, text, reply_to, created_at, acknowledged_at)"
-        " VALUES ('claude', 'kimi', 'result', 'done', ?, ?, ?)",
-        (task, OLD, OLD),
+        "INSERT INTO messages (sender, recipient, kind, text, reply_to, created_at, acknowledged_at, sent_by_attempt)"
+        " VALUES ('claude', 'kimi', 'result', 'done', ?, ?, ?, ?)",
+        (task, OLD, OLD, task),
     ).lastrowid
     finished_reply_to = msg(conn)
     attempt(conn, finished_reply_to)

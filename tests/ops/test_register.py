@@ -238,3 +238,24 @@ def test_codex_entries_in_a_form_it_does_not_edit_are_left_for_the_user(env):
         assert done.returncode == 1 and "registration_file_invalid" in done.stderr, done.stderr
         assert "[mcp_servers.agent_bridge]" in done.stderr  # the table to add by hand
         assert path.read_text() == text and backups(path) == []
+
+
+@pytest.mark.parametrize(
+    ("command", "ours"),
+    [
+        ("/venv/bin/agent-bridge-statusline", True),
+        ("AGENT_BRIDGE_DB=/s/bridge.db AGENT_BRIDGE_CONFIG='/c d/config.json' /venv/bin/agent-bridge-statusline", True),
+        ("agent-bridge-statusline", True),
+        ("my-statusline --fancy", False),
+        ("echo agent-bridge-statusline", False),
+        ("AGENT_BRIDGE_DB=/s/bridge.db", False),
+        ("'unbalanced", False),
+        (None, False),
+    ],
+)
+def test_our_status_line_is_recognised_after_its_settings(command, ours):
+    """Unregister and doctor take a statusLine for ours by this one rule: the program after any
+    ``NAME=value`` words ``register`` put before it."""
+    from dispatcher.ops.register import is_our_statusline
+
+    assert is_our_statusline(command) is ours

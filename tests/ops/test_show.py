@@ -9,6 +9,8 @@ import pytest
 from harness import PROJECT
 
 from dispatcher.bridge import messages
+from dispatcher.bridge.claims import release_message
+from dispatcher.bridge.worker_scope import attempt_claim_owner
 from dispatcher.core.config import BridgeConfig
 from dispatcher.dispatch.attempts import begin_attempt
 from dispatcher.dispatch.outcome import settle
@@ -52,7 +54,10 @@ def store(tmp_path_factory):
         agents=AGENTS,
         kind="result",
         reply_to=task,
+        attempt=task,  # written by this attempt's worker: the verdict counts only those
     )
+    # An honest stop releases the claim the attempt took for its worker.
+    release_message(conn, agent="claude", worker_id=attempt_claim_owner("claude", task), message_id=task)
     settle(
         conn,
         task,
