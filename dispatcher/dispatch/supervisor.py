@@ -197,6 +197,12 @@ def usage_watch(attempt_dir: Path, agent: AgentConfig) -> Callable[[], str | Non
     return lambda: cap_to_stop_for(cli_diagnostics(attempt_dir, None) or {}, agent)
 
 
+def ended_over_cap(diagnostics: dict | None, agent: AgentConfig, stopped_for: str | None) -> str | None:
+    """The per-task cap a finished worker went past: the one it was ended for, else one its final
+    report shows (a runaway can end by itself between two looks at its usage)."""
+    return stopped_for or (cap_passed(diagnostics, agent) if diagnostics else None)
+
+
 def with_spend(diagnostics: dict | None, agent: AgentConfig, stopped_for: str | None) -> dict | None:
     """The diagnostics with the cost the agent's prices estimate where the CLI reported none
     (``cost_source: estimated``), and ``cli_status: budget_exceeded`` when the worker passed a
@@ -326,13 +332,14 @@ def _run_worker(conn, settings, config, paths, message, token: str, timeout: int
     remove_request(paths, message_id)
     exit_code = launch.proc.returncode
     diagnostics = attempt_diagnostics(launch.diagnostics.parent, exit_code)
-    diagnostics = with_spend(diagnostics, agent, stopped if not timed_out else None)
+    over_cap = None if timed_out else ended_over_cap(diagnostics, agent, stopped)
+    diagnostics = with_spend(diagnostics, agent, over_cap)
     outcome = _settle(
         conn,
         message_id,
         began,
         fallback="timeout" if timed_out else "failed",
-        error_kind="timeout" if timed_out else stopped,
+        error_kind="timeout" if timed_out else over_cap,
         exit_code=exit_code,
         diagnostics=diagnostics,
     )

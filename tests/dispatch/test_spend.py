@@ -16,7 +16,7 @@ from dispatcher.dispatch import queue
 from dispatcher.dispatch.attempts import begin_attempt, get_attempt
 from dispatcher.dispatch.control import daily_budget
 from dispatcher.dispatch.outcome import settle
-from dispatcher.dispatch.supervisor import with_spend
+from dispatcher.dispatch.supervisor import ended_over_cap, with_spend
 
 AGENTS = {"claude", "kimi"}
 PRICES = Prices(input=2.0, output=10.0, cache_read=0.5, cache_write=1.0)
@@ -186,6 +186,21 @@ def test_a_worker_the_supervisor_ended_for_its_cap_is_budget_exceeded_even_below
     diagnostics = with_spend(_kimi_diag(), config.agents["kimi"], "max_tokens_per_task")
     outcome = settle(conn, task, fallback="failed", error_kind="max_tokens_per_task", diagnostics=diagnostics)
     assert (outcome, get_attempt(conn, task)["error_kind"]) == ("budget_exceeded", "max_tokens_per_task")
+
+
+@pytest.mark.parametrize(
+    ("usage", "stopped_for", "cap"),
+    [
+        ({"input_tokens": 1500, "output_tokens": 20}, None, "max_tokens_per_task"),  # seen only at the end
+        ({"input_tokens": 10}, "max_tokens_per_task", "max_tokens_per_task"),  # ended for it
+        ({"input_tokens": 10}, None, None),
+        (None, None, None),
+    ],
+)
+def test_the_cap_a_finished_worker_went_past(usage, stopped_for, cap):
+    config = _config(max_tokens_per_task=1000)
+    diagnostics = None if usage is None else _kimi_diag(**usage)
+    assert ended_over_cap(diagnostics, config.agents["kimi"], stopped_for) == cap
 
 
 def test_within_its_caps_a_worker_is_judged_as_before(conn):
