@@ -552,19 +552,38 @@ def codex_hooks_file() -> Path:
     return codex_file().with_name("hooks.json")
 
 
+def parse_toml(path: Path, text: str) -> dict:
+    """A CLI's TOML config, or one clear refusal that changes nothing."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise BridgeError(
+            "registration_file_invalid", f"{path} is not valid TOML ({exc}); fix it, then rerun. Nothing was changed."
+        ) from None
+
+
+def checked_toml(path: Path, new: str, expected: dict, what: str, instead: str) -> str:
+    """``new`` (a text edit of a TOML file) when it parses to exactly ``expected``: a text edit of a
+    form it does not understand (inline tables, dotted keys) is refused, saying what to do ``instead``."""
+    try:
+        edited = tomllib.loads(new)
+    except tomllib.TOMLDecodeError:
+        edited = None
+    if edited != expected:
+        raise BridgeError(
+            "registration_file_invalid",
+            f"{path} defines {what} in a form this command does not edit; nothing was changed. {instead}",
+        )
+    return new
+
+
 def codex_features_transform(path: Path) -> Callable[[str | None], str | None]:
     """``[features] hooks = true`` in Codex's config.toml (hooks are off without it), as a text edit
     checked by re-parsing; an explicit ``hooks = false`` is the user's choice and is refused."""
 
     def transform(text: str | None) -> str | None:
         text = text or ""
-        try:
-            doc = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise BridgeError(
-                "registration_file_invalid",
-                f"{path} is not valid TOML ({exc}); fix it, then rerun. Nothing was changed.",
-            ) from None
+        doc = parse_toml(path, text)
         features = doc.get("features", {})
         if isinstance(features, dict) and features.get("hooks") is True:
             return None
@@ -581,17 +600,10 @@ def codex_features_transform(path: Path) -> Callable[[str | None], str | None]:
             new += "[features]\nhooks = true\n"
         else:
             new = "".join(lines[: at + 1]) + "hooks = true\n" + "".join(lines[at + 1 :])
-        try:
-            edited = tomllib.loads(new)
-        except tomllib.TOMLDecodeError:
-            edited = None
-        if edited != {**doc, "features": {**features, "hooks": True}}:
-            raise BridgeError(
-                "registration_file_invalid",
-                f"{path} defines [features] in a form this command does not edit (inline or dotted keys); "
-                "nothing was changed. Add `hooks = true` under [features] yourself, then rerun.",
-            )
-        return new
+        expected = {**doc, "features": {**features, "hooks": True}}
+        return checked_toml(
+            path, new, expected, "[features]", "Add `hooks = true` under [features] yourself, then rerun."
+        )
 
     return transform
 
@@ -636,13 +648,7 @@ def kimi_hooks_transform(path: Path, agent: str, force: bool) -> Callable[[str |
 
     def transform(text: str | None) -> str | None:
         text = text or ""
-        try:
-            doc = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise BridgeError(
-                "registration_file_invalid",
-                f"{path} is not valid TOML ({exc}); fix it, then rerun. Nothing was changed.",
-            ) from None
+        doc = parse_toml(path, text)
         hooks = doc.get("hooks", [])
         if not isinstance(hooks, list):
             raise BridgeError(
@@ -671,17 +677,13 @@ def kimi_hooks_transform(path: Path, agent: str, force: bool) -> Callable[[str |
         if not added:
             return None
         new = text + ("\n" if text and not text.endswith("\n") else "") + added
-        try:
-            edited = tomllib.loads(new)
-        except tomllib.TOMLDecodeError:
-            edited = None
-        if edited != {**doc, "hooks": expected}:
-            raise BridgeError(
-                "registration_file_invalid",
-                f"{path} defines hooks in a form this command does not edit (an inline array, or a table after "
-                "which appended tables would land); nothing was changed. Add this yourself:\n" + added,
-            )
-        return new
+        return checked_toml(
+            path,
+            new,
+            {**doc, "hooks": expected},
+            "hooks (an inline array, or a table after which appended tables would land)",
+            "Add this yourself:\n" + added,
+        )
 
     return transform
 
@@ -779,18 +781,9 @@ def _cut_our_tables(text: str) -> str:
 def codex_transform(reg: Registration, path: Path, force: bool) -> Callable[[str | None], str | None]:
     wanted = {**_stdio(reg), "required": True}
 
-    def parse(text: str) -> dict:
-        try:
-            return tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise BridgeError(
-                "registration_file_invalid",
-                f"{path} is not valid TOML ({exc}); fix it, then rerun. Nothing was changed.",
-            ) from None
-
     def transform(text: str | None) -> str | None:
         text = text or ""
-        doc = parse(text)
+        doc = parse_toml(path, text)
         servers = doc.get("mcp_servers", {})
         existing = servers.get(SERVER_NAME) if isinstance(servers, dict) else None
         if _same(existing, wanted, ("command", "args", "env", "required")):
@@ -803,18 +796,13 @@ def codex_transform(reg: Registration, path: Path, force: bool) -> Callable[[str
         new = rest + ("\n" if rest.strip() else "") + codex_table(reg)
         expected = dict(doc)
         expected["mcp_servers"] = {**(servers if isinstance(servers, dict) else {}), SERVER_NAME: wanted}
-        try:
-            edited = tomllib.loads(new)
-        except tomllib.TOMLDecodeError:
-            edited = None
-        if edited != expected:
-            raise BridgeError(
-                "registration_file_invalid",
-                f"{path} defines mcp_servers or {SERVER_NAME} in a form this command does not edit (inline or dotted "
-                f"keys); nothing was changed. Remove that definition by hand, or add this table yourself:\n"
-                + codex_table(reg),
-            )
-        return new
+        return checked_toml(
+            path,
+            new,
+            expected,
+            f"mcp_servers or {SERVER_NAME} (inline or dotted keys)",
+            "Remove that definition by hand, or add this table yourself:\n" + codex_table(reg),
+        )
 
     return transform
 

@@ -129,34 +129,11 @@ def statusline_removal(path: Path) -> Callable[[str | None], str | None]:
     return transform
 
 
-def _parse_toml(path: Path, text: str) -> dict:
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise BridgeError(
-            "registration_file_invalid", f"{path} is not valid TOML ({exc}); fix it, then rerun. Nothing was changed."
-        ) from None
-
-
-def _checked_toml(path: Path, new: str, expected: dict, what: str) -> str:
-    try:
-        edited = tomllib.loads(new)
-    except tomllib.TOMLDecodeError:
-        edited = None
-    if edited != expected:
-        raise BridgeError(
-            "registration_file_invalid",
-            f"{path} defines {what} in a form this command does not edit (inline or dotted keys); "
-            "nothing was changed. Remove it by hand.",
-        )
-    return new
-
-
 def codex_server_removal(path: Path, agent: str | None) -> Callable[[str | None], str | None]:
     """Cut the ``[mcp_servers.agent_bridge]`` table (and its sub-tables) out of Codex's config.toml."""
 
     def transform(text: str | None) -> str | None:
-        doc = _parse_toml(path, text or "")
+        doc = reg.parse_toml(path, text or "")
         servers = doc.get("mcp_servers")
         if not isinstance(servers, dict) or reg.SERVER_NAME not in servers:
             return None
@@ -164,7 +141,13 @@ def codex_server_removal(path: Path, agent: str | None) -> Callable[[str | None]
         expected = {**doc, "mcp_servers": {k: v for k, v in servers.items() if k != reg.SERVER_NAME}}
         if not expected["mcp_servers"]:
             del expected["mcp_servers"]
-        return _checked_toml(path, reg._cut_our_tables(text or ""), expected, f"[mcp_servers.{reg.SERVER_NAME}]")
+        return reg.checked_toml(
+            path,
+            reg._cut_our_tables(text or ""),
+            expected,
+            f"[mcp_servers.{reg.SERVER_NAME}] (inline or dotted keys)",
+            "Remove it by hand.",
+        )
 
     return transform
 
@@ -192,7 +175,7 @@ def kimi_hooks_removal(path: Path, agent: str | None) -> Callable[[str | None], 
         return isinstance(table, dict) and is_ours_for(table.get("command"), "kimi", agent)
 
     def transform(text: str | None) -> str | None:
-        doc = _parse_toml(path, text or "")
+        doc = reg.parse_toml(path, text or "")
         hooks = doc.get("hooks")
         if not isinstance(hooks, list):
             return None
@@ -201,7 +184,7 @@ def kimi_hooks_removal(path: Path, agent: str | None) -> Callable[[str | None], 
             return None
         expected = {**doc, "hooks": kept_hooks} if kept_hooks else {k: v for k, v in doc.items() if k != "hooks"}
         new = "".join(block for block in _toml_blocks(text or "") if not ours(block))
-        return _checked_toml(path, new, expected, "its [[hooks]]")
+        return reg.checked_toml(path, new, expected, "its [[hooks]] (inline or dotted keys)", "Remove it by hand.")
 
     return transform
 
