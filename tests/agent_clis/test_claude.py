@@ -16,20 +16,13 @@ import pytest
 from cli_harness import claude_worker_env, without_cli_settings
 from dispatch_harness import attempt, cli, end_listeners, notices_for, query, start_listener, status, wait_until
 from harness import PROJECT, McpAgent, write_config
+from models import script
 from models.anthropic import AnthropicModel, offered_tools
 
 pytestmark = pytest.mark.cli
 
 LAUNCHER = PROJECT / "launchers" / "claude_headless.sh"
-WORKER_TOOLS = (
-    "send_message",
-    "receive_messages",
-    "claim_message",
-    "release_message",
-    "mark_read",
-    "get_message",
-    "conversation",
-)
+WORKER_TOOLS = script.WORKER_TOOLS
 RUN_DEADLINE = 150.0
 CANARY = "canary-" + os.urandom(12).hex()
 

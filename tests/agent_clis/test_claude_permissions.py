@@ -36,6 +36,7 @@ import pytest
 from cli_harness import claude_worker_env, without_cli_settings
 from dispatch_harness import attempt, cli, end_listeners, start_listener, status, wait_until
 from harness import PROJECT, McpAgent, bridge_env, write_config
+from models import script
 from models.anthropic import AnthropicModel, offered_tools, to_turn
 
 pytestmark = pytest.mark.cli
@@ -43,18 +44,7 @@ pytestmark = pytest.mark.cli
 LAUNCHER = PROJECT / "launchers" / "claude_headless.sh"
 RUN_DEADLINE = 180.0
 SIDE_BY_SIDE = 4  # runs at once: on 2 cores, more only queue for the CPU
-BRIDGE = {
-    f"mcp__agent_bridge__{t}"
-    for t in (
-        "send_message",
-        "receive_messages",
-        "claim_message",
-        "release_message",
-        "mark_read",
-        "get_message",
-        "conversation",
-    )
-}
+BRIDGE = {f"mcp__agent_bridge__{t}" for t in script.WORKER_TOOLS}
 READ = {"Read", "Grep", "Glob"}
 OFFERED = {
     "bridge": BRIDGE,

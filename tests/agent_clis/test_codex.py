@@ -21,21 +21,14 @@ from pathlib import Path
 import pytest
 from dispatch_harness import end_listeners, notices_for, query, start_listener, status, wait_finished, wait_until
 from harness import PROJECT, McpAgent, bridge_env
+from models import script
 from models.openai_responses import ResponsesServer, to_turn
 from models.script import RESULT_PREFIX, bridge_name
 
 pytestmark = pytest.mark.cli
 
 LAUNCHER = PROJECT / "launchers" / "codex_headless.sh"
-WORKER_TOOLS = {
-    "send_message",
-    "receive_messages",
-    "claim_message",
-    "release_message",
-    "mark_read",
-    "get_message",
-    "conversation",
-}
+WORKER_TOOLS = set(script.WORKER_TOOLS)
 # Codex adds these generic MCP-resource readers whenever an MCP server is configured, and
 # 0.171.0 has no setting that drops them; they only reach the configured servers (the
 # bridge alone, which serves no resources).

@@ -22,21 +22,14 @@ import pytest
 from cli_harness import require_cli
 from dispatch_harness import end_listeners, start_listener, status, wait_finished, wait_until
 from harness import PROJECT, McpAgent, bridge_env
+from models import script
 
 pytestmark = pytest.mark.cli
 
 LAUNCHER = PROJECT / "launchers" / "codex_headless.sh"
 MODEL = "gpt-5.5"
 DEADLINE = 150.0
-WORKER_TOOLS = {
-    "send_message",
-    "receive_messages",
-    "claim_message",
-    "release_message",
-    "mark_read",
-    "get_message",
-    "conversation",
-}
+WORKER_TOOLS = set(script.WORKER_TOOLS)
 # What Codex offers a known slug besides its shell: the MCP resource readers, apply_patch and
 # tool_search (the bridge's namespace comes back from the search).
 BASE_TOOLS = {"list_mcp_resources", "list_mcp_resource_templates", "read_mcp_resource", "apply_patch", "tool_search"}

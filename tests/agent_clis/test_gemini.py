@@ -32,15 +32,7 @@ pytestmark = pytest.mark.cli
 LAUNCHER = PROJECT / "launchers" / "gemini_headless.sh"
 AGENT = "gemini"
 TOKEN_CAP = 5_000_000  # far above what a scripted task uses; a USAGE= line passes it
-WORKER_TOOLS = {
-    "send_message",
-    "receive_messages",
-    "claim_message",
-    "release_message",
-    "mark_read",
-    "get_message",
-    "conversation",
-}
+WORKER_TOOLS = set(script.WORKER_TOOLS)
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "cli_results" / "gemini"
 CANARY_PLACEHOLDER = "CANARY-PLACEHOLDER"
 

@@ -32,6 +32,7 @@ from dispatch_harness import (
     wait_until,
 )
 from harness import PROJECT, McpAgent, bridge_env, write_config
+from models import script
 from models.gemini import GeminiServer, offered_tools
 
 pytestmark = pytest.mark.cli
@@ -39,18 +40,7 @@ pytestmark = pytest.mark.cli
 LAUNCHER = PROJECT / "launchers" / "gemini_headless.sh"
 AGENT = "gemini"
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "cli_results" / "gemini"
-BRIDGE = {
-    f"mcp_agent_bridge_{t}"
-    for t in (
-        "send_message",
-        "receive_messages",
-        "claim_message",
-        "release_message",
-        "mark_read",
-        "get_message",
-        "conversation",
-    )
-}
+BRIDGE = {f"mcp_agent_bridge_{t}" for t in script.WORKER_TOOLS}
 READ = {"read_file", "list_directory", "glob", "grep_search"}
 EDIT = {"write_file", "replace"}
 ORIGINAL, EDITED, CANARY = "original line\n", "edited line\n", "canary: leave me alone\n"

@@ -24,15 +24,7 @@ from models.kimi import KimiModel
 pytestmark = pytest.mark.cli
 
 LAUNCHER = PROJECT / "launchers" / "kimi_headless.sh"
-WORKER_TOOLS = (
-    "send_message",
-    "receive_messages",
-    "claim_message",
-    "release_message",
-    "mark_read",
-    "get_message",
-    "conversation",
-)
+WORKER_TOOLS = script.WORKER_TOOLS
 # Read is the one non-bridge tool: Kimi can only be told where the task is (argv), not given it.
 OFFERED = {"Read", *(f"mcp__agent_bridge__{tool}" for tool in WORKER_TOOLS)}
 DEADLINE = 180.0

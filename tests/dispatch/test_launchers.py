@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from harness import PROJECT as ROOT
+from models import script
 
 from dispatcher.dispatch.cli_results import cli_diagnostics
 
@@ -33,15 +34,7 @@ COMMAND = LAUNCHERS / "command_headless.sh"
 TASK_TEXT = "TOP-SECRET-TASK-7f3a: please rename the widget"
 MODEL_TEXT = "MODEL-TEXT-SECRET-91c2"
 TOOL_INPUT = "TOOL-INPUT-SECRET-55d0"
-WORKER_TOOLS = [
-    "send_message",
-    "receive_messages",
-    "claim_message",
-    "release_message",
-    "mark_read",
-    "get_message",
-    "conversation",
-]
+WORKER_TOOLS = list(script.WORKER_TOOLS)
 
 CLAUDE_DIAG_KEYS = {
     "result_json",
@@ -279,18 +272,18 @@ def worker_server_env(s: dict, agent: str = "claude") -> dict:
 def test_the_launchers_exec_the_cli_so_it_leads_the_process_group(ctx):
     """Containment: nothing of the launcher stays between the supervisor and the CLI."""
     s = ctx
-    for script, extra in (
+    for launcher, extra in (
         (CLAUDE, {"CLAUDE_BIN": str(s["fake"])}),
         (KIMI, {"KIMI_BIN": str(s["fake"])}),
         (CODEX, {"CODEX_BIN": str(s["fake"])}),
         (GEMINI, {"GEMINI_BIN": str(s["fake"])}),
         (COMMAND, {"AGENT_BRIDGE_WORKER_COMMAND": str(s["fake"])}),
     ):
-        proc = run(script, s, **extra)
+        proc = run(launcher, s, **extra)
         assert proc.returncode == 0, proc.stderr
         rec = record(s)
-        assert rec["pid"] == rec["pgid"], script.name  # the session's leader is the CLI itself
-        assert rec["ppid"] == os.getpid(), script.name  # ... started directly, with no shell left above it
+        assert rec["pid"] == rec["pgid"], launcher.name  # the session's leader is the CLI itself
+        assert rec["ppid"] == os.getpid(), launcher.name  # ... started directly, with no shell left above it
 
 
 def test_optional_worker_settings_are_left_out_when_unset(ctx):

@@ -36,6 +36,9 @@ BRIDGE_TOOLS = (
     "start_conversation",
     "listener",
 )
+# What a headless worker is offered (the tests' own statement of it, not read from the code):
+# not `listener` (a task must not switch dispatching off), not `start_conversation`.
+WORKER_TOOLS = tuple(t for t in BRIDGE_TOOLS if t not in ("start_conversation", "listener"))
 _MESSAGE = re.compile(r"Message #(\d+) from ([a-z0-9][a-z0-9_-]*) is a task")
 _MODE = re.compile(r"^MODE=(\w+)\s*$", re.MULTILINE)
 RESULT_PREFIX = "done: "
