@@ -126,9 +126,10 @@ def test_a_budget_stop_is_its_own_outcome_with_one_notice(env, config_path, laun
     task = kimi.ok("send_message", recipient="claude", text="MODE=silent CANARY-e2e", kind="task")["id"]
     start_listener(env)
     row = wait_finished(db_path, task)
+    # Claude stopped itself at its cost cap: the verdict names the cap its final report passed.
     assert (row["outcome"], row["error_kind"], row["cli_status"]) == (
         "budget_exceeded",
-        "no_evidence",
+        "max_cost_usd_per_task",
         "budget_exceeded",
     )
     assert row["cost_overshoot_usd"] == 0.0231
@@ -137,7 +138,7 @@ def test_a_budget_stop_is_its_own_outcome_with_one_notice(env, config_path, laun
     assert last["result"] == "budget_exceeded"
     notices = [m for m in kimi.ok("receive_messages")["messages"] if m["kind"] == "notice" and m["reply_to"] == task]
     assert len(notices) == 1
-    assert "ended: budget_exceeded (no_evidence)" in notices[0]["text"]
+    assert "ended: budget_exceeded (max_cost_usd_per_task)" in notices[0]["text"]
     assert "cost $0.0731, max_cost_usd_per_task $0.0500" in notices[0]["text"]
 
 
