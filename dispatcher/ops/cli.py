@@ -414,13 +414,19 @@ def uninstall(purge: bool) -> None:
     show_default=True,
     help="The directory workers run in, for every agent declared.",
 )
-def init(force: bool, workspace: str) -> None:
-    """Write $XDG_CONFIG_HOME/agent-bridge/config.json declaring the agent CLIs found on PATH."""
+@click.option(
+    "--scripted",
+    is_flag=True,
+    help="No model: declare claude, answered by the scripted demo worker, and me (you, sending).",
+)
+def init(force: bool, workspace: str, scripted: bool) -> None:
+    """Write $XDG_CONFIG_HOME/agent-bridge/config.json declaring the agent CLIs found on PATH
+    (with --scripted: a scripted claude and you, for the quick start)."""
     from pathlib import Path
 
     from dispatcher.ops.init import run_init
 
-    run_init(force=force, workspace=Path(workspace), echo=click.echo)
+    run_init(force=force, workspace=Path(workspace), echo=click.echo, scripted=scripted)
 
 
 @main.command()

@@ -740,12 +740,20 @@ STATUSLINE_RUNS = 5  # statusline_slow judges the median: one sample on a busy m
 STATUSLINE_TIMEOUT_SECONDS = 5.0
 
 
-def _time_statusline() -> tuple[subprocess.CompletedProcess | None, float]:
-    """One run of the status line and how long it took (None: no answer within the timeout)."""
+@dataclass(frozen=True)
+class StatuslineRun:
+    done: subprocess.CompletedProcess | None  # None: no answer within the timeout
+    seconds: float  # wall-clock, what Claude Code waits
+    cpu_seconds: float  # user + system: what the status line itself costs, whatever else runs
+
+
+def _time_statusline() -> StatuslineRun:
+    """One run of the status line: its answer, how long it took and the CPU it used."""
     from dispatcher.core.locations import PROJECT_DIR
+    from dispatcher.core.processes import children_cpu_seconds
 
     command = [sys.executable, "-c", "from dispatcher.dispatch.statusline import main; main()"]
-    began = clock.monotonic()
+    began, cpu_before = clock.monotonic(), children_cpu_seconds()
     try:
         done = subprocess.run(  # noqa: S603 - our own interpreter and status line, fixed arguments
             command,
@@ -756,15 +764,29 @@ def _time_statusline() -> tuple[subprocess.CompletedProcess | None, float]:
             stdin=subprocess.DEVNULL,
         )
     except subprocess.TimeoutExpired:
-        return None, STATUSLINE_TIMEOUT_SECONDS
-    return done, clock.monotonic() - began
+        return StatuslineRun(None, STATUSLINE_TIMEOUT_SECONDS, children_cpu_seconds() - cpu_before)
+    return StatuslineRun(done, clock.monotonic() - began, children_cpu_seconds() - cpu_before)
+
+
+def statusline_speed(seconds: float, cpu_seconds: float) -> Finding:
+    """From the medians of the runs: slow only when the status line's own CPU is over budget. A
+    wall-clock time over budget with little CPU is the machine's other work (said, not warned of)."""
+    took = f"{seconds * 1000:.0f} ms ({cpu_seconds * 1000:.0f} ms CPU), the median of {STATUSLINE_RUNS} runs"
+    if cpu_seconds > STATUSLINE_BUDGET_SECONDS:
+        return Finding(
+            "statusline_slow",
+            WARN,
+            f"the status line took {took}: over its budget of {STATUSLINE_BUDGET_SECONDS * 1000:.0f} ms CPU",
+            "check the runtime directory's disk and the store's size (`agent-bridge prune`)",
+        )
+    busy = " (the machine is busy: most of it was waiting for a CPU)" if seconds > STATUSLINE_BUDGET_SECONDS else ""
+    return Finding("statusline_ok", OK, f"the status line answers in {took}{busy}")
 
 
 def check_statusline(ctx: Context) -> list[Finding]:
     runs = [_time_statusline() for _ in range(STATUSLINE_RUNS)]
-    took = statistics.median(seconds for _, seconds in runs)
-    answered = [run for run, _ in runs if run is not None]
-    if took >= STATUSLINE_TIMEOUT_SECONDS or not answered:
+    answered = [run.done for run in runs if run.done is not None]
+    if len(answered) < STATUSLINE_RUNS / 2:
         return [
             Finding(
                 "statusline_failed",
@@ -786,20 +808,10 @@ def check_statusline(ctx: Context) -> list[Finding]:
                 "run `agent-bridge-statusline` by hand",
             )
         )
-    elif took > STATUSLINE_BUDGET_SECONDS:
-        found.append(
-            Finding(
-                "statusline_slow",
-                WARN,
-                f"the status line took {took * 1000:.0f} ms, the median of {STATUSLINE_RUNS} runs "
-                f"(budget {STATUSLINE_BUDGET_SECONDS * 1000:.0f} ms)",
-                "check the machine's load and the runtime directory's disk",
-            )
-        )
     else:
         found.append(
-            Finding(
-                "statusline_ok", OK, f"the status line answers in {took * 1000:.0f} ms (median of {STATUSLINE_RUNS})"
+            statusline_speed(
+                statistics.median(run.seconds for run in runs), statistics.median(run.cpu_seconds for run in runs)
             )
         )
     found.append(_claude_settings(ctx))

@@ -24,8 +24,9 @@ def _rich():
     except ImportError:
         raise BridgeError(
             "missing_extra",
-            "`agent-bridge top` needs the optional `rich` package: install with "
-            "`uv tool install 'agent-bridge[top]'` (or `uv sync --extra top` in a checkout)",
+            "`agent-bridge top` needs the optional `rich` package: reinstall with the extra, "
+            "`uv tool install --force './agent-bridge[top]'` from your clone (or 'git+<repository-url>[top]'), "
+            "or `uv sync --extra top` in a checkout",
         ) from None
 
 

@@ -20,7 +20,7 @@ AGENTS = {
     "kimi": {"auto": True, "launcher": "launchers/kimi_headless.sh"},
 }
 # What a healthy setup without systemd and without a running listener may warn about.
-EXPECTED_WARNINGS = {"listener_not_running", "unit_not_installed", "statusline_slow"}
+EXPECTED_WARNINGS = {"listener_not_running", "unit_not_installed"}
 
 
 def fake_cli(path: Path, line: str) -> Path:
@@ -498,3 +498,38 @@ def test_a_missing_workspace_is_an_error_whether_or_not_the_listener_runs(setup)
     [missing] = [f for f in report["findings"] if f["code"] == "workspace_missing"]
     assert rc == 1 and missing["agent"] == "kimi" and missing["level"] == "error"
     assert str(gone) in missing["message"] and f"mkdir -p {gone}" in missing["fix"]
+
+
+@pytest.mark.parametrize(
+    ("seconds", "cpu_seconds", "code", "said"),
+    [
+        (0.12, 0.09, "statusline_ok", "120 ms (90 ms CPU), the median of 5 runs"),
+        (0.41, 0.16, "statusline_ok", "the machine is busy"),  # waiting for a CPU is not the status line's cost
+        (0.45, 0.30, "statusline_slow", "over its budget of 200 ms CPU"),
+        (0.21, 0.201, "statusline_slow", "over its budget"),
+    ],
+)
+def test_statusline_speed_is_judged_by_its_own_cpu(seconds, cpu_seconds, code, said):
+    """At load 5-7 the status line took 310-420 ms wall-clock but about 165 ms of CPU: judged by
+    the wall clock, a quick start on a busy machine warned statusline_slow."""
+    from dispatcher.ops.doctor import statusline_speed
+
+    finding = statusline_speed(seconds, cpu_seconds)
+    assert (finding.code, said in finding.message) == (code, True), finding
+    assert ("busy" in finding.message) == (code == "statusline_ok" and seconds > 0.2)
+
+
+def test_the_status_line_process_leaves_rich_unloaded(tmp_path):
+    """structlog loads rich (the `top` extra) when it is installed: a third of the status line's CPU."""
+    probe = (
+        "import sys, io; sys.argv = ['agent-bridge-statusline']; out = io.StringIO(); sys.stdout = out\n"
+        "from dispatcher.dispatch import statusline\n"
+        "try:\n    statusline.main()\nexcept SystemExit:\n    pass\n"
+        "sys.stdout = sys.__stdout__; print(sys.modules.get('rich'), 'structlog' in sys.modules)"
+    )
+    env = {**os.environ, **bridge_env(tmp_path, write_config(tmp_path / "config.json", AGENTS))}
+    done = subprocess.run(
+        [sys.executable, "-c", probe], env=env, cwd=PROJECT, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["None", "True"], done.stdout  # the store's structlog loaded, rich not
