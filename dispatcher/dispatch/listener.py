@@ -233,13 +233,7 @@ class Listener:
     def _workspace_error(self) -> str | None:
         if self.config is None:
             return None
-        workspace = self.config.workspace(self.agent, self.settings.workspace)
-        if workspace.is_dir():
-            return None
-        return (
-            f"workspace {workspace} of agent {self.agent!r} is not an existing directory; "
-            f"create it, or set agents.{self.agent}.workspace in {self.config_path}"
-        )
+        return self.config.workspace_problem(self.agent, self.settings.workspace, self.config_path)
 
     def _next_candidate(self, conn: Connection, config: BridgeConfig) -> queue.Candidate | None:
         """The dispatch rule (``auto`` and the age window included), called in this one place."""
@@ -278,8 +272,14 @@ class Listener:
 
     # -- acting ---------------------------------------------------------------------------
     def _show_waiting(self, stage: str) -> None:
-        problem = self.config_error or self.workspace_error
-        error = f"config: {problem}" if problem else None
+        # Named by doctor's codes, so the status line, `listener status` and doctor say the same.
+        error = (
+            f"config_invalid: {self.config_error}"
+            if self.config_error
+            else f"workspace_missing: {self.workspace_error}"
+            if self.workspace_error
+            else None
+        )
         if stage == "supervising":
             self._set(stage=stage, error=error)  # an orphaned worker from before is still running
         else:

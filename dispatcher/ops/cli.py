@@ -224,7 +224,10 @@ def listener_enable(agent: str) -> None:
 
     settings = _settings()
     _declared(settings, agent)
-    _print_json(enable(settings, agent))
+    started = enable(settings, agent)
+    _print_json(started)
+    for warning in started["warnings"]:
+        click.echo(f"agent-bridge: warning: {warning}", err=True)
 
 
 @listener.command("disable")

@@ -546,7 +546,7 @@ def check_workspaces(ctx: Context) -> list[Finding]:
     found = []
     for agent in sorted(config.agents):
         workspace = config.workspace(agent, default)
-        if workspace.is_dir():
+        if config.workspace_problem(agent, default, ctx.locations.config_path()) is None:
             found.append(Finding("workspace_ok", OK, f"workers of {agent} run in {workspace}", "", agent))
         else:
             found.append(

@@ -55,7 +55,7 @@ def snapshot(settings) -> dict:
         names = sorted(config.agents)
     except ConfigError as exc:
         names = []
-        snap["error"] = f"config: {exc.reason}"
+        snap["error"] = f"config_invalid: {exc.reason}"
     for name in names:
         status = listener_status(settings, name, check_config=False, late_results=False, totals=False)
         last = status["last"] if isinstance(status["last"], dict) else None
