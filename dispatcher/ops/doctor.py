@@ -9,7 +9,6 @@ listener's state is read from /proc/locks and its progress document.
 
 import json
 import os
-import re
 import shutil
 import stat
 import statistics
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from dispatcher.core import clock
 from dispatcher.core.locations import Locations
+from dispatcher.ops import init
 from dispatcher.store import STORE_ERRORS, Connection, schema_version, views
 from dispatcher.store.attempts import unsettled_attempts
 from dispatcher.store.readonly import open_read_only, store_is_idle
@@ -32,10 +32,9 @@ if TYPE_CHECKING:
 OK, WARN, ERROR = "ok", "warn", "error"
 LOW_DISK_BYTES = 100 * 1024 * 1024
 STATUSLINE_BUDGET_SECONDS = 0.2
-VERSION_TIMEOUT_SECONDS = 5.0
-# The CLI versions the launchers were proven with, end to end (see README, "Real launchers").
-TESTED_VERSIONS = {"claude": "2.1.332", "kimi": "2.1.0", "codex": "0.171.0", "gemini": "0.61.0"}
-_VERSION = re.compile(r"\d+\.\d+\.\d+")
+# Each CLI and the version the launchers were proven with, end to end (see README, "Real launchers"):
+# init's table, and init's reader of its version (one rule for both commands).
+CLIS = {cli.agent: cli for cli in init.CLIS}
 
 if TYPE_CHECKING:  # imported where used: pydantic is slow to import
     from dispatcher.core.config import BridgeConfig
@@ -331,7 +330,7 @@ def check_launchers(ctx: Context) -> list[Finding]:
 def cli_of(launcher: Path) -> str | None:
     """Which CLI a launcher runs, from its file name (``claude_headless.sh`` -> ``claude``)."""
     name = launcher.name.split("_", 1)[0].split(".", 1)[0]
-    return name if name in TESTED_VERSIONS else None
+    return name if name in CLIS else None
 
 
 def check_clis(ctx: Context) -> list[Finding]:
@@ -346,53 +345,43 @@ def check_clis(ctx: Context) -> list[Finding]:
 
 
 def _cli_finding(agent: str, cli: str) -> Finding:
-    variable = f"{cli.upper()}_BIN"
-    wanted = os.environ.get(variable) or cli
+    spec = CLIS[cli]
+    wanted = os.environ.get(spec.binary_env) or spec.default_binary
     binary = shutil.which(wanted)
     if binary is None:
         return Finding(
             "cli_not_found",
             ERROR,
             f"the {cli} CLI ({wanted!r}) is not found: every task for {agent} would fail with rc=127",
-            f"install {cli}, or set {variable} to its path",
+            f"install {cli}, or set {spec.binary_env} to its path",
             agent,
         )
-    try:
-        done = subprocess.run(  # noqa: S603 - the agent's CLI (PATH or its *_BIN), --version only
-            [binary, "--version"],
-            capture_output=True,
-            text=True,
-            timeout=VERSION_TIMEOUT_SECONDS,
-            stdin=subprocess.DEVNULL,
-        )
-        text = f"{done.stdout}\n{done.stderr}"
-    except (OSError, subprocess.TimeoutExpired) as exc:
+    found = init.probe(spec, binary)
+    if found.problem is not None:
         return Finding(
             "cli_version_unknown",
             WARN,
-            f"{binary} --version did not answer ({type(exc).__name__})",
-            f"check that {binary} runs",
+            f"{binary} found but does not run ({found.problem})",
+            spec.runs_on or f"run `{binary} --version` by hand and fix what it says",
             agent,
         )
-    match = _VERSION.search(text)
-    if match is None:
+    if found.version is None:
         return Finding(
             "cli_version_unknown",
             WARN,
-            f"{binary} --version printed no version",
+            f"{binary} --version printed no version line of {cli}",
             f"check that {binary} is the {cli} CLI",
             agent,
         )
-    version, tested = match.group(0), TESTED_VERSIONS[cli]
-    if version != tested:
+    if not found.tested:
         return Finding(
             "cli_version_untested",
             WARN,
-            f"{cli} {version} ({binary}); the launcher was tested with {tested}",
-            f"install {cli} {tested}, or run a dispatch by hand and check its outcome",
+            f"{cli} {found.version} ({binary}); the launcher was tested with {spec.tested_version}",
+            f"install {cli} {spec.tested_version}, or run a dispatch by hand and check its outcome",
             agent,
         )
-    return Finding("cli_ok", OK, f"{cli} {version} ({binary}), the tested version", "", agent)
+    return Finding("cli_ok", OK, f"{cli} {found.version} ({binary}), the tested version", "", agent)
 
 
 # --- can each agent's CLI authenticate? (never a model request) ------------------------------
@@ -454,7 +443,7 @@ def _auth_status_ok(cli: str) -> bool | None:
         done = subprocess.run(  # noqa: S603 - the agent's CLI (PATH or its *_BIN), its local status command only
             [binary, *AUTH_STATUS_COMMANDS[cli]],
             capture_output=True,
-            timeout=VERSION_TIMEOUT_SECONDS * 2,
+            timeout=init.VERSION_TIMEOUT_SECONDS * 2,
             stdin=subprocess.DEVNULL,
         )
     except (OSError, subprocess.TimeoutExpired):

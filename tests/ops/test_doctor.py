@@ -533,3 +533,16 @@ def test_the_status_line_process_leaves_rich_unloaded(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["None", "True"], done.stdout  # the store's structlog loaded, rich not
+
+
+def test_doctor_reads_a_cli_version_as_init_does(setup):
+    """A Kimi on too old a Node crashes with Node's version in its trace: doctor used to scrape it
+    (`kimi 20.20.2`); it now reads versions with init's reader, so it says the CLI does not run."""
+    crash = Path(__file__).parents[1] / "fixtures" / "kimi-node20-version-crash.stderr"
+    kimi = Path(setup["env"]["KIMI_BIN"])
+    kimi.write_text(f"#!/bin/sh\ncat {crash} >&2\nexit 1\n")
+    rc, report = doctor(setup["env"], "--json")
+    (found,) = [f for f in report["findings"] if f["agent"] == "kimi" and f["code"].startswith(("cli_ok", "cli_v"))]
+    assert found["code"] == "cli_version_unknown" and found["level"] == "warn", found
+    assert "found but does not run (exit 1: Node.js v20.20.2)" in found["message"], found
+    assert found["fix"].startswith("Kimi Code needs Node >= 22.19"), found
