@@ -143,7 +143,9 @@ def test_listener_refuses_an_agent_whose_workspace_is_missing(env, db_path, conf
         task = post_task(db_path, "not dispatched while the workspace is missing")
         seen = wait_until(lambda: (s := status(env))["stage"] == "error" and s, what="stage error")
         error = seen["progress"]["error"]
-        assert error.startswith(f"workspace_missing: the workspace {gone} of agent 'claude' is not an existing directory")
+        assert error.startswith(
+            f"workspace_missing: the workspace {gone} of agent 'claude' is not an existing directory"
+        )
         line = cli(env, "listener", "progress", "--agent", "claude", "--once").stdout
         assert "workspace_missing" in line, line  # doctor's code, not "config invalid"
         enabled = cli(env, "listener", "enable", "--agent", "claude")  # already running: it warns all the same

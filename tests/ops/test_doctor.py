@@ -3,6 +3,7 @@
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -546,3 +547,67 @@ def test_doctor_reads_a_cli_version_as_init_does(setup):
     assert found["code"] == "cli_version_unknown" and found["level"] == "warn", found
     assert "found but does not run (exit 1: Node.js v20.20.2)" in found["message"], found
     assert found["fix"].startswith("Kimi Code needs Node >= 22.19"), found
+
+
+def _readme_doctor_sample() -> list[str]:
+    text = (PROJECT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## agent-bridge doctor") :]
+    return re.search(r"```\n(OK .*?)\n```", section, re.S).group(1).splitlines()
+
+
+def _as_in_the_readme(line: str, home: Path) -> str:
+    """A line of doctor's output with what differs between machines and runs made generic."""
+    line = line.replace(str(PROJECT), "~/.local/share/uv/tools/agent-bridge/…").replace(str(home), "~")
+    line = re.sub(r" \(the machine is busy: [^)]*\)$", "", line)  # said only under load
+    return re.sub(r"\(pid \d+,", "(pid N,", re.sub(r"\d+ ms", "N ms", line))
+
+
+def test_the_readme_doctor_sample_is_what_doctor_prints(tmp_path):
+    """The README's sample is doctor's whole output on this setup: Claude Code at the tested
+    version with its listener running, a Kimi of an untested version whose listener is not
+    running, the status line registered; no user manager. Paths under HOME are shown with ~,
+    the checkout as the installed tool's directory, times and pids as N."""
+    home = tmp_path / "home"
+    bins, work = home / ".local" / "bin", home / "project"
+    bins.mkdir(parents=True)
+    work.mkdir()
+    (home / ".kimi-code" / "credentials").mkdir(parents=True)
+    config = home / ".config" / "agent-bridge" / "config.json"
+    config.parent.mkdir(parents=True)
+    agents = {name: {**spec, "workspace": str(work)} for name, spec in AGENTS.items()}
+    write_config(config, agents)
+    (home / ".claude").mkdir()
+    (home / ".claude" / "settings.json").write_text(
+        json.dumps({"statusLine": {"type": "command", "command": "agent-bridge-statusline"}})
+    )
+    fake_cli(bins / "claude", f"{TESTED['claude']} (Claude Code)")
+    fake_cli(bins / "kimi", "2.0.9")
+    env = {"HOME": str(home), "PATH": f"{bins}:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONPATH": str(PROJECT)}
+    open_store(home / ".local" / "state" / "agent-bridge" / "bridge.db").close()
+    listener = subprocess.Popen(
+        [sys.executable, "-m", "dispatcher", "listener", "run", "--agent", "claude"],
+        cwd=PROJECT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while '"stage": "idle"' not in (
+            seen := subprocess.run(
+                [sys.executable, "-m", "dispatcher", "listener", "status", "--agent", "claude"],
+                cwd=PROJECT,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            ).stdout
+        ):
+            assert time.monotonic() < deadline, seen
+        rc, out = doctor(env)
+    finally:
+        listener.terminate()
+        listener.wait(30)
+    printed = [_as_in_the_readme(line, home) for line in out.splitlines()]
+    expected = "\n".join(printed)
+    assert rc == 0 and _readme_doctor_sample() == printed, f"the README's sample should read:\n{expected}"
