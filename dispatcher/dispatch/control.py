@@ -136,6 +136,8 @@ def listener_status(
         "progress": trusted,
         "last": last,
         "config_error": config_error,
+        # The launcher-relevant variables the running listener took: names only (dispatch/environment.py).
+        "environment": ((trusted or {}).get("environment") or {}).get("names") if holder is not None else None,
         "totals": _agent_totals(settings, agent) if totals else None,
         "budget": _daily_budget(settings, agent) if totals else None,
     }
@@ -229,9 +231,27 @@ def enable_warnings(settings: LocationsLike, agent: str) -> list[str]:
     return [f"workspace_missing: {problem}"] if problem else []
 
 
+def environment_warning(settings: LocationsLike, agent: str, pid: int | None) -> list[str]:
+    """When the running listener (``pid``) took other launcher variables than this process has."""
+    from dispatcher.dispatch.environment import difference
+
+    doc, problem = read_progress(AgentPaths.of(settings, agent).progress)
+    if pid is None or problem is not None or doc is None or doc.get("listener_pid") != pid:
+        return []  # not written yet, or another listener's: nothing to compare with
+    differs = difference(doc.get("environment"), os.environ)
+    if differs is None:
+        return []
+    return [
+        f"environment_differs: the running listener of {agent} (pid {pid}) took another environment than "
+        f"this shell's: {differs}. Its workers get its own; to give it this one: `agent-bridge listener "
+        f"disable --agent {agent}`, wait until `listener status` says it stopped, then enable it again"
+    ]
+
+
 def enable(settings: LocationsLike, agent: str, wait_seconds: float = 10.0) -> dict:
     """Remove the marker and start the listener (idempotent: a second one exits at once);
-    ``warnings``: what will keep it from dispatching (``enable_warnings``)."""
+    ``warnings``: what will keep it from dispatching (``enable_warnings``), and a listener
+    already running with another launcher environment than the caller's."""
     from dispatcher.dispatch.systemd_unit import unit_installed, unit_name, user_manager_available
 
     warnings = enable_warnings(settings, agent)
@@ -245,7 +265,7 @@ def enable(settings: LocationsLike, agent: str, wait_seconds: float = 10.0) -> d
             "running": True,
             "pid": holder,
             "started": "already_running",
-            "warnings": warnings,
+            "warnings": warnings + environment_warning(settings, agent, holder),
         }
     how = "detached"
     if unit_installed() and user_manager_available():

@@ -147,8 +147,12 @@ def listener_run(agent: str) -> None:
 
     settings = _settings()
     _declared(settings, agent, config_required=False)
+    from dispatcher.dispatch.environment import taken
+
+    names = ", ".join(taken(os.environ)) or "none"
     click.echo(
-        f"agent-bridge listener for {agent}: pid {os.getpid()}, store {settings.db}, runtime {settings.private_dir()}",
+        f"agent-bridge listener for {agent}: pid {os.getpid()}, store {settings.db}, runtime {settings.private_dir()}, "
+        f"launcher environment: {names}",
         err=True,
     )
     sys.exit(run_listener(settings, agent))

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from dispatcher.core import clock
 from dispatcher.core.locations import Locations
+from dispatcher.dispatch.environment import AUTH_VARIABLES
 from dispatcher.ops import init
 from dispatcher.store import STORE_ERRORS, Connection, schema_version, views
 from dispatcher.store.attempts import unsettled_attempts
@@ -386,15 +387,9 @@ def _cli_finding(agent: str, cli: str) -> Finding:
 
 # --- can each agent's CLI authenticate? (never a model request) ------------------------------
 
-# What each CLI accepts as credentials: environment variables, a credentials file in its home
+# What each CLI accepts as credentials: environment variables (AUTH_VARIABLES), a credentials file in its home
 # (the launchers link the user's into the worker's), and its own status command where one exists
 # (`claude auth status` exits 1 when not logged in; `codex login status` likewise).
-AUTH_VARIABLES = {
-    "claude": ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK"),
-    "kimi": (),
-    "codex": ("CODEX_API_KEY", "OPENAI_API_KEY"),
-    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_USE_GCA"),
-}
 AUTH_STATUS_COMMANDS = {"claude": ("auth", "status"), "codex": ("login", "status")}
 AUTH_FIXES = {
     "claude": "run `claude` as this user and /login, or set ANTHROPIC_API_KEY where the listener runs",
