@@ -319,6 +319,12 @@ def _next_filter(current: str | None, names: list[str], key: str) -> str | None:
 
 
 def run_top(settings, filter_agent: str | None = None, once: bool = False) -> None:
+    if not once and not sys.stdout.isatty():  # a live screen into a pipe or file would never end
+        raise BridgeError(
+            "usage_error",
+            "`agent-bridge top` draws a live screen and needs a terminal, and its output is not one: "
+            "use `agent-bridge top --once` for one frame (scripts, pipes)",
+        )
     _rich()
     from rich.console import Console
     from rich.live import Live
