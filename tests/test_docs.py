@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import click
+import pytest
 from harness import PROJECT, McpAgent, bridge_env, write_config
 
 from dispatcher.core import exits
@@ -277,3 +278,157 @@ def test_the_doctor_sample_uses_real_codes_levels_and_schema():
     counted = [line.split()[0] for line in sample[:-1]]
     assert sample[-1] == f"{counted.count('ERROR')} error(s), {counted.count('WARN')} warning(s)"
     assert f"schema {SCHEMA_VERSION}," in sample[0], "the sample's schema version is not the current one"
+
+
+# --- the README claims issue 16 found false, each checked ----------------------------------------
+
+
+def subsection(title: str) -> str:
+    """The README text under one `### ` heading, up to the next heading."""
+    match = re.search(rf"^### {re.escape(title)}\n(.*?)(?=^##|\Z)", README, re.M | re.S)
+    assert match, f"README has no '### {title}' section"
+    return match.group(1)
+
+
+def quick_start_block() -> list[str]:
+    text = subsection("Quick start on your machine")
+    return text.split("```bash\n", 1)[1].split("```", 1)[0].splitlines()
+
+
+def _defines_test(path: str, name: str) -> bool:
+    return re.search(rf"^def {re.escape(name)}\(", (PROJECT / path).read_text(), re.M) is not None
+
+
+def test_the_quick_start_sends_a_task_shows_it_and_ends_green_run_by_a_test():
+    """Claims 'doctor: everything green' (a fresh quick start gave 6 warnings) and 'top: watch a
+    task come in' (nothing sent one): the block sends a task before top and show, promises no
+    warning, and tests/ops/test_package.py runs that very block."""
+    commands = [line.split("  #")[0].strip() for line in quick_start_block()]
+    send = next(i for i, c in enumerate(commands) if c.startswith("agent-bridge send ") and "--task" in c)
+    assert send < commands.index("agent-bridge top") < commands.index("agent-bridge show 1"), commands
+    (doctor,) = [line for line in quick_start_block() if line.startswith("agent-bridge doctor ")]
+    assert doctor.endswith("# 0 error(s), 0 warning(s)"), doctor
+    assert commands[-2:] == ["agent-bridge uninstall --purge", "uv tool uninstall agent-bridge"], commands
+    package = (PROJECT / "tests" / "ops" / "test_package.py").read_text()
+    assert _defines_test("tests/ops/test_package.py", "test_the_readme_quick_start_from_the_wheel")
+    assert "QUICK_START = " + repr("### Quick start on your machine") in package.replace('"', "'")
+    assert 'endswith("0 error(s), 0 warning(s)")' in package
+
+
+def test_every_install_line_names_a_source_that_exists():
+    """The PyPI line `uv tool install 'agent-bridge[top]'` failed (not published): every install
+    line, and the missing_extra message, names a path (a clone) or a git URL."""
+    import sys
+
+    from dispatcher.core.errors import BridgeError
+    from dispatcher.ops import top
+
+    saved = sys.modules.get("rich")
+    sys.modules["rich"] = None  # type: ignore[assignment]  # as when the extra is not installed
+    try:
+        with pytest.raises(BridgeError) as refused:
+            top._rich()
+    finally:
+        if saved is None:
+            del sys.modules["rich"]
+        else:
+            sys.modules["rich"] = saved
+    message = str(refused.value)
+    texts = {"README.md": README, **DOCS, "missing_extra": message}
+    bad = []
+    for name, text in texts.items():
+        for source in re.findall(
+            r"(?:uv tool install|uvx --from|pip install)(?: --\S+)* ('[^']+'|\"[^\"]+\"|\S+)", text
+        ):
+            source = source.strip("'\"")
+            if not source.startswith(("./", "/", "git+", "<path", "<this", "$")):
+                bad.append(f"{name}: {source}")
+    assert message.startswith("missing_extra: ") and "./agent-bridge[top]" in message, message
+    assert not bad, f"install lines naming a package index source (agent-bridge is not published): {bad}"
+
+
+def test_no_doc_names_a_python_file_the_repository_lacks():
+    """The README's captured run ran `python kimi.py`, a script never in the repository: a script the
+    docs run must be at that path; a file they name in code, somewhere in the repository."""
+    files = [path for path in PROJECT.rglob("*.py") if ".venv" not in path.parts]
+    names = {path.name for path in files}
+    missing = []
+    for doc, text in {"README.md": README, **DOCS}.items():
+        for script in re.findall(r"python3? ([\w./-]+\.py)\b", text):
+            if not any((base / script).is_file() for base in (PROJECT, PROJECT / "tests", PROJECT / "bench")):
+                missing.append(f"{doc}: python {script}")
+        for mention in re.findall(r"`[^`\n]*?(?<![\w*>$./-])([\w./-]+\.py)\b", text):
+            found = (
+                any(path.as_posix().endswith(f"/{mention}") for path in files) if "/" in mention else mention in names
+            )
+            if not found:
+                missing.append(f"{doc}: {mention}")
+    assert not missing, f"python files the docs name that are not in the repository: {sorted(set(missing))}"
+
+
+# A README claim issue 16 found false, the words it now says, and the test that checks it.
+BACKED_CLAIMS = [
+    ("prints its version", "tests/ops/test_init.py", "test_read_version"),
+    (
+        "Every directory `init` creates is\n0700",
+        "tests/ops/test_init.py",
+        "test_every_directory_init_creates_is_0700_and_force_keeps_a_backup",
+    ),
+    (
+        'an argument name a tool does not have (`knd="task"`) is refused as `invalid_arguments`',
+        "tests/mcp/test_tool_arguments.py",
+        "test_an_unknown_argument_name_is_refused_naming_it",
+    ),
+    (
+        "Every failing `agent-bridge` command ends with exactly one line on stderr",
+        "tests/ops/test_error_lines.py",
+        "test_an_unknown_log_level_is_one_invalid_setting_line",
+    ),
+    (
+        "an agent config.json does not declare) exits 0 with no output",
+        "tests/wake/test_hooks.py",
+        "test_a_hook_for_an_undeclared_agent_is_quiet_and_logs_its_one_line",
+    ),
+    (
+        "through systemd when its unit is installed and a user manager runs, else detached",
+        "tests/ops/test_systemd.py",
+        "test_enable_with_an_installed_unit_but_no_user_manager_starts_it_detached",
+    ),
+    (
+        "Its whole output for Claude Code",
+        "tests/ops/test_doctor.py",
+        "test_the_readme_doctor_sample_is_what_doctor_prints",
+    ),
+    (
+        "`python3\nserver.py` under a Python without the dependencies says `missing_dependency`",
+        "tests/mcp/test_server_identity.py",
+        "test_a_python_without_the_dependencies_gets_one_line_with_the_fix",
+    ),
+]
+
+
+def test_each_claim_issue_16_found_false_is_now_said_truly_and_backed_by_its_test():
+    unsaid = [claim for claim, _, _ in BACKED_CLAIMS if claim not in README]
+    assert not unsaid, f"claims the README no longer makes in these words: {unsaid}"
+    untested = [f"{path}::{name}" for _, path, name in BACKED_CLAIMS if not _defines_test(path, name)]
+    assert not untested, f"the tests these claims cite are gone: {untested}"
+
+
+def test_every_code_a_command_ends_with_is_documented():
+    """`missing_extra` ended `top` but was in no table."""
+    raised = set(
+        re.findall(
+            r"BridgeError\(\s*\"([a-z_]+)\"",
+            "\n".join(path.read_text() for path in (PROJECT / "dispatcher" / "ops").rglob("*.py")),
+        )
+    )
+    missing = sorted(raised - readme_error_codes())
+    assert not missing, f"codes `agent-bridge` commands end with that the README's tables lack: {missing}"
+
+
+def test_the_timing_figures_say_under_which_load_they_hold():
+    """The status line's 66-175 ms became 310-390 ms under load, and the re-wake's 376 ms was
+    415 ms p50 at load 1-7: each quiet-machine figure now says so, with the busy one."""
+    statusline = subsection("Claude Code status line")
+    assert "66–175 ms" in statusline and "when it is quiet" in statusline and "310–390 ms" in statusline
+    assert "p50 376 ms" in README and "a quiet machine's figure" in README and "415 ms p50" in README

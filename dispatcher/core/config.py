@@ -95,6 +95,17 @@ class BridgeConfig(BaseModel):
         declared = self.agents[agent].workspace
         return Path(declared).expanduser() if declared is not None else default
 
+    def workspace_problem(self, agent: str, default: Path, config_path: Path | str) -> str | None:
+        """Why nothing can be dispatched into the agent's workspace (it is not an existing
+        directory), with the fix; None when it is one. The listener refuses to dispatch then."""
+        workspace = self.workspace(agent, default)
+        if workspace.is_dir():
+            return None
+        return (
+            f"the workspace {workspace} of agent {agent!r} is not an existing directory: nothing is dispatched "
+            f"until it is; mkdir -p {workspace}, or set agents.{agent}.workspace in {config_path}"
+        )
+
     def permissions(self, agent: str) -> PermissionProfile:
         """The agent's permission profile; ``bridge`` when it declares none."""
         return self.agents[agent].permissions or BRIDGE_ONLY

@@ -53,7 +53,7 @@ MAX_ALLOW_COMMANDS = 64
 MAX_EXTRA_DIRS = 16
 
 DESCRIPTIONS = {
-    "bridge": "the agent_bridge tools only: no file, search or shell tool",
+    "bridge": "use the agent_bridge tools only: no file, search or shell tool",
     "read": "read, search and list files inside the workspace",
     "edit": "read, search, list, create and edit files inside the workspace",
     "shell": "read and edit files inside the workspace, and run only the allowed commands",

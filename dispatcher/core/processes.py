@@ -29,6 +29,14 @@ _BOOT_ID = _PROC / "sys" / "kernel" / "random" / "boot_id"
 
 
 # -- the rule (pure) -------------------------------------------------------------------------
+def children_cpu_seconds() -> float:
+    """CPU time (user + system) used so far by this process's ended and waited-for children."""
+    import resource
+
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
 def liveness(host: str, start_time: str | None, *, here: str, observed_start: str | None) -> str:
     """``alive`` iff the recorded process is of this host and its pid runs with the recorded start time.
 

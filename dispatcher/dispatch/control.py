@@ -136,6 +136,8 @@ def listener_status(
         "progress": trusted,
         "last": last,
         "config_error": config_error,
+        # The launcher-relevant variables the running listener took: names only (dispatch/environment.py).
+        "environment": ((trusted or {}).get("environment") or {}).get("names") if holder is not None else None,
         "totals": _agent_totals(settings, agent) if totals else None,
         "budget": _daily_budget(settings, agent) if totals else None,
     }
@@ -179,11 +181,10 @@ def _daily_budget(settings: LocationsLike, agent: str) -> dict | None:
 
 
 def _error_head(error: object) -> str:
-    """A short name for the listener's error: ``config invalid``, or the code it starts with."""
+    """A short name for the listener's error: the code it starts with (``config_invalid``,
+    ``workspace_missing``: doctor's codes), else ``error``."""
     if not isinstance(error, str) or not error:
         return "error"
-    if error.startswith("config: "):
-        return "config invalid"
     head = error.split(":", 1)[0].strip()
     return head[:40] if head.replace("_", "").replace(" ", "").isalnum() else "error"
 
@@ -192,7 +193,7 @@ def progress_line(settings: LocationsLike, agent: str, check_config: bool = True
     status = listener_status(settings, agent, check_config, late_results=False, totals=False)
     detail = None
     if status["config_error"]:
-        detail = "config invalid: see `agent-bridge listener status`"
+        detail = "config_invalid: see `agent-bridge listener status`"
     elif status["progress_state"]:
         detail = status["progress_state"]
     elif not status["enabled"]:
@@ -215,15 +216,57 @@ def disable(settings: LocationsLike, agent: str) -> dict:
     }
 
 
+def enable_warnings(settings: LocationsLike, agent: str) -> list[str]:
+    """What will keep the enabled listener from dispatching, as ``code: what to do`` lines."""
+    from dispatcher.core.config import ConfigError, load_config
+    from dispatcher.core.settings import BridgeSettings
+
+    try:
+        config = load_config(settings.config_path())
+    except ConfigError as exc:
+        return [f"config_invalid: {exc.reason}"]
+    if agent not in config.agents:
+        return []
+    problem = config.workspace_problem(agent, BridgeSettings().workspace, settings.config_path())
+    return [f"workspace_missing: {problem}"] if problem else []
+
+
+def environment_warning(settings: LocationsLike, agent: str, pid: int | None) -> list[str]:
+    """When the running listener (``pid``) took other launcher variables than this process has."""
+    from dispatcher.dispatch.environment import difference
+
+    doc, problem = read_progress(AgentPaths.of(settings, agent).progress)
+    if pid is None or problem is not None or doc is None or doc.get("listener_pid") != pid:
+        return []  # not written yet, or another listener's: nothing to compare with
+    differs = difference(doc.get("environment"), os.environ)
+    if differs is None:
+        return []
+    return [
+        f"environment_differs: the running listener of {agent} (pid {pid}) took another environment than "
+        f"this shell's: {differs}. Its workers get its own; to give it this one: `agent-bridge listener "
+        f"disable --agent {agent}`, wait until `listener status` says it stopped, then enable it again"
+    ]
+
+
 def enable(settings: LocationsLike, agent: str, wait_seconds: float = 10.0) -> dict:
-    """Remove the marker and start the listener (idempotent: a second one exits at once)."""
+    """Remove the marker and start the listener (idempotent: a second one exits at once);
+    ``warnings``: what will keep it from dispatching (``enable_warnings``), and a listener
+    already running with another launcher environment than the caller's."""
     from dispatcher.dispatch.systemd_unit import unit_installed, unit_name, user_manager_available
 
+    warnings = enable_warnings(settings, agent)
     paths = AgentPaths.of(settings, agent).ensure()
     paths.disabled_marker.unlink(missing_ok=True)
     holder = flock_holder(paths.lock)
     if holder is not None:
-        return {"agent": agent, "enabled": True, "running": True, "pid": holder, "started": "already_running"}
+        return {
+            "agent": agent,
+            "enabled": True,
+            "running": True,
+            "pid": holder,
+            "started": "already_running",
+            "warnings": warnings + environment_warning(settings, agent, holder),
+        }
     how = "detached"
     if unit_installed() and user_manager_available():
         done = subprocess.run(["systemctl", "--user", "start", unit_name(agent)], capture_output=True, timeout=30)  # noqa: S603, S607 - a fixed argv; systemctl from PATH, as the user runs it
@@ -241,7 +284,14 @@ def enable(settings: LocationsLike, agent: str, wait_seconds: float = 10.0) -> d
     deadline = clock.monotonic() + wait_seconds
     while (holder := flock_holder(paths.lock)) is None and clock.monotonic() < deadline:
         time.sleep(0.05)
-    return {"agent": agent, "enabled": True, "running": holder is not None, "pid": holder, "started": how}
+    return {
+        "agent": agent,
+        "enabled": True,
+        "running": holder is not None,
+        "pid": holder,
+        "started": how,
+        "warnings": warnings,
+    }
 
 
 def _read_only(settings: LocationsLike, *, named_rows: bool = False) -> Connection | None:
@@ -274,7 +324,7 @@ def pending(settings: LocationsLike, agent: str) -> dict:
     try:
         config = load_config(settings.config_path())
     except ConfigError as exc:
-        report["error"] = f"config: {exc.reason}"
+        report["error"] = f"config_invalid: {exc.reason}"
         return report
     report["auto"] = config.agents[agent].auto if agent in config.agents else None
     conn = _read_only(settings)

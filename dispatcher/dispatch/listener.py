@@ -11,6 +11,7 @@ is open across the fork: the listener closes its own before and reopens after. W
 at most once an hour, it prunes old attempt directories (``retention``).
 """
 
+import contextlib
 import fcntl
 import logging
 import os
@@ -28,11 +29,11 @@ from dispatcher.core.logs import configure_logging, get_logger
 from dispatcher.core.private_files import open_private_lock
 from dispatcher.core.reasons import failure_reason
 from dispatcher.core.settings import BridgeSettings
-from dispatcher.dispatch import lease, queue
+from dispatcher.dispatch import environment, lease, queue
 from dispatcher.dispatch.attempts import get_attempt
 from dispatcher.dispatch.paths import AgentPaths
 from dispatcher.dispatch.procs import flock_holder, fork_without_store, signal_group
-from dispatcher.dispatch.progress import write_progress
+from dispatcher.dispatch.progress import render_line, write_progress
 from dispatcher.dispatch.reconcile import reconcile, supervisor_grace
 from dispatcher.dispatch.retention import PRUNE_EVERY_SECONDS, prune_attempt_dirs
 from dispatcher.dispatch.step import BackOff, Dispatch, Observation, Stop, Wait, step
@@ -156,8 +157,9 @@ class Listener:
         other: int | None = None
         try:
             self._first_lease(store)  # before any progress write: a running listener's file is not ours
-            log.info("listener_started", agent=self.agent, pid=os.getpid())
-            self._set(stage="starting")
+            taken = environment.record(os.environ)  # names (and a salted fingerprint), never values
+            log.info("listener_started", agent=self.agent, pid=os.getpid(), environment=taken["names"])
+            self._set(stage="starting", environment=taken)
             self._loop(store)
         except _AlreadyRunning as exc:
             other = exc.pid
@@ -169,6 +171,12 @@ class Listener:
             if other is None:
                 self._set(stage="stopped", current=None)
         return 0 if other is None else self._already_running(other)
+
+    def _say(self, line: str) -> None:
+        """One payload-free line on stderr whatever the log level: a dispatch, a verdict (in the
+        foreground they are what a person watches; detached, stderr is /dev/null)."""
+        with contextlib.suppress(OSError):  # no one reads it (a closed pipe): the progress document has the same
+            print(f"agent-bridge: {line}", file=sys.stderr, flush=True)  # noqa: T201 - see the docstring
 
     def _already_running(self, pid: int | None) -> int:
         message = f"agent-bridge: the {self.agent} listener is already running (pid {pid})."
@@ -233,13 +241,7 @@ class Listener:
     def _workspace_error(self) -> str | None:
         if self.config is None:
             return None
-        workspace = self.config.workspace(self.agent, self.settings.workspace)
-        if workspace.is_dir():
-            return None
-        return (
-            f"workspace {workspace} of agent {self.agent!r} is not an existing directory; "
-            f"create it, or set agents.{self.agent}.workspace in {self.config_path}"
-        )
+        return self.config.workspace_problem(self.agent, self.settings.workspace, self.config_path)
 
     def _next_candidate(self, conn: Connection, config: BridgeConfig) -> queue.Candidate | None:
         """The dispatch rule (``auto`` and the age window included), called in this one place."""
@@ -278,8 +280,14 @@ class Listener:
 
     # -- acting ---------------------------------------------------------------------------
     def _show_waiting(self, stage: str) -> None:
-        problem = self.config_error or self.workspace_error
-        error = f"config: {problem}" if problem else None
+        # Named by doctor's codes, so the status line, `listener status` and doctor say the same.
+        error = (
+            f"config_invalid: {self.config_error}"
+            if self.config_error
+            else f"workspace_missing: {self.workspace_error}"
+            if self.workspace_error
+            else None
+        )
         if stage == "supervising":
             self._set(stage=stage, error=error)  # an orphaned worker from before is still running
         else:
@@ -357,6 +365,7 @@ class Listener:
         if pid == 0:
             self._run_supervisor_child(candidate.message_id)
         self._set(stage="supervising", current={**current, "supervisor_pid": pid})
+        self._say(render_line(self.agent, "supervising", {"current": self._progress["current"]}))
         code = self._wait_for_supervisor(pid, candidate.message_id, self._supervisor_limit())
         if code is None:
             return  # stopping: the supervisor, in its own session, carries on alone
@@ -395,6 +404,7 @@ class Listener:
                     **self._why(attempt),
                 }
             )
+            self._say(render_line(self.agent, "finished", {"last": self._progress["last"]}))
 
     def _why(self, attempt) -> dict:
         """The CLI's status, and for a failure the one-line reason and where its files are."""

@@ -60,7 +60,7 @@ def recover(settings: BridgeSettings, agent: str, *, dispatch: bool = False) -> 
     try:
         config = load_config(settings.config_path())
     except ConfigError as exc:
-        return {"agent": agent, "error": f"config: {exc.reason}"}
+        return {"agent": agent, "error": f"config_invalid: {exc.reason}"}
     conn = open_store(settings.db)
     still_running = reconcile(conn, AgentPaths.of(settings, agent))
     backlog = queue.classify(conn, agent, config, clock.now())

@@ -147,8 +147,12 @@ def listener_run(agent: str) -> None:
 
     settings = _settings()
     _declared(settings, agent, config_required=False)
+    from dispatcher.dispatch.environment import taken
+
+    names = ", ".join(taken(os.environ)) or "none"
     click.echo(
-        f"agent-bridge listener for {agent}: pid {os.getpid()}, store {settings.db}, runtime {settings.private_dir()}",
+        f"agent-bridge listener for {agent}: pid {os.getpid()}, store {settings.db}, runtime {settings.private_dir()}, "
+        f"launcher environment: {names}",
         err=True,
     )
     sys.exit(run_listener(settings, agent))
@@ -224,7 +228,10 @@ def listener_enable(agent: str) -> None:
 
     settings = _settings()
     _declared(settings, agent)
-    _print_json(enable(settings, agent))
+    started = enable(settings, agent)
+    _print_json(started)
+    for warning in started["warnings"]:
+        click.echo(f"agent-bridge: warning: {warning}", err=True)
 
 
 @listener.command("disable")
@@ -414,13 +421,19 @@ def uninstall(purge: bool) -> None:
     show_default=True,
     help="The directory workers run in, for every agent declared.",
 )
-def init(force: bool, workspace: str) -> None:
-    """Write $XDG_CONFIG_HOME/agent-bridge/config.json declaring the agent CLIs found on PATH."""
+@click.option(
+    "--scripted",
+    is_flag=True,
+    help="No model: declare claude, answered by the scripted demo worker, and me (you, sending).",
+)
+def init(force: bool, workspace: str, scripted: bool) -> None:
+    """Write $XDG_CONFIG_HOME/agent-bridge/config.json declaring the agent CLIs found on PATH
+    (with --scripted: a scripted claude and you, for the quick start)."""
     from pathlib import Path
 
     from dispatcher.ops.init import run_init
 
-    run_init(force=force, workspace=Path(workspace), echo=click.echo)
+    run_init(force=force, workspace=Path(workspace), echo=click.echo, scripted=scripted)
 
 
 @main.command()

@@ -13,6 +13,11 @@ is off where the launcher's least privilege is only approximate (Kimi: its tools
 limited to the bridge's), on for the others. With no CLI found it still writes a config,
 declaring ``claude`` with ``auto`` off, so that the server can start.
 
+``--scripted`` is the quick start without a model: ``claude`` with ``auto`` on runs the scripted
+demo worker (``dispatcher/ops/demo_worker.py``) through ``launchers/command_headless.sh`` (the
+command comes from ``AGENT_BRIDGE_WORKER_COMMAND``, printed as the next step), and ``me`` is the
+person at the shell, whose tasks wait for a human (``auto`` off).
+
 Every agent it declares gets an explicit permission profile (dispatcher/core/permissions.py):
 ``edit`` where the CLI's own sandbox confines writes to the workspace (Claude, Codex), ``read``
 where nothing can (Gemini has no sandbox without a container runtime; Kimi approves every
@@ -152,7 +157,40 @@ def build_config(found: list[Found], workspace: Path) -> dict:
     return {"agents": agents, "dispatch_max_age_seconds": 86400}
 
 
-def run_init(*, force: bool, workspace: Path, echo) -> Path:
+# The quick start's stand-in for a model: what `init --scripted` declares and tells the user to export.
+SCRIPTED_WORKER_COMMAND = '"$AGENT_BRIDGE_PYTHON" -m dispatcher.ops.demo_worker'
+HUMAN_AGENT = "me"
+
+
+def scripted_config(workspace: Path) -> dict:
+    """``claude`` answered by the scripted worker, and ``me`` (the person sending): both through the
+    command launcher, at level ``bridge`` (the scripted worker only calls the bridge's tools)."""
+
+    def agent(auto: bool) -> dict:
+        return {
+            "auto": auto,
+            "launcher": "launchers/command_headless.sh",
+            "workspace": str(workspace),
+            "worker_timeout_seconds": 120,
+            "permissions": {"level": "bridge"},
+        }
+
+    return {"agents": {"claude": agent(True), HUMAN_AGENT: agent(False)}, "dispatch_max_age_seconds": 86400}
+
+
+def _say_scripted(echo) -> None:
+    echo(
+        f"Declared claude, answered by a scripted worker (no model), and {HUMAN_AGENT}, you at the shell "
+        f"(auto off: tasks to {HUMAN_AGENT} wait for you)."
+    )
+    echo(
+        "Before `agent-bridge listener enable --agent claude`, give the listener the worker's command: "
+        f"export AGENT_BRIDGE_WORKER_COMMAND='{SCRIPTED_WORKER_COMMAND}'"
+    )
+    echo("For the real Claude Code later: `agent-bridge init --force` declares the CLIs found on PATH.")
+
+
+def run_init(*, force: bool, workspace: Path, echo, scripted: bool = False) -> Path:
     from dispatcher.core.config import BridgeConfig
     from dispatcher.ops.register import backup_copy
 
@@ -165,8 +203,8 @@ def run_init(*, force: bool, workspace: Path, echo) -> Path:
     workspace = workspace.expanduser().resolve()
     if not workspace.is_dir():
         raise BridgeError("usage_error", f"workspace {workspace} is not a directory; pass an existing one.")
-    found = find_clis()
-    config = build_config(found, workspace)
+    found = [] if scripted else find_clis()
+    config = scripted_config(workspace) if scripted else build_config(found, workspace)
     BridgeConfig.model_validate(config)  # what we write, the server and listener accept
     ensure_private_dir(path.parent, "config directory")
     backup = backup_copy(path, path.read_text(encoding="utf-8")) if path.exists() else None
@@ -188,7 +226,9 @@ def run_init(*, force: bool, workspace: Path, echo) -> Path:
         auto = "auto on" if f.cli.auto else "auto off (least privilege is only approximate)"
         echo(f"{f.cli.agent}: {f.path} {version} ({tested}); {auto}")
         echo(f"  workers may: {DESCRIPTIONS[f.cli.level]} (permissions level {f.cli.level})")
-    if not found:
+    if scripted:
+        _say_scripted(echo)
+    elif not found:
         echo(
             "No agent CLI found on PATH (claude, kimi, codex, gemini; CLAUDE_BIN etc. name another binary). "
             "Declared claude with auto off so the server can start; install a CLI and rerun with --force."

@@ -24,8 +24,9 @@ def _rich():
     except ImportError:
         raise BridgeError(
             "missing_extra",
-            "`agent-bridge top` needs the optional `rich` package: install with "
-            "`uv tool install 'agent-bridge[top]'` (or `uv sync --extra top` in a checkout)",
+            "`agent-bridge top` needs the optional `rich` package: reinstall with the extra, "
+            "`uv tool install --force './agent-bridge[top]'` from your clone (or 'git+<repository-url>[top]'), "
+            "or `uv sync --extra top` in a checkout",
         ) from None
 
 
@@ -54,7 +55,7 @@ def snapshot(settings) -> dict:
         names = sorted(config.agents)
     except ConfigError as exc:
         names = []
-        snap["error"] = f"config: {exc.reason}"
+        snap["error"] = f"config_invalid: {exc.reason}"
     for name in names:
         status = listener_status(settings, name, check_config=False, late_results=False, totals=False)
         last = status["last"] if isinstance(status["last"], dict) else None
@@ -318,6 +319,12 @@ def _next_filter(current: str | None, names: list[str], key: str) -> str | None:
 
 
 def run_top(settings, filter_agent: str | None = None, once: bool = False) -> None:
+    if not once and not sys.stdout.isatty():  # a live screen into a pipe or file would never end
+        raise BridgeError(
+            "usage_error",
+            "`agent-bridge top` draws a live screen and needs a terminal, and its output is not one: "
+            "use `agent-bridge top --once` for one frame (scripts, pipes)",
+        )
     _rich()
     from rich.console import Console
     from rich.live import Live

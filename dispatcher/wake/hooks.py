@@ -37,6 +37,7 @@ import json
 import os
 import re
 import sys
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -131,6 +132,8 @@ def _answer(
     agent = agent or os.environ.get("AGENT_ID") or ""
     if not _AGENT.fullmatch(agent):
         return SILENT, "no_agent"
+    if agent not in _declared_agents(locations, agent):
+        return SILENT, "unknown_agent"  # a hook written for an agent config.json no longer declares
     hook_input = parse_stdin(raw_stdin)
     if hook_input is None:
         return SILENT, "stdin_invalid"
@@ -156,6 +159,16 @@ def _answer(
     if not verdict.announce:
         return SILENT, verdict.why
     return render(cli, event, notice(wake_line(summary)), verdict.block), verdict.why
+
+
+def _declared_agents(locations, agent: str) -> Collection[str]:
+    """config.json's agent ids, read as plain JSON (a hook imports no pydantic); when the file
+    cannot be read that way, ``agent`` alone: the store decides (nothing waits for an unknown id)."""
+    try:
+        agents = json.loads(locations.config_path().read_text(encoding="utf-8"))["agents"]
+    except (OSError, ValueError, TypeError, KeyError):
+        return (agent,)
+    return agents if isinstance(agents, dict) else (agent,)
 
 
 def mark_session(locations, agent: str) -> None:

@@ -132,7 +132,8 @@ def test_late_replies_are_unknown_not_an_error_when_the_store_is_unreadable(setu
 @pytest.mark.parametrize(
     ("error", "head"),
     [
-        ("config: agent 'x' is not declared", "config invalid"),
+        ("config_invalid: agent 'x' is not declared", "config_invalid"),  # doctor's codes
+        ("workspace_missing: the workspace /w of agent 'x' is not an existing directory", "workspace_missing"),
         (
             "store_unavailable: the bridge store could not complete this operation (OperationalError: full)",
             "store_unavailable",

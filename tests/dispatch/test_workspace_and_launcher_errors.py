@@ -143,9 +143,14 @@ def test_listener_refuses_an_agent_whose_workspace_is_missing(env, db_path, conf
         task = post_task(db_path, "not dispatched while the workspace is missing")
         seen = wait_until(lambda: (s := status(env))["stage"] == "error" and s, what="stage error")
         error = seen["progress"]["error"]
-        assert (
-            error.startswith("config: ") and f"workspace {gone} of agent 'claude' is not an existing directory" in error
+        assert error.startswith(
+            f"workspace_missing: the workspace {gone} of agent 'claude' is not an existing directory"
         )
+        line = cli(env, "listener", "progress", "--agent", "claude", "--once").stdout
+        assert "workspace_missing" in line, line  # doctor's code, not "config invalid"
+        enabled = cli(env, "listener", "enable", "--agent", "claude")  # already running: it warns all the same
+        assert json.loads(enabled.stdout)["warnings"] == [error], enabled.stdout
+        assert enabled.stderr == f"agent-bridge: warning: {error}\n"
         gone.mkdir()  # fixed: the listener dispatches into it
         done = wait_finished(db_path, task)
         assert done["outcome"] == "succeeded", done

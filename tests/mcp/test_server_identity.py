@@ -68,3 +68,20 @@ def test_logs_and_error_file_never_carry_message_text(env, bridge_root, tmp_path
     logged = stderr_file.read_text()
     assert "text_too_large" in logged  # the refusals were logged, by code
     assert secret not in logged
+
+
+def test_a_python_without_the_dependencies_gets_one_line_with_the_fix(env, tmp_path):
+    """`python3 server.py` with a Python that has none of the dependencies (here: no site-packages,
+    `-S`) used to end in a ModuleNotFoundError traceback that read like a bug in agent-bridge."""
+    proc = subprocess.run(
+        [sys.executable, "-S", str(PROJECT / "server.py")],
+        env={**os.environ, **env, "AGENT_ID": "claude"},
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith("agent-bridge: missing_dependency: ") and proc.stderr.count("\n") == 1, proc.stderr
+    assert f"uv run --directory {PROJECT} python server.py" in proc.stderr and "Traceback" not in proc.stderr

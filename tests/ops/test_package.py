@@ -1,13 +1,18 @@
-"""The wheel, installed into a fresh venv and run outside the checkout: --version, init, serve, demo."""
+"""The wheel, installed into a fresh venv and run outside the checkout: --version, init, serve, demo;
+and the README's quick start, run as written from the wheel installed with `uv tool install`."""
 
 import json
 import os
+import re
+import shlex
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import anyio
+import psutil
 import pytest
 
 pytestmark = pytest.mark.slow
@@ -200,51 +205,6 @@ def test_top_without_the_extra_names_it(installed: Path, home) -> None:
     assert "agent-bridge[top]" in done.stderr
 
 
-def test_the_readme_quick_start_outside_the_checkout(installed: Path, home) -> None:
-    """The README's first steps from an installed package: init, register with Claude Code and
-    Kimi Code, a listener started detached (no user manager here), and doctor with no error
-    and that listener running."""
-    env, work = home
-    env = {**env, "KIMI_BIN": str(Path(env["PATH"].split(os.pathsep)[0]) / "claude")}  # a CLI that answers
-    assert _run(["agent-bridge", "init"], env, work).returncode == 0
-    config = Path(env["XDG_CONFIG_HOME"]) / "agent-bridge" / "config.json"
-    doc = json.loads(config.read_text())
-    doc["agents"].setdefault("kimi", {"auto": False, "launcher": "launchers/kimi_headless.sh"})
-    config.write_text(json.dumps(doc))
-    no_claude = {**env, "PATH": os.pathsep.join(env["PATH"].split(os.pathsep)[1:])}  # settings file, not the binary
-    claude = _run(["agent-bridge", "register", "claude", "--agent", "claude", "--hooks"], no_claude, work)
-    assert claude.returncode == 0, claude.stderr
-    kimi = _run(["agent-bridge", "register", "kimi", "--agent", "kimi"], env, work)
-    assert kimi.returncode == 0, kimi.stderr
-    home_dir = Path(env["HOME"])
-    claude_entry = json.loads((home_dir / ".claude.json").read_text())["mcpServers"]["agent_bridge"]
-    kimi_entry = json.loads((home_dir / ".kimi-code" / "mcp.json").read_text())["mcpServers"]["agent_bridge"]
-    for entry, agent in ((claude_entry, "claude"), (kimi_entry, "kimi")):
-        assert entry["command"] == str(installed / "python") and entry["env"]["AGENT_ID"] == agent
-    hooks = json.loads((home_dir / ".claude" / "settings.json").read_text())["hooks"]
-    for event in ("UserPromptSubmit", "PostToolUse", "Stop"):
-        command = hooks[event][0]["hooks"][0]["command"]
-        assert f"{installed / 'agent-bridge'} hook claude {event} --agent claude" in command, command
-    enabled = _run(["agent-bridge", "listener", "enable", "--agent", "claude"], env, work)
-    try:
-        assert enabled.returncode == 0, enabled.stderr
-        assert json.loads(enabled.stdout)["running"] is True
-        report = json.loads(_run(["agent-bridge", "doctor", "--json"], env, work).stdout)
-        assert report["ok"], [f for f in report["findings"] if f["level"] == "error"]
-        assert any(f["code"] == "listener_ok" and f.get("agent") == "claude" for f in report["findings"])
-        who = json.loads(_run(["agent-bridge", "who", "--json"], env, work).stdout)
-        claude_row = next(a for a in who["agents"] if a["agent"] == "claude")
-        assert claude_row["listener"]["running"] is True and claude_row["unread"] == 0
-    finally:
-        _run(["agent-bridge", "listener", "disable", "--agent", "claude"], env, work)
-        status = {}
-        for _ in range(600):  # the disabled listener exits within a poll or two
-            status = json.loads(_run(["agent-bridge", "listener", "status", "--agent", "claude"], env, work).stdout)
-            if not status["running"]:
-                break
-        assert not status["running"]
-
-
 def test_top_with_the_extra_outside_the_checkout(wheel: Path, home) -> None:
     """The wheel with its `top` extra in its own venv (the plain one must stay without `rich`):
     `top --once` draws one payload-free frame of a real store, whole and filtered."""
@@ -285,3 +245,141 @@ def test_top_with_the_extra_outside_the_checkout(wheel: Path, home) -> None:
         )
         assert cells["agent"] == "claude" and cells["unread"] == "1", row  # the one message, by number only
         assert "SECRET-PAYLOAD" not in out and str(PROJECT) not in out
+
+
+# --- the README's quick start, as written -----------------------------------------------------
+
+QUICK_START = "### Quick start on your machine"
+CLONE = "./agent-bridge[top]"  # what the install line installs: the wheel stands in for the clone
+
+
+def quick_start_commands() -> list[str]:
+    """The commands of the README's quick start block, without their comments."""
+    text = (PROJECT / "README.md").read_text(encoding="utf-8")
+    block = text[text.index(QUICK_START) :].split("```bash\n", 1)[1].split("```", 1)[0]
+    commands = []
+    for line in block.splitlines():
+        command = re.split(r"\s+#\s", line, maxsplit=1)[0].strip()
+        assert shlex.split(command) == shlex.split(line, comments=True), line  # the cut was outside quotes
+        commands.append(command)
+    return commands
+
+
+class Shell:
+    """One shell session, a command at a time: each runs in bash, and the directory and the
+    environment it leaves (`cd`, `export`) are those the next command starts with."""
+
+    def __init__(self, env: dict, cwd: Path, state: Path) -> None:
+        self.env, self.cwd, self.state = env, cwd, state
+        state.mkdir()
+
+    def run(self, command: str, timeout: float = TIMEOUT) -> subprocess.CompletedProcess:
+        cwd, env = self.state / "cwd", self.state / "env"
+        script = f"{command}\nrc=$?\npwd > {shlex.quote(str(cwd))}\nenv -0 > {shlex.quote(str(env))}\nexit $rc\n"
+        done = _run(["bash", "-c", script], self.env, self.cwd, timeout)
+        self.cwd = Path(cwd.read_text().strip())
+        self.env = dict(item.split("=", 1) for item in env.read_text().split("\0") if "=" in item)
+        return done
+
+
+def _fresh_home(tmp_path: Path) -> tuple[dict, Path]:
+    """HOME, PATH and the uv settings only: no XDG variable, no agent CLI, uv's own cache (offline)."""
+    uv = shutil.which("uv")
+    assert uv is not None, "uv is not on PATH; it installs the wheel"
+    fake = tmp_path / "uvbin"
+    fake.mkdir()
+    (fake / "uv").symlink_to(uv)  # uv alone, not what else lives in its directory
+    home = tmp_path / "home"
+    home.mkdir()
+    cache = _run(["uv", "cache", "dir"], _uv_env(), tmp_path).stdout.strip()
+    env = {
+        "HOME": str(home),
+        "PATH": os.pathsep.join([str(home / ".local" / "bin"), str(fake), "/usr/bin", "/bin"]),
+        "LANG": "C.UTF-8",
+        "COLUMNS": "160",
+        "UV_CACHE_DIR": cache,
+        "UV_PYTHON": sys.executable,
+        "UV_PYTHON_DOWNLOADS": "never",
+        "UV_OFFLINE": "1",
+    }
+    return env, home
+
+
+def _left_behind(home: Path) -> list[str]:
+    """What of the bridge is still configured, installed or stored under ``home``."""
+    left = []
+    claude = home / ".claude.json"
+    if claude.exists() and "agent_bridge" in json.loads(claude.read_text()).get("mcpServers", {}):
+        left.append("claude's MCP registration")
+    settings = home / ".claude" / "settings.json"
+    if settings.exists():
+        doc = json.loads(settings.read_text())
+        if doc.get("statusLine"):
+            left.append("claude's status line")
+        if "agent-bridge" in json.dumps(doc.get("hooks", {})):
+            left.append("claude's hooks")
+    units = home / ".config" / "systemd" / "user"
+    left += [f"unit {path.name}" for path in units.glob("agent-bridge*")] if units.is_dir() else []
+    if (home / ".local" / "state" / "agent-bridge").exists():
+        left.append("the store")
+    return left
+
+
+def _processes_under(root: Path) -> list[int]:
+    """Live processes started from anything under ``root`` (the tool's venv, the workspace ...)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline", "cwd", "status"]):
+        if proc.info["status"] == psutil.STATUS_ZOMBIE:
+            continue
+        seen = " ".join(proc.info["cmdline"] or []) + " " + (proc.info["cwd"] or "")
+        if str(root) in seen:
+            found.append(proc.pid)
+    return found
+
+
+def test_the_readme_quick_start_from_the_wheel(wheel: Path, tmp_path: Path) -> None:
+    """The Done-when of issue 16: the quick start from the installed wheel in a fresh HOME, outside
+    the checkout: a task sent, a scripted worker dispatched, `show` with the result, `doctor` exit 0
+    with no warning, and `uninstall --purge` leaving no registration, unit, hook, store or process."""
+    env, home = _fresh_home(tmp_path)
+    start = tmp_path / "start"
+    start.mkdir()
+    shell = Shell(env, start, tmp_path / "shell")
+    commands = quick_start_commands()
+    assert commands[0].startswith("git clone ") and CLONE in commands[1], commands[:2]
+    listener_pid = None
+    try:
+        for command in commands[1:]:
+            if CLONE in command:
+                command = command.replace(CLONE, f"{wheel}[top]")
+                done = shell.run(command)
+                if done.returncode != 0:  # a dependency missing from uv's cache: fetch it from the index
+                    done = shell.run(f"UV_OFFLINE= {command}")
+            elif command == "agent-bridge top":
+                done = shell.run(f"{command} --once")  # no terminal here: one frame
+            else:
+                done = shell.run(command, timeout=300)
+            assert done.returncode == 0, (command, done.stdout, done.stderr)
+            out = done.stdout
+            if command.startswith("agent-bridge init"):
+                assert shell.cwd == home / "my-project" and "AGENT_BRIDGE_WORKER_COMMAND" in out, out
+            elif command.startswith("agent-bridge listener enable"):
+                status = json.loads(out)
+                assert status["running"] is True and status["started"] == "detached", status
+                listener_pid = status["pid"]
+            elif command.startswith("agent-bridge send"):
+                assert "task #1: succeeded" in out and "done: read your 6-word task (message #1)" in out, out
+            elif command.startswith("agent-bridge top"):
+                assert "claude" in out and "succeeded" in out and "Count the words" not in out, out
+            elif command.startswith("agent-bridge show"):
+                assert "dispatch: succeeded" in out and "reply #2 result from claude: done:" in out, out
+            elif command == "agent-bridge doctor":
+                assert out.rstrip().endswith("0 error(s), 0 warning(s)") and "WARN" not in out, out
+            elif command.startswith("agent-bridge uninstall"):
+                assert _left_behind(home) == [], (out, _left_behind(home))
+                assert not psutil.pid_exists(listener_pid) or psutil.Process(listener_pid).status() == "zombie"
+        assert shutil.which("agent-bridge", path=shell.env["PATH"]) is None  # `uv tool uninstall` ran
+        assert _processes_under(tmp_path) == []
+    finally:
+        if listener_pid is not None and psutil.pid_exists(listener_pid):
+            os.kill(listener_pid, signal.SIGTERM)

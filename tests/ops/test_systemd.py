@@ -333,3 +333,40 @@ def test_install_creates_a_missing_unit_directory_0700(tmp_path):
     su.install_unit("claude", Path(sys.executable), PROJECT, target_dir=target)
     for directory in (target, target.parent, target.parent.parent):
         assert stat.S_IMODE(directory.stat().st_mode) == 0o700, directory
+
+
+def test_enable_with_an_installed_unit_but_no_user_manager_starts_it_detached(tmp_path):
+    """`listener enable` goes through systemd only where a user manager runs: with the unit
+    installed and none, it starts the listener detached (and says so), never a failing systemctl."""
+    env = isolated_env(tmp_path)
+    env["XDG_RUNTIME_DIR"] = str(tmp_path / "xdg-runtime")  # no systemd/private in it: no user manager
+    su.install_unit("claude", PYTHON, PROJECT, Path(env["XDG_CONFIG_HOME"]) / "systemd" / "user")
+    stub = tmp_path / "stub-bin"
+    stub.mkdir()
+    (stub / "systemctl").write_text(f"#!/bin/sh\ntouch {tmp_path / 'systemctl-ran'}\nexit 1\n")
+    (stub / "systemctl").chmod(0o755)
+    env["PATH"] = f"{stub}{os.pathsep}{env['PATH']}"
+
+    def cli(*args: str) -> dict:
+        done = subprocess.run(
+            [str(PYTHON), "-m", "dispatcher", "listener", *args, "--agent", "claude"],
+            cwd=PROJECT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    started = cli("enable")
+    try:
+        assert started["started"] == "detached" and started["running"] is True, started
+        assert not (tmp_path / "systemctl-ran").exists()
+    finally:
+        cli("disable")
+        deadline = time.monotonic() + 60
+        while cli("status")["running"]:
+            assert time.monotonic() < deadline, "the disabled listener did not exit"
+            time.sleep(0.1)

@@ -129,6 +129,22 @@ def test_without_rich_top_prints_one_line_naming_the_extra(env):
     assert "agent-bridge[top]" in done.stderr and "uv sync --extra top" in done.stderr
 
 
+def test_without_a_terminal_and_without_once_top_exits_at_once_with_one_line(env):
+    """`agent-bridge top > file` (or in a pipe) used to draw a live screen that never ended."""
+    done = subprocess.run(
+        [sys.executable, "-m", "dispatcher", "top"],
+        cwd=PROJECT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 2 and done.stdout == "", done
+    assert done.stderr.startswith("agent-bridge: usage_error: ") and done.stderr.count("\n") == 1, done.stderr
+    assert "agent-bridge top --once" in done.stderr
+
+
 def test_only_the_top_module_imports_rich():
     """The server and the status line never load it (structlog may, on its own, when rich is installed)."""
     users = [

@@ -342,3 +342,16 @@ def test_a_new_mcp_session_of_the_same_cli_session_is_marked_at_its_next_hook(st
     assert paths(second) == "[]"
     hook(store["env"], "claude", "PostToolUse", "--agent", "claude", stdin=stdin)
     assert paths(second) == '["hook"]'
+
+
+def test_a_hook_for_an_undeclared_agent_is_quiet_and_logs_its_one_line(store, tmp_path):
+    """A hook left in a CLI's settings after its agent left config.json (or a typo in `--agent`):
+    it used to find no mail for that id and say nothing, not even in hooks.log."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"agents": {"claude": {"launcher": "x.sh"}, "kimi": {"launcher": "y.sh"}}}))
+    env = {**store["env"], "AGENT_BRIDGE_CONFIG": str(config)}
+    assert quiet(hook(env, "claude", "UserPromptSubmit", "--agent", "nobody"))
+    (line,) = (store["runtime"] / "hooks.log").read_text().splitlines()
+    assert line.endswith(" hook claude UserPromptSubmit agent=nobody unknown_agent"), line
+    config.write_text("{not json")  # unreadable as JSON: the store decides, as before
+    assert b"2 unread" in hook(env, "claude", "UserPromptSubmit", "--agent", "claude").stdout

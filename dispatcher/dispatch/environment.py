@@ -1,0 +1,79 @@
+"""Which launcher-relevant environment variables a listener took: names only, never values.
+
+A detached listener keeps the environment of the shell that started it, and a systemd one
+that of its unit; workers inherit it. So the listener records the names it took (and a salted
+fingerprint of their values, to see a changed value without storing it), says them in its log
+and `listener status`, and `listener enable` warns when the caller's differ.
+"""
+
+import hashlib
+import secrets
+from collections.abc import Mapping
+
+# What the CLIs accept as credentials (doctor's authentication check reads the same table).
+AUTH_VARIABLES = {
+    "claude": ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK"),
+    "kimi": (),
+    "codex": ("CODEX_API_KEY", "OPENAI_API_KEY"),
+    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_USE_GCA"),
+}
+
+# What the launchers (launchers/*.sh) and the CLIs they start read from the listener's environment
+# and a user sets: the worker command, each CLI's binary, home and options, and the credentials.
+LAUNCHER_VARIABLES = (
+    "AGENT_BRIDGE_WORKER_COMMAND",
+    "AGENT_BRIDGE_MAX_TURNS",
+    "AGENT_BRIDGE_CODEX_MODEL",
+    "AGENT_BRIDGE_CODEX_BASE_URL",
+    "AGENT_BRIDGE_CODEX_ENV_KEY",
+    "AGENT_BRIDGE_CODEX_MAX_RETRIES",
+    "AGENT_BRIDGE_CODEX_OVERRIDES",
+    "CLAUDE_BIN",
+    "KIMI_BIN",
+    "CODEX_BIN",
+    "GEMINI_BIN",
+    "KIMI_NODE",
+    "KIMI_LOOP_MAX_STEPS_PER_TURN",
+    "CLAUDE_CONFIG_DIR",
+    "KIMI_CODE_HOME",
+    "CODEX_HOME",
+    "GEMINI_CLI_HOME",
+    *(name for names in AUTH_VARIABLES.values() for name in names),
+)
+
+
+def taken(environ: Mapping[str, str]) -> list[str]:
+    """The launcher-relevant variables set (non-empty) in ``environ``, sorted."""
+    return sorted(name for name in LAUNCHER_VARIABLES if environ.get(name))
+
+
+def fingerprint(environ: Mapping[str, str], salt: str) -> str:
+    """A salted digest of the taken variables' names and values: equal for equal values, and no value
+    can be read back from it (the salt keeps equal values from looking equal across listeners)."""
+    digest = hashlib.sha256(salt.encode())
+    for name in taken(environ):
+        digest.update(f"\0{name}={environ[name]}".encode())
+    return digest.hexdigest()[:32]
+
+
+def record(environ: Mapping[str, str]) -> dict:
+    """What a listener writes into its progress document at start."""
+    salt = secrets.token_hex(8)
+    return {"names": taken(environ), "salt": salt, "fingerprint": fingerprint(environ, salt)}
+
+
+def difference(recorded: object, environ: Mapping[str, str]) -> str | None:
+    """How ``environ`` differs from a listener's ``record``, in one phrase of names; None when it
+    does not (or the record is missing or malformed: nothing to compare with)."""
+    if not isinstance(recorded, dict) or not isinstance(recorded.get("salt"), str):
+        return None
+    names = recorded.get("names")
+    if not isinstance(names, list) or recorded.get("fingerprint") == fingerprint(environ, recorded["salt"]):
+        return None
+    here = taken(environ)
+    parts = []
+    if missing := [name for name in names if name not in here]:
+        parts.append(f"it has {', '.join(missing)}, which this shell has not")
+    if extra := [name for name in here if name not in names]:
+        parts.append(f"this shell has {', '.join(extra)}, which it has not")
+    return "; ".join(parts) or f"a value differs (of {', '.join(here)})"
