@@ -416,6 +416,63 @@ def test_mail_committed_between_its_first_look_and_its_wait_still_wakes_it(store
     locations = Locations.from_env()
     me = (os.getpid(), processes.start_time(os.getpid()))
     raw = json.dumps({"session_id": "s-gap", "hook_event_name": "Stop"}).encode()
-    code, why = hook_wait._watch(locations, locations.private_dir(), "claude", raw, 20, me)
+    code, why = hook_wait._watch(locations, locations.private_dir(), "claude", raw, 20, me, "Stop")
     assert (code, why) == (2, "wake") and sent
     assert f"#{sent[0]} from kimi" in capsys.readouterr().err
+
+
+SESSION_START = ("claude", "SessionStart", "--agent", "claude", "--wait")
+NEW_SESSION = json.dumps({"session_id": "s-new", "hook_event_name": "SessionStart", "source": "startup"})
+
+
+def test_a_new_session_with_no_turn_yet_is_woken_by_mail_through_its_session_start_hook(store):
+    """A session that has had no turn yet (no Stop hook has run, so nothing else waits): the
+    SessionStart hook, in the background, waits and wakes it (exit 2, the notice) when mail arrives."""
+    hook = Hook(store, STREAMING, *SESSION_START, "60", session="s-new", stdin=NEW_SESSION)
+    try:
+        wait_for(lambda: waiting(store))
+        assert hook.running()
+        arrived = send(store)
+        result = hook.result()
+    finally:
+        hook.kill()
+    assert result["rc"] == 2 and result["stdout"] == ""
+    assert f"1 unread for claude: #{arrived} from kimi (task)" in result["stderr"] and SECRET not in result["stderr"]
+    assert "hook claude SessionStart agent=claude wake" in log(store)
+
+
+def test_mail_waiting_when_a_session_starts_wakes_it_at_once(store):
+    """No SessionStart answer of its own: in the background the first look wakes for an id never
+    announced, so the new session's first turn starts by itself."""
+    first = send(store)
+    result = Hook(store, STREAMING, *SESSION_START, "60", stdin=NEW_SESSION).result()
+    assert result["rc"] == 2 and f"#{first} from kimi" in result["stderr"] and result["seconds"] < 20
+
+
+def test_in_the_foreground_the_session_start_hook_says_nothing_and_leaves(store):
+    """``claude -p`` runs it in the foreground: it neither waits nor announces (the first prompt's
+    UserPromptSubmit hook names the mail), so the ids stay never announced."""
+    send(store)
+    result = Hook(store, ("-p", "hi"), *SESSION_START, "60", stdin=NEW_SESSION).result()
+    assert (result["rc"], result["stdout"], result["stderr"]) == (0, "", "") and result["seconds"] < 20
+    assert not (store["runtime"] / "hooks").exists()  # nothing recorded as announced
+
+
+def test_a_later_stop_waiter_supersedes_the_session_start_waiter(store):
+    """One waiter per session: the Stop hook at the end of the first turn takes the slot."""
+    first = Hook(store, STREAMING, *SESSION_START, "60", session="s-1", stdin=NEW_SESSION.replace("s-new", "s-1"))
+    stop = None
+    try:
+        wait_for(lambda: waiting(store))
+        stop = Hook(store, STREAMING, *WAIT, "60", session="s-1")
+        assert (first.result()["rc"], "hook claude SessionStart agent=claude wait_superseded" in log(store)) == (
+            0,
+            True,
+        )
+        arrived = send(store)
+        woken = stop.result()
+    finally:
+        first.kill()
+        if stop is not None:
+            stop.kill()
+    assert woken["rc"] == 2 and f"#{arrived} from kimi" in woken["stderr"]
