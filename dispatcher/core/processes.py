@@ -166,6 +166,16 @@ def iter_with_environment(name: str, value: str) -> Iterator[int]:
             yield pid
 
 
+def own_cgroup_facts() -> tuple[str, str] | None:
+    """``/proc/self/cgroup`` and ``/proc/self/mountinfo`` as text: where this process sits in the
+    cgroup hierarchies, and where they are mounted (``cgroups.v2_directory`` reads them); None
+    when unreadable."""
+    try:
+        return (_PROC / "self" / "cgroup").read_text(), (_PROC / "self" / "mountinfo").read_text()
+    except OSError:
+        return None
+
+
 def lock_holders(st: os.stat_result, kind: str | None = None) -> list[int] | None:
     """Pids holding (not waiting for) a lock of ``kind`` (FLOCK, POSIX, OFDLCK; any if None)
     on the file ``st`` describes, read from /proc/locks (takes no lock); None when unreadable."""
@@ -192,10 +202,31 @@ def preload() -> None:
     import psutil  # noqa: F401
 
 
+def has_children() -> bool:
+    """Whether this process has a child at all, live or exited (one syscall, no look at /proc).
+    As a child subreaper, no child means no descendant: an orphan below us is re-parented to us."""
+    try:
+        os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return False
+    return True
+
+
+def reap_exited_children() -> None:
+    """Reap every child of ours that has exited (orphans adopted as a subreaper that ended by
+    themselves). Only once every child whose status matters (a Popen's) has been waited for."""
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+
+
 def descendants() -> list[int]:
-    """Pids of every process below this one (with a child subreaper: daemonised ones too)."""
+    """Pids of every process below this one (with a child subreaper: daemonised ones too); with
+    no child at all, no scan of /proc."""
     import psutil
 
+    if not has_children():
+        return []
     try:
         return [p.pid for p in psutil.Process().children(recursive=True)]
     except psutil.Error:

@@ -15,6 +15,7 @@ from dispatcher.store.errors import injected_store_failure
 ENV = "AGENT_BRIDGE_FAULT_POINT"
 RENEW_ENV = "AGENT_BRIDGE_TEST_RENEW_SECONDS"
 SUPERVISOR_GRACE_ENV = "AGENT_BRIDGE_TEST_SUPERVISOR_GRACE_SECONDS"
+NO_CGROUP_ENV = "AGENT_BRIDGE_TEST_NO_CGROUP"
 POINTS = (
     "after_barrier",  # the attempt row is committed, nothing else exists yet
     "after_spawn",  # the gated worker exists, its pid is not recorded
@@ -58,3 +59,9 @@ def renew_interval(default: float) -> float:
 def supervisor_grace(default: float) -> float:
     """How long past an attempt's deadline its supervisor may take to settle it; tests shorten it."""
     return _seconds(SUPERVISOR_GRACE_ENV, default)
+
+
+def cgroups_allowed() -> bool:
+    """Whether workers may get a cgroup where the machine delegates one; tests switch it off to
+    prove the fallback (the subreaper's descendants and the token sweep) on a machine that does."""
+    return os.environ.get(NO_CGROUP_ENV) != "1"

@@ -1,8 +1,9 @@
-"""Containment: the supervisor adopts everything its worker leaves behind (a child subreaper)
-and ends the whole tree (``contain``: ``processes.end_processes`` over its descendants and the
-token's processes, freezing and killing until none is left); every process of a worker carries
-the attempt's token in its environment, so a later listener finds the tree even without its
-supervisor.
+"""Containment: the worker runs in a cgroup of its own where the machine delegates one
+(``cgroups``); the supervisor adopts everything its worker leaves behind (a child subreaper) and
+ends the whole tree (``contain``: the cgroup's ``cgroup.kill``, then ``processes.end_processes``
+over its descendants, freezing and killing until none is left); every process of a worker
+carries the attempt's token in its environment, so a later listener finds the tree even without
+its supervisor, by sweeping ``/proc``.
 """
 
 import contextlib
@@ -11,8 +12,17 @@ import os
 import signal
 import subprocess
 from collections.abc import Iterator
+from dataclasses import dataclass
 
-from dispatcher.core.processes import descendants, end_processes, iter_with_environment, lock_holders, with_environment
+from dispatcher.core.processes import (
+    descendants,
+    end_processes,
+    iter_with_environment,
+    lock_holders,
+    reap_exited_children,
+    with_environment,
+)
+from dispatcher.dispatch.cgroups import WorkerCgroup
 
 TOKEN_ENV = "AGENT_BRIDGE_WORKER_TOKEN"  # noqa: S105 - the variable's name, not a token
 _PR_SET_CHILD_SUBREAPER = 36
@@ -48,19 +58,37 @@ def token_processes(token: str | None) -> list[int]:
     return with_environment(TOKEN_ENV, token) if token else []
 
 
-def contain(token: str | None, grace_seconds: float, *, below_us: bool) -> tuple[int, int]:
-    """End a worker's whole tree: every process carrying ``token`` (the leader too), and with
-    ``below_us`` every descendant of this process (the supervisor's: what a worker
-    daemonised, even with a cleared environment). A process that forks on TERM, or in a loop,
-    is frozen and killed with its children (``end_processes``). Returns (found, outlived it)."""
+@dataclass(frozen=True)
+class WorkerTree:
+    """Where one worker's processes are to be found: the attempt's ``token`` (in each one's
+    environment), its ``cgroup`` (None where none was made), and whether they are ``below_us``
+    (we are its supervisor, a child subreaper: nothing it starts leaves our descendants)."""
 
-    def tree() -> Iterator[int]:
-        if token:
-            yield from iter_with_environment(TOKEN_ENV, token)
-        if below_us:
+    token: str | None
+    cgroup: WorkerCgroup | None = None
+    below_us: bool = False
+
+
+def contain(tree: WorkerTree, grace_seconds: float) -> tuple[int, int]:
+    """End a worker's whole tree. Returns (found, outlived it).
+
+    In order: its cgroup (TERM, then ``cgroup.kill``: nothing inside can fork its way out of it);
+    when it is ``below_us``, every descendant of this process (what a worker daemonised, even with
+    a cleared environment or out of its cgroup; no look at /proc at all once no child is left);
+    otherwise (reconciliation after a supervisor crash, or a supervisor that is no subreaper)
+    every process carrying its token, a sweep of every ``/proc/*/environ``. A process that forks on
+    TERM, or in a loop, is frozen and killed with its children (``end_processes``)."""
+    in_cgroup, outlived = tree.cgroup.end(grace_seconds) if tree.cgroup is not None else (0, False)
+
+    def members() -> Iterator[int]:
+        if tree.below_us:
+            reap_exited_children()  # adopted orphans that ended by themselves: nothing to end
             yield from descendants()
+        elif tree.token:
+            yield from iter_with_environment(TOKEN_ENV, tree.token)
 
-    return end_processes(tree, grace_seconds)
+    found, left = end_processes(members, grace_seconds)
+    return in_cgroup + found, left + int(outlived)
 
 
 def flock_holder(path: str | os.PathLike) -> int | None:

@@ -11,11 +11,11 @@ import signal
 from dispatcher.core import clock
 from dispatcher.core.logs import get_logger
 from dispatcher.core.processes import is_same_process
-from dispatcher.dispatch import faults
+from dispatcher.dispatch import cgroups, faults
 from dispatcher.dispatch.attempts import unsettled_attempts
 from dispatcher.dispatch.outcome import settle
 from dispatcher.dispatch.paths import AgentPaths
-from dispatcher.dispatch.procs import contain, signal_group, token_processes
+from dispatcher.dispatch.procs import WorkerTree, contain, signal_group, token_processes
 from dispatcher.dispatch.supervisor import KILL_GRACE_SECONDS, attempt_diagnostics, recheck_contained, remove_request
 from dispatcher.store import Connection
 
@@ -46,14 +46,19 @@ def reconcile(conn: Connection, paths: AgentPaths) -> bool:
     busy = False
     for attempt in unsettled_attempts(conn, paths.agent):
         supervisor_alive = is_same_process(attempt["supervisor_pid"], attempt["supervisor_start_time"])
-        tree: list[int] = []
-        leader_alive = False
+        # The cgroup its supervisor made (ours too: supervisors are forked from the listener), and
+        # the whole-/proc sweep for the token: a supervisor is gone or overdue, its tree unknown.
+        tree = WorkerTree(attempt["worker_token"], cgroups.find(attempt["worker_token"]))
+        worker_alive = False
         if not supervisor_alive:
-            tree = token_processes(attempt["worker_token"])
-            leader_alive = is_same_process(attempt["worker_pid"], attempt["worker_start_time"])
+            worker_alive = (
+                is_same_process(attempt["worker_pid"], attempt["worker_start_time"])
+                or (tree.cgroup is not None and tree.cgroup.populated())
+                or bool(token_processes(attempt["worker_token"]))
+            )
         action = decide(
             supervisor_alive=supervisor_alive,
-            worker_alive=leader_alive or bool(tree),
+            worker_alive=worker_alive,
             now=clock.now(),
             deadline=attempt["deadline"],
             grace=supervisor_grace(),
@@ -66,7 +71,7 @@ def reconcile(conn: Connection, paths: AgentPaths) -> bool:
                 log.warning("supervisor_overdue_killed", message_id=attempt["message_id"])
                 signal_group(attempt["supervisor_pid"], signal.SIGKILL)
             # The leader carries the token too; a recorded pid alone could be recycled by now.
-            contain(attempt["worker_token"], KILL_GRACE_SECONDS, below_us=False)
+            contain(tree, KILL_GRACE_SECONDS)
             fallback, error_kind = "timeout", "timeout"
         else:
             fallback = "crashed"
@@ -75,6 +80,6 @@ def reconcile(conn: Connection, paths: AgentPaths) -> bool:
         # ledger keeps the attempt's cost, and a conversation's cost cap still fires.
         diagnostics = attempt_diagnostics(paths.attempt_dir(attempt["message_id"]), None)
         settle(conn, attempt["message_id"], fallback=fallback, error_kind=error_kind, diagnostics=diagnostics)
-        recheck_contained(attempt["message_id"], attempt["worker_token"], below_us=False)
+        recheck_contained(attempt["message_id"], tree)
         remove_request(paths, attempt["message_id"])  # a supervisor killed mid-way could not
     return busy

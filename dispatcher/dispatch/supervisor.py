@@ -34,13 +34,13 @@ from dispatcher.core.private_files import (
 from dispatcher.core.processes import start_time
 from dispatcher.core.settings import PROJECT_DIR, BridgeSettings
 from dispatcher.core.spend import cap_passed, cap_to_stop_for, priced
-from dispatcher.dispatch import faults
+from dispatcher.dispatch import cgroups, faults
 from dispatcher.dispatch.attempts import begin_attempt, clean_diagnostics, mark_spawned
 from dispatcher.dispatch.cli_results import cli_diagnostics
 from dispatcher.dispatch.faults import fault_point
 from dispatcher.dispatch.outcome import settle
 from dispatcher.dispatch.paths import AgentPaths
-from dispatcher.dispatch.procs import TOKEN_ENV, become_subreaper, contain, end_worker
+from dispatcher.dispatch.procs import TOKEN_ENV, WorkerTree, become_subreaper, contain, end_worker
 from dispatcher.dispatch.prompts import worker_prompt
 from dispatcher.dispatch.renewal import LEASE_AHEAD_SECONDS, RENEW_EVERY_SECONDS, renew_worker_claim
 from dispatcher.store import STORE_ERRORS, open_store
@@ -59,6 +59,7 @@ class Launch:
     proc: subprocess.Popen
     diagnostics: Path
     gate: int  # write end of the pipe the gate waits on
+    cgroup: cgroups.WorkerCgroup | None  # the worker's own cgroup, where the machine delegates one
 
     def open_gate(self) -> None:
         with contextlib.suppress(BrokenPipeError):  # the gate is gone already; the wait will show it
@@ -172,7 +173,18 @@ def _launch(
     finally:
         os.close(log_fd)
         os.close(gate_in)
-    return Launch(proc, diagnostics, gate_out)
+    return Launch(proc, diagnostics, gate_out, _own_cgroup(proc.pid, token, message_id))
+
+
+def _own_cgroup(pid: int, token: str, message_id: int) -> cgroups.WorkerCgroup | None:
+    """The gated worker moved into a cgroup of its own, before the gate opens: it has started
+    nothing yet, so everything it ever starts is born inside. None where there is none."""
+    cgroup, why = cgroups.make(token)
+    if cgroup is not None and not cgroup.adopt(pid):
+        cgroup, why = None, "cannot move the worker into its cgroup"
+    if cgroup is None:
+        log.debug("worker_without_cgroup", message_id=message_id, reason=why)
+    return cgroup
 
 
 def attempt_diagnostics(attempt_dir: Path, exit_code: int | None) -> dict | None:
@@ -229,15 +241,17 @@ def supervise(settings: BridgeSettings, config: BridgeConfig, message_id: int, *
     Call it in a process of its own (the listener's forked supervisor, or the CLI): it
     becomes a subreaper and ends every descendant once the worker is done.
     """
-    become_subreaper()
+    subreaper = become_subreaper()
     conn = open_store(settings.db)
     try:
-        return _supervise(conn, settings, config, message_id, manual)
+        return _supervise(conn, settings, config, message_id, manual, subreaper)
     finally:
         conn.close()
 
 
-def _supervise(conn, settings: BridgeSettings, config: BridgeConfig, message_id: int, manual: bool) -> str:
+def _supervise(
+    conn, settings: BridgeSettings, config: BridgeConfig, message_id: int, manual: bool, subreaper: bool
+) -> str:
     now, began = clock.now(), clock.monotonic()
     token = secrets.token_hex(16)
     message = begin_attempt(
@@ -258,7 +272,9 @@ def _supervise(conn, settings: BridgeSettings, config: BridgeConfig, message_id:
     paths = AgentPaths.of(settings, agent).ensure()
     try:
         # The budget runs on the monotonic clock: no step of the wall clock stretches or cuts it.
-        outcome = _run_worker(conn, settings, config, paths, message, token, timeout, deadline=began + timeout)
+        outcome = _run_worker(
+            conn, settings, config, paths, message, token, timeout, deadline=began + timeout, subreaper=subreaper
+        )
     finally:
         remove_request(paths, message_id)
     fault_point("after_request_removed")
@@ -278,7 +294,9 @@ def _settle(conn, message_id: int, began: float, **verdict) -> str:
     return outcome
 
 
-def _run_worker(conn, settings, config, paths, message, token: str, timeout: int, deadline: float) -> str:
+def _run_worker(
+    conn, settings, config, paths, message, token: str, timeout: int, deadline: float, subreaper: bool
+) -> str:
     """``deadline``: on the monotonic clock."""
     message_id, began = message["id"], deadline - timeout
     try:
@@ -297,6 +315,7 @@ def _run_worker(conn, settings, config, paths, message, token: str, timeout: int
         return _settle(conn, message_id, began, fallback="failed", error_kind=f"spawn:{type(exc).__name__}")
     fault_point("after_spawn")
     pid = launch.proc.pid
+    tree = WorkerTree(token, launch.cgroup, below_us=subreaper)
     try:
         fault_point("record_pid")
         if not mark_spawned(conn, message_id, pid, start_time(pid)):
@@ -306,12 +325,13 @@ def _run_worker(conn, settings, config, paths, message, token: str, timeout: int
         log.warning("spawn_unrecorded", message_id=message_id, error=type(exc).__name__)
         launch.close_gate()
         end_worker(launch.proc, KILL_GRACE_SECONDS)
+        contain(tree, 0)  # the gate's cgroup goes too
         return _settle(
             conn, message_id, began, fallback="failed", error_kind="spawn_unrecorded", exit_code=launch.proc.returncode
         )
     fault_point("after_pid_recorded")
     launch.open_gate()
-    log.info("worker_started", message_id=message_id, worker_pid=pid)
+    log.info("worker_started", message_id=message_id, worker_pid=pid, cgroup=launch.cgroup is not None)
 
     owner = attempt_claim_owner(message["recipient"], message_id)
     agent = config.agents[message["recipient"]]
@@ -325,7 +345,7 @@ def _run_worker(conn, settings, config, paths, message, token: str, timeout: int
         log.warning("worker_over_budget", message_id=message_id, worker_pid=pid, cap=stopped)
         end_worker(launch.proc, KILL_GRACE_SECONDS)
     # Whatever the worker left behind (in its group or daemonised, adopted by us) ends with it.
-    ended, left = contain(token, KILL_GRACE_SECONDS, below_us=True)
+    ended, left = contain(tree, KILL_GRACE_SECONDS)
     if ended:
         log.warning("worker_leftovers_killed", message_id=message_id, count=ended, outlived_kill=left)
     # Before the verdict: whoever sees the outcome sees the task text gone from outside the store.
@@ -343,13 +363,13 @@ def _run_worker(conn, settings, config, paths, message, token: str, timeout: int
         exit_code=exit_code,
         diagnostics=diagnostics,
     )
-    recheck_contained(message_id, token, below_us=True)
+    recheck_contained(message_id, tree)
     return outcome
 
 
-def recheck_contained(message_id: int, token: str | None, *, below_us: bool) -> None:
+def recheck_contained(message_id: int, tree: WorkerTree) -> None:
     """Look again once the attempt is settled: nothing of its worker may outlive its verdict."""
-    ended, left = contain(token, 0, below_us=below_us)
+    ended, left = contain(tree, 0)
     if ended:
         log.warning("worker_outlived_its_verdict", message_id=message_id, count=ended, outlived_kill=left)
 

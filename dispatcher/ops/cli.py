@@ -536,15 +536,17 @@ def _hook_command(cli_name: str, events: tuple[str, ...]):
         "--wait",
         default=None,
         metavar="SECONDS",
-        help="claude Stop only: in the background (asyncRewake), wait up to SECONDS for new mail.",
+        help="claude Stop and SessionStart only: in the background (asyncRewake), wait up to SECONDS for new mail.",
     )
     @click.pass_context
     def run(ctx, event: str, agent: str | None, wait: str | None) -> None:
         # Imported here, not at the top: a hook's start-up must stay fast (no click-time imports).
-        if wait is not None and cli_name == "claude" and event == "Stop":
-            from dispatcher.wake.hook_wait import main_wait  # the waiting Stop hook (it answers the Stop first)
+        waits = wait is not None and event == "Stop"
+        if cli_name == "claude" and (waits or event == "SessionStart"):
+            # the waiting hook (a Stop answers the Stop first; SessionStart has only the wait)
+            from dispatcher.wake.hook_wait import main_wait
 
-            sys.exit(main_wait(cli_name, agent, wait))
+            sys.exit(main_wait(cli_name, agent, wait, event))
         from dispatcher.wake.hooks import main as hook_main
 
         sys.exit(hook_main(cli_name, event, agent))
@@ -552,7 +554,7 @@ def _hook_command(cli_name: str, events: tuple[str, ...]):
     return run
 
 
-_hook_command("claude", ("UserPromptSubmit", "PostToolUse", "Stop"))
+_hook_command("claude", ("UserPromptSubmit", "PostToolUse", "Stop", "SessionStart"))
 _hook_command("kimi", ("UserPromptSubmit",))
 _hook_command("codex", ("UserPromptSubmit", "Stop"))
 _hook_command("gemini", ("BeforeAgent", "AfterAgent"))

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from dispatcher.core import clock
 from dispatcher.core.locations import Locations
+from dispatcher.core.private_files import writable_by_others
 from dispatcher.dispatch.environment import AUTH_VARIABLES
 from dispatcher.ops import init
 from dispatcher.store import STORE_ERRORS, Connection, schema_version, views
@@ -280,10 +281,24 @@ def check_runtime(ctx: Context) -> list[Finding]:
 # --- config.json and the launchers -------------------------------------------------------
 
 
+OTHERS_FIX = (
+    "make {what} and the directories above it yours (or root's) and not group- or world-writable (chown, chmod go-w)"
+)
+
+
 def check_config(ctx: Context) -> list[Finding]:
     from dispatcher.core.config import ConfigError, load_config
 
     path = ctx.locations.config_path()
+    if (why := writable_by_others(path)) is not None:  # the rule load_config (every command) refuses by
+        return [
+            Finding(
+                "config_writable_by_others",
+                ERROR,
+                f"{path} could be changed by someone else: {why}",
+                OTHERS_FIX.format(what=path) + "; listeners and commands refuse it until then",
+            )
+        ]
     try:
         ctx.config = load_config(path)
     except ConfigError as exc:
@@ -318,6 +333,16 @@ def check_launchers(ctx: Context) -> list[Finding]:
             found.append(
                 Finding(
                     "launcher_not_executable", ERROR, f"launcher {path} is not executable", f"chmod +x {path}", agent
+                )
+            )
+        elif (why := writable_by_others(path)) is not None:  # the rule the supervisor refuses it by
+            found.append(
+                Finding(
+                    "launcher_writable_by_others",
+                    ERROR,
+                    f"launcher {path} could be changed by someone else: {why}",
+                    OTHERS_FIX.format(what=path) + "; the supervisor never runs it until then (spawn:PermissionError)",
+                    agent,
                 )
             )
         else:

@@ -33,13 +33,14 @@ from pathlib import Path
 
 from dispatcher.core import clock
 from dispatcher.core.errors import BridgeError
+from dispatcher.wake.hook_wait import TIMEOUT_MARGIN_SECONDS, WAIT_EVENTS
 
 SERVER_NAME = "agent_bridge"
 CLIS = ("claude", "kimi", "codex", "gemini")
 KIMI_STARTUP_TIMEOUT_MS = 30000
 STATUSLINE_REFRESH_SECONDS = 2
 HOOK_TIMEOUT_SECONDS = 10
-CLAUDE_HOOK_EVENTS = ("UserPromptSubmit", "PostToolUse", "Stop")
+CLAUDE_HOOK_EVENTS = ("UserPromptSubmit", "PostToolUse", "Stop", "SessionStart")
 KIMI_HOOK_EVENTS = ("UserPromptSubmit",)
 CODEX_HOOK_EVENTS = ("UserPromptSubmit", "Stop")
 GEMINI_HOOK_EVENTS = ("BeforeAgent", "AfterAgent")
@@ -456,12 +457,11 @@ def claude_wait_seconds() -> int:
 def json_hook_entry(cli: str, event: str, agent: str) -> dict:
     timeout = HOOK_TIMEOUT_SECONDS * 1000 if cli == "gemini" else HOOK_TIMEOUT_SECONDS  # Gemini: milliseconds
     entry = {"type": "command", "command": hook_command(cli, event, agent), "timeout": timeout}
-    if cli == "claude" and event == "Stop":
+    if cli == "claude" and event in WAIT_EVENTS:
         # asyncRewake: in an interactive or streaming session Claude runs it in the background and
-        # exit 2 wakes the idle model; --wait keeps it watching for new mail. Claude kills a hook
-        # at its timeout, so the timeout is the wait plus a margin: the hook always ends first.
-        from dispatcher.wake.hook_wait import TIMEOUT_MARGIN_SECONDS
-
+        # exit 2 wakes the idle model (SessionStart: one that has had no turn yet); --wait keeps it
+        # watching for new mail. Claude kills a hook at its timeout, so the timeout is the wait plus
+        # a margin: the hook always ends first.
         wait = claude_wait_seconds()
         entry.update(
             command=f"{entry['command']} --wait {wait}", timeout=wait + TIMEOUT_MARGIN_SECONDS, asyncRewake=True
@@ -469,14 +469,15 @@ def json_hook_entry(cli: str, event: str, agent: str) -> dict:
     return entry
 
 
-def _older_claude_stop(entry: dict, agent: str) -> bool:
-    """An earlier form of this installation's own Claude Stop hook (same agent and store): the plain
-    one (no ``--wait``) or one with another wait; ``register`` upgrades it without ``--force``."""
+def _older_claude_waiter(entry: dict, agent: str, event: str) -> bool:
+    """An earlier form of this installation's own waiting Claude hook for ``event`` (same agent and
+    store): the plain one (no ``--wait``) or one with another wait; ``register`` upgrades it
+    without ``--force``."""
     if set(entry) - {"type", "command", "timeout", "asyncRewake"} or entry.get("type") != "command":
         return False
     if entry.get("asyncRewake", True) is not True:
         return False
-    base = hook_command("claude", "Stop", agent)
+    base = hook_command("claude", event, agent)
     command = entry.get("command")
     return isinstance(command, str) and (
         command == base or re.fullmatch(re.escape(base) + r" --wait \d{1,6}", command) is not None
@@ -518,7 +519,12 @@ def json_hooks_transform(
             ]
             if len(ours) == 1 and ours[0][1] == wanted:
                 continue
-            older = cli == "claude" and event == "Stop" and len(ours) == 1 and _older_claude_stop(ours[0][1], agent)
+            older = (
+                cli == "claude"
+                and len(ours) == 1
+                and event in WAIT_EVENTS
+                and _older_claude_waiter(ours[0][1], agent, event)
+            )
             if ours and not force and not older:
                 raise _conflict(cli, path, f"hooks.{event}", [h for _, h in ours], wanted)
             if older and upgraded is not None:
@@ -541,8 +547,8 @@ def register_claude_hooks(agent: str, dry_run: bool, force: bool) -> list[str]:
     lines = [apply_edit(path, transform, dry_run).line("claude", what, dry_run)]
     if upgraded:
         lines.append(
-            f"claude: {'would upgrade' if dry_run else 'upgraded'} this installation's earlier Stop hook "
-            f"to the waiting one (--wait {claude_wait_seconds()}: it wakes an idle session when mail "
+            f"claude: {'would upgrade' if dry_run else 'upgraded'} this installation's earlier "
+            f"{' and '.join(upgraded)} hook to the waiting one (--wait {claude_wait_seconds()}: it wakes an idle session when mail "
             "arrives)."
         )
     return lines

@@ -1,4 +1,4 @@
-"""The waiting Stop hook: ``agent-bridge hook claude Stop --wait SECONDS``, to wake an idle session.
+"""The waiting hook: ``agent-bridge hook claude Stop|SessionStart --wait SECONDS``, to wake an idle session.
 
 Hooks fire on events, so mail that arrives while a Claude Code session sits idle would wait for
 the user's next prompt. Registered as an ``asyncRewake`` Stop hook, this command first answers
@@ -9,7 +9,16 @@ this session arrives, then prints the payload-free line on stderr and exits 2: C
 it in front of the model as a new turn. ``hook_rules.decide_wait`` decides (one waiter per
 session, a new id only, at most one wake per 10 s, one wake per waiter).
 
-What Claude Code 2.1.332 does with such a hook (read from its bundled JS):
+Registered as an ``asyncRewake`` ``SessionStart`` hook, the same waiter starts with the session,
+so a session that has had no turn yet (no ``Stop`` hook has run) is woken too. It gives no
+``SessionStart`` answer of its own: in the background its first look wakes at once for an id
+never announced (its exit 2 starts the first turn); in the foreground (``claude -p``) it exits 0
+silently and the first prompt's ``UserPromptSubmit`` hook names the mail. The session's MCP server
+may start after the hook, so this waiter marks the session's wake path ``hook`` as soon as it
+finds the server (for ``MARK_WITHIN_SECONDS``).
+
+What Claude Code 2.1.332 does with such a hook (read from its bundled JS; the ``SessionStart``
+case proved on the real TUI in ``tests/agent_clis/test_claude_session_start.py``):
 
 - an ``asyncRewake`` command hook runs in the background when the session is interactive or has
   streaming input (``-p --input-format stream-json``), else in the foreground;
@@ -35,6 +44,7 @@ import os
 import secrets
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from dispatcher.bridge.hook_rules import Verdict, decide_wait, release_wait
@@ -48,6 +58,8 @@ WAIT_MAX_SECONDS = 86400
 TIMEOUT_MARGIN_SECONDS = 30
 POLL_SECONDS = 0.25
 PARENT_CHECK_SECONDS = 1.0
+MARK_WITHIN_SECONDS = 120.0  # how long a SessionStart waiter looks for its session's MCP server
+WAIT_EVENTS = ("Stop", "SessionStart")  # the Claude events whose hook may wait
 CLAUDE_MAX_DEPTH = 8  # how far above the hook Claude may be (a shell or two between)
 _SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 
@@ -123,21 +135,23 @@ def _blocked():
     return _Block()
 
 
-def main_wait(cli: str, agent: str | None, wait: str | None) -> int:
-    """``hook claude Stop --wait N``: the Stop answer, then (in the background) the wait."""
+def main_wait(cli: str, agent: str | None, wait: str | None, event: str = "Stop") -> int:
+    """``hook claude Stop --wait N``: the Stop answer, then (in the background) the wait.
+    ``hook claude SessionStart --wait N``: in the background the wait alone, else nothing."""
     for signum in _SIGNALS:
         signal.signal(signum, _raise_ended)
     try:
         with _blocked():
             raw = hooks.read_stdin()
-            answer = hooks.run_hook(cli, "Stop", agent, raw)
-            if answer.exit_code == 2 or answer.stdout:
-                return hooks.emit(answer)
+            if event == "Stop":
+                answer = hooks.run_hook(cli, "Stop", agent, raw)
+                if answer.exit_code == 2 or answer.stdout:
+                    return hooks.emit(answer)
             seconds = parse_wait(wait)
             claude = claude_process(os.environ) if cli == "claude" and seconds is not None else None
             if claude is None or seconds is None:  # (claude is None whenever seconds is)
                 return 0
-        return _wait(agent, raw, seconds, claude)
+        return _wait(agent, raw, seconds, claude, event)
     except _Ended:  # before the wait began (a signal during the Stop answer)
         why = "wait_signal"
     except Exception as exc:  # noqa: BLE001 - a hook must never break the session
@@ -145,13 +159,13 @@ def main_wait(cli: str, agent: str | None, wait: str | None) -> int:
     try:
         from dispatcher.core.locations import Locations
 
-        hooks.log_line(Locations.from_env().private_dir(), "claude", "Stop", agent, why)
+        hooks.log_line(Locations.from_env().private_dir(), "claude", event, agent, why)
     except Exception:  # noqa: BLE001, S110 - nothing more to do: exit 0
         pass
     return 0
 
 
-def _wait(agent: str | None, raw: bytes, seconds: int, claude: tuple[int, str]) -> int:
+def _wait(agent: str | None, raw: bytes, seconds: int, claude: tuple[int, str], event: str) -> int:
     """Never raises (but ``_Ended``): a failure is exit 0 and one log line."""
 
     runtime = None
@@ -161,20 +175,20 @@ def _wait(agent: str | None, raw: bytes, seconds: int, claude: tuple[int, str]) 
 
         locations = Locations.from_env()
         runtime = locations.private_dir()
-        code, why = _watch(locations, runtime, agent, raw, seconds, claude)
-        hooks.log_line(runtime, "claude", "Stop", agent, why)
+        code, why = _watch(locations, runtime, agent, raw, seconds, claude, event)
+        hooks.log_line(runtime, "claude", event, agent, why)
         return code
     except _Ended:
-        hooks.log_line(runtime, "claude", "Stop", agent, "wait_signal")
+        hooks.log_line(runtime, "claude", event, agent, "wait_signal")
         return 0
     except Exception as exc:  # noqa: BLE001 - a hook must never break the session
         why = f"wait_error {type(exc).__name__}"
-    hooks.log_line(runtime, "claude", "Stop", agent, why)
+    hooks.log_line(runtime, "claude", event, agent, why)
     return 0
 
 
 def _watch(
-    locations, runtime: Path, agent: str | None, raw: bytes, seconds: int, claude: tuple[int, str]
+    locations, runtime: Path, agent: str | None, raw: bytes, seconds: int, claude: tuple[int, str], event: str
 ) -> tuple[int, str]:
     from dispatcher.bridge.inbox import inbox_summary, wake_line
     from dispatcher.store.readonly import open_read_only
@@ -185,6 +199,7 @@ def _watch(
         return 0, "wait_refused"
     key = hooks.session_key(hook_input.get("session_id", hook_input.get("sessionId")))
     deadline = clock.monotonic() + seconds
+    mark = _marker(locations, agent) if event == "SessionStart" else None
     token = f"{os.getpid()}-{secrets.token_hex(6)}"
     conn = open_read_only(locations.db, live=True)
     if conn is None:
@@ -210,7 +225,9 @@ def _watch(
         if verdict.announce:
             return 2, verdict.why
         try:
-            return _poll(conn, locations, runtime, agent, key, deadline, claude, inode, look, verdict, mtime, version)
+            return _poll(
+                conn, locations, runtime, agent, key, deadline, claude, inode, look, verdict, mtime, version, mark
+            )
         finally:
             with _blocked():  # an ending waiter frees its slot (a woken one already did)
                 hooks.update_state(
@@ -218,6 +235,19 @@ def _watch(
                 )
     finally:
         conn.close()
+
+
+def _marker(locations, agent: str) -> Callable[[], bool]:
+    """Marks the session whose CLI runs this waiter (wake path ``hook``); each call tries once and
+    says whether to stop trying: marked, or ``MARK_WITHIN_SECONDS`` passed (no server of the agent)."""
+    until = clock.monotonic() + MARK_WITHIN_SECONDS
+
+    def mark() -> bool:
+        return hooks.mark_session(locations, agent) is not None or clock.monotonic() >= until
+
+    if mark():  # a server already up is marked at once
+        return lambda: True
+    return mark
 
 
 def _poll(
@@ -233,6 +263,7 @@ def _poll(
     verdict,
     mtime,
     version: int,
+    mark: Callable[[], bool] | None,
 ) -> tuple[int, str]:
     """Watch until a wake, the bound, a superseding waiter, Claude gone or the store replaced."""
     from dispatcher.bridge.inbox import inbox_summary
@@ -248,6 +279,8 @@ def _poll(
             next_parent_check = now_m + PARENT_CHECK_SECONDS
             if not processes.is_same_process(*claude):
                 return 0, "wait_claude_gone"
+            if mark is not None and mark():
+                mark = None
             try:
                 if os.stat(locations.db).st_ino != inode:
                     return 0, "wait_store_replaced"

@@ -45,7 +45,7 @@ from dispatcher.bridge.hook_rules import SessionState, decide
 from dispatcher.core import clock
 
 CLI_EVENTS = {
-    "claude": ("UserPromptSubmit", "PostToolUse", "Stop"),
+    "claude": ("UserPromptSubmit", "PostToolUse", "Stop", "SessionStart"),
     "kimi": ("UserPromptSubmit",),
     "codex": ("UserPromptSubmit", "Stop"),
     "gemini": ("BeforeAgent", "AfterAgent"),
@@ -171,14 +171,15 @@ def _declared_agents(locations, agent: str) -> Collection[str]:
     return agents if isinstance(agents, dict) else (agent,)
 
 
-def mark_session(locations, agent: str) -> None:
+def mark_session(locations, agent: str) -> int | None:
     """The agent's MCP session whose CLI runs this hook gets the wake path "hook", so it counts as
     wakeable (``interactive_grace_seconds``). Decided per MCP session, at every hook: a new MCP
     session of the same CLI session (an ``/mcp`` reconnect, a server restart) is marked at the
-    next hook, and one still starting at a later one. A read-only look; a write only to mark."""
+    next hook, and one still starting at a later one. A read-only look; a write only to mark.
+    Returns the session's id, None when no such session runs (yet)."""
     from dispatcher.bridge.presence import mark_from_descendant
 
-    mark_from_descendant(locations.db, agent, "hook")
+    return mark_from_descendant(locations.db, agent, "hook")
 
 
 def _decide_with_state(

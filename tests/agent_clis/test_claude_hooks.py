@@ -125,13 +125,13 @@ def scenario_requests(model: AnthropicModel, scenario: str) -> list[str]:
     ]
 
 
-def test_register_writes_the_three_hooks(setup):
+def test_register_writes_the_four_hooks(setup):
     settings = json.loads((setup["config_dir"] / "settings.json").read_text())
-    for event in ("UserPromptSubmit", "PostToolUse", "Stop"):
+    for event in ("UserPromptSubmit", "PostToolUse", "Stop", "SessionStart"):
         [group] = settings["hooks"][event]
         [entry] = group["hooks"]
         assert f"hook claude {event} --agent claude" in entry["command"]
-        assert entry["timeout"] == (3630 if event == "Stop" else 10)
+        assert entry["timeout"] == (3630 if event in ("Stop", "SessionStart") else 10)
     stop = settings["hooks"]["Stop"][0]["hooks"][0]
     # the waiting Stop hook: in `claude -p` Claude runs it in the foreground, where it never waits
     assert stop["asyncRewake"] is True and stop["command"].endswith("--wait 3600")

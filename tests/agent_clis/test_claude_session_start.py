@@ -1,19 +1,24 @@
 """What Claude Code 2.1.332 does with an ``asyncRewake`` ``SessionStart`` hook, on the real CLI in
-a pseudo-terminal (the interactive TUI) with a scripted model on 127.0.0.1: the behaviour a
-waiter for a new session (one that has had no turn yet, so no Stop hook has run) would rely on.
+a pseudo-terminal (the interactive TUI) with a scripted model on 127.0.0.1: the behaviour the
+waiter for a new session (one that has had no turn yet, so no Stop hook has run) relies on, and
+then that waiter itself, as ``register claude --hooks`` writes it.
 
-The hook here is a stand-in for such a waiter: it notes when it started, waits a few seconds,
-then exits 2 with a line on stderr. Nothing is typed into the session.
+In the first test the hook is a stand-in: it notes when it started, waits a few seconds, then
+exits 2 with a line on stderr. Nothing is typed into either session.
 """
 
 import json
 import os
+import sqlite3
 import time
 
 import pytest
 from cli_harness import Terminal, claude_with_hooks, require_cli, with_model
 from models import script
 from models.anthropic import AnthropicModel
+
+from dispatcher.bridge.messages import send_message
+from dispatcher.store import open_store
 
 pytestmark = pytest.mark.cli
 
@@ -78,3 +83,58 @@ def test_a_session_start_async_rewake_hook_runs_in_the_background_and_wakes_a_se
     )
     assert drawn_at is not None and drawn_at < ended, "the TUI waited for the SessionStart hook"
     assert any(token in w for w in woken())  # the hook's line reached the model, nothing typed
+
+
+def _wake_paths(db) -> list[str]:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return [row[0] for row in conn.execute("SELECT wake_paths FROM sessions WHERE agent = 'claude'")]
+    finally:
+        conn.close()
+
+
+def _hook_waiting(runtime) -> bool:
+    directory = runtime / "hooks" / "claude"
+    return directory.exists() and any(json.loads(p.read_text() or "{}").get("waiter") for p in directory.glob("*.json"))
+
+
+def test_a_new_session_that_has_had_no_turn_is_woken_by_mail(tmp_path):
+    """The SessionStart hook that `register claude --hooks` writes: in a TUI nobody typed into, it
+    marks the session wakeable (wake path `hook`) and waits; a message sent then makes Claude start
+    a turn by itself, and the model's request names the message (id, sender) but never its text."""
+    made = claude_with_hooks(tmp_path, require_cli("claude"), AGENT_BRIDGE_HOOK_WAIT_SECONDS="120")
+    settings = json.loads((made["config_dir"] / "settings.json").read_text())
+    [entry] = settings["hooks"]["SessionStart"][0]["hooks"]
+    assert entry["asyncRewake"] is True and entry["command"].endswith(
+        "hook claude SessionStart --agent claude --wait 120"
+    )
+    secret = "canary-" + os.urandom(8).hex()
+    with IdleModel(tmp_path / "requests.jsonl") as model:
+        env = with_model(made["env"], model.base_url)
+
+        def woken() -> list[str]:
+            return [json.dumps(b.get("messages")) for b in model.messages_requests() if b.get("tools")]
+
+        tui = Terminal([str(require_cli("claude"))], cwd=made["workspace"], env=env)
+        try:
+            tui.drain_until(lambda: _hook_waiting(made["runtime"]), 120, "the SessionStart waiter")
+            tui.drain_until(lambda: any('"hook"' in p for p in _wake_paths(made["db"])), 120, "the session marked")
+            assert woken() == []  # no turn yet
+            conn = open_store(made["db"])
+            try:
+                arrived = send_message(
+                    conn,
+                    sender="kimi",
+                    recipient="claude",
+                    text=f"{secret} for a new session",
+                    agents=frozenset({"claude", "kimi", "codex"}),
+                    max_body_bytes=65536,
+                    kind="task",
+                )["id"]
+            finally:
+                conn.close()
+            tui.drain_until(lambda: woken() != [], 120, "a model request made with no input")
+        finally:
+            tui.close()
+    [request] = woken()[:1]
+    assert f"1 unread for claude: #{arrived} from kimi (task)" in request and secret not in request

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from harness import dispatcher_modules
+from harness import PROJECT, dispatcher_modules
 
 from dispatcher.core import processes
 
@@ -234,3 +234,25 @@ def test_ending_processes_leaves_none_that_forked_on_term_or_in_a_loop(kind):
         child.kill()
         child.wait()
         child.stdout.close()
+
+
+CHILDREN = """
+import os, subprocess, sys
+from dispatcher.core.processes import descendants, has_children, reap_exited_children
+said = [has_children(), descendants()]
+child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+said += [has_children(), descendants() == [child.pid]]
+child.stdin.close()
+os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)  # exited, not reaped: a zombie child
+said += [has_children()]
+reap_exited_children()
+said += [has_children(), descendants()]
+print(said)
+"""
+
+
+def test_no_child_means_no_descendant_and_no_look_at_proc():
+    """The supervisor's cheap look: with no child at all (a zombie is still a child, until reaped)
+    ``descendants`` is empty without reading /proc. Run in a process of its own (it reaps)."""
+    done = subprocess.run([sys.executable, "-c", CHILDREN], capture_output=True, text=True, timeout=60, cwd=PROJECT)
+    assert done.stdout.strip() == "[False, [], True, True, True, False, []]", done.stderr

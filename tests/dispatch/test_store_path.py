@@ -16,8 +16,10 @@ from dispatch_harness import (
     make_launcher,
     post_task,
     start_listener,
+    status,
     stop_listener,
     wait_finished,
+    wait_until,
     write_config_atomic,
 )
 from harness import McpAgent, bridge_env
@@ -54,6 +56,32 @@ def test_a_listener_through_a_symlinked_directory_dispatches(env, config_path, l
         assert wait_finished(db_path, task)["outcome"] == "succeeded"
     finally:
         stop_listener(listener)
+    write_config_atomic(config_path, make_launcher(launchers, "succeed"), auto=False)
+
+
+@pytest.mark.parametrize("first_through", ["link", "real path"])
+def test_two_listeners_through_a_link_to_the_file_and_the_real_path_are_one(
+    env, config_path, launchers, db_path, tmp_path, first_through
+):
+    """A link to the store *file* and its real path name one store: whichever listener starts
+    second exits "already running" (the lock is keyed on the real file), and the one that runs
+    dispatches."""
+    link = tmp_path / f"bridge-link-{first_through.replace(' ', '-')}.db"
+    link.symlink_to(db_path)
+    linked, direct = _linked_env(env, link), env
+    first_env, second_env = (linked, direct) if first_through == "link" else (direct, linked)
+    write_config_atomic(config_path, make_launcher(launchers, "succeed"))
+    first = start_listener(first_env)
+    try:
+        wait_until(lambda: status(env)["stage"] == "idle", what="the first listener idle")
+        second = start_listener(second_env)
+        assert second.wait(60) == 0
+        assert f"already running (pid {first.pid})" in second.stderr.read()
+        assert first.poll() is None
+        task = post_task(db_path, f"one listener, first through the {first_through}")
+        assert wait_finished(db_path, task)["outcome"] == "succeeded"
+    finally:
+        stop_listener(first)
     write_config_atomic(config_path, make_launcher(launchers, "succeed"), auto=False)
 
 

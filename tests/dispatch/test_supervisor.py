@@ -29,6 +29,8 @@ from dispatch_harness import (
     write_config_atomic,
 )
 
+from dispatcher.dispatch.cgroups import PREFIX, delegated_directory
+from dispatcher.dispatch.faults import NO_CGROUP_ENV
 from dispatcher.dispatch.progress import render_last
 
 
@@ -82,18 +84,38 @@ def test_timeout_records_the_real_exit_status(env, db_path, config_path, launche
         stop_listener(listener)
 
 
-def test_daemonised_grandchild_is_killed_and_never_answers(env, db_path, config_path, launchers, bridge_root):
+CGROUP_HERE, NO_CGROUP_WHY = delegated_directory()
+CONTAINMENT = [
+    pytest.param(
+        {}, id="cgroup", marks=pytest.mark.skipif(CGROUP_HERE is None, reason=f"no delegated cgroup: {NO_CGROUP_WHY}")
+    ),
+    pytest.param({NO_CGROUP_ENV: "1"}, id="fallback"),  # the subreaper's descendants and the token sweep
+]
+
+
+def contained_as(env: dict, task: int, knob: dict, token: str) -> None:
+    """The worker ran in a cgroup of its own exactly where one was to be made, and it is removed."""
+    [started] = [e for e in log_events(env, "worker_started") if e["message_id"] == task]
+    assert started["cgroup"] is (not knob)
+    assert CGROUP_HERE is None or not (CGROUP_HERE / f"{PREFIX}{token}").exists()
+
+
+@pytest.mark.parametrize("knob", CONTAINMENT)
+def test_daemonised_grandchild_is_killed_and_never_answers(env, db_path, config_path, launchers, bridge_root, knob):
     """A double-forked, setsid'd grandchild that forks when it receives TERM leaves the group and
     outlives a single listing of the tree: it is still killed, with every child it forked, and
-    nothing carrying the worker's token outlives the verdict or answers after it."""
+    nothing carrying the worker's token outlives the verdict or answers after it: in a cgroup of its
+    own where the machine delegates one, and by the supervisor's descendants where it does not."""
     late = bridge_root / "late.txt"
+    late.unlink(missing_ok=True)
     use(config_path, launchers, "daemonize", FAKE_WORKER_DELAY="3", FAKE_WORKER_LATE_FILE=str(late))
-    listener = running_listener(env)
+    listener = running_listener(env, **knob)
     try:
         task = post_task(db_path, "escape the group")
         done = wait_finished(db_path, task)
         assert (done["outcome"], done["error_kind"]) == ("failed", "no_evidence")
         assert tree_of(done["worker_token"]) == []
+        contained_as(env, task, knob, done["worker_token"])
         time.sleep(5)  # past the grandchild's delay: proving an absence takes the time it would take
         assert not late.exists()
         assert query(db_path, "SELECT id FROM messages WHERE reply_to = ? AND kind = 'result'", (task,)) == []
@@ -139,9 +161,11 @@ def test_a_supervisor_stopped_by_its_worker_does_not_stall_its_agent(env, db_pat
         stop_listener(listener)
 
 
-def test_reconciliation_finds_the_whole_worker_tree_by_its_token(env, db_path, config_path, launchers):
-    # The reconciliation half of containment: with the supervisor dead, a live daemonised member of
-    # the tree keeps the attempt running, and past the deadline the whole tree is killed.
+@pytest.mark.parametrize("knob", CONTAINMENT)
+def test_reconciliation_finds_the_whole_worker_tree_by_its_token(env, db_path, config_path, launchers, knob):
+    """The reconciliation half of containment: with the supervisor dead, a live daemonised member of
+    the tree keeps the attempt running, and past the deadline the whole tree is killed: through the
+    cgroup its supervisor made, found by the token, or by the token sweep of /proc."""
     use(
         config_path,
         launchers,
@@ -150,7 +174,7 @@ def test_reconciliation_finds_the_whole_worker_tree_by_its_token(env, db_path, c
         FAKE_WORKER_LATE_FILE="/dev/null",
         FAKE_WORKER_LEADER="hang",
     )
-    listener = running_listener(env)
+    listener = running_listener(env, **knob)
     try:
         task = post_task(db_path, "orphan a daemon")
         running = wait_until(
@@ -162,11 +186,14 @@ def test_reconciliation_finds_the_whole_worker_tree_by_its_token(env, db_path, c
         wait_until(lambda: not alive(running["worker_pid"], running["worker_start_time"]), what="leader gone")
         wait_until(lambda: status(env)["stage"] == "supervising", what="listener sees it still running")
         assert attempt(db_path, task)["state"] == "spawned"
-        assert len(tree_of(running["worker_token"])) == 1
+        [daemon] = tree_of(running["worker_token"])
+        in_cgroup = f"/{PREFIX}{running['worker_token']}" in Path(f"/proc/{daemon}/cgroup").read_text()
+        assert in_cgroup is (not knob)
         query_commit(db_path, f"UPDATE dispatch_attempts SET deadline = 0 WHERE message_id = {task}")
         done = wait_finished(db_path, task)
         assert done["outcome"] == "timeout"
         wait_until(lambda: tree_of(running["worker_token"]) == [], what="daemon killed")
+        contained_as(env, task, knob, running["worker_token"])
     finally:
         stop_listener(listener)
 

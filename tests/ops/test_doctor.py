@@ -187,6 +187,71 @@ def test_launcher_missing_and_not_executable(setup):
     assert "launcher_not_executable" in codes(report, "error")
 
 
+NOBODY = 65534
+as_root = pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
+
+
+def _world_writable(path: Path) -> Path:
+    path.chmod(path.stat().st_mode & 0o7777 | 0o002)
+    return path
+
+
+def _group_writable_dir(path: Path) -> Path:
+    path.parent.chmod(0o775)
+    return path.parent
+
+
+def _nobodys(path: Path) -> Path:
+    os.chown(path, NOBODY, NOBODY)
+    return path
+
+
+def _link_to_nobodys(path: Path) -> Path:
+    """The config becomes a link (ours) to a file that belongs to someone else."""
+    theirs = path.with_name("theirs.json")
+    theirs.write_text(path.read_text())
+    os.chown(theirs, NOBODY, NOBODY)
+    path.unlink()
+    path.symlink_to(theirs)
+    return theirs
+
+
+OTHERS = [
+    pytest.param(_world_writable, "world-writable", id="world-writable"),
+    pytest.param(_group_writable_dir, "group-writable", id="in a group-writable directory"),
+    pytest.param(_nobodys, "belongs to uid 65534", id="owned by another user", marks=as_root),
+    pytest.param(_link_to_nobodys, "belongs to uid 65534", id="a link to another user's file", marks=as_root),
+]
+
+
+@pytest.mark.parametrize(("spoil", "said"), OTHERS)
+def test_a_config_someone_else_could_change_is_an_error_with_the_fix(setup, spoil, said):
+    """The rule the listener and every command refuse config.json by (``writable_by_others``)."""
+    config = setup["root"] / "conf" / "config.json"
+    config.parent.mkdir(mode=0o755)
+    write_config(config, AGENTS)
+    at_fault = spoil(config)
+    report = assert_error({**setup["env"], "AGENT_BRIDGE_CONFIG": str(config)}, "config_writable_by_others")
+    found = next(f for f in report["findings"] if f["code"] == "config_writable_by_others")
+    assert str(at_fault) in found["message"] and said in found["message"]
+    assert "chown" in found["fix"] and "chmod go-w" in found["fix"] and str(config) in found["fix"]
+
+
+@pytest.mark.parametrize(("spoil", "said"), OTHERS[:3])
+def test_a_launcher_someone_else_could_change_is_an_error_with_the_fix(setup, spoil, said):
+    """The rule the supervisor refuses to run a launcher by (``writable_by_others``)."""
+    launcher = setup["root"] / "launchers" / "claude_headless.sh"
+    launcher.parent.mkdir(mode=0o755)
+    launcher.write_text("#!/bin/sh\n")
+    launcher.chmod(0o755)
+    write_config(setup["config"], {**AGENTS, "claude": {"auto": True, "launcher": str(launcher)}})
+    at_fault = spoil(launcher)
+    report = assert_error(setup["env"], "launcher_writable_by_others")
+    found = next(f for f in report["findings"] if f["code"] == "launcher_writable_by_others")
+    assert found["agent"] == "claude" and str(at_fault) in found["message"] and said in found["message"]
+    assert "chmod go-w" in found["fix"] and "spawn:PermissionError" in found["fix"]
+
+
 def test_cli_not_found(setup):
     assert_error({**setup["env"], "CLAUDE_BIN": str(setup["root"] / "no-such-claude")}, "cli_not_found")
 

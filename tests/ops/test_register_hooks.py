@@ -10,7 +10,8 @@ import pytest
 from register_harness import register, register_env
 
 AGENTS = ("claude", "kimi", "codex", "gemini")
-EVENTS = ("UserPromptSubmit", "PostToolUse", "Stop")
+EVENTS = ("UserPromptSubmit", "PostToolUse", "Stop", "SessionStart")
+WAITING = ("Stop", "SessionStart")  # the waiting hooks: asyncRewake, --wait, a timeout past the wait
 
 
 @pytest.fixture
@@ -33,20 +34,21 @@ def our_hooks(doc: dict, event: str) -> list[dict]:
 def test_claude_hooks_are_written_once_with_the_store_and_a_rerun_changes_nothing(env):
     done = register(env, "claude", "--agent", "claude", "--hooks")
     assert done.returncode == 0, done.stderr
-    assert "wrote hooks UserPromptSubmit, PostToolUse, Stop (agent claude)" in done.stdout
+    assert "wrote hooks UserPromptSubmit, PostToolUse, Stop, SessionStart (agent claude)" in done.stdout
     doc = json.loads(settings(env).read_text())
     for event in EVENTS:
         [entry] = our_hooks(doc, event)
         assert entry["command"].startswith(f"AGENT_BRIDGE_DB={env['AGENT_BRIDGE_DB']} ")
-        wait = " --wait 3600" if event == "Stop" else ""
+        wait = " --wait 3600" if event in WAITING else ""
         assert entry["command"].endswith(f"/agent-bridge hook claude {event} --agent claude{wait}")
-        # Claude kills a hook at its timeout: the waiting Stop hook's is its wait plus a margin
-        assert entry["type"] == "command" and entry["timeout"] == (3630 if event == "Stop" else 10)
-        assert entry.get("asyncRewake") is (True if event == "Stop" else None)
+        # Claude kills a hook at its timeout: a waiting hook's is its wait plus a margin
+        assert entry["type"] == "command" and entry["timeout"] == (3630 if event in WAITING else 10)
+        assert entry.get("asyncRewake") is (True if event in WAITING else None)
     assert oct(settings(env).stat().st_mode & 0o777) == "0o600"
     again = register(env, "claude", "--agent", "claude", "--hooks")
     assert (
-        again.returncode == 0 and "hooks UserPromptSubmit, PostToolUse, Stop (agent claude) already in" in again.stdout
+        again.returncode == 0
+        and "hooks UserPromptSubmit, PostToolUse, Stop, SessionStart (agent claude) already in" in again.stdout
     )
     assert json.loads(settings(env).read_text()) == doc
 
@@ -236,8 +238,10 @@ def test_the_wait_setting_is_written_and_a_changed_one_upgrades_our_own_hook(env
     assert register(env, "claude", "--agent", "claude", "--hooks").returncode == 0
     done = register({**env, "AGENT_BRIDGE_HOOK_WAIT_SECONDS": "120"}, "claude", "--agent", "claude", "--hooks")
     assert done.returncode == 0, done.stderr
-    [entry] = our_hooks(json.loads(settings(env).read_text()), "Stop")
-    assert entry["command"].endswith("--wait 120") and entry["timeout"] == 150
+    assert "upgraded this installation's earlier Stop and SessionStart hook to the waiting one" in done.stdout
+    for event in WAITING:
+        [entry] = our_hooks(json.loads(settings(env).read_text()), event)
+        assert entry["command"].endswith("--wait 120") and entry["timeout"] == 150
 
 
 @pytest.mark.parametrize("value", ["0", "86401", "soon"])

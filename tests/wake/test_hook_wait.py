@@ -157,6 +157,7 @@ def log(store: dict) -> str:
 
 
 WAIT = ("claude", "Stop", "--agent", "claude", "--wait")
+NEW_SESSION = json.dumps({"session_id": "s-1", "hook_event_name": "SessionStart", "source": "startup"})
 
 
 def waiting(store: dict) -> bool:
@@ -167,8 +168,12 @@ def waiting(store: dict) -> bool:
     return any(json.loads(f.read_text() or "{}").get("waiter") for f in files)
 
 
-def test_in_the_background_it_waits_and_wakes_with_the_notice_when_mail_arrives(store):
-    hook = Hook(store, STREAMING, *WAIT, "60")
+@pytest.mark.parametrize("event", ["Stop", "SessionStart"])
+def test_in_the_background_it_waits_and_wakes_with_the_notice_when_mail_arrives(store, event):
+    """At the end of a turn (Stop), and in a session that has had no turn yet (SessionStart: no
+    Stop hook has run, so nothing else waits): it waits, and wakes the session when mail arrives."""
+    start = {"stdin": NEW_SESSION} if event == "SessionStart" else {}
+    hook = Hook(store, STREAMING, "claude", event, "--agent", "claude", "--wait", "60", **start)
     try:
         wait_for(lambda: waiting(store))
         assert hook.running()
@@ -180,7 +185,7 @@ def test_in_the_background_it_waits_and_wakes_with_the_notice_when_mail_arrives(
     assert f"1 unread for claude: #{arrived} from kimi (task)" in result["stderr"]
     assert "receive_messages" in result["stderr"] and SECRET not in result["stderr"]
     assert result["seconds"] < 30
-    assert "hook claude Stop agent=claude wake" in log(store) and SECRET not in log(store)
+    assert f"hook claude {event} agent=claude wake" in log(store) and SECRET not in log(store)
 
 
 def test_mail_already_waiting_blocks_at_once_like_the_plain_stop_hook(store):
@@ -265,15 +270,19 @@ def test_no_store_means_no_waiting(tmp_path):
     assert not (tmp_path / "none").exists()
 
 
-def test_a_newer_waiter_supersedes_the_older_one_and_only_it_wakes(store):
-    old = Hook(store, STREAMING, *WAIT, "60")
+@pytest.mark.parametrize("older", ["Stop", "SessionStart"])
+def test_a_newer_waiter_supersedes_the_older_one_and_only_it_wakes(store, older):
+    """One waiter per session: a later Stop hook's waiter takes the slot (so the first turn's Stop
+    hook supersedes the SessionStart waiter of a new session)."""
+    start = {"stdin": NEW_SESSION} if older == "SessionStart" else {}
+    old = Hook(store, STREAMING, "claude", older, "--agent", "claude", "--wait", "60", **start)
     new = None
     try:
         wait_for(lambda: waiting(store))
         new = Hook(store, STREAMING, *WAIT, "60")
         old_result = old.result()
         assert (old_result["rc"], old_result["stderr"]) == (0, "")
-        assert "wait_superseded" in log(store)
+        assert f"hook claude {older} agent=claude wait_superseded" in log(store)
         arrived = send(store)
         new_result = new.result()
     finally:
@@ -416,6 +425,26 @@ def test_mail_committed_between_its_first_look_and_its_wait_still_wakes_it(store
     locations = Locations.from_env()
     me = (os.getpid(), processes.start_time(os.getpid()))
     raw = json.dumps({"session_id": "s-gap", "hook_event_name": "Stop"}).encode()
-    code, why = hook_wait._watch(locations, locations.private_dir(), "claude", raw, 20, me)
+    code, why = hook_wait._watch(locations, locations.private_dir(), "claude", raw, 20, me, "Stop")
     assert (code, why) == (2, "wake") and sent
     assert f"#{sent[0]} from kimi" in capsys.readouterr().err
+
+
+SESSION_START = ("claude", "SessionStart", "--agent", "claude", "--wait")
+
+
+def test_mail_waiting_when_a_session_starts_wakes_it_at_once(store):
+    """No SessionStart answer of its own: in the background the first look wakes for an id never
+    announced, so the new session's first turn starts by itself."""
+    first = send(store)
+    result = Hook(store, STREAMING, *SESSION_START, "60", stdin=NEW_SESSION).result()
+    assert result["rc"] == 2 and f"#{first} from kimi" in result["stderr"] and result["seconds"] < 20
+
+
+def test_in_the_foreground_the_session_start_hook_says_nothing_and_leaves(store):
+    """``claude -p`` runs it in the foreground: it neither waits nor announces (the first prompt's
+    UserPromptSubmit hook names the mail), so the ids stay never announced."""
+    send(store)
+    result = Hook(store, ("-p", "hi"), *SESSION_START, "60", stdin=NEW_SESSION).result()
+    assert (result["rc"], result["stdout"], result["stderr"]) == (0, "", "") and result["seconds"] < 20
+    assert not (store["runtime"] / "hooks").exists()  # nothing recorded as announced
