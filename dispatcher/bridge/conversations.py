@@ -83,7 +83,11 @@ def turn_available(kind: str, turn_count: int, max_turns: int) -> bool:
     return turn_count + needed <= max_turns
 
 
-def _record_transition(conn: Connection, conv: Row, to_state: str, actor: str, reason: str, now: float) -> None:
+def _record_transition(
+    conn: Connection, conv: Row, to_state: str, actor: str, reason: str, now: float, by_attempt: int | None = None
+) -> None:
+    """``by_attempt``: the attempt whose worker's server makes this move (a review turn's decision is
+    counted only for the attempt that took it)."""
     move_conversation(
         conn,
         conv["id"],
@@ -93,6 +97,7 @@ def _record_transition(conn: Connection, conv: Row, to_state: str, actor: str, r
         reason=reason,
         at=now,
         ends=to_state in TERMINAL_CONVERSATION_STATES,
+        by_attempt=by_attempt,
     )
 
 
@@ -244,7 +249,7 @@ def exhaust_budget(conn: Connection, conversation_id: int, actor: str, now: floa
 
 
 def _refusal_with_move(
-    code: str, message: str, conv: Row, move: tuple[str, str], actor: str, now: float
+    code: str, message: str, conv: Row, move: tuple[str, str], actor: str, now: float, by_attempt: int | None = None
 ) -> StateChangedError:
     """A refusal that keeps one rule's move (``event``, ``reason``): once the refused transaction
     has rolled back, ``conv`` takes the move in its own transaction, if it is still in the state
@@ -254,7 +259,7 @@ def _refusal_with_move(
     def keep(conn: Connection) -> None:
         current = fetch_conversation(conn, conv["id"])
         if current is not None and current["state"] == conv["state"] and next_state(current["state"], event):
-            _record_transition(conn, current, _target(current["state"], event), actor, reason, now)
+            _record_transition(conn, current, _target(current["state"], event), actor, reason, now, by_attempt)
 
     return StateChangedError(code, message, keep=keep)
 
@@ -268,8 +273,10 @@ def check_conversation_send(
     kind: str,
     reply_to: Row | None,
     now: float,
+    attempt: int | None = None,
 ) -> bool:
-    """Enforce the conversation rules for one send inside an open write transaction.
+    """Enforce the conversation rules for one send inside an open write transaction (``attempt``:
+    the attempt whose worker sends it, recorded on a move the refusal keeps).
 
     Returns True when the message takes a turn (task or result). Raises BridgeError
     (nothing written) or StateChangedError (nothing written but an expiry or turn-limit move).
@@ -326,6 +333,7 @@ def check_conversation_send(
             ("turn_limit", "turn_limit"),
             sender,
             now,
+            attempt,
         )
     return True
 
@@ -354,8 +362,15 @@ def _status(conn: Connection, conv: Row) -> dict[str, Any]:
 
 
 def conversation_action(
-    conn: Connection, *, agent: str, action: str, conversation_id: int, now: float | None = None
+    conn: Connection,
+    *,
+    agent: str,
+    action: str,
+    conversation_id: int,
+    now: float | None = None,
+    attempt: int | None = None,
 ) -> dict[str, Any]:
+    """``attempt``: on a worker's server, its attempt (recorded on the move it makes)."""
     now = clock_now() if now is None else now
     if action not in ACTIONS:
         raise BridgeError("invalid_action", f"action must be one of {', '.join(ACTIONS)}.")
@@ -373,7 +388,7 @@ def conversation_action(
                 f"conversation #{conversation_id} is {conv['state']}; '{action}' is allowed only from "
                 f"{', '.join(allowed_from)}.",
             )
-        _record_transition(conn, conv, target, agent, action, now)
+        _record_transition(conn, conv, target, agent, action, now, attempt)
         conv = fetch_existing_conversation(conn, conversation_id)
         return {**_status(conn, conv), "changed": True}
 

@@ -139,6 +139,7 @@ def send_message(
                 kind=cast(str, kind),
                 reply_to=reply,
                 now=now,
+                attempt=attempt,
             )
         elif kind == "result":
             _check_standalone_result(reply, sender, recipient)

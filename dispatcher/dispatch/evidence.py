@@ -10,8 +10,9 @@ counts are only those the attempt's own worker wrote, recorded on each reply row
   blocked: a ``blocked:`` result and the claim released or the task acknowledged (an
   honest stop; a ``blocked:`` result is never outweighed by another result);
 - a review turn (a result going back to the conversation's initiator):
-  succeeded: acknowledged and a decision taken: a follow-up task, or the conversation
-  moved to completed, needs_human or cancelled;
+  succeeded: acknowledged and a decision taken by this attempt's worker: a follow-up task, or
+  the conversation moved by it to completed, needs_human or cancelled (a move a session or
+  another attempt made is not this attempt's decision);
 - otherwise no outcome (None) and an ``error_kind`` saying what is missing; the caller
   decides between failed, timeout and crashed.
 """
@@ -22,6 +23,7 @@ from dispatcher.bridge.conversations import TRANSITIONS, effective_state
 from dispatcher.store import Connection
 from dispatcher.store.attempts import conversation_state, worker_replies
 from dispatcher.store.claims import claim_is_active
+from dispatcher.store.conversations import states_moved_by_attempt
 from dispatcher.store.messages import fetch_message
 
 BLOCKED_PREFIX = "blocked:"
@@ -43,6 +45,7 @@ class Evidence:
     results: int  # results to the sender answering it, not starting with ``blocked:``
     blocked_results: int  # results to the sender answering it, starting with ``blocked:``
     follow_up: bool  # a task answering it, from its recipient (a review's decision)
+    moved_to_decision: bool  # this attempt's worker moved the conversation to a decision state
     conversation_state: str | None  # after the turn (expiry applied); None when standalone
 
 
@@ -64,7 +67,7 @@ def _judge_task(ev: Evidence) -> tuple[str | None, str | None]:
 
 
 def _judge_review(ev: Evidence) -> tuple[str | None, str | None]:
-    decided = ev.follow_up or ev.conversation_state in DECISION_STATES
+    decided = ev.follow_up or ev.moved_to_decision
     if decided:
         return ("succeeded", None) if ev.acknowledged else (None, "decision_without_ack")
     if ev.acknowledged:
@@ -87,7 +90,9 @@ def gather(conn: Connection, message_id: int, now: float) -> Evidence | None:
     replies = worker_replies(conn, message_id, sender=msg["recipient"], recipient=msg["sender"])
     results = [text for kind, text in replies if kind == "result"]
     blocked = sum(is_blocked_text(t) for t in results)
-    conv = None if msg["conversation_id"] is None else conversation_state(conn, msg["conversation_id"])
+    conv_id = msg["conversation_id"]
+    conv = None if conv_id is None else conversation_state(conn, conv_id)
+    moved = set() if conv_id is None else states_moved_by_attempt(conn, conv_id, message_id)
     return Evidence(
         is_review=msg["kind"] == "result",
         acknowledged=msg["acknowledged_at"] is not None,
@@ -95,6 +100,7 @@ def gather(conn: Connection, message_id: int, now: float) -> Evidence | None:
         results=len(results) - blocked,
         blocked_results=blocked,
         follow_up=any(kind == "task" for kind, _ in replies),
+        moved_to_decision=bool(moved & DECISION_STATES),
         conversation_state=None if conv is None else effective_state(*conv, now),
     )
 

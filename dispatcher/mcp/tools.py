@@ -233,13 +233,14 @@ class BridgeTools:
         decide; from active), cancel (from active, blocked or needs_human). Repeating the
         current state is a no-op; a different final state is refused.
         """
-        self._scoped("conversation", WorkerScope.check_conversation, conversation_id=conversation_id)
+        attempt = self._scoped("conversation", WorkerScope.check_conversation, conversation_id=conversation_id)
         return self._call(
             "conversation",
             conversations.conversation_action,
             agent=self.agent,
             action=action,
             conversation_id=conversation_id,
+            attempt=attempt,
         )
 
     async def who(self, agent: StrictStr | None = None) -> dict[str, Any]:

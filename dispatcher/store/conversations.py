@@ -61,11 +61,13 @@ def record_transition(
     actor: str,
     reason: str,
     at: float,
+    by_attempt: int | None = None,
 ) -> None:
+    """``by_attempt``: the attempt (its message id) whose worker's server made this move."""
     conn.execute(
-        "INSERT INTO conversation_transitions (conversation_id, from_state, to_state, actor, reason, at)"
-        " VALUES (?, ?, ?, ?, ?, ?)",
-        (conversation_id, from_state, to_state, actor, reason, at),
+        "INSERT INTO conversation_transitions (conversation_id, from_state, to_state, actor, reason, at, by_attempt)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (conversation_id, from_state, to_state, actor, reason, at, by_attempt),
     )
 
 
@@ -79,6 +81,7 @@ def move_conversation(
     reason: str,
     at: float,
     ends: bool,
+    by_attempt: int | None = None,
 ) -> None:
     """Change the state and record the transition, inside the caller's write transaction. A move that
     ``ends`` the conversation (into a terminal state) clears its in-flight message: nothing is in
@@ -89,8 +92,24 @@ def move_conversation(
         (to_state, at, ends, conversation_id),
     )
     record_transition(
-        conn, conversation_id, from_state=from_state, to_state=to_state, actor=actor, reason=reason, at=at
+        conn,
+        conversation_id,
+        from_state=from_state,
+        to_state=to_state,
+        actor=actor,
+        reason=reason,
+        at=at,
+        by_attempt=by_attempt,
     )
+
+
+def states_moved_by_attempt(conn: sqlite3.Connection, conversation_id: int, attempt: int) -> set[str]:
+    """The states a conversation was moved into by ``attempt``'s worker."""
+    rows = conn.execute(
+        "SELECT DISTINCT to_state FROM conversation_transitions WHERE conversation_id = ? AND by_attempt = ?",
+        (conversation_id, attempt),
+    ).fetchall()
+    return {row[0] for row in rows}
 
 
 def recent_transitions(conn: sqlite3.Connection, conversation_id: int, limit: int) -> list[sqlite3.Row]:

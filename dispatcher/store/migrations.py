@@ -237,6 +237,20 @@ MIGRATIONS: tuple[str | Callable[[sqlite3.Connection], None], ...] = (
     UPDATE dispatch_attempts SET cost_source = 'reported' WHERE cost_usd IS NOT NULL;
     CREATE INDEX dispatch_attempts_by_agent_start ON dispatch_attempts (agent, started_at);
     """,
+    # 12: a conversation's decision belongs to the attempt that took it. A move made by a worker's
+    # server records its attempt; a review turn's verdict counts only its own. Moves made before
+    # this are credited as the old rule did: to the attempt of the acting agent that was running
+    # in that conversation at the time.
+    """
+    ALTER TABLE conversation_transitions ADD COLUMN by_attempt INTEGER;
+    UPDATE conversation_transitions SET by_attempt = (
+        SELECT a.message_id FROM dispatch_attempts AS a JOIN messages AS m ON m.id = a.message_id
+        WHERE m.conversation_id = conversation_transitions.conversation_id
+          AND a.agent = conversation_transitions.actor
+          AND a.started_at <= conversation_transitions.at
+          AND (a.finished_at IS NULL OR a.finished_at >= conversation_transitions.at)
+        ORDER BY a.started_at DESC LIMIT 1);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

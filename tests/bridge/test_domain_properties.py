@@ -112,6 +112,7 @@ def _expected_after_move(before: dict, after: dict, conv_id: int, code: str, act
                 "actor": actor,
                 "reason": reason,
                 "at": at,
+                "by_attempt": None,  # these calls run on no worker's server
             }
         ],
     }

@@ -8,6 +8,7 @@ a session left, or one another attempt wrote, is not this attempt's evidence.
 import pytest
 
 from dispatcher.dispatch.evidence import Evidence, gather
+from dispatcher.store.conversations import record_transition
 from dispatcher.store.messages import insert_message
 
 NOW = 1_800_000_000.0
@@ -110,6 +111,7 @@ def test_the_messages_own_facts(conn, case, acknowledged_at, claim_expires, conv
         results=0,
         blocked_results=0,
         follow_up=False,
+        moved_to_decision=False,
         conversation_state=state,
     )
 
@@ -119,3 +121,47 @@ def test_a_review_turn_and_a_gone_message(conn):
     ev = gather(conn, review, NOW)
     assert ev is not None and ev.is_review is True
     assert gather(conn, 10**6, NOW) is None
+
+
+# A review turn (#M, a result back to the initiator) and one move of its conversation: which
+# moves are this attempt's decision.
+#   case                                     to_state       by_attempt  own
+MOVE_TABLE = [
+    ("the attempt's worker completes it", "completed", M, True),
+    ("the attempt's worker hands it to a human", "needs_human", M, True),
+    ("the attempt's worker cancels it", "cancelled", M, True),
+    ("a session completes it during the turn", "completed", None, False),
+    ("another attempt's worker completes it", "completed", OTHER, False),
+    ("the dispatcher blocks it", "blocked", None, False),
+]
+
+
+@pytest.mark.parametrize(("case", "to_state", "by_attempt", "own"), MOVE_TABLE, ids=[row[0] for row in MOVE_TABLE])
+def test_which_conversation_moves_are_the_attempts_decision(conn, case, to_state, by_attempt, own):
+    conversation_id = conn.execute(
+        "INSERT INTO conversations (initiator, recipient, goal, state, max_turns, created_at, updated_at,"
+        " expires_at) VALUES ('kimi', 'claude', 'g', 'active', 6, ?, ?, ?)",
+        (NOW, NOW, NOW + 3600),
+    ).lastrowid
+    review = insert_message(
+        conn,
+        sender="claude",
+        recipient="kimi",
+        text="r",
+        kind="result",
+        created_at=NOW,
+        conversation_id=conversation_id,
+    )
+    other = _task(conn)
+    record_transition(
+        conn,
+        conversation_id,
+        from_state="active",
+        to_state=to_state,
+        actor="kimi",
+        reason="test",
+        at=NOW + 1,
+        by_attempt={M: review, OTHER: other, None: None}[by_attempt],
+    )
+    ev = gather(conn, review, NOW + 2)
+    assert ev is not None and ev.is_review and ev.moved_to_decision is own

@@ -111,7 +111,7 @@ def _review_turn(conn) -> tuple[int, int]:
 def test_a_review_turn_ending_the_conversation_is_a_decision(conn, action):
     cid, result = _review_turn(conn)
     _attempt(conn, result)
-    conversations.conversation_action(conn, agent="kimi", action=action, conversation_id=cid)
+    conversations.conversation_action(conn, agent="kimi", action=action, conversation_id=cid, attempt=result)
     _ack(conn, "kimi", result)
     assert settle(conn, result, fallback="failed") == "succeeded"
     assert _notices(conn, recipient="claude") == []

@@ -69,33 +69,60 @@ TASK_NOTHING_DONE_BY_STATE = {
     "expired": "conversation_expired",
 }
 
-# A review turn (a result back to the initiator). follow = a follow-up task was sent.
-#   ack    follow  state after       outcome  error_kind
+# A review turn (a result back to the initiator). follow = a follow-up task was sent by this
+# attempt's worker; own = this attempt's worker moved the conversation to needs_human, completed
+# or cancelled. A state someone else moved it to (a session's `complete` during the turn) is no
+# decision of this attempt: it only says why there was nothing to do.
+#   ack    follow own    state after       outcome  error_kind
 REVIEW_TABLE = [
-    (False, False, "active", None, "no_evidence"),
-    (False, False, "blocked", None, "conversation_blocked"),
-    (False, False, "needs_human", None, "decision_without_ack"),
-    (False, False, "completed", None, "decision_without_ack"),
-    (False, False, "cancelled", None, "decision_without_ack"),
-    (False, False, "expired", None, "conversation_expired"),
-    (False, True, "active", None, "decision_without_ack"),
-    (False, True, "blocked", None, "decision_without_ack"),
-    (False, True, "needs_human", None, "decision_without_ack"),
-    (False, True, "completed", None, "decision_without_ack"),
-    (False, True, "cancelled", None, "decision_without_ack"),
-    (False, True, "expired", None, "decision_without_ack"),
-    (True, False, "active", None, "ack_without_decision"),
-    (True, False, "blocked", None, "ack_without_decision"),
-    (True, False, "needs_human", S, None),
-    (True, False, "completed", S, None),
-    (True, False, "cancelled", S, None),  # cancel is a decision, not a failure
-    (True, False, "expired", None, "ack_without_decision"),
-    (True, True, "active", S, None),
-    (True, True, "blocked", S, None),
-    (True, True, "needs_human", S, None),
-    (True, True, "completed", S, None),
-    (True, True, "cancelled", S, None),
-    (True, True, "expired", S, None),
+    (False, False, False, "active", None, "no_evidence"),
+    (False, False, False, "blocked", None, "conversation_blocked"),
+    (False, False, False, "needs_human", None, "conversation_needs_human"),
+    (False, False, False, "completed", None, "conversation_completed"),
+    (False, False, False, "cancelled", None, "conversation_cancelled"),
+    (False, False, False, "expired", None, "conversation_expired"),
+    (False, False, True, "active", None, "decision_without_ack"),
+    (False, False, True, "blocked", None, "decision_without_ack"),
+    (False, False, True, "needs_human", None, "decision_without_ack"),
+    (False, False, True, "completed", None, "decision_without_ack"),
+    (False, False, True, "cancelled", None, "decision_without_ack"),
+    (False, False, True, "expired", None, "decision_without_ack"),
+    (False, True, False, "active", None, "decision_without_ack"),
+    (False, True, False, "blocked", None, "decision_without_ack"),
+    (False, True, False, "needs_human", None, "decision_without_ack"),
+    (False, True, False, "completed", None, "decision_without_ack"),
+    (False, True, False, "cancelled", None, "decision_without_ack"),
+    (False, True, False, "expired", None, "decision_without_ack"),
+    (False, True, True, "active", None, "decision_without_ack"),
+    (False, True, True, "blocked", None, "decision_without_ack"),
+    (False, True, True, "needs_human", None, "decision_without_ack"),
+    (False, True, True, "completed", None, "decision_without_ack"),
+    (False, True, True, "cancelled", None, "decision_without_ack"),
+    (False, True, True, "expired", None, "decision_without_ack"),
+    (True, False, False, "active", None, "ack_without_decision"),
+    (True, False, False, "blocked", None, "ack_without_decision"),
+    (True, False, False, "needs_human", None, "ack_without_decision"),
+    (True, False, False, "completed", None, "ack_without_decision"),
+    (True, False, False, "cancelled", None, "ack_without_decision"),
+    (True, False, False, "expired", None, "ack_without_decision"),
+    (True, False, True, "active", S, None),
+    (True, False, True, "blocked", S, None),
+    (True, False, True, "needs_human", S, None),
+    (True, False, True, "completed", S, None),
+    (True, False, True, "cancelled", S, None),
+    (True, False, True, "expired", S, None),
+    (True, True, False, "active", S, None),
+    (True, True, False, "blocked", S, None),
+    (True, True, False, "needs_human", S, None),
+    (True, True, False, "completed", S, None),
+    (True, True, False, "cancelled", S, None),
+    (True, True, False, "expired", S, None),
+    (True, True, True, "active", S, None),
+    (True, True, True, "blocked", S, None),
+    (True, True, True, "needs_human", S, None),
+    (True, True, True, "completed", S, None),
+    (True, True, True, "cancelled", S, None),
+    (True, True, True, "expired", S, None),
 ]
 
 
@@ -107,6 +134,7 @@ def _task(ack, held, ok, blk, state=None) -> Evidence:
         results=ok,
         blocked_results=blk,
         follow_up=False,
+        moved_to_decision=False,
         conversation_state=state,
     )
 
@@ -114,8 +142,8 @@ def _task(ack, held, ok, blk, state=None) -> Evidence:
 def test_tables_cover_every_combination():
     assert {row[:4] for row in TASK_TABLE} == set(itertools.product((False, True), (False, True), range(3), range(3)))
     assert set(TASK_NOTHING_DONE_BY_STATE) == set(CONVERSATION_STATES)
-    assert {row[:3] for row in REVIEW_TABLE} == set(
-        itertools.product((False, True), (False, True), CONVERSATION_STATES[1:])
+    assert {row[:4] for row in REVIEW_TABLE} == set(
+        itertools.product((False, True), (False, True), (False, True), CONVERSATION_STATES[1:])
     )
 
 
@@ -127,9 +155,9 @@ def test_task_turn(ack, held, ok, blk, outcome, error_kind, state):
     assert judge(_task(ack, held, ok, blk, state)) == (outcome, error_kind)
 
 
-@pytest.mark.parametrize(("ack", "follow", "state", "outcome", "error_kind"), REVIEW_TABLE)
+@pytest.mark.parametrize(("ack", "follow", "own", "state", "outcome", "error_kind"), REVIEW_TABLE)
 @pytest.mark.parametrize("held", [False, True])
-def test_review_turn(ack, follow, state, outcome, error_kind, held):
+def test_review_turn(ack, follow, own, state, outcome, error_kind, held):
     ev = Evidence(
         is_review=True,
         acknowledged=ack,
@@ -137,6 +165,7 @@ def test_review_turn(ack, follow, state, outcome, error_kind, held):
         results=0,
         blocked_results=0,
         follow_up=follow,
+        moved_to_decision=own,
         conversation_state=state,
     )
     assert judge(ev) == (outcome, error_kind)

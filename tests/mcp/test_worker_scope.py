@@ -150,3 +150,40 @@ def test_a_review_worker_takes_its_turn_inside_the_conversation_only(
         assert settle(store, result, fallback="failed") == "succeeded"
     finally:
         worker.close()
+
+
+@pytest.mark.parametrize("decided_by", ["worker", "session"])
+def test_a_review_turns_decision_counts_only_when_its_worker_took_it(
+    env, bridge_root, db_path, config_path, store, kimi, claude, decided_by
+):
+    """Evidence belongs to the attempt: a conversation completed by a session of the same agent
+    during a review turn is not that turn's decision (it used to count as the worker's success)."""
+    conv = kimi.ok("start_conversation", recipient="claude", goal="g", max_turns=4)
+    result = claude.ok("send_message", recipient="kimi", text="step 1", kind="result", reply_to=conv["message_id"])[
+        "id"
+    ]
+    token = _attempt(store, config_path, result)  # kimi's review turn
+    worker = McpAgent(
+        "kimi",
+        {
+            **env,
+            "AGENT_BRIDGE_ROLE": "worker",
+            "AGENT_BRIDGE_MESSAGE_ID": str(result),
+            "AGENT_BRIDGE_WORKER_TOKEN": token,
+        },
+        bridge_root / "worker.stderr",
+    )
+    try:
+        decider = worker if decided_by == "worker" else kimi
+        assert decider.ok("conversation", action="complete", conversation_id=conv["conversation_id"])["changed"]
+        assert worker.ok("mark_read", message_ids=[result])["acknowledged"] == [result]
+    finally:
+        worker.close()
+    by_attempt = sql(
+        db_path,
+        "SELECT by_attempt FROM conversation_transitions WHERE conversation_id = ? AND to_state = 'completed'",
+        (conv["conversation_id"],),
+    )
+    assert by_attempt == [(result if decided_by == "worker" else None,)]
+    expected = "succeeded" if decided_by == "worker" else "failed"
+    assert settle(store, result, fallback="failed") == expected
