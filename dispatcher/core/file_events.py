@@ -24,11 +24,12 @@ once: Python retries ``poll(2)`` after a signal, so a handler that only sets a f
 otherwise sleep on.
 """
 
+import contextlib
 import ctypes
 import os
 import select
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 FALLBACK_SECONDS = 0.5  # the poll rate without inotify
@@ -52,7 +53,7 @@ _MASK = (
 _EVENT = struct.Struct("iIII")  # wd, mask, cookie, len; then len bytes of NUL-padded name
 
 
-def _inotify():
+def _inotify() -> tuple[Callable[..., int], Callable[..., int]] | None:
     """libc's two inotify calls, or None where there are none."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
@@ -138,10 +139,8 @@ class FileEvents:
 
     def interrupt(self) -> None:
         """End the current (or next) wait at once; only ``os.write``: safe in a signal handler."""
-        try:
+        with contextlib.suppress(BlockingIOError):  # the pipe is full: a wake is already pending
             os.write(self._wake_w, b"x")
-        except BlockingIOError:  # the pipe is full: a wake is already pending
-            pass
 
     @staticmethod
     def _drain(fd: int) -> bytes:

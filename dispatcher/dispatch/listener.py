@@ -39,7 +39,7 @@ from dispatcher.dispatch.retention import PRUNE_EVERY_SECONDS, prune_attempt_dir
 from dispatcher.dispatch.step import BackOff, Dispatch, Observation, Stop, Wait, step
 from dispatcher.dispatch.supervisor import remove_request, supervise
 from dispatcher.store import STORE_ERRORS, Connection, Store, store_corruption, store_errors
-from dispatcher.store.changes import data_version
+from dispatcher.store.changes import change_files, data_version
 from dispatcher.store.connection import prepare_store_dir, shrink_wal
 from dispatcher.store.messages import cap_far_leases
 
@@ -158,9 +158,7 @@ class Listener:
         signal.signal(signal.SIGINT, self._request_stop)
         store = Store(self.settings.db)
         # Watching starts before the first data_version read: no commit falls between the two.
-        self._events = FileEvents(
-            [store.path, Path(f"{store.path}-wal"), self.config_path, self.paths.disabled_marker]
-        )
+        self._events = FileEvents([*change_files(store.path), self.config_path, self.paths.disabled_marker])
         other: int | None = None
         try:
             self._first_lease(store)  # before any progress write: a running listener's file is not ours

@@ -2,19 +2,13 @@
 for by polling: a send, a config change, a stop. The same run with the fallback forced
 (``AGENT_BRIDGE_FILE_EVENTS=poll``, as on a file system without inotify)."""
 
-import os
 from pathlib import Path
 
 import pytest
 from dispatch_harness import DEADLINE, post_task, start_listener, status, wait_finished, wait_until, write_config_atomic
-from harness import bridge_env, write_config
+from harness import bridge_env, inotify_descriptors, write_config
 
 from dispatcher.core.file_events import MODE_VARIABLE
-
-
-def _inotify_descriptors(pid: int) -> int:
-    fds = Path(f"/proc/{pid}/fd")
-    return sum(1 for fd in fds.iterdir() if os.readlink(fd) == "anon_inode:inotify")
 
 
 @pytest.mark.parametrize("mode", ["inotify", "poll"])
@@ -27,7 +21,7 @@ def test_an_idle_listener_wakes_on_a_send_a_config_change_and_a_stop(tmp_path, m
     write_config_atomic(config, launcher)
     proc = start_listener(env)
     wait_until(lambda: (status(env)["progress"] or {}).get("stage") == "idle", what="listener idle")
-    assert _inotify_descriptors(proc.pid) == (1 if mode == "inotify" else 0)
+    assert inotify_descriptors(proc.pid) == (1 if mode == "inotify" else 0)
 
     task = post_task(Path(env["AGENT_BRIDGE_DB"]), "wake up")
     assert wait_finished(Path(env["AGENT_BRIDGE_DB"]), task)["state"] == "finished"

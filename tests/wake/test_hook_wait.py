@@ -12,9 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
-from harness import PROJECT
+from harness import PROJECT, inotify_descriptors
 
 from dispatcher.bridge.messages import send_message
+from dispatcher.core.file_events import MODE_VARIABLE
 from dispatcher.store import open_store
 from dispatcher.wake.hook_wait import TIMEOUT_MARGIN_SECONDS, claude_backgrounds, parse_wait
 
@@ -167,11 +168,14 @@ def waiting(store: dict) -> bool:
     return any(json.loads(f.read_text() or "{}").get("waiter") for f in files)
 
 
-def test_in_the_background_it_waits_and_wakes_with_the_notice_when_mail_arrives(store):
-    hook = Hook(store, STREAMING, *WAIT, "60")
+@pytest.mark.parametrize("mode", ["inotify", "poll"])
+def test_in_the_background_it_waits_and_wakes_with_the_notice_when_mail_arrives(store, mode):
+    """Asleep on inotify, or (forced, as on a file system without it) polling."""
+    hook = Hook(store, STREAMING, *WAIT, "60", extra_env={MODE_VARIABLE: mode})
     try:
         wait_for(lambda: waiting(store))
         assert hook.running()
+        assert inotify_descriptors(hook.pid) == (1 if mode == "inotify" else 0)
         arrived = send(store)
         result = hook.result()
     finally:
