@@ -50,6 +50,8 @@ _MASK = (
     | _IN_DELETE_SELF
     | _IN_MOVE_SELF
 )
+# Only a name coming or going (created, deleted, renamed): what a check of file identity needs.
+NAME_CHANGES = _IN_MOVED_FROM | _IN_MOVED_TO | _IN_CREATE | _IN_DELETE | _IN_DELETE_SELF | _IN_MOVE_SELF
 _EVENT = struct.Struct("iIII")  # wd, mask, cookie, len; then len bytes of NUL-padded name
 
 
@@ -83,7 +85,7 @@ def changed_names(buffer: bytes, names: dict[int, frozenset[str]]) -> tuple[bool
 class FileEvents:
     """Waits on changes to ``files`` (paths; their directories must exist for inotify to watch them)."""
 
-    def __init__(self, files: Iterable[Path], *, kernel: bool | None = None) -> None:
+    def __init__(self, files: Iterable[Path], *, kernel: bool | None = None, mask: int = _MASK) -> None:
         if kernel is None:
             kernel = os.environ.get(MODE_VARIABLE, "") != "poll"
         self._names: dict[int, frozenset[str]] = {}
@@ -100,13 +102,15 @@ class FileEvents:
         if fd < 0:  # out of instances (EMFILE) or unsupported: poll
             return
         for directory, names in by_dir.items():
-            wd = add_watch(fd, os.fsencode(directory), _MASK)
+            wd = add_watch(fd, os.fsencode(directory), mask)
             if wd < 0:  # a missing directory, out of watches (ENOSPC): poll instead
                 os.close(fd)
                 self._names = {}
                 return
             self._names[wd] = frozenset(names)
         self._fd = fd
+        self._ready = select.poll()  # (built once: ``changed`` runs on every store call)
+        self._ready.register(fd, select.POLLIN)
 
     @property
     def kernel(self) -> bool:
@@ -136,6 +140,18 @@ class FileEvents:
                 self._stop_watching()
             return hit or bool(ready - {self._fd})
         return bool(ready) or self._fd is None
+
+    def changed(self) -> bool:
+        """Without sleeping: whether a watched file changed since the last look (always True
+        without inotify: the caller then checks for itself every time)."""
+        if self._fd is None:
+            return True
+        if not self._ready.poll(0):
+            return False
+        hit, lost = changed_names(self._drain(self._fd), self._names)
+        if lost:
+            self._stop_watching()
+        return hit
 
     def interrupt(self) -> None:
         """End the current (or next) wait at once; only ``os.write``: safe in a signal handler."""

@@ -134,3 +134,30 @@ def _event(wd: int, mask: int, name: str = "") -> bytes:
 def test_changed_names_reads_each_case(events, expected):
     names = {1: frozenset({"bridge.db", "bridge.db-wal"})}
     assert changed_names(b"".join(events), names) == expected
+
+
+def test_changed_with_the_name_mask_ignores_writes_and_sees_a_name_come_or_go(tmp_path):
+    """The store handle's check: a commit (a write to the -wal) is not news, a replaced file is."""
+    wal = tmp_path / "bridge.db-wal"
+    wal.write_bytes(b"")
+    events = FileEvents([tmp_path / "bridge.db", wal], mask=file_events.NAME_CHANGES)
+    try:
+        assert events.changed() is False
+        wal.write_bytes(b"a frame")
+        assert events.changed() is False
+        (tmp_path / "new").write_bytes(b"x")
+        os.replace(tmp_path / "new", tmp_path / "bridge.db")
+        assert events.changed() is True
+        assert events.changed() is False  # read: nothing more
+        wal.unlink()
+        assert events.changed() is True
+    finally:
+        events.close()
+
+
+def test_changed_without_inotify_always_says_look(tmp_path):
+    events = FileEvents([tmp_path / "bridge.db"], kernel=False)
+    try:
+        assert events.changed() is True
+    finally:
+        events.close()
