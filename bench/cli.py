@@ -489,6 +489,7 @@ def main(argv: list[str] | None = None) -> int:
             "started": started.isoformat(timespec="seconds"),
             "machine": machine,
             "sqlite": sqlite3.sqlite_version,
+            "load_1min_at_start": round(os.getloadavg()[0], 2),  # the machine is shared: say how busy it was
             "argv": sys.argv[1:] if argv is None else argv,
             "settings": {k: (v if not isinstance(v, Path) else str(v)) for k, v in vars(a).items()},
             "client": f"mcp {package_version(sys.executable, 'mcp')} Client over stdio (mode auto)",
@@ -526,11 +527,13 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(tmp, ignore_errors=True)
     results["meta"]["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
     results["meta"]["duration_seconds"] = round(time.monotonic() - runner.t0, 1)
+    results["meta"]["load_1min_at_end"] = round(os.getloadavg()[0], 2)
     results["comparison"] = report.rows(results)
     results["targets"] = report.targets(results)
     _write(json_path, results)
     print()
-    print(f"Agent Bridge benchmark - {machine}; {results['meta']['duration_seconds']} s")
+    load = f"load(1m) {results['meta']['load_1min_at_start']} -> {results['meta']['load_1min_at_end']}"
+    print(f"Agent Bridge benchmark - {machine}; {results['meta']['duration_seconds']} s; {load}")
     print()
     print(report.table(results))
     print()
