@@ -19,7 +19,7 @@ from typing import Any
 
 import anyio
 
-from . import floor, listener, measure, paths, real_worker, report, startup
+from . import fleet, floor, listener, measure, paths, real_worker, report, startup
 from .session import open_session
 from .targets import (
     READER,
@@ -29,7 +29,19 @@ from .targets import (
     package_version,
 )
 
-PARTS = ["cold", "latency", "floor", "paths", "startup", "throughput", "domain", "backlog", "dispatch", "worker"]
+PARTS = [
+    "cold",
+    "latency",
+    "floor",
+    "paths",
+    "startup",
+    "throughput",
+    "domain",
+    "backlog",
+    "dispatch",
+    "fleet",
+    "worker",
+]
 ALIASES = {"cold-start": "cold", "coldstart": "cold", "tp": "throughput", "sqlite": "domain", "raw": "domain"}
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
@@ -50,6 +62,8 @@ FULL = dict(
     dispatch_messages=100,
     real_worker_messages=30,
     idle_seconds=20.0,
+    fleet_listeners=50,
+    fleet_seconds=60.0,
 )
 QUICK = dict(
     latency_calls=100,
@@ -68,6 +82,8 @@ QUICK = dict(
     dispatch_messages=20,
     real_worker_messages=3,
     idle_seconds=5.0,
+    fleet_listeners=5,
+    fleet_seconds=10.0,
 )
 
 
@@ -93,6 +109,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--dispatch-messages", type=int, help="messages for send-to-worker latency (full: 100)")
     p.add_argument("--real-worker-messages", type=int, help="messages for send-to-real-worker (full: 30)")
     p.add_argument("--idle-seconds", type=float, help="seconds to sample the idle listener's CPU (full: 20)")
+    p.add_argument("--fleet-listeners", type=int, help="idle listeners started side by side (full: 50)")
+    p.add_argument("--fleet-seconds", type=float, help="seconds to sample the fleet's CPU (full: 60)")
     p.add_argument("--max-phase-seconds", type=float, default=300.0, help="time bound for each timed call loop")
     p.add_argument("--cache-dir", type=Path, default=default_cache_dir(), help="where the dlb-mcp venv lives")
     p.add_argument("--tmp-dir", type=Path, default=None, help="parent for the temporary stores")
@@ -421,6 +439,18 @@ class Runner:
                 f"idle CPU {out['idle_listener']['cpu_percent']:.2f}%"
             )
 
+    def fleet(self) -> None:
+        """Agent Bridge only: N declared agents, N idle listeners, their CPU and RSS (bench/fleet.py)."""
+        if "ours" not in self.targets:
+            return
+        out = self.guarded("fleet", "ours", lambda: fleet.measure(self.a.fleet_listeners, self.a.fleet_seconds))
+        self.sys("ours")["fleet"] = out
+        if "cpu_percent_total" in out:
+            self.log(
+                f"fleet: {out['listeners']} idle listeners {out['cpu_percent_total']:.2f}% of one core in total, "
+                f"RSS {out['rss_mib_median']:.1f} MiB each (load {out['load_1min_before']})"
+            )
+
     def worker(self) -> None:
         """Agent Bridge only: send -> a real worker's first receive_messages answer (bench/real_worker.py)."""
         if "ours" not in self.targets:
@@ -459,6 +489,7 @@ def main(argv: list[str] | None = None) -> int:
             "started": started.isoformat(timespec="seconds"),
             "machine": machine,
             "sqlite": sqlite3.sqlite_version,
+            "load_1min_at_start": round(os.getloadavg()[0], 2),  # the machine is shared: say how busy it was
             "argv": sys.argv[1:] if argv is None else argv,
             "settings": {k: (v if not isinstance(v, Path) else str(v)) for k, v in vars(a).items()},
             "client": f"mcp {package_version(sys.executable, 'mcp')} Client over stdio (mode auto)",
@@ -496,11 +527,13 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(tmp, ignore_errors=True)
     results["meta"]["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
     results["meta"]["duration_seconds"] = round(time.monotonic() - runner.t0, 1)
+    results["meta"]["load_1min_at_end"] = round(os.getloadavg()[0], 2)
     results["comparison"] = report.rows(results)
     results["targets"] = report.targets(results)
     _write(json_path, results)
     print()
-    print(f"Agent Bridge benchmark - {machine}; {results['meta']['duration_seconds']} s")
+    load = f"load(1m) {results['meta']['load_1min_at_start']} -> {results['meta']['load_1min_at_end']}"
+    print(f"Agent Bridge benchmark - {machine}; {results['meta']['duration_seconds']} s; {load}")
     print()
     print(report.table(results))
     print()

@@ -105,6 +105,8 @@ def latency_cli(measure, default_runs: int, description: str, argv: list[str] | 
         f"min={ms['min']} ms max={ms['max']} ms; load(1m) {result['load_1min_before']} -> "
         f"{result['load_1min_after']} on {result['cpus']} CPUs"
     )
+    if share := result.get("bridge_ms"):
+        print(f"  of which the bridge ({result['bridge_share']}): p50={share['median']} ms p99={share['p99']} ms")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,5 +1,6 @@
 """Dispatcher figures: send-to-supervisor-start and send-to-worker-start latency, and the
-idle listener's CPU and RSS. ``uv run python -m bench.listener [--messages N] [--idle-seconds S]``.
+idle listener's CPU and RSS, after start and after the N dispatches.
+``uv run python -m bench.listener [--messages N] [--idle-seconds S]``.
 
 A real listener process runs against a temporary store; messages are sent one at a time
 through the domain layer (the send path is measured elsewhere), each after the previous
@@ -117,6 +118,7 @@ def measure(messages: int = 100, idle_seconds: float = 20.0) -> dict:
                     to_worker.append((done[0] - created) * 1000)
                 # The listener goes back to idle waiting before the next send.
                 _wait(lambda: json.loads(progress.read_text()).get("current") is None)
+            rss_after_mib = proc.memory_info().rss / 2**20
         finally:
             listener.terminate()
             listener.wait(30)
@@ -124,7 +126,12 @@ def measure(messages: int = 100, idle_seconds: float = 20.0) -> dict:
         "messages": messages,
         "send_to_supervisor_ms": {"median": statistics.median(to_supervisor), "p99": _percentile(to_supervisor, 0.99)},
         "send_to_worker_ms": {"median": statistics.median(to_worker), "p99": _percentile(to_worker, 0.99)},
-        "idle_listener": {"cpu_percent": round(idle_cpu, 3), "rss_mib": round(rss_mib, 1), "seconds": idle_seconds},
+        "idle_listener": {
+            "cpu_percent": round(idle_cpu, 3),
+            "rss_mib": round(rss_mib, 1),
+            "rss_after_dispatches_mib": round(rss_after_mib, 1),
+            "seconds": idle_seconds,
+        },
     }
 
 
@@ -138,7 +145,10 @@ def main() -> None:
     s, w, i = result["send_to_supervisor_ms"], result["send_to_worker_ms"], result["idle_listener"]
     print(f"send -> supervisor start: median {s['median']:.1f} ms, p99 {s['p99']:.1f} ms (target: median < 100 ms)")
     print(f"send -> worker start:     median {w['median']:.1f} ms, p99 {w['p99']:.1f} ms")
-    print(f"idle listener: {i['cpu_percent']:.2f}% of a core, RSS {i['rss_mib']:.1f} MiB (target: < 1% CPU)")
+    print(
+        f"idle listener: {i['cpu_percent']:.2f}% of a core, RSS {i['rss_mib']:.1f} MiB after start, "
+        f"{i['rss_after_dispatches_mib']:.1f} MiB after {result['messages']} dispatches (target: < 1% CPU)"
+    )
 
 
 if __name__ == "__main__":

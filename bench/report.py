@@ -245,10 +245,31 @@ def rows(results: dict) -> list[dict]:
         ratio=False,
     )
     add(
-        "idle listener RSS (ours only)",
+        "idle listener RSS after start (ours only)",
         "MiB",
         "lower",
         lambda s: _get(s, "dispatch", "idle_listener", "rss_mib"),
+        ratio=False,
+    )
+    add(
+        "listener RSS after the dispatches (ours only)",
+        "MiB",
+        "lower",
+        lambda s: _get(s, "dispatch", "idle_listener", "rss_after_dispatches_mib"),
+        ratio=False,
+    )
+    add(
+        "fleet of idle listeners: CPU in total (ours only)",
+        "% core",
+        "lower",
+        lambda s: _get(s, "fleet", "cpu_percent_total"),
+        ratio=False,
+    )
+    add(
+        "fleet of idle listeners: RSS each, median (ours only)",
+        "MiB",
+        "lower",
+        lambda s: _get(s, "fleet", "rss_mib_median"),
         ratio=False,
     )
     return out
@@ -338,6 +359,14 @@ def targets(results: dict, key: str = "ours") -> list[dict]:
         idle = _get(s, "dispatch", "idle_listener", "cpu_percent")
         if idle is not None:
             checks.append(("idle listener < 1% of a core", f"{idle:.2f}%", idle < 1.0))
+        fleet = _get(s, "fleet") or {}
+        if "cpu_percent_total" in fleet:
+            total = fleet["cpu_percent_total"]
+            what = f"{fleet['listeners']} idle listeners <= 1% of one core in total"
+            checks.append((what, f"{total:.2f}%", total <= 1.0))
+        rss = _get(s, "dispatch", "idle_listener", "rss_after_dispatches_mib")
+        if rss is not None:
+            checks.append(("listener RSS after the dispatches <= 20 MiB", f"{rss:.1f} MiB", rss <= 20.0))
         for name, value, ok in checks:
             out.append({"system": k, "target": name, "value": value, "pass": ok, "ours": k == key})
     return out

@@ -6,11 +6,13 @@ by ``agent-bridge register claude --hooks`` into a private config dir, the scrip
 model of tests/models on 127.0.0.1. Each run: wait until the session is idle and its waiting Stop
 hook holds the slot, commit one message for ``claude``, and time from the committed send to the
 moment the model server receives Claude's new request carrying that message's id (no input is
-given to the session). Runs are spaced by the rule's 10 s gap between notices.
+given to the session). Runs are spaced by the rule's 10 s gap between notices. The bridge's own
+share is timed in the same runs: from the committed send to the waiting hook's exit (a pidfd of
+the waiter, opened before the send); the rest is Claude Code starting its turn.
 
     uv run python -m bench.rewake [--runs 10] [--json]
 
-Printed: p50/p99/min/max in milliseconds, the 1-minute load average before and after, the CPUs.
+Printed: p50/p99/min/max in milliseconds (both spans), the 1-minute load average before and after, the CPUs.
 Needs the pinned CLI (tests/clis/install.sh).
 """
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import subprocess
 import sys
 import tempfile
@@ -26,6 +29,7 @@ import time
 from pathlib import Path
 
 from bench.hooks import latency_cli
+from bench.stats import summarize
 
 PROJECT = Path(__file__).resolve().parent.parent
 AGENTS = frozenset({"claude", "kimi"})
@@ -50,8 +54,6 @@ def measure(runs: int) -> dict:
 
     from dispatcher.bridge.messages import send_message
     from dispatcher.store import open_store
-
-    from .stats import summarize
 
     claude = BINARIES["claude"]
     if not os.access(claude, os.X_OK):
@@ -135,12 +137,13 @@ def measure(runs: int) -> dict:
             proc.stdin.write(json.dumps({"type": "user", "message": {"role": "user", "content": "hello"}}) + "\n")
             proc.stdin.flush()
             load_before = os.getloadavg()[0]
-            samples = []
+            samples, hook_samples = [], []
             try:
                 for n in range(runs + 1):  # the first run warms up and is not counted
                     _wait(lambda: len(results) >= n + 1)  # noqa: B023 - the closure runs at once, inside this iteration
                     _wait(lambda: _waiter(root))
                     time.sleep(GAP_SECONDS)
+                    waiter = os.pidfd_open(_wait(lambda: _waiter(root)))
                     seen = len(arrivals)
                     message = send_message(
                         conn,
@@ -152,11 +155,16 @@ def measure(runs: int) -> dict:
                         kind="task",
                     )["id"]
                     start = time.perf_counter()
+                    if not select.select([waiter], [], [], 120)[0]:
+                        raise SystemExit(f"run {n}: the waiting hook did not end within 120 s")
+                    hook_exit = time.perf_counter()
+                    os.close(waiter)
                     at, text = _wait(lambda: len(arrivals) > seen and arrivals[seen])  # noqa: B023 - the closure runs at once, inside this iteration
                     if f"#{message} from kimi" not in text or SECRET in text:
                         raise SystemExit(f"run {n}: the woken request does not carry the notice for #{message}")
                     if n:
                         samples.append(at - start)
+                        hook_samples.append(hook_exit - start)
                     conn.execute("UPDATE messages SET acknowledged_at = ? WHERE id = ?", (time.time(), message))
             finally:
                 load_after = os.getloadavg()[0]
@@ -166,18 +174,24 @@ def measure(runs: int) -> dict:
                 reader.join(timeout=10)
                 proc.stdout.close()
         conn.close()
-    stats = summarize(samples)
     return {
         "what": "idle Claude session: committed send -> Claude's own next model request carrying the notice",
         "runs": runs,
-        "ms": {k: (round(v * 1000, 1) if isinstance(v, float) else v) for k, v in stats.items()},
+        "ms": _ms(samples),
+        "bridge_share": "committed send -> the waiting Stop hook has exited (its notice given)",
+        "bridge_ms": _ms(hook_samples),
         "load_1min_before": round(load_before, 2),
         "load_1min_after": round(load_after, 2),
         "cpus": os.cpu_count(),
     }
 
 
-def _waiter(root: Path) -> bool:
+def _ms(samples: list[float]) -> dict:
+    return {k: (round(v * 1000, 1) if isinstance(v, float) else v) for k, v in summarize(samples).items()}
+
+
+def _waiter(root: Path) -> int | None:
+    """The pid of the hook that holds the session's waiting slot, if one does."""
     directory = root / "runtime" / "hooks" / "claude"
     for path in directory.glob("*.json") if directory.exists() else []:
         try:
@@ -185,8 +199,8 @@ def _waiter(root: Path) -> bool:
         except ValueError:
             continue
         if token and os.path.exists(f"/proc/{token.split('-')[0]}"):
-            return True
-    return False
+            return int(token.split("-")[0])
+    return None
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -8,6 +8,7 @@ import ast
 import asyncio
 import contextlib
 import json
+import os
 import sqlite3
 import sys
 import threading
@@ -224,3 +225,9 @@ def dispatcher_modules() -> list[tuple[str, ast.Module]]:
         (str(path.relative_to(PROJECT)), ast.parse(path.read_text(), str(path)))
         for path in sorted((PROJECT / "dispatcher").rglob("*.py"))
     ]
+
+
+def inotify_descriptors(pid: int) -> int:
+    """How many inotify instances process ``pid`` holds (``file_events`` sleeping on the kernel)."""
+    fds = Path(f"/proc/{pid}/fd")
+    return sum(1 for fd in fds.iterdir() if os.readlink(fd) == "anon_inode:inotify")

@@ -102,6 +102,20 @@ def is_same_process(pid: object, recorded_start: str | None) -> bool:
     return liveness(here, recorded_start, here=here, observed_start=start_time(pid)) == "alive"
 
 
+def process_handle(pid: int, recorded_start: str | None) -> int | None:
+    """A pidfd of the recorded process (readable once it has ended: a wait can sleep on it), or
+    None when it is gone or pidfds are unavailable. Checked after opening: a pidfd names one
+    process for good, so a recycled pid cannot slip in later."""
+    try:
+        fd = os.pidfd_open(pid)
+    except (OSError, AttributeError):
+        return None
+    if not is_same_process(pid, recorded_start):
+        os.close(fd)
+        return None
+    return fd
+
+
 # -- ancestry and what a process looks like -------------------------------------------------
 def ancestors(pid: int | None = None) -> list[int]:
     """The pids above ``pid`` (default: this process), its parent first; empty when unreadable."""

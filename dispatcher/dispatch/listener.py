@@ -2,7 +2,8 @@
 
 It holds an exclusive flock for its agent (per runtime directory) and the agent's row in
 ``listeners`` (per store), wakes on any commit to the store (``PRAGMA data_version``,
-polled cheaply) or a change to config.json or the disabled marker, and forks a
+asleep on file events in between: ``file_events``) or a change to config.json or the disabled
+marker, and forks a
 supervisor for the oldest dispatchable message, waiting for it before looking again.
 Each round it observes, asks the pure ``step`` what to do, and does it. Transient store
 and supervisor failures back off (capped, exponential) with stage ``error``; signals only
@@ -18,12 +19,12 @@ import os
 import select
 import signal
 import sys
-import time
 from pathlib import Path
 
 from dispatcher.core import clock, processes
 from dispatcher.core.config import BridgeConfig, load_config
 from dispatcher.core.errors import BridgeError, ConfigError, DispatchRefused
+from dispatcher.core.file_events import FileEvents
 from dispatcher.core.locations import PROJECT_DIR
 from dispatcher.core.logs import configure_logging, get_logger
 from dispatcher.core.private_files import open_private_lock
@@ -39,12 +40,12 @@ from dispatcher.dispatch.retention import PRUNE_EVERY_SECONDS, prune_attempt_dir
 from dispatcher.dispatch.step import BackOff, Dispatch, Observation, Stop, Wait, step
 from dispatcher.dispatch.supervisor import remove_request, supervise
 from dispatcher.store import STORE_ERRORS, Connection, Store, store_corruption, store_errors
-from dispatcher.store.changes import data_version
+from dispatcher.store.changes import change_files, data_version
 from dispatcher.store.connection import prepare_store_dir, shrink_wal
 from dispatcher.store.messages import cap_far_leases
 
-POLL_SECONDS = 0.02
-FILE_CHECK_EVERY = 10  # polls between looks at config.json, the disabled marker and the store file
+# Between file events, a look anyway (a config.json reached through a link, a replaced directory).
+RECHECK_SECONDS = 5.0
 SUPERVISOR_STOP_CHECK_SECONDS = 0.25
 # Supervisor exit codes (the listener's only channel from its forked child).
 EXIT_REFUSED, EXIT_STORE = 3, 4
@@ -87,9 +88,12 @@ class Listener:
         self._fresh_failure: str | None = None  # a failure not yet backed off from
         self._backoff_until = 0.0
         self._next_prune = 0.0  # monotonic: the first idle moment prunes, then once an hour
+        self._events: FileEvents | None = None  # while running: what an idle wait sleeps on
 
     def _request_stop(self, signum, frame) -> None:
         self._stop_requested = True  # only a flag: the loop stops at its next check
+        if self._events is not None:
+            self._events.interrupt()  # (a waiting poll(2) would otherwise sleep on)
 
     # -- progress ---------------------------------------------------------------------
     def _set(self, **changes) -> None:
@@ -154,6 +158,8 @@ class Listener:
         signal.signal(signal.SIGTERM, self._request_stop)
         signal.signal(signal.SIGINT, self._request_stop)
         store = Store(self.settings.db)
+        # Watching starts before the first data_version read: no commit falls between the two.
+        self._events = FileEvents([*change_files(store.path), self.config_path, self.paths.disabled_marker])
         other: int | None = None
         try:
             self._first_lease(store)  # before any progress write: a running listener's file is not ours
@@ -168,6 +174,8 @@ class Listener:
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             self._release_lease(store)
             store.close()
+            self._events.close()
+            self._events = None
             if other is None:
                 self._set(stage="stopped", current=None)
         return 0 if other is None else self._already_running(other)
@@ -327,24 +335,22 @@ class Listener:
         self._set(stage="error", current=None, error=action.reason)
 
     def _wait(self, store: Store, timeout: float, watch_store: bool) -> None:
-        """Until the timeout, a stop, the disabled marker, a config change or (if watched) a commit."""
+        """Until the timeout, a stop, the disabled marker, a config change or (if watched) a commit.
+        Asleep in between: each file event (or ``RECHECK_SECONDS``) is one look."""
+        events = self._events
+        if events is None:  # (never: run() watches before the loop starts)
+            raise RuntimeError("the listener waits only while running")
         marker = self.paths.disabled_marker
         deadline = clock.monotonic() + timeout
-        conn, polls = None, 0
         watch_store = watch_store and self._seen is not None
-        while clock.monotonic() < deadline and not self._stop_requested:
-            time.sleep(POLL_SECONDS)
-            polls += 1
-            # Files change by hand, so they are looked at less often than the store.
-            if polls % FILE_CHECK_EVERY == 0:
-                if marker.exists() or _file_key(self.config_path) != self._config_key:
-                    return
-                conn = None  # looking the handle up again notices a deleted or replaced store file
+        while not self._stop_requested and (left := deadline - clock.monotonic()) > 0:
+            events.wait(min(left, RECHECK_SECONDS))
+            if self._stop_requested or marker.exists() or _file_key(self.config_path) != self._config_key:
+                return
             if not watch_store:
                 continue
-            try:  # (a plain try: this runs 50 times a second while idle)
-                conn = conn or store.connection()
-                if data_version(conn) != self._seen:
+            try:  # the handle's lookup also notices a deleted or replaced store file
+                if data_version(store.connection()) != self._seen:
                     return
             except STORE_ERRORS + (OSError, BridgeError):
                 return  # the next observation reports it
@@ -457,6 +463,8 @@ class Listener:
         try:
             if self._lock_fd is not None:  # (always: run() took the lock before dispatching)
                 os.close(self._lock_fd)  # the lock belongs to the listener alone
+            if self._events is not None:
+                self._events.close()  # the listener's watch, not the supervisor's
             os.setsid()  # a Ctrl-C or a stop aimed at the listener does not cut a dispatch short
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -5,6 +5,7 @@ One top-level handler (``BridgeGroup.main``) ends every failure with one line
 Commands raise ``BridgeError``s; they never print errors themselves.
 """
 
+import contextlib
 import json
 import math
 import os
@@ -518,6 +519,16 @@ def top(agent: str | None, once: bool) -> None:
 _HOOK_SETTINGS = {"ignore_unknown_options": True, "allow_extra_args": True}
 
 
+def _exit_now(code: int) -> None:
+    """A hook's end is on its CLI's critical path (an idle wake ends when the waiting hook exits):
+    once its answer is flushed and its files closed, skip the interpreter's teardown, which frees
+    every module one by one (measured ~180 ms of a 200 ms wake on the loaded 2-core machine)."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError):  # a reader gone: nothing more to tell it
+            stream.flush()
+    os._exit(code)
+
+
 @main.group()
 def hook() -> None:
     """Hooks for agent CLIs: tell a session, payload-free, that messages wait. Always exit 0
@@ -546,10 +557,10 @@ def _hook_command(cli_name: str, events: tuple[str, ...]):
             # the waiting hook (a Stop answers the Stop first; SessionStart has only the wait)
             from dispatcher.wake.hook_wait import main_wait
 
-            sys.exit(main_wait(cli_name, agent, wait, event))
+            _exit_now(main_wait(cli_name, agent, wait, event))
         from dispatcher.wake.hooks import main as hook_main
 
-        sys.exit(hook_main(cli_name, event, agent))
+        _exit_now(hook_main(cli_name, event, agent))
 
     return run
 

@@ -17,8 +17,10 @@ no process does. Only then does it open the new file.
 The same holds the other way round when the -shm (or -wal) of the *same* file is deleted
 or replaced: the processes still mapping the old -shm and those that would create a new
 one no longer share a write lock or an index, so they would hand out the same ids and
-overwrite each other's WAL frames. So the handle checks its -wal/-shm on every call (two
-stats), drops its connection when either changed, and refuses with ``store_missing``
+overwrite each other's WAL frames. So the handle checks its -wal/-shm whenever a name of
+the store's files came or went (inotify, ``file_events``: a call where nothing happened costs one
+``poll(2)``, not three stats; without inotify, three stats on every call), drops its connection
+when either changed, and refuses with ``store_missing``
 until no other process holds a lock on the old -shm; the last process to let go
 checkpoints its WAL into the file, as SQLite does on every last close. A handle opening
 the store refuses likewise while a sidecar is missing yet another process has the file
@@ -33,6 +35,7 @@ from pathlib import Path
 
 from dispatcher.core import clock
 from dispatcher.core.errors import BridgeError
+from dispatcher.core.file_events import NAME_CHANGES, FileEvents
 from dispatcher.core.locations import store_path
 from dispatcher.core.logs import get_logger
 from dispatcher.core.processes import lock_holders
@@ -66,6 +69,7 @@ class Store:
         self._identity: tuple[int, int] | None = None  # of the file we opened, kept after a drop
         self._pins: dict[str, int] = {}
         self._pinned_ids: dict[str, tuple[int, int]] = {}
+        self._names: FileEvents | None = None  # the store's file names coming or going
 
     def _current_identity(self, suffix: str = "") -> tuple[int, int] | None:
         try:
@@ -77,6 +81,10 @@ class Store:
         return any(self._current_identity(suffix) != pinned for suffix, pinned in self._pinned_ids.items())
 
     def connection(self) -> sqlite3.Connection:
+        if self._conn is not None and self._names is not None and not self._names.changed():
+            return self._conn  # no name of the file, -wal or -shm came or went: the same files
+        if self._names is None:  # watched before the look below: no change falls between the two
+            self._names = FileEvents([Path(f"{self.path}{suffix}") for suffix in ("", *SIDECARS)], mask=NAME_CHANGES)
         identity = self._current_identity()
         if self._conn is not None and identity == self._identity and not self._sidecars_changed():
             return self._conn
@@ -92,7 +100,14 @@ class Store:
         self._let_go(same_file=identity is not None and identity == self._identity)
         self._refuse_while_split()
         self._conn = conn = open_store(self.path)
-        self._identity = self._current_identity()
+        opened = self._current_identity()
+        if identity is not None and opened != identity:
+            # Replaced while being opened: SQLite may hold either file, and the -wal/-shm pinned
+            # next would be the other one's. Start again on whatever is there now.
+            self._drop_connection()
+            self._identity = None
+            return self.connection()
+        self._identity = opened
         self._pin(conn)
         return conn
 
@@ -172,3 +187,6 @@ class Store:
     def close(self) -> None:
         self._drop_connection()
         self._unpin()
+        if self._names is not None:
+            self._names.close()
+            self._names = None

@@ -4,8 +4,8 @@ Hooks fire on events, so mail that arrives while a Claude Code session sits idle
 the user's next prompt. Registered as an ``asyncRewake`` Stop hook, this command first answers
 ``Stop`` exactly like the plain hook (a never-announced id: exit 2 at once). When it did not block
 and Claude runs it in the background, it stays: it watches the store read-only (one ``live``
-connection, ``PRAGMA data_version`` every ``POLL_SECONDS``) until a message never announced to
-this session arrives, then prints the payload-free line on stderr and exits 2: Claude Code puts
+connection, asleep on file events in between: ``file_events``, and on a pidfd of Claude) until a
+message never announced to this session arrives, then prints the payload-free line on stderr and exits 2: Claude Code puts
 it in front of the model as a new turn. ``hook_rules.decide_wait`` decides (one waiter per
 session, a new id only, at most one wake per 10 s, one wake per waiter).
 
@@ -43,21 +43,27 @@ import itertools
 import os
 import secrets
 import signal
-import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dispatcher.bridge.hook_rules import Verdict, decide_wait, release_wait
 from dispatcher.core import clock, processes
-from dispatcher.store.changes import data_version
+from dispatcher.core.file_events import FileEvents
+from dispatcher.store.changes import change_files, data_version
 from dispatcher.wake import hooks
+
+if TYPE_CHECKING:
+    from dispatcher.store import Connection
 
 WAIT_DEFAULT_SECONDS = 3600
 WAIT_MIN_SECONDS = 1
 WAIT_MAX_SECONDS = 86400
 TIMEOUT_MARGIN_SECONDS = 30
-POLL_SECONDS = 0.25
-PARENT_CHECK_SECONDS = 1.0
+GAP_POLL_SECONDS = 0.25  # while a wake waits out the gap between notices: a look this often
+RECHECK_SECONDS = 5.0  # between file events, a look anyway
+PARENT_CHECK_SECONDS = 1.0  # how often Claude is looked for when no pidfd tells of its end
 MARK_WITHIN_SECONDS = 120.0  # how long a SessionStart waiter looks for its session's MCP server
 WAIT_EVENTS = ("Stop", "SessionStart")  # the Claude events whose hook may wait
 CLAUDE_MAX_DEPTH = 8  # how far above the hook Claude may be (a shell or two between)
@@ -187,6 +193,23 @@ def _wait(agent: str | None, raw: bytes, seconds: int, claude: tuple[int, str], 
     return 0
 
 
+@dataclass
+class _Waiter:
+    """What one waiting hook watches: its session, its store, Claude, and the events it sleeps on."""
+
+    conn: "Connection"
+    db: Path
+    inode: int
+    runtime: Path
+    agent: str
+    key: str
+    deadline: float
+    claude: tuple[int, str]
+    events: FileEvents
+    mark: Callable[[], bool] | None = None  # a SessionStart waiter marking its session, until it is
+    next_mark: float = 0.0  # (monotonic) the next try at it
+
+
 def _watch(
     locations, runtime: Path, agent: str | None, raw: bytes, seconds: int, claude: tuple[int, str], event: str
 ) -> tuple[int, str]:
@@ -204,8 +227,12 @@ def _watch(
     conn = open_read_only(locations.db, live=True)
     if conn is None:
         return 0, "wait_no_store"
+    events = None
     try:
         inode = os.stat(locations.db).st_ino
+        hooks.state_dir(runtime, agent)  # (watched below: it must exist)
+        # Watching starts before the version is read: no commit falls between the two.
+        events = FileEvents([*change_files(locations.db), hooks.state_path(runtime, agent, key)])
 
         def look(start: bool):
             summary = inbox_summary(conn, agent, clock.now())
@@ -219,21 +246,22 @@ def _watch(
             return verdict, mtime, set(waiting)
 
         # The version before the first look (as ``inbox watch`` does): a commit between the two
-        # then shows as a change at the first poll instead of waiting for the next commit.
+        # then shows as a change at the first wake instead of waiting for the next commit.
         version = data_version(conn)
         verdict, mtime, _ = look(True)
         if verdict.announce:
             return 2, verdict.why
+        waiter = _Waiter(conn, locations.db, inode, runtime, agent, key, deadline, claude, events, mark)
         try:
-            return _poll(
-                conn, locations, runtime, agent, key, deadline, claude, inode, look, verdict, mtime, version, mark
-            )
+            return _poll(waiter, look, verdict, mtime, version)
         finally:
             with _blocked():  # an ending waiter frees its slot (a woken one already did)
                 hooks.update_state(
                     runtime, agent, key, lambda state: Verdict(False, False, "released", release_wait(state, token))
                 )
     finally:
+        if events is not None:
+            events.close()
         conn.close()
 
 
@@ -250,50 +278,47 @@ def _marker(locations, agent: str) -> Callable[[], bool]:
     return mark
 
 
-def _poll(
-    conn,
-    locations,
-    runtime: Path,
-    agent: str,
-    key: str,
-    deadline: float,
-    claude: tuple[int, str],
-    inode: int,
-    look,
-    verdict,
-    mtime,
-    version: int,
-    mark: Callable[[], bool] | None,
-) -> tuple[int, str]:
+def _poll(waiter: _Waiter, look, verdict, mtime, version: int) -> tuple[int, str]:
     """Watch until a wake, the bound, a superseding waiter, Claude gone or the store replaced."""
+    claude_fd = processes.process_handle(*waiter.claude)  # readable once Claude has ended
+    try:
+        return _until_woken(waiter, () if claude_fd is None else (claude_fd,), look, verdict, mtime, version)
+    finally:
+        if claude_fd is not None:
+            os.close(claude_fd)
+
+
+def _until_woken(waiter: _Waiter, also: tuple[int, ...], look, verdict, mtime, version: int) -> tuple[int, str]:
     from dispatcher.bridge.inbox import inbox_summary
 
     known = set(verdict.state.announced)
-    next_parent_check = clock.monotonic() + PARENT_CHECK_SECONDS
     while True:
-        time.sleep(POLL_SECONDS)
-        now_m = clock.monotonic()
-        if now_m >= deadline:
+        # Asleep until a commit, the session's state file changes, Claude ends or a look is due.
+        limit = GAP_POLL_SECONDS if verdict.why == "wait_gap" else RECHECK_SECONDS if also else PARENT_CHECK_SECONDS
+        if waiter.mark is not None:  # its session's MCP server may come up at any moment
+            limit = min(limit, PARENT_CHECK_SECONDS)
+        waiter.events.wait(min(limit, max(0.0, waiter.deadline - clock.monotonic())), also=also)
+        if clock.monotonic() >= waiter.deadline:
             return 0, "wait_bound"
-        if now_m >= next_parent_check:
-            next_parent_check = now_m + PARENT_CHECK_SECONDS
-            if not processes.is_same_process(*claude):
-                return 0, "wait_claude_gone"
-            if mark is not None and mark():
-                mark = None
-            try:
-                if os.stat(locations.db).st_ino != inode:
-                    return 0, "wait_store_replaced"
-            except FileNotFoundError:
+        if not processes.is_same_process(*waiter.claude):
+            return 0, "wait_claude_gone"
+        if waiter.mark is not None and clock.monotonic() >= waiter.next_mark:
+            waiter.next_mark = clock.monotonic() + PARENT_CHECK_SECONDS
+            if waiter.mark():
+                waiter.mark = None
+        try:
+            if os.stat(waiter.db).st_ino != waiter.inode:
                 return 0, "wait_store_replaced"
-        new_version = data_version(conn)
-        new_mtime = hooks.state_mtime(runtime, agent, key)
+        except FileNotFoundError:
+            return 0, "wait_store_replaced"
+        new_version = data_version(waiter.conn)
+        new_mtime = hooks.state_mtime(waiter.runtime, waiter.agent, waiter.key)
         if new_version == version and new_mtime == mtime and verdict.why != "wait_gap":
             continue
         version = new_version
         if new_mtime == mtime and verdict.why != "wait_gap":
             # only the store moved: look under the lock only when an unknown id waits
-            summary = inbox_summary(conn, agent, clock.now())
+            summary = inbox_summary(waiter.conn, waiter.agent, clock.now())
             waiting = {w.id for w in summary.first} | ({summary.newest_id} if summary.newest_id else set())
             if waiting <= known:
                 continue

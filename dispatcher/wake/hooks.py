@@ -192,14 +192,21 @@ def _decide_with_state(
     return verdict
 
 
-def _state_path(runtime: Path, agent: str, key: str) -> Path:
+def state_dir(runtime: Path, agent: str) -> Path:
+    """The agent's directory of session states, created private if missing."""
+    from dispatcher.core.private_files import ensure_private_dir
+
+    return ensure_private_dir(runtime / "hooks" / agent, "hook state directory")
+
+
+def state_path(runtime: Path, agent: str, key: str) -> Path:
     return runtime / "hooks" / agent / f"{key}.json"
 
 
 def state_mtime(runtime: Path, agent: str, key: str) -> int | None:
     """When the session's state last changed (a cheap look for the waiting hook), None if never."""
     try:
-        return os.stat(_state_path(runtime, agent, key), follow_symlinks=False).st_mtime_ns
+        return os.stat(state_path(runtime, agent, key), follow_symlinks=False).st_mtime_ns
     except OSError:
         return None
 
@@ -208,9 +215,9 @@ def update_state(runtime: Path, agent: str, key: str, rule, touch: bool = False)
     """``rule(state) -> Verdict`` under the session's flock; the new state is written when it
     changed (``touch``: always, which keeps an active session's file from being forgotten).
     Returns the verdict and the file's mtime afterwards."""
-    from dispatcher.core.private_files import ensure_private_dir, open_private_lock
+    from dispatcher.core.private_files import open_private_lock
 
-    directory = ensure_private_dir(runtime / "hooks" / agent, "hook state directory")
+    directory = state_dir(runtime, agent)
     path = directory / f"{key}.json"
     fd = open_private_lock(path)
     try:

@@ -5,8 +5,9 @@ becomes a transcript event. A watch only hints: the store stays the truth, so a 
 is killed, expires or is never armed loses nothing; on start it first announces what is
 already unread, so a re-armed watch catches up.
 
-It reads the store read-only (``open_read_only(live=True)``) and waits on ``PRAGMA
-data_version`` (a cheap poll; it changes on every commit by another connection). It imports
+It reads the store read-only (``open_read_only(live=True)``) and sleeps on file events
+(``file_events``: the store's ``-wal`` or file changed), then reads ``PRAGMA data_version`` (it
+changes on every commit by another connection). It imports
 neither pydantic nor the MCP SDK. ``InboxReader`` is shared with the server's wake paths
 (``wake_mcp``).
 """
@@ -17,7 +18,6 @@ import shlex
 import shutil
 import signal
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
@@ -26,14 +26,16 @@ from dispatcher.bridge.inbox import InboxSummary, inbox_summary, wake_line
 from dispatcher.bridge.presence import watch_from_descendant
 from dispatcher.core import clock
 from dispatcher.core.errors import BridgeError
+from dispatcher.core.file_events import FileEvents
 from dispatcher.store import TRANSIENT_STORE_ERRORS, Connection
-from dispatcher.store.changes import data_version
+from dispatcher.store.changes import change_files, data_version
 from dispatcher.store.readonly import open_read_only
 
-POLL_SECONDS = 0.1
+RECHECK_SECONDS = 5.0  # between file events, a look anyway
+ERROR_RETRY_SECONDS = 0.1  # after a transient store error (locked, being recovered)
 MAX_SECONDS_RANGE = (1.0, 7 * 86400.0)
 # A store that stays unreadable (locked past the read timeout, being recovered) this many
-# polls in a row ends the watch with an error instead of looping silently.
+# looks in a row ends the watch with an error instead of looping silently.
 MAX_CONSECUTIVE_ERRORS = 50
 
 
@@ -123,11 +125,13 @@ def expiry_line(agent: str, max_seconds: float, command: str) -> str:
 
 
 class _Stop:
-    def __init__(self) -> None:
+    def __init__(self, events: FileEvents) -> None:
         self.requested = False
+        self.events = events
 
     def __call__(self, signum: int, frame: object) -> None:
         self.requested = True
+        self.events.interrupt()  # (a sleeping poll(2) would otherwise sleep on)
 
 
 def watch(
@@ -135,13 +139,14 @@ def watch(
     agent: str,
     out: TextIO,
     *,
+    events: FileEvents,
     max_seconds: float | None = None,
-    poll: float = POLL_SECONDS,
     should_stop: Callable[[], bool] = lambda: False,
     rearm: str = "",
 ) -> None:
     """Print the unread line, then one line per batch of new messages until told to stop
-    or ``max_seconds`` have passed (then the re-arm line)."""
+    or ``max_seconds`` have passed (then the re-arm line). ``events``: made before the first
+    look, so no commit falls between a look and the sleep."""
     reader = InboxReader(db, agent)
     announced = 0  # the highest id already named on a line
     generation = 0
@@ -174,7 +179,8 @@ def watch(
                 out.write(expiry_line(agent, max_seconds, rearm) + "\n")
                 out.flush()
                 return
-            time.sleep(poll)
+            timeout = ERROR_RETRY_SECONDS if errors else RECHECK_SECONDS
+            events.wait(timeout if deadline is None else min(timeout, max(0.0, deadline - clock.monotonic())))
     finally:
         reader.close()
 
@@ -200,7 +206,8 @@ def run_watch(agent: str, max_seconds: float | None) -> int:
 
     locations = Locations.from_env()
     _require_declared(locations.config_path(), agent)
-    stop = _Stop()
+    events = FileEvents(change_files(locations.db))
+    stop = _Stop(events)
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     rearm = rearm_command(agent, max_seconds, sys.argv[0], shutil.which("agent-bridge"), sys.executable)
@@ -208,7 +215,15 @@ def run_watch(agent: str, max_seconds: float | None) -> int:
     # one row per watch, with this pid and start time (a watch killed with -9 stops counting).
     watch_id = watch_from_descendant(locations.db, agent)
     try:
-        watch(locations.db, agent, sys.stdout, max_seconds=max_seconds, should_stop=lambda: stop.requested, rearm=rearm)
+        watch(
+            locations.db,
+            agent,
+            sys.stdout,
+            events=events,
+            max_seconds=max_seconds,
+            should_stop=lambda: stop.requested,
+            rearm=rearm,
+        )
     except BrokenPipeError:  # whoever read our lines is gone: nothing left to tell
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
@@ -220,4 +235,5 @@ def run_watch(agent: str, max_seconds: float | None) -> int:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         if watch_id is not None:
             watch_from_descendant(locations.db, agent, watch_id=watch_id)
+        events.close()
     return 0

@@ -12,9 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
-from harness import PROJECT
+from harness import PROJECT, inotify_descriptors
 
 from dispatcher.bridge.messages import send_message
+from dispatcher.core.file_events import MODE_VARIABLE
 from dispatcher.store import open_store
 from dispatcher.wake.hook_wait import TIMEOUT_MARGIN_SECONDS, claude_backgrounds, parse_wait
 
@@ -168,15 +169,19 @@ def waiting(store: dict) -> bool:
     return any(json.loads(f.read_text() or "{}").get("waiter") for f in files)
 
 
-@pytest.mark.parametrize("event", ["Stop", "SessionStart"])
-def test_in_the_background_it_waits_and_wakes_with_the_notice_when_mail_arrives(store, event):
+@pytest.mark.parametrize(("event", "mode"), [("Stop", "inotify"), ("Stop", "poll"), ("SessionStart", "inotify")])
+def test_in_the_background_it_waits_and_wakes_with_the_notice_when_mail_arrives(store, event, mode):
     """At the end of a turn (Stop), and in a session that has had no turn yet (SessionStart: no
-    Stop hook has run, so nothing else waits): it waits, and wakes the session when mail arrives."""
+    Stop hook has run, so nothing else waits): it waits, asleep on inotify or (forced, as on a
+    file system without it) polling, and wakes the session when mail arrives."""
     start = {"stdin": NEW_SESSION} if event == "SessionStart" else {}
-    hook = Hook(store, STREAMING, "claude", event, "--agent", "claude", "--wait", "60", **start)
+    hook = Hook(
+        store, STREAMING, "claude", event, "--agent", "claude", "--wait", "60", extra_env={MODE_VARIABLE: mode}, **start
+    )
     try:
         wait_for(lambda: waiting(store))
         assert hook.running()
+        assert inotify_descriptors(hook.pid) == (1 if mode == "inotify" else 0)
         arrived = send(store)
         result = hook.result()
     finally:

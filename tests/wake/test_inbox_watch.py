@@ -13,9 +13,10 @@ from pathlib import Path
 
 import psutil
 import pytest
-from harness import PROJECT, bridge_env, write_config
+from harness import PROJECT, bridge_env, inotify_descriptors, write_config
 
 from dispatcher.bridge import messages
+from dispatcher.core.file_events import MODE_VARIABLE
 from dispatcher.store import Store, open_store
 from dispatcher.wake.inbox_watch import expiry_line, rearm_command
 
@@ -168,6 +169,20 @@ def test_start_announces_what_is_already_unread_so_a_rearmed_watch_loses_nothing
     finally:
         status, _ = watch.stop()
     assert status == 0
+
+
+@pytest.mark.parametrize("mode", ["inotify", "poll"])
+def test_it_sleeps_on_inotify_and_with_the_poll_forced_still_names_new_mail(env, mode):
+    send(env)  # the store's directory exists: inotify can watch it
+    watch = Watch({**env, MODE_VARIABLE: mode}, "--agent", "claude")
+    try:
+        watch.next_line()
+        assert inotify_descriptors(watch.proc.pid) == (1 if mode == "inotify" else 0)
+        new = send(env)
+        assert watch.next_line().startswith(f"1 new for claude: #{new} ")
+    finally:
+        status, err = watch.stop()
+    assert (status, err) == (0, "")
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])

@@ -1,0 +1,64 @@
+"""The idle listener sleeps on file events (inotify) and still wakes for everything it waited
+for by polling: a send, a config change, a stop. The same run with the fallback forced
+(``AGENT_BRIDGE_FILE_EVENTS=poll``, as on a file system without inotify). The listener stays
+light: through start, a dispatch and its stop, it never imports the MCP SDK."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from dispatch_harness import DEADLINE, STARTED, post_task, status, wait_finished, wait_until, write_config_atomic
+from harness import PROJECT, bridge_env, inotify_descriptors, write_config
+
+from dispatcher.core.file_events import MODE_VARIABLE
+
+# ``listener run`` as the command runs it, telling on its way out which heavy modules it loaded.
+LISTENER = (
+    "import atexit, sys; "
+    "atexit.register(lambda: print('modules:', sorted(m for m in ('mcp', 'anyio', 'httpx') if m in sys.modules), "
+    "file=sys.stderr)); "
+    "sys.argv = ['agent-bridge', 'listener', 'run', '--agent', 'claude']; "
+    "from dispatcher.ops.cli import main; main()"
+)
+
+
+def _start(env: dict) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", LISTENER],
+        cwd=PROJECT,
+        env={**os.environ, **env},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    STARTED.append(proc)  # ended by conftest's fixture if the test fails first
+    return proc
+
+
+@pytest.mark.parametrize("mode", ["inotify", "poll"])
+def test_an_idle_listener_wakes_on_a_send_a_config_change_and_a_stop_without_the_mcp_sdk(tmp_path, mode):
+    launcher = tmp_path / "instant.sh"
+    launcher.write_text("#!/bin/sh\nexit 0\n")
+    launcher.chmod(0o755)
+    env = {**bridge_env(tmp_path, write_config(tmp_path / "config.json")), MODE_VARIABLE: mode}
+    config = Path(env["AGENT_BRIDGE_CONFIG"])
+    write_config_atomic(config, launcher)
+    proc = _start(env)
+    wait_until(lambda: (status(env)["progress"] or {}).get("stage") == "idle", what="listener idle")
+    # Two instances: what the idle wait sleeps on, and the store handle's check of its file names.
+    assert inotify_descriptors(proc.pid) == (2 if mode == "inotify" else 0)
+
+    task = post_task(Path(env["AGENT_BRIDGE_DB"]), "wake up")
+    assert wait_finished(Path(env["AGENT_BRIDGE_DB"]), task)["state"] == "finished"
+
+    write_config_atomic(config, launcher, auto=False)
+    wait_until(lambda: status(env)["progress"]["auto"] is False, what="the config change seen")
+
+    proc.terminate()  # a SIGTERM ends the sleeping wait at once (interrupt), not at its timeout
+    out, err = proc.communicate(timeout=DEADLINE)
+    assert proc.returncode == 0, err
+    assert "modules: []" in err.splitlines()[-1], err  # no MCP SDK (nor its anyio, httpx) in the listener
+    assert status(env)["progress"]["stage"] == "stopped"
