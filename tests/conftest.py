@@ -83,12 +83,12 @@ def conn(tmp_path):
     connection.close()
 
 
-# -- running in parallel (pytest-xdist, `-n 2 --dist loadscope` in pyproject.toml) -------------
+# -- running in parallel (pytest-xdist, `-n 4 --dist loadscope` in pyproject.toml) -------------
 # A test file is one unit of work, so its module-scoped servers and listeners start once. The
 # files that load the whole machine for a while (a storm of 32 processes, kill -9 chaos, a
 # lock-wait measurement) are one unit together: they run one after another, never side by side.
 MACHINE_WIDE = frozenset({"faults/test_storm.py", "faults/test_chaos.py", "ops/test_prune.py"})
-# The long folders start first, so the short files fill the end of the run on both workers.
+# The long folders start first, so the short files fill the end of the run on every worker.
 LONG_FIRST = ("faults", "agent_clis", "dispatch", "wake", "ops", "bridge", "mcp")
 TESTS = Path(__file__).resolve().parent
 

@@ -209,7 +209,8 @@ def test_with_no_mail_the_hook_ends_by_itself_at_its_bound_and_later_mail_waits_
     session = Session(setup, "bound")
     try:
         wait_for(lambda: len(session.results()) >= 1, 120, "the first turn to end")
-        wait_for(lambda: "wait_bound" in log_lines_since(setup, mark), 60, "the hook to end at its bound")
+        # The Stop waiter's own bound (the SessionStart waiter, bound alike, may end at its bound first).
+        wait_for(lambda: " Stop agent=claude wait_bound" in log_lines_since(setup, mark), 60, "the hook's bound")
         assert "wait_signal" not in log_lines_since(setup, mark)  # it ended first, Claude did not kill it
         arrived = send(setup, "codex", "notice", f"{SECRET} late")
         time.sleep(3.0)
