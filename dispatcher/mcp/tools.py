@@ -131,7 +131,8 @@ class BridgeTools:
         deadline = clock.monotonic() + min(wait_seconds, MAX_WAIT_SECONDS)
         thread_of = self._scoped("receive_messages", WorkerScope.own_message)
         while True:
-            seen = self._call("receive_messages", data_version)
+            # The version is read before the look only when a wait may follow it (no wait: one query less).
+            seen = self._call("receive_messages", data_version) if clock.monotonic() < deadline else None
             result = self._call(
                 "receive_messages",
                 messages.receive_messages,
