@@ -73,6 +73,11 @@ def _agent_id(ctx, param, value: str) -> str:
     return value
 
 
+def _optional_agent_id(ctx, param, value: str | None) -> str | None:
+    """An ``--agent`` that may be left out (all agents)."""
+    return None if value is None else _agent_id(ctx, param, value)
+
+
 def _seconds(ctx, param, value: float) -> float:
     low, high = WATCH_INTERVAL_RANGE
     if not (math.isfinite(value) and low <= value <= high):
@@ -463,7 +468,7 @@ def prune(older_than: str, dry_run: bool, compact: bool) -> None:
 @click.option(
     "--agent",
     default=None,
-    callback=lambda ctx, p, v: None if v is None else _agent_id(ctx, p, v),
+    callback=_optional_agent_id,
     help="Only this agent.",
 )
 @click.option("--since", default="7d", show_default=True, metavar="AGE", help="How far back: 7d, 24h, 90m, 3600s.")
@@ -498,7 +503,7 @@ def costs(agent: str | None, since: str, by: str, as_json: bool) -> None:
 @click.option(
     "--agent",
     default=None,
-    callback=lambda ctx, p, v: None if v is None else _agent_id(ctx, p, v),
+    callback=_optional_agent_id,
     help="Show only this agent's rows (keys: a cycles, 0 shows all).",
 )
 @click.option("--once", is_flag=True, help="Print one frame and exit (for scripts and tests).")
@@ -576,7 +581,7 @@ _hook_command("gemini", ("BeforeAgent", "AfterAgent"))
 @click.option(
     "--agent",
     default=None,
-    callback=lambda ctx, p, v: None if v is None else _agent_id(ctx, p, v),
+    callback=_optional_agent_id,
     help="Only this agent (default: every declared one).",
 )
 def who(as_json: bool, agent: str | None) -> None:
@@ -593,7 +598,7 @@ def who(as_json: bool, agent: str | None) -> None:
 @click.option(
     "--agent",
     default=None,
-    callback=lambda ctx, p, v: None if v is None else _agent_id(ctx, p, v),
+    callback=_optional_agent_id,
     help="List this agent's latest messages (read-only; nothing is marked read).",
 )
 @click.option("--unread", is_flag=True, help="Only messages not yet acknowledged.")

@@ -34,6 +34,18 @@ def _worker(env, bridge_root, message_id: int | None, token: str | None) -> McpA
     return McpAgent("claude", {**env, "AGENT_BRIDGE_ROLE": "worker", **bound}, bridge_root / "worker.stderr")
 
 
+def _review_turn_worker(env, bridge_root, config_path, store, kimi, claude) -> tuple[dict, int, McpAgent]:
+    """A conversation kimi started, claude's result (kimi's review turn) with its attempt recorded,
+    and kimi's worker server bound to that attempt."""
+    conv = kimi.ok("start_conversation", recipient="claude", goal="g", max_turns=4)
+    result = claude.ok("send_message", recipient="kimi", text="step 1", kind="result", reply_to=conv["message_id"])[
+        "id"
+    ]
+    token = _attempt(store, config_path, result)
+    bound = {"AGENT_BRIDGE_ROLE": "worker", "AGENT_BRIDGE_MESSAGE_ID": str(result), "AGENT_BRIDGE_WORKER_TOKEN": token}
+    return conv, result, McpAgent("kimi", {**env, **bound}, bridge_root / "worker.stderr")
+
+
 def _unacknowledged(db_path, message_id: int) -> bool:
     return sql(db_path, "SELECT acknowledged_at FROM messages WHERE id = ?", (message_id,))[0][0] is None
 
@@ -124,21 +136,7 @@ def test_a_review_worker_takes_its_turn_inside_the_conversation_only(
 ):
     """A worker may send a task only as the next turn of its message's conversation, where the turn
     budget counts it: no worker can start an unbounded chain of tasks."""
-    conv = kimi.ok("start_conversation", recipient="claude", goal="g", max_turns=4)
-    result = claude.ok("send_message", recipient="kimi", text="step 1", kind="result", reply_to=conv["message_id"])[
-        "id"
-    ]
-    token = _attempt(store, config_path, result)  # kimi's review turn
-    worker = McpAgent(
-        "kimi",
-        {
-            **env,
-            "AGENT_BRIDGE_ROLE": "worker",
-            "AGENT_BRIDGE_MESSAGE_ID": str(result),
-            "AGENT_BRIDGE_WORKER_TOKEN": token,
-        },
-        bridge_root / "worker.stderr",
-    )
+    conv, result, worker = _review_turn_worker(env, bridge_root, config_path, store, kimi, claude)
     try:
         status = worker.ok("conversation", action="status", conversation_id=conv["conversation_id"])
         assert status["turn_count"] == 2
@@ -158,21 +156,7 @@ def test_a_review_turns_decision_counts_only_when_its_worker_took_it(
 ):
     """Evidence belongs to the attempt: a conversation completed by a session of the same agent
     during a review turn is not that turn's decision (it used to count as the worker's success)."""
-    conv = kimi.ok("start_conversation", recipient="claude", goal="g", max_turns=4)
-    result = claude.ok("send_message", recipient="kimi", text="step 1", kind="result", reply_to=conv["message_id"])[
-        "id"
-    ]
-    token = _attempt(store, config_path, result)  # kimi's review turn
-    worker = McpAgent(
-        "kimi",
-        {
-            **env,
-            "AGENT_BRIDGE_ROLE": "worker",
-            "AGENT_BRIDGE_MESSAGE_ID": str(result),
-            "AGENT_BRIDGE_WORKER_TOKEN": token,
-        },
-        bridge_root / "worker.stderr",
-    )
+    conv, result, worker = _review_turn_worker(env, bridge_root, config_path, store, kimi, claude)
     try:
         decider = worker if decided_by == "worker" else kimi
         assert decider.ok("conversation", action="complete", conversation_id=conv["conversation_id"])["changed"]
