@@ -249,9 +249,11 @@ class Runner:
         res = self.sys("ours")["floor"] = self.guarded("floor", "ours", go)
         if "noop" in res:
             self.log(
-                f"floor: noop {res['noop']['median'] * 1000:.2f} ms; send {res['send']['median'] * 1000:.2f} ms"
-                f" = {res['send_over_noop']:.2f}x, receive {res['receive']['median'] * 1000:.2f} ms"
-                f" = {res['receive_over_noop']:.2f}x the floor"
+                f"floor: noop {res['noop']['median'] * 1000:.2f} ms, payload {res['payload']['median'] * 1000:.2f} ms,"
+                f" insert {res['insert']['median'] * 1000:.2f} ms; send {res['send']['median'] * 1000:.2f} ms"
+                f" = {res['send_over_noop']:.2f}x noop, {res['send_over_insert']:.2f}x insert;"
+                f" receive {res['receive']['median'] * 1000:.2f} ms = {res['receive_over_noop']:.2f}x noop,"
+                f" {res['receive_over_payload']:.2f}x the same payload"
             )
 
     def paths(self) -> None:

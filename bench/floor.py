@@ -1,13 +1,17 @@
-"""The floor (Agent Bridge only): our send and receive against a no-op tool on a bare ``MCPServer``.
+"""The floor (Agent Bridge only): our send and receive against tools that do (next to) nothing on a
+bare ``MCPServer``.
 
-The three calls are timed by the same mcp client, in the same run, interleaved call by call:
+The five calls are timed by the same mcp client, in the same run, interleaved call by call:
 ``send_message`` (a0 -> a1), ``receive_messages(limit=20)`` on an inbox held at 100 unread
-messages, and ``noop`` on ``bench/noop_server.py``. Each median is reported as a ratio to the
-no-op median: how many times the cost of a tool call that does nothing.
+messages, and on ``bench/noop_server.py``: ``noop`` (returns ``{}``), ``payload`` (returns one real
+receive(20) answer of ours, captured before timing: the same 20 messages) and ``insert`` (one SQLite
+row in WAL mode, its own transaction). Each of ours is reported as a ratio to the empty no-op and
+to its like-for-like floor: receive to ``payload``, send to ``insert``.
 """
 
 from __future__ import annotations
 
+import json
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -31,30 +35,52 @@ async def floor(
         keeper = InboxKeeper(target, store)
         stack.callback(keeper.close)
         errlog = stack.enter_context(open(store.dir / "noop-server.stderr.log", "a", encoding="utf-8"))  # noqa: SIM115 - closed by the ExitStack it is entered into
-        params = StdioServerParameters(command=target.python(), args=[str(NOOP_SERVER)], cwd=str(REPO))
+        answer = await reader.client.call_tool(target.recv_tool, target.recv_args(READER, limit, reader.state))
+        received = target.received(answer.structured_content)
+        if answer.is_error or received != limit:
+            raise RuntimeError(f"the payload floor needs a full receive({limit}); got {received}")
+        payload = store.dir / "receive-payload.json"
+        payload.write_text(json.dumps(answer.structured_content), encoding="utf-8")
+        params = StdioServerParameters(
+            command=target.python(),
+            args=[str(NOOP_SERVER), str(payload), str(store.dir / "noop-insert.db")],
+            cwd=str(REPO),
+        )
         noop_client = await stack.enter_async_context(
             Client(stdio_client(params, errlog=errlog), read_timeout_seconds=CALL_TIMEOUT_S)
         )
 
-        async def noop() -> CallOutcome:
-            r = await noop_client.call_tool("noop", {})
-            return CallOutcome(not r.is_error, 0, None if not r.is_error else "noop failed")
+        def floor_call(tool: str, args: dict[str, Any]):
+            async def call() -> CallOutcome:
+                r = await noop_client.call_tool(tool, args)
+                return CallOutcome(not r.is_error, 0, None if not r.is_error else f"{tool} failed")
+
+            return call
 
         res = await _timed_interleaved(
             {
                 "send": (lambda: sender.send(SENDERS[1], TEXT), None),
                 "receive": (lambda: reader.receive(limit), keeper),
-                "noop": (noop, None),
+                "noop": (floor_call("noop", {}), None),
+                "payload": (floor_call("payload", {}), None),
+                "insert": (floor_call("insert", {"recipient": SENDERS[1], "text": TEXT}), None),
             },
             calls,
             warmup,
             max_seconds,
         )
-    base = res["noop"]["median"]
+
+    def over(ours: str, floor_key: str) -> float | None:
+        base = res[floor_key]["median"]
+        return res[ours]["median"] / base if base else None
+
     return {
         **res,
-        "send_over_noop": res["send"]["median"] / base if base else None,
-        "receive_over_noop": res["receive"]["median"] / base if base else None,
-        "noop_server": "bench/noop_server.py: a bare MCPServer with one no-op tool, same python and client",
+        "send_over_noop": over("send", "noop"),
+        "receive_over_noop": over("receive", "noop"),
+        "receive_over_payload": over("receive", "payload"),
+        "send_over_insert": over("send", "insert"),
+        "payload_bytes": payload.stat().st_size,
+        "noop_server": "bench/noop_server.py: a bare MCPServer (noop, payload, insert), same python and client",
         "receive_limit": limit,
     }
