@@ -1,7 +1,8 @@
 """Sleep until one of a few named files changes: Linux inotify through the standard library's
 ``ctypes``, with a slow poll as the fallback.
 
-The wake-up loops (the idle listener, the waiting Stop hook, ``inbox watch``) used to poll
+The wake-up loops (the idle listener, the waiting Stop hook, ``inbox watch``, and in the MCP
+server the long-poll of ``receive_messages`` and the ``bridge://inbox`` / channel watcher) used to poll
 ``PRAGMA data_version`` 4 to 50 times a second; each process cost a little CPU all day, and
 the poll interval sat in every wake's latency. Now they sleep in ``poll(2)`` on an inotify
 descriptor that watches the *directories* of the files they care about (the store and its
@@ -140,6 +141,24 @@ class FileEvents:
                 self._stop_watching()
             return hit or bool(ready - {self._fd})
         return bool(ready) or self._fd is None
+
+    async def next_change(self, timeout: float) -> bool:
+        """``wait`` for an event loop (the MCP server's long-poll and wake watcher): the task
+        sleeps until a watched file changes or ``timeout`` passes (at most ``FALLBACK_SECONDS``
+        without inotify), the loop serves other requests meanwhile. Same answer as ``wait``. One
+        waiting task per instance (the loop watches a descriptor for one task at a time)."""
+        import anyio  # only the MCP server waits in an event loop; the listener never imports it
+
+        if self._fd is None:
+            await anyio.sleep(max(0.0, min(timeout, FALLBACK_SECONDS)))
+            return True
+        with anyio.move_on_after(max(0.0, timeout)):
+            while self._fd is not None:
+                await anyio.wait_readable(self._fd)
+                if self.changed():  # (another name in the same directory is no change)
+                    return True
+            return True  # the watch was lost: look now, and poll from here on
+        return False
 
     def changed(self) -> bool:
         """Without sleeping: whether a watched file changed since the last look (always True
