@@ -253,7 +253,9 @@ class Runner:
                 f" insert {res['insert']['median'] * 1000:.2f} ms; send {res['send']['median'] * 1000:.2f} ms"
                 f" = {res['send_over_noop']:.2f}x noop, {res['send_over_insert']:.2f}x insert;"
                 f" receive {res['receive']['median'] * 1000:.2f} ms = {res['receive_over_noop']:.2f}x noop,"
-                f" {res['receive_over_payload']:.2f}x the same payload"
+                f" {res['receive_over_payload']:.2f}x the same payload; server CPU per call: send"
+                f" {res['cpu_send_over_noop']:.2f}x noop, {res['cpu_send_over_insert']:.2f}x insert; receive"
+                f" {res['cpu_receive_over_noop']:.2f}x noop, {res['cpu_receive_over_payload']:.2f}x the same payload"
             )
 
     def paths(self) -> None:

@@ -119,6 +119,13 @@ def rows(results: dict) -> list[dict]:
         ("receive(20) / same-payload floor", "receive_over_payload"),
     ):
         add(f"  {label} (medians, same run)", "x", "lower", lambda s, key=key: _get(s, "floor", key), ratio=False)
+        add(
+            f"  {label} (server CPU per call, same run)",
+            "x",
+            "lower",
+            lambda s, key=key: _get(s, "floor", f"cpu_{key}"),
+            ratio=False,
+        )
     path_names = {
         "plain": "plain send",
         "task_dedup": "task with dedup_key",
