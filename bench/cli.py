@@ -440,7 +440,8 @@ class Runner:
         if "send_to_supervisor_ms" in out:
             self.log(
                 f"dispatch: send->supervisor median {out['send_to_supervisor_ms']['median']:.1f} ms, "
-                f"idle CPU {out['idle_listener']['cpu_percent']:.2f}%"
+                f"idle CPU {out['idle_listener']['cpu_percent']:.2f}%; RSS floor: "
+                + "; ".join(f"{step['step']} {step['rss_mib']} MiB" for step in out["rss_floor"])
             )
 
     def fleet(self) -> None:
