@@ -20,7 +20,7 @@ from dispatcher.bridge.worker_scope import WorkerScope
 from dispatcher.core import clock
 from dispatcher.core.config import BridgeConfig
 from dispatcher.core.errors import BridgeError, StoreUnavailable
-from dispatcher.core.file_events import FileEvents
+from dispatcher.core.file_events import RECHECK_SECONDS, FileEvents
 from dispatcher.core.logs import get_logger
 from dispatcher.core.settings import BridgeSettings
 from dispatcher.store import Store, data_version, store_errors
@@ -154,7 +154,7 @@ class BridgeTools:
                 while (left := deadline - clock.monotonic()) > 0 and self._call(
                     "receive_messages", data_version
                 ) == seen:
-                    await events.next_change(left)
+                    await events.next_change(min(left, RECHECK_SECONDS))
                 if left <= 0:
                     return result
         finally:

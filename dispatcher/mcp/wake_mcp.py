@@ -25,7 +25,6 @@ nothing to stdout but protocol messages.
 """
 
 import json
-import math
 from collections.abc import Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -40,7 +39,7 @@ from mcp.shared.subscriptions import ResourceUpdated
 
 from dispatcher.bridge.inbox import InboxSummary, wake_line
 from dispatcher.core.clock import now as clock_now
-from dispatcher.core.file_events import FileEvents
+from dispatcher.core.file_events import RECHECK_SECONDS, FileEvents
 from dispatcher.core.logs import get_logger
 from dispatcher.store.changes import change_files
 from dispatcher.wake.inbox_watch import InboxReader
@@ -182,7 +181,7 @@ class InboxWake:
             while True:
                 if self.subscribed or self.listening or self.channel_session is not None:
                     generation = await self._look(reader, generation)
-                await events.next_change(math.inf)  # every commit writes the -wal: an event
+                await events.next_change(RECHECK_SECONDS)  # every commit writes the -wal: an event
         finally:
             events.close()
             reader.close()

@@ -111,6 +111,21 @@ def test_an_event_loop_task_sleeps_until_a_watched_file_changes(watched):
     assert anyio.run(events.next_change, 0.05) is False  # nothing since: the timeout
 
 
+def test_after_an_event_the_next_event_loop_wait_is_short_for_one_more_look(watched):
+    # A commit's -wal write (the event) comes a moment before the commit is visible: a look right
+    # at the event may see nothing yet, so the wait after it ends soon even without another event.
+    directory, events = watched
+    (directory / "bridge.db-wal").write_bytes(b"frame")
+
+    async def two_waits() -> tuple[bool, bool]:
+        woke = await events.next_change(LONG)
+        with anyio.fail_after(LONG / 2):  # not the LONG timeout: SETTLE_SECONDS
+            settled = await events.next_change(LONG)
+        return woke, settled
+
+    assert anyio.run(two_waits) == (True, False)
+
+
 def test_an_event_loop_wait_without_inotify_is_a_poll_tick(tmp_path):
     events = FileEvents([tmp_path / "bridge.db"], kernel=False)
     try:
