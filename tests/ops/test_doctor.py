@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from harness import PROJECT, bridge_env, write_config
+from harness import PROJECT, bridge_env, environment, write_config
 
 from dispatcher.ops.doctor import StatuslineRun
 from dispatcher.store import open_store
@@ -84,17 +84,13 @@ def checks(env: dict) -> tuple[int, dict]:
     ``test_doctor_changes_nothing`` and the README sample."""
     from dispatcher.ops import doctor as doctor_module
 
-    saved, timed = dict(os.environ), doctor_module._time_statusline
-    os.environ.clear()
-    os.environ.update(env)
+    timed = doctor_module._time_statusline
     doctor_module._time_statusline = lambda: QUICK_STATUSLINE
     try:
-        with contextlib.redirect_stderr(io.StringIO()) as err:
+        with environment(env), contextlib.redirect_stderr(io.StringIO()) as err:
             result = doctor_module.report(doctor_module.run_checks())
     finally:
         doctor_module._time_statusline = timed
-        os.environ.clear()
-        os.environ.update(saved)
     assert err.getvalue() == "", err.getvalue()
     return (0 if result["ok"] else 1), result
 
