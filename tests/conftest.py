@@ -127,8 +127,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
     The processes the tests start run with PYTHONDONTWRITEBYTECODE (``bridge_env``, and on some
     machines the whole environment), so a module no process was allowed to cache is compiled again
-    by every process that imports it: in a fresh clone an MCP server start then cost ~1.5 s of CPU
-    instead of ~1.15 s. Compiling takes ~8 s of CPU once, and well under a second when done."""
+    by every process that imports it: in a fresh clone a server's imports then cost ~2.1 s of CPU
+    instead of ~1.06 s. Compiling takes ~8 s of CPU once, and well under a second when done."""
     if "PYTEST_XDIST_WORKER" in os.environ:  # the controller did it for its workers
         return
     done = subprocess.run(
