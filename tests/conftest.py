@@ -2,7 +2,10 @@
 claude and one kimi server on it, a fresh store connection per test, and the end of every
 listener a test started. Each folder's own conftest.py holds what only that folder uses."""
 
+import os
+import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -117,3 +120,31 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return folder, path.as_posix() not in MACHINE_WIDE
 
     items.sort(key=rank)  # stable: each file keeps its own order
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Byte-compile the checkout and the venv once, before any test starts a process.
+
+    The processes the tests start run with PYTHONDONTWRITEBYTECODE (``bridge_env``, and on some
+    machines the whole environment), so a module no process was allowed to cache is compiled again
+    by every process that imports it: in a fresh clone a server's imports then cost ~2.1 s of CPU
+    instead of ~1.06 s. Compiling takes ~8 s of CPU once, and well under a second when done."""
+    if "PYTEST_XDIST_WORKER" in os.environ:  # the controller did it for its workers
+        return
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "compileall",
+            "-q",
+            "-j0",
+            sysconfig.get_paths()["purelib"],
+            TESTS.parent / "dispatcher",
+            TESTS,
+        ],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -34,6 +34,20 @@ def write_config(path: Path, agents: dict[str, dict] | None = None, **extra: Any
     return path
 
 
+@contextlib.contextmanager
+def environment(env: dict[str, str]):
+    """``env`` as this process's whole environment for a while: for a command run in process, where
+    the test checks what it does, not that it starts (a Python start-up per case cost most of the CPU)."""
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 def bridge_env(root: Path, config: Path) -> dict[str, str]:
     """Environment that keeps every bridge file inside ``root``."""
     return {

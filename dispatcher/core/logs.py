@@ -11,9 +11,19 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-import structlog
-
 from dispatcher.core.private_files import ensure_private_dir, open_private_append
+
+# structlog loads rich (the `top` extra), when it is installed, for its console renderer and
+# pretty tracebacks: about a third of the CPU of a process that only logs, and nothing here
+# renders with it (JSON lines). rich is hidden while structlog loads, and importable again after.
+_HIDE_RICH = "rich" not in sys.modules
+if _HIDE_RICH:
+    sys.modules["rich"] = None  # type: ignore[assignment]
+try:
+    import structlog
+finally:
+    if _HIDE_RICH:
+        del sys.modules["rich"]
 
 
 class _PrivateFileHandler(logging.StreamHandler[TextIO]):

@@ -94,8 +94,5 @@ def _unread(locations: Locations, agents: list[str], declared: dict) -> tuple[di
 
 
 def main() -> None:
-    # structlog (imported by the store) loads rich for its console when it is installed (the `top`
-    # extra): a third of this process's CPU. The status line never renders with it, so it is hidden.
-    sys.modules.setdefault("rich", None)  # type: ignore[arg-type]
     print(statusline_text(tuple(sys.argv[1:])))  # noqa: T201 - the status line's answer on stdout; this entry point imports no click (its 200 ms budget)
     sys.exit(0)

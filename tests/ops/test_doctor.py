@@ -1,6 +1,8 @@
 """`agent-bridge doctor`: real subprocesses on real stores in temp dirs; each problem has its code and exit 1."""
 
+import contextlib
 import hashlib
+import io
 import json
 import os
 import re
@@ -10,8 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
-from harness import PROJECT, bridge_env, write_config
+from harness import PROJECT, bridge_env, environment, write_config
 
+from dispatcher.ops.doctor import StatuslineRun
 from dispatcher.store import open_store
 
 TESTED = {"claude": "2.1.332", "kimi": "2.1.0"}
@@ -22,6 +25,9 @@ AGENTS = {
 }
 # What a healthy setup without systemd and without a running listener may warn about.
 EXPECTED_WARNINGS = {"listener_not_running", "unit_not_installed"}
+
+
+QUICK_STATUSLINE = StatuslineRun(subprocess.CompletedProcess([], 0, "[claude] idle  ·  [kimi] idle\n", ""), 0.05, 0.04)
 
 
 def fake_cli(path: Path, line: str) -> Path:
@@ -69,12 +75,32 @@ def doctor(env: dict, *args: str) -> tuple[int, dict | str]:
     return proc.returncode, (json.loads(out) if "--json" in args else out)
 
 
+def checks(env: dict) -> tuple[int, dict]:
+    """What ``doctor --json`` reports, from the same checks run in this process with ``env`` as the
+    whole environment, the status line's five timed runs answered by one quick run: each test here
+    differs from the healthy setup in one file or variable, and the Python start-ups (doctor's and
+    the status line's) were most of this file's CPU. The command itself, status line included, is
+    run end to end by ``test_healthy_setup_has_no_error`` (JSON), ``test_table_output``,
+    ``test_doctor_changes_nothing`` and the README sample."""
+    from dispatcher.ops import doctor as doctor_module
+
+    timed = doctor_module._time_statusline
+    doctor_module._time_statusline = lambda: QUICK_STATUSLINE
+    try:
+        with environment(env), contextlib.redirect_stderr(io.StringIO()) as err:
+            result = doctor_module.report(doctor_module.run_checks())
+    finally:
+        doctor_module._time_statusline = timed
+    assert err.getvalue() == "", err.getvalue()
+    return (0 if result["ok"] else 1), result
+
+
 def codes(report: dict, level: str | None = None) -> set[str]:
     return {f["code"] for f in report["findings"] if level is None or f["level"] == level}
 
 
 def assert_error(env: dict, code: str) -> dict:
-    rc, report = doctor(env, "--json")
+    rc, report = checks(env)
     assert code in codes(report, "error"), report
     assert rc == 1 and report["ok"] is False
     found = next(f for f in report["findings"] if f["code"] == code)
@@ -142,7 +168,7 @@ def test_table_output(setup):
 
 def test_missing_store_is_a_warning_and_is_not_created(setup):
     setup["db"].unlink()
-    rc, report = doctor(setup["env"], "--json")
+    rc, report = checks(setup["env"])
     assert rc == 0 and "store_missing" in codes(report, "warn"), report
     assert not setup["db"].exists()
 
@@ -258,7 +284,7 @@ def test_cli_not_found(setup):
 
 def test_cli_version_untested(setup):
     fake_cli(Path(setup["env"]["CLAUDE_BIN"]), "9.9.9 (Claude Code)")
-    rc, report = doctor(setup["env"], "--json")
+    rc, report = checks(setup["env"])
     assert rc == 0 and "cli_version_untested" in codes(report, "warn"), report
     found = next(f for f in report["findings"] if f["code"] == "cli_version_untested")
     assert "9.9.9" in found["message"] and TESTED["claude"] in found["message"] and found["agent"] == "claude"
@@ -305,7 +331,7 @@ def test_old_unread_message_warns(setup):
             (time.time() - 2 * 86400,),
         ),
     )
-    rc, report = doctor(setup["env"], "--json")
+    rc, report = checks(setup["env"])
     assert rc == 0 and "unread_old" in codes(report, "warn"), report
     found = next(f for f in report["findings"] if f["code"] == "unread_old")
     assert found["agent"] == "claude" and "2.0 d" in found["message"]
@@ -323,7 +349,7 @@ def test_running_listener_is_seen(setup):
     try:
         deadline, report = time.monotonic() + 30, None
         while time.monotonic() < deadline:
-            rc, report = doctor(setup["env"], "--json")
+            rc, report = checks(setup["env"])
             if any(f["code"] == "listener_ok" and f["agent"] == "kimi" for f in report["findings"]):
                 break
             time.sleep(0.2)
@@ -440,7 +466,7 @@ def test_unit_states_from_systemctl(units, enabled, active, code, message, fix):
     (state / f"is-enabled.{CLAUDE_UNIT}").write_text(enabled)
     if active is not None:
         (state / f"is-active.{CLAUDE_UNIT}").write_text(active)
-    rc, report = doctor(units["env"], "--json")
+    rc, report = checks(units["env"])
     found = _unit_findings(report)
     assert (found["claude"]["code"], found["claude"]["message"], found["claude"]["fix"]) == (code, message, fix)
     assert found["claude"]["level"] == ("ok" if code == "unit_ok" else "warn")
@@ -454,7 +480,7 @@ def test_unit_states_from_systemctl(units, enabled, active, code, message, fix):
 def test_unit_state_unknown_without_systemctl(units):
     env = {**units["env"], "PATH": str(units["root"] / "empty-bin")}  # no systemctl at all
     (units["root"] / "empty-bin").mkdir()
-    _, report = doctor(env, "--json")
+    _, report = checks(env)
     found = _unit_findings(report)
     for agent, unit in (("claude", CLAUDE_UNIT), ("kimi", KIMI_UNIT)):
         assert (found[agent]["code"], found[agent]["message"], found[agent]["fix"]) == (
@@ -467,12 +493,12 @@ def test_unit_state_unknown_without_systemctl(units):
 def test_no_user_manager_or_no_unit_never_asks_systemctl(units):
     env = units["env"]
     (Path(env["XDG_RUNTIME_DIR"]) / "systemd" / "private").unlink()
-    _, report = doctor(env, "--json")
+    _, report = checks(env)
     assert {a: (f["code"], f["fix"]) for a, f in _unit_findings(report).items()} == {
         a: ("unit_no_manager", "") for a in ("claude", "kimi")
     }
     (Path(env["XDG_CONFIG_HOME"]) / "systemd" / "user" / "agent-bridge-listener@.service").unlink()
-    _, report = doctor(env, "--json")
+    _, report = checks(env)
     found = _unit_findings(report)
     assert {a: (f["code"], f["level"]) for a, f in found.items()} == {
         a: ("unit_no_manager", "ok") for a in ("claude", "kimi")
@@ -491,19 +517,19 @@ def test_a_claude_that_is_not_logged_in_is_a_warning_with_the_fix(setup):
     status_says_no.write_text(
         f"#!/bin/sh\n[ \"$1\" = auth ] && {{ echo '{{\"loggedIn\": false}}'; exit 1; }}\necho '{TESTED['claude']} (Claude Code)'\n"
     )
-    rc, report = doctor(env, "--json")
+    rc, report = checks(env)
     assert rc == 0, report
     (found,) = [f for f in report["findings"] if f["code"] == "cli_not_authenticated"]
     assert (found["level"], found["agent"]) == ("warn", "claude")
     assert "auth_error" in found["message"] and "/login" in found["fix"] and "ANTHROPIC_API_KEY" in found["fix"]
-    rc, report = doctor({**env, "ANTHROPIC_API_KEY": "sk-test"}, "--json")
+    rc, report = checks({**env, "ANTHROPIC_API_KEY": "sk-test"})
     assert "cli_not_authenticated" not in codes(report)
     assert any(f["code"] == "cli_auth_ok" and "ANTHROPIC_API_KEY" in f["message"] for f in report["findings"])
 
 
 def test_a_kimi_without_credentials_is_a_warning(setup):
     (setup["root"] / "home" / ".kimi-code" / "credentials").rmdir()
-    rc, report = doctor(setup["env"], "--json")
+    rc, report = checks(setup["env"])
     (found,) = [f for f in report["findings"] if f["code"] == "cli_not_authenticated"]
     assert found["agent"] == "kimi" and "kimi" in found["fix"]
 
@@ -530,7 +556,7 @@ def test_without_a_user_manager_doctor_says_how_to_run_the_listener_not_systemct
     commands that cannot work there, and called the template "installed" for every agent."""
     env = units["env"]
     (Path(env["XDG_RUNTIME_DIR"]) / "systemd" / "private").unlink()
-    _, report = doctor(env, "--json")
+    _, report = checks(env)
     for agent, finding in _unit_findings(report).items():
         text = finding["message"] + finding["fix"]
         assert f"agent-bridge listener enable --agent {agent}" in text, finding
@@ -539,7 +565,7 @@ def test_without_a_user_manager_doctor_says_how_to_run_the_listener_not_systemct
     wants = Path(env["XDG_CONFIG_HOME"]) / "systemd" / "user" / "default.target.wants"
     wants.mkdir()
     (wants / CLAUDE_UNIT).symlink_to("../agent-bridge-listener@.service")
-    found = _unit_findings(doctor(env, "--json")[1])
+    found = _unit_findings(checks(env)[1])
     assert f"{CLAUDE_UNIT} is enabled" in found["claude"]["message"] and "no unit" in found["kimi"]["message"]
 
 
@@ -547,7 +573,7 @@ def test_an_agent_with_auto_off_is_shown_waiting_for_a_human_not_ok(setup):
     """auto: false used to read `listener_ok` (or warn that no listener runs): its tasks wait for a
     person either way, and doctor says so, with no listener or unit warning."""
     write_config(setup["config"], {**AGENTS, "kimi": {**AGENTS["kimi"], "auto": False}})
-    rc, report = doctor(setup["env"], "--json")
+    rc, report = checks(setup["env"])
     kimi = [
         f for f in report["findings"] if f["agent"] == "kimi" and f["code"].startswith(("listener", "unit", "auto"))
     ]
@@ -560,7 +586,7 @@ def test_a_missing_workspace_is_an_error_whether_or_not_the_listener_runs(setup)
     """A missing workspace used to show only through a running listener's stage."""
     gone = setup["root"] / "no-such-dir"
     write_config(setup["config"], {**AGENTS, "kimi": {**AGENTS["kimi"], "workspace": str(gone)}})
-    rc, report = doctor(setup["env"], "--json")
+    rc, report = checks(setup["env"])
     [missing] = [f for f in report["findings"] if f["code"] == "workspace_missing"]
     assert rc == 1 and missing["agent"] == "kimi" and missing["level"] == "error"
     assert str(gone) in missing["message"] and f"mkdir -p {gone}" in missing["fix"]
@@ -607,7 +633,7 @@ def test_doctor_reads_a_cli_version_as_init_does(setup):
     crash = Path(__file__).parents[1] / "fixtures" / "kimi-node20-version-crash.stderr"
     kimi = Path(setup["env"]["KIMI_BIN"])
     kimi.write_text(f"#!/bin/sh\ncat {crash} >&2\nexit 1\n")
-    rc, report = doctor(setup["env"], "--json")
+    rc, report = checks(setup["env"])
     (found,) = [f for f in report["findings"] if f["agent"] == "kimi" and f["code"].startswith(("cli_ok", "cli_v"))]
     assert found["code"] == "cli_version_unknown" and found["level"] == "warn", found
     assert "found but does not run (exit 1: Node.js v20.20.2)" in found["message"], found

@@ -1,6 +1,7 @@
-"""`agent-bridge register CLI --agent ID`: the real command (`python -m dispatcher register ...`) on real
-files under a temporary HOME and per-CLI homes. The pinned real binaries reading what it wrote are
-in tests/agent_clis/test_register_mcp_list.py."""
+"""`agent-bridge register CLI --agent ID` on real files under a temporary HOME and per-CLI homes: the
+real command (`python -m dispatcher register ...`) for the first write of each CLI, a refusal and the
+status line, the command line's entry point in this process for the other cases. The pinned real
+binaries reading what it wrote are in tests/agent_clis/test_register_mcp_list.py."""
 
 import json
 import os
@@ -10,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from register_harness import backups, entry, mode, parse, register, register_env, target
+from register_harness import backups, entry, mode, parse, register, register_env, register_here, target
 
 CLIS = ("claude", "kimi", "codex", "gemini")
 AGENTS = ("claude", "kimi", "codex", "gemini")
@@ -66,7 +67,7 @@ def test_it_writes_the_entry_in_a_new_private_file_and_a_rerun_changes_nothing(e
     assert mode(path) == 0o600 and mode(path.parent) == 0o700
     before = (path.read_bytes(), path.stat().st_mtime_ns)
 
-    again = register(env, cli, "--agent", cli)
+    again = register_here(env, cli, "--agent", cli)
     assert again.returncode == 0, again.stderr
     assert "nothing changed" in again.stdout
     assert (path.read_bytes(), path.stat().st_mtime_ns) == before
@@ -81,7 +82,7 @@ def test_an_edit_keeps_the_users_other_settings_and_backs_the_file_up_first(env,
     path.chmod(0o640)
     original = parse(cli, path)
 
-    done = register(env, cli, "--agent", "kimi")
+    done = register_here(env, cli, "--agent", "kimi")
     assert done.returncode == 0, done.stderr
     [backup] = backups(path)
     assert str(backup) in done.stdout
@@ -98,14 +99,14 @@ def test_an_edit_keeps_the_users_other_settings_and_backs_the_file_up_first(env,
 @pytest.mark.parametrize("cli", CLIS)
 def test_a_dry_run_prints_the_diff_and_writes_nothing(env, cli):
     path = target(env, cli)
-    done = register(env, cli, "--agent", cli, "--dry-run")
+    done = register_here(env, cli, "--agent", cli, "--dry-run")
     assert done.returncode == 0, done.stderr
     assert "--- /dev/null" in done.stdout and f"+++ {path}" in done.stdout and "agent_bridge" in done.stdout
     assert not path.exists() and not path.parent.exists()
 
     path.parent.mkdir(parents=True)
     path.write_text(user_file(cli))
-    done = register(env, cli, "--agent", cli, "--dry-run")
+    done = register_here(env, cli, "--agent", cli, "--dry-run")
     assert done.returncode == 0, done.stderr
     assert f"--- {path}" in done.stdout and "\n+" in done.stdout and "dry run" in done.stdout
     assert path.read_text() == user_file(cli)
@@ -114,18 +115,18 @@ def test_a_dry_run_prints_the_diff_and_writes_nothing(env, cli):
 
 @pytest.mark.parametrize("cli", CLIS)
 def test_an_entry_pointing_elsewhere_is_refused_until_force_replaces_it(env, cli):
-    assert register(env, cli, "--agent", "claude").returncode == 0
+    assert register_here(env, cli, "--agent", "claude").returncode == 0
     path = target(env, cli)
     before = path.read_bytes()
 
     for extra in ((), ("--dry-run",)):
-        refused = register(env, cli, "--agent", "gemini", *extra)
+        refused = register_here(env, cli, "--agent", "gemini", *extra)
         assert refused.returncode == 1
         assert refused.stderr.startswith("agent-bridge: registration_conflict: ")
         assert '"AGENT_ID": "claude"' in refused.stderr and "--force" in refused.stderr
         assert path.read_bytes() == before and backups(path) == []
 
-    forced = register(env, cli, "--agent", "gemini", "--force")
+    forced = register_here(env, cli, "--agent", "gemini", "--force")
     assert forced.returncode == 0, forced.stderr
     assert entry(cli, path)["env"]["AGENT_ID"] == "gemini"
     [backup] = backups(path)
@@ -142,9 +143,9 @@ def test_force_on_codex_cuts_only_the_old_table_and_keeps_every_other_byte(env):
         '[mcp_servers.agent_bridge.env]\nAGENT_ID = "claude"\n\n'
     )
     path.write_text(head + old + tail)
-    assert register(env, "codex", "--agent", "codex").returncode == 1
+    assert register_here(env, "codex", "--agent", "codex").returncode == 1
 
-    done = register(env, "codex", "--agent", "codex", "--force")
+    done = register_here(env, "codex", "--agent", "codex", "--force")
     assert done.returncode == 0, done.stderr
     text = path.read_text()
     assert text.startswith(head + tail) and "/old/" not in text
@@ -157,7 +158,7 @@ def test_a_file_that_does_not_parse_is_left_alone(env):
         path = target(env, cli)
         path.parent.mkdir(parents=True)
         path.write_text(junk)
-        done = register(env, cli, "--agent", cli)
+        done = register_here(env, cli, "--agent", cli)
         assert done.returncode == 1 and "registration_file_invalid" in done.stderr
         assert path.read_text() == junk and backups(path) == []
 
@@ -173,7 +174,7 @@ def test_statusline_sets_claudes_status_line_keeping_its_other_settings(env):
     settings = Path(env["CLAUDE_CONFIG_DIR"]) / "settings.json"
     settings.parent.mkdir(parents=True)
     settings.write_text(json.dumps({"permissions": {"allow": ["Bash"]}}))
-    done = register(env, "claude", "--agent", "claude", "--statusline")
+    done = register_here(env, "claude", "--agent", "claude", "--statusline")
     assert done.returncode == 0, done.stderr
     doc = json.loads(settings.read_text())
     line = doc.pop("statusLine")
@@ -185,11 +186,11 @@ def test_statusline_sets_claudes_status_line_keeping_its_other_settings(env):
     assert settings_words == [f"{k}={env[k]}" for k in ("AGENT_BRIDGE_DB", "AGENT_BRIDGE_CONFIG")]
     assert len(backups(settings)) == 1
 
-    again = register(env, "claude", "--agent", "claude", "--statusline")
+    again = register_here(env, "claude", "--agent", "claude", "--statusline")
     assert again.returncode == 0 and again.stdout.count("nothing changed") == 2
     assert len(backups(settings)) == 1
 
-    wrong = register(env, "kimi", "--agent", "kimi", "--statusline")
+    wrong = register_here(env, "kimi", "--agent", "kimi", "--statusline")
     assert wrong.returncode == 2 and "usage_error" in wrong.stderr
 
 
@@ -234,7 +235,7 @@ def test_codex_entries_in_a_form_it_does_not_edit_are_left_for_the_user(env):
         'mcp_servers = { agent_bridge = { command = "/old/python" } }\n',
     ):
         path.write_text(text)
-        done = register(env, "codex", "--agent", "codex", "--force")
+        done = register_here(env, "codex", "--agent", "codex", "--force")
         assert done.returncode == 1 and "registration_file_invalid" in done.stderr, done.stderr
         assert "[mcp_servers.agent_bridge]" in done.stderr  # the table to add by hand
         assert path.read_text() == text and backups(path) == []
