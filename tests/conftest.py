@@ -2,15 +2,20 @@
 claude and one kimi server on it, a fresh store connection per test, and the end of every
 listener a test started. Each folder's own conftest.py holds what only that folder uses."""
 
+import os
 import sys
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
 # The helper modules (harness.py, dispatch_harness.py, ...) live here; tests in every folder
 # import them by name (the test modules themselves load with --import-mode=importlib).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import pg_server  # noqa: E402
 from harness import bridge_env, start_agents, write_config  # noqa: E402
 from xdist.scheduler import LoadScopeScheduling  # noqa: E402
 
@@ -76,11 +81,42 @@ def _end_listeners_started_by_the_test():
 
 
 @pytest.fixture
-def conn(tmp_path):
-    """A fresh store on a real SQLite file, for the tests of one rule or one transaction."""
-    connection = open_store(tmp_path / "bridge.db")
+def conn(request, tmp_path):
+    """A fresh store for the tests of one rule or one transaction: on a real SQLite file, and in
+    a module marked ``both_backends`` also on a real PostgreSQL server (``postgres_url``)."""
+    backend = getattr(request, "param", "sqlite")
+    connection = open_store(tmp_path / "bridge.db" if backend == "sqlite" else request.getfixturevalue("postgres_url"))
     yield connection
     connection.close()
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    both = metafunc.definition.get_closest_marker("both_backends")
+    if "conn" in metafunc.fixturenames and both and not metafunc.definition.get_closest_marker("sqlite_only"):
+        metafunc.parametrize("conn", ["sqlite", "postgres"], indirect=True)
+
+
+@pytest.fixture(scope="session")
+def postgres_database() -> Iterator[str]:
+    """A fresh database of this test process's own on a real PostgreSQL server (``pg_server``)."""
+    try:
+        with pg_server.fresh_database() as url:
+            yield url
+    except pg_server.NoServer as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"no PostgreSQL server for the postgres tests: {exc}")
+        pytest.skip(f"no PostgreSQL server: {exc}")
+
+
+@pytest.fixture
+def postgres_url(postgres_database) -> Iterator[str]:
+    """A ``postgresql://`` store of the test's own: an empty schema, first on its search path."""
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_database, autocommit=True) as admin:
+        admin.execute(f"CREATE SCHEMA {schema}")
+    yield f"{postgres_database}?options=-csearch_path%3D{schema}"
+    with psycopg.connect(postgres_database, autocommit=True) as admin:
+        admin.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
 # -- running in parallel (pytest-xdist, `-n 4 --dist loadscope` in pyproject.toml) -------------

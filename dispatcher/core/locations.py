@@ -50,6 +50,15 @@ class InvalidSetting(BridgeError):
         self.variable = variable
 
 
+POSTGRES_URL_SCHEMES = ("postgresql://", "postgres://")
+
+
+def is_postgres_url(location: object) -> bool:
+    """The backend rule: a ``postgresql://`` (or ``postgres://``) URL names a PostgreSQL store,
+    anything else a SQLite file."""
+    return isinstance(location, str) and location.startswith(POSTGRES_URL_SCHEMES)
+
+
 def absolute_path(value: str | os.PathLike[str]) -> Path:
     """The rule for every path setting: ``~`` expanded, then absolute, else ``ValueError``."""
     path = Path(value).expanduser()

@@ -30,8 +30,11 @@ LEDGER_COLUMNS = (
 )
 
 
-def _rows(conn: sqlite3.Connection) -> sqlite3.Cursor:
-    """A cursor whose rows read by column name, whatever the connection's own row factory."""
+def _rows(conn: sqlite3.Connection) -> sqlite3.Cursor | sqlite3.Connection:
+    """Something to execute on whose rows read by column name, whatever the connection's own row
+    factory (a PostgreSQL connection's rows always do)."""
+    if not isinstance(conn, sqlite3.Connection) or conn.row_factory is sqlite3.Row:
+        return conn
     cur = conn.cursor()
     cur.row_factory = sqlite3.Row
     return cur
@@ -84,9 +87,13 @@ def _move(
     minus ``started_at`` (0 when a clock step put it before the start)."""
     target, allowed_from = transition
     columns = ", ".join(f"{column} = ?" for column in assignments)
-    duration = ", duration_seconds = max(0, ? - started_at)" if duration_from is not None else ""
+    duration = (
+        ", duration_seconds = CASE WHEN ? > started_at THEN ? - started_at ELSE 0 END"
+        if duration_from is not None
+        else ""
+    )
     marks = ", ".join("?" * len(allowed_from))
-    extra = (duration_from,) if duration_from is not None else ()
+    extra = (duration_from, duration_from) if duration_from is not None else ()
     cur = conn.execute(
         f"UPDATE dispatch_attempts SET state = ?, {columns}{duration}"  # noqa: S608 - column names are this module's constants; every value is a bound parameter
         f" WHERE message_id = ? AND state IN ({marks})",

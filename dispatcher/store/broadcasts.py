@@ -16,7 +16,8 @@ def broadcast_by_dedup_key(conn: sqlite3.Connection, sender: str, dedup_key: str
 
 def insert_broadcast(conn: sqlite3.Connection, *, sender: str, dedup_key: str | None, created_at: float) -> int:
     cur = conn.execute(
-        "INSERT INTO broadcasts (sender, dedup_key, created_at) VALUES (?, ?, ?)", (sender, dedup_key, created_at)
+        "INSERT INTO broadcasts (sender, dedup_key, created_at) VALUES (?, ?, ?) RETURNING id",
+        (sender, dedup_key, created_at),
     )
     return inserted_id(cur)
 

@@ -9,6 +9,10 @@ from dispatcher.core.locations import store_path
 def data_version(conn: sqlite3.Connection) -> int:
     """A number that changes whenever another connection commits to the store (SQLite's
     ``PRAGMA data_version``; this connection's own commits do not change it)."""
+    if not isinstance(conn, sqlite3.Connection):
+        from dispatcher.store.postgres import data_version as postgres_data_version
+
+        return postgres_data_version(conn)
     version: int = conn.execute("PRAGMA data_version").fetchone()[0]
     return version
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from dispatcher.core import clock
 from dispatcher.core.errors import BridgeError, StateChangedError
+from dispatcher.core.locations import is_postgres_url
 from dispatcher.core.private_files import ensure_private_dir
 from dispatcher.store.migrations import MIGRATIONS, SCHEMA_VERSION
 
@@ -115,15 +116,20 @@ def _switch_to_wal(conn: sqlite3.Connection) -> None:
 
 
 def inserted_id(cursor: sqlite3.Cursor) -> int:
-    """The rowid of the row an INSERT on ``cursor`` just added (``lastrowid`` is None only
-    on a cursor that has run no INSERT, which would be a bug here)."""
-    rowid = cursor.lastrowid
-    if rowid is None:
-        raise RuntimeError("lastrowid read from a cursor that inserted nothing")
-    return rowid
+    """The id of the row an ``INSERT ... RETURNING id`` on ``cursor`` just added (the same
+    statement on both connectors; SQLite's ``lastrowid`` has no PostgreSQL twin)."""
+    # fetchall, not fetchone: SQLite commits an autocommit statement only once it has run to its end.
+    rows = cursor.fetchall()
+    if len(rows) != 1:
+        raise RuntimeError(f"an INSERT ... RETURNING id returned {len(rows)} rows")
+    return int(rows[0][0])
 
 
 def schema_version(conn: sqlite3.Connection) -> int:
+    if not isinstance(conn, sqlite3.Connection):
+        from dispatcher.store.postgres import schema_version as postgres_schema_version
+
+        return postgres_schema_version(conn)
     version: int = conn.execute("PRAGMA user_version").fetchone()[0]
     return version
 
@@ -156,7 +162,12 @@ def _apply(conn: sqlite3.Connection, migration: str | Callable[[sqlite3.Connecti
 
 
 def open_store(path: Path | str, *, target_version: int = SCHEMA_VERSION) -> sqlite3.Connection:
-    """Open (creating if needed) and migrate the store; safe for many processes at once."""
+    """Open (creating if needed) and migrate the store; safe for many processes at once.
+    A ``postgresql://`` URL opens the PostgreSQL connector instead (psycopg is loaded only then)."""
+    if is_postgres_url(path):
+        from dispatcher.store.postgres import open_postgres
+
+        return open_postgres(str(path), target_version=target_version)  # type: ignore[return-value]
     path = Path(path)
     _prepare_file(path)
     conn = sqlite3.connect(

@@ -34,7 +34,8 @@ def insert_conversation(
     """A new active conversation; its opening task (inserted next) is its first turn."""
     cur = conn.execute(
         "INSERT INTO conversations (initiator, recipient, goal, state, max_turns, turn_count,"
-        " created_at, expires_at, updated_at, max_cost_usd) VALUES (?, ?, ?, 'active', ?, 1, ?, ?, ?, ?)",
+        " created_at, expires_at, updated_at, max_cost_usd) VALUES (?, ?, ?, 'active', ?, 1, ?, ?, ?, ?)"
+        " RETURNING id",
         (initiator, recipient, goal, max_turns, created_at, expires_at, created_at, max_cost_usd),
     )
     return inserted_id(cur)

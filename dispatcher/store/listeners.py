@@ -28,8 +28,10 @@ def put_listener(
 ) -> None:
     """Make this the agent's row, replacing any other."""
     conn.execute(
-        "INSERT OR REPLACE INTO listeners (agent, pid, start_time, host, runtime_dir, started_at)"
-        " VALUES (?, ?, ?, ?, ?, ?)",
+        "INSERT INTO listeners (agent, pid, start_time, host, runtime_dir, started_at)"
+        " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (agent) DO UPDATE SET pid = excluded.pid,"
+        " start_time = excluded.start_time, host = excluded.host, runtime_dir = excluded.runtime_dir,"
+        " started_at = excluded.started_at",
         (agent, pid, start_time, host, runtime_dir, started_at),
     )
 

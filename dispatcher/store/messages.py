@@ -29,7 +29,7 @@ def insert_message(
     cur = conn.execute(
         "INSERT INTO messages (sender, recipient, kind, text, reply_to, conversation_id, dedup_key,"
         " created_at, response_deadline, origin, broadcast_id, sent_by_attempt)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         (
             sender,
             recipient,

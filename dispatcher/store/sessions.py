@@ -52,7 +52,8 @@ def insert_session(
     started_at: float,
 ) -> int:
     cur = conn.execute(
-        "INSERT INTO sessions (agent, role, host, pid, start_time, client_pid, started_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO sessions (agent, role, host, pid, start_time, client_pid, started_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+        " RETURNING id",
         (agent, role, host, pid, start_time, client_pid, started_at),
     )
     return inserted_id(cur)
@@ -88,7 +89,8 @@ def watch_records(conn: sqlite3.Connection, agent: str | None = None) -> list[Wa
 
 def insert_watch(conn: sqlite3.Connection, session_id: int, *, pid: int, start_time: str | None) -> int:
     cur = conn.execute(
-        "INSERT INTO session_watches (session_id, pid, start_time) VALUES (?, ?, ?)", (session_id, pid, start_time)
+        "INSERT INTO session_watches (session_id, pid, start_time) VALUES (?, ?, ?) RETURNING id",
+        (session_id, pid, start_time),
     )
     return inserted_id(cur)
 
