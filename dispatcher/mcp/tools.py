@@ -22,7 +22,7 @@ from dispatcher.core.config import BridgeConfig
 from dispatcher.core.errors import BridgeError, StoreUnavailable
 from dispatcher.core.logs import get_logger
 from dispatcher.core.settings import BridgeSettings
-from dispatcher.store import Store, data_version, store_errors
+from dispatcher.store import StoreHandle, data_version, store_errors
 
 MAX_WAIT_SECONDS = 30
 POLL_INTERVAL_SECONDS = 0.05
@@ -34,7 +34,7 @@ class BridgeTools:
     """What every tool call needs: who is calling, from which process, on which store, with which
     declared agents and settings. One per server process."""
 
-    def __init__(self, agent: str, store: Store, config: BridgeConfig, settings: BridgeSettings) -> None:
+    def __init__(self, agent: str, store: StoreHandle, config: BridgeConfig, settings: BridgeSettings) -> None:
         self.agent = agent
         self.worker_id = f"{agent}-{os.getpid()}-{secrets.token_hex(4)}"
         # A worker's server is bound to its attempt and claims as that attempt (bridge.worker_scope).

@@ -26,7 +26,6 @@ nothing to stdout but protocol messages.
 import json
 from collections.abc import Callable
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any, Final, Literal
 
 import anyio
@@ -38,6 +37,7 @@ from mcp.shared.subscriptions import ResourceUpdated
 
 from dispatcher.bridge.inbox import InboxSummary, wake_line
 from dispatcher.core.clock import now as clock_now
+from dispatcher.core.locations import StoreLocation
 from dispatcher.core.logs import get_logger
 from dispatcher.wake.inbox_watch import InboxReader
 
@@ -89,7 +89,7 @@ class InboxWake:
 
     def __init__(
         self,
-        db: Path,
+        db: StoreLocation,
         agent: str,
         *,
         channel: bool,
@@ -223,7 +223,7 @@ def _listens_to_inbox(params: Any) -> bool:
 def install(
     mcp: MCPServer,
     agent: str,
-    db: Path,
+    db: StoreLocation,
     *,
     claude_channel: bool,
     role: str,

@@ -12,9 +12,9 @@ from dispatcher.store.errors import (
     store_corruption,
     store_errors,
 )
-from dispatcher.store.handle import Store
+from dispatcher.store.handle import SqliteStore, open_handle
 from dispatcher.store.migrations import SCHEMA_VERSION
-from dispatcher.store.types import Connection, Row
+from dispatcher.store.types import Connection, Row, StoreHandle
 
 __all__ = [
     "BACKEND_ERRORS",
@@ -25,9 +25,11 @@ __all__ = [
     "Connection",
     "Row",
     "SchemaTooNewError",
-    "Store",
+    "SqliteStore",
+    "StoreHandle",
     "data_version",
     "inserted_id",
+    "open_handle",
     "open_store",
     "schema_version",
     "store_corruption",

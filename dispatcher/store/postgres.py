@@ -24,11 +24,14 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import psycopg
+import psycopg.sql
 from psycopg.rows import RowMaker
 
 from dispatcher.core.errors import BridgeError
+from dispatcher.core.locations import StoreLocation, StoreUrl
 from dispatcher.store.errors import PostgresCorruption, PostgresError, PostgresIntegrityError, PostgresTransientError
 from dispatcher.store.postgres_schema import MIGRATIONS
+from dispatcher.store.types import Connection
 
 # Advisory lock keys (any two distinct bigints; these spell "ab-write" and "ab-migr").
 WRITE_LOCK_KEY = 0x61622D7772697465
@@ -39,9 +42,20 @@ CONNECT_TIMEOUT_SECONDS = 10
 _TOKEN = re.compile(r"""'(?:[^']|'')*'|"(?:[^"]|"")*"|\?|(?<!:):([A-Za-z_]\w*)|%""")
 
 
+# SQLite's spelling -> PostgreSQL's, for the few constructs the shared SQL cannot avoid: a list of
+# ids bound as one JSON text (a batch of any size, one parameter) and the temporary schema.
+_SPELLINGS = (
+    ("(SELECT value FROM json_each(?))", "(SELECT value::bigint FROM json_array_elements_text(?::json))"),
+    (" temp.", " pg_temp."),
+)
+
+
 @functools.lru_cache(maxsize=1024)
 def translate(statement: str) -> str:
-    """A statement in the shared dialect (``?`` or ``:name`` placeholders) in psycopg's."""
+    """A statement in the shared dialect (``?`` or ``:name`` placeholders, SQLite's spellings
+    above) in psycopg's."""
+    for sqlite_spelling, postgres_spelling in _SPELLINGS:
+        statement = statement.replace(sqlite_spelling, postgres_spelling)
 
     def replace(match: re.Match[str]) -> str:
         found = match.group(0)
@@ -152,7 +166,14 @@ class PostgresConnection:
         self.raw.close()
 
 
-def schema_version(conn: PostgresConnection) -> int:
+def _postgres(conn: Connection) -> PostgresConnection:
+    if not isinstance(conn, PostgresConnection):
+        raise TypeError(f"a PostgreSQL store connection was expected, not {type(conn).__name__}")
+    return conn
+
+
+def schema_version(conn: Connection) -> int:
+    conn = _postgres(conn)
     found = conn.raw.execute("SELECT to_regclass('bridge_schema') IS NOT NULL").fetchone()
     if not found or not found[0]:
         return 0
@@ -160,12 +181,12 @@ def schema_version(conn: PostgresConnection) -> int:
     return int(row[0]) if row else 0
 
 
-def data_version(conn: PostgresConnection) -> int:
+def data_version(conn: Connection) -> int:
     """A number that moves whenever a transaction that wrote anything has begun on the server
     since the last look (the next transaction id): a wake-up loop's cheap "anything changed?"
     hint, conservative like SQLite's ``data_version`` (it may move for nothing, never stays still
     after a commit)."""
-    row = conn.raw.execute("SELECT pg_snapshot_xmax(pg_current_snapshot())::text").fetchone()
+    row = _postgres(conn).raw.execute("SELECT pg_snapshot_xmax(pg_current_snapshot())::text").fetchone()
     return int(row[0]) if row else 0
 
 
@@ -220,5 +241,90 @@ def open_postgres(url: str, *, target_version: int) -> PostgresConnection:
             migrate(conn, url, target_version)
     except BaseException:
         raw.close()
+        raise
+    return conn
+
+
+class PostgresStore:
+    """The long-lived handle on a PostgreSQL store (servers, listeners): one connection, opened
+    and migrated on first use, and opened again on the next call after the server dropped it
+    (a restart, ``pg_terminate_backend``). The call that met the drop fails ``store_unavailable``;
+    nothing it did was committed."""
+
+    def __init__(self, url: StoreUrl) -> None:
+        self.location: StoreLocation = url
+        self._url = url
+        self._conn: PostgresConnection | None = None
+
+    def connection(self) -> PostgresConnection:
+        if self._conn is not None and not (self._conn.raw.closed or self._conn.raw.broken):
+            return self._conn
+        self.close()
+        self._conn = open_postgres(self._url, target_version=len(MIGRATIONS))
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+def channel(agent: str) -> str:
+    """The NOTIFY channel of an agent's inbox (the schema's trigger writes the same name)."""
+    return f"agent_bridge:{agent}"
+
+
+class ChangeNotices:
+    """A LISTEN on one agent's channel, on a connection of its own (autocommit, as LISTEN needs):
+    its descriptor becomes readable when a message to the agent is written or changed. Only a
+    hint: a notice sent while nobody listened is lost, so a waiter always re-queries, and a
+    dropped connection is opened again at the next look (``fileno`` is None until then: poll)."""
+
+    def __init__(self, url: StoreUrl, agent: str) -> None:
+        self._url, self._agent = url, agent
+        self._conn: psycopg.Connection[Any] | None = None
+        self._connect()
+
+    def _connect(self) -> None:
+        try:
+            self._conn = psycopg.connect(self._url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS)
+            self._conn.execute(psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(channel(self._agent))))
+        except psycopg.Error:
+            self.close()
+
+    def fileno(self) -> int | None:
+        if self._conn is None or self._conn.closed or self._conn.broken:
+            self.close()
+            self._connect()  # after a restart: listen again (what was sent meanwhile is lost: re-query)
+        return None if self._conn is None else self._conn.fileno()
+
+    def drain(self) -> bool:
+        """Take every notice that arrived (without waiting); whether there was any."""
+        if self._conn is None:
+            return False
+        try:
+            return bool(list(self._conn.notifies(timeout=0)))
+        except psycopg.Error:
+            self.close()
+            return True  # the connection went: the caller looks now
+
+    def close(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                self._conn.close()
+            self._conn = None
+
+
+def open_postgres_read_only(url: str) -> PostgresConnection | None:
+    """A connection whose transactions cannot write (for the views), or None when the database
+    holds no store yet. It never migrates."""
+    conn = open_postgres(url, target_version=0)
+    try:
+        conn.raw.execute("SET default_transaction_read_only = on")
+        if schema_version(conn) == 0:
+            conn.close()
+            return None
+    except BaseException:
+        conn.close()
         raise
     return conn

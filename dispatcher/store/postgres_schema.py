@@ -5,6 +5,7 @@ creates the whole schema as SQLite has it at 12. Later versions are appended to 
 with the same number. The types are SQLite's made explicit: ids are ``bigint`` identities,
 times are epoch seconds (``double precision``), process start times are text (boot id and
 start ticks), and SQLite's AUTOINCREMENT (ids never reused) is what an identity does anyway.
+One thing SQLite has no need of: the trigger that sends the wake-up hint (NOTIFY).
 """
 
 _SCHEMA_12 = """
@@ -129,6 +130,16 @@ CREATE TABLE session_watches (
     start_time text
 );
 CREATE INDEX session_watches_by_session ON session_watches (session_id);
+-- The wake-up hint: a message written or changed (a claim let go, say) tells its recipient's
+-- channel. Waiters LISTEN there and always re-query; identical notices of one transaction
+-- arrive once. See ``postgres.ChangeNotices``.
+CREATE FUNCTION agent_bridge_notify_recipient() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('agent_bridge:' || NEW.recipient, '');
+    RETURN NULL;
+END $$;
+CREATE TRIGGER messages_notify_recipient AFTER INSERT OR UPDATE ON messages
+    FOR EACH ROW EXECUTE FUNCTION agent_bridge_notify_recipient();
 """
 
 MIGRATIONS: tuple[str, ...] = ("",) * 11 + (_SCHEMA_12,)

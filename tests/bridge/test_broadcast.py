@@ -264,7 +264,6 @@ def _ack(conn, ids, at):
     conn.executemany("UPDATE messages SET acknowledged_at = ? WHERE id = ?", [(at, i) for i in ids])
 
 
-@pytest.mark.sqlite_only("retention is not on the PostgreSQL connector yet (TODO.md)")
 @pytest.mark.parametrize("dry_run", [True, False])
 def test_prune_removes_acknowledged_copies_then_the_orphaned_set(conn, dry_run):
     old = NOW - 40 * DAY
@@ -282,8 +281,9 @@ def test_prune_removes_acknowledged_copies_then_the_orphaned_set(conn, dry_run):
         return
     assert left == {half["broadcast_id"], recent["broadcast_id"]}
     assert kept == set(half["ids"][1:] + recent["ids"])
-    assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
-    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    if isinstance(conn, sqlite3.Connection):  # (PostgreSQL checks its keys and pages on every write)
+        assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     # A partly pruned set still answers its dedup key with the copies left.
     again = send(conn, kind="notice", dedup_key="half")
     assert again["duplicate"] is True and again["ids"] == half["ids"][1:]

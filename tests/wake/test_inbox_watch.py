@@ -17,7 +17,7 @@ from harness import PROJECT, bridge_env, inotify_descriptors, write_config
 
 from dispatcher.bridge import messages
 from dispatcher.core.file_events import MODE_VARIABLE
-from dispatcher.store import Store, open_store
+from dispatcher.store import SqliteStore, open_store
 from dispatcher.wake.inbox_watch import expiry_line, rearm_command
 
 TIMEOUT = 30.0
@@ -92,7 +92,7 @@ def env(tmp_path):
 
 
 def send(env, recipient="claude", sender="kimi", kind="task") -> int:
-    store = Store(Path(env["AGENT_BRIDGE_DB"]))
+    store = SqliteStore(Path(env["AGENT_BRIDGE_DB"]))
     try:
         return messages.send_message(
             store.connection(), sender=sender, recipient=recipient, text=SECRET, agents=AGENTS, kind=kind
@@ -102,7 +102,7 @@ def send(env, recipient="claude", sender="kimi", kind="task") -> int:
 
 
 def ack(env, ids, agent="claude") -> None:
-    store = Store(Path(env["AGENT_BRIDGE_DB"]))
+    store = SqliteStore(Path(env["AGENT_BRIDGE_DB"]))
     try:
         messages.mark_read(store.connection(), agent=agent, worker_id="t", message_ids=ids)
     finally:
@@ -290,7 +290,7 @@ class WatchedSession:
         from dispatcher.core.processes import start_time
 
         self.presence = presence
-        self.store = Store(Path(env["AGENT_BRIDGE_DB"]))
+        self.store = SqliteStore(Path(env["AGENT_BRIDGE_DB"]))
         me = os.getpid()
         self.id = presence.register_session(
             self.store.connection(), "claude", "interactive", pid=me, start_time=start_time(me), client_pid=me, now=0.0

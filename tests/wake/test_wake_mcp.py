@@ -37,7 +37,7 @@ from dispatcher.mcp.wake_mcp import (
     channel_params,
     resource_signature,
 )
-from dispatcher.store import Store
+from dispatcher.store import SqliteStore
 
 TIMEOUT = 60.0
 SECRET = "the-secret-payload-41"
@@ -155,7 +155,7 @@ def world(tmp_path_factory):
     plain = WakeClient("claude", env, root / "claude.err")  # channel off (default)
     channel = WakeClient("kimi", {**env, "AGENT_BRIDGE_CLAUDE_CHANNEL": "1"}, root / "kimi.err")
     modern = WakeClient("codex", {**env, "AGENT_BRIDGE_CLAUDE_CHANNEL": "1"}, root / "codex.err", mode="auto")
-    store = Store(Path(env["AGENT_BRIDGE_DB"]))
+    store = SqliteStore(Path(env["AGENT_BRIDGE_DB"]))
     try:
         yield {"plain": plain, "channel": channel, "modern": modern, "store": store}
     finally:
@@ -164,13 +164,13 @@ def world(tmp_path_factory):
         store.close()
 
 
-def send(store: Store, recipient: str, sender: str = "codex", kind: str | None = "task") -> int:
+def send(store: SqliteStore, recipient: str, sender: str = "codex", kind: str | None = "task") -> int:
     return messages.send_message(
         store.connection(), sender=sender, recipient=recipient, text=SECRET, agents=AGENTS, kind=kind
     )["id"]
 
 
-def ack(store: Store, agent: str, ids: list[int]) -> None:
+def ack(store: SqliteStore, agent: str, ids: list[int]) -> None:
     done = messages.mark_read(store.connection(), agent=agent, worker_id="test", message_ids=ids)
     assert done["acknowledged"] == ids
 
