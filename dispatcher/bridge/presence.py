@@ -315,8 +315,9 @@ def watch_from_descendant(db: StoreLocation, agent: str, *, watch_id: int | None
     session or no store), or, given ``watch_id``, end that watch. Never raises: the watch must go
     on whatever the store says."""
     from dispatcher.store import open_store
+    from dispatcher.store.changes import store_file_id
 
-    if not os.path.exists(db):
+    if store_file_id(db) is None:  # no store yet: a watch never creates one
         return None
     conn: Connection | None = None
     try:

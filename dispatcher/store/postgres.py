@@ -24,6 +24,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import psycopg
+import psycopg.adapt
 import psycopg.sql
 from psycopg.rows import RowMaker
 
@@ -87,6 +88,16 @@ class Row(tuple[Any, ...]):
 
     def keys(self) -> list[str]:
         return list(self._names)
+
+
+class _NumericAsSqliteDoes(psycopg.adapt.Loader):
+    """``numeric`` (what ``sum`` of a bigint column gives) as SQLite gives it: an int when whole,
+    else a float; never a ``Decimal``, which SQLite never returns and JSON cannot carry."""
+
+    def load(self, data: Any) -> int | float:
+        text = bytes(data).decode()
+        number = float(text)
+        return int(text) if text.lstrip("-").isdigit() else number
 
 
 def _row_factory(cursor: "psycopg.Cursor[Any]") -> RowMaker[Row]:
@@ -232,6 +243,7 @@ def open_postgres(url: str, *, target_version: int) -> PostgresConnection:
             f"could not connect to the PostgreSQL store {redacted(url)} ({exc}); nothing was written. "
             "Check that the server runs and that AGENT_BRIDGE_DB names it, then retry.",
         ) from exc
+    raw.adapters.register_loader("numeric", _NumericAsSqliteDoes)
     conn = PostgresConnection(raw)
     try:
         found = schema_version(conn)

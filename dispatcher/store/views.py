@@ -32,7 +32,7 @@ class LedgerPart(NamedTuple):
 
 _TOTALS = """
 SELECT count(*), sum(cost_usd), sum(input_tokens), sum(output_tokens), sum(cost_overshoot_usd),
-       sum(finished_at >= :day), sum(CASE WHEN finished_at >= :day THEN cost_usd END),
+       sum(CASE WHEN finished_at >= :day THEN 1 ELSE 0 END), sum(CASE WHEN finished_at >= :day THEN cost_usd END),
        sum(CASE WHEN finished_at >= :day THEN input_tokens END),
        sum(CASE WHEN finished_at >= :day THEN output_tokens END),
        sum(CASE WHEN finished_at >= :day THEN cost_overshoot_usd END)

@@ -6,6 +6,8 @@ import time
 import pytest
 from harness import db_snapshot, sql
 
+pytestmark = pytest.mark.both_backends
+
 
 def drain(agent):
     """Acknowledge everything waiting for ``agent`` so a test starts from an empty inbox."""

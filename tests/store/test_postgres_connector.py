@@ -174,3 +174,14 @@ def test_a_sqlite_store_never_loads_psycopg(tmp_path):
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_a_sum_reads_as_sqlite_gives_it_never_a_decimal(postgres_url):
+    conn = open_store(postgres_url)
+    try:
+        whole, fraction = conn.execute(
+            "SELECT sum(x), sum(y) FROM (VALUES (2::bigint, 0.25), (3, 0.5)) AS t (x, y)"
+        ).fetchone()
+        assert (whole, type(whole), fraction, type(fraction)) == (5, int, 0.75, float)
+    finally:
+        conn.close()

@@ -37,7 +37,9 @@ from dispatcher.mcp.wake_mcp import (
     channel_params,
     resource_signature,
 )
-from dispatcher.store import SqliteStore
+from dispatcher.store import SqliteStore, open_handle
+
+pytestmark = pytest.mark.both_backends
 
 TIMEOUT = 60.0
 SECRET = "the-secret-payload-41"
@@ -155,7 +157,7 @@ def world(tmp_path_factory):
     plain = WakeClient("claude", env, root / "claude.err")  # channel off (default)
     channel = WakeClient("kimi", {**env, "AGENT_BRIDGE_CLAUDE_CHANNEL": "1"}, root / "kimi.err")
     modern = WakeClient("codex", {**env, "AGENT_BRIDGE_CLAUDE_CHANNEL": "1"}, root / "codex.err", mode="auto")
-    store = SqliteStore(Path(env["AGENT_BRIDGE_DB"]))
+    store = open_handle(env["AGENT_BRIDGE_DB"])
     try:
         yield {"plain": plain, "channel": channel, "modern": modern, "store": store}
     finally:
