@@ -249,9 +249,13 @@ class Runner:
         res = self.sys("ours")["floor"] = self.guarded("floor", "ours", go)
         if "noop" in res:
             self.log(
-                f"floor: noop {res['noop']['median'] * 1000:.2f} ms; send {res['send']['median'] * 1000:.2f} ms"
-                f" = {res['send_over_noop']:.2f}x, receive {res['receive']['median'] * 1000:.2f} ms"
-                f" = {res['receive_over_noop']:.2f}x the floor"
+                f"floor: noop {res['noop']['median'] * 1000:.2f} ms, payload {res['payload']['median'] * 1000:.2f} ms,"
+                f" insert {res['insert']['median'] * 1000:.2f} ms; send {res['send']['median'] * 1000:.2f} ms"
+                f" = {res['send_over_noop']:.2f}x noop, {res['send_over_insert']:.2f}x insert;"
+                f" receive {res['receive']['median'] * 1000:.2f} ms = {res['receive_over_noop']:.2f}x noop,"
+                f" {res['receive_over_payload']:.2f}x the same payload; server CPU per call: send"
+                f" {res['cpu_send_over_noop']:.2f}x noop, {res['cpu_send_over_insert']:.2f}x insert; receive"
+                f" {res['cpu_receive_over_noop']:.2f}x noop, {res['cpu_receive_over_payload']:.2f}x the same payload"
             )
 
     def paths(self) -> None:
@@ -436,7 +440,8 @@ class Runner:
         if "send_to_supervisor_ms" in out:
             self.log(
                 f"dispatch: send->supervisor median {out['send_to_supervisor_ms']['median']:.1f} ms, "
-                f"idle CPU {out['idle_listener']['cpu_percent']:.2f}%"
+                f"idle CPU {out['idle_listener']['cpu_percent']:.2f}%; RSS floor: "
+                + "; ".join(f"{step['step']} {step['rss_mib']} MiB" for step in out["rss_floor"])
             )
 
     def fleet(self) -> None:

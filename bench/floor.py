@@ -1,17 +1,22 @@
-"""The floor (Agent Bridge only): our send and receive against a no-op tool on a bare ``MCPServer``.
+"""The floor (Agent Bridge only): our send and receive against tools that do (next to) nothing on a
+bare ``MCPServer``.
 
-The three calls are timed by the same mcp client, in the same run, interleaved call by call:
-``send_message`` (a0 -> a1), ``receive_messages(limit=20)`` on an inbox held at 100 unread
-messages, and ``noop`` on ``bench/noop_server.py``. Each median is reported as a ratio to the
-no-op median: how many times the cost of a tool call that does nothing.
+The five calls, each on a server process of its own, are timed by the same mcp client, in the
+same run, interleaved call by call: ``send_message`` (a0 -> a1), ``receive_messages(limit=20)`` on
+an inbox held at 100 unread messages, and on ``bench/noop_server.py``: ``noop`` (returns ``{}``), ``payload`` (returns one real
+receive(20) answer of ours, captured before timing: the same 20 messages) and ``insert`` (one SQLite
+row in WAL mode, its own transaction). Each of ours is reported as a ratio to the empty no-op and
+to its like-for-like floor: receive to ``payload``, send to ``insert``.
 """
 
 from __future__ import annotations
 
+import json
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
+import psutil
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -22,39 +27,93 @@ from .targets import READER, REPO, SENDERS, TEXT, Store, Target
 NOOP_SERVER = Path(__file__).resolve().parent / "noop_server.py"
 
 
+def _children() -> set[int]:
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+def _cpu_seconds(proc: psutil.Process) -> float:
+    times = proc.cpu_times()
+    return times.user + times.system
+
+
 async def floor(
     target: Target, store: Store, *, calls: int, warmup: int, limit: int, max_seconds: float
 ) -> dict[str, Any]:
+    servers: dict[str, psutil.Process] = {}  # each call's server process, for its CPU per call
+
+    async def spawned(key: str, opening: Any) -> Any:
+        before = _children()
+        entered = await stack.enter_async_context(opening)
+        (pid,) = _children() - before
+        servers[key] = psutil.Process(pid)
+        return entered
+
     async with AsyncExitStack() as stack:
-        sender = await stack.enter_async_context(open_session(target, store, SENDERS[0]))
-        reader = await stack.enter_async_context(open_session(target, store, READER, reads=True))
+        sender = await spawned("send", open_session(target, store, SENDERS[0]))
+        reader = await spawned("receive", open_session(target, store, READER, reads=True))
         keeper = InboxKeeper(target, store)
         stack.callback(keeper.close)
         errlog = stack.enter_context(open(store.dir / "noop-server.stderr.log", "a", encoding="utf-8"))  # noqa: SIM115 - closed by the ExitStack it is entered into
-        params = StdioServerParameters(command=target.python(), args=[str(NOOP_SERVER)], cwd=str(REPO))
-        noop_client = await stack.enter_async_context(
-            Client(stdio_client(params, errlog=errlog), read_timeout_seconds=CALL_TIMEOUT_S)
+        answer = await reader.client.call_tool(target.recv_tool, target.recv_args(READER, limit, reader.state))
+        received = target.received(answer.structured_content)
+        if answer.is_error or received != limit:
+            raise RuntimeError(f"the payload floor needs a full receive({limit}); got {received}")
+        payload = store.dir / "receive-payload.json"
+        payload.write_text(json.dumps(answer.structured_content), encoding="utf-8")
+        params = StdioServerParameters(
+            command=target.python(),
+            args=[str(NOOP_SERVER), str(payload), str(store.dir / "noop-insert.db")],
+            cwd=str(REPO),
         )
 
-        async def noop() -> CallOutcome:
-            r = await noop_client.call_tool("noop", {})
-            return CallOutcome(not r.is_error, 0, None if not r.is_error else "noop failed")
+        async def floor_call(tool: str, args: dict[str, Any]):
+            """One floor tool on a server process of its own: like our send and receive (each on its
+            own server), every process serves one call per round."""
+            client = await spawned(
+                tool, Client(stdio_client(params, errlog=errlog), read_timeout_seconds=CALL_TIMEOUT_S)
+            )
 
+            async def call() -> CallOutcome:
+                r = await client.call_tool(tool, args)
+                return CallOutcome(not r.is_error, 0, None if not r.is_error else f"{tool} failed")
+
+            return call
+
+        timed = {
+            "send": (lambda: sender.send(SENDERS[1], TEXT), None),
+            "receive": (lambda: reader.receive(limit), keeper),
+            "noop": (await floor_call("noop", {}), None),
+            "payload": (await floor_call("payload", {}), None),
+            "insert": (await floor_call("insert", {"recipient": SENDERS[1], "text": TEXT}), None),
+        }
+        cpu_before = {key: _cpu_seconds(proc) for key, proc in servers.items()}
         res = await _timed_interleaved(
-            {
-                "send": (lambda: sender.send(SENDERS[1], TEXT), None),
-                "receive": (lambda: reader.receive(limit), keeper),
-                "noop": (noop, None),
-            },
+            timed,
             calls,
             warmup,
             max_seconds,
         )
-    base = res["noop"]["median"]
+        for key, proc in servers.items():
+            served = res[key]["n"] + warmup
+            res[key]["server_cpu_per_call"] = (_cpu_seconds(proc) - cpu_before[key]) / served if served else None
+
+    def over(ours: str, floor_key: str, stat: str = "median") -> float | None:
+        base = res[floor_key][stat]
+        return res[ours][stat] / base if base else None
+
     return {
         **res,
-        "send_over_noop": res["send"]["median"] / base if base else None,
-        "receive_over_noop": res["receive"]["median"] / base if base else None,
-        "noop_server": "bench/noop_server.py: a bare MCPServer with one no-op tool, same python and client",
+        "send_over_noop": over("send", "noop"),
+        "receive_over_noop": over("receive", "noop"),
+        "receive_over_payload": over("receive", "payload"),
+        "send_over_insert": over("send", "insert"),
+        # The same ratios in server CPU per call (user + system time of each server process over
+        # the whole loop): what the server itself spends, apart from the client and the pipes.
+        "cpu_send_over_noop": over("send", "noop", "server_cpu_per_call"),
+        "cpu_send_over_insert": over("send", "insert", "server_cpu_per_call"),
+        "cpu_receive_over_noop": over("receive", "noop", "server_cpu_per_call"),
+        "cpu_receive_over_payload": over("receive", "payload", "server_cpu_per_call"),
+        "payload_bytes": payload.stat().st_size,
+        "noop_server": "bench/noop_server.py: a bare MCPServer (noop, payload, insert), same python and client",
         "receive_limit": limit,
     }

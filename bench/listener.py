@@ -1,5 +1,7 @@
-"""Dispatcher figures: send-to-supervisor-start and send-to-worker-start latency, and the
-idle listener's CPU and RSS, after start and after the N dispatches.
+"""Dispatcher figures: send-to-supervisor-start and send-to-worker-start latency, the
+idle listener's CPU and RSS, after start and after the N dispatches, and the RSS floor under it:
+a fresh interpreter's RSS after importing, one at a time and cumulatively, what the listener
+imports (``RSS_FLOOR``).
 ``uv run python -m bench.listener [--messages N] [--idle-seconds S]``.
 
 A real listener process runs against a temporary store; messages are sent one at a time
@@ -61,6 +63,43 @@ def _setup(root: Path) -> dict[str, str]:
         "AGENT_BRIDGE_RUNTIME_DIR": str(root / "runtime"),
         "AGENT_BRIDGE_WORKSPACE": str(root),
     }
+
+
+# What an idle listener process holds, step by step; each step adds its imports to the ones before.
+RSS_FLOOR = (
+    ("the interpreter", ""),
+    ("+ sqlite3", "import sqlite3"),
+    ("+ psutil", "import psutil"),
+    ("+ click", "import click"),
+    ("+ config.json's pydantic models", "import dispatcher.core.config"),
+    ("+ pydantic-settings (the settings)", "import dispatcher.core.settings"),
+    ("+ structlog (the logs; it loads rich when installed)", "import dispatcher.core.logs"),
+    ("+ the listener's own modules", "import dispatcher.dispatch.listener"),
+)
+
+
+def rss_floor() -> list[dict]:
+    """Resident memory (``VmRSS``, what ``psutil``'s ``rss`` reads) of a fresh ``python -c`` after
+    each cumulative step of ``RSS_FLOOR``: the median of three runs each."""
+    steps, code = [], []
+    for label, statement in RSS_FLOOR:
+        code.append(statement)
+        probe = "; ".join(
+            [
+                *filter(None, code),
+                "print(next(l.split()[1] for l in open('/proc/self/status') if l.startswith('VmRSS')))",
+            ]
+        )
+        runs = [
+            int(
+                subprocess.run(
+                    [sys.executable, "-c", probe], cwd=PROJECT, capture_output=True, text=True, check=True
+                ).stdout
+            )
+            for _ in range(3)
+        ]
+        steps.append({"step": label, "rss_mib": round(statistics.median(runs) / 1024, 1)})
+    return steps
 
 
 def measure(messages: int = 100, idle_seconds: float = 20.0) -> dict:
@@ -132,6 +171,7 @@ def measure(messages: int = 100, idle_seconds: float = 20.0) -> dict:
             "rss_after_dispatches_mib": round(rss_after_mib, 1),
             "seconds": idle_seconds,
         },
+        "rss_floor": rss_floor(),
     }
 
 
@@ -149,6 +189,7 @@ def main() -> None:
         f"idle listener: {i['cpu_percent']:.2f}% of a core, RSS {i['rss_mib']:.1f} MiB after start, "
         f"{i['rss_after_dispatches_mib']:.1f} MiB after {result['messages']} dispatches (target: < 1% CPU)"
     )
+    print("RSS floor: " + "; ".join(f"{step['step']} {step['rss_mib']} MiB" for step in result["rss_floor"]))
 
 
 if __name__ == "__main__":

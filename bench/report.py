@@ -98,14 +98,34 @@ def rows(results: dict) -> list[dict]:
         lambda s: _ms(_get(s, "floor", "noop", "median")),
         ratio=False,
     )
-    add("  send / floor (medians, same run)", "x", "lower", lambda s: _get(s, "floor", "send_over_noop"), ratio=False)
     add(
-        "  receive(20) / floor (medians, same run)",
-        "x",
+        "floor: the same tool returning receive(20)'s 20 messages (median)",
+        "ms",
         "lower",
-        lambda s: _get(s, "floor", "receive_over_noop"),
+        lambda s: _ms(_get(s, "floor", "payload", "median")),
         ratio=False,
     )
+    add(
+        "floor: the same tool inserting one SQLite row (median)",
+        "ms",
+        "lower",
+        lambda s: _ms(_get(s, "floor", "insert", "median")),
+        ratio=False,
+    )
+    for label, key in (
+        ("send / no-op", "send_over_noop"),
+        ("send / insert floor", "send_over_insert"),
+        ("receive(20) / no-op", "receive_over_noop"),
+        ("receive(20) / same-payload floor", "receive_over_payload"),
+    ):
+        add(f"  {label} (medians, same run)", "x", "lower", lambda s, key=key: _get(s, "floor", key), ratio=False)
+        add(
+            f"  {label} (server CPU per call, same run)",
+            "x",
+            "lower",
+            lambda s, key=key: _get(s, "floor", f"cpu_{key}"),
+            ratio=False,
+        )
     path_names = {
         "plain": "plain send",
         "task_dedup": "task with dedup_key",

@@ -254,6 +254,21 @@ def dispatcher_modules() -> list[tuple[str, ast.Module]]:
     ]
 
 
+def server_pid(agent: str, db: Path | str) -> int:
+    """The pid of this test process's one ``server.py`` for ``agent`` on the store ``db``."""
+    import psutil
+
+    found = []
+    for proc in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            environ = proc.environ()
+            ours = environ.get("AGENT_ID") == agent and environ.get("AGENT_BRIDGE_DB") == str(db)
+            if ours and "server.py" in " ".join(proc.cmdline()):
+                found.append(proc.pid)
+    assert len(found) == 1, found
+    return found[0]
+
+
 def inotify_descriptors(pid: int) -> int:
     """How many inotify instances process ``pid`` holds (``file_events`` sleeping on the kernel)."""
     fds = Path(f"/proc/{pid}/fd")

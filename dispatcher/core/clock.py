@@ -2,6 +2,7 @@
 ISO 8601 UTC (``iso``); waits, deadlines inside one process and durations use ``monotonic``,
 which no clock step moves. A test (``tests/core/test_one_clock.py``) fails when another module reads a clock."""
 
+import functools
 import time
 from datetime import UTC, datetime
 
@@ -21,6 +22,7 @@ def utc_stamp() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now()))
 
 
+@functools.lru_cache(maxsize=4096, typed=True)  # an inbox shows the same stored times on every read
 def iso(ts: float | None) -> str | None:
     """ISO 8601 UTC, or None for no time and for a stored value no calendar date can show
     (NaN, infinities, 1e300, text): one odd row must not break a whole inbox."""

@@ -1,7 +1,8 @@
 """Sleep until one of a few named files changes: Linux inotify through the standard library's
 ``ctypes``, with a slow poll as the fallback.
 
-The wake-up loops (the idle listener, the waiting Stop hook, ``inbox watch``) used to poll
+The wake-up loops (the idle listener, the waiting Stop hook, ``inbox watch``, and in the MCP
+server the long-poll of ``receive_messages`` and the ``bridge://inbox`` / channel watcher) used to poll
 ``PRAGMA data_version`` 4 to 50 times a second; each process cost a little CPU all day, and
 the poll interval sat in every wake's latency. Now they sleep in ``poll(2)`` on an inotify
 descriptor that watches the *directories* of the files they care about (the store and its
@@ -10,7 +11,8 @@ survives the file being created, deleted or replaced by a rename, which a watch 
 itself would not. Every commit writes the ``-wal`` (``IN_MODIFY``); a changed store file shows
 as create/move/delete. The caller still decides what changed (``data_version``, a stat): an
 event only says "look now", so a spurious one costs one look and a missed one is impossible
-while the watch stands.
+while the watch stands. The -wal is written a moment before its commit is visible, so the wait
+after an event is short (``SETTLE_SECONDS``): one more look, which sees the commit.
 
 Why ``ctypes`` and not a library: two libc calls (``inotify_init1``, ``inotify_add_watch``) and
 one ``struct`` unpack are all that is needed; ``inotify_simple`` is the same thin wrapper and
@@ -33,6 +35,12 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 FALLBACK_SECONDS = 0.5  # the poll rate without inotify
+# A commit writes its -wal frames (the event) a moment before it publishes them in the -shm's
+# wal-index (no event: a memory write), so a look right at the event can see nothing new yet:
+# after an event, the next wait (``wait`` or ``next_change``) lasts at most this long, for one
+# more look.
+SETTLE_SECONDS = 0.05
+RECHECK_SECONDS = 5.0  # between events, ``next_change``'s callers look anyway (the last resort)
 MODE_VARIABLE = "AGENT_BRIDGE_FILE_EVENTS"  # "poll" forces the fallback (a file system without inotify)
 # What a watched name changing looks like, in a directory watch (linux/inotify.h).
 _IN_MODIFY, _IN_ATTRIB, _IN_CLOSE_WRITE = 0x2, 0x4, 0x8
@@ -90,6 +98,7 @@ class FileEvents:
             kernel = os.environ.get(MODE_VARIABLE, "") != "poll"
         self._names: dict[int, frozenset[str]] = {}
         self._fd: int | None = None
+        self._settling = False  # the last ``next_change`` ended on an event
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         by_dir: dict[Path, set[str]] = {}
         for path in files:
@@ -124,12 +133,13 @@ class FileEvents:
         """Sleep until a watched file changes, ``interrupt`` is called, one of the descriptors
         ``also`` becomes readable (say a pidfd: that process ended) or ``timeout`` passes (at
         most ``FALLBACK_SECONDS`` without inotify). True unless it was the timeout with inotify
-        watching: then nothing changed; any other return means "look now"."""
+        watching: then nothing changed; any other return means "look now". Right after a
+        change, at most ``SETTLE_SECONDS`` (see there)."""
         poller = select.poll()
         for fd in (self._fd, self._wake_r, *also):
             if fd is not None:
                 poller.register(fd, select.POLLIN)
-        limit = timeout if self._fd is not None else min(timeout, FALLBACK_SECONDS)
+        limit = self._limit(timeout)
         ready = {fd for fd, _ in poller.poll(max(0.0, limit) * 1000)}
         if self._wake_r in ready:
             self._drain(self._wake_r)
@@ -138,8 +148,38 @@ class FileEvents:
             hit, lost = changed_names(self._drain(self._fd), self._names)
             if lost:
                 self._stop_watching()
+            self._settling = hit
             return hit or bool(ready - {self._fd})
         return bool(ready) or self._fd is None
+
+    def _limit(self, timeout: float) -> float:
+        """How long this wait may sleep: ``timeout``, at most ``FALLBACK_SECONDS`` without inotify,
+        at most ``SETTLE_SECONDS`` right after an event (see there); the settling ends here."""
+        settling, self._settling = self._settling, False
+        if self._fd is None:
+            return min(timeout, FALLBACK_SECONDS)
+        return min(timeout, SETTLE_SECONDS) if settling else timeout
+
+    async def next_change(self, timeout: float) -> bool:
+        """``wait`` for an event loop (the MCP server's long-poll and wake watcher): the task
+        sleeps until a watched file changes or ``timeout`` passes (at most ``FALLBACK_SECONDS``
+        without inotify; at most ``SETTLE_SECONDS`` right after an event), the loop serves other
+        requests meanwhile. Same answer as ``wait``; the caller looks after every return. One
+        waiting task per instance (the loop watches a descriptor for one task at a time)."""
+        import anyio  # only the MCP server waits in an event loop; the listener never imports it
+
+        limit = self._limit(timeout)
+        if self._fd is None:
+            await anyio.sleep(max(0.0, limit))
+            return True
+        with anyio.move_on_after(max(0.0, limit)):
+            while self._fd is not None:
+                await anyio.wait_readable(self._fd)
+                if self.changed():  # (another name in the same directory is no change)
+                    self._settling = True
+                    return True
+            return True  # the watch was lost: look now, and poll from here on
+        return False
 
     def changed(self) -> bool:
         """Without sleeping: whether a watched file changed since the last look (always True

@@ -20,12 +20,13 @@ from dispatcher.bridge.worker_scope import WorkerScope
 from dispatcher.core import clock
 from dispatcher.core.config import BridgeConfig
 from dispatcher.core.errors import BridgeError, StoreUnavailable
+from dispatcher.core.file_events import RECHECK_SECONDS
 from dispatcher.core.logs import get_logger
 from dispatcher.core.settings import BridgeSettings
 from dispatcher.store import StoreHandle, data_version, store_errors
+from dispatcher.store.changes import StoreChanges
 
 MAX_WAIT_SECONDS = 30
-POLL_INTERVAL_SECONDS = 0.05
 
 log = get_logger("agent_bridge.mcp")
 
@@ -130,22 +131,34 @@ class BridgeTools:
             raise ToolError("invalid_number: wait_seconds must be 0 or more (it is capped at 30).")
         deadline = clock.monotonic() + min(wait_seconds, MAX_WAIT_SECONDS)
         thread_of = self._scoped("receive_messages", WorkerScope.own_message)
-        while True:
-            # The version is read before the look only when a wait may follow it (no wait: one query less).
-            seen = self._call("receive_messages", data_version) if clock.monotonic() < deadline else None
-            result = self._call(
-                "receive_messages",
-                messages.receive_messages,
-                agent=self.agent,
-                worker_id=self.worker_id,
-                limit=limit,
-                thread_of=thread_of,
-            )
-            if result["messages"] or clock.monotonic() >= deadline:
-                return result
-            # Sleep until another connection commits, then look again.
-            while clock.monotonic() < deadline and self._call("receive_messages", data_version) == seen:
-                await anyio.sleep(POLL_INTERVAL_SECONDS)
+        look = partial(
+            self._call,
+            "receive_messages",
+            messages.receive_messages,
+            agent=self.agent,
+            worker_id=self.worker_id,
+            limit=limit,
+            thread_of=thread_of,
+        )
+        if clock.monotonic() >= deadline:
+            return look()  # no wait: one query, no watch
+        # Watched before the version is read, read before the look: a commit after the look wakes the wait.
+        events = StoreChanges(self.store.location, self.agent)
+        try:
+            while True:
+                seen = self._call("receive_messages", data_version)
+                result = look()
+                if result["messages"]:
+                    return result
+                # Sleep until another connection commits (its -wal changes), then look again.
+                while (left := deadline - clock.monotonic()) > 0 and self._call(
+                    "receive_messages", data_version
+                ) == seen:
+                    await events.next_change(min(left, RECHECK_SECONDS))
+                if left <= 0:
+                    return result
+        finally:
+            events.close()
 
     async def claim_message(self, message_id: StrictInt, lease_seconds: StrictInt = 300) -> dict[str, Any]:
         """Claim a message addressed to you before working on it, so no other process does.

@@ -17,8 +17,9 @@ the store stays the truth, so a dropped notification loses nothing.
 
 Subscription state lives in this process only (``InboxWake``), for the one client of this
 stdio server; nothing is written to the store. The watcher starts with the first subscription,
-listen stream or (channel on) completed 2025 handshake, polls ``PRAGMA data_version`` on its
-own read-only connection only while one of those wants it, and stops with the server. The
+listen stream or (channel on) completed 2025 handshake, sleeps on the store's file events
+(``core.file_events``: inotify, a slow poll as the fallback), reads ``PRAGMA data_version`` on
+its own read-only connection after each while one of those wants it, and stops with the server. The
 channel is sent only after the 2025 handshake (where the capability is declared). It writes
 nothing to stdout but protocol messages.
 """
@@ -37,14 +38,15 @@ from mcp.shared.subscriptions import ResourceUpdated
 
 from dispatcher.bridge.inbox import InboxSummary, wake_line
 from dispatcher.core.clock import now as clock_now
+from dispatcher.core.file_events import RECHECK_SECONDS
 from dispatcher.core.locations import StoreLocation
 from dispatcher.core.logs import get_logger
+from dispatcher.store.changes import StoreChanges
 from dispatcher.wake.inbox_watch import InboxReader
 
 RESOURCE_URI = "bridge://inbox"
 CHANNEL_CAPABILITY = "claude/channel"
 CHANNEL_METHOD: Final = "notifications/claude/channel"
-POLL_SECONDS = 0.1
 
 log = get_logger("agent_bridge.wake")
 
@@ -94,7 +96,6 @@ class InboxWake:
         *,
         channel: bool,
         bus: Any = None,
-        poll: float = POLL_SECONDS,
         on_armed: Callable[[str], None] | None = None,
     ) -> None:
         self.db = db
@@ -103,7 +104,6 @@ class InboxWake:
         self.agent = agent
         self.channel = channel
         self.bus = bus
-        self.poll = poll
         self.subscribed = False
         self.signature: tuple | None = None  # what the resources/subscribe client last saw
         self.session: Any = None  # that client's session (its connection's own channel)
@@ -173,43 +173,49 @@ class InboxWake:
 
     async def _watch(self) -> None:
         reader = InboxReader(self.db, self.agent)
+        # Watched before the first look (the baseline was read before this task started): a
+        # commit the look misses is an event for the wait after it.
+        events = StoreChanges(self.db, self.agent)
         generation = 0
         try:
             while True:
-                await anyio.sleep(self.poll)
-                channel = self.channel_session is not None
-                if not (self.subscribed or self.listening or channel):
-                    continue
-                try:
-                    if not reader.changed():
-                        continue
-                    if reader.generation != generation:  # a new store file: ids start again
-                        self.announced = 0 if generation else self.announced
-                        generation = reader.generation
-                    summary = reader.summary()
-                    fresh = reader.summary(after_id=self.announced) if channel else None
-                except Exception as exc:  # noqa: BLE001 - locked or replaced store: look again next time
-                    log.info("wake_read_failed", error=type(exc).__name__, agent=self.agent)
-                    reader.close()
-                    continue
-                now_signature = resource_signature(summary)
-                if self.subscribed and now_signature != self.signature:
-                    self.signature = now_signature
-                    await self._notify(
-                        self.session,
-                        types.ResourceUpdatedNotification(
-                            params=types.ResourceUpdatedNotificationParams(uri=RESOURCE_URI)
-                        ),
-                    )
-                if self.listening and now_signature != self.listen_signature and self.bus is not None:
-                    self.listen_signature = now_signature
-                    await self.bus.publish(ResourceUpdated(uri=RESOURCE_URI))
-                if fresh is not None:
-                    if (params := channel_params(fresh)) is not None:
-                        await self._notify(self.channel_session, _ChannelNotification(params=params))
-                    self.announced = max(self.announced, summary.newest_id or 0, fresh.newest_id or 0)
+                if self.subscribed or self.listening or self.channel_session is not None:
+                    generation = await self._look(reader, generation)
+                await events.next_change(RECHECK_SECONDS)  # every commit writes the -wal: an event
         finally:
+            events.close()
             reader.close()
+
+    async def _look(self, reader: InboxReader, generation: int) -> int:
+        """Tell whoever wants it what changed since they last heard; the store's generation now."""
+        channel = self.channel_session is not None
+        try:
+            if not reader.changed():
+                return generation
+            if reader.generation != generation:  # a new store file: ids start again
+                self.announced = 0 if generation else self.announced
+                generation = reader.generation
+            summary = reader.summary()
+            fresh = reader.summary(after_id=self.announced) if channel else None
+        except Exception as exc:  # noqa: BLE001 - locked or replaced store: look again next time
+            log.info("wake_read_failed", error=type(exc).__name__, agent=self.agent)
+            reader.close()
+            return generation
+        now_signature = resource_signature(summary)
+        if self.subscribed and now_signature != self.signature:
+            self.signature = now_signature
+            await self._notify(
+                self.session,
+                types.ResourceUpdatedNotification(params=types.ResourceUpdatedNotificationParams(uri=RESOURCE_URI)),
+            )
+        if self.listening and now_signature != self.listen_signature and self.bus is not None:
+            self.listen_signature = now_signature
+            await self.bus.publish(ResourceUpdated(uri=RESOURCE_URI))
+        if fresh is not None:
+            if (params := channel_params(fresh)) is not None:
+                await self._notify(self.channel_session, _ChannelNotification(params=params))
+            self.announced = max(self.announced, summary.newest_id or 0, fresh.newest_id or 0)
+        return generation
 
 
 def _listens_to_inbox(params: Any) -> bool:

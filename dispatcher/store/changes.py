@@ -53,11 +53,13 @@ class StoreChanges:
 
     def __init__(self, db: StoreLocation, agent: str, files: Iterable[Path] = ()) -> None:
         self._notices = None
+        self._files: list[Path] = []
         if isinstance(db, StoreUrl):
             from dispatcher.store.postgres import ChangeNotices  # psycopg only for a PostgreSQL store
 
             self._notices = ChangeNotices(db, agent)
-            self._events = FileEvents(files)
+            self._files = list(files)
+            self._events = FileEvents(self._files)
         else:
             self._events = FileEvents([*change_files(db), *files])
 
@@ -75,6 +77,23 @@ class StoreChanges:
             return self._events.wait(min(timeout, FALLBACK_SECONDS), also) or True
         woke = self._events.wait(timeout, (*also, fd))
         return self._notices.drain() or woke
+
+    async def next_change(self, timeout: float) -> bool:
+        """``wait`` for an event loop (``FileEvents.next_change``). On PostgreSQL it sleeps on the
+        notices only: ``files`` are then looked at every ``FALLBACK_SECONDS`` (the server's waits
+        watch no other file)."""
+        if self._notices is None:
+            return await self._events.next_change(timeout)
+        import anyio  # only the MCP server waits in an event loop
+
+        fd = self._notices.fileno()
+        limit = min(timeout, FALLBACK_SECONDS) if fd is None or self._files else timeout
+        if fd is None:
+            await anyio.sleep(max(0.0, limit))
+            return True
+        with anyio.move_on_after(max(0.0, limit)):
+            await anyio.wait_readable(fd)
+        return self._notices.drain() or bool(self._files)
 
     def changed(self) -> bool:
         """Without sleeping: whether anything may have changed since the last look."""

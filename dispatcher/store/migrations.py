@@ -251,6 +251,13 @@ MIGRATIONS: tuple[str | Callable[[sqlite3.Connection], None], ...] = (
           AND (a.finished_at IS NULL OR a.finished_at >= conversation_transitions.at)
         ORDER BY a.started_at DESC LIMIT 1);
     """,
+    # 13: every read of an inbox first caps any lease that reaches too far (store.messages
+    # .cap_far_leases); this index finds those among the claimed unread messages without reading
+    # every unread row on each receive.
+    """
+    CREATE INDEX messages_claimed ON messages (recipient, claim_expires_at)
+        WHERE acknowledged_at IS NULL AND claim_expires_at IS NOT NULL;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

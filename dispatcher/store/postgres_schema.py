@@ -142,4 +142,12 @@ CREATE TRIGGER messages_notify_recipient AFTER INSERT OR UPDATE ON messages
     FOR EACH ROW EXECUTE FUNCTION agent_bridge_notify_recipient();
 """
 
-MIGRATIONS: tuple[str, ...] = ("",) * 11 + (_SCHEMA_12,)
+MIGRATIONS: tuple[str, ...] = (
+    *("",) * 11,
+    _SCHEMA_12,
+    # 13: the claimed unread messages, for the far-lease cap on every inbox read.
+    """
+    CREATE INDEX messages_claimed ON messages (recipient, claim_expires_at)
+        WHERE acknowledged_at IS NULL AND claim_expires_at IS NOT NULL;
+    """,
+)

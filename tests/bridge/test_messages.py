@@ -4,7 +4,10 @@ import json
 import time
 
 import pytest
-from harness import db_snapshot, sql
+from dispatch_harness import wait_until
+from harness import McpAgent, bridge_env, db_snapshot, inotify_descriptors, server_pid, sql, write_config
+
+from dispatcher.core.file_events import MODE_VARIABLE
 
 pytestmark = pytest.mark.both_backends
 
@@ -167,6 +170,28 @@ def test_long_poll_waits_for_a_message_sent_after_it_began(claude, kimi):
     # It came back with the message, not at the end of the 25 s wait.
     assert answered_after < 20, answered_after
     kimi.ok("mark_read", message_ids=[sent["id"]])
+
+
+@pytest.mark.parametrize("mode", ["inotify", "poll"])
+def test_a_long_poll_sleeps_on_the_store_s_file_events_and_wakes_on_a_send(tmp_path, mode):
+    env = {**bridge_env(tmp_path, write_config(tmp_path / "config.json")), MODE_VARIABLE: mode}
+    claude, kimi = McpAgent("claude", env).wait_ready(), McpAgent("kimi", env).wait_ready()
+    try:
+        pid = server_pid("kimi", env["AGENT_BRIDGE_DB"])
+        idle = inotify_descriptors(pid)  # the store handle's watch of its file names (none when polling)
+        pending = kimi.call_async("receive_messages", wait_seconds=25)
+        assert kimi.ok("receive_messages")["messages"] == []
+        if mode == "inotify":  # the waiting call sleeps on a watch of its own, not on a poll interval
+            wait_until(lambda: inotify_descriptors(pid) == idle + 1, what="the long-poll's inotify watch")
+        assert not pending.done()
+        sent = claude.ok("send_message", recipient="kimi", text="wake up")
+        result = pending.result(60)
+        assert not result.is_error
+        assert [m["id"] for m in result.structured_content["messages"]] == [sent["id"]]
+        wait_until(lambda: inotify_descriptors(pid) == idle, what="the long-poll's watch closed")
+    finally:
+        claude.close()
+        kimi.close()
 
 
 def test_long_poll_with_nothing_returns_empty(kimi):

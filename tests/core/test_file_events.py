@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 
+import anyio
 import pytest
 
 from dispatcher.core import file_events
@@ -85,6 +86,50 @@ def test_the_fallback_can_be_forced_and_polls(tmp_path, monkeypatch, how):
     try:
         assert not events.kernel
         assert events.wait(LONG) is True  # each wait is one poll tick: the caller looks again
+    finally:
+        events.close()
+
+
+def test_an_event_loop_task_sleeps_until_a_watched_file_changes(watched):
+    directory, events = watched
+
+    async def main() -> list[bool]:
+        woke: list[bool] = []
+        async with anyio.create_task_group() as tasks:
+
+            async def waiter() -> None:
+                woke.append(await events.next_change(LONG))
+
+            tasks.start_soon(waiter)
+            await anyio.sleep(0)  # the loop runs on while the task sleeps
+            (directory / "dispatcher.log").write_text("another name: no change\n")
+            (directory / "bridge.db-wal").write_bytes(b"frame")
+        return woke
+
+    # True: the change ended it (at the timeout, with inotify watching, it would be False).
+    assert anyio.run(main) == [True]
+    assert anyio.run(events.next_change, 0.05) is False  # nothing since: the timeout
+
+
+def test_after_an_event_the_next_event_loop_wait_is_short_for_one_more_look(watched):
+    # A commit's -wal write (the event) comes a moment before the commit is visible: a look right
+    # at the event may see nothing yet, so the wait after it ends soon even without another event.
+    directory, events = watched
+    (directory / "bridge.db-wal").write_bytes(b"frame")
+
+    async def two_waits() -> tuple[bool, bool]:
+        woke = await events.next_change(LONG)
+        with anyio.fail_after(LONG / 2):  # not the LONG timeout: SETTLE_SECONDS
+            settled = await events.next_change(LONG)
+        return woke, settled
+
+    assert anyio.run(two_waits) == (True, False)
+
+
+def test_an_event_loop_wait_without_inotify_is_a_poll_tick(tmp_path):
+    events = FileEvents([tmp_path / "bridge.db"], kernel=False)
+    try:
+        assert anyio.run(events.next_change, LONG) is True  # at most FALLBACK_SECONDS: look again
     finally:
         events.close()
 

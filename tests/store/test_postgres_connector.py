@@ -185,3 +185,9 @@ def test_a_sum_reads_as_sqlite_gives_it_never_a_decimal(postgres_url):
         assert (whole, type(whole), fraction, type(fraction)) == (5, int, 0.75, float)
     finally:
         conn.close()
+
+
+def test_both_backends_know_the_same_schema_versions():
+    from dispatcher.store.postgres_schema import MIGRATIONS as POSTGRES_MIGRATIONS
+
+    assert len(POSTGRES_MIGRATIONS) == SCHEMA_VERSION

@@ -132,3 +132,16 @@ def test_other_keys_are_fine(key):
 )
 def test_iso_shows_what_a_calendar_can_and_none_otherwise(value, shown):
     assert iso(value) == shown
+
+
+def test_cap_far_leases_finds_far_leases_by_index_not_by_reading_every_unread_message(conn):
+    for _ in range(50):
+        _message(conn)  # unread, unclaimed: what a receive must not walk through on every call
+    _message(conn, "w", math.inf)
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    cap_far_leases(conn, "claude", NOW)
+    conn.set_trace_callback(None)
+    plans = {sql: " ".join(r[3] for r in conn.execute(f"EXPLAIN QUERY PLAN {sql}")) for sql in statements}
+    assert plans
+    assert all("USING INDEX messages_claimed" in plan for plan in plans.values()), plans

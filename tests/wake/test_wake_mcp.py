@@ -18,7 +18,7 @@ from typing import Any
 
 import mcp_types as types
 import pytest
-from harness import PROJECT, bridge_env, write_config
+from harness import PROJECT, bridge_env, inotify_descriptors, server_pid, write_config
 from mcp import Client
 from mcp.client.extension import ClientExtension, NotificationBinding
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict
 
 from dispatcher.bridge import messages
 from dispatcher.bridge.inbox import InboxSummary, Waiting
+from dispatcher.core.file_events import MODE_VARIABLE
 from dispatcher.mcp.wake_mcp import (
     CHANNEL_CAPABILITY,
     CHANNEL_METHOD,
@@ -282,6 +283,30 @@ def test_subscribed_client_is_told_on_arrival_and_acknowledgement_until_it_unsub
     time.sleep(1.5)
     assert len(client.updates()) == seen
     ack(store, "claude", [later])
+
+
+@pytest.mark.parametrize("mode", ["inotify", "poll"])
+def test_a_subscribed_watcher_sleeps_on_the_store_s_file_events_and_wakes_on_a_send(tmp_path, mode):
+    agents = {a: {"auto": False, "launcher": "launchers/claude_headless.sh"} for a in sorted(AGENTS)}
+    env = {**bridge_env(tmp_path, write_config(tmp_path / "config.json", agents)), MODE_VARIABLE: mode}
+    client, store = WakeClient("claude", env, tmp_path / "claude.err"), open_handle(env["AGENT_BRIDGE_DB"])
+    try:
+        client.run(lambda c: c.read_resource(RESOURCE_URI))  # the server is up
+        pid = server_pid("claude", env["AGENT_BRIDGE_DB"])
+        idle = inotify_descriptors(pid)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            client.run(lambda c: c.subscribe_resource(RESOURCE_URI))
+        if mode == "inotify":  # the watcher sleeps on a watch of its own, not on a poll interval
+            wait_for(lambda: inotify_descriptors(pid) == idle + 1, "the watcher's inotify watch")
+        else:
+            assert inotify_descriptors(pid) == 0
+        seen = len(client.updates())
+        send(store, "claude")
+        wait_for(lambda: len(client.updates()) > seen, "resources/updated after a message arrived")
+    finally:
+        client.close()
+        store.close()
 
 
 def test_subscribing_to_another_uri_is_refused_with_the_one_that_exists(world):
