@@ -68,6 +68,15 @@ def test_the_schema_is_sqlites_table_for_table_column_for_column(tmp_path, postg
         for table, column in rows:
             on_postgres.setdefault(table, []).append(column)
         assert {t: sorted(c) for t, c in on_postgres.items()} == _columns_sqlite(sqlite_conn)
+        sqlite_indexes = {
+            r[0] for r in sqlite_conn.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL")
+        }
+        postgres_indexes = {
+            r[0]
+            for r in pg.execute("SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()")
+            if not r[0].endswith("_pkey")
+        }
+        assert postgres_indexes == sqlite_indexes
         assert schema_version(pg) == schema_version(sqlite_conn) == SCHEMA_VERSION
     finally:
         sqlite_conn.close()
