@@ -13,9 +13,11 @@ import glob
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -57,40 +59,64 @@ def _free_port() -> int:
         return port
 
 
+class ThrowawayServer:
+    """A PostgreSQL server of Debian's package in a temporary directory (``initdb``, then
+    ``postgres``), as ``nobody`` when the tests run as root. It can be stopped and started again
+    on the same data (a restart, for the fault tests); ``remove`` stops it and deletes it all."""
+
+    def __init__(self) -> None:
+        self._binaries = _server_binaries()
+        self.directory = Path(tempfile.mkdtemp(prefix="agent-bridge-pg-"))
+        self._user = pwd.getpwnam("nobody") if os.geteuid() == 0 else None
+        if self._user:
+            os.chown(self.directory, self._user.pw_uid, self._user.pw_gid)
+        self._data = self.directory / "data"
+        self.port = _free_port()
+        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        self._process: subprocess.Popen | None = None
+        self._run([str(self._binaries / "initdb"), "-D", str(self._data), "-U", "postgres", "-A", "trust", "--no-sync"])
+
+    def _as_user(self) -> dict:
+        return {"user": self._user.pw_uid, "group": self._user.pw_gid, "extra_groups": []} if self._user else {}
+
+    def _run(self, argv: list[str]) -> None:
+        subprocess.run(argv, check=True, capture_output=True, timeout=START_DEADLINE_SECONDS, **self._as_user())
+
+    def start(self) -> None:
+        self._process = subprocess.Popen(
+            [str(self._binaries / "postgres"), "-D", str(self._data), "-k", str(self.directory), "-p", str(self.port)]
+            + ["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            **self._as_user(),
+        )
+        deadline = time.monotonic() + START_DEADLINE_SECONDS
+        while not _reachable(self.url):  # (refused until it listens: pg_isready does not wait for that)
+            if self._process.poll() is not None or time.monotonic() > deadline:
+                self.remove()
+                raise NoServer(f"the throwaway PostgreSQL server in {self.directory} did not start")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        """A fast shutdown (SIGINT): open sessions are ended, as in a restart by an administrator."""
+        if self._process is not None:
+            self._process.send_signal(signal.SIGINT)
+            self._process.wait(timeout=START_DEADLINE_SECONDS)
+            self._process = None
+
+    def remove(self) -> None:
+        self.stop()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
 @contextlib.contextmanager
 def _throwaway_server() -> Iterator[str]:
-    """initdb and start a server in a temporary directory; stop and remove it afterwards."""
-    binaries = _server_binaries()
-    directory = Path(tempfile.mkdtemp(prefix="agent-bridge-pg-"))
-    user = pwd.getpwnam("nobody") if os.geteuid() == 0 else None
-    as_user = ["runuser", "-u", user.pw_name, "--"] if user else []
-    if user:
-        os.chown(directory, user.pw_uid, user.pw_gid)
-    data = directory / "data"
-    port = _free_port()
-    subprocess.run(
-        [*as_user, str(binaries / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust", "--no-sync"],
-        check=True,
-        capture_output=True,
-    )
-    server = subprocess.Popen(
-        [*as_user, str(binaries / "postgres"), "-D", str(data), "-k", str(directory), "-p", str(port)]
-        + ["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"postgresql://postgres@127.0.0.1:{port}/postgres"
+    server = ThrowawayServer()
     try:
-        subprocess.run(
-            [str(binaries / "pg_isready"), "-h", "127.0.0.1", "-p", str(port), "-t", str(START_DEADLINE_SECONDS)],
-            check=True,
-            capture_output=True,
-        )
-        yield url
+        server.start()
+        yield server.url
     finally:
-        server.terminate()
-        server.wait(timeout=START_DEADLINE_SECONDS)
-        shutil.rmtree(directory, ignore_errors=True)
+        server.remove()
 
 
 def _with_database(url: str, name: str) -> str:
@@ -112,16 +138,22 @@ def _server() -> Iterator[str]:
             yield url
 
 
+def fresh_database_on(server: str) -> str:
+    """A new, empty database on ``server``: its URL."""
+    name = f"agent_bridge_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    return _with_database(server, name)
+
+
 @contextlib.contextmanager
 def fresh_database() -> Iterator[str]:
     """The URL of a new, empty database on the first server found (see the module's docstring),
     dropped afterwards with whatever connections are still open on it."""
     with _server() as server:
-        name = f"agent_bridge_test_{uuid.uuid4().hex[:12]}"
-        with psycopg.connect(server, autocommit=True) as admin:
-            admin.execute(f'CREATE DATABASE "{name}"')
+        url = fresh_database_on(server)
         try:
-            yield _with_database(server, name)
+            yield url
         finally:
             with psycopg.connect(server, autocommit=True) as admin:
-                admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+                admin.execute(f'DROP DATABASE IF EXISTS "{urlsplit(url).path[1:]}" WITH (FORCE)')
