@@ -23,12 +23,20 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-import psycopg
-import psycopg.adapt
-import psycopg.sql
-from psycopg.rows import RowMaker
-
 from dispatcher.core.errors import BridgeError
+
+try:
+    import psycopg
+    import psycopg.adapt
+    import psycopg.sql
+    from psycopg.rows import RowMaker
+except ImportError:
+    raise BridgeError(
+        "missing_extra",
+        "AGENT_BRIDGE_DB names a PostgreSQL store, which needs the optional psycopg package: reinstall "
+        "with the extra, `uv tool install --force './agent-bridge[postgres]'` from your clone (or "
+        "'git+<repository-url>[postgres]'), or `uv sync --extra postgres` in a checkout",
+    ) from None
 from dispatcher.core.locations import StoreLocation, StoreUrl
 from dispatcher.store.errors import PostgresCorruption, PostgresError, PostgresIntegrityError, PostgresTransientError
 from dispatcher.store.postgres_schema import MIGRATIONS

@@ -200,3 +200,13 @@ def test_both_backends_know_the_same_schema_versions():
     from dispatcher.store.postgres_schema import MIGRATIONS as POSTGRES_MIGRATIONS
 
     assert len(POSTGRES_MIGRATIONS) == SCHEMA_VERSION
+
+
+def test_without_psycopg_a_postgresql_url_is_one_clear_refusal(postgres_url):
+    probe = (
+        "import sys; sys.modules['psycopg'] = None\n"
+        "from dispatcher.core.errors import BridgeError\nfrom dispatcher.store import open_store\n"
+        f"try:\n    open_store({postgres_url!r})\nexcept BridgeError as exc:\n    print(exc.code, exc.message)"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.startswith("missing_extra ") and "uv sync --extra postgres" in done.stdout
