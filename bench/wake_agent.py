@@ -34,9 +34,9 @@ AGENTS = {"claude", "kimi", "codex"}
 def ours():
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from dispatcher.bridge import messages
-    from dispatcher.store import Store
+    from dispatcher.store import SqliteStore
 
-    store = Store(os.environ["AGENT_BRIDGE_DB"])
+    store = SqliteStore(os.environ["AGENT_BRIDGE_DB"])
 
     def send(sender: str, recipient: str, kind: str | None, body: str) -> int:
         return messages.send_message(

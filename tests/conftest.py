@@ -6,17 +6,22 @@ import os
 import subprocess
 import sys
 import sysconfig
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
 # The helper modules (harness.py, dispatch_harness.py, ...) live here; tests in every folder
 # import them by name (the test modules themselves load with --import-mode=importlib).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import bridge_env, start_agents, write_config  # noqa: E402
+import pg_server  # noqa: E402
+from harness import bridge_env, on_backend, start_agents, write_config  # noqa: E402
 from xdist.scheduler import LoadScopeScheduling  # noqa: E402
 
+from dispatcher.core.locations import is_postgres_url  # noqa: E402
 from dispatcher.store import open_store  # noqa: E402
 
 
@@ -26,8 +31,15 @@ def bridge_root(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def env(bridge_root) -> dict[str, str]:
-    return bridge_env(bridge_root, write_config(bridge_root / "config.json"))
+def backend(request) -> str:
+    """The store's backend for a module: "sqlite", or in a module marked ``both_backends`` each
+    of "sqlite" and "postgres" in turn (its module-scoped servers start once per backend)."""
+    return getattr(request, "param", "sqlite")
+
+
+@pytest.fixture(scope="module")
+def env(bridge_root, backend, request) -> dict[str, str]:
+    return on_backend(bridge_env(bridge_root, write_config(bridge_root / "config.json")), backend, request)
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +56,10 @@ def launchers(bridge_root) -> Path:
 
 
 @pytest.fixture(scope="module")
-def db_path(env) -> Path:
-    return Path(env["AGENT_BRIDGE_DB"])
+def db_path(env) -> Path | str:
+    """The store: a SQLite file's path, or (backend "postgres") its URL."""
+    location = env["AGENT_BRIDGE_DB"]
+    return location if is_postgres_url(location) else Path(location)
 
 
 @pytest.fixture(scope="module")
@@ -79,11 +93,55 @@ def _end_listeners_started_by_the_test():
 
 
 @pytest.fixture
-def conn(tmp_path):
-    """A fresh store on a real SQLite file, for the tests of one rule or one transaction."""
-    connection = open_store(tmp_path / "bridge.db")
+def conn(backend, tmp_path, request):
+    """A fresh store for the tests of one rule or one transaction: on a real SQLite file, and in
+    a module marked ``both_backends`` also on a real PostgreSQL server."""
+    location = tmp_path / "bridge.db" if backend == "sqlite" else request.getfixturevalue("postgres_url")
+    connection = open_store(location)
     yield connection
     connection.close()
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    both = metafunc.definition.get_closest_marker("both_backends")
+    if "backend" in metafunc.fixturenames and both and not metafunc.definition.get_closest_marker("sqlite_only"):
+        metafunc.parametrize("backend", ["sqlite", "postgres"], indirect=True, scope="module")
+
+
+@pytest.fixture(scope="session")
+def postgres_database() -> Iterator[str]:
+    """A fresh database of this test process's own on a real PostgreSQL server (``pg_server``)."""
+    try:
+        with pg_server.fresh_database() as url:
+            yield url
+    except pg_server.NoServer as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"no PostgreSQL server for the postgres tests: {exc}")
+        pytest.skip(f"no PostgreSQL server: {exc}")
+
+
+@pytest.fixture(scope="session")
+def new_postgres_store(postgres_database) -> Iterator[Callable[[], str]]:
+    """Makes ``postgresql://`` stores: each an empty schema of its own, first on its search path."""
+    made = []
+
+    def new() -> str:
+        schema = f"t_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(postgres_database, autocommit=True) as admin:
+            admin.execute(f"CREATE SCHEMA {schema}")
+        made.append(schema)
+        return f"{postgres_database}?options=-csearch_path%3D{schema}"
+
+    yield new
+    with psycopg.connect(postgres_database, autocommit=True) as admin:
+        for schema in made:
+            admin.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+@pytest.fixture
+def postgres_url(new_postgres_store) -> str:
+    """A ``postgresql://`` store of the test's own."""
+    return new_postgres_store()
 
 
 # -- running in parallel (pytest-xdist, `-n 4 --dist loadscope` in pyproject.toml) -------------

@@ -10,6 +10,9 @@ from pathlib import Path
 
 from harness import PROJECT
 
+from dispatcher.core.locations import is_postgres_url, store_location
+from dispatcher.store import open_store
+
 FAKE_WORKER = Path(__file__).parent / "workers" / "fake_worker.py"
 DEADLINE = 120.0
 
@@ -110,12 +113,20 @@ def record_attempt(conn, message_id: int, config, token: str) -> None:
     )
 
 
-def attempt(db: Path, message_id: int) -> dict | None:
+def _reader(db: Path | str):
+    """A connection whose rows read by name: the SQLite file as it is, or the PostgreSQL store."""
+    if is_postgres_url(str(db)):
+        return open_store(str(db))
     conn = sqlite3.connect(db, timeout=30)
     conn.row_factory = sqlite3.Row
+    return conn
+
+
+def attempt(db: Path | str, message_id: int) -> dict | None:
+    conn = _reader(db)
     try:
         row = conn.execute("SELECT * FROM dispatch_attempts WHERE message_id = ?", (message_id,)).fetchone()
-        return dict(row) if row else None
+        return {key: row[key] for key in row.keys()} if row else None  # noqa: SIM118 - a sqlite3.Row iterates over its values
     finally:
         conn.close()
 
@@ -145,7 +156,7 @@ def status(env: dict, agent: str = "claude") -> dict:
     if "AGENT_BRIDGE_DB" not in env:  # the default store of the env's HOME: only the command knows it
         return status_cli(env, agent)
     where = Locations(
-        db=Path(env["AGENT_BRIDGE_DB"]),
+        db=store_location(env["AGENT_BRIDGE_DB"]),
         config=Path(env["AGENT_BRIDGE_CONFIG"]) if env.get("AGENT_BRIDGE_CONFIG") else None,
         runtime_dir=Path(env["AGENT_BRIDGE_RUNTIME_DIR"]) if env.get("AGENT_BRIDGE_RUNTIME_DIR") else None,
     )
@@ -187,17 +198,17 @@ def post_task(
         conn.close()
 
 
-def query(db: Path, statement: str, params: tuple = ()) -> list[sqlite3.Row]:
-    conn = sqlite3.connect(db, timeout=30)
-    conn.row_factory = sqlite3.Row
+def query(db: Path | str, statement: str, params: tuple = ()) -> list:
+    conn = _reader(db)
     try:
         return conn.execute(statement, params).fetchall()
     finally:
         conn.close()
 
 
-def integrity(db: Path) -> str:
-    return query(db, "PRAGMA integrity_check")[0][0]
+def integrity(db: Path | str) -> str:
+    """SQLite's integrity check; "ok" on PostgreSQL, which checks its pages and keys on every write."""
+    return "ok" if is_postgres_url(str(db)) else query(db, "PRAGMA integrity_check")[0][0]
 
 
 def notices_for(db: Path, message_id: int) -> list[sqlite3.Row]:

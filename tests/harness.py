@@ -21,6 +21,9 @@ from typing import Any
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from dispatcher.core.locations import is_postgres_url
+from dispatcher.store import open_store
+
 PROJECT = Path(__file__).resolve().parent.parent
 CALL_TIMEOUT = 120.0
 
@@ -60,6 +63,14 @@ def bridge_env(root: Path, config: Path) -> dict[str, str]:
         "XDG_RUNTIME_DIR": str(root / "xdg-runtime"),
         "PYTHONDONTWRITEBYTECODE": "1",
     }
+
+
+def on_backend(environment: dict[str, str], backend: str, request) -> dict[str, str]:
+    """``environment`` with its store on ``backend``: the SQLite file it names, or a fresh
+    PostgreSQL store (the ``new_postgres_store`` fixture) for "postgres"."""
+    if backend == "postgres":
+        return {**environment, "AGENT_BRIDGE_DB": request.getfixturevalue("new_postgres_store")()}
+    return environment
 
 
 @dataclass
@@ -193,7 +204,15 @@ def store_from_fixture(db: Path, name: str, version: int) -> Path:
 
 
 def db_snapshot(db_path: Path | str) -> list[tuple]:
-    """Every row of every table, for before/after comparisons."""
+    """Every row of every table, for before/after comparisons (a SQLite file or a PostgreSQL URL)."""
+    if is_postgres_url(str(db_path)):
+        conn = open_store(str(db_path))
+        try:
+            listed = "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+            tables = sorted(r[0] for r in conn.execute(listed))
+            return [(t, [tuple(r) for r in conn.execute(f"SELECT * FROM {t} ORDER BY 1")]) for t in tables]
+        finally:
+            conn.close()
     conn = sqlite3.connect(db_path)
     try:
         tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")]
@@ -203,6 +222,14 @@ def db_snapshot(db_path: Path | str) -> list[tuple]:
 
 
 def sql(db_path: Path | str, statement: str, params: tuple = ()) -> list[tuple]:
+    """One statement on the store (a SQLite file or a PostgreSQL URL), committed; its rows."""
+    if is_postgres_url(str(db_path)):
+        conn = open_store(str(db_path))
+        try:
+            cursor = conn.execute(statement, params)
+            return [tuple(r) for r in cursor.fetchall()] if cursor.description else []
+        finally:
+            conn.close()
     conn = sqlite3.connect(db_path, timeout=30)
     try:
         with conn:

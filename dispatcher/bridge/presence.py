@@ -21,13 +21,13 @@ import os
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from dispatcher.core import clock, processes
 from dispatcher.core.errors import BridgeError
+from dispatcher.core.locations import StoreLocation
 from dispatcher.core.logs import get_logger
-from dispatcher.store import STORE_ERRORS, Connection, Store, write_transaction
+from dispatcher.store import STORE_ERRORS, Connection, StoreHandle, write_transaction
 from dispatcher.store import sessions as stored
 
 ROLES = ("interactive", "worker")
@@ -277,7 +277,7 @@ def end_watch(conn: Connection, watch_id: int) -> None:
         stored.delete_watch(conn, watch_id)
 
 
-def mark_from_descendant(db: Path, agent: str, path: str) -> int | None:
+def mark_from_descendant(db: StoreLocation, agent: str, path: str) -> int | None:
     """For a hook the CLI started: record ``path`` on the session of ``agent`` whose CLI is an
     ancestor of this process. Returns the session id, None when there is no such session or no
     store. Looks read-only first and writes only to change a row. Never raises: the hook it
@@ -309,14 +309,15 @@ def mark_from_descendant(db: Path, agent: str, path: str) -> int | None:
             conn.close()
 
 
-def watch_from_descendant(db: Path, agent: str, *, watch_id: int | None = None) -> int | None:
+def watch_from_descendant(db: StoreLocation, agent: str, *, watch_id: int | None = None) -> int | None:
     """For an ``inbox watch`` the CLI started: add this process as a watch of the session of
     ``agent`` whose CLI is an ancestor (returns the watch's id, None when there is no such
     session or no store), or, given ``watch_id``, end that watch. Never raises: the watch must go
     on whatever the store says."""
     from dispatcher.store import open_store
+    from dispatcher.store.changes import store_file_id
 
-    if not os.path.exists(db):
+    if store_file_id(db) is None:  # no store yet: a watch never creates one
         return None
     conn: Connection | None = None
     try:
@@ -367,7 +368,7 @@ class ServerPresence:
     touched on tool calls (throttled), removed on a clean exit. A failing write is logged
     and never fails a request: presence is a view, the messages are the truth."""
 
-    def __init__(self, store: Store, agent: str, role: str) -> None:
+    def __init__(self, store: StoreHandle, agent: str, role: str) -> None:
         self.store = store
         self.agent = agent
         self.role = role

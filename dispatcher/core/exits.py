@@ -165,7 +165,7 @@ def _where() -> Where:
         found = Locations.from_env()
     except BridgeError:
         return Where()
-    return Where(db=found.db, runtime=found.private_dir())
+    return Where(db=found.db if isinstance(found.db, Path) else None, runtime=found.private_dir())
 
 
 def _keep_traceback(exc: BaseException, runtime: Path | None) -> Path | None:

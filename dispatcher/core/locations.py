@@ -10,6 +10,7 @@ servers that MCP clients start in any working directory, by the systemd unit and
 CLI, and a relative path would quietly name a different file in each.
 """
 
+import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +51,37 @@ class InvalidSetting(BridgeError):
         self.variable = variable
 
 
+POSTGRES_URL_SCHEMES = ("postgresql://", "postgres://")
+
+
+def is_postgres_url(location: object) -> bool:
+    """The backend rule: a ``postgresql://`` (or ``postgres://``) URL names a PostgreSQL store,
+    anything else a SQLite file."""
+    return isinstance(location, str) and location.startswith(POSTGRES_URL_SCHEMES)
+
+
+class StoreUrl(str):
+    """``AGENT_BRIDGE_DB`` naming a PostgreSQL server's database (a libpq URL), not a file."""
+
+    __slots__ = ()
+
+    def key(self) -> str:
+        """A short name for this store that holds no password: its runtime directory's name."""
+        return "pg-" + hashlib.sha256(self.encode()).hexdigest()[:12]
+
+
+# Where the store is: a SQLite file (its real path) or a PostgreSQL URL.
+StoreLocation = Path | StoreUrl
+
+
+def store_location(value: str | os.PathLike[str]) -> StoreLocation:
+    """The rule for ``AGENT_BRIDGE_DB``: a PostgreSQL URL as it is, else an absolute path
+    (``ValueError`` otherwise) with links resolved (``store_path``)."""
+    if is_postgres_url(value):
+        return StoreUrl(value)
+    return store_path(absolute_path(value))
+
+
 def absolute_path(value: str | os.PathLike[str]) -> Path:
     """The rule for every path setting: ``~`` expanded, then absolute, else ``ValueError``."""
     path = Path(value).expanduser()
@@ -67,6 +99,16 @@ def _env_path(variable: str) -> Path | None:
         return None
     try:
         return absolute_path(value)
+    except ValueError as exc:
+        raise InvalidSetting(variable, value, str(exc)) from None
+
+
+def _env_store(variable: str) -> StoreLocation | None:
+    value = os.environ.get(variable)
+    if not value:
+        return None
+    try:
+        return store_location(value)
     except ValueError as exc:
         raise InvalidSetting(variable, value, str(exc)) from None
 
@@ -97,13 +139,19 @@ def resolve_config(explicit: Path | None) -> Path:
     return user if user.exists() else PROJECT_DIR / "config.json"
 
 
-def private_dir(db: Path, explicit: Path | None) -> Path:
-    return explicit or db.parent / "runtime"
+def private_dir(db: StoreLocation, explicit: Path | None) -> Path:
+    """The runtime directory: next to a SQLite file, or in the state directory under a name of
+    the PostgreSQL store's own (two stores never share a listener's lock)."""
+    if explicit:
+        return explicit
+    if isinstance(db, StoreUrl):
+        return default_db().parent / db.key() / "runtime"
+    return db.parent / "runtime"
 
 
 @dataclass(frozen=True)
 class Locations:
-    db: Path
+    db: StoreLocation
     config: Path | None = None
     runtime_dir: Path | None = None
 
@@ -111,7 +159,7 @@ class Locations:
     def from_env(cls) -> "Locations":
         """Raises ``InvalidSetting`` for a relative path, like ``BridgeSettings``."""
         return cls(
-            db=store_path(_env_path("AGENT_BRIDGE_DB") or default_db()),
+            db=_env_store("AGENT_BRIDGE_DB") or store_path(default_db()),
             config=_env_path("AGENT_BRIDGE_CONFIG"),
             runtime_dir=_env_path("AGENT_BRIDGE_RUNTIME_DIR"),
         )
@@ -128,7 +176,7 @@ class LocationsLike(Protocol):
     and config.json. Code that needs only these takes either."""
 
     @property
-    def db(self) -> Path: ...
+    def db(self) -> StoreLocation: ...
 
     def private_dir(self) -> Path: ...
 

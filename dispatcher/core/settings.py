@@ -14,12 +14,13 @@ from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 from dispatcher.core.locations import (
     PROJECT_DIR,
     InvalidSetting,
+    StoreLocation,
     absolute_path,
     default_db,
     default_workspace,
     private_dir,
     resolve_config,
-    store_path,
+    store_location,
 )
 
 __all__ = ["PROJECT_DIR", "BridgeSettings", "InvalidSetting"]
@@ -31,7 +32,7 @@ class BridgeSettings(BaseSettings):
     # An empty variable counts as unset, as in ``Locations.from_env``.
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", env_ignore_empty=True)
 
-    db: Path = Field(default_factory=default_db, validate_default=True)
+    db: StoreLocation = Field(default_factory=default_db, validate_default=True)
     config: Path | None = None
     max_body_bytes: int = Field(default=262144, ge=1, le=16 * 1024 * 1024)
     # Where workers run when the agent's config.json entry names no ``workspace``.
@@ -63,15 +64,17 @@ class BridgeSettings(BaseSettings):
         except SettingsError as exc:
             raise InvalidSetting(ENV_PREFIX + "*", "?", f"cannot be read ({exc})") from None
 
-    @field_validator("db", "config", "workspace", "runtime_dir", mode="before")
+    @field_validator("config", "workspace", "runtime_dir", mode="before")
     @classmethod
     def _absolute(cls, value: object) -> object:
         return absolute_path(value) if isinstance(value, (str, Path)) else value
 
-    @field_validator("db", mode="after")
+    @field_validator("db", mode="plain")
     @classmethod
-    def _real(cls, value: Path) -> Path:
-        return store_path(value)
+    def _store(cls, value: object) -> StoreLocation:
+        if isinstance(value, (str, Path)):
+            return store_location(value)
+        raise ValueError("it must be an absolute path to the SQLite file or a postgresql:// URL")
 
     @field_validator("log_level", mode="before")
     @classmethod

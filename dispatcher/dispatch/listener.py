@@ -24,7 +24,6 @@ from pathlib import Path
 from dispatcher.core import clock, processes
 from dispatcher.core.config import BridgeConfig, load_config
 from dispatcher.core.errors import BridgeError, ConfigError, DispatchRefused
-from dispatcher.core.file_events import FileEvents
 from dispatcher.core.locations import PROJECT_DIR
 from dispatcher.core.logs import configure_logging, get_logger
 from dispatcher.core.private_files import open_private_lock
@@ -39,8 +38,8 @@ from dispatcher.dispatch.reconcile import reconcile, supervisor_grace
 from dispatcher.dispatch.retention import PRUNE_EVERY_SECONDS, prune_attempt_dirs
 from dispatcher.dispatch.step import BackOff, Dispatch, Observation, Stop, Wait, step
 from dispatcher.dispatch.supervisor import remove_request, supervise
-from dispatcher.store import STORE_ERRORS, Connection, Store, store_corruption, store_errors
-from dispatcher.store.changes import change_files, data_version
+from dispatcher.store import STORE_ERRORS, Connection, StoreHandle, open_handle, store_corruption, store_errors
+from dispatcher.store.changes import StoreChanges, data_version
 from dispatcher.store.connection import prepare_store_dir, shrink_wal
 from dispatcher.store.messages import cap_far_leases
 
@@ -88,7 +87,7 @@ class Listener:
         self._fresh_failure: str | None = None  # a failure not yet backed off from
         self._backoff_until = 0.0
         self._next_prune = 0.0  # monotonic: the first idle moment prunes, then once an hour
-        self._events: FileEvents | None = None  # while running: what an idle wait sleeps on
+        self._events: StoreChanges | None = None  # while running: what an idle wait sleeps on
 
     def _request_stop(self, signum, frame) -> None:
         self._stop_requested = True  # only a flag: the loop stops at its next check
@@ -157,9 +156,9 @@ class Listener:
             return 0
         signal.signal(signal.SIGTERM, self._request_stop)
         signal.signal(signal.SIGINT, self._request_stop)
-        store = Store(self.settings.db)
+        store = open_handle(self.settings.db)
         # Watching starts before the first data_version read: no commit falls between the two.
-        self._events = FileEvents([*change_files(store.path), self.config_path, self.paths.disabled_marker])
+        self._events = StoreChanges(store.location, self.agent, [self.config_path, self.paths.disabled_marker])
         other: int | None = None
         try:
             self._first_lease(store)  # before any progress write: a running listener's file is not ours
@@ -191,7 +190,7 @@ class Listener:
         print(message, file=sys.stderr)  # noqa: T201 - the listener's stderr line; it also runs under systemd, outside click
         return 0
 
-    def _loop(self, store: Store) -> None:
+    def _loop(self, store: StoreHandle) -> None:
         while True:
             action = step(self._observe(store), clock.now())
             if isinstance(action, Stop):
@@ -210,7 +209,7 @@ class Listener:
                 self._wait(store, action.timeout, watch_store=action.wake_on_commit)
 
     # -- observing ------------------------------------------------------------------------
-    def _observe(self, store: Store) -> Observation:
+    def _observe(self, store: StoreHandle) -> Observation:
         disabled = self.paths.disabled_marker.exists()
         if self._stop_requested or disabled:
             return Observation(stop_requested=self._stop_requested, disabled=disabled)
@@ -266,7 +265,7 @@ class Listener:
             raise _AlreadyRunning(holder)
         self._lease_held = True
 
-    def _first_lease(self, store: Store) -> None:
+    def _first_lease(self, store: StoreHandle) -> None:
         try:
             with store_errors():
                 self._take_lease(store.connection())
@@ -277,7 +276,7 @@ class Listener:
             if exc.code == "schema_too_new" or store_corruption(exc) is not None:
                 raise
 
-    def _release_lease(self, store: Store) -> None:
+    def _release_lease(self, store: StoreHandle) -> None:
         if not self._lease_held:
             return
         try:
@@ -301,7 +300,7 @@ class Listener:
         else:
             self._set(stage="error" if error else stage, current=None, error=error)
 
-    def _prune(self, store: Store) -> None:
+    def _prune(self, store: StoreHandle) -> None:
         """The retention schedule: finished attempts' directories past ``attempt_retention_days``."""
         if clock.monotonic() < self._next_prune or self.config is None:
             return
@@ -318,7 +317,7 @@ class Listener:
         except (BridgeError, OSError) as exc:  # tried again in an hour; never stops the listener
             log.warning("attempt_prune_failed", agent=self.agent, error=type(exc).__name__)
 
-    def _shrink_wal(self, store: Store) -> None:
+    def _shrink_wal(self, store: StoreHandle) -> None:
         """Idle: a -wal that a burst grew past its bound is truncated now (SQLite alone trims it
         only at the next write after a full checkpoint, and an idle store has none)."""
         try:
@@ -334,7 +333,7 @@ class Listener:
         log.warning("listener_backoff", agent=self.agent, seconds=action.seconds, failures=self._failures)
         self._set(stage="error", current=None, error=action.reason)
 
-    def _wait(self, store: Store, timeout: float, watch_store: bool) -> None:
+    def _wait(self, store: StoreHandle, timeout: float, watch_store: bool) -> None:
         """Until the timeout, a stop, the disabled marker, a config change or (if watched) a commit.
         Asleep in between: each file event (or ``RECHECK_SECONDS``) is one look."""
         events = self._events
@@ -355,7 +354,7 @@ class Listener:
             except STORE_ERRORS + (OSError, BridgeError):
                 return  # the next observation reports it
 
-    def _dispatch(self, store: Store, candidate: queue.Candidate) -> None:
+    def _dispatch(self, store: StoreHandle, candidate: queue.Candidate) -> None:
         current = {
             "message_id": candidate.message_id,
             "sender": candidate.sender,
@@ -385,7 +384,7 @@ class Listener:
             self._note_failure(f"after msg#{candidate.message_id}: {exc}")
         self._set(current=None)
 
-    def _after_supervisor(self, store: Store, candidate: queue.Candidate, code: int) -> None:
+    def _after_supervisor(self, store: StoreHandle, candidate: queue.Candidate, code: int) -> None:
         conn = store.connection()
         reconcile(conn, self.paths)  # settles the attempt if the supervisor died mid-way
         attempt = get_attempt(conn, candidate.message_id)
@@ -493,7 +492,8 @@ def _supervisor_failure(message_id: int, code: int) -> str:
 
 
 def run_listener(settings: BridgeSettings, agent: str) -> int:
-    prepare_store_dir(settings.db)  # a store path that must be refused is refused now, before any lock
+    if isinstance(settings.db, Path):
+        prepare_store_dir(settings.db)  # a store path that must be refused is refused now, before any lock
     paths = AgentPaths.of(settings, agent).ensure()
     configure_logging(stderr_level=logging.getLevelName(settings.log_level), log_file=paths.log)
     processes.preload()  # before the first fork: each supervisor starts with psutil loaded

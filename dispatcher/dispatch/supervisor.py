@@ -116,7 +116,7 @@ def worker_env(
         "AGENT_ID": agent,
         "AGENT_BRIDGE_ROLE": "worker",
         "AGENT_BRIDGE_MESSAGE_ID": str(message_id),
-        "AGENT_BRIDGE_DB": str(settings.db.resolve()),
+        "AGENT_BRIDGE_DB": str(settings.db),  # already the real path (or a URL)
         "AGENT_BRIDGE_CONFIG": str(settings.config_path().resolve()),
         "AGENT_BRIDGE_RUNTIME_DIR": str(settings.private_dir().resolve()),
         "AGENT_BRIDGE_MAX_BODY_BYTES": str(settings.max_body_bytes),

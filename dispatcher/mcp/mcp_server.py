@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from dispatcher.core.config import BridgeConfig
 from dispatcher.core.settings import BridgeSettings
 from dispatcher.mcp.tools import BridgeTools
-from dispatcher.store import Store
+from dispatcher.store import StoreHandle
 
 INSTRUCTIONS = (
     "Agent Bridge: a local inbox shared with other coding agents. Your identity is fixed by "
@@ -134,7 +134,7 @@ TOOLS = (
 
 
 def build_server(
-    agent: str, store: Store, config: BridgeConfig, settings: BridgeSettings, presence: Any = None
+    agent: str, store: StoreHandle, config: BridgeConfig, settings: BridgeSettings, presence: Any = None
 ) -> MCPServer:
     mcp = _BridgeMCPServer(
         name="agent_bridge", instructions=INSTRUCTIONS, version="0.1.0", middleware=[_coded_tool_errors]

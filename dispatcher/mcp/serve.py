@@ -35,9 +35,9 @@ def _prepare():
         file_level=logging.WARNING,
     )
 
-    from dispatcher.store import Store
+    from dispatcher.store import open_handle
 
-    store = Store(settings.db)
+    store = open_handle(settings.db)
     store.connection()  # fail before the handshake on an unusable or too-new store
     return settings, config, store
 

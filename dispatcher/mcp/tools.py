@@ -20,11 +20,11 @@ from dispatcher.bridge.worker_scope import WorkerScope
 from dispatcher.core import clock
 from dispatcher.core.config import BridgeConfig
 from dispatcher.core.errors import BridgeError, StoreUnavailable
-from dispatcher.core.file_events import RECHECK_SECONDS, FileEvents
+from dispatcher.core.file_events import RECHECK_SECONDS
 from dispatcher.core.logs import get_logger
 from dispatcher.core.settings import BridgeSettings
-from dispatcher.store import Store, data_version, store_errors
-from dispatcher.store.changes import change_files
+from dispatcher.store import StoreHandle, data_version, store_errors
+from dispatcher.store.changes import StoreChanges
 
 MAX_WAIT_SECONDS = 30
 
@@ -35,7 +35,7 @@ class BridgeTools:
     """What every tool call needs: who is calling, from which process, on which store, with which
     declared agents and settings. One per server process."""
 
-    def __init__(self, agent: str, store: Store, config: BridgeConfig, settings: BridgeSettings) -> None:
+    def __init__(self, agent: str, store: StoreHandle, config: BridgeConfig, settings: BridgeSettings) -> None:
         self.agent = agent
         self.worker_id = f"{agent}-{os.getpid()}-{secrets.token_hex(4)}"
         # A worker's server is bound to its attempt and claims as that attempt (bridge.worker_scope).
@@ -143,7 +143,7 @@ class BridgeTools:
         if clock.monotonic() >= deadline:
             return look()  # no wait: one query, no watch
         # Watched before the version is read, read before the look: a commit after the look wakes the wait.
-        events = FileEvents(change_files(self.store.path))
+        events = StoreChanges(self.store.location, self.agent)
         try:
             while True:
                 seen = self._call("receive_messages", data_version)

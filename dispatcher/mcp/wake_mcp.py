@@ -27,7 +27,6 @@ nothing to stdout but protocol messages.
 import json
 from collections.abc import Callable
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any, Final, Literal
 
 import anyio
@@ -39,9 +38,10 @@ from mcp.shared.subscriptions import ResourceUpdated
 
 from dispatcher.bridge.inbox import InboxSummary, wake_line
 from dispatcher.core.clock import now as clock_now
-from dispatcher.core.file_events import RECHECK_SECONDS, FileEvents
+from dispatcher.core.file_events import RECHECK_SECONDS
+from dispatcher.core.locations import StoreLocation
 from dispatcher.core.logs import get_logger
-from dispatcher.store.changes import change_files
+from dispatcher.store.changes import StoreChanges
 from dispatcher.wake.inbox_watch import InboxReader
 
 RESOURCE_URI = "bridge://inbox"
@@ -91,7 +91,7 @@ class InboxWake:
 
     def __init__(
         self,
-        db: Path,
+        db: StoreLocation,
         agent: str,
         *,
         channel: bool,
@@ -175,7 +175,7 @@ class InboxWake:
         reader = InboxReader(self.db, self.agent)
         # Watched before the first look (the baseline was read before this task started): a
         # commit the look misses is an event for the wait after it.
-        events = FileEvents(change_files(self.db))
+        events = StoreChanges(self.db, self.agent)
         generation = 0
         try:
             while True:
@@ -229,7 +229,7 @@ def _listens_to_inbox(params: Any) -> bool:
 def install(
     mcp: MCPServer,
     agent: str,
-    db: Path,
+    db: StoreLocation,
     *,
     claude_channel: bool,
     role: str,

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dispatcher.core import clock
-from dispatcher.core.locations import Locations
+from dispatcher.core.errors import BridgeError
+from dispatcher.core.locations import Locations, StoreUrl
 from dispatcher.core.private_files import writable_by_others
 from dispatcher.dispatch.environment import AUTH_VARIABLES
 from dispatcher.ops import init
@@ -85,6 +86,8 @@ def _one_line(text: object) -> str:
 
 
 def check_store(ctx: Context) -> list[Finding]:
+    if isinstance(ctx.locations.db, StoreUrl):
+        return _check_postgres_store(ctx, ctx.locations.db)
     from dispatcher.store import SCHEMA_VERSION
 
     db: Path = ctx.locations.db
@@ -227,6 +230,46 @@ def check_store(ctx: Context) -> list[Finding]:
     if not [f for f in found if f.level == ERROR]:
         found.append(Finding("store_ok", OK, f"{db}: schema {version}, quick_check ok, mode 0600, yours"))
     return found
+
+
+def _check_postgres_store(ctx: Context, url: StoreUrl) -> list[Finding]:
+    """A PostgreSQL store: the server answers, the database holds a store, its schema is known."""
+    from dispatcher.store import SCHEMA_VERSION
+    from dispatcher.store.postgres import redacted
+
+    where = redacted(url)
+    try:
+        conn = open_read_only(url)
+    except (BridgeError,) + STORE_ERRORS as exc:
+        return [
+            Finding(
+                "store_unreadable",
+                ERROR,
+                f"cannot reach the PostgreSQL store {where} ({_one_line(exc)})",
+                "check that the server runs and accepts you, and that AGENT_BRIDGE_DB names it",
+            )
+        ]
+    if conn is None:
+        return [
+            Finding(
+                "store_missing",
+                WARN,
+                f"no store yet in {where}; it is created on first use",
+                "nothing to do (any agent-bridge command or MCP server creates it)",
+            )
+        ]
+    ctx.conn = conn
+    version = schema_version(conn)
+    if version > SCHEMA_VERSION:
+        return [
+            Finding(
+                "schema_too_new",
+                ERROR,
+                f"{where} has schema version {version}; this agent-bridge knows up to {SCHEMA_VERSION}",
+                "upgrade agent-bridge",
+            )
+        ]
+    return []
 
 
 def _open_read_only(db: Path) -> tuple[Connection | None, bool]:

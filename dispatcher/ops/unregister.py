@@ -27,6 +27,7 @@ from pathlib import Path
 
 from dispatcher.core import clock
 from dispatcher.core.errors import BridgeError
+from dispatcher.core.locations import StoreUrl
 from dispatcher.core.settings import BridgeSettings
 from dispatcher.ops import register as reg
 
@@ -304,20 +305,29 @@ def remove_units(agents: list[str]) -> list[str]:
 
 
 def purge(settings: BridgeSettings) -> list[str]:
-    """Delete the store (with its WAL and shared-memory files) and the runtime directory."""
+    """Delete the store (with its WAL and shared-memory files) and the runtime directory. A
+    PostgreSQL store is the server's: it is kept, and the lines say so."""
     db, runtime = settings.db, settings.private_dir()
-    removed = []
-    for path in (db, *(db.with_name(db.name + suffix) for suffix in ("-wal", "-shm", "-journal"))):
-        if path.is_file() and not path.is_symlink():
-            path.unlink()
-            removed.append(str(path))
+    removed, said = [], []
+    if isinstance(db, StoreUrl):
+        from dispatcher.store.postgres import redacted
+
+        said.append(f"kept the PostgreSQL store {redacted(db)}: drop its database on the server to delete it.")
+    else:
+        for path in (db, *(db.with_name(db.name + suffix) for suffix in ("-wal", "-shm", "-journal"))):
+            if path.is_file() and not path.is_symlink():
+                path.unlink()
+                removed.append(str(path))
     if runtime.is_dir() and not runtime.is_symlink():
         shutil.rmtree(runtime)
         removed.append(str(runtime))
-    for directory in {db.parent, runtime.parent}:
+    for directory in {runtime.parent} | ({db.parent} if isinstance(db, Path) else set()):
         if directory.name == "agent-bridge" and directory.is_dir() and not any(directory.iterdir()):
             directory.rmdir()
-    return [f"purged {', '.join(removed)}." if removed else "purge: no store or runtime directory; nothing removed."]
+    said.insert(
+        0, f"purged {', '.join(removed)}." if removed else "purge: no store or runtime directory; nothing removed."
+    )
+    return said
 
 
 def uninstall(settings: BridgeSettings, *, purge_store: bool) -> list[str]:

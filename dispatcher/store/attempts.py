@@ -13,6 +13,7 @@ from typing import Any
 
 from dispatcher.core.lifecycle import FAILURE_OUTCOMES
 from dispatcher.store.claims import active_claim_sql
+from dispatcher.store.types import Connection, Row
 
 OUTCOMES = ("succeeded", "blocked", *FAILURE_OUTCOMES)
 # The ledger columns of an attempt (schema 4), filled from the CLI's diagnostics when it settles.
@@ -30,15 +31,18 @@ LEDGER_COLUMNS = (
 )
 
 
-def _rows(conn: sqlite3.Connection) -> sqlite3.Cursor:
-    """A cursor whose rows read by column name, whatever the connection's own row factory."""
+def _rows(conn: Connection) -> Connection | sqlite3.Cursor:
+    """Something to execute on whose rows read by column name, whatever the connection's own row
+    factory (a PostgreSQL connection's rows always do)."""
+    if not isinstance(conn, sqlite3.Connection) or conn.row_factory is sqlite3.Row:
+        return conn
     cur = conn.cursor()
     cur.row_factory = sqlite3.Row
     return cur
 
 
 def insert_attempt(
-    conn: sqlite3.Connection,
+    conn: Connection,
     *,
     message_id: int,
     agent: str,
@@ -72,7 +76,7 @@ def insert_attempt(
 
 
 def _move(
-    conn: sqlite3.Connection,
+    conn: Connection,
     message_id: int,
     transition: tuple[str, tuple[str, ...]],
     assignments: Mapping[str, object],
@@ -84,9 +88,13 @@ def _move(
     minus ``started_at`` (0 when a clock step put it before the start)."""
     target, allowed_from = transition
     columns = ", ".join(f"{column} = ?" for column in assignments)
-    duration = ", duration_seconds = max(0, ? - started_at)" if duration_from is not None else ""
+    duration = (
+        ", duration_seconds = CASE WHEN ? > started_at THEN ? - started_at ELSE 0 END"
+        if duration_from is not None
+        else ""
+    )
     marks = ", ".join("?" * len(allowed_from))
-    extra = (duration_from,) if duration_from is not None else ()
+    extra = (duration_from, duration_from) if duration_from is not None else ()
     cur = conn.execute(
         f"UPDATE dispatch_attempts SET state = ?, {columns}{duration}"  # noqa: S608 - column names are this module's constants; every value is a bound parameter
         f" WHERE message_id = ? AND state IN ({marks})",
@@ -96,7 +104,7 @@ def _move(
 
 
 def record_spawn(
-    conn: sqlite3.Connection,
+    conn: Connection,
     message_id: int,
     transition: tuple[str, tuple[str, ...]],
     *,
@@ -113,7 +121,7 @@ def record_spawn(
 
 
 def record_finish(
-    conn: sqlite3.Connection,
+    conn: Connection,
     message_id: int,
     transition: tuple[str, tuple[str, ...]],
     *,
@@ -144,14 +152,14 @@ def record_finish(
     )
 
 
-def get_attempt(conn: sqlite3.Connection, message_id: int) -> sqlite3.Row | None:
-    row: sqlite3.Row | None = (
+def get_attempt(conn: Connection, message_id: int) -> Row | None:
+    row: Row | None = (
         _rows(conn).execute("SELECT * FROM dispatch_attempts WHERE message_id = ?", (message_id,)).fetchone()
     )
     return row
 
 
-def unsettled_attempts(conn: sqlite3.Connection, agent: str | None = None) -> list[sqlite3.Row]:
+def unsettled_attempts(conn: Connection, agent: str | None = None) -> list[Row]:
     """Attempts not finished yet (of ``agent``), by message id."""
     if agent is None:
         return (
@@ -175,7 +183,7 @@ class AttemptState:
     finished_at: float | None
 
 
-def attempt_state(conn: sqlite3.Connection, message_id: int) -> AttemptState | None:
+def attempt_state(conn: Connection, message_id: int) -> AttemptState | None:
     """Whose attempt it is, its state and when it finished; None without an attempt row."""
     row = conn.execute(
         "SELECT agent, state, finished_at FROM dispatch_attempts WHERE message_id = ?", (message_id,)
@@ -184,7 +192,7 @@ def attempt_state(conn: sqlite3.Connection, message_id: int) -> AttemptState | N
 
 
 # -- the verdict's evidence ------------------------------------------------------------------
-def worker_replies(conn: sqlite3.Connection, message_id: int, *, sender: str, recipient: str) -> list[tuple[str, str]]:
+def worker_replies(conn: Connection, message_id: int, *, sender: str, recipient: str) -> list[tuple[str, str]]:
     """(kind, text) of the tasks and results answering ``message_id`` from ``sender`` to
     ``recipient`` that the attempt at ``message_id`` wrote (its worker's side of the turn):
     an answer from anyone else, or from before the attempt, is not this attempt's evidence."""
@@ -196,14 +204,14 @@ def worker_replies(conn: sqlite3.Connection, message_id: int, *, sender: str, re
     return [(kind, text) for kind, text in rows]
 
 
-def conversation_state(conn: sqlite3.Connection, conversation_id: int) -> tuple[str, float] | None:
+def conversation_state(conn: Connection, conversation_id: int) -> tuple[str, float] | None:
     """A conversation's stored state and expiry; None when it is gone."""
     row = conn.execute("SELECT state, expires_at FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
     return None if row is None else (row[0], row[1])
 
 
 # -- the worker's claim, kept alive by its supervisor ----------------------------------------
-def active_claim(conn: sqlite3.Connection, message_id: int, now: float) -> tuple[str, float] | None:
+def active_claim(conn: Connection, message_id: int, now: float) -> tuple[str, float] | None:
     """(owner, expiry) of the active claim on an unacknowledged message; None when there is none."""
     query = f"""SELECT claim_owner, claim_expires_at FROM messages
         WHERE id = :id AND acknowledged_at IS NULL AND {active_claim_sql()}"""  # noqa: S608 - constant SQL
@@ -214,5 +222,5 @@ def active_claim(conn: sqlite3.Connection, message_id: int, now: float) -> tuple
     return None if row is None else (row[0], row[1])
 
 
-def extend_claim(conn: sqlite3.Connection, message_id: int, until: float) -> None:
+def extend_claim(conn: Connection, message_id: int, until: float) -> None:
     conn.execute("UPDATE messages SET claim_expires_at = ? WHERE id = ?", (until, message_id))

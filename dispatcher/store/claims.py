@@ -5,16 +5,17 @@ defined here once; ``tests/store/test_claims_rule.py`` checks both forms against
 generated rows. Code that needs the rule inside a query uses ``active_claim_sql``.
 """
 
-import sqlite3
 from collections.abc import Mapping
 from typing import Any
+
+from dispatcher.store.types import Connection, Row
 
 # No lease outlives this from the moment the bridge reads it: one taken while the clock
 # was far ahead would otherwise hide its message for that long.
 LEASE_CAP_SECONDS = 3600
 
 
-def claim_is_active(row: sqlite3.Row | Mapping[str, Any], now: float) -> bool:
+def claim_is_active(row: Row | Mapping[str, Any], now: float) -> bool:
     """A claim is active while it has an owner and an expiry later than ``now``."""
     expires = row["claim_expires_at"]
     return row["claim_owner"] is not None and expires is not None and expires > now
@@ -27,7 +28,7 @@ def active_claim_sql(alias: str = "") -> str:
     return f"({p}claim_owner IS NOT NULL AND {p}claim_expires_at IS NOT NULL AND {p}claim_expires_at > :now)"
 
 
-def take_claim(conn: sqlite3.Connection, message_id: int, *, owner: str, expires_at: float, now: float) -> None:
+def take_claim(conn: Connection, message_id: int, *, owner: str, expires_at: float, now: float) -> None:
     """Claim (or renew) a message for ``owner``; a claimed message counts as delivered."""
     conn.execute(
         "UPDATE messages SET claim_owner = ?, claim_expires_at = ?, delivered_at = COALESCE(delivered_at, ?)"
@@ -36,11 +37,11 @@ def take_claim(conn: sqlite3.Connection, message_id: int, *, owner: str, expires
     )
 
 
-def drop_claim(conn: sqlite3.Connection, message_id: int) -> None:
+def drop_claim(conn: Connection, message_id: int) -> None:
     conn.execute("UPDATE messages SET claim_owner = NULL, claim_expires_at = NULL WHERE id = ?", (message_id,))
 
 
-def drop_claim_of(conn: sqlite3.Connection, message_id: int, owner: str) -> None:
+def drop_claim_of(conn: Connection, message_id: int, owner: str) -> None:
     """End ``owner``'s claim on a message (nobody else's)."""
     conn.execute(
         "UPDATE messages SET claim_owner = NULL, claim_expires_at = NULL WHERE id = ? AND claim_owner = ?",

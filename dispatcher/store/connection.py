@@ -11,8 +11,10 @@ from typing import Any
 
 from dispatcher.core import clock
 from dispatcher.core.errors import BridgeError, StateChangedError
+from dispatcher.core.locations import is_postgres_url
 from dispatcher.core.private_files import ensure_private_dir
 from dispatcher.store.migrations import MIGRATIONS, SCHEMA_VERSION
+from dispatcher.store.types import Connection, Cursor
 
 BUSY_TIMEOUT_MS = 15_000
 # Small pages: a send commits one table page and one index page to the WAL, and with
@@ -114,16 +116,21 @@ def _switch_to_wal(conn: sqlite3.Connection) -> None:
         delay = min(delay * 2, 0.1)
 
 
-def inserted_id(cursor: sqlite3.Cursor) -> int:
-    """The rowid of the row an INSERT on ``cursor`` just added (``lastrowid`` is None only
-    on a cursor that has run no INSERT, which would be a bug here)."""
-    rowid = cursor.lastrowid
-    if rowid is None:
-        raise RuntimeError("lastrowid read from a cursor that inserted nothing")
-    return rowid
+def inserted_id(cursor: Cursor) -> int:
+    """The id of the row an ``INSERT ... RETURNING id`` on ``cursor`` just added (the same
+    statement on both connectors; SQLite's ``lastrowid`` has no PostgreSQL twin)."""
+    # fetchall, not fetchone: SQLite commits an autocommit statement only once it has run to its end.
+    rows = cursor.fetchall()
+    if len(rows) != 1:
+        raise RuntimeError(f"an INSERT ... RETURNING id returned {len(rows)} rows")
+    return int(rows[0][0])
 
 
-def schema_version(conn: sqlite3.Connection) -> int:
+def schema_version(conn: Connection) -> int:
+    if not isinstance(conn, sqlite3.Connection):
+        from dispatcher.store.postgres import schema_version as postgres_schema_version
+
+        return postgres_schema_version(conn)
     version: int = conn.execute("PRAGMA user_version").fetchone()[0]
     return version
 
@@ -155,9 +162,18 @@ def _apply(conn: sqlite3.Connection, migration: str | Callable[[sqlite3.Connecti
             conn.execute(statement)
 
 
-def open_store(path: Path | str, *, target_version: int = SCHEMA_VERSION) -> sqlite3.Connection:
-    """Open (creating if needed) and migrate the store; safe for many processes at once."""
-    path = Path(path)
+def open_store(location: Path | str, *, target_version: int = SCHEMA_VERSION) -> Connection:
+    """Open (creating if needed) and migrate the store; safe for many processes at once.
+    A ``postgresql://`` URL opens the PostgreSQL connector (psycopg is loaded only then)."""
+    if is_postgres_url(location):
+        from dispatcher.store.postgres import open_postgres
+
+        return open_postgres(str(location), target_version=target_version)
+    return open_sqlite(Path(location), target_version=target_version)
+
+
+def open_sqlite(path: Path, *, target_version: int = SCHEMA_VERSION) -> sqlite3.Connection:
+    """``open_store`` for a SQLite file."""
     _prepare_file(path)
     conn = sqlite3.connect(
         path,
@@ -187,8 +203,11 @@ def open_store(path: Path | str, *, target_version: int = SCHEMA_VERSION) -> sql
     return conn
 
 
-def wal_size(conn: sqlite3.Connection) -> int:
-    """Bytes in the store's -wal file (next to the file SQLite opened, a link resolved); 0 if none."""
+def wal_size(conn: Connection) -> int:
+    """Bytes in the store's -wal file (next to the file SQLite opened, a link resolved); 0 if none
+    (and on PostgreSQL, which has no such file)."""
+    if not isinstance(conn, sqlite3.Connection):
+        return 0
     main = next(row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main")
     try:
         return os.stat(f"{main}-wal").st_size
@@ -196,7 +215,7 @@ def wal_size(conn: sqlite3.Connection) -> int:
         return 0
 
 
-def shrink_wal(conn: sqlite3.Connection) -> bool:
+def shrink_wal(conn: Connection) -> bool:
     """When the -wal is past ``JOURNAL_SIZE_LIMIT_BYTES``: checkpoint every frame into the store and
     truncate the -wal to 0 bytes (waiting at most ``SHRINK_WAL_BUSY_MS`` for others). True if it did."""
     if wal_size(conn) <= JOURNAL_SIZE_LIMIT_BYTES:
@@ -210,7 +229,7 @@ def shrink_wal(conn: sqlite3.Connection) -> bool:
 
 
 @contextmanager
-def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+def write_transaction(conn: Connection) -> Iterator[Connection]:
     """BEGIN IMMEDIATE: take the write lock up front, so checks and writes see one state.
 
     Any refusal rolls back everything the transaction wrote; a ``StateChangedError`` then

@@ -1,18 +1,18 @@
 """Conversation rows: the conversation, its turn and in-flight message, its state moves
 (each one a ``conversation_transitions`` row), and the ledger of its attempts."""
 
-import sqlite3
 from typing import NamedTuple
 
 from dispatcher.store.connection import inserted_id
+from dispatcher.store.types import Connection, Row
 
 
-def fetch_conversation(conn: sqlite3.Connection, conversation_id: int) -> sqlite3.Row | None:
-    row: sqlite3.Row | None = conn.execute("SELECT * FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
+def fetch_conversation(conn: Connection, conversation_id: int) -> Row | None:
+    row: Row | None = conn.execute("SELECT * FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
     return row
 
 
-def fetch_existing_conversation(conn: sqlite3.Connection, conversation_id: int) -> sqlite3.Row:
+def fetch_existing_conversation(conn: Connection, conversation_id: int) -> Row:
     """``fetch_conversation`` for a conversation the caller has just read or written: it is there."""
     row = fetch_conversation(conn, conversation_id)
     if row is None:
@@ -21,7 +21,7 @@ def fetch_existing_conversation(conn: sqlite3.Connection, conversation_id: int) 
 
 
 def insert_conversation(
-    conn: sqlite3.Connection,
+    conn: Connection,
     *,
     initiator: str,
     recipient: str,
@@ -34,17 +34,18 @@ def insert_conversation(
     """A new active conversation; its opening task (inserted next) is its first turn."""
     cur = conn.execute(
         "INSERT INTO conversations (initiator, recipient, goal, state, max_turns, turn_count,"
-        " created_at, expires_at, updated_at, max_cost_usd) VALUES (?, ?, ?, 'active', ?, 1, ?, ?, ?, ?)",
+        " created_at, expires_at, updated_at, max_cost_usd) VALUES (?, ?, ?, 'active', ?, 1, ?, ?, ?, ?)"
+        " RETURNING id",
         (initiator, recipient, goal, max_turns, created_at, expires_at, created_at, max_cost_usd),
     )
     return inserted_id(cur)
 
 
-def set_in_flight(conn: sqlite3.Connection, conversation_id: int, message_id: int) -> None:
+def set_in_flight(conn: Connection, conversation_id: int, message_id: int) -> None:
     conn.execute("UPDATE conversations SET in_flight_message_id = ? WHERE id = ?", (message_id, conversation_id))
 
 
-def count_turn(conn: sqlite3.Connection, conversation_id: int, message_id: int, now: float) -> None:
+def count_turn(conn: Connection, conversation_id: int, message_id: int, now: float) -> None:
     """``message_id`` took a turn and is now the one in flight."""
     conn.execute(
         "UPDATE conversations SET turn_count = turn_count + 1, in_flight_message_id = ?, updated_at = ? WHERE id = ?",
@@ -53,7 +54,7 @@ def count_turn(conn: sqlite3.Connection, conversation_id: int, message_id: int, 
 
 
 def record_transition(
-    conn: sqlite3.Connection,
+    conn: Connection,
     conversation_id: int,
     *,
     from_state: str | None,
@@ -72,7 +73,7 @@ def record_transition(
 
 
 def move_conversation(
-    conn: sqlite3.Connection,
+    conn: Connection,
     conversation_id: int,
     *,
     from_state: str,
@@ -103,7 +104,7 @@ def move_conversation(
     )
 
 
-def states_moved_by_attempt(conn: sqlite3.Connection, conversation_id: int, attempt: int) -> set[str]:
+def states_moved_by_attempt(conn: Connection, conversation_id: int, attempt: int) -> set[str]:
     """The states a conversation was moved into by ``attempt``'s worker."""
     rows = conn.execute(
         "SELECT DISTINCT to_state FROM conversation_transitions WHERE conversation_id = ? AND by_attempt = ?",
@@ -112,9 +113,9 @@ def states_moved_by_attempt(conn: sqlite3.Connection, conversation_id: int, atte
     return {row[0] for row in rows}
 
 
-def recent_transitions(conn: sqlite3.Connection, conversation_id: int, limit: int) -> list[sqlite3.Row]:
+def recent_transitions(conn: Connection, conversation_id: int, limit: int) -> list[Row]:
     """The last ``limit`` transitions, newest first."""
-    rows: list[sqlite3.Row] = conn.execute(
+    rows: list[Row] = conn.execute(
         "SELECT from_state, to_state, actor, reason, at FROM conversation_transitions"
         " WHERE conversation_id = ? ORDER BY id DESC LIMIT ?",
         (conversation_id, limit),
@@ -129,7 +130,7 @@ class AttemptTotals(NamedTuple):
     output_tokens: int | None
 
 
-def attempt_totals(conn: sqlite3.Connection, conversation_id: int) -> AttemptTotals:
+def attempt_totals(conn: Connection, conversation_id: int) -> AttemptTotals:
     """How many attempts the conversation's messages had, and the sums of their recorded cost
     and tokens (None when no attempt recorded any)."""
     row = conn.execute(

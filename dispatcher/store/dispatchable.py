@@ -7,9 +7,10 @@ mirrors. ``tests/store/test_dispatchable_prefilter.py`` checks on generated stor
 never drops a message the rule would dispatch: change both together.
 """
 
-import sqlite3
 from collections.abc import Iterator
 from typing import Any
+
+from dispatcher.store.types import Connection, Cursor
 
 _FACTS = """
 SELECT m.id, m.sender, m.recipient, m.kind, m.created_at, m.acknowledged_at, m.claim_owner,
@@ -39,18 +40,18 @@ ORDER BY m.id
 _ONE = _FACTS + "WHERE m.id = :id"
 
 
-def _dicts(cursor: sqlite3.Cursor) -> Iterator[dict[str, Any]]:
+def _dicts(cursor: Cursor) -> Iterator[dict[str, Any]]:
     names = [d[0] for d in cursor.description]
     for values in cursor:
         yield dict(zip(names, values, strict=True))
 
 
-def scan_facts(conn: sqlite3.Connection, agent: str, oldest: float) -> Iterator[dict[str, Any]]:
+def scan_facts(conn: Connection, agent: str, oldest: float) -> Iterator[dict[str, Any]]:
     """The facts of each message of ``agent`` that may be dispatchable, oldest first (lazily:
     a caller that stops early reads no further)."""
     return _dicts(conn.execute(_SCAN, {"agent": agent, "oldest": oldest}))
 
 
-def message_facts(conn: sqlite3.Connection, message_id: int) -> dict[str, Any] | None:
+def message_facts(conn: Connection, message_id: int) -> dict[str, Any] | None:
     """The facts of one message, unfiltered; None when there is no such message."""
     return next(_dicts(conn.execute(_ONE, {"id": message_id})), None)

@@ -15,8 +15,28 @@ from contextlib import contextmanager
 from dispatcher.core.errors import StoreUnavailable
 from dispatcher.core.exits import BackendErrors, cause_chain
 
-STORE_ERRORS: tuple[type[Exception], ...] = (sqlite3.Error,)
-TRANSIENT_STORE_ERRORS: tuple[type[Exception], ...] = (sqlite3.OperationalError,)
+
+class PostgresError(Exception):
+    """A PostgreSQL failure as the store's boundary names it: the connector raises these from
+    psycopg's errors, so that nothing outside ``store/postgres.py`` imports psycopg."""
+
+
+class PostgresTransientError(PostgresError):
+    """The server is gone or restarting, or a lock, a deadlock or a cancel stopped the statement."""
+
+
+class PostgresIntegrityError(PostgresError):
+    """A constraint refused the write (a key, a foreign key, a check)."""
+
+
+class PostgresCorruption(PostgresError):
+    """The server says its data or an index is damaged."""
+
+
+STORE_ERRORS: tuple[type[Exception], ...] = (sqlite3.Error, PostgresError)
+TRANSIENT_STORE_ERRORS: tuple[type[Exception], ...] = (sqlite3.OperationalError, PostgresTransientError)
+# A constraint refused the write, on either backend.
+INTEGRITY_ERRORS: tuple[type[Exception], ...] = (sqlite3.IntegrityError, PostgresIntegrityError)
 # What SQLite says about a file that is not a (sound) database: retrying cannot help.
 _CORRUPTION = ("file is not a database", "database disk image is malformed", "file is encrypted")
 
@@ -25,6 +45,8 @@ def store_corruption(exc: BaseException) -> Exception | None:
     """The backend's error saying the file is not a (sound) database, anywhere in the cause chain."""
     for link in cause_chain(exc):
         if isinstance(link, sqlite3.DatabaseError) and any(m in str(link) for m in _CORRUPTION):
+            return link
+        if isinstance(link, PostgresCorruption):
             return link
     return None
 

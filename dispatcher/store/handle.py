@@ -36,10 +36,11 @@ from pathlib import Path
 from dispatcher.core import clock
 from dispatcher.core.errors import BridgeError
 from dispatcher.core.file_events import NAME_CHANGES, FileEvents
-from dispatcher.core.locations import store_path
+from dispatcher.core.locations import StoreLocation, StoreUrl, is_postgres_url, store_path
 from dispatcher.core.logs import get_logger
 from dispatcher.core.processes import lock_holders
-from dispatcher.store.connection import open_store
+from dispatcher.store.connection import open_sqlite
+from dispatcher.store.types import StoreHandle
 
 SIDECARS = ("-wal", "-shm")
 # How long an opener waits for another process's open (or last close) to create (or
@@ -62,9 +63,19 @@ def _locked_by_other_process(st: os.stat_result, *, unknown: bool = True) -> boo
     return any(pid != os.getpid() for pid in holders)
 
 
-class Store:
+def open_handle(location: StoreLocation | str) -> StoreHandle:
+    """The long-lived handle on the store ``AGENT_BRIDGE_DB`` names (nothing is opened yet)."""
+    if is_postgres_url(location):
+        from dispatcher.store.postgres import PostgresStore  # psycopg only for a PostgreSQL store
+
+        return PostgresStore(StoreUrl(location))
+    return SqliteStore(Path(location))
+
+
+class SqliteStore:
     def __init__(self, path: Path | str) -> None:
         self.path = store_path(Path(path))  # the sidecars are next to the real file
+        self.location: StoreLocation = self.path
         self._conn: sqlite3.Connection | None = None
         self._identity: tuple[int, int] | None = None  # of the file we opened, kept after a drop
         self._pins: dict[str, int] = {}
@@ -99,7 +110,7 @@ class Store:
             )
         self._let_go(same_file=identity is not None and identity == self._identity)
         self._refuse_while_split()
-        self._conn = conn = open_store(self.path)
+        self._conn = conn = open_sqlite(self.path)
         opened = self._current_identity()
         if identity is not None and opened != identity:
             # Replaced while being opened: SQLite may hold either file, and the -wal/-shm pinned

@@ -1,7 +1,8 @@
 """The ``listeners`` table: one row per agent, the store-side lease of its listener."""
 
-import sqlite3
 from dataclasses import dataclass
+
+from dispatcher.store.types import Connection
 
 
 @dataclass(frozen=True)
@@ -11,13 +12,13 @@ class ListenerHolder:
     host: str
 
 
-def listener_holder(conn: sqlite3.Connection, agent: str) -> ListenerHolder | None:
+def listener_holder(conn: Connection, agent: str) -> ListenerHolder | None:
     row = conn.execute("SELECT pid, start_time, host FROM listeners WHERE agent = ?", (agent,)).fetchone()
     return None if row is None else ListenerHolder(*tuple(row))
 
 
 def put_listener(
-    conn: sqlite3.Connection,
+    conn: Connection,
     agent: str,
     *,
     pid: int,
@@ -28,12 +29,14 @@ def put_listener(
 ) -> None:
     """Make this the agent's row, replacing any other."""
     conn.execute(
-        "INSERT OR REPLACE INTO listeners (agent, pid, start_time, host, runtime_dir, started_at)"
-        " VALUES (?, ?, ?, ?, ?, ?)",
+        "INSERT INTO listeners (agent, pid, start_time, host, runtime_dir, started_at)"
+        " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (agent) DO UPDATE SET pid = excluded.pid,"
+        " start_time = excluded.start_time, host = excluded.host, runtime_dir = excluded.runtime_dir,"
+        " started_at = excluded.started_at",
         (agent, pid, start_time, host, runtime_dir, started_at),
     )
 
 
-def delete_listener(conn: sqlite3.Connection, agent: str, *, pid: int, host: str) -> None:
+def delete_listener(conn: Connection, agent: str, *, pid: int, host: str) -> None:
     """Remove the agent's row if it names this process."""
     conn.execute("DELETE FROM listeners WHERE agent = ? AND pid = ? AND host = ?", (agent, pid, host))

@@ -1,15 +1,15 @@
 """Message rows: insert and fetch, the dedup lookup, delivery and acknowledgement, the lease
 cap on read, the receive and inbox queries, and the replies a message got."""
 
-import sqlite3
 from typing import NamedTuple
 
 from dispatcher.store.claims import LEASE_CAP_SECONDS, active_claim_sql
 from dispatcher.store.connection import inserted_id
+from dispatcher.store.types import Connection, Row
 
 
 def insert_message(
-    conn: sqlite3.Connection,
+    conn: Connection,
     *,
     sender: str,
     recipient: str,
@@ -29,7 +29,7 @@ def insert_message(
     cur = conn.execute(
         "INSERT INTO messages (sender, recipient, kind, text, reply_to, conversation_id, dedup_key,"
         " created_at, response_deadline, origin, broadcast_id, sent_by_attempt)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         (
             sender,
             recipient,
@@ -48,12 +48,12 @@ def insert_message(
     return inserted_id(cur)
 
 
-def fetch_message(conn: sqlite3.Connection, message_id: int) -> sqlite3.Row | None:
-    row: sqlite3.Row | None = conn.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
+def fetch_message(conn: Connection, message_id: int) -> Row | None:
+    row: Row | None = conn.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
     return row
 
 
-def fetch_existing_message(conn: sqlite3.Connection, message_id: int) -> sqlite3.Row:
+def fetch_existing_message(conn: Connection, message_id: int) -> Row:
     """``fetch_message`` for a message the caller has just read or written: it is there."""
     row = fetch_message(conn, message_id)
     if row is None:
@@ -61,22 +61,22 @@ def fetch_existing_message(conn: sqlite3.Connection, message_id: int) -> sqlite3
     return row
 
 
-def fetch_message_header(conn: sqlite3.Connection, message_id: int) -> sqlite3.Row | None:
+def fetch_message_header(conn: Connection, message_id: int) -> Row | None:
     """Who sent what kind to whom: ``id, kind, sender, recipient`` (no text)."""
-    row: sqlite3.Row | None = conn.execute(
+    row: Row | None = conn.execute(
         "SELECT id, kind, sender, recipient FROM messages WHERE id = ?", (message_id,)
     ).fetchone()
     return row
 
 
-def message_by_dedup_key(conn: sqlite3.Connection, sender: str, dedup_key: str) -> sqlite3.Row | None:
-    row: sqlite3.Row | None = conn.execute(
+def message_by_dedup_key(conn: Connection, sender: str, dedup_key: str) -> Row | None:
+    row: Row | None = conn.execute(
         "SELECT * FROM messages WHERE sender = ? AND dedup_key = ?", (sender, dedup_key)
     ).fetchone()
     return row
 
 
-def cap_far_lease(conn: sqlite3.Connection, row: sqlite3.Row, now: float) -> sqlite3.Row:
+def cap_far_lease(conn: Connection, row: Row, now: float) -> Row:
     """Persist the lease cap on a row just read; the row as it now stands."""
     cap = now + LEASE_CAP_SECONDS
     if row["claim_expires_at"] is None or not row["claim_expires_at"] > cap:
@@ -87,7 +87,7 @@ def cap_far_lease(conn: sqlite3.Connection, row: sqlite3.Row, now: float) -> sql
     return fetch_existing_message(conn, row["id"])
 
 
-def cap_far_leases(conn: sqlite3.Connection, recipient: str, now: float) -> None:
+def cap_far_leases(conn: Connection, recipient: str, now: float) -> None:
     """Persist the lease cap on every unacknowledged message of ``recipient``: a plain read
     unless a lease reaches past now + LEASE_CAP_SECONDS."""
     where = "recipient = :agent AND acknowledged_at IS NULL AND claim_expires_at > :cap"
@@ -105,12 +105,12 @@ _THREAD_OF_OWN = (
 
 
 def receivable_messages(
-    conn: sqlite3.Connection, *, agent: str, worker_id: str, now: float, limit: int, thread_of: int | None = None
-) -> list[sqlite3.Row]:
+    conn: Connection, *, agent: str, worker_id: str, now: float, limit: int, thread_of: int | None = None
+) -> list[Row]:
     """Unacknowledged messages for ``agent``, oldest first, minus those another process holds;
     with ``thread_of``, only those in that message's thread or conversation."""
     thread = f" AND {_THREAD_OF_OWN}" if thread_of is not None else ""
-    rows: list[sqlite3.Row] = conn.execute(
+    rows: list[Row] = conn.execute(
         "SELECT * FROM messages WHERE recipient = :agent AND acknowledged_at IS NULL"  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
         f" AND (NOT {active_claim_sql()} OR claim_owner = :worker){thread}"
         " ORDER BY id LIMIT :limit",
@@ -119,13 +119,13 @@ def receivable_messages(
     return rows
 
 
-def in_thread_of(conn: sqlite3.Connection, own: int, message_id: int) -> bool:
+def in_thread_of(conn: Connection, own: int, message_id: int) -> bool:
     """Whether ``message_id`` is ``own`` itself, a reply to it, the message it answers, or in its conversation."""
     query = f"SELECT 1 FROM messages WHERE id = :id AND {_THREAD_OF_OWN}"  # noqa: S608 - constant SQL
     return conn.execute(query, {"id": message_id, "own": own}).fetchone() is not None
 
 
-def mark_delivered(conn: sqlite3.Connection, message_ids: list[int], now: float) -> None:
+def mark_delivered(conn: Connection, message_ids: list[int], now: float) -> None:
     """First delivery only: a message delivered before keeps its time."""
     conn.executemany(
         "UPDATE messages SET delivered_at = ? WHERE id = ? AND delivered_at IS NULL",
@@ -133,7 +133,7 @@ def mark_delivered(conn: sqlite3.Connection, message_ids: list[int], now: float)
     )
 
 
-def mark_acknowledged(conn: sqlite3.Connection, message_id: int, now: float) -> None:
+def mark_acknowledged(conn: Connection, message_id: int, now: float) -> None:
     """Acknowledged (and so delivered), and any claim on it ends."""
     conn.execute(
         "UPDATE messages SET acknowledged_at = ?, delivered_at = COALESCE(delivered_at, ?),"
@@ -142,11 +142,11 @@ def mark_acknowledged(conn: sqlite3.Connection, message_id: int, now: float) -> 
     )
 
 
-def reply_ids(conn: sqlite3.Connection, message_id: int) -> list[int]:
+def reply_ids(conn: Connection, message_id: int) -> list[int]:
     return [r[0] for r in conn.execute("SELECT id FROM messages WHERE reply_to = ? ORDER BY id", (message_id,))]
 
 
-def result_ids_after(conn: sqlite3.Connection, message_id: int, after: float) -> list[int]:
+def result_ids_after(conn: Connection, message_id: int, after: float) -> list[int]:
     """Results that answered ``message_id`` later than ``after``."""
     return [
         r[0]
@@ -157,9 +157,9 @@ def result_ids_after(conn: sqlite3.Connection, message_id: int, after: float) ->
     ]
 
 
-def dispatch_summary_row(conn: sqlite3.Connection, message_id: int) -> sqlite3.Row | None:
+def dispatch_summary_row(conn: Connection, message_id: int) -> Row | None:
     """The attempt columns ``get_message`` shows about a message's dispatch (no diagnostics)."""
-    row: sqlite3.Row | None = conn.execute(
+    row: Row | None = conn.execute(
         "SELECT state, outcome, error_kind, started_at, finished_at, cli_status, cost_usd, input_tokens,"
         " output_tokens, cache_read_tokens, cache_write_tokens, max_cost_usd, cost_overshoot_usd,"
         " permission_level, denied_tools"
@@ -176,7 +176,7 @@ class UnreadRows(NamedTuple):
     first: list[tuple[int, str, str | None]]  # (id, sender, kind), oldest first
 
 
-def unclaimed_unread(conn: sqlite3.Connection, agent: str, now: float, *, after_id: int, named: int) -> UnreadRows:
+def unclaimed_unread(conn: Connection, agent: str, now: float, *, after_id: int, named: int) -> UnreadRows:
     """Unacknowledged messages for ``agent`` that nobody holds an active claim on (a claimed
     one is being handled), with id greater than ``after_id``: the count, oldest time, newest
     id, and the first ``named`` of them."""
@@ -196,7 +196,7 @@ def unclaimed_unread(conn: sqlite3.Connection, agent: str, now: float, *, after_
     return UnreadRows(unread, oldest, newest, first)
 
 
-def inbox_rows(conn: sqlite3.Connection, recipient: str, *, unread_only: bool, limit: int) -> list[sqlite3.Row]:
+def inbox_rows(conn: Connection, recipient: str, *, unread_only: bool, limit: int) -> list[Row]:
     """The latest ``limit`` messages to ``recipient`` (only unacknowledged ones with
     ``unread_only``), oldest first, text included: what ``agent-bridge inbox`` lists."""
     rows = conn.execute(

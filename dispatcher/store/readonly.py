@@ -4,7 +4,9 @@ never migrate, and leave no file behind."""
 import sqlite3
 from pathlib import Path
 
+from dispatcher.core.locations import StoreLocation, StoreUrl
 from dispatcher.store.connection import refuse_a_directory
+from dispatcher.store.types import Connection
 
 READ_TIMEOUT_SECONDS = 5
 
@@ -14,7 +16,7 @@ def store_is_idle(db: Path) -> bool:
     return not (Path(f"{db}-wal").exists() and Path(f"{db}-shm").exists())
 
 
-def open_read_only(db: Path, *, live: bool = False, named_rows: bool = False) -> sqlite3.Connection | None:
+def open_read_only(db: StoreLocation, *, live: bool = False, named_rows: bool = False) -> Connection | None:
     """A ``query_only`` connection, or None when there is no store yet.
 
     ``live``: for a reader that stays open and must see later commits (a watcher): always
@@ -26,6 +28,10 @@ def open_read_only(db: Path, *, live: bool = False, named_rows: bool = False) ->
     everything in the main file, so it is read as ``immutable`` (no locks, no side files);
     a store in use is read the ordinary read-only way.
     """
+    if isinstance(db, StoreUrl):
+        from dispatcher.store.postgres import open_postgres_read_only  # psycopg only for a PostgreSQL store
+
+        return open_postgres_read_only(db)  # (its rows are always read by name too)
     db = Path(db)
     if not db.exists():
         return None

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 
 from dispatcher.core.lifecycle import TERMINAL_CONVERSATION_STATES
 from dispatcher.store.claims import active_claim_sql
+from dispatcher.store.types import Connection
 
 _TERMINAL_SQL = "(" + ", ".join(f"'{s}'" for s in TERMINAL_CONVERSATION_STATES) + ")"
 
@@ -46,18 +47,18 @@ def _ids_json(ids: Iterable[int]) -> str:
 
 
 # -- the run and its batches -----------------------------------------------------------------
-def start_run(conn: sqlite3.Connection) -> None:
+def start_run(conn: Connection) -> None:
     """An empty ``prune_gone`` for this connection."""
     conn.execute("CREATE TEMP TABLE IF NOT EXISTS prune_gone (id INTEGER PRIMARY KEY)")
     conn.execute("DELETE FROM temp.prune_gone")
 
 
-def end_run(conn: sqlite3.Connection) -> None:
+def end_run(conn: Connection) -> None:
     conn.execute("DROP TABLE IF EXISTS temp.prune_gone")
 
 
 @contextmanager
-def batch(conn: sqlite3.Connection, dry_run: bool) -> Iterator[None]:
+def batch(conn: Connection, dry_run: bool) -> Iterator[None]:
     """One batch's transaction: the write lock up front for a real run, a plain read for a dry one."""
     conn.execute("BEGIN" if dry_run else "BEGIN IMMEDIATE")
     try:
@@ -68,23 +69,25 @@ def batch(conn: sqlite3.Connection, dry_run: bool) -> Iterator[None]:
     conn.execute("COMMIT")
 
 
-def checkpoint(conn: sqlite3.Connection) -> None:
-    """Copy the WAL into the store without taking the write lock (PASSIVE)."""
-    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+def checkpoint(conn: Connection) -> None:
+    """Copy the WAL into the store without taking the write lock (PASSIVE); PostgreSQL's server
+    checkpoints by itself."""
+    if isinstance(conn, sqlite3.Connection):
+        conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
 
-def compact(conn: sqlite3.Connection) -> None:
+def compact(conn: Connection) -> None:
     """Rebuild the file to give freed pages back (VACUUM: holds the write lock throughout)."""
     conn.execute("VACUUM")
 
 
 # -- messages and their attempts -------------------------------------------------------------
-def highest_message_id(conn: sqlite3.Connection) -> int | None:
+def highest_message_id(conn: Connection) -> int | None:
     top: int | None = conn.execute("SELECT MAX(id) FROM messages").fetchone()[0]
     return top
 
 
-def next_window(conn: sqlite3.Connection, cursor: int, size: int) -> tuple[int, int] | None:
+def next_window(conn: Connection, cursor: int, size: int) -> tuple[int, int] | None:
     """The next ``size`` existing ids at or below ``cursor``, as (lo, hi)."""
     rows = conn.execute("SELECT id FROM messages WHERE id <= ? ORDER BY id DESC LIMIT ?", (cursor, size)).fetchall()
     if not rows:
@@ -92,7 +95,7 @@ def next_window(conn: sqlite3.Connection, cursor: int, size: int) -> tuple[int, 
     return rows[-1][0], rows[0][0]
 
 
-def messages_may_go(conn: sqlite3.Connection, lo: int, hi: int, *, cutoff: float, now: float) -> set[int]:
+def messages_may_go(conn: Connection, lo: int, hi: int, *, cutoff: float, now: float) -> set[int]:
     """The ids in [lo, hi] whose own rule lets them go (``MESSAGE_MAY_GO``)."""
     rows = conn.execute(
         f"SELECT m.id FROM messages AS m WHERE m.id BETWEEN :lo AND :hi AND {MESSAGE_MAY_GO}",  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
@@ -105,14 +108,14 @@ _IN_FLIGHT_OPEN = f"""SELECT in_flight_message_id FROM conversations
     WHERE in_flight_message_id BETWEEN ? AND ? AND state NOT IN {_TERMINAL_SQL}"""  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
 
 
-def in_flight_between(conn: sqlite3.Connection, lo: int, hi: int) -> list[int]:
+def in_flight_between(conn: Connection, lo: int, hi: int) -> list[int]:
     """The in-flight message ids in [lo, hi] of conversations that are not terminal (a terminal one
     has none: the move clears it; a store written before that may still name one, which binds nothing)."""
     rows = conn.execute(_IN_FLIGHT_OPEN, (lo, hi)).fetchall()
     return [r[0] for r in rows]
 
 
-def replies_between(conn: sqlite3.Connection, lo: int, hi: int) -> list[tuple[int, int]]:
+def replies_between(conn: Connection, lo: int, hi: int) -> list[tuple[int, int]]:
     """(reply id, the id it answers in [lo, hi]) of each reply not already gone."""
     rows = conn.execute(
         "SELECT r.id, r.reply_to FROM messages AS r WHERE r.reply_to BETWEEN ? AND ?"
@@ -122,7 +125,7 @@ def replies_between(conn: sqlite3.Connection, lo: int, hi: int) -> list[tuple[in
     return [(r[0], r[1]) for r in rows]
 
 
-def with_attempts(conn: sqlite3.Connection, ids: Iterable[int]) -> list[int]:
+def with_attempts(conn: Connection, ids: Iterable[int]) -> list[int]:
     """Those of ``ids`` that have an attempt row."""
     rows = conn.execute(
         "SELECT message_id FROM dispatch_attempts WHERE message_id IN (SELECT value FROM json_each(?))",
@@ -131,12 +134,12 @@ def with_attempts(conn: sqlite3.Connection, ids: Iterable[int]) -> list[int]:
     return [r[0] for r in rows]
 
 
-def mark_gone(conn: sqlite3.Connection, ids: Iterable[int]) -> None:
+def mark_gone(conn: Connection, ids: Iterable[int]) -> None:
     """A dry run: later decisions see these messages as gone."""
     conn.executemany("INSERT INTO temp.prune_gone (id) VALUES (?)", ((i,) for i in ids))
 
 
-def delete_messages(conn: sqlite3.Connection, ids: Iterable[int]) -> None:
+def delete_messages(conn: Connection, ids: Iterable[int]) -> None:
     """These messages and their attempt rows (the attempts first: they refer to the messages)."""
     ids_json = _ids_json(ids)
     conn.execute("DELETE FROM dispatch_attempts WHERE message_id IN (SELECT value FROM json_each(?))", (ids_json,))
@@ -154,16 +157,16 @@ _BROADCASTS_AFTER = (
 )
 
 
-def _ids_after(conn: sqlite3.Connection, select: str, after: int, limit: int, cutoff: float) -> list[int]:
+def _ids_after(conn: Connection, select: str, after: int, limit: int, cutoff: float) -> list[int]:
     return [r[0] for r in conn.execute(select, {"cutoff": cutoff, "last": after, "batch": limit})]
 
 
-def conversations_may_go(conn: sqlite3.Connection, after: int, limit: int, *, cutoff: float) -> list[int]:
+def conversations_may_go(conn: Connection, after: int, limit: int, *, cutoff: float) -> list[int]:
     """Up to ``limit`` ids above ``after``, ascending, of conversations that may go now."""
     return _ids_after(conn, _CONVERSATIONS_AFTER, after, limit, cutoff)
 
 
-def count_transitions(conn: sqlite3.Connection, conversation_ids: Iterable[int]) -> int:
+def count_transitions(conn: Connection, conversation_ids: Iterable[int]) -> int:
     count: int = conn.execute(
         "SELECT COUNT(*) FROM conversation_transitions WHERE conversation_id IN (SELECT value FROM json_each(?))",
         (_ids_json(conversation_ids),),
@@ -171,7 +174,7 @@ def count_transitions(conn: sqlite3.Connection, conversation_ids: Iterable[int])
     return count
 
 
-def delete_conversations(conn: sqlite3.Connection, conversation_ids: Iterable[int]) -> None:
+def delete_conversations(conn: Connection, conversation_ids: Iterable[int]) -> None:
     """These conversations and their transitions."""
     ids_json = _ids_json(conversation_ids)
     conn.execute(
@@ -180,10 +183,10 @@ def delete_conversations(conn: sqlite3.Connection, conversation_ids: Iterable[in
     conn.execute("DELETE FROM conversations WHERE id IN (SELECT value FROM json_each(?))", (ids_json,))
 
 
-def broadcasts_may_go(conn: sqlite3.Connection, after: int, limit: int, *, cutoff: float) -> list[int]:
+def broadcasts_may_go(conn: Connection, after: int, limit: int, *, cutoff: float) -> list[int]:
     """Up to ``limit`` ids above ``after``, ascending, of broadcast rows with no copy left."""
     return _ids_after(conn, _BROADCASTS_AFTER, after, limit, cutoff)
 
 
-def delete_broadcasts(conn: sqlite3.Connection, broadcast_ids: Iterable[int]) -> None:
+def delete_broadcasts(conn: Connection, broadcast_ids: Iterable[int]) -> None:
     conn.execute("DELETE FROM broadcasts WHERE id IN (SELECT value FROM json_each(?))", (_ids_json(broadcast_ids),))

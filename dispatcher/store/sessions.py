@@ -1,10 +1,10 @@
 """The ``sessions`` table: one row per MCP server process (presence.py decides what a row means)."""
 
 import json
-import sqlite3
 from dataclasses import dataclass
 
 from dispatcher.store.connection import inserted_id
+from dispatcher.store.types import Connection
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ _SELECT = (
 )
 
 
-def session_records(conn: sqlite3.Connection, agent: str | None = None) -> list[SessionRecord]:
+def session_records(conn: Connection, agent: str | None = None) -> list[SessionRecord]:
     """Every session row (of ``agent``), oldest first."""
     if agent is None:
         rows = conn.execute(_SELECT + " ORDER BY id")
@@ -41,7 +41,7 @@ def session_records(conn: sqlite3.Connection, agent: str | None = None) -> list[
 
 
 def insert_session(
-    conn: sqlite3.Connection,
+    conn: Connection,
     *,
     agent: str,
     role: str,
@@ -52,13 +52,14 @@ def insert_session(
     started_at: float,
 ) -> int:
     cur = conn.execute(
-        "INSERT INTO sessions (agent, role, host, pid, start_time, client_pid, started_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO sessions (agent, role, host, pid, start_time, client_pid, started_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+        " RETURNING id",
         (agent, role, host, pid, start_time, client_pid, started_at),
     )
     return inserted_id(cur)
 
 
-def delete_session(conn: sqlite3.Connection, session_id: int) -> bool:
+def delete_session(conn: Connection, session_id: int) -> bool:
     """True when the row was there (its watches go with it)."""
     conn.execute("DELETE FROM session_watches WHERE session_id = ?", (session_id,))
     return conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount == 1
@@ -74,7 +75,7 @@ class WatchRecord:
     start_time: str | None
 
 
-def watch_records(conn: sqlite3.Connection, agent: str | None = None) -> list[WatchRecord]:
+def watch_records(conn: Connection, agent: str | None = None) -> list[WatchRecord]:
     """Every watch row (of ``agent``'s sessions), oldest first."""
     select = "SELECT w.id, w.session_id, w.pid, w.start_time FROM session_watches AS w"
     if agent is None:
@@ -86,36 +87,37 @@ def watch_records(conn: sqlite3.Connection, agent: str | None = None) -> list[Wa
     return [WatchRecord(*tuple(row)) for row in rows]
 
 
-def insert_watch(conn: sqlite3.Connection, session_id: int, *, pid: int, start_time: str | None) -> int:
+def insert_watch(conn: Connection, session_id: int, *, pid: int, start_time: str | None) -> int:
     cur = conn.execute(
-        "INSERT INTO session_watches (session_id, pid, start_time) VALUES (?, ?, ?)", (session_id, pid, start_time)
+        "INSERT INTO session_watches (session_id, pid, start_time) VALUES (?, ?, ?) RETURNING id",
+        (session_id, pid, start_time),
     )
     return inserted_id(cur)
 
 
-def delete_watch(conn: sqlite3.Connection, watch_id: int) -> None:
+def delete_watch(conn: Connection, watch_id: int) -> None:
     conn.execute("DELETE FROM session_watches WHERE id = ?", (watch_id,))
 
 
-def set_client(conn: sqlite3.Connection, session_id: int, name: str | None, version: str | None) -> None:
+def set_client(conn: Connection, session_id: int, name: str | None, version: str | None) -> None:
     conn.execute("UPDATE sessions SET client_name = ?, client_version = ? WHERE id = ?", (name, version, session_id))
 
 
-def set_last_call(conn: sqlite3.Connection, session_id: int, at: float) -> None:
+def set_last_call(conn: Connection, session_id: int, at: float) -> None:
     conn.execute("UPDATE sessions SET last_call_at = ? WHERE id = ?", (at, session_id))
 
 
-def stored_wake_paths(conn: sqlite3.Connection, session_id: int) -> str | None:
+def stored_wake_paths(conn: Connection, session_id: int) -> str | None:
     """The row's raw ``wake_paths`` JSON; None when the session is gone."""
     row = conn.execute("SELECT wake_paths FROM sessions WHERE id = ?", (session_id,)).fetchone()
     return None if row is None else str(row[0])
 
 
-def set_wake_paths(conn: sqlite3.Connection, session_id: int, paths: list[str]) -> None:
+def set_wake_paths(conn: Connection, session_id: int, paths: list[str]) -> None:
     conn.execute("UPDATE sessions SET wake_paths = ? WHERE id = ?", (json.dumps(paths), session_id))
 
 
-def newest_session_of_client(conn: sqlite3.Connection, agent: str, client_pid: int, host: str) -> int | None:
+def newest_session_of_client(conn: Connection, agent: str, client_pid: int, host: str) -> int | None:
     """The newest session of ``agent`` started by the CLI process ``client_pid`` on ``host``."""
     row = conn.execute(
         "SELECT id FROM sessions WHERE agent = ? AND client_pid = ? AND host = ? ORDER BY id DESC",
@@ -124,7 +126,7 @@ def newest_session_of_client(conn: sqlite3.Connection, agent: str, client_pid: i
     return None if row is None else int(row[0])
 
 
-def may_have_wakeable_session(conn: sqlite3.Connection, agent: str) -> bool:
+def may_have_wakeable_session(conn: Connection, agent: str) -> bool:
     """Necessary for a wakeable session: an interactive row of ``agent`` with any wake path or any
     watch (cheap; liveness and which paths wake are presence's to judge)."""
     row = conn.execute(

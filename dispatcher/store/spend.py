@@ -1,8 +1,9 @@
 """What agents spent, read from the attempts' ledger columns: today's totals for the daily
 budgets (``dispatch.queue``) and the rows ``agent-bridge costs`` groups."""
 
-import sqlite3
 from typing import Any
+
+from dispatcher.store.types import Connection
 
 _TOKENS = (
     "coalesce(a.input_tokens, 0) + coalesce(a.output_tokens, 0)"
@@ -22,7 +23,7 @@ ORDER BY a.started_at, a.message_id
 """  # noqa: S608 - constant SQL fragments; every value is a bound parameter
 
 
-def spend_since(conn: sqlite3.Connection, agent: str, since: float) -> tuple[float | None, int | None]:
+def spend_since(conn: Connection, agent: str, since: float) -> tuple[float | None, int | None]:
     """(cost, tokens) of ``agent``'s attempts started at or after ``since`` (None: none recorded)."""
     row = conn.execute(
         f"SELECT sum(a.cost_usd), sum(CASE WHEN {_KNOWN} THEN {_TOKENS} END)"  # noqa: S608 - constant SQL fragments
@@ -32,7 +33,7 @@ def spend_since(conn: sqlite3.Connection, agent: str, since: float) -> tuple[flo
     return row[0], row[1]
 
 
-def attempt_costs(conn: sqlite3.Connection, since: float, agent: str | None = None) -> list[dict[str, Any]]:
+def attempt_costs(conn: Connection, since: float, agent: str | None = None) -> list[dict[str, Any]]:
     """One dict per attempt started at or after ``since`` (of ``agent``): who, when, for whom,
     its outcome, cost (and where it came from) and tokens, oldest first."""
     cursor = conn.execute(_COSTS, {"since": since, "agent": agent})

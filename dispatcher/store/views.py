@@ -5,13 +5,18 @@ message on purpose (``show``). Nothing here writes."""
 import sqlite3
 from typing import Any, NamedTuple
 
+from dispatcher.store.types import Connection
 
-def limit_busy_wait(conn: sqlite3.Connection, milliseconds: int) -> None:
+
+def limit_busy_wait(conn: Connection, milliseconds: int) -> None:
     """Wait at most this long for a writer's lock (a status line never waits long)."""
-    conn.execute(f"PRAGMA busy_timeout = {int(milliseconds)}")
+    if isinstance(conn, sqlite3.Connection):
+        conn.execute(f"PRAGMA busy_timeout = {int(milliseconds)}")
+    else:
+        conn.execute(f"SET lock_timeout = {int(milliseconds)}")
 
 
-def integrity_problems(conn: sqlite3.Connection, limit: int) -> list[str]:
+def integrity_problems(conn: Connection, limit: int) -> list[str]:
     """SQLite's quick check: ``["ok"]`` for a sound file, else up to ``limit`` problems."""
     return [str(row[0]) for row in conn.execute("PRAGMA quick_check").fetchmany(limit)]
 
@@ -27,7 +32,7 @@ class LedgerPart(NamedTuple):
 
 _TOTALS = """
 SELECT count(*), sum(cost_usd), sum(input_tokens), sum(output_tokens), sum(cost_overshoot_usd),
-       sum(finished_at >= :day), sum(CASE WHEN finished_at >= :day THEN cost_usd END),
+       sum(CASE WHEN finished_at >= :day THEN 1 ELSE 0 END), sum(CASE WHEN finished_at >= :day THEN cost_usd END),
        sum(CASE WHEN finished_at >= :day THEN input_tokens END),
        sum(CASE WHEN finished_at >= :day THEN output_tokens END),
        sum(CASE WHEN finished_at >= :day THEN cost_overshoot_usd END)
@@ -35,14 +40,14 @@ FROM dispatch_attempts WHERE agent = :agent AND state = 'finished'
 """
 
 
-def ledger_totals(conn: sqlite3.Connection, agent: str, since: float) -> tuple[LedgerPart, LedgerPart]:
+def ledger_totals(conn: Connection, agent: str, since: float) -> tuple[LedgerPart, LedgerPart]:
     """The agent's finished attempts: (all time, finished since ``since``)."""
     row = tuple(conn.execute(_TOTALS, {"agent": agent, "day": since}).fetchone())
     return LedgerPart(row[0] or 0, *row[1:5]), LedgerPart(row[5] or 0, *row[6:10])
 
 
 # -- attempts, conversations, inboxes (top, doctor) ------------------------------------------
-def unsettled_attempt_times(conn: sqlite3.Connection) -> list[tuple[int, str, str, float, float | None]]:
+def unsettled_attempt_times(conn: Connection) -> list[tuple[int, str, str, float, float | None]]:
     """(message id, agent, state, started_at, deadline) of each unfinished attempt, oldest first."""
     return [
         tuple(row)
@@ -54,7 +59,7 @@ def unsettled_attempt_times(conn: sqlite3.Connection) -> list[tuple[int, str, st
 
 
 def recent_outcomes(
-    conn: sqlite3.Connection, limit: int
+    conn: Connection, limit: int
 ) -> list[tuple[int, str, str | None, str | None, float | None, float | None, str | None]]:
     """(message id, agent, outcome, error_kind, duration, cost, cli_status) of the last finished attempts."""
     return [
@@ -67,7 +72,7 @@ def recent_outcomes(
     ]
 
 
-def latest_diagnostics(conn: sqlite3.Connection) -> tuple[int, str, str | None] | None:
+def latest_diagnostics(conn: Connection) -> tuple[int, str, str | None] | None:
     """(message id, agent, diagnostics JSON) of the attempt started last; None without one."""
     row = conn.execute(
         "SELECT message_id, agent, diagnostics FROM dispatch_attempts ORDER BY started_at DESC, message_id DESC LIMIT 1"
@@ -76,7 +81,7 @@ def latest_diagnostics(conn: sqlite3.Connection) -> tuple[int, str, str | None] 
 
 
 def active_conversation_costs(
-    conn: sqlite3.Connection,
+    conn: Connection,
 ) -> list[tuple[int, str, str, int, int, float | None, float | None]]:
     """(id, initiator, recipient, turns, max turns, cost cap, recorded cost) of each active conversation."""
     return [
@@ -90,11 +95,11 @@ def active_conversation_costs(
     ]
 
 
-def conversations_in_state(conn: sqlite3.Connection, state: str) -> list[int]:
+def conversations_in_state(conn: Connection, state: str) -> list[int]:
     return [int(r[0]) for r in conn.execute("SELECT id FROM conversations WHERE state = ? ORDER BY id", (state,))]
 
 
-def unread_by_recipient(conn: sqlite3.Connection) -> dict[str, tuple[int, float]]:
+def unread_by_recipient(conn: Connection) -> dict[str, tuple[int, float]]:
     """Each recipient with unacknowledged messages: (how many, the oldest's created_at)."""
     return {
         recipient: (count, oldest)
@@ -105,7 +110,7 @@ def unread_by_recipient(conn: sqlite3.Connection) -> dict[str, tuple[int, float]
 
 
 # -- one message (show) ----------------------------------------------------------------------
-def replies_to(conn: sqlite3.Connection, message_id: int) -> list[dict[str, Any]]:
+def replies_to(conn: Connection, message_id: int) -> list[dict[str, Any]]:
     """Every reply to ``message_id``, text included (``show`` prints them), by id."""
     cur = conn.execute(
         "SELECT id, sender, kind, origin, created_at, text FROM messages WHERE reply_to = ? ORDER BY id", (message_id,)

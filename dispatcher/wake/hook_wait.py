@@ -50,8 +50,8 @@ from typing import TYPE_CHECKING
 
 from dispatcher.bridge.hook_rules import Verdict, decide_wait, release_wait
 from dispatcher.core import clock, processes
-from dispatcher.core.file_events import FileEvents
-from dispatcher.store.changes import change_files, data_version
+from dispatcher.core.locations import StoreLocation
+from dispatcher.store.changes import StoreChanges, data_version, store_file_id
 from dispatcher.wake import hooks
 
 if TYPE_CHECKING:
@@ -198,14 +198,14 @@ class _Waiter:
     """What one waiting hook watches: its session, its store, Claude, and the events it sleeps on."""
 
     conn: "Connection"
-    db: Path
-    inode: int
+    db: StoreLocation
+    inode: tuple[int, int] | None
     runtime: Path
     agent: str
     key: str
     deadline: float
     claude: tuple[int, str]
-    events: FileEvents
+    events: StoreChanges
     mark: Callable[[], bool] | None = None  # a SessionStart waiter marking its session, until it is
     next_mark: float = 0.0  # (monotonic) the next try at it
 
@@ -229,10 +229,10 @@ def _watch(
         return 0, "wait_no_store"
     events = None
     try:
-        inode = os.stat(locations.db).st_ino
+        inode = store_file_id(locations.db)
         hooks.state_dir(runtime, agent)  # (watched below: it must exist)
         # Watching starts before the version is read: no commit falls between the two.
-        events = FileEvents([*change_files(locations.db), hooks.state_path(runtime, agent, key)])
+        events = StoreChanges(locations.db, agent, [hooks.state_path(runtime, agent, key)])
 
         def look(start: bool):
             summary = inbox_summary(conn, agent, clock.now())
@@ -306,10 +306,7 @@ def _until_woken(waiter: _Waiter, also: tuple[int, ...], look, verdict, mtime, v
             waiter.next_mark = clock.monotonic() + PARENT_CHECK_SECONDS
             if waiter.mark():
                 waiter.mark = None
-        try:
-            if os.stat(waiter.db).st_ino != waiter.inode:
-                return 0, "wait_store_replaced"
-        except FileNotFoundError:
+        if store_file_id(waiter.db) != waiter.inode:
             return 0, "wait_store_replaced"
         new_version = data_version(waiter.conn)
         new_mtime = hooks.state_mtime(waiter.runtime, waiter.agent, waiter.key)

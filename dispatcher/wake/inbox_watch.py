@@ -26,9 +26,9 @@ from dispatcher.bridge.inbox import InboxSummary, inbox_summary, wake_line
 from dispatcher.bridge.presence import watch_from_descendant
 from dispatcher.core import clock
 from dispatcher.core.errors import BridgeError
-from dispatcher.core.file_events import FileEvents
+from dispatcher.core.locations import StoreLocation
 from dispatcher.store import TRANSIENT_STORE_ERRORS, Connection
-from dispatcher.store.changes import change_files, data_version
+from dispatcher.store.changes import StoreChanges, data_version, store_file_id
 from dispatcher.store.readonly import open_read_only
 
 RECHECK_SECONDS = 5.0  # between file events, a look anyway
@@ -47,8 +47,8 @@ class InboxReader:
     is replaced or disappears. It never creates the store.
     """
 
-    def __init__(self, db: Path, agent: str) -> None:
-        self.db = Path(db)
+    def __init__(self, db: StoreLocation, agent: str) -> None:
+        self.db = db
         self.agent = agent
         self._conn: Connection | None = None
         self._inode: tuple[int, int] | None = None
@@ -58,11 +58,7 @@ class InboxReader:
         self._last_file: tuple[int, int] | None = None
 
     def _file_id(self) -> tuple[int, int] | None:
-        try:
-            st = os.stat(self.db)
-        except FileNotFoundError:
-            return None
-        return st.st_dev, st.st_ino
+        return store_file_id(self.db)
 
     def close(self) -> None:
         if self._conn is not None:
@@ -125,7 +121,7 @@ def expiry_line(agent: str, max_seconds: float, command: str) -> str:
 
 
 class _Stop:
-    def __init__(self, events: FileEvents) -> None:
+    def __init__(self, events: StoreChanges) -> None:
         self.requested = False
         self.events = events
 
@@ -135,11 +131,11 @@ class _Stop:
 
 
 def watch(
-    db: Path,
+    db: StoreLocation,
     agent: str,
     out: TextIO,
     *,
-    events: FileEvents,
+    events: StoreChanges,
     max_seconds: float | None = None,
     should_stop: Callable[[], bool] = lambda: False,
     rearm: str = "",
@@ -206,7 +202,7 @@ def run_watch(agent: str, max_seconds: float | None) -> int:
 
     locations = Locations.from_env()
     _require_declared(locations.config_path(), agent)
-    events = FileEvents(change_files(locations.db))
+    events = StoreChanges(locations.db, agent)
     stop = _Stop(events)
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)

@@ -3,6 +3,8 @@
 import pytest
 from harness import race, sql, start_agents
 
+pytestmark = pytest.mark.both_backends
+
 RACERS = 8
 ROUNDS = 50
 MAX_ROUNDS = 400  # a bound, not a target: on an idle machine the first ROUNDS suffice

@@ -5,6 +5,8 @@ from harness import db_snapshot, sql
 
 from dispatcher.bridge.conversations import opens_conversation
 
+pytestmark = pytest.mark.both_backends
+
 
 def start(claude, **kw):
     kw.setdefault("goal", "make the parser faster")

@@ -9,6 +9,8 @@ from harness import McpAgent, bridge_env, db_snapshot, inotify_descriptors, serv
 
 from dispatcher.core.file_events import MODE_VARIABLE
 
+pytestmark = pytest.mark.both_backends
+
 
 def drain(agent):
     """Acknowledge everything waiting for ``agent`` so a test starts from an empty inbox."""

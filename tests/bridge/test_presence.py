@@ -259,9 +259,9 @@ def test_a_recycled_pid_is_dead_and_pruned(conn):
 
 def test_server_presence_survives_a_store_that_refuses_its_writes(tmp_path):
     """Presence is a view: a store that cannot take the row must not stop the server or fail a call."""
-    from dispatcher.store import Store
+    from dispatcher.store import SqliteStore
 
-    store = Store(tmp_path / "bridge.db")
+    store = SqliteStore(tmp_path / "bridge.db")
     try:
         sp = presence.ServerPresence(store, "claude", "interactive")
         assert sp.session_id is not None

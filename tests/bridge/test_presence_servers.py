@@ -15,6 +15,8 @@ from harness import McpAgent, sql
 from dispatcher.bridge import presence
 from dispatcher.core import processes
 
+pytestmark = pytest.mark.both_backends
+
 
 def _rows(db, agent=None) -> list[dict]:
     where = "" if agent is None else f" WHERE agent = '{agent}'"

@@ -10,6 +10,8 @@ from dispatcher.store import write_transaction
 from dispatcher.store.conversations import fetch_conversation, recent_transitions
 from dispatcher.store.messages import fetch_message_header, insert_message
 
+pytestmark = pytest.mark.both_backends
+
 AGENTS = frozenset({"claude", "kimi"})
 OTHER = {"claude": "kimi", "kimi": "claude"}
 

@@ -11,6 +11,8 @@ from dispatcher.core.errors import BridgeError
 from dispatcher.dispatch.attempts import finish_attempt, get_attempt, mark_spawned
 from dispatcher.store import write_transaction
 
+pytestmark = pytest.mark.both_backends
+
 AGENTS = {"claude", "kimi"}
 _ = None  # not allowed from this state
 
@@ -145,7 +147,7 @@ def test_attempt_transition(conn, state, event, target):
     )
     before = dict(get_attempt(conn, 1))
     if event == "spawn":
-        moved = mark_spawned(conn, 1, 4242, 123.0)
+        moved = mark_spawned(conn, 1, 4242, "boot-1:123")
     else:
         with write_transaction(conn):
             moved = finish_attempt(conn, 1, outcome="failed", now=5.0, error_kind="no_evidence")
@@ -156,6 +158,6 @@ def test_attempt_transition(conn, state, event, target):
     else:
         assert after["state"] == target
         if event == "spawn":
-            assert (after["worker_pid"], after["worker_start_time"]) == (4242, 123.0)
+            assert (after["worker_pid"], after["worker_start_time"]) == (4242, "boot-1:123")
         else:
             assert (after["outcome"], after["error_kind"], after["finished_at"]) == ("failed", "no_evidence", 5.0)

@@ -12,6 +12,8 @@ from dispatcher.core.errors import BridgeError
 from dispatcher.dispatch.outcome import settle
 from dispatcher.store.messages import in_thread_of
 
+pytestmark = pytest.mark.both_backends
+
 AGENTS = {"claude", "kimi", "codex"}
 CONFIG = BridgeConfig(
     agents={a: AgentConfig(launcher="launchers/command_headless.sh", auto=True) for a in sorted(AGENTS)}

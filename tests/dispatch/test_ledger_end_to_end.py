@@ -8,7 +8,10 @@ import sqlite3
 import time
 from pathlib import Path
 
+import pytest
 from dispatch_harness import FAKE_WORKER, attempt, start_listener, status, wait_finished, wait_until
+
+pytestmark = pytest.mark.both_backends
 
 CLAUDE_RESULT = {
     "type": "result",
@@ -208,6 +211,7 @@ def _plant(
     return directory
 
 
+@pytest.mark.sqlite_only("it plants old rows with ids of its own, which a PostgreSQL identity would hand out again")
 def test_the_listener_prunes_finished_attempt_directories_past_the_retention(env, config_path, launchers, db_path):
     runtime = Path(env["AGENT_BRIDGE_RUNTIME_DIR"])
     _config(config_path, launchers / "unused.sh", retention=7)

@@ -24,6 +24,8 @@ from dispatch_harness import (
 )
 from harness import PROJECT, sql
 
+pytestmark = pytest.mark.both_backends
+
 
 @pytest.fixture(scope="module")
 def listener(env, config_path, launchers):

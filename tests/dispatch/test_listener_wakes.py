@@ -13,6 +13,9 @@ from dispatch_harness import DEADLINE, STARTED, post_task, status, wait_finished
 from harness import PROJECT, bridge_env, inotify_descriptors, write_config
 
 from dispatcher.core.file_events import MODE_VARIABLE
+from dispatcher.core.locations import store_location
+
+pytestmark = pytest.mark.both_backends
 
 # ``listener run`` as the command runs it, telling on its way out which heavy modules it loaded.
 LISTENER = (
@@ -51,8 +54,8 @@ def test_an_idle_listener_wakes_on_a_send_a_config_change_and_a_stop_without_the
     # Two instances: what the idle wait sleeps on, and the store handle's check of its file names.
     assert inotify_descriptors(proc.pid) == (2 if mode == "inotify" else 0)
 
-    task = post_task(Path(env["AGENT_BRIDGE_DB"]), "wake up")
-    assert wait_finished(Path(env["AGENT_BRIDGE_DB"]), task)["state"] == "finished"
+    task = post_task(store_location(env["AGENT_BRIDGE_DB"]), "wake up")
+    assert wait_finished(store_location(env["AGENT_BRIDGE_DB"]), task)["state"] == "finished"
 
     write_config_atomic(config, launcher, auto=False)
     wait_until(lambda: status(env)["progress"]["auto"] is False, what="the config change seen")

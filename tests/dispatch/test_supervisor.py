@@ -5,7 +5,6 @@ store-side listener lease. Real listener processes, real fake workers, real sign
 import json
 import os
 import signal
-import sqlite3
 import time
 from datetime import datetime
 from pathlib import Path
@@ -28,10 +27,13 @@ from dispatch_harness import (
     wait_until,
     write_config_atomic,
 )
+from harness import sql
 
 from dispatcher.dispatch.cgroups import PREFIX, delegated_directory
 from dispatcher.dispatch.faults import NO_CGROUP_ENV
 from dispatcher.dispatch.progress import render_last
+
+pytestmark = pytest.mark.both_backends
 
 
 def use(config_path: Path, launchers: Path, mode: str, timeout: int = 60, **env: str) -> None:
@@ -254,6 +256,7 @@ def test_supervisor_renews_the_workers_claim(env, db_path, config_path, launcher
         stop_listener(listener)
 
 
+@pytest.mark.sqlite_only("a SQLite trigger refuses the barrier's insert")
 def test_a_refused_attempt_insert_backs_off_and_recovers(env, db_path, config_path, launchers):
     # A supervisor that cannot record its attempt is re-forked with backoff, not ~94 times a second.
     use(config_path, launchers, "succeed")
@@ -288,13 +291,8 @@ def test_a_refused_attempt_insert_backs_off_and_recovers(env, db_path, config_pa
         stop_listener(listener)
 
 
-def query_commit(db: Path, statement: str) -> None:
-    conn = sqlite3.connect(db, timeout=30)
-    try:
-        with conn:
-            conn.execute(statement)
-    finally:
-        conn.close()
+def query_commit(db: Path | str, statement: str) -> None:
+    sql(db, statement)
 
 
 def test_failing_progress_writes_do_not_stop_the_listener(env, db_path, config_path, launchers):

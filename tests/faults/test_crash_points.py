@@ -26,6 +26,8 @@ from dispatch_harness import (
 
 from dispatcher.dispatch.faults import POINTS
 
+pytestmark = pytest.mark.both_backends
+
 # point -> (outcome, error_kind, launches): before the gate opens the launcher never runs.
 EXPECTED = {
     "after_barrier": ("crashed", "supervisor_gone", 0),

@@ -17,6 +17,8 @@ from dispatch_harness import (
 )
 from harness import sql
 
+pytestmark = pytest.mark.both_backends
+
 
 @pytest.fixture(scope="module")
 def launches(bridge_root) -> Path:

@@ -395,10 +395,10 @@ conn.close()  # a clean close; SQLite still leaves the -wal/-shm of a moved file
 
 def test_store_handle_reopens_a_replaced_file_only_once_the_old_one_is_let_go(tmp_path):
     """The handle alone: what SQLite does with -wal/-shm files that outlive a replaced file."""
-    from dispatcher.store import Store, open_store
+    from dispatcher.store import SqliteStore, open_store
 
     db = tmp_path / "bridge.db"
-    store = Store(db)
+    store = SqliteStore(db)
     store.connection()
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLD_OLD_FILE, str(db)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True

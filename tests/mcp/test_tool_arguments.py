@@ -5,10 +5,12 @@ import math
 import time
 
 import pytest
-from harness import McpAgent, bridge_env, db_snapshot, sql, write_config
+from harness import McpAgent, bridge_env, db_snapshot, on_backend, sql, write_config
 from raw_jsonrpc import RawServer
 
 from dispatcher.store.claims import LEASE_CAP_SECONDS
+
+pytestmark = pytest.mark.both_backends
 
 AGENTS = {
     "claude": {"auto": True, "launcher": "launchers/claude_headless.sh"},
@@ -18,8 +20,8 @@ AGENTS = {
 
 
 @pytest.fixture(scope="module")
-def env(bridge_root) -> dict[str, str]:
-    return bridge_env(bridge_root, write_config(bridge_root / "config.json", AGENTS))
+def env(bridge_root, backend, request) -> dict[str, str]:
+    return on_backend(bridge_env(bridge_root, write_config(bridge_root / "config.json", AGENTS)), backend, request)
 
 
 @pytest.fixture(scope="module")
@@ -260,6 +262,7 @@ ODD_TIMES = [1e300, -1e300, math.inf, -math.inf, math.nan]
 
 @pytest.mark.parametrize("value", ODD_TIMES, ids=repr)
 @pytest.mark.parametrize("column", ["created_at", "delivered_at", "claim_expires_at", "response_deadline"])
+@pytest.mark.sqlite_only("it plants a text time, which a PostgreSQL column refuses at the write")
 def test_an_out_of_range_time_does_not_break_the_inbox(kimi, claude, db_path, column, value):
     task = kimi.ok("send_message", recipient="claude", text=f"odd {column}", kind="task")["id"]
     if column == "created_at" and math.isnan(value):

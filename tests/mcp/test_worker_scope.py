@@ -14,6 +14,8 @@ from dispatcher.dispatch import queue
 from dispatcher.dispatch.outcome import settle
 from dispatcher.store import open_store
 
+pytestmark = pytest.mark.both_backends
+
 
 @pytest.fixture
 def store(db_path):

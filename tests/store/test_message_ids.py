@@ -15,6 +15,8 @@ from dispatcher.store.migrations import MIGRATIONS, _messages_never_reuse_ids
 BEFORE_REBUILD = MIGRATIONS.index(_messages_never_reuse_ids)
 from dispatcher.store.messages import insert_message
 
+pytestmark = pytest.mark.both_backends
+
 
 def _send(conn, text: str) -> int:
     return insert_message(conn, sender="claude", recipient="kimi", text=text, created_at=1.0)

@@ -11,7 +11,7 @@ import pytest
 from harness import PROJECT, store_from_fixture
 
 from dispatcher.core.errors import BridgeError
-from dispatcher.store import SCHEMA_VERSION, SchemaTooNewError, Store, open_store
+from dispatcher.store import SCHEMA_VERSION, SchemaTooNewError, SqliteStore, open_store
 
 HOLD_LOCK = """
 import sqlite3, sys, time
@@ -118,7 +118,7 @@ def test_store_files_are_private(tmp_path):
 
 def test_deleted_store_is_an_error_and_replaced_store_is_reopened(tmp_path):
     db = tmp_path / "bridge.db"
-    store = Store(db)
+    store = SqliteStore(db)
     store.connection().execute("INSERT INTO messages (sender, recipient, text, created_at) VALUES ('a','b','x',0)")
     db.unlink()
     with pytest.raises(BridgeError) as info:
@@ -145,7 +145,7 @@ conn.close()
 @pytest.mark.parametrize("deleted", [("-shm",), ("-wal",), ("-wal", "-shm")])
 def test_a_handle_lets_go_of_deleted_sidecars_and_reopens_once_nobody_uses_them(tmp_path, deleted):
     db = tmp_path / "bridge.db"
-    store = Store(db)
+    store = SqliteStore(db)
     store.connection().execute("INSERT INTO messages (sender, recipient, text, created_at) VALUES ('a','b','mine',0)")
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLD_OPEN, str(db)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
@@ -160,7 +160,7 @@ def test_a_handle_lets_go_of_deleted_sidecars_and_reopens_once_nobody_uses_them(
             assert refused.value.code == "store_missing" and "-shm" in refused.value.message
         # Another handle opening now would make a second pair: it refuses too.
         with pytest.raises(BridgeError) as refused:
-            Store(db).connection()
+            SqliteStore(db).connection()
         assert refused.value.code == "store_missing"
         holder.communicate("\n", timeout=60)
         assert holder.returncode == 0  # the last one out checkpoints what it wrote into the file
@@ -176,11 +176,11 @@ def test_a_handle_lets_go_of_deleted_sidecars_and_reopens_once_nobody_uses_them(
 
 def test_a_fresh_open_with_no_sidecars_and_nobody_else_is_fine(tmp_path):
     db = tmp_path / "bridge.db"
-    first = Store(db)
+    first = SqliteStore(db)
     first.connection()
     first.close()  # the last close removes -wal and -shm
     assert not Path(f"{db}-wal").exists()
-    second = Store(db)
+    second = SqliteStore(db)
     try:
         assert second.connection().execute("SELECT count(*) FROM messages").fetchone()[0] == 0
     finally:

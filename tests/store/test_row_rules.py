@@ -13,6 +13,8 @@ from dispatcher.store import open_store
 from dispatcher.store.claims import LEASE_CAP_SECONDS, active_claim_sql, claim_is_active
 from dispatcher.store.messages import cap_far_lease, cap_far_leases, fetch_message, insert_message
 
+pytestmark = pytest.mark.both_backends
+
 NOW = 1_800_000_000.0
 
 
@@ -77,6 +79,7 @@ def test_an_inbox_has_its_far_leases_capped_and_nobody_elses(conn):
     assert stored == {mine: NOW + LEASE_CAP_SECONDS, acknowledged: math.inf, theirs: math.inf}
 
 
+@pytest.mark.sqlite_only("it holds SQLite's one write lock from a second connection to the file")
 def test_cap_far_leases_is_a_plain_read_when_nothing_is_far(conn, tmp_path):
     _message(conn, "w", NOW + 60)
     writer = open_store(tmp_path / "bridge.db")

@@ -13,12 +13,14 @@ from pathlib import Path
 
 import psutil
 import pytest
-from harness import PROJECT, bridge_env, inotify_descriptors, write_config
+from harness import PROJECT, bridge_env, inotify_descriptors, on_backend, write_config
 
 from dispatcher.bridge import messages
 from dispatcher.core.file_events import MODE_VARIABLE
-from dispatcher.store import Store, open_store
+from dispatcher.store import open_handle, open_store
 from dispatcher.wake.inbox_watch import expiry_line, rearm_command
+
+pytestmark = pytest.mark.both_backends
 
 TIMEOUT = 30.0
 SECRET = "never-print-this-text"
@@ -86,13 +88,13 @@ class Watch:
 
 
 @pytest.fixture
-def env(tmp_path):
+def env(tmp_path, backend, request):
     config = write_config(tmp_path / "config.json")
-    return {**os.environ, **bridge_env(tmp_path, config)}
+    return {**os.environ, **on_backend(bridge_env(tmp_path, config), backend, request)}
 
 
 def send(env, recipient="claude", sender="kimi", kind="task") -> int:
-    store = Store(Path(env["AGENT_BRIDGE_DB"]))
+    store = open_handle(env["AGENT_BRIDGE_DB"])
     try:
         return messages.send_message(
             store.connection(), sender=sender, recipient=recipient, text=SECRET, agents=AGENTS, kind=kind
@@ -102,7 +104,7 @@ def send(env, recipient="claude", sender="kimi", kind="task") -> int:
 
 
 def ack(env, ids, agent="claude") -> None:
-    store = Store(Path(env["AGENT_BRIDGE_DB"]))
+    store = open_handle(env["AGENT_BRIDGE_DB"])
     try:
         messages.mark_read(store.connection(), agent=agent, worker_id="t", message_ids=ids)
     finally:
@@ -136,6 +138,7 @@ def test_expiry_line_says_nothing_is_lost_and_gives_the_command():
 # --- real processes ---------------------------------------------------------------------
 
 
+@pytest.mark.sqlite_only("it starts the watch before the SQLite file exists")
 def test_before_the_store_exists_then_one_line_per_new_message_payload_free(env):
     db = Path(env["AGENT_BRIDGE_DB"])
     watch = Watch(env, "--agent", "claude")
@@ -203,6 +206,7 @@ def test_max_seconds_ends_it_with_the_rearm_command(env):
     assert line.endswith(f"{sys.executable} -m dispatcher inbox watch --agent claude --max-seconds 2")
 
 
+@pytest.mark.sqlite_only("it deletes and replaces the SQLite file under the watch")
 def test_a_store_replaced_under_it_is_followed(env):
     db = Path(env["AGENT_BRIDGE_DB"])
     send(env)
@@ -265,6 +269,7 @@ def test_the_watch_path_loads_neither_pydantic_nor_the_sdk(env):
     assert done.stderr == "[]\n"
 
 
+@pytest.mark.sqlite_only("a damaged SQLite file")
 def test_a_store_that_is_not_a_database_ends_it_with_the_one_line(env):
     db = Path(env["AGENT_BRIDGE_DB"])
     db.parent.mkdir(parents=True)
@@ -290,7 +295,7 @@ class WatchedSession:
         from dispatcher.core.processes import start_time
 
         self.presence = presence
-        self.store = Store(Path(env["AGENT_BRIDGE_DB"]))
+        self.store = open_handle(env["AGENT_BRIDGE_DB"])
         me = os.getpid()
         self.id = presence.register_session(
             self.store.connection(), "claude", "interactive", pid=me, start_time=start_time(me), client_pid=me, now=0.0

@@ -38,7 +38,9 @@ from dispatcher.mcp.wake_mcp import (
     channel_params,
     resource_signature,
 )
-from dispatcher.store import Store
+from dispatcher.store import SqliteStore, open_handle
+
+pytestmark = pytest.mark.both_backends
 
 TIMEOUT = 60.0
 SECRET = "the-secret-payload-41"
@@ -156,7 +158,7 @@ def world(tmp_path_factory):
     plain = WakeClient("claude", env, root / "claude.err")  # channel off (default)
     channel = WakeClient("kimi", {**env, "AGENT_BRIDGE_CLAUDE_CHANNEL": "1"}, root / "kimi.err")
     modern = WakeClient("codex", {**env, "AGENT_BRIDGE_CLAUDE_CHANNEL": "1"}, root / "codex.err", mode="auto")
-    store = Store(Path(env["AGENT_BRIDGE_DB"]))
+    store = open_handle(env["AGENT_BRIDGE_DB"])
     try:
         yield {"plain": plain, "channel": channel, "modern": modern, "store": store}
     finally:
@@ -165,13 +167,13 @@ def world(tmp_path_factory):
         store.close()
 
 
-def send(store: Store, recipient: str, sender: str = "codex", kind: str | None = "task") -> int:
+def send(store: SqliteStore, recipient: str, sender: str = "codex", kind: str | None = "task") -> int:
     return messages.send_message(
         store.connection(), sender=sender, recipient=recipient, text=SECRET, agents=AGENTS, kind=kind
     )["id"]
 
 
-def ack(store: Store, agent: str, ids: list[int]) -> None:
+def ack(store: SqliteStore, agent: str, ids: list[int]) -> None:
     done = messages.mark_read(store.connection(), agent=agent, worker_id="test", message_ids=ids)
     assert done["acknowledged"] == ids
 
@@ -287,7 +289,7 @@ def test_subscribed_client_is_told_on_arrival_and_acknowledgement_until_it_unsub
 def test_a_subscribed_watcher_sleeps_on_the_store_s_file_events_and_wakes_on_a_send(tmp_path, mode):
     agents = {a: {"auto": False, "launcher": "launchers/claude_headless.sh"} for a in sorted(AGENTS)}
     env = {**bridge_env(tmp_path, write_config(tmp_path / "config.json", agents)), MODE_VARIABLE: mode}
-    client, store = WakeClient("claude", env, tmp_path / "claude.err"), Store(Path(env["AGENT_BRIDGE_DB"]))
+    client, store = WakeClient("claude", env, tmp_path / "claude.err"), open_handle(env["AGENT_BRIDGE_DB"])
     try:
         client.run(lambda c: c.read_resource(RESOURCE_URI))  # the server is up
         pid = server_pid("claude", env["AGENT_BRIDGE_DB"])

@@ -1,0 +1,350 @@
+"""The PostgreSQL connector: a psycopg 3 connection that the store's query functions use
+exactly as they use a SQLite one.
+
+The query functions are written once, in the SQL both engines share. What differs is kept
+here, in one place:
+- placeholders: ``?`` and ``:name`` become psycopg's ``%s`` and ``%(name)s`` (``translate``);
+- how a transaction starts: SQLite's ``BEGIN IMMEDIATE`` takes the store's one write lock up
+  front, so every check a write transaction makes holds until it commits. Here the same
+  statement starts a transaction and takes one transaction-scoped advisory lock, the store's
+  write lock: the read-then-write transactions keep the semantics they were proven under (the
+  claim and turn races), with no row-lock or retry logic spread over the domain. A plain
+  ``BEGIN`` (a consistent read) is REPEATABLE READ, SQLite's snapshot;
+- rows: read by column name or position, as ``sqlite3.Row`` is;
+- the schema version, migrations (under their own advisory lock, so two servers starting
+  together migrate once) and the "did anything change?" number.
+psycopg is imported only by this module, and only a ``postgresql://`` store loads it.
+"""
+
+import contextlib
+import functools
+import math
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+from dispatcher.core.errors import BridgeError
+
+try:
+    import psycopg
+    import psycopg.adapt
+    import psycopg.sql
+    from psycopg.rows import RowMaker
+except ImportError:
+    raise BridgeError(
+        "missing_extra",
+        "AGENT_BRIDGE_DB names a PostgreSQL store, which needs the optional psycopg package: reinstall "
+        "with the extra, `uv tool install --force './agent-bridge[postgres]'` from your clone (or "
+        "'git+<repository-url>[postgres]'), or `uv sync --extra postgres` in a checkout",
+    ) from None
+from dispatcher.core.locations import StoreLocation, StoreUrl
+from dispatcher.store.errors import PostgresCorruption, PostgresError, PostgresIntegrityError, PostgresTransientError
+from dispatcher.store.postgres_schema import MIGRATIONS
+from dispatcher.store.types import Connection
+
+# Advisory lock keys (any two distinct bigints; these spell "ab-write" and "ab-migr").
+WRITE_LOCK_KEY = 0x61622D7772697465
+MIGRATION_LOCK_KEY = 0x61622D6D696772
+CONNECT_TIMEOUT_SECONDS = 10
+
+# A quoted literal or identifier (left alone), a ``?``, a ``:name`` (not a ``::cast``), or a ``%``.
+_TOKEN = re.compile(r"""'(?:[^']|'')*'|"(?:[^"]|"")*"|\?|(?<!:):([A-Za-z_]\w*)|%""")
+
+
+# SQLite's spelling -> PostgreSQL's, for the few constructs the shared SQL cannot avoid: a list of
+# ids bound as one JSON text (a batch of any size, one parameter) and the temporary schema.
+_SPELLINGS = (
+    ("(SELECT value FROM json_each(?))", "(SELECT value::bigint FROM json_array_elements_text(?::json))"),
+    (" temp.", " pg_temp."),
+)
+
+
+@functools.lru_cache(maxsize=1024)
+def translate(statement: str) -> str:
+    """A statement in the shared dialect (``?`` or ``:name`` placeholders, SQLite's spellings
+    above) in psycopg's."""
+    for sqlite_spelling, postgres_spelling in _SPELLINGS:
+        statement = statement.replace(sqlite_spelling, postgres_spelling)
+
+    def replace(match: re.Match[str]) -> str:
+        found = match.group(0)
+        if found == "?":
+            return "%s"
+        if found == "%":
+            return "%%"
+        if match.group(1) is not None:
+            return f"%({match.group(1)})s"
+        return found  # a quoted literal or identifier
+
+    return _TOKEN.sub(replace, statement)
+
+
+class Row(tuple[Any, ...]):
+    """A row read by position or by column name, like ``sqlite3.Row``."""
+
+    _names: dict[str, int]
+
+    def __new__(cls, values: Sequence[Any], names: dict[str, int]) -> "Row":
+        row = super().__new__(cls, values)
+        row._names = names
+        return row
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            return super().__getitem__(self._names[key])
+        return super().__getitem__(key)
+
+    def keys(self) -> list[str]:
+        return list(self._names)
+
+
+class _NumericAsSqliteDoes(psycopg.adapt.Loader):
+    """``numeric`` (what ``sum`` of a bigint column gives) as SQLite gives it: an int when whole,
+    else a float; never a ``Decimal``, which SQLite never returns and JSON cannot carry."""
+
+    def load(self, data: Any) -> int | float:
+        text = bytes(data).decode()
+        number = float(text)
+        return int(text) if text.lstrip("-").isdigit() else number
+
+
+def _row_factory(cursor: "psycopg.Cursor[Any]") -> RowMaker[Row]:
+    names = {column.name: index for index, column in enumerate(cursor.description or ())}
+    return lambda values: Row(values, names)
+
+
+_TRANSIENT = (
+    psycopg.OperationalError,  # the connection is gone, the server shuts down or restarts
+    psycopg.errors.SerializationFailure,
+    psycopg.errors.DeadlockDetected,
+    psycopg.errors.LockNotAvailable,
+    psycopg.errors.QueryCanceled,
+)
+_CORRUPT = (psycopg.errors.DataCorrupted, psycopg.errors.IndexCorrupted)
+
+
+@contextlib.contextmanager
+def _boundary_errors() -> Iterator[None]:
+    """psycopg's errors as the store's boundary names them (``store.errors``), cause kept."""
+    try:
+        yield
+    except psycopg.Error as exc:
+        kind: type[PostgresError] = PostgresError
+        if isinstance(exc, psycopg.IntegrityError):
+            kind = PostgresIntegrityError
+        elif isinstance(exc, _CORRUPT):
+            kind = PostgresCorruption
+        elif isinstance(exc, _TRANSIENT):
+            kind = PostgresTransientError
+        raise kind(f"{type(exc).__name__}: {exc}") from exc
+
+
+def _bound(value: Any) -> Any:
+    # SQLite binds a float NaN as NULL; PostgreSQL would store a NaN that compares above every
+    # number (a NaN lease would be active for ever). The rules are written for SQLite's reading.
+    return None if isinstance(value, float) and math.isnan(value) else value
+
+
+def _as_sqlite_binds(parameters: Sequence[Any] | dict[str, Any]) -> Sequence[Any] | dict[str, Any]:
+    if isinstance(parameters, dict):
+        return {name: _bound(value) for name, value in parameters.items()}
+    return [_bound(value) for value in parameters]
+
+
+class PostgresConnection:
+    """The subset of ``sqlite3.Connection`` the store's query functions use, over psycopg."""
+
+    def __init__(self, conn: "psycopg.Connection[Row]") -> None:
+        self.raw = conn
+
+    def execute(self, statement: str, parameters: Sequence[Any] | dict[str, Any] = ()) -> "psycopg.Cursor[Row]":
+        with _boundary_errors():
+            if statement == "BEGIN IMMEDIATE":
+                self.raw.execute("BEGIN")
+                try:
+                    return self.raw.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK_KEY,))
+                except BaseException:
+                    with contextlib.suppress(psycopg.Error):  # as in SQLite, a failed BEGIN leaves no transaction
+                        self.raw.execute("ROLLBACK")
+                    raise
+            if statement == "BEGIN":
+                return self.raw.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+            return self.raw.execute(translate(statement), _as_sqlite_binds(parameters) or None)
+
+    def executemany(self, statement: str, rows: Iterable[Sequence[Any]]) -> "psycopg.Cursor[Row]":
+        cursor = self.raw.cursor()
+        with _boundary_errors():
+            cursor.executemany(translate(statement), (_as_sqlite_binds(row) for row in rows))
+        return cursor
+
+    @property
+    def in_transaction(self) -> bool:
+        return self.raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+
+    def close(self) -> None:
+        self.raw.close()
+
+
+def _postgres(conn: Connection) -> PostgresConnection:
+    if not isinstance(conn, PostgresConnection):
+        raise TypeError(f"a PostgreSQL store connection was expected, not {type(conn).__name__}")
+    return conn
+
+
+def schema_version(conn: Connection) -> int:
+    conn = _postgres(conn)
+    found = conn.raw.execute("SELECT to_regclass('bridge_schema') IS NOT NULL").fetchone()
+    if not found or not found[0]:
+        return 0
+    row = conn.raw.execute("SELECT version FROM bridge_schema").fetchone()
+    return int(row[0]) if row else 0
+
+
+def data_version(conn: Connection) -> int:
+    """A number that moves whenever a transaction that wrote anything has begun on the server
+    since the last look (the next transaction id): a wake-up loop's cheap "anything changed?"
+    hint, conservative like SQLite's ``data_version`` (it may move for nothing, never stays still
+    after a commit)."""
+    row = _postgres(conn).raw.execute("SELECT pg_snapshot_xmax(pg_current_snapshot())::text").fetchone()
+    return int(row[0]) if row else 0
+
+
+def migrate(conn: PostgresConnection, url: str, target: int) -> None:
+    """Bring the schema to ``target`` in one transaction, under the migration lock: of two
+    processes starting together, the second finds the work done."""
+    newest = len(MIGRATIONS)
+    with conn.raw.transaction():
+        conn.raw.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
+        conn.raw.execute("CREATE TABLE IF NOT EXISTS bridge_schema (version integer NOT NULL)")
+        found = schema_version(conn)
+        if found > newest:
+            raise schema_too_new(url, found, newest)
+        for version in range(found + 1, target + 1):
+            migration = MIGRATIONS[version - 1]
+            if migration:
+                conn.raw.execute(migration.encode())
+        if target > found:
+            conn.raw.execute("DELETE FROM bridge_schema")
+            conn.raw.execute("INSERT INTO bridge_schema (version) VALUES (%s)", (max(found, target),))
+
+
+def schema_too_new(url: str, found: int, known: int) -> BridgeError:
+    return BridgeError(
+        "schema_too_new",
+        f"store {redacted(url)} has schema version {found}, but this agent-bridge knows only up to "
+        f"{known}; upgrade agent-bridge (nothing was written).",
+    )
+
+
+def redacted(url: str) -> str:
+    """The URL without its password, for messages and logs."""
+    return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
+
+
+def open_postgres(url: str, *, target_version: int) -> PostgresConnection:
+    """Connect (autocommit: the store's statements start their own transactions) and migrate."""
+    try:
+        raw = psycopg.connect(url, autocommit=True, row_factory=_row_factory, connect_timeout=CONNECT_TIMEOUT_SECONDS)
+    except psycopg.OperationalError as exc:
+        raise BridgeError(
+            "store_unavailable",
+            f"could not connect to the PostgreSQL store {redacted(url)} ({exc}); nothing was written. "
+            "Check that the server runs and that AGENT_BRIDGE_DB names it, then retry.",
+        ) from exc
+    raw.adapters.register_loader("numeric", _NumericAsSqliteDoes)
+    conn = PostgresConnection(raw)
+    try:
+        found = schema_version(conn)
+        if found > len(MIGRATIONS):
+            raise schema_too_new(url, found, len(MIGRATIONS))
+        if found < target_version:
+            migrate(conn, url, target_version)
+    except BaseException:
+        raw.close()
+        raise
+    return conn
+
+
+class PostgresStore:
+    """The long-lived handle on a PostgreSQL store (servers, listeners): one connection, opened
+    and migrated on first use, and opened again on the next call after the server dropped it
+    (a restart, ``pg_terminate_backend``). The call that met the drop fails ``store_unavailable``;
+    nothing it did was committed."""
+
+    def __init__(self, url: StoreUrl) -> None:
+        self.location: StoreLocation = url
+        self._url = url
+        self._conn: PostgresConnection | None = None
+
+    def connection(self) -> PostgresConnection:
+        if self._conn is not None and not (self._conn.raw.closed or self._conn.raw.broken):
+            return self._conn
+        self.close()
+        self._conn = open_postgres(self._url, target_version=len(MIGRATIONS))
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+def channel(agent: str) -> str:
+    """The NOTIFY channel of an agent's inbox (the schema's trigger writes the same name)."""
+    return f"agent_bridge:{agent}"
+
+
+class ChangeNotices:
+    """A LISTEN on one agent's channel, on a connection of its own (autocommit, as LISTEN needs):
+    its descriptor becomes readable when a message to the agent is written or changed. Only a
+    hint: a notice sent while nobody listened is lost, so a waiter always re-queries, and a
+    dropped connection is opened again at the next look (``fileno`` is None until then: poll)."""
+
+    def __init__(self, url: StoreUrl, agent: str) -> None:
+        self._url, self._agent = url, agent
+        self._conn: psycopg.Connection[Any] | None = None
+        self._connect()
+
+    def _connect(self) -> None:
+        try:
+            self._conn = psycopg.connect(self._url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS)
+            self._conn.execute(psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(channel(self._agent))))
+        except psycopg.Error:
+            self.close()
+
+    def fileno(self) -> int | None:
+        if self._conn is None or self._conn.closed or self._conn.broken:
+            self.close()
+            self._connect()  # after a restart: listen again (what was sent meanwhile is lost: re-query)
+        return None if self._conn is None else self._conn.fileno()
+
+    def drain(self) -> bool:
+        """Take every notice that arrived (without waiting); whether there was any."""
+        if self._conn is None:
+            return False
+        try:
+            return bool(list(self._conn.notifies(timeout=0)))
+        except psycopg.Error:
+            self.close()
+            return True  # the connection went: the caller looks now
+
+    def close(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                self._conn.close()
+            self._conn = None
+
+
+def open_postgres_read_only(url: str) -> PostgresConnection | None:
+    """A connection whose transactions cannot write (for the views), or None when the database
+    holds no store yet. It never migrates."""
+    conn = open_postgres(url, target_version=0)
+    try:
+        conn.raw.execute("SET default_transaction_read_only = on")
+        if schema_version(conn) == 0:
+            conn.close()
+            return None
+    except BaseException:
+        conn.close()
+        raise
+    return conn
