@@ -23,6 +23,7 @@ from . import fleet, floor, listener, measure, paths, real_worker, report, start
 from .session import open_session
 from .targets import (
     READER,
+    OursPostgres,
     Target,
     default_cache_dir,
     make_targets,
@@ -41,6 +42,7 @@ PARTS = [
     "dispatch",
     "fleet",
     "worker",
+    "postgres",
 ]
 ALIASES = {"cold-start": "cold", "coldstart": "cold", "tp": "throughput", "sqlite": "domain", "raw": "domain"}
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -468,6 +470,66 @@ class Runner:
                 f"real worker: send->first receive answer median {r['median'] * 1000:.0f} ms, p99 "
                 f"{r['p99'] * 1000:.0f} ms (send->worker recorded {w['median'] * 1000:.0f} ms); "
                 f"{out['failures']} failures"
+            )
+
+    def postgres(self) -> None:
+        """Agent Bridge on SQLite and on PostgreSQL side by side in one run: the tools' latency over
+        MCP (interleaved call by call) and sends/s at each concurrency (``targets.OursPostgres``)."""
+        if "ours" not in self.targets:
+            return
+        a, lite, pg = self.a, self.targets["ours"], OursPostgres()
+        if reason := pg.unavailable_reason():
+            self.sys("ours")["postgres"] = {"unavailable": reason}
+            self.log(f"postgres: skipped: {reason}")
+            return
+
+        def go():
+            pairs = [(lite, self.store(lite, "pg-latency-sqlite")), (pg, self.store(pg, "pg-latency"))]
+            for t, st in pairs:
+                measure.fill_store(t, st, background=0, unread_for_reader=measure.STEADY_UNREAD)
+            try:
+                lat = anyio.run(
+                    lambda: measure.latency(
+                        pairs, calls=a.latency_calls, warmup=a.latency_warmup, limit=20, max_seconds=a.max_phase_seconds
+                    )
+                )
+            finally:
+                for t, st in pairs:
+                    t.drop_store(st)
+                    self.drop(st)
+            tp: dict[str, dict] = {lite.key: {}, pg.key: {}}
+            for c in a.concurrency:
+                for t in (lite, pg):
+                    st = self.store(t, f"pg-tp{c}-{t.key}")
+                    try:
+                        tp[t.key][str(c)] = measure.throughput(
+                            t, st, clients=c, seconds=a.tp_seconds, max_sends=a.tp_max_sends
+                        )
+                    finally:
+                        t.drop_store(st)
+                        self.drop(st)
+            return {"latency": lat, "throughput": tp}
+
+        res = self.sys("ours")["postgres"] = self.guarded("postgres", "ours", go)
+        lat = res.get("latency", {})
+        if "send" in lat.get(pg.key, {}):
+            ratios = {op: lat[pg.key][op]["median"] / lat[lite.key][op]["median"] for op in ("send", "receive")}
+            res["median_ratio_postgres_over_sqlite"] = ratios
+            self.log(
+                "postgres: send {:.2f} ms vs SQLite {:.2f} ms ({:.2f}x), receive(20) {:.2f} ms vs {:.2f} ms ({:.2f}x)".format(
+                    lat[pg.key]["send"]["median"] * 1000,
+                    lat[lite.key]["send"]["median"] * 1000,
+                    ratios["send"],
+                    lat[pg.key]["receive"]["median"] * 1000,
+                    lat[lite.key]["receive"]["median"] * 1000,
+                    ratios["receive"],
+                )
+            )
+        for c, by in sorted(res.get("throughput", {}).get(pg.key, {}).items(), key=lambda kv: int(kv[0])):
+            other = res["throughput"][lite.key].get(c, {})
+            self.log(
+                f"postgres c={c}: {by.get('sends_per_second') or 0:.0f} sends/s, {by.get('errors')} errors "
+                f"(SQLite {other.get('sends_per_second') or 0:.0f} sends/s, {other.get('errors')} errors)"
             )
 
 

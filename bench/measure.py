@@ -10,7 +10,6 @@ import json
 import os
 import queue
 import signal
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -94,7 +93,7 @@ class InboxKeeper:
         self, target: Target, store: Store, *, unread: int = STEADY_UNREAD, history_cap: int = READER_HISTORY_CAP
     ) -> None:
         self.target, self.unread, self.history_cap = target, unread, history_cap
-        self.conn = sqlite3.connect(store.db, isolation_level=None, timeout=30)
+        self.conn = target.connect_raw(store)
         self.inserted_since_trim = 0
         self.inserted = 0
 
@@ -113,11 +112,7 @@ class InboxKeeper:
         self.inserted += missing
         self.inserted_since_trim += missing
         if self.inserted_since_trim >= 200:
-            self.conn.execute(
-                f"DELETE FROM messages WHERE id IN (SELECT id FROM messages WHERE {t.handled_where}"
-                " ORDER BY id DESC LIMIT -1 OFFSET ?)",
-                (READER, self.history_cap),
-            )
+            self.conn.execute(t.trim_sql.format(where=t.handled_where), (READER, self.history_cap))
             self.inserted_since_trim = 0
         self.conn.execute("COMMIT")
 
@@ -128,16 +123,23 @@ class InboxKeeper:
 def fill_store(target: Target, store: Store, *, background: int, unread_for_reader: int) -> dict[str, Any]:
     """Bulk-insert straight into the target's table: one executemany in one transaction."""
     t0 = time.perf_counter()
-    conn = sqlite3.connect(store.db, isolation_level=None, timeout=30)
+    rows = (target.row(m) for m in backlog_rows(background, unread_for_reader))
+    conn = target.connect_raw(store)
     try:
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=OFF")
+        if isinstance(store.db, Path):
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=OFF")
         conn.execute("BEGIN")
-        conn.executemany(target.insert_sql, (target.row(m) for m in backlog_rows(background, unread_for_reader)))
+        conn.executemany(target.insert_sql, rows)
         conn.execute("COMMIT")
-        # Fold the WAL into the main file so the first measured call doesn't pay for the fill.
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        if isinstance(store.db, Path):  # fold the WAL into the file: the first measured call doesn't pay for the fill
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         total = conn.execute("SELECT count(*) FROM messages").fetchone()[0]
+        size = (
+            store.db.stat().st_size
+            if isinstance(store.db, Path)
+            else conn.execute("SELECT pg_database_size(current_database())").fetchone()[0]
+        )
     finally:
         conn.close()
     return {
@@ -145,7 +147,7 @@ def fill_store(target: Target, store: Store, *, background: int, unread_for_read
         "unread_for_reader": unread_for_reader,
         "rows_in_store": total,
         "fill_seconds": round(time.perf_counter() - t0, 3),
-        "db_bytes": store.db.stat().st_size,
+        "db_bytes": size,
     }
 
 

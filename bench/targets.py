@@ -48,7 +48,7 @@ class Store:
     """One store on disk for one target: its directory, SQLite file and (ours) config."""
 
     dir: Path
-    db: Path
+    db: Path | str  # a SQLite file, or a postgresql:// URL (``OursPostgres``)
     config: Path | None = None
 
 
@@ -122,6 +122,19 @@ class Target:
     # WHERE clauses (one ? for the recipient) for an inbox's unread rows and its handled history.
     unread_where: str = ""
     handled_where: str = ""
+    # Deletes all but the newest ``?`` rows matching ``{where}``.
+    trim_sql = (
+        "DELETE FROM messages WHERE id IN (SELECT id FROM messages WHERE {where} ORDER BY id DESC LIMIT -1 OFFSET ?)"
+    )
+
+    def connect_raw(self, store: Store) -> Any:
+        """A connection straight to the store's table (untimed work: fills, the inbox keeper)."""
+        import sqlite3
+
+        return sqlite3.connect(store.db, isolation_level=None, timeout=30)
+
+    def drop_store(self, store: Store) -> None:
+        """Remove what the store holds outside its directory (nothing, for a file)."""
 
     def row(self, m: LogicalRow) -> tuple:
         """The tuple for ``insert_sql`` that stores ``m``."""
@@ -321,6 +334,53 @@ def package_version(python: str, dist: str) -> str | None:
     return proc.stdout.strip() if proc.returncode == 0 else None
 
 
+class OursPostgres(Ours):
+    """Agent Bridge with its store on a PostgreSQL server (``AGENT_BRIDGE_BENCH_PG_URL``, else the
+    one on 127.0.0.1:5432): a database of its own per store, dropped with it. Only the ``postgres``
+    part runs it, next to ``ours`` on SQLite."""
+
+    key = "ours-pg"
+    label = "Agent Bridge (PostgreSQL)"
+    # Everything after the newest ``history_cap`` handled rows (PostgreSQL has no LIMIT -1).
+    trim_sql = "DELETE FROM messages WHERE id IN (SELECT id FROM messages WHERE {where} ORDER BY id DESC OFFSET ?)"
+
+    def __init__(self, server: str | None = None) -> None:
+        self.server = (
+            server or os.environ.get("AGENT_BRIDGE_BENCH_PG_URL") or "postgresql://postgres@127.0.0.1:5432/postgres"
+        )
+
+    def unavailable_reason(self) -> str | None:
+        try:
+            import psycopg
+
+            with psycopg.connect(self.server, connect_timeout=5, autocommit=True) as conn:
+                conn.execute("SELECT 1")
+        except Exception as exc:  # noqa: BLE001 - why the system is skipped, in one line
+            return f"no PostgreSQL server at {self.server} ({type(exc).__name__}: {exc})"
+        return super().unavailable_reason()
+
+    def _store_paths(self, d: Path) -> Store:
+        import uuid
+
+        import psycopg
+
+        name = f"agent_bridge_bench_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(self.server, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return Store(dir=d, db=self.server.rsplit("/", 1)[0] + f"/{name}", config=d / "config.json")
+
+    def drop_store(self, store: Store) -> None:
+        import psycopg
+
+        with psycopg.connect(self.server, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{str(store.db).rsplit("/", 1)[1]}" WITH (FORCE)')
+
+    def connect_raw(self, store: Store) -> Any:
+        from dispatcher.store import open_store  # our connector: the shared dialect, ``?`` placeholders
+
+        return open_store(str(store.db))
+
+
 def make_targets(cache_dir: Path, keys: list[str], log=print) -> dict[str, Target]:
     out: dict[str, Target] = {}
     for key in keys:
@@ -337,8 +397,10 @@ def target_from_spec(spec: dict[str, Any]) -> Target:
     """Rebuild a target in a worker process from ``spec_of``."""
     if spec["key"] == "ours":
         return Ours()
+    if spec["key"] == "ours-pg":
+        return OursPostgres(spec["server"])
     return Dlb(Path(spec["venv"]))
 
 
 def spec_of(target: Target) -> dict[str, Any]:
-    return {"key": target.key, "venv": str(getattr(target, "venv", ""))}
+    return {"key": target.key, "venv": str(getattr(target, "venv", "")), "server": getattr(target, "server", None)}

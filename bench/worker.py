@@ -20,7 +20,8 @@ from .targets import Store, target_from_spec
 async def run(job: dict) -> dict:
     target = target_from_spec(job["target"])
     s = job["store"]
-    store = Store(dir=Path(s["dir"]), db=Path(s["db"]), config=Path(s["config"]) if s["config"] else None)
+    db = s["db"] if s["db"].startswith("postgresql://") else Path(s["db"])
+    store = Store(dir=Path(s["dir"]), db=db, config=Path(s["config"]) if s["config"] else None)
     agent, recipient = job["agent"], job["recipient"]
     async with open_session(target, store, agent) as session:
         print("READY", flush=True)

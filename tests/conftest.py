@@ -26,8 +26,10 @@ from dispatcher.store import open_store  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def bridge_root(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("bridge")
+def bridge_root(tmp_path_factory, backend) -> Path:
+    """The module's files (config, runtime directory, SQLite store): one tree per backend, so a
+    module run on both never finds the other run's attempt directories."""
+    return tmp_path_factory.mktemp(f"bridge-{backend}")
 
 
 @pytest.fixture(scope="module")
@@ -103,9 +105,12 @@ def conn(backend, tmp_path, request):
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    both = metafunc.definition.get_closest_marker("both_backends")
-    if "backend" in metafunc.fixturenames and both and not metafunc.definition.get_closest_marker("sqlite_only"):
-        metafunc.parametrize("backend", ["sqlite", "postgres"], indirect=True, scope="module")
+    if "backend" in metafunc.fixturenames and metafunc.definition.get_closest_marker("both_backends"):
+        # A sqlite_only test is parametrised too (with SQLite alone): an unparametrised test would
+        # be handed whichever module-scoped store the module made last, the PostgreSQL one included.
+        sqlite_only = metafunc.definition.get_closest_marker("sqlite_only")
+        backends = ["sqlite"] if sqlite_only else ["sqlite", "postgres"]
+        metafunc.parametrize("backend", backends, indirect=True, scope="module")
 
 
 @pytest.fixture(scope="session")

@@ -134,6 +134,7 @@ def test_iso_shows_what_a_calendar_can_and_none_otherwise(value, shown):
     assert iso(value) == shown
 
 
+@pytest.mark.sqlite_only("it reads SQLite's query plan")
 def test_cap_far_leases_finds_far_leases_by_index_not_by_reading_every_unread_message(conn):
     for _ in range(50):
         _message(conn)  # unread, unclaimed: what a receive must not walk through on every call
