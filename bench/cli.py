@@ -508,7 +508,13 @@ class Runner:
                     finally:
                         t.drop_store(st)
                         self.drop(st)
-            return {"latency": lat, "throughput": tp}
+            store = self.store(pg, "pg-dispatch")
+            try:
+                wake = listener.measure(self.a.dispatch_messages, self.a.idle_seconds, db=str(store.db), floor=False)
+            finally:
+                pg.drop_store(store)
+                self.drop(store)
+            return {"latency": lat, "throughput": tp, "dispatch": wake}
 
         res = self.sys("ours")["postgres"] = self.guarded("postgres", "ours", go)
         lat = res.get("latency", {})
@@ -524,6 +530,13 @@ class Runner:
                     lat[lite.key]["receive"]["median"] * 1000,
                     ratios["receive"],
                 )
+            )
+        if "send_to_supervisor_ms" in res.get("dispatch", {}):
+            wake = res["dispatch"]
+            self.log(
+                f"postgres: send->supervisor median {wake['send_to_supervisor_ms']['median']:.1f} ms, p99 "
+                f"{wake['send_to_supervisor_ms']['p99']:.1f} ms; idle listener {wake['idle_listener']['cpu_percent']:.2f}%"
+                " of a core"
             )
         for c, by in sorted(res.get("throughput", {}).get(pg.key, {}).items(), key=lambda kv: int(kv[0])):
             other = res["throughput"][lite.key].get(c, {})

@@ -42,7 +42,7 @@ def _wait(predicate, deadline: float = 60.0):
     raise TimeoutError("benchmark wait timed out")
 
 
-def _setup(root: Path) -> dict[str, str]:
+def _setup(root: Path, db: str | None = None) -> dict[str, str]:
     launcher = root / "instant.sh"
     launcher.write_text("#!/bin/sh\nexit 0\n")
     launcher.chmod(0o755)
@@ -58,7 +58,7 @@ def _setup(root: Path) -> dict[str, str]:
     )
     return {
         **os.environ,
-        "AGENT_BRIDGE_DB": str(root / "bridge.db"),
+        "AGENT_BRIDGE_DB": db or str(root / "bridge.db"),
         "AGENT_BRIDGE_CONFIG": str(root / "config.json"),
         "AGENT_BRIDGE_RUNTIME_DIR": str(root / "runtime"),
         "AGENT_BRIDGE_WORKSPACE": str(root),
@@ -102,15 +102,17 @@ def rss_floor() -> list[dict]:
     return steps
 
 
-def measure(messages: int = 100, idle_seconds: float = 20.0) -> dict:
+def measure(messages: int = 100, idle_seconds: float = 20.0, db: str | None = None, floor: bool = True) -> dict:
+    """``db``: a ``postgresql://`` store to run on instead of a SQLite file in a temporary directory;
+    ``floor``: also measure the RSS floor import by import (``rss_floor``)."""
     sys.path.insert(0, str(PROJECT))
     from dispatcher.bridge.messages import send_message
     from dispatcher.store import open_store
 
     with tempfile.TemporaryDirectory(prefix="bench-listener-") as tmp:
         root = Path(tmp)
-        env = _setup(root)
-        conn = open_store(root / "bridge.db")
+        env = _setup(root, db)
+        conn = open_store(db or root / "bridge.db")
         listener = subprocess.Popen(
             [sys.executable, "-m", "dispatcher", "listener", "run", "--agent", "claude"],
             cwd=PROJECT,
@@ -129,7 +131,7 @@ def measure(messages: int = 100, idle_seconds: float = 20.0) -> dict:
             rss_mib = proc.memory_info().rss / 2**20
 
             to_supervisor, to_worker = [], []
-            reader = sqlite3.connect(root / "bridge.db")
+            reader = open_store(db) if db else sqlite3.connect(root / "bridge.db")
             for n in range(messages):
                 sent = send_message(
                     conn, sender="kimi", recipient="claude", text=f"bench {n}", kind="task", agents=AGENTS
@@ -171,7 +173,7 @@ def measure(messages: int = 100, idle_seconds: float = 20.0) -> dict:
             "rss_after_dispatches_mib": round(rss_after_mib, 1),
             "seconds": idle_seconds,
         },
-        "rss_floor": rss_floor(),
+        **({"rss_floor": rss_floor()} if floor else {}),
     }
 
 

@@ -463,7 +463,7 @@ class Listener:
             if self._lock_fd is not None:  # (always: run() took the lock before dispatching)
                 os.close(self._lock_fd)  # the lock belongs to the listener alone
             if self._events is not None:
-                self._events.close()  # the listener's watch, not the supervisor's
+                self._events.close_in_child()  # the listener's watch, not the supervisor's
             os.setsid()  # a Ctrl-C or a stop aimed at the listener does not cut a dispatch short
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -108,3 +108,10 @@ class StoreChanges:
         self._events.close()
         if self._notices is not None:
             self._notices.close()
+
+    def close_in_child(self) -> None:
+        """``close`` for a forked child of the process that made it: its file watch goes, and a
+        PostgreSQL LISTEN connection is left alone (``ChangeNotices.forget``): it is the parent's."""
+        self._events.close()
+        if self._notices is not None:
+            self._notices.forget()

@@ -289,6 +289,10 @@ class PostgresStore:
             self._conn = None
 
 
+# The connections a forked child inherited and must never close (``ChangeNotices.forget``).
+_FORGOTTEN: list[Any] = []
+
+
 def channel(agent: str) -> str:
     """The NOTIFY channel of an agent's inbox (the schema's trigger writes the same name)."""
     return f"agent_bridge:{agent}"
@@ -332,6 +336,15 @@ class ChangeNotices:
         if self._conn is not None:
             with contextlib.suppress(psycopg.Error):
                 self._conn.close()
+            self._conn = None
+
+    def forget(self) -> None:
+        """In a forked child: let go of the parent's LISTEN connection without a word on its socket.
+        Closing it here would tell the server to end the session the parent still listens on (a
+        notice sent meanwhile would be lost); the object is kept so that no finalizer closes it
+        either, until the child's ``os._exit``."""
+        if self._conn is not None:
+            _FORGOTTEN.append(self._conn)
             self._conn = None
 
 

@@ -15,8 +15,6 @@ from harness import PROJECT, bridge_env, inotify_descriptors, write_config
 from dispatcher.core.file_events import MODE_VARIABLE
 from dispatcher.core.locations import store_location
 
-pytestmark = pytest.mark.both_backends
-
 # ``listener run`` as the command runs it, telling on its way out which heavy modules it loaded.
 LISTENER = (
     "import atexit, sys; "
@@ -65,3 +63,35 @@ def test_an_idle_listener_wakes_on_a_send_a_config_change_and_a_stop_without_the
     assert proc.returncode == 0, err
     assert "modules: []" in err.splitlines()[-1], err  # no MCP SDK (nor its anyio, httpx) in the listener
     assert status(env)["progress"]["stage"] == "stopped"
+
+
+def test_on_postgresql_a_dispatch_leaves_the_listeners_own_listen_session_alone(tmp_path, postgres_url):
+    """The supervisor is a fork of the listener and inherits its LISTEN connection: closing it
+    there would end the session the listener still sleeps on, and a notice sent until it listened
+    again would be lost (the next task then waited for the 5 s rescan). The child lets it be."""
+    import psycopg
+
+    launcher = tmp_path / "instant.sh"
+    launcher.write_text("#!/bin/sh\nexit 0\n")
+    launcher.chmod(0o755)
+    env = {**bridge_env(tmp_path, write_config(tmp_path / "config.json")), "AGENT_BRIDGE_DB": postgres_url}
+    write_config_atomic(Path(env["AGENT_BRIDGE_CONFIG"]), launcher)
+
+    def listening() -> set[int]:
+        with psycopg.connect(postgres_url, autocommit=True) as admin:
+            rows = admin.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN %'"
+            ).fetchall()
+        return {pid for (pid,) in rows}
+
+    proc = _start(env)
+    wait_until(lambda: (status(env)["progress"] or {}).get("stage") == "idle", what="listener idle")
+    before = listening()
+    assert len(before) == 1, before
+    for n in range(2):
+        task = post_task(postgres_url, f"task {n}")
+        assert wait_finished(postgres_url, task)["state"] == "finished"
+        wait_until(lambda: (status(env)["progress"] or {}).get("current") is None, what="listener idle again")
+    assert listening() == before
+    proc.terminate()
+    proc.wait(timeout=DEADLINE)

@@ -11,8 +11,6 @@ import pytest
 
 from dispatcher.dispatch.evidence import Evidence, is_blocked_text, judge
 
-pytestmark = pytest.mark.both_backends
-
 S, B = "succeeded", "blocked"
 CONVERSATION_STATES = (None, "active", "blocked", "needs_human", "completed", "cancelled", "expired")
 

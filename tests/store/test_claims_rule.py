@@ -10,8 +10,6 @@ from dispatcher.store import open_store
 from dispatcher.store.claims import active_claim_sql, claim_is_active
 from dispatcher.store.messages import fetch_existing_message, insert_message
 
-pytestmark = pytest.mark.both_backends
-
 NOW = 1_800_000_000.0
 # Around NOW (where the answer turns) and anywhere else a float or an integer can be.
 instants = st.one_of(

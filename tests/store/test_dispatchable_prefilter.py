@@ -11,8 +11,6 @@ from dispatcher.core.config import AgentConfig, BridgeConfig
 from dispatcher.dispatch import queue
 from dispatcher.store import dispatchable, open_store, write_transaction
 
-pytestmark = pytest.mark.both_backends
-
 NOW = 1_800_000_000.0
 MAX_AGE = 3600
 AGENTS = ("claude", "kimi")

@@ -19,8 +19,6 @@ from dispatcher.core.file_events import MODE_VARIABLE
 from dispatcher.store import open_store
 from dispatcher.wake.hook_wait import TIMEOUT_MARGIN_SECONDS, claude_backgrounds, parse_wait
 
-pytestmark = pytest.mark.both_backends
-
 AGENTS = frozenset({"claude", "kimi", "codex"})
 SECRET = "SECRET-" + os.urandom(6).hex()
 FAKE = str(Path(__file__).parents[1] / "fake_claude_parent.py")

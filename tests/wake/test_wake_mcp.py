@@ -40,8 +40,6 @@ from dispatcher.mcp.wake_mcp import (
 )
 from dispatcher.store import SqliteStore, open_handle
 
-pytestmark = pytest.mark.both_backends
-
 TIMEOUT = 60.0
 SECRET = "the-secret-payload-41"
 AGENTS = {"claude", "kimi", "codex"}
