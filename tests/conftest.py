@@ -29,7 +29,7 @@ from dispatcher.store import open_store  # noqa: E402
 def bridge_root(tmp_path_factory, backend) -> Path:
     """The module's files (config, runtime directory, SQLite store): one tree per backend, so a
     module run on both never finds the other run's attempt directories."""
-    return tmp_path_factory.mktemp(f"bridge-{backend}")
+    return tmp_path_factory.mktemp("bridge" if backend == "sqlite" else "bridge-pg")
 
 
 @pytest.fixture(scope="module")

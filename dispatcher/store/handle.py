@@ -177,6 +177,8 @@ class SqliteStore:
                 st = os.stat(self.path)
             except FileNotFoundError:
                 return  # a new store
+            if st.st_size == 0:
+                return  # a store another process is creating: nothing is in WAL mode yet, nothing to split
             complete = all(self._current_identity(suffix) is not None for suffix in SIDECARS)
             if complete or not _locked_by_other_process(st, unknown=False):
                 return

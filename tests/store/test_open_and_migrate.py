@@ -187,6 +187,33 @@ def test_a_fresh_open_with_no_sidecars_and_nobody_else_is_fine(tmp_path):
         second.close()
 
 
+CREATING = """
+import fcntl, os, sys
+
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)  # created, still empty: not yet in WAL mode
+fcntl.lockf(fd, fcntl.LOCK_SH, 1, 1024)  # a lock, as SQLite's while it opens the file
+print("creating", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_a_store_another_process_is_creating_is_no_split_store(tmp_path):
+    """Two servers started together on a new store: while the first has the empty file open and
+    has not switched it to WAL yet, there are no -wal/-shm to miss; the second opens it at once
+    (a loaded machine once stretched that moment past the grace, and it refused store_missing)."""
+    db = tmp_path / "bridge.db"
+    creator = subprocess.Popen(
+        [sys.executable, "-c", CREATING, str(db)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    store = SqliteStore(db)
+    try:
+        assert creator.stdout.readline().strip() == "creating"
+        assert store.connection().execute("SELECT count(*) FROM messages").fetchone()[0] == 0
+    finally:
+        creator.communicate("\n", timeout=30)
+        store.close()
+
+
 def test_a_second_open_in_one_process_keeps_the_first_connections_locks(tmp_path):
     """Opening the store again must not open-and-close the file: that drops this process's
     POSIX locks, and another process closing its connection would then take itself for the
