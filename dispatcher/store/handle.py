@@ -24,7 +24,8 @@ when either changed, and refuses with ``store_missing``
 until no other process holds a lock on the old -shm; the last process to let go
 checkpoints its WAL into the file, as SQLite does on every last close. A handle opening
 the store refuses likewise while a sidecar is missing yet another process has the file
-open (it can only be using a deleted one).
+open (it can only be using a deleted one), unless the file is still empty: another process is
+creating it, and nothing is in WAL mode yet.
 """
 
 import contextlib
