@@ -12,6 +12,7 @@ CLI, and a relative path would quietly name a different file in each.
 
 import hashlib
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -72,6 +73,16 @@ class StoreUrl(str):
 
 # Where the store is: a SQLite file (its real path) or a PostgreSQL URL.
 StoreLocation = Path | StoreUrl
+
+
+def redacted(url: str) -> str:
+    """The URL without its password."""
+    return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
+
+
+def shown(db: StoreLocation) -> str:
+    """The store as messages, logs and views name it: a path, or a URL without its password."""
+    return redacted(db) if isinstance(db, StoreUrl) else str(db)
 
 
 def store_location(value: str | os.PathLike[str]) -> StoreLocation:

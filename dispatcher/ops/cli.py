@@ -17,6 +17,7 @@ import click
 
 from dispatcher.core.errors import BridgeError
 from dispatcher.core.exits import EXIT_INTERRUPTED, EXIT_USAGE, report
+from dispatcher.core.locations import shown
 from dispatcher.core.validation import AGENT_ID_PATTERN
 
 MAX_MESSAGE_ID = 2**63 - 1  # SQLite's largest integer
@@ -157,7 +158,7 @@ def listener_run(agent: str) -> None:
 
     names = ", ".join(taken(os.environ)) or "none"
     click.echo(
-        f"agent-bridge listener for {agent}: pid {os.getpid()}, store {settings.db}, runtime {settings.private_dir()}, "
+        f"agent-bridge listener for {agent}: pid {os.getpid()}, store {shown(settings.db)}, runtime {settings.private_dir()}, "
         f"launcher environment: {names}",
         err=True,
     )
@@ -487,7 +488,7 @@ def costs(agent: str | None, since: str, by: str, as_json: bool) -> None:
     conn = open_read_only(settings.db)
     if conn is None:
         raise BridgeError(
-            "store_missing", f"there is no store at {settings.db}; nothing has been dispatched there yet."
+            "store_missing", f"there is no store at {shown(settings.db)}; nothing has been dispatched there yet."
         )
     try:
         report = costs_report(conn, since, by, agent)

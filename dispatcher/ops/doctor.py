@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from dispatcher.core import clock
 from dispatcher.core.errors import BridgeError
-from dispatcher.core.locations import Locations, StoreUrl
+from dispatcher.core.locations import Locations, StoreUrl, shown
 from dispatcher.core.private_files import writable_by_others
 from dispatcher.dispatch.environment import AUTH_VARIABLES
 from dispatcher.ops import init
@@ -235,9 +235,8 @@ def check_store(ctx: Context) -> list[Finding]:
 def _check_postgres_store(ctx: Context, url: StoreUrl) -> list[Finding]:
     """A PostgreSQL store: the server answers, the database holds a store, its schema is known."""
     from dispatcher.store import SCHEMA_VERSION
-    from dispatcher.store.postgres import redacted
 
-    where = redacted(url)
+    where = shown(url)
     try:
         conn = open_read_only(url)
     except (BridgeError,) + STORE_ERRORS as exc:

@@ -10,7 +10,7 @@ from typing import Any
 
 from dispatcher.core.clock import iso
 from dispatcher.core.errors import BridgeError
-from dispatcher.core.locations import LocationsLike
+from dispatcher.core.locations import LocationsLike, shown
 from dispatcher.core.reasons import failure_reason
 from dispatcher.store import Connection, Row
 from dispatcher.store.attempts import get_attempt
@@ -72,11 +72,15 @@ def message_fields(row: Row) -> dict[str, Any]:
 def message_report(settings: LocationsLike, message_id: int) -> dict[str, Any]:
     conn = open_read_only(settings.db, named_rows=True)
     if conn is None:
-        raise BridgeError("message_not_found", f"there is no store at {settings.db} yet, so no message #{message_id}.")
+        raise BridgeError(
+            "message_not_found", f"there is no store at {shown(settings.db)} yet, so no message #{message_id}."
+        )
     try:
         row = fetch_message(conn, message_id)
         if row is None:
-            raise BridgeError("message_not_found", f"there is no message #{message_id} in {settings.db}; check the id.")
+            raise BridgeError(
+                "message_not_found", f"there is no message #{message_id} in {shown(settings.db)}; check the id."
+            )
         return {
             **message_fields(row),
             "replies": _replies(conn, message_id),

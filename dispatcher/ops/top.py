@@ -12,6 +12,7 @@ import time
 
 from dispatcher.core import clock
 from dispatcher.core.errors import BridgeError
+from dispatcher.core.locations import shown
 from dispatcher.core.reasons import reason_code
 
 RECENT = 10
@@ -39,7 +40,7 @@ def snapshot(settings) -> dict:
     now = clock.now()
     snap: dict = {
         "at": now,
-        "store": str(settings.db),
+        "store": shown(settings.db),
         "error": None,
         "agents": [],
         "in_flight": [],

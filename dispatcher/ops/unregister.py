@@ -27,7 +27,7 @@ from pathlib import Path
 
 from dispatcher.core import clock
 from dispatcher.core.errors import BridgeError
-from dispatcher.core.locations import StoreUrl
+from dispatcher.core.locations import StoreUrl, shown
 from dispatcher.core.settings import BridgeSettings
 from dispatcher.ops import register as reg
 
@@ -310,9 +310,7 @@ def purge(settings: BridgeSettings) -> list[str]:
     db, runtime = settings.db, settings.private_dir()
     removed, said = [], []
     if isinstance(db, StoreUrl):
-        from dispatcher.store.postgres import redacted
-
-        said.append(f"kept the PostgreSQL store {redacted(db)}: drop its database on the server to delete it.")
+        said.append(f"kept the PostgreSQL store {shown(db)}: drop its database on the server to delete it.")
     else:
         for path in (db, *(db.with_name(db.name + suffix) for suffix in ("-wal", "-shm", "-journal"))):
             if path.is_file() and not path.is_symlink():
@@ -349,6 +347,6 @@ def uninstall(settings: BridgeSettings, *, purge_store: bool) -> list[str]:
     if purge_store:
         lines += purge(settings)
     else:
-        lines.append(f"kept the store {settings.db} and runtime {runtime}; `--purge` deletes them.")
+        lines.append(f"kept the store {shown(settings.db)} and runtime {runtime}; `--purge` deletes them.")
     lines.append(f"kept {settings.config_path()} (yours). To remove the program: `uv tool uninstall agent-bridge`.")
     return lines

@@ -37,7 +37,7 @@ except ImportError:
         "with the extra, `uv tool install --force './agent-bridge[postgres]'` from your clone (or "
         "'git+<repository-url>[postgres]'), or `uv sync --extra postgres` in a checkout",
     ) from None
-from dispatcher.core.locations import StoreLocation, StoreUrl
+from dispatcher.core.locations import StoreLocation, StoreUrl, redacted
 from dispatcher.store.errors import PostgresCorruption, PostgresError, PostgresIntegrityError, PostgresTransientError
 from dispatcher.store.postgres_schema import MIGRATIONS
 from dispatcher.store.types import Connection
@@ -234,11 +234,6 @@ def schema_too_new(url: str, found: int, known: int) -> BridgeError:
         f"store {redacted(url)} has schema version {found}, but this agent-bridge knows only up to "
         f"{known}; upgrade agent-bridge (nothing was written).",
     )
-
-
-def redacted(url: str) -> str:
-    """The URL without its password, for messages and logs."""
-    return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
 
 
 def open_postgres(url: str, *, target_version: int) -> PostgresConnection:

@@ -26,7 +26,7 @@ from dispatcher.bridge.inbox import InboxSummary, inbox_summary, wake_line
 from dispatcher.bridge.presence import watch_from_descendant
 from dispatcher.core import clock
 from dispatcher.core.errors import BridgeError
-from dispatcher.core.locations import StoreLocation
+from dispatcher.core.locations import StoreLocation, shown
 from dispatcher.store import TRANSIENT_STORE_ERRORS, Connection
 from dispatcher.store.changes import StoreChanges, data_version, store_file_id
 from dispatcher.store.readonly import open_read_only
@@ -169,7 +169,7 @@ def watch(
                 if errors >= MAX_CONSECUTIVE_ERRORS:
                     raise BridgeError(
                         "store_unavailable",
-                        f"cannot read {db} ({exc}); check it with `agent-bridge doctor`, then re-arm the watch.",
+                        f"cannot read {shown(db)} ({exc}); check it with `agent-bridge doctor`, then re-arm the watch.",
                     ) from None
             if deadline is not None and max_seconds is not None and clock.monotonic() >= deadline:
                 out.write(expiry_line(agent, max_seconds, rearm) + "\n")

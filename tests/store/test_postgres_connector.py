@@ -7,11 +7,13 @@ import sqlite3
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import psycopg
 import pytest
 
 from dispatcher.core.errors import BridgeError
+from dispatcher.core.locations import StoreUrl, redacted, shown
 from dispatcher.store import (
     INTEGRITY_ERRORS,
     SCHEMA_VERSION,
@@ -23,7 +25,7 @@ from dispatcher.store import (
     write_transaction,
 )
 from dispatcher.store.messages import fetch_message, insert_message
-from dispatcher.store.postgres import redacted, translate
+from dispatcher.store.postgres import translate
 
 
 @pytest.mark.parametrize(
@@ -47,6 +49,9 @@ def test_translate_placeholders_and_leave_quoted_text_alone(shared, psycopg_form
 def test_a_password_never_shows_in_what_is_said():
     assert redacted("postgresql://bridge:s3cret@db.example:5432/b") == "postgresql://bridge:***@db.example:5432/b"
     assert redacted("postgresql://postgres@127.0.0.1/b") == "postgresql://postgres@127.0.0.1/b"
+    # What the listener's banner, top, show, uninstall and watch errors print for the store.
+    assert shown(StoreUrl("postgresql://bridge:s3cret@db/b")) == "postgresql://bridge:***@db/b"
+    assert shown(Path("/state/bridge.db")) == "/state/bridge.db"
 
 
 def _columns_sqlite(conn: sqlite3.Connection) -> dict[str, list[str]]:
