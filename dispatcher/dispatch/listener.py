@@ -355,6 +355,10 @@ class Listener:
                 return  # the next observation reports it
 
     def _dispatch(self, store: StoreHandle, candidate: queue.Candidate) -> None:
+        if _file_key(self.config_path) != self._config_key:
+            # config.json changed after this round read it, and the task was found after that: it
+            # may have been sent under the new config. Look again with it (the loop observes at once).
+            return
         current = {
             "message_id": candidate.message_id,
             "sender": candidate.sender,

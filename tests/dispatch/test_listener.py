@@ -38,14 +38,6 @@ def listener(env, config_path, launchers):
     proc.communicate(timeout=30)  # also closes its pipes
 
 
-@pytest.fixture(autouse=True)
-def _the_listener_is_between_dispatches(request, env):
-    """Each test rewrites config.json and then sends: the listener must be asleep, not in the middle
-    of the last test's dispatch, or it may read the old config and then find the new task."""
-    if "listener" in request.fixturenames:
-        wait_until(lambda: status(env)["stage"] == "idle", what="the listener asleep between dispatches")
-
-
 def use(config_path, launchers, mode, **kw):
     launcher = kw.pop("launcher", None) or make_launcher(launchers, mode, **kw.pop("env", {}))
     write_config_atomic(config_path, launcher, **kw)
