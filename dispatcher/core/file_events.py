@@ -40,7 +40,7 @@ FALLBACK_SECONDS = 0.5  # the poll rate without inotify
 # after an event, the next wait (``wait`` or ``next_change``) lasts at most this long, for one
 # more look.
 SETTLE_SECONDS = 0.05
-RECHECK_SECONDS = 5.0  # between events, ``next_change``'s callers look anyway (the last resort)
+RECHECK_SECONDS = 5.0  # between events, every waiter looks anyway (the last resort)
 MODE_VARIABLE = "AGENT_BRIDGE_FILE_EVENTS"  # "poll" forces the fallback (a file system without inotify)
 # What a watched name changing looks like, in a directory watch (linux/inotify.h).
 _IN_MODIFY, _IN_ATTRIB, _IN_CLOSE_WRITE = 0x2, 0x4, 0x8

@@ -24,6 +24,7 @@ from pathlib import Path
 from dispatcher.core import clock, processes
 from dispatcher.core.config import BridgeConfig, load_config
 from dispatcher.core.errors import BridgeError, ConfigError, DispatchRefused
+from dispatcher.core.file_events import RECHECK_SECONDS
 from dispatcher.core.locations import PROJECT_DIR
 from dispatcher.core.logs import configure_logging, get_logger
 from dispatcher.core.private_files import open_private_lock
@@ -44,7 +45,6 @@ from dispatcher.store.connection import prepare_store_dir, shrink_wal
 from dispatcher.store.messages import cap_far_leases
 
 # Between file events, a look anyway (a config.json reached through a link, a replaced directory).
-RECHECK_SECONDS = 5.0
 SUPERVISOR_STOP_CHECK_SECONDS = 0.25
 # Supervisor exit codes (the listener's only channel from its forked child).
 EXIT_REFUSED, EXIT_STORE = 3, 4

@@ -63,11 +63,6 @@ class StoreChanges:
         else:
             self._events = FileEvents([*change_files(db), *files])
 
-    @property
-    def kernel(self) -> bool:
-        """Whether every change wakes a wait at once (else each wait is a slow poll)."""
-        return self._events.kernel and (self._notices is None or self._notices.fileno() is not None)
-
     def wait(self, timeout: float, also: Sequence[int] = ()) -> bool:
         """``FileEvents.wait``, woken by the store's notices too."""
         if self._notices is None:

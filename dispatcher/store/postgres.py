@@ -104,8 +104,7 @@ class _NumericAsSqliteDoes(psycopg.adapt.Loader):
 
     def load(self, data: Any) -> int | float:
         text = bytes(data).decode()
-        number = float(text)
-        return int(text) if text.lstrip("-").isdigit() else number
+        return int(text) if text.lstrip("-").isdigit() else float(text)
 
 
 def _row_factory(cursor: "psycopg.Cursor[Any]") -> RowMaker[Row]:
@@ -225,7 +224,7 @@ def migrate(conn: PostgresConnection, url: str, target: int) -> None:
                 conn.raw.execute(migration.encode())
         if target > found:
             conn.raw.execute("DELETE FROM bridge_schema")
-            conn.raw.execute("INSERT INTO bridge_schema (version) VALUES (%s)", (max(found, target),))
+            conn.raw.execute("INSERT INTO bridge_schema (version) VALUES (%s)", (target,))
 
 
 def schema_too_new(url: str, found: int, known: int) -> BridgeError:

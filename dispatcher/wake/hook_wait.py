@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING
 
 from dispatcher.bridge.hook_rules import Verdict, decide_wait, release_wait
 from dispatcher.core import clock, processes
+from dispatcher.core.file_events import RECHECK_SECONDS
 from dispatcher.core.locations import StoreLocation
 from dispatcher.store.changes import StoreChanges, data_version, store_file_id
 from dispatcher.wake import hooks
@@ -62,7 +63,6 @@ WAIT_MIN_SECONDS = 1
 WAIT_MAX_SECONDS = 86400
 TIMEOUT_MARGIN_SECONDS = 30
 GAP_POLL_SECONDS = 0.25  # while a wake waits out the gap between notices: a look this often
-RECHECK_SECONDS = 5.0  # between file events, a look anyway
 PARENT_CHECK_SECONDS = 1.0  # how often Claude is looked for when no pidfd tells of its end
 MARK_WITHIN_SECONDS = 120.0  # how long a SessionStart waiter looks for its session's MCP server
 WAIT_EVENTS = ("Stop", "SessionStart")  # the Claude events whose hook may wait

@@ -26,12 +26,12 @@ from dispatcher.bridge.inbox import InboxSummary, inbox_summary, wake_line
 from dispatcher.bridge.presence import watch_from_descendant
 from dispatcher.core import clock
 from dispatcher.core.errors import BridgeError
+from dispatcher.core.file_events import RECHECK_SECONDS
 from dispatcher.core.locations import StoreLocation, shown
 from dispatcher.store import TRANSIENT_STORE_ERRORS, Connection
 from dispatcher.store.changes import StoreChanges, data_version, store_file_id
 from dispatcher.store.readonly import open_read_only
 
-RECHECK_SECONDS = 5.0  # between file events, a look anyway
 ERROR_RETRY_SECONDS = 0.1  # after a transient store error (locked, being recovered)
 MAX_SECONDS_RANGE = (1.0, 7 * 86400.0)
 # A store that stays unreadable (locked past the read timeout, being recovered) this many

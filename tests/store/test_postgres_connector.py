@@ -88,7 +88,8 @@ def test_the_schema_is_sqlites_table_for_table_column_for_column(tmp_path, postg
         pg.close()
 
 
-def test_two_processes_starting_together_migrate_once(postgres_url):
+def test_four_connections_opening_a_new_store_together_migrate_it_once(postgres_url):
+    """Without the migration lock the later ones would fail creating tables that already exist."""
     opened, failed = [], []
 
     def start() -> None:
@@ -104,7 +105,6 @@ def test_two_processes_starting_together_migrate_once(postgres_url):
         starter.join(timeout=120)
     assert failed == [] and len(opened) == 4
     assert [schema_version(c) for c in opened] == [SCHEMA_VERSION] * 4
-    assert opened[0].execute("SELECT count(*) FROM bridge_schema").fetchone()[0] == 1
     for conn in opened:
         conn.close()
 
