@@ -9,6 +9,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+import psutil
 import pytest
 from dispatch_harness import (
     alive,
@@ -182,13 +183,15 @@ def test_reconciliation_finds_the_whole_worker_tree_by_its_token(env, db_path, c
         running = wait_until(
             lambda: (a := attempt(db_path, task)) and a["state"] == "spawned" and a, what="worker spawned"
         )
-        wait_until(lambda: len(tree_of(running["worker_token"])) == 2, what="leader and daemon running")
+        # The grandchild itself: two token processes may still be the leader and the middle child
+        # before its setsid, which the group kill below would take too (no daemon left to find).
+        daemon = wait_until(lambda: daemon_of(running), what="daemon running")
         os.kill(running["supervisor_pid"], signal.SIGKILL)
         os.killpg(running["worker_pid"], signal.SIGKILL)  # the group dies; the daemon is not in it
         wait_until(lambda: not alive(running["worker_pid"], running["worker_start_time"]), what="leader gone")
         wait_until(lambda: status(env)["stage"] == "supervising", what="listener sees it still running")
         assert attempt(db_path, task)["state"] == "spawned"
-        [daemon] = tree_of(running["worker_token"])
+        assert daemon in tree_of(running["worker_token"])
         in_cgroup = f"/{PREFIX}{running['worker_token']}" in Path(f"/proc/{daemon}/cgroup").read_text()
         assert in_cgroup is (not knob)
         query_commit(db_path, f"UPDATE dispatch_attempts SET deadline = 0 WHERE message_id = {task}")
@@ -198,6 +201,19 @@ def test_reconciliation_finds_the_whole_worker_tree_by_its_token(env, db_path, c
         contained_as(env, task, knob, running["worker_token"])
     finally:
         stop_listener(listener)
+
+
+def daemon_of(running: dict) -> int | None:
+    """The worker's double-forked grandchild: a process of its tree in a session of its own that
+    the leader did not start (the middle child is the leader's)."""
+    leader = running["worker_pid"]
+    for pid in tree_of(running["worker_token"]):
+        try:
+            if pid != leader and os.getsid(pid) != os.getsid(leader) and psutil.Process(pid).ppid() != leader:
+                return pid
+        except (OSError, psutil.Error):  # gone meanwhile
+            continue
+    return None
 
 
 def test_a_worker_whose_pid_cannot_be_recorded_never_runs(env, db_path, config_path, launchers, bridge_root):
