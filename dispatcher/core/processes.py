@@ -58,6 +58,7 @@ def liveness(host: str, start_time: str | None, *, here: str, observed_start: st
 # -- identity --------------------------------------------------------------------------------
 HOST_ID_ENV = "AGENT_BRIDGE_HOST_ID"
 _HOST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}")
+HOST_ID_RULE = "it must be 1 to 64 letters, digits, '.', '_', ':' or '-'"
 _MACHINE_ID = Path("/etc/machine-id")
 
 
@@ -68,9 +69,13 @@ def this_host() -> str:
     configured = os.environ.get(HOST_ID_ENV, "")
     if not configured:
         return _machine_id()
-    if not _HOST_ID.fullmatch(configured):
-        raise InvalidSetting(HOST_ID_ENV, configured, "it must be 1 to 64 letters, digits, '.', '_', ':' or '-'")
+    if not is_host_id(configured):
+        raise InvalidSetting(HOST_ID_ENV, configured, HOST_ID_RULE)
     return configured
+
+
+def is_host_id(value: str) -> bool:
+    return _HOST_ID.fullmatch(value) is not None
 
 
 @functools.cache
@@ -79,7 +84,7 @@ def _machine_id() -> str:
         found = _MACHINE_ID.read_text().strip()
     except OSError:
         found = ""
-    return found if _HOST_ID.fullmatch(found) else socket.gethostname()
+    return found if is_host_id(found) else socket.gethostname()
 
 
 def _stat_fields(pid: object) -> list[str] | None:

@@ -19,8 +19,17 @@ from pathlib import Path
 
 import psutil
 import pytest
-from dispatch_harness import DEADLINE, STARTED, attempt, notices_for, post_task, query, wait_until, write_config_atomic
-from harness import PROJECT, bridge_env, write_config
+from dispatch_harness import (
+    DEADLINE,
+    STARTED,
+    attempt,
+    notices_for,
+    post_task,
+    query,
+    wait_until,
+    write_config_atomic,
+)
+from harness import PROJECT, bridge_env, sql, write_config
 
 from dispatcher.dispatch.faults import HOST_LEASE_ENV, NO_CGROUP_ENV, RENEW_ENV
 
@@ -131,3 +140,25 @@ def test_one_listener_across_hosts_and_a_lost_hosts_attempt_is_settled_once_by_a
     finally:
         listener_of(b).terminate()
         b.communicate(timeout=DEADLINE)
+
+
+def test_a_listener_whose_lease_another_host_took_over_stops(tmp_path, postgres_url):
+    """A listener that could not renew in time (cut off, stopped) and finds its row taken by a
+    live listener of another host stops at its next renewal, saying who holds it."""
+    config = write_config(tmp_path / "config.json")
+    write_config_atomic(config, tmp_path / "never-launched.sh")
+    a = start_on(host(tmp_path, "host-a", postgres_url, config))
+    try:
+        wait_until(lambda: (h := holder(postgres_url)) and h[0] == "host-a", what="host A's listener holds the lease")
+        sql(
+            postgres_url,
+            "UPDATE listeners SET host = 'host-c', pid = 7, renewed_at = ? WHERE agent = 'claude'",
+            (time.time() + 3600,),
+        )
+        _, err = a.communicate(timeout=DEADLINE)
+    finally:
+        if a.poll() is None:
+            listener_of(a).kill()
+    assert a.returncode == 0
+    assert "the claude listener is already running (pid 7 on host host-c)" in err, err
+    assert holder(postgres_url)[0] == "host-c"  # left to its holder
