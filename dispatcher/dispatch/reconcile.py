@@ -65,40 +65,33 @@ def reconcile(conn: Connection, paths: AgentPaths) -> bool:
     busy = False
     host = this_host()
     for attempt in unsettled_attempts(conn, paths.agent):
-        if attempt["host"] not in (None, host):  # (no host: recorded before hosts, on this one)
-            # Another host's: its lease is all there is to go by; nothing of it is here to end.
-            elsewhere = decide(
-                supervisor_alive=False,
-                worker_alive=False,
-                now=clock.now(),
-                deadline=attempt["deadline"],
-                grace=supervisor_grace(),
-                here=False,
-                lease_expires_at=attempt["lease_expires_at"],
-            )
-            if elsewhere == BUSY:
-                busy = True
-            else:
-                settle(conn, attempt["message_id"], fallback="crashed", error_kind=HOST_LOST)
-            continue
-        supervisor_alive = is_same_process(attempt["supervisor_pid"], attempt["supervisor_start_time"])
+        here = attempt["host"] in (None, host)  # (no host: recorded before hosts, on this one)
+        # Another host's: its lease is all there is to go by; /proc here cannot see it.
+        supervisor_alive = here and is_same_process(attempt["supervisor_pid"], attempt["supervisor_start_time"])
         # The cgroup its supervisor made (ours too: supervisors are forked from the listener), and
         # the whole-/proc sweep for the token: a supervisor is gone or overdue, its tree unknown.
-        tree = WorkerTree(attempt["worker_token"], cgroups.find(attempt["worker_token"]))
-        worker_alive = False
-        if not supervisor_alive:
-            worker_alive = (
+        tree = WorkerTree(attempt["worker_token"], cgroups.find(attempt["worker_token"]) if here else None)
+        worker_alive = (
+            here
+            and not supervisor_alive
+            and (
                 is_same_process(attempt["worker_pid"], attempt["worker_start_time"])
                 or (tree.cgroup is not None and tree.cgroup.populated())
                 or bool(token_processes(attempt["worker_token"]))
             )
+        )
         action = decide(
             supervisor_alive=supervisor_alive,
             worker_alive=worker_alive,
             now=clock.now(),
             deadline=attempt["deadline"],
             grace=supervisor_grace(),
+            here=here,
+            lease_expires_at=attempt["lease_expires_at"],
         )
+        if action == HOST_LOST:  # nothing of it is here to end
+            settle(conn, attempt["message_id"], fallback="crashed", error_kind=HOST_LOST)
+            continue
         if action == BUSY:
             busy = True
             continue

@@ -9,11 +9,9 @@ launches nothing twice, and dispatches the next task itself. The leases are shor
 (``AGENT_BRIDGE_TEST_HOST_LEASE_SECONDS``); the rules themselves have unit tests
 (``test_step_decisions``)."""
 
-import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -21,15 +19,15 @@ import psutil
 import pytest
 from dispatch_harness import (
     DEADLINE,
-    STARTED,
     attempt,
     notices_for,
     post_task,
     query,
+    start_listener,
     wait_until,
     write_config_atomic,
 )
-from harness import PROJECT, bridge_env, sql, write_config
+from harness import bridge_env, sql, write_config
 
 from dispatcher.dispatch.faults import HOST_LEASE_ENV, NO_CGROUP_ENV, RENEW_ENV
 
@@ -60,18 +58,7 @@ def host(tmp_path: Path, name: str, url: str, config: Path) -> dict:
 def start_on(env: dict) -> subprocess.Popen:
     """``listener run`` as pid 1 of a PID namespace of its own: killing it kills its host (and
     ``unshare`` ended by the suite's clean-up kills it)."""
-    proc = subprocess.Popen(
-        ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child"]
-        + [sys.executable, "-m", "dispatcher", "listener", "run", "--agent", "claude"],
-        cwd=PROJECT,
-        env={**os.environ, **env},
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    STARTED.append(proc)
-    return proc
+    return start_listener(env, wrapper=("unshare", "--pid", "--fork", "--mount-proc", "--kill-child"))
 
 
 def listener_of(namespace: subprocess.Popen) -> psutil.Process:
