@@ -265,6 +265,8 @@ class PostgresStore:
     (a restart, ``pg_terminate_backend``). The call that met the drop fails ``store_unavailable``;
     nothing it did was committed."""
 
+    spans_hosts = True
+
     def __init__(self, url: StoreUrl) -> None:
         self.location: StoreLocation = url
         self._url = url
