@@ -1,4 +1,4 @@
-"""Fault injection, part 2 (slow, ~50 s on each backend): a busy storm on one store.
+"""Fault injection, part 2 (slow, about a minute on each backend): a busy storm on one store.
 
 16 writer and 16 reader processes for 10 s (about 80,000 messages on 2 cores; draining
 them takes most of the time, so a longer storm only adds minutes; FAULT_STORM_SECONDS sets
