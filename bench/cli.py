@@ -396,27 +396,7 @@ class Runner:
         for b in a.backlogs:
 
             def go(b=b):
-                pairs = [(t, self.store(t, f"backlog{b}")) for t in self.targets.values()]
-                fills = {}
-                for t, st in pairs:
-                    fills[t.key] = measure.fill_store(t, st, background=b, unread_for_reader=measure.STEADY_UNREAD)
-                    self.log(
-                        f"backlog {t.key} {b:,}: filled {fills[t.key]['rows_in_store']:,} rows in "
-                        f"{fills[t.key]['fill_seconds']} s"
-                    )
-                out = anyio.run(
-                    lambda: measure.backlog_read(
-                        pairs,
-                        calls=a.backlog_calls,
-                        warmup=a.backlog_warmup,
-                        empty_calls=a.empty_calls,
-                        limit=20,
-                        max_seconds=a.max_phase_seconds,
-                    )
-                )
-                for _, st in pairs:
-                    self.drop(st)
-                return {k: {**v, "fill": fills[k]} for k, v in out.items()}
+                return self.backlog_reads([(t, self.store(t, f"backlog{b}")) for t in self.targets.values()], b)
 
             out = self.guarded(f"backlog {b}", "all", go)
             for key in self.targets:
@@ -433,6 +413,33 @@ class Runner:
             if len(sizes) >= 2:
                 lo, hi = bl[str(sizes[0])]["full_page"]["median"], bl[str(sizes[-1])]["full_page"]["median"]
                 self.sys(key)["backlog_ratio"] = hi / lo if lo else None
+
+    def backlog_reads(self, pairs: list, b: int) -> dict:
+        """Fill each store with a backlog of ``b`` rows, then full-page receives interleaved
+        system by system (``measure.backlog_read``); the stores are dropped after."""
+        a, fills = self.a, {}
+        try:
+            for t, st in pairs:
+                fills[t.key] = measure.fill_store(t, st, background=b, unread_for_reader=measure.STEADY_UNREAD)
+                self.log(
+                    f"backlog {t.key} {b:,}: filled {fills[t.key]['rows_in_store']:,} rows in "
+                    f"{fills[t.key]['fill_seconds']} s"
+                )
+            out = anyio.run(
+                lambda: measure.backlog_read(
+                    pairs,
+                    calls=a.backlog_calls,
+                    warmup=a.backlog_warmup,
+                    empty_calls=a.empty_calls,
+                    limit=20,
+                    max_seconds=a.max_phase_seconds,
+                )
+            )
+        finally:
+            for t, st in pairs:
+                t.drop_store(st)
+                self.drop(st)
+        return {k: {**v, "fill": fills[k]} for k, v in out.items()}
 
     def dispatch(self) -> None:
         """Agent Bridge only: the listener's wake-up latency and idle cost (bench/listener.py)."""
@@ -511,13 +518,20 @@ class Runner:
                     finally:
                         t.drop_store(st)
                         self.drop(st)
+            # The receive latency at the smallest and the largest backlog, next to SQLite's.
+            backlog = {
+                str(b): self.backlog_reads(
+                    [(lite, self.store(lite, f"pg-backlog{b}-sqlite")), (pg, self.store(pg, f"pg-backlog{b}"))], b
+                )
+                for b in sorted({min(a.backlogs), max(a.backlogs)})
+            }
             store = self.store(pg, "pg-dispatch")
             try:
                 wake = listener.measure(self.a.dispatch_messages, self.a.idle_seconds, db=str(store.db), floor=False)
             finally:
                 pg.drop_store(store)
                 self.drop(store)
-            return {"latency": lat, "throughput": tp, "dispatch": wake}
+            return {"latency": lat, "throughput": tp, "backlog": backlog, "dispatch": wake}
 
         res = self.sys("ours")["postgres"] = self.guarded("postgres", "ours", go)
         lat = res.get("latency", {})
@@ -541,6 +555,13 @@ class Runner:
                 f"{wake['send_to_supervisor_ms']['p99']:.1f} ms; idle listener {wake['idle_listener']['cpu_percent']:.2f}%"
                 " of a core"
             )
+        for b, by_system in sorted(res.get("backlog", {}).items(), key=lambda kv: int(kv[0])):
+            if "full_page" in by_system.get(pg.key, {}) and "full_page" in by_system.get(lite.key, {}):
+                self.log(
+                    f"postgres backlog {int(b):,}: receive(20) median "
+                    f"{by_system[pg.key]['full_page']['median'] * 1000:.2f} ms "
+                    f"(SQLite {by_system[lite.key]['full_page']['median'] * 1000:.2f} ms)"
+                )
         for c, by in sorted(res.get("throughput", {}).get(pg.key, {}).items(), key=lambda kv: int(kv[0])):
             other = res["throughput"][lite.key].get(c, {})
             without = res["throughput"][quiet.key].get(c)
