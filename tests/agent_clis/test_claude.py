@@ -1,4 +1,4 @@
-"""Claude Code 2.1.332 end to end: the real listener, the real launchers/claude_headless.sh,
+"""Claude Code 2.1.332 end to end, on a SQLite and on a PostgreSQL store: the real listener, the real launchers/claude_headless.sh,
 the real pinned binary and the real worker server.py, driven by the scripted model on
 127.0.0.1 (tests/models/anthropic.py). A kimi session over MCP stdio sends the tasks.
 
@@ -19,7 +19,7 @@ from harness import PROJECT, McpAgent, write_config
 from models import script
 from models.anthropic import AnthropicModel, offered_tools
 
-pytestmark = pytest.mark.cli
+pytestmark = [pytest.mark.cli, pytest.mark.both_backends]
 
 LAUNCHER = PROJECT / "launchers" / "claude_headless.sh"
 WORKER_TOOLS = script.WORKER_TOOLS
