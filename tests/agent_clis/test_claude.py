@@ -1,6 +1,7 @@
-"""Claude Code 2.1.332 end to end, on a SQLite and on a PostgreSQL store: the real listener, the real launchers/claude_headless.sh,
-the real pinned binary and the real worker server.py, driven by the scripted model on
-127.0.0.1 (tests/models/anthropic.py). A kimi session over MCP stdio sends the tasks.
+"""Claude Code 2.1.332 end to end, on a SQLite file and on a PostgreSQL store: the real
+listener, the real launchers/claude_headless.sh, the real pinned binary and the real worker
+server.py, driven by the scripted model on 127.0.0.1 (tests/models/anthropic.py). A kimi
+session over MCP stdio sends the tasks.
 
 One listener and one model server per module; the three runs (succeed, block, silent) go
 back to back in one module fixture, and each test asserts one part of what they left."""
