@@ -19,20 +19,22 @@ from dispatch_harness import (
     wait_until,
     write_config_atomic,
 )
-from harness import PROJECT, bridge_env, sql, write_config
+from harness import PROJECT, bridge_env, on_backend, sql, write_config
 
 CANARY = "CANARY-top-7f3a secret task text"
 
 
-@pytest.fixture
-def own_store(tmp_path, monkeypatch):
-    """A store of the test's own (the module's store is the tmux test's, with a live listener)."""
-    env = bridge_env(tmp_path, write_config(tmp_path / "config.json"))
+@pytest.fixture(params=["sqlite", "postgres"])
+def own_store(tmp_path, monkeypatch, request):
+    """A store of the test's own (the module's store is the tmux test's, with a live listener):
+    a SQLite file, then a PostgreSQL store."""
+    env = on_backend(bridge_env(tmp_path, write_config(tmp_path / "config.json")), request.param, request)
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     from dispatcher.core.settings import BridgeSettings
 
-    return BridgeSettings(), Path(env["AGENT_BRIDGE_DB"])
+    db = env["AGENT_BRIDGE_DB"]
+    return BridgeSettings(), (db if request.param == "postgres" else Path(db))
 
 
 def _text(renderable) -> str:
@@ -284,9 +286,9 @@ def test_snapshot_and_render_show_live_interactive_sessions_only(own_store):
         presence.record_wake_path(conn, live, "hook")
         dead = conn.execute(
             "INSERT INTO sessions (agent, role, host, pid, start_time, client_name, started_at)"
-            " VALUES ('kimi', 'interactive', ?, ?, 1.0, 'ghost-client', 0)",
+            " VALUES ('kimi', 'interactive', ?, ?, 1.0, 'ghost-client', 0) RETURNING id",
             (processes.this_host(), me),
-        ).lastrowid  # our pid, another start: recycled
+        ).fetchone()[0]  # our pid, another start: recycled
         conn.execute(
             "INSERT INTO sessions (agent, role, host, pid, start_time, client_name, started_at)"
             " VALUES ('kimi', 'worker', ?, ?, ?, 'worker-client', 0)",
