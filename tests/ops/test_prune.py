@@ -18,6 +18,8 @@ from dispatcher.core.lifecycle import TERMINAL_CONVERSATION_STATES
 from dispatcher.ops import prune as pr
 from dispatcher.store import open_store
 
+pytestmark = pytest.mark.both_backends  # the rules on ``conn``; the CLI and the 1M-row run on SQLite
+
 NOW = 2_000_000_000.0
 DAY = 86400.0
 OLD = NOW - 3 * DAY
@@ -37,25 +39,26 @@ def msg(
 ) -> int:
     cur = conn.execute(
         "INSERT INTO messages (sender, recipient, kind, text, reply_to, conversation_id, created_at,"
-        " acknowledged_at, claim_owner, claim_expires_at) VALUES ('kimi', ?, 'task', 'x', ?, ?, ?, ?, ?, ?)",
+        " acknowledged_at, claim_owner, claim_expires_at) VALUES ('kimi', ?, 'task', 'x', ?, ?, ?, ?, ?, ?)"
+        " RETURNING id",
         (recipient, reply_to, conversation, created, acked, claim_owner, claim_expires),
     )
-    return cur.lastrowid
+    return cur.fetchone()[0]
 
 
 def conv(conn, state="completed", updated=OLD, in_flight=None, transitions=2) -> int:
-    cur = conn.execute(
+    conversation_id = conn.execute(
         "INSERT INTO conversations (initiator, recipient, goal, state, max_turns, in_flight_message_id,"
-        " created_at, expires_at, updated_at) VALUES ('kimi', 'claude', 'g', ?, 6, ?, ?, ?, ?)",
+        " created_at, expires_at, updated_at) VALUES ('kimi', 'claude', 'g', ?, 6, ?, ?, ?, ?) RETURNING id",
         (state, in_flight, updated, updated + DAY, updated),
-    )
+    ).fetchone()[0]
     for _ in range(transitions):
         conn.execute(
             "INSERT INTO conversation_transitions (conversation_id, from_state, to_state, actor, reason, at)"
             " VALUES (?, 'active', ?, 'kimi', 'r', ?)",
-            (cur.lastrowid, state, updated),
+            (conversation_id, state, updated),
         )
-    return cur.lastrowid
+    return conversation_id
 
 
 def attempt(conn, message_id, state="finished", finished=OLD) -> None:
@@ -72,13 +75,17 @@ def attempt(conn, message_id, state="finished", finished=OLD) -> None:
     )
 
 
+KEYS = {"messages": "id", "conversations": "id", "dispatch_attempts": "message_id"}
+
+
 def ids(conn, table="messages") -> set[int]:
-    return {r[0] for r in conn.execute(f"SELECT rowid FROM {table}")}
+    return {r[0] for r in conn.execute(f"SELECT {KEYS[table]} FROM {table}")}
 
 
 def run(conn, root=None, dry_run=False):
     report = pr.prune(conn, DAY, now=NOW, attempts_root=root, dry_run=dry_run)
-    assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+    if isinstance(conn, sqlite3.Connection):  # (PostgreSQL checks its keys on every write)
+        assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
     return report
 
 
@@ -246,9 +253,9 @@ def test_a_running_attempts_evidence_stays_however_short_the_cutoff(conn, state)
     attempt(conn, task, state=state)
     result = conn.execute(
         "INSERT INTO messages (sender, recipient, kind, text, reply_to, created_at, acknowledged_at, sent_by_attempt)"
-        " VALUES ('claude', 'kimi', 'result', 'done', ?, ?, ?, ?)",
+        " VALUES ('claude', 'kimi', 'result', 'done', ?, ?, ?, ?) RETURNING id",
         (task, OLD, OLD, task),
-    ).lastrowid
+    ).fetchone()[0]
     finished_reply_to = msg(conn)
     attempt(conn, finished_reply_to)
     old_reply = msg(conn, reply_to=finished_reply_to)
