@@ -9,11 +9,10 @@ recorded); a finished attempt never moves again.
 """
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dispatcher.bridge.worker_scope import attempt_claim_owner
 from dispatcher.core import clock
-from dispatcher.core.config import BridgeConfig
 from dispatcher.core.errors import AlreadyAttempted, DispatchRefused
 from dispatcher.core.lifecycle import FAILURE_OUTCOMES
 from dispatcher.core.spend import total_tokens
@@ -30,6 +29,9 @@ from dispatcher.store.attempts import (
 )
 from dispatcher.store.claims import take_claim
 from dispatcher.store.messages import fetch_existing_message
+
+if TYPE_CHECKING:  # the listener imports this module: no pydantic on its path
+    from dispatcher.core.config import BridgeConfig
 
 # The attempt record's vocabulary and reads live in the store; callers keep importing them here.
 __all__ = ["FAILURE_OUTCOMES", "OUTCOMES", "get_attempt", "unsettled_attempts"]
@@ -49,7 +51,7 @@ def begin_attempt(
     conn: Connection,
     *,
     message_id: int,
-    config: BridgeConfig,
+    config: "BridgeConfig",
     now: float,
     manual: bool,
     supervisor_pid: int,

@@ -21,24 +21,25 @@ import signal
 import sys
 from pathlib import Path
 
-from dispatcher.core import clock, processes
-from dispatcher.core.config import BridgeConfig, load_config
+from dispatcher.core import clock
+from dispatcher.core.config_view import ConfigView
 from dispatcher.core.errors import BridgeError, ConfigError, DispatchRefused
 from dispatcher.core.file_events import RECHECK_SECONDS
 from dispatcher.core.locations import PROJECT_DIR
 from dispatcher.core.logs import configure_logging, get_logger
 from dispatcher.core.private_files import open_private_lock
 from dispatcher.core.reasons import failure_reason
-from dispatcher.core.settings import BridgeSettings
-from dispatcher.dispatch import environment, lease, queue
+from dispatcher.core.settings_view import ListenerSettings
+from dispatcher.dispatch import lease, queue
 from dispatcher.dispatch.attempts import get_attempt
+from dispatcher.dispatch.checked import checked_config, environment_record
+from dispatcher.dispatch.leftovers import remove_request
 from dispatcher.dispatch.paths import AgentPaths
 from dispatcher.dispatch.procs import flock_holder, fork_without_store, signal_group
 from dispatcher.dispatch.progress import render_line, write_progress
 from dispatcher.dispatch.reconcile import reconcile, supervisor_grace
 from dispatcher.dispatch.retention import PRUNE_EVERY_SECONDS, prune_attempt_dirs
 from dispatcher.dispatch.step import BackOff, Dispatch, Observation, Stop, Wait, step
-from dispatcher.dispatch.supervisor import remove_request, supervise
 from dispatcher.store import STORE_ERRORS, Connection, StoreHandle, open_handle, store_corruption, store_errors
 from dispatcher.store.changes import StoreChanges, data_version
 from dispatcher.store.connection import prepare_store_dir, shrink_wal
@@ -65,12 +66,12 @@ def _file_key(path: Path) -> tuple | None:
 
 
 class Listener:
-    def __init__(self, settings: BridgeSettings, agent: str) -> None:
+    def __init__(self, settings: ListenerSettings, agent: str) -> None:
         self.settings = settings
         self.agent = agent
         self.paths = AgentPaths.of(settings, agent).ensure()
         self.config_path = settings.config_path()
-        self.config: BridgeConfig | None = None
+        self.config: ConfigView | None = None
         self.config_error: str | None = None
         self.workspace_error: str | None = None
         self._config_key: tuple | None = ()
@@ -120,13 +121,14 @@ class Listener:
         self._written, self._progress_failing = True, False
 
     # -- configuration ------------------------------------------------------------------
-    def _reload_config(self) -> None:
+    def _reload_config(self, store: StoreHandle) -> None:
         key = _file_key(self.config_path)
         if key == self._config_key:
             return
         self._config_key = key
+        store.close()  # validated in a forked child (checked): no store connection crosses a fork
         try:
-            config = load_config(self.config_path)
+            config = checked_config(self.config_path)
             if self.agent not in config.agents:
                 raise ConfigError(self.config_path, f"agent {self.agent!r} is not declared")
         except ConfigError as exc:
@@ -154,6 +156,8 @@ class Listener:
             )
             self._set(stage="stopped")
             return 0
+        # Names (and a salted fingerprint), never values; made in a forked child, before the store is open.
+        taken = environment_record()
         signal.signal(signal.SIGTERM, self._request_stop)
         signal.signal(signal.SIGINT, self._request_stop)
         store = open_handle(self.settings.db)
@@ -162,7 +166,6 @@ class Listener:
         other: int | None = None
         try:
             self._first_lease(store)  # before any progress write: a running listener's file is not ours
-            taken = environment.record(os.environ)  # names (and a salted fingerprint), never values
             log.info("listener_started", agent=self.agent, pid=os.getpid(), environment=taken["names"])
             self._set(stage="starting", environment=taken)
             self._loop(store)
@@ -215,7 +218,7 @@ class Listener:
             return Observation(stop_requested=self._stop_requested, disabled=disabled)
         if (left := self._backoff_until - clock.monotonic()) > 0:  # monotonic: no clock step stalls it
             return Observation(backoff_left=left, failures=self._failures)
-        self._reload_config()
+        self._reload_config(store)
         self.workspace_error = self._workspace_error()
         self._candidate, self._held_until = None, None
         try:
@@ -250,7 +253,7 @@ class Listener:
             return None
         return self.config.workspace_problem(self.agent, self.settings.workspace, self.config_path)
 
-    def _next_candidate(self, conn: Connection, config: BridgeConfig) -> queue.Candidate | None:
+    def _next_candidate(self, conn: Connection, config: ConfigView) -> queue.Candidate | None:
         """The dispatch rule (``auto`` and the age window included), called in this one place."""
         now = clock.now()
         cap_far_leases(conn, self.agent, now)  # a lease from a clock far ahead must not hide a task for long
@@ -473,7 +476,13 @@ class Listener:
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             if self.config is None:  # never: the listener dispatches nothing without a valid config
                 raise RuntimeError("a supervisor was started without a valid config")
-            supervise(self.settings, self.config, message_id)
+            # What the listener leaves to its supervisors, loaded only here: pydantic, the settings
+            # read again (the same environment), the config.json the listener decided with.
+            from dispatcher.core.config import BridgeConfig
+            from dispatcher.core.settings import BridgeSettings
+            from dispatcher.dispatch.supervisor import supervise
+
+            supervise(BridgeSettings(), BridgeConfig.model_validate(self.config.document), message_id)
         except DispatchRefused as exc:
             log.info("dispatch_refused", message_id=message_id, code=exc.code)
             code = EXIT_REFUSED
@@ -495,10 +504,9 @@ def _supervisor_failure(message_id: int, code: int) -> str:
     )
 
 
-def run_listener(settings: BridgeSettings, agent: str) -> int:
+def run_listener(settings: ListenerSettings, agent: str) -> int:
     if isinstance(settings.db, Path):
         prepare_store_dir(settings.db)  # a store path that must be refused is refused now, before any lock
     paths = AgentPaths.of(settings, agent).ensure()
     configure_logging(stderr_level=logging.getLevelName(settings.log_level), log_file=paths.log)
-    processes.preload()  # before the first fork: each supervisor starts with psutil loaded
     return Listener(settings, agent).run()

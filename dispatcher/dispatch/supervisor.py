@@ -9,7 +9,6 @@ the gate exits without ever running the launcher.
 
 import contextlib
 import errno
-import json
 import os
 import secrets
 import subprocess
@@ -28,16 +27,23 @@ from dispatcher.core.private_files import (
     create_private_file,
     ensure_private_dir,
     open_private_append,
-    read_untrusted,
     writable_by_others,
 )
 from dispatcher.core.processes import start_time
 from dispatcher.core.settings import PROJECT_DIR, BridgeSettings
 from dispatcher.core.spend import cap_passed, cap_to_stop_for, priced
 from dispatcher.dispatch import cgroups, faults
-from dispatcher.dispatch.attempts import begin_attempt, clean_diagnostics, mark_spawned
+from dispatcher.dispatch.attempts import begin_attempt, mark_spawned
 from dispatcher.dispatch.cli_results import cli_diagnostics
 from dispatcher.dispatch.faults import fault_point
+from dispatcher.dispatch.leftovers import (
+    DIAGNOSTICS_NAME,
+    KILL_GRACE_SECONDS,
+    REQUEST_NAME,
+    attempt_diagnostics,
+    recheck_contained,
+    remove_request,
+)
 from dispatcher.dispatch.outcome import settle
 from dispatcher.dispatch.paths import AgentPaths
 from dispatcher.dispatch.procs import TOKEN_ENV, WorkerTree, become_subreaper, contain, end_worker
@@ -45,10 +51,6 @@ from dispatcher.dispatch.prompts import worker_prompt
 from dispatcher.dispatch.renewal import LEASE_AHEAD_SECONDS, RENEW_EVERY_SECONDS, renew_worker_claim
 from dispatcher.store import STORE_ERRORS, open_store
 
-KILL_GRACE_SECONDS = 5.0
-REQUEST_NAME = "request.md"
-DIAGNOSTICS_NAME = "diagnostics.json"
-MAX_DIAGNOSTICS_BYTES = 64 * 1024
 # $0 is the launcher, $1 the request file. EOF instead of a line: exit, launching nothing.
 GATE_SCRIPT = 'IFS= read -r go || exit 111; exec "$0" "$@" </dev/null'
 log = get_logger("agent_bridge.dispatch")
@@ -187,17 +189,6 @@ def _own_cgroup(pid: int, token: str, message_id: int) -> cgroups.WorkerCgroup |
     return cgroup
 
 
-def attempt_diagnostics(attempt_dir: Path, exit_code: int | None) -> dict | None:
-    """What the attempt's files say about its run, once its worker is gone: the launcher's
-    ``diagnostics.json``, else the CLI's own result file. The one reading of them, for a normal
-    finish and for reconciliation alike; every file is read with ``read_untrusted``."""
-    try:
-        written = json.loads(read_untrusted(attempt_dir, DIAGNOSTICS_NAME, MAX_DIAGNOSTICS_BYTES) or "null")
-    except ValueError:
-        written = None
-    return clean_diagnostics(written) or clean_diagnostics(cli_diagnostics(attempt_dir, exit_code))
-
-
 USAGE_POLL_SECONDS = 1.0  # how often a capped worker's usage reports are read while it runs
 
 
@@ -226,13 +217,6 @@ def with_spend(diagnostics: dict | None, agent: AgentConfig, stopped_for: str | 
     if stopped_for is not None or cap_passed(spent, agent) is not None:
         spent["cli_status"] = "budget_exceeded"
     return spent
-
-
-def remove_request(paths: AgentPaths, message_id: int) -> None:
-    """The request file is the only copy of the task text outside the store. Whatever a worker
-    put in its place (a directory) is its own, left alone: removing it must not fail a verdict."""
-    with contextlib.suppress(OSError):
-        (paths.attempt_dir(message_id) / REQUEST_NAME).unlink(missing_ok=True)
 
 
 def supervise(settings: BridgeSettings, config: BridgeConfig, message_id: int, *, manual: bool = False) -> str:
@@ -365,13 +349,6 @@ def _run_worker(
     )
     recheck_contained(message_id, tree)
     return outcome
-
-
-def recheck_contained(message_id: int, tree: WorkerTree) -> None:
-    """Look again once the attempt is settled: nothing of its worker may outlive its verdict."""
-    ended, left = contain(tree, 0)
-    if ended:
-        log.warning("worker_outlived_its_verdict", message_id=message_id, count=ended, outlived_kill=left)
 
 
 def _wait_renewing_claim(
