@@ -87,6 +87,9 @@ class BridgeConfig(ConfigPlaces, BaseModel):
         """The agent's permission profile; ``bridge`` when it declares none."""
         return self.agents[agent].permissions or BRIDGE_ONLY
 
+    def permission_level(self, agent: str) -> str:
+        return self.permissions(agent).level
+
 
 def load_config(path: Path) -> BridgeConfig:
     if (why := writable_by_others(Path(path))) is not None:

@@ -28,6 +28,10 @@ class AgentRules(Protocol):
     @property
     def worker_timeout_seconds(self) -> int: ...
     @property
+    def max_cost_usd_per_task(self) -> float | None: ...
+    @property
+    def max_tokens_per_task(self) -> int | None: ...
+    @property
     def interactive_grace_seconds(self) -> int: ...
     @property
     def max_cost_usd_per_day(self) -> float | None: ...
@@ -44,6 +48,12 @@ class DispatchConfig(Protocol):
     def agents(self) -> Mapping[str, AgentRules]: ...
     @property
     def dispatch_max_age_seconds(self) -> int: ...
+
+
+class AttemptConfig(DispatchConfig, Protocol):
+    """What the barrier (``dispatch.attempts.begin_attempt``) reads of config.json."""
+
+    def permission_level(self, agent: str) -> str: ...
 
 
 class ConfigPlaces:
@@ -86,6 +96,8 @@ class AgentView:
     launcher: str
     auto: bool
     worker_timeout_seconds: int
+    max_cost_usd_per_task: float | None
+    max_tokens_per_task: int | None
     interactive_grace_seconds: int
     max_cost_usd_per_day: float | None
     max_tokens_per_day: int | None
@@ -97,16 +109,21 @@ _AGENT_FIELDS = frozenset(f.name for f in fields(AgentView))
 
 @dataclass(frozen=True)
 class ConfigView(ConfigPlaces):
-    """A validated config.json: what the listener reads of it, and the whole ``document``
-    (``BridgeConfig.model_dump``, defaults filled in) that a supervisor is built from."""
+    """A validated config.json: what the listener and a supervisor's barrier read of it, and the
+    whole ``document`` (``BridgeConfig.model_dump``, defaults filled in) that the supervisor
+    validates again once its attempt is recorded."""
 
     agents: Mapping[str, AgentView]
     dispatch_max_age_seconds: int
     attempt_retention_days: int
+    permission_levels: Mapping[str, str]  # each agent's, as BridgeConfig.permission_level gave it
     document: Mapping[str, Any]
 
+    def permission_level(self, agent: str) -> str:
+        return self.permission_levels[agent]
+
     @classmethod
-    def of(cls, document: Mapping[str, Any]) -> "ConfigView":
+    def of(cls, document: Mapping[str, Any], permission_levels: Mapping[str, str]) -> "ConfigView":
         """``document``: what ``BridgeConfig.model_dump()`` gave for a valid file."""
         agents = {
             agent: AgentView(**{k: v for k, v in entry.items() if k in _AGENT_FIELDS})
@@ -116,6 +133,7 @@ class ConfigView(ConfigPlaces):
             agents=agents,
             dispatch_max_age_seconds=document["dispatch_max_age_seconds"],
             attempt_retention_days=document["attempt_retention_days"],
+            permission_levels=permission_levels,
             document=document,
         )
 

@@ -2,8 +2,7 @@
 
 ``BridgeSettings`` (``settings``, pydantic-settings) is the one definition of valid settings; the
 listener has them validated by a ``BridgeSettings`` in a forked child (``dispatch.checked``) and
-keeps this view of what it reads itself. A supervisor it forks reads the settings again (the
-same environment) with ``BridgeSettings``.
+keeps this view of what it and the supervisors it forks read.
 """
 
 from dataclasses import dataclass
@@ -14,10 +13,13 @@ from dispatcher.core.locations import StoreLocation, StoreUrl, is_postgres_url, 
 
 
 class ListenerSettings(Protocol):
-    """What the listener reads of the settings: a ``BridgeSettings`` or a ``SettingsView``."""
+    """What the listener and its supervisors read of the settings: a ``BridgeSettings`` or a
+    ``SettingsView``."""
 
     @property
     def db(self) -> StoreLocation: ...
+    @property
+    def max_body_bytes(self) -> int: ...
     @property
     def workspace(self) -> Path: ...
     @property
@@ -38,6 +40,8 @@ class _Readable(Protocol):
     @property
     def runtime_dir(self) -> Path | None: ...
     @property
+    def max_body_bytes(self) -> int: ...
+    @property
     def workspace(self) -> Path: ...
     @property
     def log_level(self) -> str: ...
@@ -52,6 +56,7 @@ class SettingsView:
     db: StoreLocation
     config: Path | None
     runtime_dir: Path | None
+    max_body_bytes: int
     workspace: Path
     log_level: str
 
@@ -62,6 +67,7 @@ class SettingsView:
             "db": str(settings.db),
             "config": None if settings.config is None else str(settings.config),
             "runtime_dir": None if settings.runtime_dir is None else str(settings.runtime_dir),
+            "max_body_bytes": settings.max_body_bytes,
             "workspace": str(settings.workspace),
             "log_level": settings.log_level,
         }
@@ -73,6 +79,7 @@ class SettingsView:
             db=StoreUrl(db) if is_postgres_url(db) else Path(db),
             config=_path(document["config"]),
             runtime_dir=_path(document["runtime_dir"]),
+            max_body_bytes=document["max_body_bytes"],
             workspace=Path(document["workspace"]),
             log_level=document["log_level"],
         )

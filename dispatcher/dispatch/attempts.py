@@ -9,10 +9,11 @@ recorded); a finished attempt never moves again.
 """
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dispatcher.bridge.worker_scope import attempt_claim_owner
 from dispatcher.core import clock
+from dispatcher.core.config_view import AttemptConfig
 from dispatcher.core.errors import AlreadyAttempted, DispatchRefused
 from dispatcher.core.lifecycle import FAILURE_OUTCOMES
 from dispatcher.core.spend import total_tokens
@@ -29,9 +30,6 @@ from dispatcher.store.attempts import (
 )
 from dispatcher.store.claims import take_claim
 from dispatcher.store.messages import fetch_existing_message
-
-if TYPE_CHECKING:  # the listener imports this module: no pydantic on its path
-    from dispatcher.core.config import BridgeConfig
 
 # The attempt record's vocabulary and reads live in the store; callers keep importing them here.
 __all__ = ["FAILURE_OUTCOMES", "OUTCOMES", "get_attempt", "unsettled_attempts"]
@@ -51,7 +49,7 @@ def begin_attempt(
     conn: Connection,
     *,
     message_id: int,
-    config: "BridgeConfig",
+    config: AttemptConfig,
     now: float,
     manual: bool,
     supervisor_pid: int,
@@ -87,7 +85,7 @@ def begin_attempt(
             deadline=deadline,
             worker_token=worker_token,
             max_cost_usd=config.agents[agent].max_cost_usd_per_task,
-            permission_level=config.permissions(agent).level,
+            permission_level=config.permission_level(agent),
             max_tokens=config.agents[agent].max_tokens_per_task,
         )
         owner = attempt_claim_owner(agent, message_id)

@@ -78,14 +78,16 @@ def checked_config(path: Path) -> ConfigView:
         from dispatcher.core.config import load_config
 
         try:
-            return {"document": load_config(path).model_dump(mode="json")}
+            config = load_config(path)
         except ConfigError as exc:
             return {"reason": exc.reason}
+        levels = {agent: config.permission_level(agent) for agent in config.agents}
+        return {"document": config.model_dump(mode="json"), "levels": levels}
 
     done = _in_child(work)
     if "reason" in done:
         raise ConfigError(path, done["reason"])
-    return ConfigView.of(done["document"])
+    return ConfigView.of(done["document"], done["levels"])
 
 
 def environment_record() -> dict[str, Any]:

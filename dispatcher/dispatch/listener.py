@@ -476,13 +476,11 @@ class Listener:
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             if self.config is None:  # never: the listener dispatches nothing without a valid config
                 raise RuntimeError("a supervisor was started without a valid config")
-            # What the listener leaves to its supervisors, loaded only here: pydantic, the settings
-            # read again (the same environment), the config.json the listener decided with.
-            from dispatcher.core.config import BridgeConfig
-            from dispatcher.core.settings import BridgeSettings
+            # Loaded here, in the supervisor's process alone: its modules, and after its barrier
+            # pydantic, validating again the config.json the listener decided with (supervisor.py).
             from dispatcher.dispatch.supervisor import supervise
 
-            supervise(BridgeSettings(), BridgeConfig.model_validate(self.config.document), message_id)
+            supervise(self.settings, self.config, message_id)
         except DispatchRefused as exc:
             log.info("dispatch_refused", message_id=message_id, code=exc.code)
             code = EXIT_REFUSED
