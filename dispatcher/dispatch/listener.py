@@ -10,6 +10,15 @@ and supervisor failures back off (capped, exponential) with stage ``error``; sig
 set a flag the loop checks, so nothing is cut short mid-transaction. No store connection
 is open across the fork: the listener closes its own before and reopens after. When idle,
 at most once an hour, it prunes old attempt directories (``retention``).
+
+It stays light, as one runs per agent for as long as the machine is up (README, "The listener's
+footprint"): it never loads pydantic, pydantic-settings, asyncio, rich or the MCP SDK. What needs
+them runs in forked children that exit right after, so each rule stays defined once: its settings
+and config.json are validated by ``BridgeSettings`` and ``BridgeConfig`` in a child (``checked``,
+at start and on each change of config.json's file key), and it keeps their frozen views
+(``SettingsView``, ``ConfigView``); a supervisor records its attempt from that view and loads
+pydantic only then (``supervisor``). Loading pydantic in the listener instead would triple its
+resident memory; validating without it would be a second, hand-made definition of the file.
 """
 
 import contextlib
