@@ -26,12 +26,20 @@ from dispatcher.dispatch import environment
 from dispatcher.dispatch.procs import fork_without_store
 
 
+class CheckFailed(Exception):
+    """The child gave no answer: it was killed (say, by the OOM killer) or could not be forked.
+    Nothing is known about the file then; its caller tries again later."""
+
+
 def _in_child(work: Callable[[], Any]) -> Any:
     """What ``work()`` returns (JSON data), computed in a forked child that exits right after."""
     sys.stdout.flush()  # (nothing buffered may be written twice)
     sys.stderr.flush()
-    read, write = os.pipe()
-    pid = fork_without_store()
+    try:
+        read, write = os.pipe()
+        pid = fork_without_store()
+    except OSError as exc:  # out of processes or memory
+        raise CheckFailed(f"cannot fork ({exc.strerror})") from None
     if pid == 0:
         status = 1
         try:
@@ -53,7 +61,7 @@ def _in_child(work: Callable[[], Any]) -> Any:
         text = pipe.read()
     status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
     if status != 0 or not text:
-        raise RuntimeError(f"the process validating the settings or config.json exited {status} (see above)")
+        raise CheckFailed(f"the process checking it exited {status} without an answer")
     answer = json.loads(text)
     if "error" in answer:
         raise BridgeError(*answer["error"])
@@ -91,5 +99,9 @@ def checked_config(path: Path) -> ConfigView:
 
 
 def environment_record() -> dict[str, Any]:
-    """``environment.record`` of this process's environment (the same in the child)."""
-    return dict(_in_child(lambda: environment.record(os.environ)))
+    """``environment.record`` of this process's environment (the same in the child); when the
+    child gives no answer, the names alone (``environment.difference`` then compares nothing)."""
+    try:
+        return dict(_in_child(lambda: environment.record(os.environ)))
+    except CheckFailed:
+        return {"names": environment.taken(os.environ)}

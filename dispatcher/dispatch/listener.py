@@ -41,7 +41,7 @@ from dispatcher.core.reasons import failure_reason
 from dispatcher.core.settings_view import ListenerSettings
 from dispatcher.dispatch import lease, queue
 from dispatcher.dispatch.attempts import get_attempt
-from dispatcher.dispatch.checked import checked_config, environment_record
+from dispatcher.dispatch.checked import CheckFailed, checked_config, environment_record
 from dispatcher.dispatch.leftovers import remove_request
 from dispatcher.dispatch.paths import AgentPaths
 from dispatcher.dispatch.procs import flock_holder, fork_without_store, signal_group
@@ -144,6 +144,10 @@ class Listener:
             self.config, self.config_error = None, exc.reason
             log.warning("config_invalid", agent=self.agent, path=str(self.config_path))
             return
+        except CheckFailed as exc:  # not the file's fault: the config in use stays, and it is checked again
+            self._config_key = ()
+            self._note_failure(f"config.json could not be checked: {exc}", event="config_check_failed")
+            return
         self.config, self.config_error = config, None
         self._set(auto=config.agents[self.agent].auto)
 
@@ -238,7 +242,11 @@ class Listener:
                 self._take_lease(conn)
                 if self.config is None or self.workspace_error:
                     # A missing workspace is refused like a bad config: nothing is dispatched.
-                    return Observation(config_error=self.config_error or self.workspace_error)
+                    return Observation(
+                        config_error=self.config_error or self.workspace_error,
+                        failures=self._failures,
+                        failure_reason=self._fresh_failure,  # (config.json could not be checked)
+                    )
                 busy = reconcile(conn, self.paths)
                 if not busy:
                     self._candidate = self._next_candidate(conn, self.config)
@@ -445,10 +453,10 @@ class Listener:
             return {"path": str(self.config.workspace(self.agent, self.settings.workspace))}
         return {"path": str(self.config.launcher_path(self.agent, PROJECT_DIR))}
 
-    def _note_failure(self, reason: str) -> None:
+    def _note_failure(self, reason: str, event: str = "dispatch_failed") -> None:
         self._failures += 1
         self._fresh_failure = reason
-        log.warning("dispatch_failed", agent=self.agent, reason=reason, failures=self._failures)
+        log.warning(event, agent=self.agent, reason=reason, failures=self._failures)
 
     def _supervisor_limit(self) -> float:
         """The monotonic time by which a supervisor forked now must be done: its worker's budget,

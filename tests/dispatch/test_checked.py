@@ -3,6 +3,8 @@ exactly what ``BridgeSettings`` and ``load_config`` say, and its views agree wit
 on everything the listener and a supervisor's barrier read."""
 
 import json
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,7 @@ from dispatcher.core.config_view import ConfigView
 from dispatcher.core.errors import BridgeError, ConfigError
 from dispatcher.core.locations import PROJECT_DIR
 from dispatcher.core.settings import BridgeSettings
-from dispatcher.dispatch.checked import checked_config, checked_settings
+from dispatcher.dispatch.checked import CheckFailed, _in_child, checked_config, checked_settings
 
 AGENTS = {
     "claude": {
@@ -96,3 +98,35 @@ def test_a_bad_setting_is_refused_with_bridge_settings_own_words(monkeypatch):
     with pytest.raises(BridgeError) as forked:
         checked_settings()
     assert (forked.value.code, forked.value.message) == (direct.value.code, direct.value.message)
+
+
+def test_a_child_that_dies_without_an_answer_is_a_check_failed():
+    with pytest.raises(CheckFailed, match="exited -9 without an answer"):
+        _in_child(lambda: os.kill(os.getpid(), signal.SIGKILL))
+
+
+def test_the_listener_takes_a_check_without_an_answer_as_a_transient_failure(tmp_path, monkeypatch):
+    """Its config stays as it was, the failure is backed off from, and the file is checked again."""
+    from dispatcher.dispatch import listener as listener_module
+
+    config = _write(tmp_path / "config.json", {"agents": AGENTS})
+    settings = BridgeSettings(db=tmp_path / "bridge.db", runtime_dir=tmp_path / "runtime", config=config)
+    listener = listener_module.Listener(settings, "claude")
+
+    class Store:
+        def close(self) -> None:
+            pass
+
+    def killed(path):
+        raise CheckFailed("the process checking it exited -9 without an answer")
+
+    monkeypatch.setattr(listener_module, "checked_config", killed)
+    listener._reload_config(Store())
+    assert (listener.config, listener.config_error, listener._config_key) == (None, None, ())
+    assert (
+        listener._fresh_failure
+        == "config.json could not be checked: the process checking it exited -9 without an answer"
+    )
+    monkeypatch.setattr(listener_module, "checked_config", checked_config)
+    listener._reload_config(Store())
+    assert listener.config is not None and listener.config_error is None and listener._config_key != ()
