@@ -24,6 +24,7 @@ from .session import open_session
 from .targets import (
     READER,
     OursPostgres,
+    OursPostgresWithoutNotify,
     Target,
     default_cache_dir,
     make_targets,
@@ -478,6 +479,7 @@ class Runner:
         if "ours" not in self.targets:
             return
         a, lite, pg = self.a, self.targets["ours"], OursPostgres()
+        quiet = OursPostgresWithoutNotify(pg.server)
         if reason := pg.unavailable_reason():
             self.sys("ours")["postgres"] = {"unavailable": reason}
             self.log(f"postgres: skipped: {reason}")
@@ -497,9 +499,10 @@ class Runner:
                 for t, st in pairs:
                     t.drop_store(st)
                     self.drop(st)
-            tp: dict[str, dict] = {lite.key: {}, pg.key: {}}
+            tp: dict[str, dict] = {lite.key: {}, pg.key: {}, quiet.key: {}}
             for c in a.concurrency:
-                for t in (lite, pg):
+                # NOTIFY's cost shows where commits contend most: at the highest concurrency.
+                for t in (lite, pg, quiet) if c == max(a.concurrency) else (lite, pg):
                     st = self.store(t, f"pg-tp{c}-{t.key}")
                     try:
                         tp[t.key][str(c)] = measure.throughput(
@@ -540,9 +543,15 @@ class Runner:
             )
         for c, by in sorted(res.get("throughput", {}).get(pg.key, {}).items(), key=lambda kv: int(kv[0])):
             other = res["throughput"][lite.key].get(c, {})
+            without = res["throughput"][quiet.key].get(c)
             self.log(
                 f"postgres c={c}: {by.get('sends_per_second') or 0:.0f} sends/s, {by.get('errors')} errors "
-                f"(SQLite {other.get('sends_per_second') or 0:.0f} sends/s, {other.get('errors')} errors)"
+                f"(SQLite {other.get('sends_per_second') or 0:.0f} sends/s, {other.get('errors')} errors"
+                + (
+                    f"; without NOTIFY {without.get('sends_per_second') or 0:.0f} sends/s, {without.get('errors')} errors)"
+                    if without
+                    else ")"
+                )
             )
 
 

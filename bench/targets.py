@@ -381,6 +381,26 @@ class OursPostgres(Ours):
         return open_store(str(store.db))
 
 
+class OursPostgresWithoutNotify(OursPostgres):
+    """``OursPostgres`` with the wake trigger dropped from each store: what NOTIFY costs the
+    send rate (a notifying commit takes a lock all of the server's notifying commits share).
+    Nothing wakes a waiter on these stores but its rescan: a measurement, never a setup."""
+
+    key = "ours-pg-quiet"
+    label = "Agent Bridge (PostgreSQL, no NOTIFY)"
+
+    def _store_paths(self, d: Path) -> Store:
+        from dispatcher.store import open_store
+
+        store = super()._store_paths(d)
+        conn = open_store(str(store.db))  # the schema, then without its trigger
+        try:
+            conn.execute("DROP TRIGGER messages_notify_recipient ON messages")
+        finally:
+            conn.close()
+        return store
+
+
 def make_targets(cache_dir: Path, keys: list[str], log=print) -> dict[str, Target]:
     out: dict[str, Target] = {}
     for key in keys:
@@ -399,6 +419,8 @@ def target_from_spec(spec: dict[str, Any]) -> Target:
         return Ours()
     if spec["key"] == "ours-pg":
         return OursPostgres(spec["server"])
+    if spec["key"] == "ours-pg-quiet":
+        return OursPostgresWithoutNotify(spec["server"])
     return Dlb(Path(spec["venv"]))
 
 

@@ -57,10 +57,13 @@ def cli(env: dict, *args: str, timeout: float = DEADLINE) -> subprocess.Complete
 STARTED: list[subprocess.Popen] = []
 
 
-def start_listener(env: dict, agent: str = "claude", inherited: dict | None = None) -> subprocess.Popen:
-    """``listener run`` with ``env`` over ``inherited`` (default: this process's environment)."""
+def start_listener(
+    env: dict, agent: str = "claude", inherited: dict | None = None, wrapper: tuple[str, ...] = ()
+) -> subprocess.Popen:
+    """``listener run`` with ``env`` over ``inherited`` (default: this process's environment),
+    run by ``wrapper`` (say, ``unshare`` and its options) when one is given."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dispatcher", "listener", "run", "--agent", agent],
+        [*wrapper, sys.executable, "-m", "dispatcher", "listener", "run", "--agent", agent],
         cwd=PROJECT,
         env={**(os.environ if inherited is None else inherited), **env},
         stdin=subprocess.DEVNULL,

@@ -10,7 +10,9 @@ A test (``tests/core/test_processes.py``) fails when another module reads /proc 
 """
 
 import contextlib
+import functools
 import os
+import re
 import signal
 import socket
 import time
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dispatcher.core import clock
+from dispatcher.core.locations import InvalidSetting
 
 if TYPE_CHECKING:
     import psutil
@@ -53,8 +56,35 @@ def liveness(host: str, start_time: str | None, *, here: str, observed_start: st
 
 
 # -- identity --------------------------------------------------------------------------------
+HOST_ID_ENV = "AGENT_BRIDGE_HOST_ID"
+_HOST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}")
+HOST_ID_RULE = "it must be 1 to 64 letters, digits, '.', '_', ':' or '-'"
+_MACHINE_ID = Path("/etc/machine-id")
+
+
 def this_host() -> str:
-    return socket.gethostname()
+    """This host's id in the store: ``AGENT_BRIDGE_HOST_ID``, else ``/etc/machine-id`` (unique per
+    installation, unlike a host name), else the host name. Raises ``InvalidSetting`` for a value
+    that is not a short word."""
+    configured = os.environ.get(HOST_ID_ENV, "")
+    if not configured:
+        return _machine_id()
+    if not is_host_id(configured):
+        raise InvalidSetting(HOST_ID_ENV, configured, HOST_ID_RULE)
+    return configured
+
+
+def is_host_id(value: str) -> bool:
+    return _HOST_ID.fullmatch(value) is not None
+
+
+@functools.cache
+def _machine_id() -> str:
+    try:
+        found = _MACHINE_ID.read_text().strip()
+    except OSError:
+        found = ""
+    return found if is_host_id(found) else socket.gethostname()
 
 
 def _stat_fields(pid: object) -> list[str] | None:

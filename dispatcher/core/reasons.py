@@ -4,7 +4,8 @@ Every place a person or agent looks first after a failed dispatch (``listener st
 ``listener progress``, the status line, ``top``, ``show``, the sender's notice) shows the
 same line, made here from the attempt's enums only (outcome, error_kind, the CLI's own
 status), never from model output. The cause is the most specific of them: the CLI's own
-status when it names one, else a timeout or crash, else the bridge's error kind.
+status when it names one, else a timeout or crash (a lost host's by its kind), else the
+bridge's error kind.
 """
 
 from dispatcher.core.lifecycle import FAILURE_OUTCOMES
@@ -38,6 +39,12 @@ ERROR_KIND_FIXES = {
     "no_evidence": "the worker ended without answering or acknowledging the task; " + SHOW_HINT,
 }
 
+# A crash whose cause the bridge knows better than "its supervisor died".
+CRASH_FIXES = {
+    "host_lost": "the host that ran the worker stopped renewing its attempt (the machine, or its supervisor, "
+    "died); check that host's listener, then send the task again",
+}
+
 OUTCOME_FIXES = {
     "timeout": "the worker overran worker_timeout_seconds and was killed; raise it or split the task",
     "crashed": "the supervisor died while the worker ran; see the listener's dispatcher.log",
@@ -51,6 +58,8 @@ def failure_reason(outcome: str | None, error_kind: str | None, cli_status: str 
         return None
     if cli_status in CLI_STATUS_FIXES:
         return f"{cli_status}: {CLI_STATUS_FIXES[cli_status]}"
+    if outcome == "crashed" and error_kind in CRASH_FIXES:
+        return f"{error_kind}: {CRASH_FIXES[error_kind]}"
     if outcome in OUTCOME_FIXES:
         return f"{outcome}: {OUTCOME_FIXES[outcome]}"
     if error_kind in ERROR_KIND_FIXES:

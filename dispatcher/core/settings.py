@@ -22,6 +22,7 @@ from dispatcher.core.locations import (
     resolve_config,
     store_location,
 )
+from dispatcher.core.processes import HOST_ID_RULE, is_host_id
 
 __all__ = ["PROJECT_DIR", "BridgeSettings", "InvalidSetting"]
 
@@ -53,6 +54,9 @@ class BridgeSettings(BaseSettings):
     # How long the waiting Claude Stop hook (`hook claude Stop --wait`) watches for new mail;
     # `register claude --hooks` writes it, with Claude's hook timeout 30 s longer.
     hook_wait_seconds: int = Field(default=3600, ge=1, le=86400)
+    # This host's id on a store several hosts share (``processes.this_host``, which reads it; it
+    # is here so that every command and server refuses a bad one at start).
+    host_id: str | None = None
     # The MCP server's identity; read here so that AGENT_ID is documented with the rest.
     agent_id: str | None = Field(default=None, validation_alias="AGENT_ID")
 
@@ -75,6 +79,13 @@ class BridgeSettings(BaseSettings):
         if isinstance(value, (str, Path)):
             return store_location(value)
         raise ValueError("it must be an absolute path to the SQLite file or a postgresql:// URL")
+
+    @field_validator("host_id")
+    @classmethod
+    def _host_id(cls, value: str | None) -> str | None:
+        if value is not None and not is_host_id(value):
+            raise ValueError(HOST_ID_RULE)
+        return value
 
     @field_validator("log_level", mode="before")
     @classmethod

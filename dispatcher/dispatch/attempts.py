@@ -16,9 +16,10 @@ from dispatcher.core import clock
 from dispatcher.core.config_view import AttemptConfig
 from dispatcher.core.errors import AlreadyAttempted, DispatchRefused
 from dispatcher.core.lifecycle import FAILURE_OUTCOMES
+from dispatcher.core.processes import this_host
 from dispatcher.core.spend import total_tokens
 from dispatcher.dispatch import queue
-from dispatcher.dispatch.renewal import LEASE_AHEAD_SECONDS
+from dispatcher.dispatch.renewal import LEASE_AHEAD_SECONDS, attempt_lease_seconds
 from dispatcher.store import Connection, Row, write_transaction
 from dispatcher.store.attempts import (
     OUTCOMES,
@@ -87,6 +88,8 @@ def begin_attempt(
             max_cost_usd=config.agents[agent].max_cost_usd_per_task,
             permission_level=config.permission_level(agent),
             max_tokens=config.agents[agent].max_tokens_per_task,
+            host=this_host(),
+            lease_expires_at=now + attempt_lease_seconds(),
         )
         owner = attempt_claim_owner(agent, message_id)
         take_claim(conn, message_id, owner=owner, expires_at=min(now + LEASE_AHEAD_SECONDS, deadline), now=now)

@@ -1,37 +1,69 @@
 """One listener per agent per store: a row in ``listeners`` is the store-side lease.
 
 The flock on ``<runtime>/<agent>.lock`` only guards one runtime directory; two runtime
-directories (or a deleted lock file) would let two listeners dispatch for one agent on
-one store. The row is taken in one BEGIN IMMEDIATE, unless the process it names is
-alive on this host with the recorded /proc start time (a recycled pid does not count).
+directories (or a deleted lock file), or two hosts on one PostgreSQL store, would let two
+listeners dispatch for one agent. The row is taken in one write transaction, unless the
+listener it names still runs: on this host, its pid with the recorded /proc start time (a
+recycled pid does not count); on another host, which /proc cannot see, it renewed the row
+within ``LISTENER_LEASE_SECONDS`` (``renew``, four times a lease, on a store that
+``spans_hosts``; a SQLite file is one host's and is never renewed).
 """
 
 import os
 
 from dispatcher.core.processes import is_same_process, start_time, this_host
+from dispatcher.dispatch import faults
 from dispatcher.store import Connection
 from dispatcher.store.connection import write_transaction
-from dispatcher.store.listeners import ListenerHolder, delete_listener, listener_holder, put_listener
+from dispatcher.store.listeners import (
+    ListenerHolder,
+    delete_listener,
+    listener_holder,
+    put_listener,
+    renew_listener,
+)
+
+LISTENER_LEASE_SECONDS = 60.0
 
 
-def holder_alive(holder: ListenerHolder | None, host: str) -> bool:
-    """Whether a lease row names a listener that is still running (only checkable on this host)."""
+def lease_seconds() -> float:
+    return faults.host_lease(LISTENER_LEASE_SECONDS)
+
+
+def renew_every() -> float:
+    return lease_seconds() / 4  # three renewals may fail (a busy store) before the lease lapses
+
+
+def holder_alive(holder: ListenerHolder | None, host: str, now: float) -> bool:
+    """Whether a lease row names a listener that is still running: by /proc on this host, by a
+    renewal within the lease on another."""
     if holder is None:
         return False
-    return holder.host == host and holder.pid != os.getpid() and is_same_process(holder.pid, holder.start_time)
+    if holder.host != host:
+        return holder.renewed_at is not None and now < holder.renewed_at + lease_seconds()
+    return holder.pid != os.getpid() and is_same_process(holder.pid, holder.start_time)
 
 
-def acquire(conn: Connection, agent: str, runtime_dir: str, now: float) -> int | None:
-    """Take the lease for this process; return None on success, else the live holder's pid."""
+def acquire(conn: Connection, agent: str, runtime_dir: str, now: float) -> ListenerHolder | None:
+    """Take the lease for this process; return None on success, else the live holder."""
     host, pid = this_host(), os.getpid()
     with write_transaction(conn):
         holder = listener_holder(conn, agent)
-        if holder is not None and holder_alive(holder, host):
-            return holder.pid
+        if holder is not None and holder_alive(holder, host, now):
+            return holder
         put_listener(
             conn, agent, pid=pid, start_time=start_time(pid), host=host, runtime_dir=runtime_dir, started_at=now
         )
     return None
+
+
+def renew(conn: Connection, agent: str, runtime_dir: str, now: float) -> ListenerHolder | None:
+    """Renew this process's lease, or take it again if nobody live holds it; None on success,
+    else the live holder (it took over while this listener could not renew: this one must stop)."""
+    with write_transaction(conn):
+        if renew_listener(conn, agent, pid=os.getpid(), host=this_host(), now=now):
+            return None
+    return acquire(conn, agent, runtime_dir, now)
 
 
 def release(conn: Connection, agent: str) -> None:

@@ -30,7 +30,7 @@ import signal
 import sys
 from pathlib import Path
 
-from dispatcher.core import clock
+from dispatcher.core import clock, processes
 from dispatcher.core.config_view import ConfigView
 from dispatcher.core.errors import BridgeError, ConfigError, DispatchRefused
 from dispatcher.core.file_events import RECHECK_SECONDS
@@ -62,8 +62,8 @@ log = get_logger("agent_bridge.listener")
 
 
 class _AlreadyRunning(Exception):
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
+    def __init__(self, pid: int | None, host: str | None = None) -> None:
+        self.pid, self.host = pid, host  # host: another host's listener holds the store's lease
 
 
 def _file_key(path: Path) -> tuple | None:
@@ -90,6 +90,7 @@ class Listener:
         self._progress_failing = False
         self._stop_requested = False
         self._lease_held = False
+        self._lease_renew_at = 0.0  # monotonic
         self._seen: int | None = None  # PRAGMA data_version read before the last observation
         self._candidate: queue.Candidate | None = None
         self._held_until: float | None = None  # a message held for an interactive session is released then
@@ -176,14 +177,14 @@ class Listener:
         store = open_handle(self.settings.db)
         # Watching starts before the first data_version read: no commit falls between the two.
         self._events = StoreChanges(store.location, self.agent, [self.config_path, self.paths.disabled_marker])
-        other: int | None = None
+        other: _AlreadyRunning | None = None
         try:
             self._first_lease(store)  # before any progress write: a running listener's file is not ours
             log.info("listener_started", agent=self.agent, pid=os.getpid(), environment=taken["names"])
             self._set(stage="starting", environment=taken)
             self._loop(store)
         except _AlreadyRunning as exc:
-            other = exc.pid
+            other = exc
         finally:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
@@ -193,7 +194,7 @@ class Listener:
             self._events = None
             if other is None:
                 self._set(stage="stopped", current=None)
-        return 0 if other is None else self._already_running(other)
+        return 0 if other is None else self._already_running(other.pid, other.host)
 
     def _say(self, line: str) -> None:
         """One payload-free line on stderr whatever the log level: a dispatch, a verdict (in the
@@ -201,8 +202,9 @@ class Listener:
         with contextlib.suppress(OSError):  # no one reads it (a closed pipe): the progress document has the same
             print(f"agent-bridge: {line}", file=sys.stderr, flush=True)  # noqa: T201 - see the docstring
 
-    def _already_running(self, pid: int | None) -> int:
-        message = f"agent-bridge: the {self.agent} listener is already running (pid {pid})."
+    def _already_running(self, pid: int | None, host: str | None = None) -> int:
+        where = f"pid {pid}" if host is None else f"pid {pid} on host {host}"
+        message = f"agent-bridge: the {self.agent} listener is already running ({where})."
         print(message, file=sys.stderr)  # noqa: T201 - the listener's stderr line; it also runs under systemd, outside click
         return 0
 
@@ -239,7 +241,7 @@ class Listener:
                 conn = store.connection()
                 # Read the change counter before looking, so a commit landing in between still wakes us.
                 self._seen = data_version(conn)
-                self._take_lease(conn)
+                self._take_lease(store, conn)
                 if self.config is None or self.workspace_error:
                     # A missing workspace is refused like a bad config: nothing is dispatched.
                     return Observation(
@@ -277,18 +279,29 @@ class Listener:
         candidate, self._held_until = queue.next_action(conn, self.agent, config, now)
         return candidate
 
-    def _take_lease(self, conn: Connection) -> None:
-        if self._lease_held:
+    def _take_lease(self, store: StoreHandle, conn: Connection) -> None:
+        """Take the store's lease once; on a store several hosts share, renew it when due (a
+        listener elsewhere that took it over meanwhile makes this one stop)."""
+        if self._lease_held and not (store.spans_hosts and clock.monotonic() >= self._lease_renew_at):
             return
-        holder = lease.acquire(conn, self.agent, str(self.paths.root), clock.now())
+        take = lease.renew if self._lease_held else lease.acquire
+        holder = take(conn, self.agent, str(self.paths.root), clock.now())
         if holder is not None:
-            raise _AlreadyRunning(holder)
+            raise _AlreadyRunning(holder.pid, None if holder.host == processes.this_host() else holder.host)
         self._lease_held = True
+        self._lease_renew_at = clock.monotonic() + lease.renew_every()
+
+    def _renew_lease_while_supervising(self, store: StoreHandle) -> None:
+        try:
+            with store_errors():
+                self._take_lease(store, store.connection())
+        except BridgeError as exc:  # the next round tries again, well within the lease
+            log.warning("lease_renewal_failed", agent=self.agent, code=exc.code)
 
     def _first_lease(self, store: StoreHandle) -> None:
         try:
             with store_errors():
-                self._take_lease(store.connection())
+                self._take_lease(store, store.connection())
         except BridgeError as exc:
             # A store that waiting cannot fix (not a database, damaged, newer than this code)
             # ends the listener with one line; the loop reports anything else (full, locked,
@@ -361,6 +374,8 @@ class Listener:
             raise RuntimeError("the listener waits only while running")
         marker = self.paths.disabled_marker
         deadline = clock.monotonic() + timeout
+        if store.spans_hosts and self._lease_held:  # back in time to renew the lease
+            deadline = min(deadline, self._lease_renew_at)
         watch_store = watch_store and self._seen is not None
         while not self._stop_requested and (left := deadline - clock.monotonic()) > 0:
             events.wait(min(left, RECHECK_SECONDS))
@@ -395,7 +410,7 @@ class Listener:
             self._run_supervisor_child(candidate.message_id)
         self._set(stage="supervising", current={**current, "supervisor_pid": pid})
         self._say(render_line(self.agent, "supervising", {"current": self._progress["current"]}))
-        code = self._wait_for_supervisor(pid, candidate.message_id, self._supervisor_limit())
+        code = self._wait_for_supervisor(store, pid, candidate.message_id, self._supervisor_limit())
         if code is None:
             return  # stopping: the supervisor, in its own session, carries on alone
         log.info(
@@ -464,15 +479,18 @@ class Listener:
         timeout = self.config.agents[self.agent].worker_timeout_seconds if self.config else 0
         return clock.monotonic() + timeout + supervisor_grace()
 
-    def _wait_for_supervisor(self, pid: int, message_id: int, limit: float) -> int | None:
+    def _wait_for_supervisor(self, store: StoreHandle, pid: int, message_id: int, limit: float) -> int | None:
         """The supervisor's exit code, or None when a stop was requested first. Past ``limit``
         (a supervisor SIGSTOPped by its worker, or stuck) its group is killed and the attempt is
-        left to reconciliation, which settles it: the agent does not stall."""
+        left to reconciliation, which settles it: the agent does not stall. The store's lease is
+        renewed meanwhile, where it needs renewing."""
         pidfd = os.pidfd_open(pid)
         try:
             while not select.select([pidfd], [], [], SUPERVISOR_STOP_CHECK_SECONDS)[0]:
                 if self._stop_requested:
                     return None
+                if store.spans_hosts and clock.monotonic() >= self._lease_renew_at:
+                    self._renew_lease_while_supervising(store)
                 if clock.monotonic() >= limit:
                     log.warning("supervisor_overdue_killed", agent=self.agent, message_id=message_id, pid=pid)
                     signal_group(pid, signal.SIGKILL)  # its own session and group (os.setsid)

@@ -4,13 +4,20 @@ A recorded pid only counts as alive when /proc shows a process with that pid tha
 started when the attempt recorded it, so a recycled pid cannot pin an attempt. A worker
 is alive while any process of its tree is: the leader, or anything carrying the
 attempt's token in its environment (a daemonised grandchild too).
+
+An attempt of another host (several hosts on one PostgreSQL store) is judged by its lease
+alone, which its supervisor renews while the worker runs: /proc here cannot see it. Once the
+lease has run out, the host is taken as lost and the attempt settled as ``crashed``
+(``host_lost``), once, by whichever listener sees it first; nothing launches it again (the
+attempt's primary key is the barrier). Hosts' clocks must agree within a fraction of the
+lease (NTP).
 """
 
 import signal
 
 from dispatcher.core import clock
 from dispatcher.core.logs import get_logger
-from dispatcher.core.processes import is_same_process
+from dispatcher.core.processes import is_same_process, this_host
 from dispatcher.dispatch import cgroups, faults
 from dispatcher.dispatch.attempts import unsettled_attempts
 from dispatcher.dispatch.leftovers import KILL_GRACE_SECONDS, attempt_diagnostics, recheck_contained, remove_request
@@ -20,7 +27,7 @@ from dispatcher.dispatch.procs import WorkerTree, contain, signal_group, token_p
 from dispatcher.store import Connection
 
 log = get_logger("agent_bridge.dispatch")
-BUSY, KILL, CRASHED = "busy", "kill", "crashed"
+BUSY, KILL, CRASHED, HOST_LOST = "busy", "kill", "crashed", "host_lost"
 # How long past its attempt's deadline a supervisor may take to end its worker and settle
 # (the worker's TERM grace, the containment rounds, the verdict). Past it, a supervisor that
 # still runs (say, SIGSTOPped by its worker) is killed with its group and the attempt settled.
@@ -31,9 +38,21 @@ def supervisor_grace() -> float:
     return faults.supervisor_grace(SUPERVISOR_GRACE_SECONDS)
 
 
-def decide(*, supervisor_alive: bool, worker_alive: bool, now: float, deadline: float, grace: float) -> str:
+def decide(
+    *,
+    supervisor_alive: bool,
+    worker_alive: bool,
+    now: float,
+    deadline: float,
+    grace: float,
+    here: bool = True,
+    lease_expires_at: float | None = None,
+) -> str:
     """What to do with one unsettled attempt: leave it running, end it as timed out (its
-    worker, and a supervisor overdue by more than ``grace``), or settle it as crashed."""
+    worker, and a supervisor overdue by more than ``grace``), or settle it as crashed. One of
+    another host (``here`` False) runs while its lease does, and is lost after."""
+    if not here:
+        return BUSY if lease_expires_at is not None and now < lease_expires_at else HOST_LOST
     if supervisor_alive:
         return BUSY if now < deadline + grace else KILL
     if worker_alive:
@@ -44,25 +63,35 @@ def decide(*, supervisor_alive: bool, worker_alive: bool, now: float, deadline: 
 def reconcile(conn: Connection, paths: AgentPaths) -> bool:
     """Settle what can be settled; return True while an attempt is still legitimately running."""
     busy = False
+    host = this_host()
     for attempt in unsettled_attempts(conn, paths.agent):
-        supervisor_alive = is_same_process(attempt["supervisor_pid"], attempt["supervisor_start_time"])
+        here = attempt["host"] in (None, host)  # (no host: recorded before hosts, on this one)
+        # Another host's: its lease is all there is to go by; /proc here cannot see it.
+        supervisor_alive = here and is_same_process(attempt["supervisor_pid"], attempt["supervisor_start_time"])
         # The cgroup its supervisor made (ours too: supervisors are forked from the listener), and
         # the whole-/proc sweep for the token: a supervisor is gone or overdue, its tree unknown.
-        tree = WorkerTree(attempt["worker_token"], cgroups.find(attempt["worker_token"]))
-        worker_alive = False
-        if not supervisor_alive:
-            worker_alive = (
+        tree = WorkerTree(attempt["worker_token"], cgroups.find(attempt["worker_token"]) if here else None)
+        worker_alive = (
+            here
+            and not supervisor_alive
+            and (
                 is_same_process(attempt["worker_pid"], attempt["worker_start_time"])
                 or (tree.cgroup is not None and tree.cgroup.populated())
                 or bool(token_processes(attempt["worker_token"]))
             )
+        )
         action = decide(
             supervisor_alive=supervisor_alive,
             worker_alive=worker_alive,
             now=clock.now(),
             deadline=attempt["deadline"],
             grace=supervisor_grace(),
+            here=here,
+            lease_expires_at=attempt["lease_expires_at"],
         )
+        if action == HOST_LOST:  # nothing of it is here to end
+            settle(conn, attempt["message_id"], fallback="crashed", error_kind=HOST_LOST)
+            continue
         if action == BUSY:
             busy = True
             continue

@@ -53,7 +53,12 @@ from dispatcher.dispatch.leftovers import (
 from dispatcher.dispatch.outcome import settle
 from dispatcher.dispatch.paths import AgentPaths
 from dispatcher.dispatch.procs import TOKEN_ENV, WorkerTree, become_subreaper, contain, end_worker
-from dispatcher.dispatch.renewal import LEASE_AHEAD_SECONDS, RENEW_EVERY_SECONDS, renew_worker_claim
+from dispatcher.dispatch.renewal import (
+    LEASE_AHEAD_SECONDS,
+    RENEW_EVERY_SECONDS,
+    renew_attempt_lease,
+    renew_worker_claim,
+)
 from dispatcher.store import STORE_ERRORS, open_store
 
 if TYPE_CHECKING:
@@ -420,18 +425,19 @@ def _wait_renewing_claim(
 
 
 def _renew(conn, message_id: int, owner: str, deadline: float) -> None:
-    """``deadline`` is monotonic; the lease is stored in wall time, so it is set from what is left."""
+    """``deadline`` is monotonic; the leases are stored in wall time, so the claim's is set from
+    what is left. The attempt's lease is renewed for as long as the supervisor runs."""
     left = deadline - clock.monotonic()
-    if left <= 0:
-        return
     now = clock.now()
     try:
-        renew_worker_claim(
-            conn,
-            message_id,
-            owner=owner,
-            until=now + min(LEASE_AHEAD_SECONDS, left + KILL_GRACE_SECONDS),
-            now=now,
-        )
+        renew_attempt_lease(conn, message_id, now)
+        if left > 0:
+            renew_worker_claim(
+                conn,
+                message_id,
+                owner=owner,
+                until=now + min(LEASE_AHEAD_SECONDS, left + KILL_GRACE_SECONDS),
+                now=now,
+            )
     except STORE_ERRORS as exc:  # a busy or full store: the next round tries again
         log.warning("claim_renewal_failed", message_id=message_id, error=type(exc).__name__)

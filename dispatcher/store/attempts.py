@@ -53,13 +53,16 @@ def insert_attempt(
     worker_token: str,
     max_cost_usd: float | None,
     permission_level: str,
+    host: str,
+    lease_expires_at: float,
     max_tokens: int | None = None,
 ) -> None:
     """The barrier's write: the primary key refuses a second attempt (sqlite3.IntegrityError)."""
     conn.execute(
         "INSERT INTO dispatch_attempts (message_id, agent, state, started_at, supervisor_pid,"
-        " supervisor_start_time, deadline, worker_token, max_cost_usd, permission_level, max_tokens)"
-        " VALUES (?, ?, 'recorded', ?, ?, ?, ?, ?, ?, ?, ?)",
+        " supervisor_start_time, deadline, worker_token, max_cost_usd, permission_level, max_tokens,"
+        " host, lease_expires_at)"
+        " VALUES (?, ?, 'recorded', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             message_id,
             agent,
@@ -71,8 +74,20 @@ def insert_attempt(
             max_cost_usd,
             permission_level,
             max_tokens,
+            host,
+            lease_expires_at,
         ),
     )
+
+
+def extend_attempt_lease(conn: Connection, message_id: int, until: float) -> bool:
+    """Move an unsettled attempt's lease on to ``until`` (never back); False when it is settled."""
+    cur = conn.execute(
+        "UPDATE dispatch_attempts SET lease_expires_at = CASE WHEN lease_expires_at > ? THEN lease_expires_at"
+        " ELSE ? END WHERE message_id = ? AND state != 'finished'",
+        (until, until, message_id),
+    )
+    return cur.rowcount == 1
 
 
 def _move(

@@ -81,10 +81,14 @@ class StoreChanges:
             return await self._events.next_change(timeout)
         import anyio  # only the MCP server waits in an event loop
 
-        fd = self._notices.fileno()
+        fd = self._notices.listening()
         limit = min(timeout, FALLBACK_SECONDS) if fd is None or self._files else timeout
-        if fd is None:
-            await anyio.sleep(max(0.0, limit))
+        if fd is None:  # listen again off the loop (a server that does not answer blocks its thread only)
+            with anyio.move_on_after(max(0.0, limit)):
+                if not self._notices.reconnecting():  # one worker thread at a time, however long it hangs
+                    await anyio.to_thread.run_sync(self._notices.reconnect, abandon_on_cancel=True)
+                if self._notices.listening() is None:  # refused, or still trying: the rest of the limit
+                    await anyio.sleep(limit)
             return True
         with anyio.move_on_after(max(0.0, limit)):
             await anyio.wait_readable(fd)

@@ -74,6 +74,8 @@ def open_handle(location: StoreLocation | str) -> StoreHandle:
 
 
 class SqliteStore:
+    spans_hosts = False  # a SQLite file is one host's (its locks do not cross a network file system)
+
     def __init__(self, path: Path | str) -> None:
         self.path = store_path(Path(path))  # the sidecars are next to the real file
         self.location: StoreLocation = self.path

@@ -258,6 +258,14 @@ MIGRATIONS: tuple[str | Callable[[sqlite3.Connection], None], ...] = (
     CREATE INDEX messages_claimed ON messages (recipient, claim_expires_at)
         WHERE acknowledged_at IS NULL AND claim_expires_at IS NOT NULL;
     """,
+    # 14: several hosts on one store. An attempt records its host and a lease its supervisor
+    # renews (another host settles it once the lease runs out); a listener's row records when it
+    # last renewed its lease. Rows from before have no host: they are the one host's.
+    """
+    ALTER TABLE dispatch_attempts ADD COLUMN host TEXT;
+    ALTER TABLE dispatch_attempts ADD COLUMN lease_expires_at REAL;
+    ALTER TABLE listeners ADD COLUMN renewed_at REAL;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -20,6 +20,7 @@ import contextlib
 import functools
 import math
 import re
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -265,6 +266,8 @@ class PostgresStore:
     (a restart, ``pg_terminate_backend``). The call that met the drop fails ``store_unavailable``;
     nothing it did was committed."""
 
+    spans_hosts = True
+
     def __init__(self, url: StoreUrl) -> None:
         self.location: StoreLocation = url
         self._url = url
@@ -296,25 +299,54 @@ class ChangeNotices:
     """A LISTEN on one agent's channel, on a connection of its own (autocommit, as LISTEN needs):
     its descriptor becomes readable when a message to the agent is written or changed. Only a
     hint: a notice sent while nobody listened is lost, so a waiter always re-queries, and a
-    dropped connection is opened again at the next look (``fileno`` is None until then: poll)."""
+    dropped connection is opened again (``reconnect``) before the next look: in the waiter's
+    thread (``fileno``), or by an event loop in a worker thread, so that a server that does not
+    answer blocks no loop (``listening`` is None until then: poll)."""
 
     def __init__(self, url: StoreUrl, agent: str) -> None:
         self._url, self._agent = url, agent
         self._conn: psycopg.Connection[Any] | None = None
-        self._connect()
+        self._reconnecting = threading.Lock()  # one reconnect at a time, whichever thread asks
+        self._closed = False  # for good: a reconnect still under way then drops what it opens
+        self.reconnect()
 
-    def _connect(self) -> None:
-        try:
-            self._conn = psycopg.connect(self._url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS)
-            self._conn.execute(psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(channel(self._agent))))
-        except psycopg.Error:
-            self.close()
+    def listening(self) -> int | None:
+        """The LISTEN connection's descriptor, or None while there is none (closed, or dropped)."""
+        conn = self._conn
+        if conn is None or conn.closed or conn.broken:
+            return None
+        return conn.fileno()
+
+    def reconnect(self) -> None:
+        """LISTEN again on a new connection if there is none (blocking: up to the connect timeout
+        for a server that does not answer). Safe from a worker thread; what was sent meanwhile is
+        lost, so the caller re-queries."""
+        with self._reconnecting:
+            if self.listening() is not None or self._closed:
+                return
+            self._drop()
+            try:
+                conn = psycopg.connect(self._url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS)
+            except psycopg.Error:
+                return
+            try:
+                conn.execute(psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(channel(self._agent))))
+            except psycopg.Error:
+                conn.close()
+                return
+            if self._closed:  # closed while connecting (an abandoned wait's worker thread)
+                conn.close()
+                return
+            self._conn = conn
+
+    def reconnecting(self) -> bool:
+        """Whether a ``reconnect`` is under way (in another thread)."""
+        return self._reconnecting.locked()
 
     def fileno(self) -> int | None:
-        if self._conn is None or self._conn.closed or self._conn.broken:
-            self.close()
-            self._connect()  # after a restart: listen again (what was sent meanwhile is lost: re-query)
-        return None if self._conn is None else self._conn.fileno()
+        if self.listening() is None:
+            self.reconnect()
+        return self.listening()
 
     def drain(self) -> bool:
         """Take every notice that arrived (without waiting); whether there was any."""
@@ -323,10 +355,14 @@ class ChangeNotices:
         try:
             return bool(list(self._conn.notifies(timeout=0)))
         except psycopg.Error:
-            self.close()
+            self._drop()  # opened again at the next look
             return True  # the connection went: the caller looks now
 
     def close(self) -> None:
+        self._closed = True
+        self._drop()
+
+    def _drop(self) -> None:
         if self._conn is not None:
             with contextlib.suppress(psycopg.Error):
                 self._conn.close()

@@ -150,4 +150,10 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX messages_claimed ON messages (recipient, claim_expires_at)
         WHERE acknowledged_at IS NULL AND claim_expires_at IS NOT NULL;
     """,
+    # 14: several hosts (see the SQLite list).
+    """
+    ALTER TABLE dispatch_attempts ADD COLUMN host text;
+    ALTER TABLE dispatch_attempts ADD COLUMN lease_expires_at double precision;
+    ALTER TABLE listeners ADD COLUMN renewed_at double precision;
+    """,
 )

@@ -56,6 +56,9 @@ class StoreHandle(Protocol):
     it for the connection on every call, so that it can notice a replaced file or reconnect."""
 
     location: StoreLocation
+    # Whether processes of several hosts may share it (a server, not a file one host opens):
+    # only then do leases that /proc cannot judge need renewing.
+    spans_hosts: bool
 
     def connection(self) -> Connection: ...
 

@@ -248,11 +248,11 @@ def _watch(
         # The version before the first look (as ``inbox watch`` does): a commit between the two
         # then shows as a change at the first wake instead of waiting for the next commit.
         version = data_version(conn)
-        verdict, mtime, _ = look(True)
-        if verdict.announce:
-            return 2, verdict.why
-        waiter = _Waiter(conn, locations.db, inode, runtime, agent, key, deadline, claude, events, mark)
-        try:
+        try:  # from the first look on: a signal held back during it is raised as soon as it returns
+            verdict, mtime, _ = look(True)
+            if verdict.announce:
+                return 2, verdict.why
+            waiter = _Waiter(conn, locations.db, inode, runtime, agent, key, deadline, claude, events, mark)
             return _poll(waiter, look, verdict, mtime, version)
         finally:
             with _blocked():  # an ending waiter frees its slot (a woken one already did)

@@ -1,4 +1,4 @@
-"""Leases across processes: expiry, takeover, and exactly one winner in a claim race."""
+"""Leases across processes: expiry, takeover, exactly one winner in a claim race, and one answer per conversation turn."""
 
 import pytest
 from harness import race, sql, start_agents
@@ -54,4 +54,31 @@ def test_exactly_one_winner_per_claim_race(racers):
         # The store agrees with the answers: the lease is the winner's and no loser's.
         owners = [k.ok("get_message", message_id=task)["owned_by_current_worker"] for k in kimis]
         assert owners == [k is winners[0] for k in kimis]
+    assert overlapped_rounds >= ROUNDS // 2, f"only {overlapped_rounds}/{rounds} rounds really overlapped"
+
+
+TURN_SENDERS = 4
+
+
+def test_exactly_one_result_takes_a_conversations_turn(racers):
+    """The turn race: four processes of the responder answer the in-flight task of one
+    conversation together; one answer takes the turn, every other is refused (`not_in_turn`) and nothing of it
+    is written. Raced over ROUNDS conversations, at least half of them really in flight together."""
+    claude, kimis = racers
+    senders = kimis[:TURN_SENDERS]
+    overlapped_rounds = rounds = 0
+    while (rounds < ROUNDS or overlapped_rounds < ROUNDS // 2) and rounds < MAX_ROUNDS:
+        rounds += 1
+        conv = claude.ok("start_conversation", recipient="kimi", goal=f"race {rounds}", max_turns=4)
+        results, overlapped = race(
+            senders, "send_message", recipient="claude", text="mine", kind="result", reply_to=conv["message_id"]
+        )
+        overlapped_rounds += overlapped
+        accepted = [r for r in results if not r.is_error]
+        assert len(accepted) == 1, [r.text for r in results]
+        assert {r.code for r in results if r.is_error} == {"not_in_turn"}, [r.text for r in results]
+        status = claude.ok("conversation", action="status", conversation_id=conv["conversation_id"])
+        assert status["turn_count"] == 2
+        answers = claude.ok("receive_messages", limit=100)["messages"]
+        assert [m["reply_to"] for m in answers if m.get("reply_to") == conv["message_id"]] == [conv["message_id"]]
     assert overlapped_rounds >= ROUNDS // 2, f"only {overlapped_rounds}/{rounds} rounds really overlapped"

@@ -5,7 +5,7 @@ never the cause its CLI named, nor what to do."""
 import pytest
 
 from dispatcher.core.lifecycle import FAILURE_OUTCOMES
-from dispatcher.core.reasons import CLI_STATUS_FIXES, ERROR_KIND_FIXES, failure_reason, reason_code
+from dispatcher.core.reasons import CLI_STATUS_FIXES, CRASH_FIXES, ERROR_KIND_FIXES, failure_reason, reason_code
 
 
 @pytest.mark.parametrize(
@@ -22,6 +22,7 @@ from dispatcher.core.reasons import CLI_STATUS_FIXES, ERROR_KIND_FIXES, failure_
         ("budget_exceeded", None, None, "budget_exceeded"),
         ("timeout", "no_evidence", "no_result", "timeout"),
         ("crashed", "worker_gone", None, "crashed"),
+        ("crashed", "host_lost", None, "host_lost"),  # the kind names the cause: another host went silent
         ("failed", "cli_not_found", None, "cli_not_found"),
         ("failed", "launcher_usage", None, "launcher_usage"),
         ("failed", "permissions_unenforceable", None, "permissions_unenforceable"),
@@ -43,7 +44,7 @@ def test_failure_reason(outcome, error_kind, cli_status, code):
 
 
 def test_every_fix_says_what_to_do_in_one_line():
-    for fix in (*CLI_STATUS_FIXES.values(), *ERROR_KIND_FIXES.values()):
+    for fix in (*CLI_STATUS_FIXES.values(), *ERROR_KIND_FIXES.values(), *CRASH_FIXES.values()):
         assert "\n" not in fix and ";" in fix  # the cause; what to do
 
 

@@ -1,10 +1,12 @@
 """Settings errors are one ``invalid_setting`` naming the variable; path settings must be absolute."""
 
+import socket
 from pathlib import Path
 
 import pytest
 
 from dispatcher.core.locations import InvalidSetting, Locations
+from dispatcher.core.processes import this_host
 from dispatcher.core.settings import BridgeSettings
 
 PATH_VARIABLES = ("AGENT_BRIDGE_DB", "AGENT_BRIDGE_CONFIG", "AGENT_BRIDGE_RUNTIME_DIR", "AGENT_BRIDGE_WORKSPACE")
@@ -17,6 +19,7 @@ def clean_env(monkeypatch, tmp_path):
         "AGENT_BRIDGE_LOG_LEVEL",
         "AGENT_BRIDGE_MAX_BODY_BYTES",
         "AGENT_BRIDGE_ROLE",
+        "AGENT_BRIDGE_HOST_ID",
         "AGENT_ID",
     ):
         monkeypatch.delenv(name, raising=False)
@@ -45,6 +48,23 @@ def test_every_bad_variable_is_named_in_the_one_error(monkeypatch):
         BridgeSettings()
     assert "AGENT_BRIDGE_MAX_BODY_BYTES='lots'" in caught.value.message
     assert "AGENT_BRIDGE_ROLE='boss'" in caught.value.message
+
+
+@pytest.mark.parametrize("value", ["two words", "-leading-dash", "x" * 65, "ünicode"])
+def test_a_host_id_that_is_not_a_short_word_is_refused_at_start_and_where_it_is_read(monkeypatch, value):
+    monkeypatch.setenv("AGENT_BRIDGE_HOST_ID", value)
+    with pytest.raises(InvalidSetting) as caught:
+        BridgeSettings()
+    assert caught.value.variable == "AGENT_BRIDGE_HOST_ID" and "1 to 64 letters" in caught.value.message
+    with pytest.raises(InvalidSetting):
+        this_host()
+
+
+def test_the_host_id_is_the_setting_else_the_machine_id(monkeypatch):
+    machine_id = Path("/etc/machine-id").read_text().strip() if Path("/etc/machine-id").exists() else None
+    assert this_host() == (machine_id or socket.gethostname())
+    monkeypatch.setenv("AGENT_BRIDGE_HOST_ID", "build-box.lan")
+    assert BridgeSettings().host_id == this_host() == "build-box.lan"
 
 
 @pytest.mark.parametrize("variable", PATH_VARIABLES)

@@ -4,17 +4,16 @@ No listener, no supervisor: pure functions and single transactions on a real SQL
 
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
 
 import pytest
 
-from dispatcher.core.processes import start_time
+from dispatcher.core.processes import start_time, this_host
 from dispatcher.dispatch import faults, lease
 from dispatcher.dispatch.procs import fork_without_store
-from dispatcher.dispatch.reconcile import BUSY, CRASHED, KILL, decide
+from dispatcher.dispatch.reconcile import BUSY, CRASHED, HOST_LOST, KILL, decide
 from dispatcher.dispatch.renewal import renew_worker_claim
 from dispatcher.dispatch.step import (
     BACKOFF_CAP_SECONDS,
@@ -90,6 +89,28 @@ def test_reconcile_decision(supervisor_alive, worker_alive, now, expected):
     assert verdict == expected
 
 
+@pytest.mark.parametrize(
+    ("lease_expires_at", "now", "expected"),
+    [
+        (NOW + 1, NOW, BUSY),  # its supervisor renewed it: running there, whatever /proc here says
+        (NOW + 1, NOW + 1, HOST_LOST),  # unrenewed for a whole lease: that host is gone
+        (None, NOW, HOST_LOST),  # never leased
+        (NOW + 1, NOW + GRACE + 10, HOST_LOST),
+    ],
+)
+def test_reconcile_decision_for_another_hosts_attempt(lease_expires_at, now, expected):
+    verdict = decide(
+        supervisor_alive=False,
+        worker_alive=False,
+        now=now,
+        deadline=NOW + 3600,
+        grace=GRACE,
+        here=False,
+        lease_expires_at=lease_expires_at,
+    )
+    assert verdict == expected
+
+
 # -- claim renewal ----------------------------------------------------------------------
 def _message(conn, owner, expires, acknowledged=None) -> int:
     return conn.execute(
@@ -126,11 +147,11 @@ def _holder(conn):
     return conn.execute("SELECT pid, start_time, host FROM listeners WHERE agent = 'claude'").fetchone()
 
 
-def _plant(conn, pid, started, host=None):
+def _plant(conn, pid, started, host=None, renewed_at=None):
     conn.execute(
-        "INSERT OR REPLACE INTO listeners (agent, pid, start_time, host, runtime_dir, started_at)"
-        " VALUES ('claude', ?, ?, ?, '/elsewhere', 0)",
-        (pid, started, host or socket.gethostname()),
+        "INSERT OR REPLACE INTO listeners (agent, pid, start_time, host, runtime_dir, started_at, renewed_at)"
+        " VALUES ('claude', ?, ?, ?, '/elsewhere', 0, ?)",
+        (pid, started, host or this_host(), renewed_at),
     )
 
 
@@ -155,11 +176,18 @@ def other_process():
 
 def test_a_live_holder_keeps_the_lease(conn, other_process):
     _plant(conn, other_process.pid, start_time(other_process.pid))
-    assert lease.acquire(conn, "claude", "/run", NOW) == other_process.pid
+    assert lease.acquire(conn, "claude", "/run", NOW).pid == other_process.pid
     assert _holder(conn)[0] == other_process.pid
 
 
-@pytest.mark.parametrize("case", ["dead_pid", "recycled_pid", "other_host"])
+def test_another_hosts_holder_keeps_the_lease_while_it_renews_it(conn):
+    """/proc cannot see another host: its listener runs while it renewed within the lease."""
+    _plant(conn, 4242, "boot:1", host="another-host", renewed_at=NOW - lease.LISTENER_LEASE_SECONDS + 1)
+    assert lease.acquire(conn, "claude", "/run", NOW).host == "another-host"
+    assert _holder(conn)[0] == 4242
+
+
+@pytest.mark.parametrize("case", ["dead_pid", "recycled_pid", "other_host_silent", "other_host_never_renewed"])
 def test_a_stale_lease_is_taken_over(conn, other_process, case):
     if case == "dead_pid":
         dead = subprocess.Popen([sys.executable, "-c", "pass"])
@@ -167,9 +195,22 @@ def test_a_stale_lease_is_taken_over(conn, other_process, case):
         _plant(conn, dead.pid, 1.0)
     elif case == "recycled_pid":  # the pid is alive, but it is another process than recorded
         _plant(conn, other_process.pid, start_time(other_process.pid) + "0")  # ten times its ticks: another process
-    else:
+    elif case == "other_host_silent":  # its last renewal is a whole lease ago
+        _plant(conn, 4242, "boot:1", host="another-host", renewed_at=NOW - lease.LISTENER_LEASE_SECONDS)
+    else:  # a row from before leases (or from a host whose listener never said it runs)
         _plant(conn, other_process.pid, start_time(other_process.pid), host="another-host")
     assert lease.acquire(conn, "claude", "/run", NOW) is None
+    assert _holder(conn)[0] == os.getpid()
+
+
+def test_renewing_keeps_the_lease_and_a_taken_one_is_reported(conn):
+    assert lease.acquire(conn, "claude", "/run", NOW) is None
+    assert lease.renew(conn, "claude", "/run", NOW + 10) is None
+    assert conn.execute("SELECT renewed_at FROM listeners").fetchone()[0] == NOW + 10
+    _plant(conn, 4242, "boot:1", host="another-host", renewed_at=NOW + 10)  # taken while we could not renew
+    assert lease.renew(conn, "claude", "/run", NOW + 20).host == "another-host"
+    conn.execute("DELETE FROM listeners")  # a row gone (an admin's hand): taken again
+    assert lease.renew(conn, "claude", "/run", NOW + 30) is None
     assert _holder(conn)[0] == os.getpid()
 
 

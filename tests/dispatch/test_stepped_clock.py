@@ -93,6 +93,8 @@ def _recorded(conn, started_at: float) -> int:
         worker_token="t",
         max_cost_usd=None,
         permission_level="bridge",
+        host="here",
+        lease_expires_at=started_at + 60,
     )
     return message_id
 
