@@ -88,7 +88,6 @@ def _one_line(text: object) -> str:
 def check_store(ctx: Context) -> list[Finding]:
     if isinstance(ctx.locations.db, StoreUrl):
         return _check_postgres_store(ctx, ctx.locations.db)
-    from dispatcher.store import SCHEMA_VERSION
 
     db: Path = ctx.locations.db
     found: list[Finding] = []
@@ -207,39 +206,47 @@ def check_store(ctx: Context) -> list[Finding]:
             )
         ]
     ctx.conn = conn
-    if version > SCHEMA_VERSION:
-        found.append(
-            Finding(
-                "schema_too_new",
-                ERROR,
-                f"{db} has schema version {version}; this agent-bridge knows up to {SCHEMA_VERSION}",
-                "upgrade agent-bridge",
-            )
-        )
-    elif version < SCHEMA_VERSION:
-        found.append(
-            Finding(
-                "schema_old",
-                WARN,
-                f"{db} has schema version {version} (current {SCHEMA_VERSION}); it is migrated on the next start",
-                "nothing to do (or run any agent-bridge command that opens the store)",
-            )
-        )
-    else:
-        ctx.schema_current = True
+    found += _schema(ctx, str(db), version)
     if not [f for f in found if f.level == ERROR]:
         found.append(Finding("store_ok", OK, f"{db}: schema {version}, quick_check ok, mode 0600, yours"))
     return found
 
 
+def _schema(ctx: Context, where: str, version: int) -> list[Finding]:
+    """The store's schema version against this code's (either backend)."""
+    from dispatcher.store import SCHEMA_VERSION
+
+    if version > SCHEMA_VERSION:
+        return [
+            Finding(
+                "schema_too_new",
+                ERROR,
+                f"{where} has schema version {version}; this agent-bridge knows up to {SCHEMA_VERSION}",
+                "upgrade agent-bridge",
+            )
+        ]
+    if version < SCHEMA_VERSION:
+        return [
+            Finding(
+                "schema_old",
+                WARN,
+                f"{where} has schema version {version} (current {SCHEMA_VERSION}); it is migrated on the next start",
+                "nothing to do (or run any agent-bridge command that opens the store)",
+            )
+        ]
+    ctx.schema_current = True
+    return []
+
+
 def _check_postgres_store(ctx: Context, url: StoreUrl) -> list[Finding]:
     """A PostgreSQL store: the server answers, the database holds a store, its schema is known."""
-    from dispatcher.store import SCHEMA_VERSION
 
     where = shown(url)
     try:
         conn = open_read_only(url)
     except (BridgeError,) + STORE_ERRORS as exc:
+        if isinstance(exc, BridgeError) and exc.code == "schema_too_new":  # refused as every process refuses it
+            return [Finding("schema_too_new", ERROR, _one_line(exc), "upgrade agent-bridge")]
         return [
             Finding(
                 "store_unreadable",
@@ -259,16 +266,11 @@ def _check_postgres_store(ctx: Context, url: StoreUrl) -> list[Finding]:
         ]
     ctx.conn = conn
     version = schema_version(conn)
-    if version > SCHEMA_VERSION:
-        return [
-            Finding(
-                "schema_too_new",
-                ERROR,
-                f"{where} has schema version {version}; this agent-bridge knows up to {SCHEMA_VERSION}",
-                "upgrade agent-bridge",
-            )
-        ]
-    return []
+    found = _schema(ctx, where, version)
+    if not [f for f in found if f.level == ERROR]:
+        server = conn.execute("SHOW server_version").fetchone()[0]
+        found.append(Finding("store_ok", OK, f"{where}: schema {version}, PostgreSQL {server}"))
+    return found
 
 
 def _open_read_only(db: Path) -> tuple[Connection | None, bool]:

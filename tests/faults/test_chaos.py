@@ -9,10 +9,10 @@ like systemd; MCP servers like the agent CLI, whose caller re-sends with the sam
 dedup_key). Afterwards every task must have exactly one finished attempt, no worker may
 have been launched twice, every failed attempt must have told its sender exactly once (and
 no other attempt at all), nothing of any worker may still run (each one leaves a child that
-forks on TERM), and the store must pass PRAGMA integrity_check.
+forks on TERM), and a SQLite store must pass PRAGMA integrity_check. It runs on both backends.
 
 Replay a failure with FAULT_SEED=<seed printed by the test>; FAULT_CYCLES sets the
-number of tasks (default 120).
+number of tasks (default 120 on SQLite, 60 on PostgreSQL).
 """
 
 import json
@@ -42,7 +42,7 @@ from harness import McpAgent, bridge_env, sql, write_config
 
 from dispatcher.dispatch.attempts import FAILURE_OUTCOMES, OUTCOMES
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.both_backends]
 
 RECIPIENTS = ("claude", "codex")
 MIN_KILLS = 3  # of each kind, before the injector stops
@@ -51,7 +51,7 @@ SETTLE_DEADLINE = 180.0
 
 
 class Chaos:
-    def __init__(self, root: Path, seed: int, cycles: int) -> None:
+    def __init__(self, root: Path, seed: int, cycles: int, store: str | None = None) -> None:
         self.root = root
         self.rng = random.Random(seed)
         self.cycles = cycles
@@ -68,7 +68,9 @@ class Chaos:
             "SCRIPTED_WORKER_MAX_PAUSE": "0.05",
             "SCRIPTED_WORKER_FORK": "1",  # each worker leaves a child that forks on TERM
         }
-        self.db = Path(self.env["AGENT_BRIDGE_DB"])
+        if store is not None:  # a PostgreSQL store (else the SQLite file bridge_env names)
+            self.env["AGENT_BRIDGE_DB"] = store
+        self.db: Path | str = store or Path(self.env["AGENT_BRIDGE_DB"])
         self.listeners: dict[str, object] = {a: None for a in RECIPIENTS}
         self.restart_in: dict[str, int] = {}
         self.servers: dict[str, McpAgent | None] = {"sender": None, "observer": None}
@@ -285,9 +287,12 @@ class Chaos:
 
 
 @pytest.fixture
-def chaos(tmp_path):
+def chaos(tmp_path, backend, request):
     seed = fault_seed("chaos")
-    run = Chaos(tmp_path, seed, int(os.environ.get("FAULT_CYCLES", "120")))
+    store = request.getfixturevalue("new_postgres_store")() if backend == "postgres" else None
+    # On PostgreSQL half the tasks: the same kinds of kill, as many of each; the suite's time is shared.
+    cycles = int(os.environ.get("FAULT_CYCLES", "60" if store else "120"))
+    run = Chaos(tmp_path, seed, cycles, store)
     yield run
     run.close()
 

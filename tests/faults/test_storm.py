@@ -1,4 +1,4 @@
-"""Fault injection, part 2 (slow, ~50 s): a busy storm on one store.
+"""Fault injection, part 2 (slow, about a minute on each backend): a busy storm on one store.
 
 16 writer and 16 reader processes for 10 s (about 80,000 messages on 2 cores; draining
 them takes most of the time, so a longer storm only adds minutes; FAULT_STORM_SECONDS sets
@@ -25,9 +25,9 @@ from pathlib import Path
 import pytest
 from dispatch_harness import integrity, wait_until
 from faultkit import kill_marked, new_marker
-from harness import PROJECT, McpAgent, bridge_env, sql, write_config
+from harness import PROJECT, McpAgent, bridge_env, on_backend, sql, write_config
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.both_backends]
 
 WRITERS = 16
 READERS = 16
@@ -98,12 +98,16 @@ class McpReader(threading.Thread):
             self.errors.append(f"{type(exc).__name__}: {exc}")
 
 
-def test_busy_storm_every_message_acknowledged_exactly_once(tmp_path):
+def test_busy_storm_every_message_acknowledged_exactly_once(tmp_path, backend, request):
     writers = [f"w{i:02d}" for i in range(WRITERS)]
     agents = {name: {"launcher": "unused"} for name in [*writers, "sink"]}
     marker = new_marker()
-    env = {**bridge_env(tmp_path, write_config(tmp_path / "config.json", agents)), "FAULT_RUN": marker}
-    db = Path(env["AGENT_BRIDGE_DB"])
+    env = on_backend(
+        {**bridge_env(tmp_path, write_config(tmp_path / "config.json", agents)), "FAULT_RUN": marker},
+        backend,
+        request,
+    )
+    db: Path | str = env["AGENT_BRIDGE_DB"] if backend == "postgres" else Path(env["AGENT_BRIDGE_DB"])
     out = tmp_path / "out"
     out.mkdir()
     stop_file = tmp_path / "stop"

@@ -6,6 +6,7 @@ import io
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -15,7 +16,7 @@ import pytest
 from harness import PROJECT, bridge_env, environment, write_config
 
 from dispatcher.ops.doctor import StatuslineRun
-from dispatcher.store import open_store
+from dispatcher.store import SCHEMA_VERSION, open_store
 
 TESTED = {"claude": "2.1.332", "kimi": "2.1.0"}
 # Both dispatch on their own (auto): an agent with auto off has one `auto_off` finding instead.
@@ -702,3 +703,55 @@ def test_the_readme_doctor_sample_is_what_doctor_prints(tmp_path):
     printed = [_as_in_the_readme(line, home) for line in out.splitlines()]
     expected = "\n".join(printed)
     assert rc == 0 and _readme_doctor_sample() == printed, f"the README's sample should read:\n{expected}"
+
+
+# -- a PostgreSQL store ------------------------------------------------------------------------
+def _with_password(url: str) -> str:
+    """The URL with a password in it (trust auth never asks for it): doctor must never print it."""
+    return url.replace("postgresql://postgres@", "postgresql://postgres:hunter2-secret@", 1)
+
+
+def _store_findings(report: dict) -> list[dict]:
+    return [f for f in report["findings"] if f["code"].startswith(("store_", "schema_"))]
+
+
+def test_a_healthy_postgresql_store_is_store_ok_with_its_schema_and_server(setup, postgres_url):
+    url = _with_password(postgres_url)
+    open_store(url).close()
+    rc, report = checks({**setup["env"], "AGENT_BRIDGE_DB": url})
+    assert rc == 0 and report["errors"] == 0, report
+    [found] = _store_findings(report)
+    assert (found["code"], found["level"]) == ("store_ok", "ok")
+    assert f": schema {SCHEMA_VERSION}, PostgreSQL " in found["message"], found
+    assert "hunter2-secret" not in json.dumps(report)
+
+
+def test_a_postgresql_database_without_a_store_is_store_missing(setup, postgres_url):
+    rc, report = checks({**setup["env"], "AGENT_BRIDGE_DB": postgres_url})
+    assert [(f["code"], f["level"]) for f in _store_findings(report)] == [("store_missing", "warn")]
+
+
+def test_a_postgresql_store_of_a_newer_schema_is_an_error(setup, postgres_url):
+    open_store(postgres_url).close()
+    conn = open_store(postgres_url)
+    try:
+        conn.execute("UPDATE bridge_schema SET version = version + 1")
+    finally:
+        conn.close()
+    rc, report = checks({**setup["env"], "AGENT_BRIDGE_DB": postgres_url})
+    assert rc == 1
+    assert [(f["code"], f["level"]) for f in _store_findings(report)] == [("schema_too_new", "error")]
+
+
+def test_a_postgresql_server_that_cannot_be_reached_is_one_error_without_the_password(setup):
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))  # bound, never listening: the connection is refused
+    try:
+        url = f"postgresql://postgres:hunter2-secret@127.0.0.1:{closed.getsockname()[1]}/agent_bridge"
+        rc, report = checks({**setup["env"], "AGENT_BRIDGE_DB": url})
+    finally:
+        closed.close()
+    assert rc == 1
+    [found] = _store_findings(report)
+    assert (found["code"], found["level"]) == ("store_unreadable", "error")
+    assert "hunter2-secret" not in json.dumps(report) and "127.0.0.1" in found["message"]

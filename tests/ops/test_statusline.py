@@ -12,7 +12,7 @@ from dispatcher.store import open_store
 
 PROBE = (
     "import sys; from dispatcher.dispatch.statusline import statusline_text; print(statusline_text()); "
-    "print(sorted(m for m in ('pydantic', 'psutil', 'mcp', 'click') if m in sys.modules))"
+    "print(sorted(m for m in ('pydantic', 'psutil', 'mcp', 'click', 'psycopg') if m in sys.modules))"
 )
 
 

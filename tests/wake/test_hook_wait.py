@@ -169,11 +169,25 @@ def waiting(store: dict) -> bool:
     return any(json.loads(f.read_text() or "{}").get("waiter") for f in files)
 
 
-@pytest.mark.parametrize(("event", "mode"), [("Stop", "inotify"), ("Stop", "poll"), ("SessionStart", "inotify")])
-def test_in_the_background_it_waits_and_wakes_with_the_notice_when_mail_arrives(store, event, mode):
+@pytest.mark.parametrize(
+    ("event", "mode", "backend"),
+    [
+        ("Stop", "inotify", "sqlite"),
+        ("Stop", "poll", "sqlite"),
+        ("SessionStart", "inotify", "sqlite"),
+        ("Stop", "inotify", "postgres"),
+        ("SessionStart", "inotify", "postgres"),
+    ],
+)
+def test_in_the_background_it_waits_and_wakes_with_the_notice_when_mail_arrives(store, event, mode, backend, request):
     """At the end of a turn (Stop), and in a session that has had no turn yet (SessionStart: no
     Stop hook has run, so nothing else waits): it waits, asleep on inotify or (forced, as on a
-    file system without it) polling, and wakes the session when mail arrives."""
+    file system without it) polling, and wakes the session when mail arrives. On a PostgreSQL
+    store it sleeps on the agent's NOTIFY channel (inotify then watches its session's file only)."""
+    if backend == "postgres":
+        url = request.getfixturevalue("new_postgres_store")()
+        store = {**store, "env": {**store["env"], "AGENT_BRIDGE_DB": url}, "db": url}
+        open_store(url).close()
     start = {"stdin": NEW_SESSION} if event == "SessionStart" else {}
     hook = Hook(
         store, STREAMING, "claude", event, "--agent", "claude", "--wait", "60", extra_env={MODE_VARIABLE: mode}, **start

@@ -355,3 +355,24 @@ def test_a_hook_for_an_undeclared_agent_is_quiet_and_logs_its_one_line(store, tm
     assert line.endswith(" hook claude UserPromptSubmit agent=nobody unknown_agent"), line
     config.write_text("{not json")  # unreadable as JSON: the store decides, as before
     assert b"2 unread" in hook(env, "claude", "UserPromptSubmit", "--agent", "claude").stdout
+
+
+def test_a_hook_on_a_sqlite_store_loads_neither_psycopg_nor_the_mcp_sdk(store):
+    """Hooks run on every turn of every session: they load what a SQLite store needs, nothing of
+    the PostgreSQL connector and nothing of the SDK."""
+    probe = (  # the command's own code (the command ends with os._exit, before any atexit)
+        "import sys; from dispatcher.wake.hooks import main; main('claude', 'UserPromptSubmit', 'claude'); "
+        "print(sorted(m for m in ('psycopg', 'mcp', 'pydantic') if m in sys.modules), file=sys.stderr)"
+    )
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_BRIDGE_", "AGENT_ID"))}
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=PROJECT,
+        input=b'{"session_id": "s-1"}',
+        capture_output=True,
+        env={**inherited, **store["env"]},
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert b"2 unread" in done.stdout  # it did its work (the notice names the waiting mail)
+    assert done.stderr.decode().splitlines()[-1] == "[]", done.stderr

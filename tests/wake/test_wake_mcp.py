@@ -18,7 +18,7 @@ from typing import Any
 
 import mcp_types as types
 import pytest
-from harness import PROJECT, bridge_env, inotify_descriptors, server_pid, write_config
+from harness import PROJECT, bridge_env, inotify_descriptors, on_backend, server_pid, write_config
 from mcp import Client
 from mcp.client.extension import ClientExtension, NotificationBinding
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -38,7 +38,9 @@ from dispatcher.mcp.wake_mcp import (
     channel_params,
     resource_signature,
 )
-from dispatcher.store import SqliteStore, open_handle
+from dispatcher.store import StoreHandle, open_handle
+
+pytestmark = pytest.mark.both_backends  # the tests on ``world``; the rest need no store or plant one
 
 TIMEOUT = 60.0
 SECRET = "the-secret-payload-41"
@@ -149,10 +151,10 @@ def wait_for(predicate, what: str, timeout: float = TIMEOUT):
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
+def world(tmp_path_factory, backend, request):
     root = tmp_path_factory.mktemp("wake")
     agents = {a: {"auto": False, "launcher": "launchers/claude_headless.sh"} for a in sorted(AGENTS)}
-    env = bridge_env(root, write_config(root / "config.json", agents))
+    env = on_backend(bridge_env(root, write_config(root / "config.json", agents)), backend, request)
     plain = WakeClient("claude", env, root / "claude.err")  # channel off (default)
     channel = WakeClient("kimi", {**env, "AGENT_BRIDGE_CLAUDE_CHANNEL": "1"}, root / "kimi.err")
     modern = WakeClient("codex", {**env, "AGENT_BRIDGE_CLAUDE_CHANNEL": "1"}, root / "codex.err", mode="auto")
@@ -165,13 +167,13 @@ def world(tmp_path_factory):
         store.close()
 
 
-def send(store: SqliteStore, recipient: str, sender: str = "codex", kind: str | None = "task") -> int:
+def send(store: StoreHandle, recipient: str, sender: str = "codex", kind: str | None = "task") -> int:
     return messages.send_message(
         store.connection(), sender=sender, recipient=recipient, text=SECRET, agents=AGENTS, kind=kind
     )["id"]
 
 
-def ack(store: SqliteStore, agent: str, ids: list[int]) -> None:
+def ack(store: StoreHandle, agent: str, ids: list[int]) -> None:
     done = messages.mark_read(store.connection(), agent=agent, worker_id="test", message_ids=ids)
     assert done["acknowledged"] == ids
 
