@@ -1,10 +1,10 @@
 """config.json as a process that must stay light keeps it: a frozen view of the validated file.
 
-``BridgeConfig`` (``config``, pydantic) is the one definition of what a valid file is; it is
-also what loading pydantic costs (a third of a fresh interpreter's memory). The listener keeps
-only this view, built from the document a ``BridgeConfig`` validated and dumped in a forked
-child (``dispatch.checked``), and hands the document itself to each supervisor it forks, which
-builds its ``BridgeConfig`` from it. ``ConfigPlaces`` holds the rules on a validated file that
+``BridgeConfig`` (``config``, pydantic) is the one definition of what a valid file is; loading
+pydantic was most of the listener's resident memory. The listener keeps only this view, built
+from the document a ``BridgeConfig`` validated and dumped in a forked child (``dispatch.checked``),
+and hands it to each supervisor it forks, which records its attempt from the view and then
+builds its ``BridgeConfig`` from the document. ``ConfigPlaces`` holds the rules on a validated file that
 both share (where an agent's launcher and workspace are); ``DispatchConfig`` is what the
 dispatch rule (``dispatch.queue``) reads of either.
 """
