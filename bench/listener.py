@@ -66,15 +66,14 @@ def _setup(root: Path, db: str | None = None) -> dict[str, str]:
 
 
 # What an idle listener process holds, step by step; each step adds its imports to the ones before.
+# pydantic and pydantic-settings are not among them: the listener leaves them to forked children
+# (dispatch/checked.py validates the settings and config.json, a supervisor its attempt's config).
 RSS_FLOOR = (
     ("the interpreter", ""),
     ("+ sqlite3", "import sqlite3"),
-    ("+ psutil", "import psutil"),
-    ("+ click", "import click"),
-    ("+ config.json's pydantic models", "import dispatcher.core.config"),
-    ("+ pydantic-settings (the settings)", "import dispatcher.core.settings"),
-    ("+ structlog (the logs; it loads rich when installed)", "import dispatcher.core.logs"),
-    ("+ the listener's own modules", "import dispatcher.dispatch.listener"),
+    ("+ click (the command line)", "import click"),
+    ("+ structlog (the logs; loaded without rich or asyncio)", "import dispatcher.core.logs"),
+    ("+ the command line's and the listener's own modules", "import dispatcher.ops.cli, dispatcher.dispatch.listener"),
 )
 
 

@@ -20,7 +20,6 @@ a worker must not be able to start an unbounded chain of tasks between agents, n
 answer or acknowledge another task (which would then never get an attempt or a notice).
 """
 
-import secrets
 from dataclasses import dataclass
 
 from dispatcher.core.errors import BridgeError
@@ -61,6 +60,8 @@ class WorkerScope:
                 "this worker's server was started without its attempt (AGENT_BRIDGE_MESSAGE_ID and "
                 "AGENT_BRIDGE_WORKER_TOKEN)."
             )
+        import secrets  # here: it loads OpenSSL, which the listener (importing this module) never needs
+
         attempt = get_attempt(conn, self.message_id)
         if (
             attempt is None

@@ -12,10 +12,12 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
 
-# ConfigError is part of this module's interface (callers import it from here): an explicit re-export.
-from dispatcher.core.errors import BridgeError
+# ConfigError, UnknownAgent and require_agent are part of this module's interface (callers import
+# them from here; the last two live with the pydantic-free view): explicit re-exports.
+from dispatcher.core.config_view import ConfigPlaces
+from dispatcher.core.config_view import UnknownAgent as UnknownAgent
+from dispatcher.core.config_view import require_agent as require_agent
 from dispatcher.core.errors import ConfigError as ConfigError
-from dispatcher.core.locations import PACKAGE_DATA
 from dispatcher.core.permissions import BRIDGE_ONLY, PermissionProfile
 from dispatcher.core.private_files import writable_by_others
 from dispatcher.core.validation import AGENT_ID_PATTERN
@@ -70,7 +72,9 @@ class AgentConfig(BaseModel):
         return value
 
 
-class BridgeConfig(BaseModel):
+class BridgeConfig(ConfigPlaces, BaseModel):
+    """A valid config.json; where its agents' launchers and workspaces are: ``ConfigPlaces``."""
+
     model_config = ConfigDict(extra="forbid", strict=True)
 
     agents: dict[AgentId, AgentConfig] = Field(min_length=1)
@@ -79,53 +83,12 @@ class BridgeConfig(BaseModel):
     # private home) older than this are removed by the agent's listener when idle.
     attempt_retention_days: int = Field(default=7, ge=0, le=3650)
 
-    def launcher_path(self, agent: str, project_dir: Path) -> Path:
-        """Absolute as written; relative: ``project_dir`` first (the checkout), then the
-        installed package's launchers; when neither exists, the project-relative path."""
-        path = Path(self.agents[agent].launcher).expanduser()
-        if path.is_absolute():
-            return path
-        for base in (project_dir, PACKAGE_DATA):
-            if (base / path).is_file():
-                return base / path
-        return project_dir / path
-
-    def workspace(self, agent: str, default: Path) -> Path:
-        """The agent's declared workspace, else ``default`` (AGENT_BRIDGE_WORKSPACE or its default)."""
-        declared = self.agents[agent].workspace
-        return Path(declared).expanduser() if declared is not None else default
-
-    def workspace_problem(self, agent: str, default: Path, config_path: Path | str) -> str | None:
-        """Why nothing can be dispatched into the agent's workspace (it is not an existing
-        directory), with the fix; None when it is one. The listener refuses to dispatch then."""
-        workspace = self.workspace(agent, default)
-        if workspace.is_dir():
-            return None
-        return (
-            f"the workspace {workspace} of agent {agent!r} is not an existing directory: nothing is dispatched "
-            f"until it is; mkdir -p {workspace}, or set agents.{agent}.workspace in {config_path}"
-        )
-
     def permissions(self, agent: str) -> PermissionProfile:
         """The agent's permission profile; ``bridge`` when it declares none."""
         return self.agents[agent].permissions or BRIDGE_ONLY
 
-
-class UnknownAgent(BridgeError):
-    """An agent id (``--agent`` or ``AGENT_ID``) that config.json does not declare."""
-
-    def __init__(self, agent: str, declared: list[str], path: Path, source: str = "--agent") -> None:
-        super().__init__(
-            "unknown_agent",
-            f"{source} {agent!r} is not declared in {path}; declared agents: {', '.join(sorted(declared))}. "
-            "Use one of them, or declare it in that file.",
-        )
-        self.agent = agent
-
-
-def require_agent(config: BridgeConfig, agent: str, path: Path, source: str = "--agent") -> None:
-    if agent not in config.agents:
-        raise UnknownAgent(agent, list(config.agents), path, source)
+    def permission_level(self, agent: str) -> str:
+        return self.permissions(agent).level
 
 
 def load_config(path: Path) -> BridgeConfig:

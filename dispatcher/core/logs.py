@@ -6,24 +6,45 @@ Call ``configure_logging`` before building an MCPServer: the SDK's own logging s
 is a ``basicConfig`` that does nothing once the root logger has handlers.
 """
 
+import importlib
 import logging
 import sys
+import types
 from pathlib import Path
 from typing import TextIO
 
 from dispatcher.core.private_files import ensure_private_dir, open_private_append
 
-# structlog loads rich (the `top` extra), when it is installed, for its console renderer and
-# pretty tracebacks: about a third of the CPU of a process that only logs, and nothing here
-# renders with it (JSON lines). rich is hidden while structlog loads, and importable again after.
+# What structlog imports at load and never uses here. rich (the `top` extra), when it is installed,
+# for its console renderer and pretty tracebacks: about a third of the CPU of a process that only
+# logs, and nothing here renders with it (JSON lines); it is hidden while structlog loads, and
+# importable again after. asyncio (with ssl, about 12 MiB of a fresh interpreter's resident
+# memory), for its async logging methods, which nothing here calls: while structlog loads it gets
+# a stand-in that imports the real asyncio at its first use.
 _HIDE_RICH = "rich" not in sys.modules
+_DEFER_ASYNCIO = "asyncio" not in sys.modules
+
+
+class _ImportedOnUse(types.ModuleType):
+    """Stands in for a module until an attribute of it is used: then the real one is imported."""
+
+    def __getattr__(self, name: str) -> object:
+        if sys.modules.get(self.__name__) is self:  # (used while structlog loads: never, but never a loop)
+            del sys.modules[self.__name__]
+        return getattr(importlib.import_module(self.__name__), name)
+
+
 if _HIDE_RICH:
     sys.modules["rich"] = None  # type: ignore[assignment]
+if _DEFER_ASYNCIO:
+    sys.modules["asyncio"] = _ImportedOnUse("asyncio")
 try:
     import structlog
 finally:
     if _HIDE_RICH:
         del sys.modules["rich"]
+    if _DEFER_ASYNCIO:
+        del sys.modules["asyncio"]  # the next `import asyncio` loads the real one
 
 
 class _PrivateFileHandler(logging.StreamHandler[TextIO]):

@@ -241,9 +241,6 @@ def lock_holders(st: os.stat_result, kind: str | None = None) -> list[int] | Non
 
 
 # -- ending processes ------------------------------------------------------------------------
-def preload() -> None:
-    """Import psutil now: the listener does before it forks, so each supervisor starts with it."""
-    import psutil  # noqa: F401
 
 
 def has_children() -> bool:

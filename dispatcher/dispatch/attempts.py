@@ -13,7 +13,7 @@ from typing import Any
 
 from dispatcher.bridge.worker_scope import attempt_claim_owner
 from dispatcher.core import clock
-from dispatcher.core.config import BridgeConfig
+from dispatcher.core.config_view import AttemptConfig
 from dispatcher.core.errors import AlreadyAttempted, DispatchRefused
 from dispatcher.core.lifecycle import FAILURE_OUTCOMES
 from dispatcher.core.processes import this_host
@@ -50,7 +50,7 @@ def begin_attempt(
     conn: Connection,
     *,
     message_id: int,
-    config: BridgeConfig,
+    config: AttemptConfig,
     now: float,
     manual: bool,
     supervisor_pid: int,
@@ -86,7 +86,7 @@ def begin_attempt(
             deadline=deadline,
             worker_token=worker_token,
             max_cost_usd=config.agents[agent].max_cost_usd_per_task,
-            permission_level=config.permissions(agent).level,
+            permission_level=config.permission_level(agent),
             max_tokens=config.agents[agent].max_tokens_per_task,
             host=this_host(),
             lease_expires_at=now + attempt_lease_seconds(),

@@ -6,8 +6,6 @@ fingerprint of their values, to see a changed value without storing it), says th
 and `listener status`, and `listener enable` warns when the caller's differ.
 """
 
-import hashlib
-import secrets
 from collections.abc import Mapping
 
 # What the CLIs accept as credentials (doctor's authentication check reads the same table).
@@ -50,6 +48,8 @@ def taken(environ: Mapping[str, str]) -> list[str]:
 def fingerprint(environ: Mapping[str, str], salt: str) -> str:
     """A salted digest of the taken variables' names and values: equal for equal values, and no value
     can be read back from it (the salt keeps equal values from looking equal across listeners)."""
+    import hashlib  # here: OpenSSL, which the listener never loads (it records in a forked child)
+
     digest = hashlib.sha256(salt.encode())
     for name in taken(environ):
         digest.update(f"\0{name}={environ[name]}".encode())
@@ -57,7 +57,9 @@ def fingerprint(environ: Mapping[str, str], salt: str) -> str:
 
 
 def record(environ: Mapping[str, str]) -> dict:
-    """What a listener writes into its progress document at start."""
+    """What a listener writes into its progress document at start (``checked.environment_record``)."""
+    import secrets
+
     salt = secrets.token_hex(8)
     return {"names": taken(environ), "salt": salt, "fingerprint": fingerprint(environ, salt)}
 

@@ -10,6 +10,15 @@ and supervisor failures back off (capped, exponential) with stage ``error``; sig
 set a flag the loop checks, so nothing is cut short mid-transaction. No store connection
 is open across the fork: the listener closes its own before and reopens after. When idle,
 at most once an hour, it prunes old attempt directories (``retention``).
+
+It stays light, as one runs per agent for as long as the machine is up (README, "The listener's
+footprint"): it never loads pydantic, pydantic-settings, asyncio, rich or the MCP SDK. What needs
+them runs in forked children that exit right after, so each rule stays defined once: its settings
+and config.json are validated by ``BridgeSettings`` and ``BridgeConfig`` in a child (``checked``,
+at start and on each change of config.json's file key), and it keeps their frozen views
+(``SettingsView``, ``ConfigView``); a supervisor records its attempt from that view and loads
+pydantic only then (``supervisor``). Loading pydantic in the listener instead would triple its
+resident memory; validating without it would be a second, hand-made definition of the file.
 """
 
 import contextlib
@@ -22,23 +31,24 @@ import sys
 from pathlib import Path
 
 from dispatcher.core import clock, processes
-from dispatcher.core.config import BridgeConfig, load_config
+from dispatcher.core.config_view import ConfigView
 from dispatcher.core.errors import BridgeError, ConfigError, DispatchRefused
 from dispatcher.core.file_events import RECHECK_SECONDS
 from dispatcher.core.locations import PROJECT_DIR
 from dispatcher.core.logs import configure_logging, get_logger
 from dispatcher.core.private_files import open_private_lock
 from dispatcher.core.reasons import failure_reason
-from dispatcher.core.settings import BridgeSettings
-from dispatcher.dispatch import environment, lease, queue
+from dispatcher.core.settings_view import ListenerSettings
+from dispatcher.dispatch import lease, queue
 from dispatcher.dispatch.attempts import get_attempt
+from dispatcher.dispatch.checked import CheckFailed, checked_config, environment_record
+from dispatcher.dispatch.leftovers import remove_request
 from dispatcher.dispatch.paths import AgentPaths
 from dispatcher.dispatch.procs import flock_holder, fork_without_store, signal_group
 from dispatcher.dispatch.progress import render_line, write_progress
 from dispatcher.dispatch.reconcile import reconcile, supervisor_grace
 from dispatcher.dispatch.retention import PRUNE_EVERY_SECONDS, prune_attempt_dirs
 from dispatcher.dispatch.step import BackOff, Dispatch, Observation, Stop, Wait, step
-from dispatcher.dispatch.supervisor import remove_request, supervise
 from dispatcher.store import STORE_ERRORS, Connection, StoreHandle, open_handle, store_corruption, store_errors
 from dispatcher.store.changes import StoreChanges, data_version
 from dispatcher.store.connection import prepare_store_dir, shrink_wal
@@ -65,12 +75,12 @@ def _file_key(path: Path) -> tuple | None:
 
 
 class Listener:
-    def __init__(self, settings: BridgeSettings, agent: str) -> None:
+    def __init__(self, settings: ListenerSettings, agent: str) -> None:
         self.settings = settings
         self.agent = agent
         self.paths = AgentPaths.of(settings, agent).ensure()
         self.config_path = settings.config_path()
-        self.config: BridgeConfig | None = None
+        self.config: ConfigView | None = None
         self.config_error: str | None = None
         self.workspace_error: str | None = None
         self._config_key: tuple | None = ()
@@ -121,18 +131,23 @@ class Listener:
         self._written, self._progress_failing = True, False
 
     # -- configuration ------------------------------------------------------------------
-    def _reload_config(self) -> None:
+    def _reload_config(self, store: StoreHandle) -> None:
         key = _file_key(self.config_path)
         if key == self._config_key:
             return
         self._config_key = key
+        store.close()  # validated in a forked child (checked): no store connection crosses a fork
         try:
-            config = load_config(self.config_path)
+            config = checked_config(self.config_path)
             if self.agent not in config.agents:
                 raise ConfigError(self.config_path, f"agent {self.agent!r} is not declared")
         except ConfigError as exc:
             self.config, self.config_error = None, exc.reason
             log.warning("config_invalid", agent=self.agent, path=str(self.config_path))
+            return
+        except CheckFailed as exc:  # not the file's fault: the config in use stays, and it is checked again
+            self._config_key = ()
+            self._note_failure(f"config.json could not be checked: {exc}", event="config_check_failed")
             return
         self.config, self.config_error = config, None
         self._set(auto=config.agents[self.agent].auto)
@@ -155,6 +170,8 @@ class Listener:
             )
             self._set(stage="stopped")
             return 0
+        # Names (and a salted fingerprint), never values; made in a forked child, before the store is open.
+        taken = environment_record()
         signal.signal(signal.SIGTERM, self._request_stop)
         signal.signal(signal.SIGINT, self._request_stop)
         store = open_handle(self.settings.db)
@@ -163,7 +180,6 @@ class Listener:
         other: _AlreadyRunning | None = None
         try:
             self._first_lease(store)  # before any progress write: a running listener's file is not ours
-            taken = environment.record(os.environ)  # names (and a salted fingerprint), never values
             log.info("listener_started", agent=self.agent, pid=os.getpid(), environment=taken["names"])
             self._set(stage="starting", environment=taken)
             self._loop(store)
@@ -217,7 +233,7 @@ class Listener:
             return Observation(stop_requested=self._stop_requested, disabled=disabled)
         if (left := self._backoff_until - clock.monotonic()) > 0:  # monotonic: no clock step stalls it
             return Observation(backoff_left=left, failures=self._failures)
-        self._reload_config()
+        self._reload_config(store)
         self.workspace_error = self._workspace_error()
         self._candidate, self._held_until = None, None
         try:
@@ -228,7 +244,11 @@ class Listener:
                 self._take_lease(store, conn)
                 if self.config is None or self.workspace_error:
                     # A missing workspace is refused like a bad config: nothing is dispatched.
-                    return Observation(config_error=self.config_error or self.workspace_error)
+                    return Observation(
+                        config_error=self.config_error or self.workspace_error,
+                        failures=self._failures,
+                        failure_reason=self._fresh_failure,  # (config.json could not be checked)
+                    )
                 busy = reconcile(conn, self.paths)
                 if not busy:
                     self._candidate = self._next_candidate(conn, self.config)
@@ -252,7 +272,7 @@ class Listener:
             return None
         return self.config.workspace_problem(self.agent, self.settings.workspace, self.config_path)
 
-    def _next_candidate(self, conn: Connection, config: BridgeConfig) -> queue.Candidate | None:
+    def _next_candidate(self, conn: Connection, config: ConfigView) -> queue.Candidate | None:
         """The dispatch rule (``auto`` and the age window included), called in this one place."""
         now = clock.now()
         cap_far_leases(conn, self.agent, now)  # a lease from a clock far ahead must not hide a task for long
@@ -448,10 +468,10 @@ class Listener:
             return {"path": str(self.config.workspace(self.agent, self.settings.workspace))}
         return {"path": str(self.config.launcher_path(self.agent, PROJECT_DIR))}
 
-    def _note_failure(self, reason: str) -> None:
+    def _note_failure(self, reason: str, event: str = "dispatch_failed") -> None:
         self._failures += 1
         self._fresh_failure = reason
-        log.warning("dispatch_failed", agent=self.agent, reason=reason, failures=self._failures)
+        log.warning(event, agent=self.agent, reason=reason, failures=self._failures)
 
     def _supervisor_limit(self) -> float:
         """The monotonic time by which a supervisor forked now must be done: its worker's budget,
@@ -491,6 +511,10 @@ class Listener:
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             if self.config is None:  # never: the listener dispatches nothing without a valid config
                 raise RuntimeError("a supervisor was started without a valid config")
+            # Loaded here, in the supervisor's process alone: its modules, and after its barrier
+            # pydantic, validating again the config.json the listener decided with (supervisor.py).
+            from dispatcher.dispatch.supervisor import supervise
+
             supervise(self.settings, self.config, message_id)
         except DispatchRefused as exc:
             log.info("dispatch_refused", message_id=message_id, code=exc.code)
@@ -513,10 +537,9 @@ def _supervisor_failure(message_id: int, code: int) -> str:
     )
 
 
-def run_listener(settings: BridgeSettings, agent: str) -> int:
+def run_listener(settings: ListenerSettings, agent: str) -> int:
     if isinstance(settings.db, Path):
         prepare_store_dir(settings.db)  # a store path that must be refused is refused now, before any lock
     paths = AgentPaths.of(settings, agent).ensure()
     configure_logging(stderr_level=logging.getLevelName(settings.log_level), log_file=paths.log)
-    processes.preload()  # before the first fork: each supervisor starts with psutil loaded
     return Listener(settings, agent).run()

@@ -30,7 +30,7 @@ from typing import Any
 from dispatcher.bridge.conversations import accepts_messages, effective_state
 from dispatcher.bridge.presence import has_wakeable_session
 from dispatcher.core import clock
-from dispatcher.core.config import BridgeConfig
+from dispatcher.core.config_view import DispatchConfig
 from dispatcher.core.spend import daily_cap_reached, has_daily_cap
 from dispatcher.store import Connection, dispatchable
 from dispatcher.store.claims import claim_is_active
@@ -61,7 +61,7 @@ class Candidate:
     daily_cap: str | None = None
 
 
-def dispatch_refusal(facts: Candidate, now: float, config: BridgeConfig, manual: bool) -> str | None:
+def dispatch_refusal(facts: Candidate, now: float, config: DispatchConfig, manual: bool) -> str | None:
     """None when the message may be dispatched now; else the refusal code (first reason only)."""
     agent = config.agents.get(facts.recipient)
     if agent is None:
@@ -95,13 +95,13 @@ def dispatch_refusal(facts: Candidate, now: float, config: BridgeConfig, manual:
     return None
 
 
-def held_until(facts: Candidate, config: BridgeConfig) -> float:
+def held_until(facts: Candidate, config: DispatchConfig) -> float:
     """When the recipient's interactive session's first chance at the message ends."""
     agent = config.agents.get(facts.recipient)
     return facts.created_at + (agent.interactive_grace_seconds if agent is not None else 0)
 
 
-def refusal_text(code: str, facts: Candidate, config: BridgeConfig) -> str:
+def refusal_text(code: str, facts: Candidate, config: DispatchConfig) -> str:
     """What was wrong and what to do, for a refusal code of ``dispatch_refusal``."""
     mid, agent = facts.message_id, facts.recipient
     by_hand = f"`agent-bridge dispatch {mid}` dispatches it anyway (an explicit human decision)."
@@ -131,15 +131,15 @@ def refusal_text(code: str, facts: Candidate, config: BridgeConfig) -> str:
     }[code]
 
 
-def _daily_cap(config: BridgeConfig, agent: str, cap: str | None) -> object:
+def _daily_cap(config: DispatchConfig, agent: str, cap: str | None) -> object:
     return getattr(config.agents[agent], cap) if agent in config.agents and cap else None
 
 
-def _grace(config: BridgeConfig, agent: str) -> int:
+def _grace(config: DispatchConfig, agent: str) -> int:
     return config.agents[agent].interactive_grace_seconds if agent in config.agents else 0
 
 
-def _facts(conn: Connection, rows: Iterable[dict[str, Any]], now: float, config: BridgeConfig) -> Iterator[Candidate]:
+def _facts(conn: Connection, rows: Iterable[dict[str, Any]], now: float, config: DispatchConfig) -> Iterator[Candidate]:
     # Sessions matter only to an agent with a grace: no /proc probe on a scan otherwise.
     wakeable: dict[str, bool] = {a: False for a, c in config.agents.items() if c.interactive_grace_seconds == 0}
     # Today's spend matters only to an agent with a daily cap: read once per scan.
@@ -171,29 +171,29 @@ def _facts(conn: Connection, rows: Iterable[dict[str, Any]], now: float, config:
         )
 
 
-def _daily_cap_reached(conn: Connection, agent: str, config: BridgeConfig, now: float) -> str | None:
+def _daily_cap_reached(conn: Connection, agent: str, config: DispatchConfig, now: float) -> str | None:
     if agent not in config.agents:
         return None
     cost, tokens = spend_since(conn, agent, clock.local_day_start(now))
     return daily_cap_reached(cost, tokens, config.agents[agent])
 
 
-def message_facts(conn: Connection, message_id: int, now: float, config: BridgeConfig) -> Candidate | None:
+def message_facts(conn: Connection, message_id: int, now: float, config: DispatchConfig) -> Candidate | None:
     row = dispatchable.message_facts(conn, message_id)
     return None if row is None else next(_facts(conn, [row], now, config))
 
 
-def _scan(conn: Connection, agent: str, now: float, oldest: float, config: BridgeConfig) -> Iterator[Candidate]:
+def _scan(conn: Connection, agent: str, now: float, oldest: float, config: DispatchConfig) -> Iterator[Candidate]:
     return _facts(conn, dispatchable.scan_facts(conn, agent, oldest), now, config)
 
 
-def next_dispatchable(conn: Connection, agent: str, config: BridgeConfig, now: float) -> Candidate | None:
+def next_dispatchable(conn: Connection, agent: str, config: DispatchConfig, now: float) -> Candidate | None:
     """The oldest message the listener should dispatch now, or None."""
     return next_action(conn, agent, config, now)[0]
 
 
 def next_action(
-    conn: Connection, agent: str, config: BridgeConfig, now: float
+    conn: Connection, agent: str, config: DispatchConfig, now: float
 ) -> tuple[Candidate | None, float | None]:
     """The oldest message to dispatch now (or None), and when the first message held for an
     interactive session is released, or the next local midnight for a message held by a daily
@@ -226,7 +226,7 @@ class Backlog:
     held_budget: list[Candidate] = field(default_factory=list)
 
 
-def classify(conn: Connection, agent: str, config: BridgeConfig, now: float) -> Backlog:
+def classify(conn: Connection, agent: str, config: DispatchConfig, now: float) -> Backlog:
     groups: dict[str | None, list[Candidate]] = {
         None: [],
         "auto_off": [],

@@ -20,10 +20,10 @@ from dispatcher.core.logs import get_logger
 from dispatcher.core.processes import is_same_process, this_host
 from dispatcher.dispatch import cgroups, faults
 from dispatcher.dispatch.attempts import unsettled_attempts
+from dispatcher.dispatch.leftovers import KILL_GRACE_SECONDS, attempt_diagnostics, recheck_contained, remove_request
 from dispatcher.dispatch.outcome import settle
 from dispatcher.dispatch.paths import AgentPaths
 from dispatcher.dispatch.procs import WorkerTree, contain, signal_group, token_processes
-from dispatcher.dispatch.supervisor import KILL_GRACE_SECONDS, attempt_diagnostics, recheck_contained, remove_request
 from dispatcher.store import Connection
 
 log = get_logger("agent_bridge.dispatch")

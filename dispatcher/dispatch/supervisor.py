@@ -5,11 +5,15 @@ The worker's identity is durable before it can act: it starts behind a gate (a s
 waiting for one line on its stdin), its pid and start time are committed, and only then
 is the gate opened. If recording fails or the supervisor dies first, the pipe closes and
 the gate exits without ever running the launcher.
+
+Forked from the listener, a supervisor records its attempt (the barrier) before it loads
+pydantic: the listener hands it the view of config.json it decided with (``ConfigView``), which
+is validated again into a ``BridgeConfig`` only once the attempt is recorded (``_validated``).
+So this module loads no pydantic itself; what needs it is imported where it is used.
 """
 
 import contextlib
 import errno
-import json
 import os
 import secrets
 import subprocess
@@ -17,31 +21,38 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dispatcher.bridge.worker_scope import attempt_claim_owner
 from dispatcher.core import clock
-from dispatcher.core.config import AgentConfig, BridgeConfig
+from dispatcher.core.config_view import ConfigView
 from dispatcher.core.errors import BridgeError
+from dispatcher.core.locations import PROJECT_DIR
 from dispatcher.core.logs import get_logger
-from dispatcher.core.permissions import BRIDGE_ONLY, PERMISSIONS_ENV, PermissionProfile
 from dispatcher.core.private_files import (
     create_private_file,
     ensure_private_dir,
     open_private_append,
-    read_untrusted,
     writable_by_others,
 )
 from dispatcher.core.processes import start_time
-from dispatcher.core.settings import PROJECT_DIR, BridgeSettings
+from dispatcher.core.settings_view import ListenerSettings
 from dispatcher.core.spend import cap_passed, cap_to_stop_for, priced
 from dispatcher.dispatch import cgroups, faults
-from dispatcher.dispatch.attempts import begin_attempt, clean_diagnostics, mark_spawned
+from dispatcher.dispatch.attempts import begin_attempt, mark_spawned
 from dispatcher.dispatch.cli_results import cli_diagnostics
 from dispatcher.dispatch.faults import fault_point
+from dispatcher.dispatch.leftovers import (
+    DIAGNOSTICS_NAME,
+    KILL_GRACE_SECONDS,
+    REQUEST_NAME,
+    attempt_diagnostics,
+    recheck_contained,
+    remove_request,
+)
 from dispatcher.dispatch.outcome import settle
 from dispatcher.dispatch.paths import AgentPaths
 from dispatcher.dispatch.procs import TOKEN_ENV, WorkerTree, become_subreaper, contain, end_worker
-from dispatcher.dispatch.prompts import worker_prompt
 from dispatcher.dispatch.renewal import (
     LEASE_AHEAD_SECONDS,
     RENEW_EVERY_SECONDS,
@@ -50,10 +61,10 @@ from dispatcher.dispatch.renewal import (
 )
 from dispatcher.store import STORE_ERRORS, open_store
 
-KILL_GRACE_SECONDS = 5.0
-REQUEST_NAME = "request.md"
-DIAGNOSTICS_NAME = "diagnostics.json"
-MAX_DIAGNOSTICS_BYTES = 64 * 1024
+if TYPE_CHECKING:
+    from dispatcher.core.config import AgentConfig, BridgeConfig
+    from dispatcher.core.permissions import PermissionProfile
+
 # $0 is the launcher, $1 the request file. EOF instead of a line: exit, launching nothing.
 GATE_SCRIPT = 'IFS= read -r go || exit 111; exec "$0" "$@" </dev/null'
 log = get_logger("agent_bridge.dispatch")
@@ -98,7 +109,7 @@ def usd_text(value: float) -> str:
 
 
 def worker_env(
-    settings: BridgeSettings,
+    settings: ListenerSettings,
     agent: str,
     message_id: int,
     attempt_dir: Path,
@@ -106,13 +117,16 @@ def worker_env(
     token: str,
     max_cost_usd: float | None = None,
     workspace: Path | None = None,
-    permissions: PermissionProfile = BRIDGE_ONLY,
+    permissions: "PermissionProfile | None" = None,
 ) -> dict[str, str]:
     """The launcher's environment: resolved values, so the worker's own server agrees with ours.
 
     ``AGENT_BRIDGE_MAX_COST_USD`` is the agent's ``max_cost_usd_per_task``, and absent when it
     has none (an inherited value is dropped, never passed on). ``AGENT_BRIDGE_PERMISSIONS`` is
-    always the agent's profile from config.json, never an inherited value."""
+    always the agent's profile from config.json (None: level ``bridge``), never an inherited value."""
+    from dispatcher.core.permissions import BRIDGE_ONLY, PERMISSIONS_ENV
+
+    permissions = permissions or BRIDGE_ONLY
     inherited = {k: v for k, v in os.environ.items() if k not in (MAX_COST_ENV, PERMISSIONS_ENV)}
     return {
         **inherited,
@@ -136,7 +150,7 @@ def worker_env(
 
 
 def _launch(
-    settings: BridgeSettings, config: BridgeConfig, paths: AgentPaths, message, prompt: str, token: str
+    settings: ListenerSettings, config: "BridgeConfig", paths: AgentPaths, message, prompt: str, token: str
 ) -> Launch:
     agent, message_id = message["recipient"], message["id"]
     attempt_dir = ensure_private_dir(paths.attempt_dir(message_id))
@@ -192,21 +206,10 @@ def _own_cgroup(pid: int, token: str, message_id: int) -> cgroups.WorkerCgroup |
     return cgroup
 
 
-def attempt_diagnostics(attempt_dir: Path, exit_code: int | None) -> dict | None:
-    """What the attempt's files say about its run, once its worker is gone: the launcher's
-    ``diagnostics.json``, else the CLI's own result file. The one reading of them, for a normal
-    finish and for reconciliation alike; every file is read with ``read_untrusted``."""
-    try:
-        written = json.loads(read_untrusted(attempt_dir, DIAGNOSTICS_NAME, MAX_DIAGNOSTICS_BYTES) or "null")
-    except ValueError:
-        written = None
-    return clean_diagnostics(written) or clean_diagnostics(cli_diagnostics(attempt_dir, exit_code))
-
-
 USAGE_POLL_SECONDS = 1.0  # how often a capped worker's usage reports are read while it runs
 
 
-def usage_watch(attempt_dir: Path, agent: AgentConfig) -> Callable[[], str | None] | None:
+def usage_watch(attempt_dir: Path, agent: "AgentConfig") -> Callable[[], str | None] | None:
     """For an agent with a per-task cap: a check of the usage its CLI reported so far (its output
     file, or Kimi's wire, read as they grow), naming the cap it passed. None for no cap."""
     if agent.max_tokens_per_task is None and agent.max_cost_usd_per_task is None:
@@ -214,13 +217,13 @@ def usage_watch(attempt_dir: Path, agent: AgentConfig) -> Callable[[], str | Non
     return lambda: cap_to_stop_for(cli_diagnostics(attempt_dir, None) or {}, agent)
 
 
-def ended_over_cap(diagnostics: dict | None, agent: AgentConfig, stopped_for: str | None) -> str | None:
+def ended_over_cap(diagnostics: dict | None, agent: "AgentConfig", stopped_for: str | None) -> str | None:
     """The per-task cap a finished worker went past: the one it was ended for, else one its final
     report shows (a runaway can end by itself between two looks at its usage)."""
     return stopped_for or (cap_passed(diagnostics, agent) if diagnostics else None)
 
 
-def with_spend(diagnostics: dict | None, agent: AgentConfig, stopped_for: str | None) -> dict | None:
+def with_spend(diagnostics: dict | None, agent: "AgentConfig", stopped_for: str | None) -> dict | None:
     """The diagnostics with the cost the agent's prices estimate where the CLI reported none
     (``cost_source: estimated``), and ``cli_status: budget_exceeded`` when the worker passed a
     per-task cap: ended for it (``stopped_for``), or seen only in its final report."""
@@ -233,14 +236,9 @@ def with_spend(diagnostics: dict | None, agent: AgentConfig, stopped_for: str | 
     return spent
 
 
-def remove_request(paths: AgentPaths, message_id: int) -> None:
-    """The request file is the only copy of the task text outside the store. Whatever a worker
-    put in its place (a directory) is its own, left alone: removing it must not fail a verdict."""
-    with contextlib.suppress(OSError):
-        (paths.attempt_dir(message_id) / REQUEST_NAME).unlink(missing_ok=True)
-
-
-def supervise(settings: BridgeSettings, config: BridgeConfig, message_id: int, *, manual: bool = False) -> str:
+def supervise(
+    settings: ListenerSettings, config: "BridgeConfig | ConfigView", message_id: int, *, manual: bool = False
+) -> str:
     """Run one attempt and return its outcome. Raises DispatchRefused before any launch.
 
     Call it in a process of its own (the listener's forked supervisor, or the CLI): it
@@ -255,7 +253,12 @@ def supervise(settings: BridgeSettings, config: BridgeConfig, message_id: int, *
 
 
 def _supervise(
-    conn, settings: BridgeSettings, config: BridgeConfig, message_id: int, manual: bool, subreaper: bool
+    conn,
+    settings: ListenerSettings,
+    config: "BridgeConfig | ConfigView",
+    message_id: int,
+    manual: bool,
+    subreaper: bool,
 ) -> str:
     now, began = clock.now(), clock.monotonic()
     token = secrets.token_hex(16)
@@ -278,12 +281,30 @@ def _supervise(
     try:
         # The budget runs on the monotonic clock: no step of the wall clock stretches or cuts it.
         outcome = _run_worker(
-            conn, settings, config, paths, message, token, timeout, deadline=began + timeout, subreaper=subreaper
+            conn,
+            settings,
+            _validated(config),
+            paths,
+            message,
+            token,
+            timeout,
+            deadline=began + timeout,
+            subreaper=subreaper,
         )
     finally:
         remove_request(paths, message_id)
     fault_point("after_request_removed")
     return outcome
+
+
+def _validated(config: "BridgeConfig | ConfigView") -> "BridgeConfig":
+    """The whole config.json: a listener's view is validated again into a ``BridgeConfig`` here,
+    once the attempt is recorded (pydantic loads now, in the supervisor's process alone)."""
+    if not isinstance(config, ConfigView):
+        return config
+    from dispatcher.core.config import BridgeConfig
+
+    return BridgeConfig.model_validate(dict(config.document))
 
 
 def _settle(conn, message_id: int, began: float, **verdict) -> str:
@@ -303,6 +324,8 @@ def _run_worker(
     conn, settings, config, paths, message, token: str, timeout: int, deadline: float, subreaper: bool
 ) -> str:
     """``deadline``: on the monotonic clock."""
+    from dispatcher.dispatch.prompts import worker_prompt  # (it loads pydantic: after the barrier)
+
     message_id, began = message["id"], deadline - timeout
     try:
         prompt = worker_prompt(
@@ -370,13 +393,6 @@ def _run_worker(
     )
     recheck_contained(message_id, tree)
     return outcome
-
-
-def recheck_contained(message_id: int, tree: WorkerTree) -> None:
-    """Look again once the attempt is settled: nothing of its worker may outlive its verdict."""
-    ended, left = contain(tree, 0)
-    if ended:
-        log.warning("worker_outlived_its_verdict", message_id=message_id, count=ended, outlived_kill=left)
 
 
 def _wait_renewing_claim(

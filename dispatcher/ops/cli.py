@@ -95,18 +95,23 @@ def _settings():
     return BridgeSettings()
 
 
-def _declared(settings, agent: str, *, config_required: bool = True):
+def _declared(settings, agent: str, *, config_required: bool = True, load=None):
     """Refuse an agent that a valid config.json does not declare (``unknown_agent``).
 
     An invalid config.json is refused too (``config_invalid``), except where
     ``config_required`` is False: a listener started then reports stage ``error`` and
     picks up the fixed file, and status, progress and disable must keep working.
+    ``load``: how config.json is read (default ``load_config``; the listener's is ``checked_config``).
     """
-    from dispatcher.core.config import ConfigError, load_config, require_agent
+    from dispatcher.core.config_view import require_agent
+    from dispatcher.core.errors import ConfigError
+
+    if load is None:
+        from dispatcher.core.config import load_config as load
 
     path = settings.config_path()
     try:
-        config = load_config(path)
+        config = load(path)
     except ConfigError:
         if config_required:
             raise
@@ -150,10 +155,13 @@ def listener_run(agent: str) -> None:
     An undeclared agent is refused. With an invalid config.json it starts anyway, in
     stage `error`, and dispatches nothing until the file is fixed.
     """
+    # Kept light (README, "The listener's footprint"): the settings and config.json are validated
+    # in a forked child (checked), so pydantic never loads into the listener's process.
+    from dispatcher.dispatch.checked import checked_config, checked_settings
     from dispatcher.dispatch.listener import run_listener
 
-    settings = _settings()
-    _declared(settings, agent, config_required=False)
+    settings = checked_settings()
+    _declared(settings, agent, config_required=False, load=checked_config)
     from dispatcher.dispatch.environment import taken
 
     names = ", ".join(taken(os.environ)) or "none"

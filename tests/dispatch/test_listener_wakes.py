@@ -16,9 +16,10 @@ from dispatcher.core.file_events import MODE_VARIABLE
 from dispatcher.core.locations import store_location
 
 # ``listener run`` as the command runs it, telling on its way out which heavy modules it loaded.
+HEAVY = ("mcp", "anyio", "httpx", "pydantic", "pydantic_settings", "asyncio", "ssl", "rich")
 LISTENER = (
     "import atexit, sys; "
-    "atexit.register(lambda: print('modules:', sorted(m for m in ('mcp', 'anyio', 'httpx') if m in sys.modules), "
+    f"atexit.register(lambda: print('modules:', sorted(m for m in {HEAVY!r} if m in sys.modules), "
     "file=sys.stderr)); "
     "sys.argv = ['agent-bridge', 'listener', 'run', '--agent', 'claude']; "
     "from dispatcher.ops.cli import main; main()"
@@ -61,7 +62,7 @@ def test_an_idle_listener_wakes_on_a_send_a_config_change_and_a_stop_without_the
     proc.terminate()  # a SIGTERM ends the sleeping wait at once (interrupt), not at its timeout
     out, err = proc.communicate(timeout=DEADLINE)
     assert proc.returncode == 0, err
-    assert "modules: []" in err.splitlines()[-1], err  # no MCP SDK (nor its anyio, httpx) in the listener
+    assert "modules: []" in err.splitlines()[-1], err  # none of HEAVY in the listener
     assert status(env)["progress"]["stage"] == "stopped"
 
 

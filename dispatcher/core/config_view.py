@@ -1,0 +1,155 @@
+"""config.json as a process that must stay light keeps it: a frozen view of the validated file.
+
+``BridgeConfig`` (``config``, pydantic) is the one definition of what a valid file is; loading
+pydantic was most of the listener's resident memory. The listener keeps only this view, built
+from the document a ``BridgeConfig`` validated and dumped in a forked child (``dispatch.checked``),
+and hands it to each supervisor it forks, which records its attempt from the view and then
+builds its ``BridgeConfig`` from the document. ``ConfigPlaces`` holds the rules on a validated file that
+both share (where an agent's launcher and workspace are); ``DispatchConfig`` is what the
+dispatch rule (``dispatch.queue``) reads of either.
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Protocol
+
+from dispatcher.core.errors import BridgeError
+from dispatcher.core.locations import PACKAGE_DATA
+
+
+class AgentRules(Protocol):
+    """What the dispatch rule and the listener read of one agent's entry."""
+
+    @property
+    def launcher(self) -> str: ...
+    @property
+    def auto(self) -> bool: ...
+    @property
+    def worker_timeout_seconds(self) -> int: ...
+    @property
+    def max_cost_usd_per_task(self) -> float | None: ...
+    @property
+    def max_tokens_per_task(self) -> int | None: ...
+    @property
+    def interactive_grace_seconds(self) -> int: ...
+    @property
+    def max_cost_usd_per_day(self) -> float | None: ...
+    @property
+    def max_tokens_per_day(self) -> int | None: ...
+    @property
+    def workspace(self) -> str | None: ...
+
+
+class DispatchConfig(Protocol):
+    """What the dispatch rule reads of config.json: a ``BridgeConfig`` or a ``ConfigView``."""
+
+    @property
+    def agents(self) -> Mapping[str, AgentRules]: ...
+    @property
+    def dispatch_max_age_seconds(self) -> int: ...
+
+
+class AttemptConfig(DispatchConfig, Protocol):
+    """What the barrier (``dispatch.attempts.begin_attempt``) reads of config.json."""
+
+    def permission_level(self, agent: str) -> str: ...
+
+
+class ConfigPlaces:
+    """Where an agent's launcher and workspace are, on a validated config.json."""
+
+    agents: Mapping[str, Any]
+
+    def launcher_path(self, agent: str, project_dir: Path) -> Path:
+        """Absolute as written; relative: ``project_dir`` first (the checkout), then the
+        installed package's launchers; when neither exists, the project-relative path."""
+        path = Path(self.agents[agent].launcher).expanduser()
+        if path.is_absolute():
+            return path
+        for base in (project_dir, PACKAGE_DATA):
+            if (base / path).is_file():
+                return base / path
+        return project_dir / path
+
+    def workspace(self, agent: str, default: Path) -> Path:
+        """The agent's declared workspace, else ``default`` (AGENT_BRIDGE_WORKSPACE or its default)."""
+        declared = self.agents[agent].workspace
+        return Path(declared).expanduser() if declared is not None else default
+
+    def workspace_problem(self, agent: str, default: Path, config_path: Path | str) -> str | None:
+        """Why nothing can be dispatched into the agent's workspace (it is not an existing
+        directory), with the fix; None when it is one. The listener refuses to dispatch then."""
+        workspace = self.workspace(agent, default)
+        if workspace.is_dir():
+            return None
+        return (
+            f"the workspace {workspace} of agent {agent!r} is not an existing directory: nothing is dispatched "
+            f"until it is; mkdir -p {workspace}, or set agents.{agent}.workspace in {config_path}"
+        )
+
+
+@dataclass(frozen=True)
+class AgentView:
+    """An agent's entry, as the listener reads it (``AgentRules``)."""
+
+    launcher: str
+    auto: bool
+    worker_timeout_seconds: int
+    max_cost_usd_per_task: float | None
+    max_tokens_per_task: int | None
+    interactive_grace_seconds: int
+    max_cost_usd_per_day: float | None
+    max_tokens_per_day: int | None
+    workspace: str | None
+
+
+_AGENT_FIELDS = frozenset(f.name for f in fields(AgentView))
+
+
+@dataclass(frozen=True)
+class ConfigView(ConfigPlaces):
+    """A validated config.json: what the listener and a supervisor's barrier read of it, and the
+    whole ``document`` (``BridgeConfig.model_dump``, defaults filled in) that the supervisor
+    validates again once its attempt is recorded."""
+
+    agents: Mapping[str, AgentView]
+    dispatch_max_age_seconds: int
+    attempt_retention_days: int
+    permission_levels: Mapping[str, str]  # each agent's, as BridgeConfig.permission_level gave it
+    document: Mapping[str, Any]
+
+    def permission_level(self, agent: str) -> str:
+        return self.permission_levels[agent]
+
+    @classmethod
+    def of(cls, document: Mapping[str, Any], permission_levels: Mapping[str, str]) -> "ConfigView":
+        """``document``: what ``BridgeConfig.model_dump()`` gave for a valid file."""
+        agents = {
+            agent: AgentView(**{k: v for k, v in entry.items() if k in _AGENT_FIELDS})
+            for agent, entry in document["agents"].items()
+        }
+        return cls(
+            agents=agents,
+            dispatch_max_age_seconds=document["dispatch_max_age_seconds"],
+            attempt_retention_days=document["attempt_retention_days"],
+            permission_levels=permission_levels,
+            document=document,
+        )
+
+
+class UnknownAgent(BridgeError):
+    """An agent id (``--agent`` or ``AGENT_ID``) that config.json does not declare."""
+
+    def __init__(self, agent: str, declared: list[str], path: Path, source: str = "--agent") -> None:
+        super().__init__(
+            "unknown_agent",
+            f"{source} {agent!r} is not declared in {path}; declared agents: {', '.join(sorted(declared))}. "
+            "Use one of them, or declare it in that file.",
+        )
+        self.agent = agent
+
+
+def require_agent(config: DispatchConfig, agent: str, path: Path, source: str = "--agent") -> None:
+    if agent not in config.agents:
+        raise UnknownAgent(agent, list(config.agents), path, source)
