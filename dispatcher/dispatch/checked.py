@@ -11,6 +11,7 @@ keeps the views (``SettingsView``, ``ConfigView``). Their refusals are the same 
 the same way.
 """
 
+import contextlib
 import json
 import os
 import sys
@@ -25,14 +26,35 @@ from dispatcher.core.settings_view import SettingsView
 from dispatcher.dispatch import environment
 from dispatcher.dispatch.procs import fork_without_store
 
+# A child killed from outside (the OOM killer, a kill aimed at the listener's command line,
+# which its children share) is no answer about the file: the check is made again, this often.
+CHECK_TRIES = 3
 
-class CheckFailed(Exception):
-    """The child gave no answer: it was killed (say, by the OOM killer) or could not be forked.
-    Nothing is known about the file then; its caller tries again later."""
+
+class CheckFailed(BridgeError):
+    """The child gave no answer, ``CHECK_TRIES`` times: it was killed or could not be forked.
+    Nothing is known about the file then; its caller tries again later (a listener starting
+    says so in one line and stops)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(
+            "check_failed",
+            f"the settings or config.json could not be checked: {reason}; start the listener again "
+            "(if this repeats, the machine is out of memory or processes)",
+        )
+        self.reason = reason
 
 
 def _in_child(work: Callable[[], Any]) -> Any:
-    """What ``work()`` returns (JSON data), computed in a forked child that exits right after."""
+    """What ``work()`` returns (JSON data), computed in a forked child that exits right after;
+    a child that gives no answer is forked again, up to ``CHECK_TRIES`` times."""
+    for _ in range(CHECK_TRIES - 1):
+        with contextlib.suppress(CheckFailed):
+            return _in_one_child(work)
+    return _in_one_child(work)
+
+
+def _in_one_child(work: Callable[[], Any]) -> Any:
     sys.stdout.flush()  # (nothing buffered may be written twice)
     sys.stderr.flush()
     try:

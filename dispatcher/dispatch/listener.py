@@ -147,7 +147,7 @@ class Listener:
             return
         except CheckFailed as exc:  # not the file's fault: the config in use stays, and it is checked again
             self._config_key = ()
-            self._note_failure(f"config.json could not be checked: {exc}", event="config_check_failed")
+            self._note_failure(f"config.json could not be checked: {exc.reason}", event="config_check_failed")
             return
         self.config, self.config_error = config, None
         self._set(auto=config.agents[self.agent].auto)

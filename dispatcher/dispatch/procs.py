@@ -102,9 +102,15 @@ def flock_holder(path: str | os.PathLike) -> int | None:
 
 def fork_without_store() -> int:
     """``os.fork()``, refused while this process has a store connection open: SQLite's
-    in-process lock bookkeeping would be copied without the locks behind it."""
+    in-process lock bookkeeping would be copied without the locks behind it. A connection that
+    nothing refers to any more (dropped in a reference cycle, say) is collected, and so closed,
+    first."""
+    import gc
+
     from dispatcher.store.connection import open_connections
 
+    if open_connections():
+        gc.collect()
     if count := open_connections():
         raise RuntimeError(f"refusing to fork with {count} store connection(s) open; close them first")
     return os.fork()

@@ -130,3 +130,26 @@ def test_the_listener_takes_a_check_without_an_answer_as_a_transient_failure(tmp
     monkeypatch.setattr(listener_module, "checked_config", checked_config)
     listener._reload_config(Store())
     assert listener.config is not None and listener.config_error is None and listener._config_key != ()
+
+
+def test_a_child_killed_once_is_forked_again_and_answers(tmp_path):
+    """A kill from outside (it shares the listener's command line) is no answer about the file."""
+    first = tmp_path / "killed-once"
+
+    def work():
+        if not first.exists():
+            first.touch()
+            os.kill(os.getpid(), signal.SIGKILL)
+        return "answered"
+
+    assert _in_child(work) == "answered"
+
+
+def test_a_listener_whose_start_check_never_answers_says_so_in_one_line(monkeypatch):
+    """Every try killed: one ``check_failed`` line that says what to do, never an internal error."""
+    monkeypatch.setattr(os, "fork", lambda: (_ for _ in ()).throw(OSError(11, "Resource temporarily unavailable")))
+    with pytest.raises(CheckFailed) as failed:
+        checked_settings()
+    assert failed.value.code == "check_failed"
+    assert "cannot fork (Resource temporarily unavailable)" in failed.value.message
+    assert "start the listener again" in failed.value.message

@@ -225,6 +225,19 @@ def test_open_connections_are_counted_and_refuse_a_fork(tmp_path):
     assert open_connections() == before
 
 
+def test_a_connection_only_a_reference_cycle_holds_is_collected_before_a_fork(tmp_path):
+    before = open_connections()
+    cycle: list = [open_store(tmp_path / "bridge.db")]
+    cycle.append(cycle)  # garbage, but not freed until the collector runs
+    del cycle
+    assert open_connections() == before + 1
+    pid = fork_without_store()
+    if pid == 0:
+        os._exit(0)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+    assert open_connections() == before
+
+
 def test_a_fork_without_connections_is_allowed(tmp_path):
     conn = open_store(tmp_path / "bridge.db")
     conn.close()
