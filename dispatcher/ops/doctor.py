@@ -268,8 +268,7 @@ def _check_postgres_store(ctx: Context, url: StoreUrl) -> list[Finding]:
     version = schema_version(conn)
     found = _schema(ctx, where, version)
     if not [f for f in found if f.level == ERROR]:
-        server = conn.execute("SHOW server_version").fetchone()[0]
-        found.append(Finding("store_ok", OK, f"{where}: schema {version}, PostgreSQL {server}"))
+        found.append(Finding("store_ok", OK, f"{where}: schema {version}, PostgreSQL {views.server_version(conn)}"))
     return found
 
 

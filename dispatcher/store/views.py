@@ -16,6 +16,11 @@ def limit_busy_wait(conn: Connection, milliseconds: int) -> None:
         conn.execute(f"SET lock_timeout = {int(milliseconds)}")
 
 
+def server_version(conn: Connection) -> str:
+    """The PostgreSQL server's version (doctor's ``store_ok`` names it)."""
+    return str(conn.execute("SHOW server_version").fetchone()[0])
+
+
 def integrity_problems(conn: Connection, limit: int) -> list[str]:
     """SQLite's quick check: ``["ok"]`` for a sound file, else up to ``limit`` problems."""
     return [str(row[0]) for row in conn.execute("PRAGMA quick_check").fetchmany(limit)]

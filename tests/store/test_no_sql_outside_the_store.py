@@ -23,6 +23,8 @@ SQL_START = re.compile(
       | (?:CREATE|DROP)\s+(?:UNIQUE\s+|TEMP\s+|TEMPORARY\s+)?(?:TABLE|INDEX|VIEW|TRIGGER)\b
       | ALTER\s+TABLE\b
       | PRAGMA\s+\w+
+      | SHOW\s+\w+\s*;?\s*$
+      | SET\s+(?:SESSION\s+|LOCAL\s+)?\w+\s*(?:=|TO\b)
       | (?:BEGIN|COMMIT|ROLLBACK|END)(?:\s+(?:DEFERRED|IMMEDIATE|EXCLUSIVE|TRANSACTION))?\s*;?\s*$
       | (?:SAVEPOINT|RELEASE)\s+\w+
       | WITH\s+(?:RECURSIVE\s+)?\w+(?:\s*\([^)]*\))?\s+AS\s*\(
@@ -81,6 +83,9 @@ def _name(path: Path) -> str:
         "DROP TABLE temp.prune_gone",
         "PRAGMA data_version",
         "PRAGMA busy_timeout = {}",
+        "SHOW server_version",
+        "SET lock_timeout = {}",
+        "SET default_transaction_read_only TO on",
         "BEGIN IMMEDIATE",
         "COMMIT",
         "ROLLBACK",
@@ -106,6 +111,8 @@ def test_the_detector_flags_each_kind_of_statement(text):
         "With the lock held, write",
         "the store (SELECT * FROM messages) answers",  # SQL inside prose is not its start
         "PRAGMA",
+        "SHOW the listener's status",
+        "SET it to 5 in config.json",
         "VACUUM afterwards (holds the write lock while it runs).",
         "",
     ],
