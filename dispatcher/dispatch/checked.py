@@ -59,8 +59,13 @@ def _in_one_child(work: Callable[[], Any]) -> Any:
     sys.stderr.flush()
     try:
         read, write = os.pipe()
+    except OSError as exc:  # out of descriptors
+        raise CheckFailed(f"cannot make a pipe ({exc.strerror})") from None
+    try:
         pid = fork_without_store()
     except OSError as exc:  # out of processes or memory
+        os.close(read)
+        os.close(write)
         raise CheckFailed(f"cannot fork ({exc.strerror})") from None
     if pid == 0:
         status = 1

@@ -334,10 +334,9 @@ class ChangeNotices:
             except psycopg.Error:
                 conn.close()
                 return
-            if self._closed:  # closed while connecting (an abandoned wait's worker thread)
-                conn.close()
-                return
             self._conn = conn
+            if self._closed:  # closed while connecting (an abandoned wait's worker thread): after
+                self._drop()  # the assignment, so that either this or close() drops it
 
     def reconnecting(self) -> bool:
         """Whether a ``reconnect`` is under way (in another thread)."""

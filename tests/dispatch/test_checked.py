@@ -148,8 +148,10 @@ def test_a_child_killed_once_is_forked_again_and_answers(tmp_path):
 def test_a_listener_whose_start_check_never_answers_says_so_in_one_line(monkeypatch):
     """Every try killed: one ``check_failed`` line that says what to do, never an internal error."""
     monkeypatch.setattr(os, "fork", lambda: (_ for _ in ()).throw(OSError(11, "Resource temporarily unavailable")))
+    descriptors = len(os.listdir("/proc/self/fd"))
     with pytest.raises(CheckFailed) as failed:
         checked_settings()
+    assert len(os.listdir("/proc/self/fd")) == descriptors  # no try left a pipe open
     assert failed.value.code == "check_failed"
     assert "cannot fork (Resource temporarily unavailable)" in failed.value.message
     assert "start the listener again" in failed.value.message
