@@ -7,9 +7,12 @@ keeps this view of what it and the supervisors it forks read.
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from dispatcher.core.locations import StoreLocation, StoreUrl, is_postgres_url, private_dir, resolve_config
+
+if TYPE_CHECKING:  # (only a type: this module stays without pydantic)
+    from dispatcher.core.settings import BridgeSettings
 
 
 class ListenerSettings(Protocol):
@@ -30,23 +33,6 @@ class ListenerSettings(Protocol):
     def config_path(self) -> Path: ...
 
 
-class _Readable(Protocol):
-    """What ``SettingsView.document`` reads of a ``BridgeSettings``."""
-
-    @property
-    def db(self) -> StoreLocation: ...
-    @property
-    def config(self) -> Path | None: ...
-    @property
-    def runtime_dir(self) -> Path | None: ...
-    @property
-    def max_body_bytes(self) -> int: ...
-    @property
-    def workspace(self) -> Path: ...
-    @property
-    def log_level(self) -> str: ...
-
-
 def _path(value: str | None) -> Path | None:
     return None if value is None else Path(value)
 
@@ -61,7 +47,7 @@ class SettingsView:
     log_level: str
 
     @staticmethod
-    def document(settings: _Readable) -> dict[str, Any]:
+    def document(settings: "BridgeSettings") -> dict[str, Any]:
         """The validated settings as JSON data (what ``of`` reads back)."""
         return {
             "db": str(settings.db),
