@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from dispatcher.core.processes import start_time, this_host
-from dispatcher.dispatch import faults, lease
+from dispatcher.dispatch import faults, lease, renewal
 from dispatcher.dispatch.procs import fork_without_store
 from dispatcher.dispatch.reconcile import BUSY, CRASHED, HOST_LOST, KILL, decide
 from dispatcher.dispatch.renewal import renew_worker_claim
@@ -109,6 +109,28 @@ def test_reconcile_decision_for_another_hosts_attempt(lease_expires_at, now, exp
         lease_expires_at=lease_expires_at,
     )
     assert verdict == expected
+
+
+# -- the attempt's lease -------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("state", "leased_until", "renewed_to"),
+    [
+        ("spawned", NOW + 10, NOW + renewal.ATTEMPT_LEASE_SECONDS),  # moved on
+        ("recorded", NOW + 10, NOW + renewal.ATTEMPT_LEASE_SECONDS),
+        ("spawned", NOW + 10_000, NOW + 10_000),  # already longer: never moved back
+        ("finished", NOW + 10, NOW + 10),  # settled: left as it was
+    ],
+)
+def test_the_supervisor_renews_its_attempts_lease_never_back_never_once_settled(conn, state, leased_until, renewed_to):
+    task = _message(conn, None, None)
+    conn.execute(
+        "INSERT INTO dispatch_attempts (message_id, agent, state, started_at, host, lease_expires_at)"
+        " VALUES (?, 'claude', ?, ?, 'here', ?)",
+        (task, state, NOW - 30, leased_until),
+    )
+    assert renewal.renew_attempt_lease(conn, task, NOW) is (state != "finished")
+    lease = conn.execute("SELECT lease_expires_at FROM dispatch_attempts WHERE message_id = ?", (task,)).fetchone()
+    assert lease[0] == renewed_to
 
 
 # -- claim renewal ----------------------------------------------------------------------
