@@ -207,7 +207,7 @@ def test_who_report_lists_live_sessions_and_inboxes_payload_free(conn, tmp_path,
         "alive",
     )
     assert claude["unread"] == 1 and claude["oldest_unread_age_seconds"] >= 0
-    assert claude["listener"] == {"running": False, "pid": None, "stage": "stopped"}
+    assert claude["listener"] == {"running": False, "pid": None, "stage": "stopped", "host": None}
     assert [(s["id"], s["liveness"]) for s in kimi["sessions"]] == [(foreign, "unknown")]
     assert kimi["unread"] == 0 and kimi["oldest_unread_age_seconds"] is None
     assert secret not in json.dumps(report) and "CANARY" not in who.render_who(report)
