@@ -252,6 +252,15 @@ def lock_holders(st: os.stat_result, kind: str | None = None) -> list[int] | Non
     return holders
 
 
+def flock_holder(path: str | os.PathLike[str]) -> int | None:
+    """The pid holding a flock on ``path`` (read-only: takes no lock)."""
+    try:
+        holders = lock_holders(os.stat(path), "FLOCK")
+    except OSError:
+        return None
+    return holders[0] if holders else None
+
+
 # -- ending processes ------------------------------------------------------------------------
 
 

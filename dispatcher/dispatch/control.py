@@ -6,7 +6,6 @@ Nothing here takes the listener's lock or writes to the store: status is read fr
 """
 
 import os
-import subprocess
 import sys
 import time
 from typing import Any
@@ -14,10 +13,9 @@ from typing import Any
 from dispatcher.core import clock
 from dispatcher.core.locations import PROJECT_DIR, LocationsLike, is_postgres_url
 from dispatcher.core.private_files import open_private_lock
-from dispatcher.core.processes import age_seconds, this_host
+from dispatcher.core.processes import age_seconds, flock_holder, this_host
 from dispatcher.dispatch import lease
 from dispatcher.dispatch.paths import AgentPaths
-from dispatcher.dispatch.procs import flock_holder
 from dispatcher.dispatch.progress import read_progress, render_line
 from dispatcher.store import STORE_ERRORS, Connection
 from dispatcher.store.attempts import get_attempt
@@ -280,6 +278,8 @@ def enable(settings: LocationsLike, agent: str, wait_seconds: float = 10.0) -> d
     """Remove the marker and start the listener (idempotent: a second one exits at once);
     ``warnings``: what will keep it from dispatching (``enable_warnings``), and a listener
     already running with another launcher environment than the caller's."""
+    import subprocess  # here: the status line imports this module, and never starts a process
+
     from dispatcher.dispatch.systemd_unit import unit_installed, unit_name, user_manager_available
 
     warnings = enable_warnings(settings, agent)
