@@ -9,8 +9,10 @@ lazily: when a new session registers, and when the ``who`` tool reads.
 
 Liveness is the one rule of process identity, ``processes.liveness``: a session is ``alive``
 when its pid runs with the recorded start time on this host; ``dead`` when it does not (gone,
-a zombie, or a recycled pid); ``unknown`` for a row of another host (it cannot be seen here).
-No heartbeats: ``last_call_at`` is telemetry for "idle for", never evidence of life.
+a zombie, or a recycled pid). A row of another host cannot be seen here: on a store that spans
+hosts (PostgreSQL) its server renews it every quarter of ``SESSION_LEASE_SECONDS``, and it is
+``alive`` while renewed within the lease, else ``unknown``. ``last_call_at`` is telemetry for
+"idle for", never evidence of life.
 
 No MCP SDK import here: the server wires ``ServerPresence`` in (``serve`` and
 ``mcp_server``); the ``who`` view (``dispatcher/dispatch/who.py``) reads it with ``sessions``.
@@ -23,7 +25,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dispatcher.core import clock, processes
+from dispatcher.core import clock, host_lease, processes
 from dispatcher.core.errors import BridgeError
 from dispatcher.core.locations import StoreLocation
 from dispatcher.core.logs import get_logger
@@ -43,6 +45,7 @@ MARKED_PATHS = tuple(p for p in WAKE_PATHS if p != WATCH_PATH)
 # does not count: Claude Code and Codex never start a turn on `resources/updated`.
 WAKING_PATHS = ("hook", "monitor", "channel")
 TOUCH_EVERY_SECONDS = 5.0
+SESSION_LEASE_SECONDS = 60.0  # how long another host counts a session alive after its renewal
 # A client's name and version are shown as names: anything else is dropped, not shown.
 _CLIENT_TEXT = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._:@/+()-]{0,63}")
 # Where the handshake-free protocol (2026-07-28) carries the client's name on every request.
@@ -58,6 +61,10 @@ def should_touch(last_touch: float | None, now: float, every: float = TOUCH_EVER
     """Whether a tool call at ``now`` writes ``last_call_at`` (the first always does;
     then at most once every ``every`` seconds; a clock that went back writes again)."""
     return last_touch is None or now - last_touch >= every or now < last_touch
+
+
+def session_lease() -> float:
+    return host_lease.host_lease(SESSION_LEASE_SECONDS)
 
 
 def role_of(setting: str) -> str:
@@ -125,11 +132,18 @@ class Session:
 
 
 def sessions(
-    conn: Connection, agent: str | None = None, *, here: str | None = None, probe: Probe = processes.start_time
+    conn: Connection,
+    agent: str | None = None,
+    *,
+    here: str | None = None,
+    probe: Probe = processes.start_time,
+    now: float | None = None,
 ) -> list[Session]:
     """Every session row (of ``agent``), each with its liveness, oldest first. Its wake paths are
     the marked ones, plus ``monitor`` while one of its watch processes is alive."""
     here = processes.this_host() if here is None else here
+    now = clock.now() if now is None else now
+    lease = session_lease()
     found = []
     records = stored.session_records(conn, agent)
     watched = _watched_sessions(conn, agent, {r.id: r.host for r in records}, here, probe)
@@ -151,7 +165,9 @@ def sessions(
                 r.started_at,
                 r.last_call_at,
                 tuple(paths),
-                processes.liveness(r.host, r.start_time, here=here, observed_start=seen),
+                processes.liveness(
+                    r.host, r.start_time, here=here, observed_start=seen, renewed_at=r.renewed_at, now=now, lease=lease
+                ),
             )
         )
     return found
@@ -233,6 +249,12 @@ def set_client(conn: Connection, session_id: int, name: object, version: object)
 def touch(conn: Connection, session_id: int, now: float) -> None:
     with write_transaction(conn):
         stored.set_last_call(conn, session_id, now)
+
+
+def renew(conn: Connection, session_id: int, now: float) -> bool:
+    """Say that session ``session_id`` still runs (for the hosts that cannot see its process)."""
+    with write_transaction(conn):
+        return stored.renew_session(conn, session_id, now)
 
 
 def record_wake_path(conn: Connection, session_id: int, path: str) -> list[str]:
@@ -353,7 +375,8 @@ def session_of_ancestor(conn: Connection, agent: str, pid: int | None = None) ->
 def has_wakeable_session(
     conn: Connection, agent: str, *, here: str | None = None, probe: Probe = processes.start_time
 ) -> bool:
-    """A live interactive session of ``agent`` on this host with a path that wakes the model."""
+    """A live interactive session of ``agent`` with a path that wakes the model (of another host:
+    renewed within its lease, with a marked path; its ``inbox watch`` is that host's to see)."""
     if not stored.may_have_wakeable_session(conn, agent):  # the usual case: no query of /proc at all
         return False
     return any(
@@ -414,6 +437,24 @@ class ServerPresence:
     def wake_path(self, path: str) -> None:
         """For the server's own wake paths (channel, resource) once armed."""
         self._write("wake_path", record_wake_path, path)
+
+    def renew_on_own_connection(self) -> None:
+        """Renew the row through a connection of its own, opened and closed here: it runs in a
+        worker thread, so a store that does not answer never stalls the server's event loop, and
+        it never shares a transaction with a tool call on the server's connection."""
+        from dispatcher.store import open_store
+
+        session_id = self.session_id
+        if session_id is None:
+            return
+        try:
+            conn = open_store(self.store.location)
+            try:
+                renew(conn, session_id, clock.now())
+            finally:
+                conn.close()
+        except STORE_ERRORS + (OSError, BridgeError) as exc:
+            log.warning("presence_write_failed", what="renew", error=type(exc).__name__)
 
     def close(self) -> None:
         self._write("end", lambda conn, sid: end_session(conn, sid))

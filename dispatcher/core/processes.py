@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dispatcher.core import clock
+from dispatcher.core.host_lease import renewed_within
 from dispatcher.core.locations import InvalidSetting
 
 if TYPE_CHECKING:
@@ -40,16 +41,27 @@ def children_cpu_seconds() -> float:
     return used.ru_utime + used.ru_stime
 
 
-def liveness(host: str, start_time: str | None, *, here: str, observed_start: str | None) -> str:
+def liveness(
+    host: str,
+    start_time: str | None,
+    *,
+    here: str,
+    observed_start: str | None,
+    renewed_at: float | None = None,
+    now: float = 0.0,
+    lease: float = 0.0,
+) -> str:
     """``alive`` iff the recorded process is of this host and its pid runs with the recorded start time.
 
     ``observed_start``: ``start_time`` of the row's pid now (None: no such process, or a
     zombie: it has exited). ``dead`` also for no recorded start time, or another one (a
     recycled pid, a pid of an earlier boot, or a value recorded before start times were kernel
-    ticks). A process of another host is ``unknown``, never dead: this host cannot see it.
+    ticks). A process of another host is ``alive`` while its row was renewed within ``lease``
+    of ``now`` (``host_lease.renewed_within``), else ``unknown``, never dead: this host cannot
+    see it, and a host cut off from the store may still run it.
     """
     if host != here:
-        return "unknown"
+        return "alive" if renewed_within(renewed_at, now, lease) else "unknown"
     if start_time is None or observed_start is None:
         return "dead"
     return "alive" if observed_start == start_time else "dead"
@@ -238,6 +250,15 @@ def lock_holders(st: os.stat_result, kind: str | None = None) -> list[int] | Non
         if kind is None or fields[1] == kind:
             holders.append(int(fields[4]))
     return holders
+
+
+def flock_holder(path: str | os.PathLike[str]) -> int | None:
+    """The pid holding a flock on ``path`` (read-only: takes no lock)."""
+    try:
+        holders = lock_holders(os.stat(path), "FLOCK")
+    except OSError:
+        return None
+    return holders[0] if holders else None
 
 
 # -- ending processes ------------------------------------------------------------------------

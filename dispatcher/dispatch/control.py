@@ -6,20 +6,20 @@ Nothing here takes the listener's lock or writes to the store: status is read fr
 """
 
 import os
-import subprocess
 import sys
 import time
 from typing import Any
 
 from dispatcher.core import clock
-from dispatcher.core.locations import PROJECT_DIR, LocationsLike
+from dispatcher.core.locations import PROJECT_DIR, LocationsLike, is_postgres_url
 from dispatcher.core.private_files import open_private_lock
-from dispatcher.core.processes import age_seconds
+from dispatcher.core.processes import age_seconds, flock_holder, this_host
+from dispatcher.dispatch import lease
 from dispatcher.dispatch.paths import AgentPaths
-from dispatcher.dispatch.procs import flock_holder
 from dispatcher.dispatch.progress import read_progress, render_line
 from dispatcher.store import STORE_ERRORS, Connection
 from dispatcher.store.attempts import get_attempt
+from dispatcher.store.listeners import listener_holder
 from dispatcher.store.readonly import open_read_only
 from dispatcher.store.views import LedgerPart, ledger_totals
 
@@ -106,8 +106,9 @@ def listener_status(
     progress = doc or {}  # no document only with a problem, each handled below before it is read
     config_error = _config_error(settings, agent) if check_config else None
     state: str | None = None
+    elsewhere = _listener_elsewhere(settings, agent) if holder is None else None
     if holder is None:
-        stage = "stopped"
+        stage = "elsewhere" if elsewhere else "stopped"
     elif problem == "missing_file":
         age = age_seconds(holder)
         young = age is not None and age < STARTUP_GRACE_SECONDS
@@ -129,8 +130,9 @@ def listener_status(
     return {
         "agent": agent,
         "enabled": not paths.disabled_marker.exists(),
-        "running": holder is not None,
+        "running": holder is not None,  # on this host
         "pid": holder,
+        "elsewhere": elsewhere,
         "stage": stage,
         "progress_state": state,
         "progress": trusted,
@@ -141,6 +143,28 @@ def listener_status(
         "totals": _agent_totals(settings, agent) if totals else None,
         "budget": _daily_budget(settings, agent) if totals else None,
     }
+
+
+def _listener_elsewhere(settings: LocationsLike, agent: str) -> dict | None:
+    """The agent's listener on another host of a shared store, while it renews its lease (``host``,
+    ``pid``, ``renewed_seconds_ago``); None otherwise, and on a SQLite store (one host's) without
+    a query."""
+    if not is_postgres_url(settings.db):
+        return None
+    try:
+        conn = _read_only(settings)
+        if conn is None:
+            return None
+        try:
+            holder = listener_holder(conn, agent)
+        finally:
+            conn.close()
+    except STORE_ERRORS:
+        return None
+    here, now = this_host(), clock.now()
+    if holder is None or holder.host == here or not lease.holder_alive(holder, here, now):
+        return None
+    return {"host": holder.host, "pid": holder.pid, "renewed_seconds_ago": round(now - (holder.renewed_at or now), 1)}
 
 
 def daily_budget(conn: Connection, agent: str, config: Any, now: float) -> dict | None:
@@ -198,6 +222,8 @@ def progress_line(settings: LocationsLike, agent: str, check_config: bool = True
         detail = status["progress_state"]
     elif not status["enabled"]:
         detail = "disabled"
+    elif status["elsewhere"]:
+        detail = f"on host {status['elsewhere']['host']}"
     elif status["stage"] == "error" and status["progress"]:
         detail = f"{_error_head(status['progress'].get('error'))}: see `agent-bridge listener status`"
     elif status["progress"] and status["progress"].get("auto") is False:
@@ -252,6 +278,8 @@ def enable(settings: LocationsLike, agent: str, wait_seconds: float = 10.0) -> d
     """Remove the marker and start the listener (idempotent: a second one exits at once);
     ``warnings``: what will keep it from dispatching (``enable_warnings``), and a listener
     already running with another launcher environment than the caller's."""
+    import subprocess  # here: the status line imports this module, and never starts a process
+
     from dispatcher.dispatch.systemd_unit import unit_installed, unit_name, user_manager_available
 
     warnings = enable_warnings(settings, agent)

@@ -16,7 +16,6 @@ ENV = "AGENT_BRIDGE_FAULT_POINT"
 RENEW_ENV = "AGENT_BRIDGE_TEST_RENEW_SECONDS"
 SUPERVISOR_GRACE_ENV = "AGENT_BRIDGE_TEST_SUPERVISOR_GRACE_SECONDS"
 NO_CGROUP_ENV = "AGENT_BRIDGE_TEST_NO_CGROUP"
-HOST_LEASE_ENV = "AGENT_BRIDGE_TEST_HOST_LEASE_SECONDS"
 POINTS = (
     "after_barrier",  # the attempt row is committed, nothing else exists yet
     "after_spawn",  # the gated worker exists, its pid is not recorded
@@ -60,12 +59,6 @@ def renew_interval(default: float) -> float:
 def supervisor_grace(default: float) -> float:
     """How long past an attempt's deadline its supervisor may take to settle it; tests shorten it."""
     return _seconds(SUPERVISOR_GRACE_ENV, default)
-
-
-def host_lease(default: float) -> float:
-    """How long an attempt's and a listener's lease last unrenewed before another host may end
-    them; tests shorten it."""
-    return _seconds(HOST_LEASE_ENV, default)
 
 
 def cgroups_allowed() -> bool:

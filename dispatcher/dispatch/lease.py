@@ -11,8 +11,8 @@ within ``LISTENER_LEASE_SECONDS`` (``renew``, four times a lease, on a store tha
 
 import os
 
+from dispatcher.core import host_lease
 from dispatcher.core.processes import is_same_process, start_time, this_host
-from dispatcher.dispatch import faults
 from dispatcher.store import Connection
 from dispatcher.store.connection import write_transaction
 from dispatcher.store.listeners import (
@@ -27,11 +27,11 @@ LISTENER_LEASE_SECONDS = 60.0
 
 
 def lease_seconds() -> float:
-    return faults.host_lease(LISTENER_LEASE_SECONDS)
+    return host_lease.host_lease(LISTENER_LEASE_SECONDS)
 
 
 def renew_every() -> float:
-    return lease_seconds() / 4  # three renewals may fail (a busy store) before the lease lapses
+    return host_lease.renew_every(lease_seconds())
 
 
 def holder_alive(holder: ListenerHolder | None, host: str, now: float) -> bool:
@@ -40,7 +40,7 @@ def holder_alive(holder: ListenerHolder | None, host: str, now: float) -> bool:
     if holder is None:
         return False
     if holder.host != host:
-        return holder.renewed_at is not None and now < holder.renewed_at + lease_seconds()
+        return host_lease.renewed_within(holder.renewed_at, now, lease_seconds())
     return holder.pid != os.getpid() and is_same_process(holder.pid, holder.start_time)
 
 

@@ -37,6 +37,7 @@ from dispatcher.core.file_events import RECHECK_SECONDS
 from dispatcher.core.locations import PROJECT_DIR
 from dispatcher.core.logs import configure_logging, get_logger
 from dispatcher.core.private_files import open_private_lock
+from dispatcher.core.processes import flock_holder
 from dispatcher.core.reasons import failure_reason
 from dispatcher.core.settings_view import ListenerSettings
 from dispatcher.dispatch import lease, queue
@@ -44,7 +45,7 @@ from dispatcher.dispatch.attempts import get_attempt
 from dispatcher.dispatch.checked import CheckFailed, checked_config, environment_record
 from dispatcher.dispatch.leftovers import remove_request
 from dispatcher.dispatch.paths import AgentPaths
-from dispatcher.dispatch.procs import flock_holder, fork_without_store, signal_group
+from dispatcher.dispatch.procs import fork_without_store, signal_group
 from dispatcher.dispatch.progress import render_line, write_progress
 from dispatcher.dispatch.reconcile import reconcile, supervisor_grace
 from dispatcher.dispatch.retention import PRUNE_EVERY_SECONDS, prune_attempt_dirs

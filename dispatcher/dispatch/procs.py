@@ -18,7 +18,6 @@ from dispatcher.core.processes import (
     descendants,
     end_processes,
     iter_with_environment,
-    lock_holders,
     reap_exited_children,
     with_environment,
 )
@@ -89,15 +88,6 @@ def contain(tree: WorkerTree, grace_seconds: float) -> tuple[int, int]:
 
     found, left = end_processes(members, grace_seconds)
     return in_cgroup + found, left + int(outlived)
-
-
-def flock_holder(path: str | os.PathLike) -> int | None:
-    """The pid holding a flock on ``path`` (read-only: takes no lock)."""
-    try:
-        holders = lock_holders(os.stat(path), "FLOCK")
-    except OSError:
-        return None
-    return holders[0] if holders else None
 
 
 def fork_without_store() -> int:

@@ -11,7 +11,7 @@ The same round renews the attempt's own lease, by which other hosts on one store
 it still runs (``reconcile``): ``ATTEMPT_LEASE_SECONDS`` ahead, several renewals long.
 """
 
-from dispatcher.dispatch import faults
+from dispatcher.core.host_lease import host_lease
 from dispatcher.store import Connection
 from dispatcher.store.attempts import active_claim, extend_attempt_lease, extend_claim
 from dispatcher.store.connection import write_transaction
@@ -22,7 +22,7 @@ ATTEMPT_LEASE_SECONDS = 4 * RENEW_EVERY_SECONDS
 
 
 def attempt_lease_seconds() -> float:
-    return faults.host_lease(ATTEMPT_LEASE_SECONDS)
+    return host_lease(ATTEMPT_LEASE_SECONDS)
 
 
 def renew_attempt_lease(conn: Connection, message_id: int, now: float) -> bool:

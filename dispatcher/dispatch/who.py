@@ -39,7 +39,7 @@ def who_report(
                 "agent": agent,
                 "sessions": [s.view(now) for s in found if s.role == "interactive" and s.liveness != "dead"],
                 "workers": sum(1 for s in found if s.role == "worker" and s.liveness != "dead"),
-                "listener": {"running": status["running"], "pid": status["pid"], "stage": status["stage"]},
+                "listener": _listener_view(status),
                 "unread": 0 if summary is None else summary.unread,
                 "oldest_unread_age_seconds": None
                 if summary is None or summary.oldest_created_at is None
@@ -47,6 +47,14 @@ def who_report(
             }
         )
     return {"agents": report}
+
+
+def _listener_view(status: dict[str, Any]) -> dict[str, Any]:
+    """Running here, or on another host of a shared store (``host``: None for this one)."""
+    away = status["elsewhere"]
+    if away:
+        return {"running": True, "pid": away["pid"], "stage": status["stage"], "host": away["host"]}
+    return {"running": status["running"], "pid": status["pid"], "stage": status["stage"], "host": None}
 
 
 def who_tool(
@@ -98,11 +106,16 @@ def _age(seconds: float | None) -> str:
 
 
 def render_who(report: dict[str, Any]) -> str:
-    """The plain-text ``who``: one line per agent, one indented line per live session."""
+    """The plain-text ``who``: one line per agent, one indented line per live session (of another
+    host: its liveness and host)."""
+    here = processes.this_host()
     lines = []
     for a in report["agents"]:
         listener = a["listener"]
-        head = f"{a['agent']}  listener {listener['stage']}" + (f" (pid {listener['pid']})" if listener["pid"] else "")
+        on_host = f" on host {listener['host']}" if listener["host"] else ""
+        head = f"{a['agent']}  listener {listener['stage']}" + (
+            f" (pid {listener['pid']}{on_host})" if listener["pid"] else ""
+        )
         head += f"  {a['unread']} unread"
         if a["unread"]:
             head += f", oldest {_age(a['oldest_unread_age_seconds'])}"
@@ -114,7 +127,7 @@ def render_who(report: dict[str, Any]) -> str:
             lines.append(
                 f"  session #{s['id']} {client}  pid {s['pid']}  since {_age(s['since_seconds'])}  idle "
                 f"{_age(s['idle_seconds'])}  wake: {','.join(s['wake_paths']) or 'none'}"
-                + ("" if s["liveness"] == "alive" else f"  ({s['liveness']}: host {s['host']})")
+                + ("" if s["host"] == here else f"  ({s['liveness']}: host {s['host']})")
             )
         if not a["sessions"]:
             lines.append("  no live interactive session")

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from dispatcher.core.config import BridgeConfig
 from dispatcher.core.settings import BridgeSettings
+from dispatcher.mcp.session_renewal import install as install_renewal
 from dispatcher.mcp.tools import BridgeTools
 from dispatcher.store import StoreHandle
 
@@ -142,6 +143,8 @@ def build_server(
     logging.getLogger("mcp").setLevel(logging.WARNING)
     if presence is not None:  # this process's session row (dispatcher.bridge.presence): client name, last call
         mcp.middleware.append(presence.middleware)
+        if store.spans_hosts:  # other hosts judge it by its renewals
+            install_renewal(mcp._lowlevel_server, presence)
 
     tools = BridgeTools(agent, store, config, settings)
     for spec in TOOLS:

@@ -26,10 +26,8 @@ nothing to stdout but protocol messages.
 
 import json
 from collections.abc import Callable
-from contextlib import asynccontextmanager
 from typing import Any, Final, Literal
 
-import anyio
 import mcp_types as types
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError
@@ -41,6 +39,7 @@ from dispatcher.core.clock import now as clock_now
 from dispatcher.core.file_events import RECHECK_SECONDS
 from dispatcher.core.locations import StoreLocation
 from dispatcher.core.logs import get_logger
+from dispatcher.mcp.lifespan import run_alongside
 from dispatcher.store.changes import StoreChanges
 from dispatcher.wake.inbox_watch import InboxReader
 
@@ -286,19 +285,13 @@ def install(
     low.middleware.append(watch_sessions)
 
     # The watcher runs in a task group that lives exactly as long as the server's run.
-    outer_lifespan = low.lifespan
+    def enter(tg: Any) -> None:
+        wake._task_group = tg
 
-    @asynccontextmanager
-    async def lifespan(server: Any):
-        async with outer_lifespan(server) as state, anyio.create_task_group() as tg:
-            wake._task_group = tg
-            try:
-                yield state
-            finally:
-                tg.cancel_scope.cancel()
-                wake._task_group = None
+    def leave() -> None:
+        wake._task_group = None
 
-    low.lifespan = lifespan
+    run_alongside(low, enter, leave)
 
     if wake.channel:
         # Declared through the initialization options the stdio runner asks for.

@@ -628,6 +628,18 @@ def check_listeners(ctx: Context) -> list[Finding]:
             found.append(auto_off_finding(agent, status["running"], ctx.locations.config))
         elif not status["enabled"]:
             found.append(Finding("listener_disabled", WARN, f"the listener of {agent} is disabled", start, agent))
+        elif status["elsewhere"]:
+            away = status["elsewhere"]
+            found.append(
+                Finding(
+                    "listener_ok",
+                    OK,
+                    f"the listener of {agent} runs on host {away['host']} (pid {away['pid']}, renewed "
+                    f"{away['renewed_seconds_ago']:.0f}s ago)",
+                    "",
+                    agent,
+                )
+            )
         elif not status["running"]:
             found.append(
                 Finding(

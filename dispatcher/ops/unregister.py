@@ -244,7 +244,7 @@ def unregister(cli: str, agent: str | None) -> list[str]:
 
 def _wait_for_exit(lock: Path, seconds: float) -> int | None:
     """The lock holder still there after ``seconds`` (None: it exited)."""
-    from dispatcher.dispatch.procs import flock_holder
+    from dispatcher.core.processes import flock_holder
 
     deadline = clock.monotonic() + seconds
     while (holder := flock_holder(lock)) is not None and clock.monotonic() < deadline:

@@ -266,6 +266,11 @@ MIGRATIONS: tuple[str | Callable[[sqlite3.Connection], None], ...] = (
     ALTER TABLE dispatch_attempts ADD COLUMN lease_expires_at REAL;
     ALTER TABLE listeners ADD COLUMN renewed_at REAL;
     """,
+    # 15: a session row records when its server last said it runs, for the hosts that cannot see
+    # its process (presence.sessions). Rows from before were never renewed.
+    """
+    ALTER TABLE sessions ADD COLUMN renewed_at REAL;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -156,4 +156,8 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE dispatch_attempts ADD COLUMN lease_expires_at double precision;
     ALTER TABLE listeners ADD COLUMN renewed_at double precision;
     """,
+    # 15: when a session last renewed its row (see the SQLite list).
+    """
+    ALTER TABLE sessions ADD COLUMN renewed_at double precision;
+    """,
 )

@@ -23,11 +23,12 @@ class SessionRecord:
     started_at: float
     last_call_at: float | None
     wake_paths: str
+    renewed_at: float | None  # when its server last said it runs (another host's evidence)
 
 
 _SELECT = (
     "SELECT id, agent, role, host, pid, start_time, client_pid, client_name, client_version, started_at,"
-    " last_call_at, wake_paths FROM sessions"
+    " last_call_at, wake_paths, renewed_at FROM sessions"
 )
 
 
@@ -52,11 +53,16 @@ def insert_session(
     started_at: float,
 ) -> int:
     cur = conn.execute(
-        "INSERT INTO sessions (agent, role, host, pid, start_time, client_pid, started_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
-        " RETURNING id",
-        (agent, role, host, pid, start_time, client_pid, started_at),
+        "INSERT INTO sessions (agent, role, host, pid, start_time, client_pid, started_at, renewed_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        (agent, role, host, pid, start_time, client_pid, started_at, started_at),
     )
     return inserted_id(cur)
+
+
+def renew_session(conn: Connection, session_id: int, now: float) -> bool:
+    """Say the session still runs; False when its row is gone (ended, or cleaned away)."""
+    return conn.execute("UPDATE sessions SET renewed_at = ? WHERE id = ?", (now, session_id)).rowcount == 1
 
 
 def delete_session(conn: Connection, session_id: int) -> bool:

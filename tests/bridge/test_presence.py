@@ -13,7 +13,7 @@ import pytest
 from harness import V4_TABLES, assert_rows_kept, store_from_fixture, table_rows
 
 from dispatcher.bridge import presence
-from dispatcher.core import processes
+from dispatcher.core import clock, processes
 from dispatcher.core.errors import BridgeError
 from dispatcher.core.processes import start_time
 from dispatcher.dispatch import who
@@ -53,11 +53,11 @@ def probe_of(running: dict[int, float]):
     return lambda pid: running.get(pid)
 
 
-def _add(conn, agent, pid, start, *, host=HERE, role="interactive", paths="[]"):
+def _add(conn, agent, pid, start, *, host=HERE, role="interactive", paths="[]", renewed=None):
     cur = conn.execute(
-        "INSERT INTO sessions (agent, role, host, pid, start_time, started_at, wake_paths)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (agent, role, host, pid, start, NOW - 60, paths),
+        "INSERT INTO sessions (agent, role, host, pid, start_time, started_at, wake_paths, renewed_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (agent, role, host, pid, start, NOW - 60, paths, renewed),
     )
     return cur.lastrowid
 
@@ -127,6 +127,9 @@ def test_session_of_client_finds_the_session_a_hook_speaks_for(conn):
         ({"pid": 99}, False),  # dead
         ({"start": 123.0}, False),  # recycled pid
         ({"host": "host-b"}, False),  # unknown is not evidence of life
+        ({"host": "host-b", "renewed": "now"}, True),  # another host's, renewed within its lease
+        ({"host": "host-b", "renewed": "lapsed"}, False),  # its renewals stopped: unknown again
+        ({"host": "host-b", "renewed": "now", "paths": "[]", "watch": (21, 200.0)}, False),  # its watch is its host's
         ({"agent": "kimi"}, False),  # another agent's session
     ],
 )
@@ -139,6 +142,7 @@ def test_has_wakeable_session(conn, row, wakeable):
         host=row.get("host", HERE),
         role=row.get("role", "interactive"),
         paths=row.get("paths", '["hook"]'),
+        renewed={None: None, "now": clock.now(), "lapsed": clock.now() - presence.session_lease()}[row.get("renewed")],
     )
     if "watch" in row:
         pid, start = row["watch"]
@@ -203,7 +207,7 @@ def test_who_report_lists_live_sessions_and_inboxes_payload_free(conn, tmp_path,
         "alive",
     )
     assert claude["unread"] == 1 and claude["oldest_unread_age_seconds"] >= 0
-    assert claude["listener"] == {"running": False, "pid": None, "stage": "stopped"}
+    assert claude["listener"] == {"running": False, "pid": None, "stage": "stopped", "host": None}
     assert [(s["id"], s["liveness"]) for s in kimi["sessions"]] == [(foreign, "unknown")]
     assert kimi["unread"] == 0 and kimi["oldest_unread_age_seconds"] is None
     assert secret not in json.dumps(report) and "CANARY" not in who.render_who(report)

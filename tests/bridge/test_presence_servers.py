@@ -14,6 +14,8 @@ from harness import McpAgent, sql
 
 from dispatcher.bridge import presence
 from dispatcher.core import processes
+from dispatcher.core.host_lease import HOST_LEASE_ENV
+from dispatcher.store import open_store
 
 pytestmark = pytest.mark.both_backends
 
@@ -142,3 +144,48 @@ def test_who_cli_without_a_store_or_with_an_undeclared_agent(env, tmp_path):
     assert done.returncode == 2 and done.stderr.startswith("agent-bridge: unknown_agent: ")
     done = cli(env, "who", "--agent", "Bad Id")
     assert done.returncode == 2 and done.stderr.startswith("agent-bridge: usage_error: ")
+
+
+def _renewals(db, session_id) -> tuple[float, float | None]:
+    return tuple(sql(db, "SELECT started_at, renewed_at FROM sessions WHERE id = ?", (session_id,))[0])
+
+
+def test_another_host_sees_a_session_alive_while_its_server_renews_it(env, db_path, backend, monkeypatch):
+    """On a store that spans hosts the server renews its row (lease shortened to 4 s, renewed
+    every 1 s), so a host that cannot see its process counts it alive, and ``unknown`` once
+    renewals stop (kill -9); a SQLite file is one host's, and its server never renews."""
+    lease = 4.0
+    agent = McpAgent("claude", {**env, HOST_LEASE_ENV: str(lease), "AGENT_BRIDGE_HOST_ID": "host-a"}).wait_ready()
+    try:
+        agent.ok("receive_messages")
+        row = next(r for r in _rows(db_path, "claude") if r["host"] == "host-a")
+        conn = open_store(db_path)
+        try:
+
+            def seen_from_b(now: float | None = None) -> str:
+                found = presence.sessions(conn, "claude", here="host-b", now=now)
+                return next(s.liveness for s in found if s.id == row["id"])
+
+            started_at, renewed_at = _renewals(db_path, row["id"])
+            assert renewed_at == started_at  # registered: its first renewal
+            monkeypatch.setenv(HOST_LEASE_ENV, str(lease))  # this process judges with the same lease
+            if backend == "sqlite":
+                # Calls for more than two renewal intervals, then: never renewed.
+                until = time.monotonic() + lease / 2 + 0.5
+                while time.monotonic() < until:
+                    agent.ok("receive_messages")
+                assert _renewals(db_path, row["id"]) == (started_at, started_at)
+                assert seen_from_b(now=started_at + lease) == "unknown"
+                return
+            wait_until(lambda: _renewals(db_path, row["id"])[1] > started_at, what="the server to renew its row")
+            assert seen_from_b() == "alive"
+            os.kill(row["pid"], signal.SIGKILL)
+            wait_until(lambda: processes.start_time(row["pid"]) is None, what="the server to die")
+            last = _renewals(db_path, row["id"])[1]
+            assert seen_from_b(now=last + lease - 0.5) == "alive"  # its last renewal still counts
+            assert seen_from_b(now=last + lease) == "unknown"  # then it cannot be told: never dead
+            assert presence.sessions(conn, "claude", here="host-a")[-1].liveness == "dead"  # its own host sees it
+        finally:
+            conn.close()
+    finally:
+        agent.close()

@@ -18,24 +18,35 @@ from dispatcher.core import processes
 PROCESSES_MODULE = "dispatcher/core/processes.py"
 HERE = "host-a"
 
-#   case                                            host      recorded  observed  verdict
+NOW, LEASE = 1000.0, 60.0
+#   case                                            host      recorded  observed  renewed  verdict
 LIVENESS_CASES = [
-    ("alive: the same process", HERE, "boot-1:100", "boot-1:100", "alive"),
-    ("pid reused: another start", HERE, "boot-1:100", "boot-1:250", "dead"),
-    ("pid reused: one tick later", HERE, "boot-1:100", "boot-1:101", "dead"),
-    ("an earlier boot: the same ticks", HERE, "boot-0:100", "boot-1:100", "dead"),
-    ("recorded before start times were ticks", HERE, 1764600000.25, "boot-1:100", "dead"),
-    ("zombie: it has exited (start_time reads none)", HERE, "boot-1:100", None, "dead"),
-    ("gone: no process under the pid", HERE, "boot-1:100", None, "dead"),
-    ("no recorded start time", HERE, None, "boot-1:100", "dead"),
-    ("another host: its pid runs here", "host-b", "boot-1:100", "boot-1:100", "unknown"),
-    ("another host: its pid runs nowhere here", "host-b", "boot-1:100", None, "unknown"),
+    ("alive: the same process", HERE, "boot-1:100", "boot-1:100", None, "alive"),
+    ("pid reused: another start", HERE, "boot-1:100", "boot-1:250", None, "dead"),
+    ("pid reused: one tick later", HERE, "boot-1:100", "boot-1:101", None, "dead"),
+    ("an earlier boot: the same ticks", HERE, "boot-0:100", "boot-1:100", None, "dead"),
+    ("recorded before start times were ticks", HERE, 1764600000.25, "boot-1:100", None, "dead"),
+    ("zombie: it has exited (start_time reads none)", HERE, "boot-1:100", None, None, "dead"),
+    ("gone: no process under the pid", HERE, "boot-1:100", None, None, "dead"),
+    ("no recorded start time", HERE, None, "boot-1:100", None, "dead"),
+    ("this host: a fresh renewal does not outweigh /proc", HERE, "boot-1:100", None, NOW, "dead"),
+    ("another host: its pid runs here", "host-b", "boot-1:100", "boot-1:100", None, "unknown"),
+    ("another host: its pid runs nowhere here", "host-b", "boot-1:100", None, None, "unknown"),
+    ("another host: renewed just now", "host-b", "boot-1:100", None, NOW, "alive"),
+    ("another host: renewed within the lease", "host-b", "boot-1:100", None, NOW - LEASE + 0.5, "alive"),
+    ("another host: the lease ran out", "host-b", "boot-1:100", None, NOW - LEASE, "unknown"),
+    ("another host: renewed ahead of this clock", "host-b", "boot-1:100", None, NOW + 5, "alive"),
 ]
 
 
-@pytest.mark.parametrize("case,host,recorded,observed,verdict", LIVENESS_CASES, ids=[c[0] for c in LIVENESS_CASES])
-def test_liveness(case, host, recorded, observed, verdict):
-    assert processes.liveness(host, recorded, here=HERE, observed_start=observed) == verdict
+@pytest.mark.parametrize(
+    "case,host,recorded,observed,renewed,verdict", LIVENESS_CASES, ids=[c[0] for c in LIVENESS_CASES]
+)
+def test_liveness(case, host, recorded, observed, renewed, verdict):
+    got = processes.liveness(
+        host, recorded, here=HERE, observed_start=observed, renewed_at=renewed, now=NOW, lease=LEASE
+    )
+    assert got == verdict
 
 
 def test_this_process_is_itself_and_not_a_recycled_pid():

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from dispatcher.core.locations import Locations
+from dispatcher.core.locations import Locations, StoreUrl
 from dispatcher.dispatch.control import _error_head, listener_status, progress_line
 from dispatcher.dispatch.paths import AgentPaths
 from dispatcher.dispatch.progress import write_progress
@@ -147,3 +147,51 @@ def test_late_replies_are_unknown_not_an_error_when_the_store_is_unreadable(setu
 )
 def test_the_status_line_names_the_listeners_error_by_its_head(error, head):
     assert _error_head(error) == head
+
+
+@pytest.mark.parametrize("store", ["postgres", "sqlite"])
+def test_a_listener_of_another_host_shows_where_it_runs_while_it_renews(setup, store, request):
+    """A PostgreSQL store spans hosts: the agent's listener on another host, renewing its lease,
+    is named with its host by listener status, the status line, ``who`` and doctor; once its
+    renewals stop, the agent's listener is stopped here. A SQLite store is one host's: never."""
+    from dispatcher.core import clock
+    from dispatcher.core.config import load_config
+    from dispatcher.dispatch import lease
+    from dispatcher.dispatch.who import render_who, who_report
+    from dispatcher.ops.doctor import Context, check_listeners
+    from dispatcher.store import open_store, write_transaction
+    from dispatcher.store.listeners import put_listener, renew_listener
+
+    where, _ = setup
+    where.config.write_text(json.dumps({"agents": {"claude": {"launcher": "x", "auto": True}}}))
+    if store == "postgres":
+        where = Locations(
+            db=StoreUrl(request.getfixturevalue("postgres_url")), config=where.config, runtime_dir=where.runtime_dir
+        )
+    conn = open_store(where.db)
+    try:
+        now = clock.now()
+        with write_transaction(conn):
+            put_listener(conn, "claude", pid=4242, start_time="b:1", host="host-b", runtime_dir="/r", started_at=now)
+        st = listener_status(where, "claude")
+        if store == "sqlite":
+            assert (st["stage"], st["elsewhere"]) == ("stopped", None)
+            return
+        assert (st["running"], st["stage"], st["elsewhere"]["host"], st["elsewhere"]["pid"]) == (
+            False,
+            "elsewhere",
+            "host-b",
+            4242,
+        )
+        assert progress_line(where, "claude") == "[claude] elsewhere (on host host-b)"
+        report = who_report(None, ["claude"], where, now)
+        assert report["agents"][0]["listener"] == {"running": True, "pid": 4242, "stage": "elsewhere", "host": "host-b"}
+        assert render_who(report).startswith("claude  listener elsewhere (pid 4242 on host host-b)")
+        (finding,) = check_listeners(Context(where, config=load_config(where.config)))
+        assert (finding.code, finding.level) == ("listener_ok", "ok") and "on host host-b (pid 4242" in finding.message
+        with write_transaction(conn):  # its last renewal, a lease ago
+            renew_listener(conn, "claude", pid=4242, host="host-b", now=now - lease.lease_seconds())
+        st = listener_status(where, "claude")
+        assert (st["running"], st["stage"], st["elsewhere"]) == (False, "stopped", None)
+    finally:
+        conn.close()

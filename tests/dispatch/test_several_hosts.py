@@ -29,7 +29,8 @@ from dispatch_harness import (
 )
 from harness import bridge_env, sql, write_config
 
-from dispatcher.dispatch.faults import HOST_LEASE_ENV, NO_CGROUP_ENV, RENEW_ENV
+from dispatcher.core.host_lease import HOST_LEASE_ENV
+from dispatcher.dispatch.faults import NO_CGROUP_ENV, RENEW_ENV
 
 LEASE_SECONDS = 6.0
 pytestmark = pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare (util-linux)")

@@ -1,5 +1,6 @@
 """The status line's unread counts: read from the store read-only (no file created, nothing
-written), still without pydantic, psutil or the MCP SDK, and never failing on a bad store."""
+written), still without pydantic, psutil, the MCP SDK, structlog (the store handle's logging) or
+subprocess (starting a listener), and never failing on a bad store."""
 
 import os
 import subprocess
@@ -12,7 +13,7 @@ from dispatcher.store import open_store
 
 PROBE = (
     "import sys; from dispatcher.dispatch.statusline import statusline_text; print(statusline_text()); "
-    "print(sorted(m for m in ('pydantic', 'psutil', 'mcp', 'click', 'psycopg') if m in sys.modules))"
+    "print(sorted(m for m in ('pydantic', 'psutil', 'mcp', 'click', 'psycopg', 'structlog', 'subprocess') if m in sys.modules))"
 )
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from register_harness import backups, register, register_env, target
 
-from dispatcher.dispatch.procs import flock_holder
+from dispatcher.core.processes import flock_holder
 
 CLIS = ("claude", "kimi", "codex", "gemini")
 USER_JSON = {"theme": "dark", "mcpServers": {"other": {"command": "/bin/other"}}}
