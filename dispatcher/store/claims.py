@@ -15,10 +15,14 @@ from dispatcher.store.types import Connection, Row
 LEASE_CAP_SECONDS = 3600
 
 
-def claim_is_active(row: Row | Mapping[str, Any], now: float) -> bool:
+def lease_is_active(owner: object, expires: Any, now: float) -> bool:
     """A claim is active while it has an owner and an expiry later than ``now``."""
-    expires = row["claim_expires_at"]
-    return row["claim_owner"] is not None and expires is not None and expires > now
+    return owner is not None and expires is not None and expires > now
+
+
+def claim_is_active(row: Row | Mapping[str, Any], now: float) -> bool:
+    """``lease_is_active`` of a row's claim columns."""
+    return lease_is_active(row["claim_owner"], row["claim_expires_at"], now)
 
 
 def active_claim_sql(alias: str = "") -> str:

@@ -87,13 +87,18 @@ def cap_far_lease(conn: Connection, row: Row, now: float) -> Row:
     return fetch_existing_message(conn, row["id"])
 
 
-def cap_far_leases(conn: Connection, recipient: str, now: float) -> None:
+# An unacknowledged message of :agent whose lease reaches past :cap (now + LEASE_CAP_SECONDS).
+_FAR_LEASE = "recipient = :agent AND acknowledged_at IS NULL AND claim_expires_at > :cap"
+
+
+def cap_far_leases(conn: Connection, recipient: str, now: float) -> bool:
     """Persist the lease cap on every unacknowledged message of ``recipient``: a plain read
-    unless a lease reaches past now + LEASE_CAP_SECONDS."""
-    where = "recipient = :agent AND acknowledged_at IS NULL AND claim_expires_at > :cap"
+    unless a lease reaches past now + LEASE_CAP_SECONDS. True if it capped any."""
     params = {"agent": recipient, "cap": now + LEASE_CAP_SECONDS}
-    if conn.execute(f"SELECT 1 FROM messages WHERE {where} LIMIT 1", params).fetchone():  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
-        conn.execute(f"UPDATE messages SET claim_expires_at = :cap WHERE {where}", params)  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
+    if not conn.execute(f"SELECT 1 FROM messages WHERE {_FAR_LEASE} LIMIT 1", params).fetchone():  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
+        return False
+    conn.execute(f"UPDATE messages SET claim_expires_at = :cap WHERE {_FAR_LEASE}", params)  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
+    return True
 
 
 # A worker's reads: the message it was started for (bound as :own), its replies, the message it
@@ -108,13 +113,22 @@ def receivable_messages(
     conn: Connection, *, agent: str, worker_id: str, now: float, limit: int, thread_of: int | None = None
 ) -> list[Row]:
     """Unacknowledged messages for ``agent``, oldest first, minus those another process holds;
-    with ``thread_of``, only those in that message's thread or conversation."""
+    with ``thread_of``, only those in that message's thread or conversation. Each row also
+    carries ``far_lease``: whether any unacknowledged message of ``agent`` (shown or not) has a
+    lease past the cap (``cap_far_leases``), found in the same statement (one index probe, run once)."""
     thread = f" AND {_THREAD_OF_OWN}" if thread_of is not None else ""
     rows: list[Row] = conn.execute(
-        "SELECT * FROM messages WHERE recipient = :agent AND acknowledged_at IS NULL"  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
-        f" AND (NOT {active_claim_sql()} OR claim_owner = :worker){thread}"
-        " ORDER BY id LIMIT :limit",
-        {"agent": agent, "worker": worker_id, "now": now, "limit": limit, "own": thread_of},
+        f"SELECT *, EXISTS (SELECT 1 FROM messages WHERE {_FAR_LEASE}) AS far_lease FROM messages"  # noqa: S608 - constant SQL fragments only; every value is a bound parameter
+        f" WHERE recipient = :agent AND acknowledged_at IS NULL AND (NOT {active_claim_sql()} OR claim_owner = :worker)"
+        f"{thread} ORDER BY id LIMIT :limit",
+        {
+            "agent": agent,
+            "worker": worker_id,
+            "now": now,
+            "cap": now + LEASE_CAP_SECONDS,
+            "limit": limit,
+            "own": thread_of,
+        },
     ).fetchall()
     return rows
 

@@ -5,7 +5,8 @@ import math
 
 import pytest
 
-from dispatcher.bridge.rows import find_dedup
+from dispatcher.bridge.messages import receive_messages
+from dispatcher.bridge.rows import find_dedup, message_view, message_views
 from dispatcher.core.clock import iso
 from dispatcher.core.errors import BridgeError
 from dispatcher.core.validation import check_dedup_key
@@ -90,6 +91,45 @@ def test_cap_far_leases_is_a_plain_read_when_nothing_is_far(conn, tmp_path):
         writer.execute("ROLLBACK")
     finally:
         writer.close()
+
+
+@pytest.mark.parametrize("shown", [0, 1, 2], ids=["nothing-else-shown", "one-shown", "own-far-lease-shown"])
+def test_a_receive_caps_a_far_lease_whether_or_not_it_shows_anything(conn, shown):
+    hidden = _message(conn, "w", math.inf)  # another process's lease from a clock far ahead
+    others = [_message(conn) for _ in range(min(shown, 1))]
+    if shown == 2:
+        others.append(_message(conn, "me", 1e300))  # this process's own lease, far ahead too
+    answer = receive_messages(conn, agent="claude", worker_id="me", now=NOW)
+    assert [m["id"] for m in answer["messages"]] == others
+    assert fetch_message(conn, hidden)["claim_expires_at"] == NOW + LEASE_CAP_SECONDS
+    if shown == 2:  # the answer shows the lease as now stored, capped
+        assert answer["messages"][-1]["claim_expires_at"] == iso(NOW + LEASE_CAP_SECONDS)
+
+
+@pytest.mark.sqlite_only("it traces SQLite's statements")
+def test_a_receive_with_no_far_lease_is_one_statement(conn):
+    _message(conn, "w", NOW + 60)
+    shown = _message(conn)
+    receive_messages(conn, agent="claude", worker_id="me", now=NOW)  # delivers it: a write, once
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    assert [m["id"] for m in receive_messages(conn, agent="claude", worker_id="me", now=NOW)["messages"]] == [shown]
+    conn.set_trace_callback(None)
+    assert len(statements) == 1, statements
+    plan = " ".join(r[3] for r in conn.execute(f"EXPLAIN QUERY PLAN {statements[0]}"))
+    assert "USING INDEX messages_claimed" in plan, plan  # the far-lease probe inside it, by index
+
+
+def test_a_view_reads_its_columns_by_name_whatever_their_order(conn):
+    message_id = _message(conn, "me", NOW + 60, kind="task")
+    stored = message_view(fetch_message(conn, message_id), "me", NOW)
+    reordered = conn.execute(
+        "SELECT 7 AS other, claim_expires_at, claim_owner, response_deadline, created_at, broadcast_id, conversation_id,"
+        " reply_to, origin, kind, text, recipient, sender, id FROM messages WHERE id = ?",
+        (message_id,),
+    ).fetchall()
+    assert message_views(reordered, "me", NOW) == [stored]
+    assert stored["owned_by_current_worker"] is True and stored["kind"] == "task"
 
 
 def test_a_dedup_key_to_another_recipient_is_a_conflict(conn):
