@@ -9,12 +9,12 @@ both share (where an agent's launcher and workspace are); ``DispatchConfig`` is 
 dispatch rule (``dispatch.queue``) reads of either.
 """
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
-from dispatcher.core.errors import BridgeError
+from dispatcher.core.errors import BridgeError, ConfigError
 from dispatcher.core.locations import PACKAGE_DATA
 
 
@@ -153,3 +153,22 @@ class UnknownAgent(BridgeError):
 def require_agent(config: DispatchConfig, agent: str, path: Path, source: str = "--agent") -> None:
     if agent not in config.agents:
         raise UnknownAgent(agent, list(config.agents), path, source)
+
+
+Config = TypeVar("Config", bound=DispatchConfig)
+
+
+def declared(path: Path, agent: str, load: Callable[[Path], Config], *, config_required: bool = True) -> Config | None:
+    """config.json as ``load`` reads it, refusing an agent a valid file does not declare (``unknown_agent``).
+
+    An invalid file is refused too (``config_invalid``), except where ``config_required`` is False:
+    then None (a listener started then reports stage ``error`` and picks up the fixed file, and
+    status, progress and disable must keep working)."""
+    try:
+        config = load(path)
+    except ConfigError:
+        if config_required:
+            raise
+        return None
+    require_agent(config, agent, path)
+    return config

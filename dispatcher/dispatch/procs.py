@@ -9,8 +9,6 @@ its supervisor, by sweeping ``/proc``.
 import contextlib
 import ctypes
 import os
-import signal
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -40,17 +38,6 @@ def become_subreaper() -> bool:
 def signal_group(pgid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
-
-
-def end_worker(proc: subprocess.Popen, grace_seconds: float) -> None:
-    """TERM the worker's group, KILL it after ``grace_seconds``; Popen reaps the leader, so its
-    ``returncode`` is the real status (-15, -9)."""
-    signal_group(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(grace_seconds)
-    except subprocess.TimeoutExpired:
-        signal_group(proc.pid, signal.SIGKILL)
-        proc.wait()
 
 
 def token_processes(token: str | None) -> list[int]:

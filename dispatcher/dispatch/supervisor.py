@@ -16,6 +16,7 @@ import contextlib
 import errno
 import os
 import secrets
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -46,13 +47,12 @@ from dispatcher.dispatch.leftovers import (
     DIAGNOSTICS_NAME,
     KILL_GRACE_SECONDS,
     REQUEST_NAME,
-    attempt_diagnostics,
     recheck_contained,
     remove_request,
 )
-from dispatcher.dispatch.outcome import settle
+from dispatcher.dispatch.outcome import attempt_diagnostics, settle
 from dispatcher.dispatch.paths import AgentPaths
-from dispatcher.dispatch.procs import TOKEN_ENV, WorkerTree, become_subreaper, contain, end_worker
+from dispatcher.dispatch.procs import TOKEN_ENV, WorkerTree, become_subreaper, contain, signal_group
 from dispatcher.dispatch.renewal import (
     LEASE_AHEAD_SECONDS,
     RENEW_EVERY_SECONDS,
@@ -86,6 +86,17 @@ class Launch:
         if self.gate >= 0:
             os.close(self.gate)
             self.gate = -1
+
+
+def end_worker(proc: subprocess.Popen, grace_seconds: float) -> None:
+    """TERM the worker's group, KILL it after ``grace_seconds``; Popen reaps the leader, so its
+    ``returncode`` is the real status (-15, -9)."""
+    signal_group(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(grace_seconds)
+    except subprocess.TimeoutExpired:
+        signal_group(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def _check_launcher(path: Path) -> None:
