@@ -16,8 +16,8 @@ footprint"): it never loads pydantic, pydantic-settings, asyncio, rich or the MC
 them runs in forked children that exit right after, so each rule stays defined once: its settings
 and config.json are validated by ``BridgeSettings`` and ``BridgeConfig`` in a child (``checked``,
 at start and on each change of config.json's file key), and it keeps their frozen views
-(``SettingsView``, ``ConfigView``); a supervisor records its attempt from that view and loads
-pydantic only then (``supervisor``). Loading pydantic in the listener instead would triple its
+(``SettingsView``, ``ConfigView``); a supervisor records its attempt and launches its worker
+from that view, without pydantic either (``supervisor``). Loading pydantic in the listener instead would triple its
 resident memory; validating without it would be a second, hand-made definition of the file.
 """
 
@@ -511,8 +511,8 @@ class Listener:
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             if self.config is None:  # never: the listener dispatches nothing without a valid config
                 raise RuntimeError("a supervisor was started without a valid config")
-            # Loaded here, in the supervisor's process alone: its modules, and after its barrier
-            # pydantic, validating again the config.json the listener decided with (supervisor.py).
+            # Loaded here, in the supervisor's process alone (with the verdict's modules and
+            # subprocess): the listener stays without them.
             from dispatcher.dispatch.supervisor import supervise
 
             supervise(self.settings, self.config, message_id)

@@ -1,7 +1,8 @@
 """The idle listener sleeps on file events (inotify) and still wakes for everything it waited
 for by polling: a send, a config change, a stop. The same run with the fallback forced
 (``AGENT_BRIDGE_FILE_EVENTS=poll``, as on a file system without inotify). The listener stays
-light: through start, a dispatch and its stop, it never imports the MCP SDK, pydantic or click."""
+light: through start, a dispatch and its stop, it never imports the MCP SDK, pydantic or click,
+and its supervisor never imports pydantic."""
 
 import os
 import subprocess
@@ -15,7 +16,7 @@ from harness import PROJECT, bridge_env, inotify_descriptors, write_config
 from dispatcher.core.file_events import MODE_VARIABLE
 from dispatcher.core.locations import store_location
 
-# What the listener leaves to forked children or never needs.
+# What the listener leaves to forked children or never needs; a supervisor, pydantic too.
 HEAVY = ("mcp", "anyio", "httpx", "pydantic", "pydantic_settings", "asyncio", "ssl", "rich")
 LISTENER_NEVER = (
     *HEAVY,
@@ -30,13 +31,30 @@ LISTENER_NEVER = (
     "dispatcher.dispatch.outcome",
     "dispatcher.dispatch.evidence",
 )
+SUPERVISOR_NEVER = ("mcp", "pydantic", "pydantic_core", "pydantic_settings", "click", "rich")
 # Loaded into every Python process the listener's environment starts (PYTHONPATH): the process
 # ``listener run`` becomes (its exec runs no atexit of the command line's) tells on its way out
-# which of LISTENER_NEVER it loaded. Its forked children end with os._exit, and say nothing.
+# which of LISTENER_NEVER it loaded; a supervisor (a fork, which ends with os._exit) which of
+# SUPERVISOR_NEVER. The checked children never load the supervisor's module, and say nothing.
 TELL = f"""
-import atexit, sys
+import atexit, os, sys
 
-atexit.register(lambda: print("modules:", sorted(m for m in {LISTENER_NEVER!r} if m in sys.modules), file=sys.stderr))
+
+def _loaded(names):
+    return sorted(m for m in names if m in sys.modules)
+
+
+atexit.register(lambda: print("modules:", _loaded({LISTENER_NEVER!r}), file=sys.stderr))
+_exit = os._exit
+
+
+def _telling_exit(code):
+    if "dispatcher.dispatch.supervisor" in sys.modules:
+        print("supervisor modules:", _loaded({SUPERVISOR_NEVER!r}), file=sys.stderr, flush=True)
+    _exit(code)
+
+
+os.register_at_fork(after_in_child=lambda: setattr(os, "_exit", _telling_exit))
 """
 
 
@@ -86,6 +104,9 @@ def test_an_idle_listener_wakes_on_a_send_a_config_change_and_a_stop_and_stays_l
     out, err = proc.communicate(timeout=DEADLINE)
     assert proc.returncode == 0, err
     assert "modules: []" in err.splitlines()[-1], err  # none of LISTENER_NEVER in the listener
+    assert [line for line in err.splitlines() if line.startswith("supervisor modules:")] == [
+        "supervisor modules: []"
+    ], err  # the task's supervisor launched its worker without pydantic
     assert status(env)["progress"]["stage"] == "stopped"
 
 
