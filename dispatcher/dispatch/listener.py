@@ -44,7 +44,7 @@ from dispatcher.dispatch.attempts import get_attempt
 from dispatcher.dispatch.checked import CheckFailed, checked_config, environment_record
 from dispatcher.dispatch.leftovers import remove_request
 from dispatcher.dispatch.paths import AgentPaths
-from dispatcher.dispatch.procs import flock_holder, fork_without_store, signal_group
+from dispatcher.dispatch.procs import flock_holder, fork_without_store, return_freed_memory, signal_group
 from dispatcher.dispatch.progress import render_line, write_progress
 from dispatcher.dispatch.reconcile import reconcile, supervisor_grace
 from dispatcher.dispatch.retention import PRUNE_EVERY_SECONDS, prune_attempt_dirs
@@ -182,6 +182,7 @@ class Listener:
             self._first_lease(store)  # before any progress write: a running listener's file is not ours
             log.info("listener_started", agent=self.agent, pid=os.getpid(), environment=taken["names"])
             self._set(stage="starting", environment=taken)
+            return_freed_memory()  # what start-up freed (its imports' compiling, the checks' JSON)
             self._loop(store)
         except _AlreadyRunning as exc:
             other = exc
@@ -422,6 +423,7 @@ class Listener:
         except BridgeError as exc:
             self._note_failure(f"after msg#{candidate.message_id}: {exc}")
         self._set(current=None)
+        return_freed_memory()  # what the dispatch freed (reconciliation, the attempt's rows)
 
     def _after_supervisor(self, store: StoreHandle, candidate: queue.Candidate, code: int) -> None:
         conn = store.connection()

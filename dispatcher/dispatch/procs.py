@@ -35,6 +35,14 @@ def become_subreaper() -> bool:
         return False
 
 
+def return_freed_memory() -> None:
+    """Hand the heap this process has freed back to the system (glibc's ``malloc_trim``): freed
+    pages in the middle of the heap otherwise stay resident in a long-lived process. Nothing
+    where the C library has no such call."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).malloc_trim(0)
+
+
 def signal_group(pgid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
