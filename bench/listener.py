@@ -67,13 +67,13 @@ def _setup(root: Path, db: str | None = None) -> dict[str, str]:
 
 # What an idle listener process holds, step by step; each step adds its imports to the ones before.
 # pydantic and pydantic-settings are not among them: the listener leaves them to forked children
-# (dispatch/checked.py validates the settings and config.json, a supervisor its attempt's config).
+# (dispatch/checked.py validates the settings and config.json). Nor click and the command line:
+# `listener run` execs dispatch/listener_main.py once they have checked its arguments.
 RSS_FLOOR = (
     ("the interpreter", ""),
     ("+ sqlite3", "import sqlite3"),
-    ("+ click (the command line)", "import click"),
     ("+ structlog (the logs; loaded without rich or asyncio)", "import dispatcher.core.logs"),
-    ("+ the command line's and the listener's own modules", "import dispatcher.ops.cli, dispatcher.dispatch.listener"),
+    ("+ the listener's own modules", "import dispatcher.dispatch.listener_main"),
 )
 
 

@@ -3,19 +3,21 @@
 ``BridgeConfig`` (``config``, pydantic) is the one definition of what a valid file is; loading
 pydantic was most of the listener's resident memory. The listener keeps only this view, built
 from the document a ``BridgeConfig`` validated and dumped in a forked child (``dispatch.checked``),
-and hands it to each supervisor it forks, which records its attempt from the view and then
-builds its ``BridgeConfig`` from the document. ``ConfigPlaces`` holds the rules on a validated file that
-both share (where an agent's launcher and workspace are); ``DispatchConfig`` is what the
-dispatch rule (``dispatch.queue``) reads of either.
+and hands it to each supervisor it forks, which records its attempt and launches its worker from
+the view alone: each agent's permission profile (``ProfileView``), prices and caps.
+``ConfigPlaces`` holds the rules on a validated file that both share (where an agent's launcher
+and workspace are), ``ProfileRules`` those on a profile; ``DispatchConfig`` is what the dispatch
+rule (``dispatch.queue``) reads of either.
 """
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
-from dispatcher.core.errors import BridgeError
+from dispatcher.core.errors import BridgeError, ConfigError
 from dispatcher.core.locations import PACKAGE_DATA
+from dispatcher.core.profile_rules import ProfileView
 
 
 class AgentRules(Protocol):
@@ -90,8 +92,18 @@ class ConfigPlaces:
 
 
 @dataclass(frozen=True)
+class PricesView:
+    """An agent's ``prices`` (``Prices``): US dollars per million tokens of each kind."""
+
+    input: float
+    output: float
+    cache_read: float
+    cache_write: float
+
+
+@dataclass(frozen=True)
 class AgentView:
-    """An agent's entry, as the listener reads it (``AgentRules``)."""
+    """An agent's entry, as the listener and a supervisor read it (``AgentRules``)."""
 
     launcher: str
     auto: bool
@@ -102,6 +114,13 @@ class AgentView:
     max_cost_usd_per_day: float | None
     max_tokens_per_day: int | None
     workspace: str | None
+    prices: PricesView | None
+
+    @classmethod
+    def of(cls, entry: Mapping[str, Any]) -> "AgentView":
+        """``entry``: an agent's, in what ``BridgeConfig.model_dump()`` gave."""
+        kept = {k: v for k, v in entry.items() if k in _AGENT_FIELDS}
+        return cls(**{**kept, "prices": PricesView(**entry["prices"]) if entry["prices"] is not None else None})
 
 
 _AGENT_FIELDS = frozenset(f.name for f in fields(AgentView))
@@ -109,32 +128,28 @@ _AGENT_FIELDS = frozenset(f.name for f in fields(AgentView))
 
 @dataclass(frozen=True)
 class ConfigView(ConfigPlaces):
-    """A validated config.json: what the listener and a supervisor's barrier read of it, and the
-    whole ``document`` (``BridgeConfig.model_dump``, defaults filled in) that the supervisor
-    validates again once its attempt is recorded."""
+    """A validated config.json: what the listener and a supervisor read of it."""
 
     agents: Mapping[str, AgentView]
     dispatch_max_age_seconds: int
     attempt_retention_days: int
-    permission_levels: Mapping[str, str]  # each agent's, as BridgeConfig.permission_level gave it
-    document: Mapping[str, Any]
+    profiles: Mapping[str, ProfileView]  # each agent's, as BridgeConfig.permissions gave it
+
+    def permissions(self, agent: str) -> ProfileView:
+        return self.profiles[agent]
 
     def permission_level(self, agent: str) -> str:
-        return self.permission_levels[agent]
+        return self.profiles[agent].level
 
     @classmethod
-    def of(cls, document: Mapping[str, Any], permission_levels: Mapping[str, str]) -> "ConfigView":
-        """``document``: what ``BridgeConfig.model_dump()`` gave for a valid file."""
-        agents = {
-            agent: AgentView(**{k: v for k, v in entry.items() if k in _AGENT_FIELDS})
-            for agent, entry in document["agents"].items()
-        }
+    def of(cls, document: Mapping[str, Any], profiles: Mapping[str, Mapping[str, Any]]) -> "ConfigView":
+        """``document``: what ``BridgeConfig.model_dump()`` gave for a valid file; ``profiles``:
+        each agent's ``BridgeConfig.permissions``, dumped the same way."""
         return cls(
-            agents=agents,
+            agents={agent: AgentView.of(entry) for agent, entry in document["agents"].items()},
             dispatch_max_age_seconds=document["dispatch_max_age_seconds"],
             attempt_retention_days=document["attempt_retention_days"],
-            permission_levels=permission_levels,
-            document=document,
+            profiles={agent: ProfileView.of(profile) for agent, profile in profiles.items()},
         )
 
 
@@ -153,3 +168,22 @@ class UnknownAgent(BridgeError):
 def require_agent(config: DispatchConfig, agent: str, path: Path, source: str = "--agent") -> None:
     if agent not in config.agents:
         raise UnknownAgent(agent, list(config.agents), path, source)
+
+
+Config = TypeVar("Config", bound=DispatchConfig)
+
+
+def declared(path: Path, agent: str, load: Callable[[Path], Config], *, config_required: bool = True) -> Config | None:
+    """config.json as ``load`` reads it, refusing an agent a valid file does not declare (``unknown_agent``).
+
+    An invalid file is refused too (``config_invalid``), except where ``config_required`` is False:
+    then None (a listener started then reports stage ``error`` and picks up the fixed file, and
+    status, progress and disable must keep working)."""
+    try:
+        config = load(path)
+    except ConfigError:
+        if config_required:
+            raise
+        return None
+    require_agent(config, agent, path)
+    return config

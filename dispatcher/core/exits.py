@@ -17,6 +17,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 from dispatcher.core import clock
 from dispatcher.core.errors import BridgeError, DispatchRefused, RequestRefused
@@ -205,3 +206,17 @@ def report(exc: BaseException, backend: BackendErrors) -> int:
         failure = describe(exc, Where(where.db, where.runtime, log), backend)
     print(failure.line(), file=sys.stderr, flush=True)  # noqa: T201 - the one failure line; server.py uses it before its handshake, outside click
     return failure.status
+
+
+def finish(command: Callable[[], int], backend: Callable[[], BackendErrors]) -> NoReturn:
+    """Run ``command`` and exit with its status; a failure ends with its one line (``report``; the
+    store's ``backend`` errors are asked for only then), Ctrl-C with the interrupted line. The one
+    ending of ``agent-bridge`` and of the listener's process (``dispatch.listener_main``)."""
+    try:
+        status = command()
+    except KeyboardInterrupt:
+        print("agent-bridge: interrupted: stopped by Ctrl-C; nothing more was done.", file=sys.stderr, flush=True)  # noqa: T201 - the one failure line
+        sys.exit(EXIT_INTERRUPTED)
+    except Exception as exc:  # noqa: BLE001 - any other failure is one documented line and exit status
+        sys.exit(report(exc, backend()))
+    sys.exit(status)

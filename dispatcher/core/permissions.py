@@ -16,15 +16,21 @@ The supervisor hands the profile to the launcher as one JSON value (``PERMISSION
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+# The rules on a valid profile live with its plain form (what a supervisor keeps); callers import
+# them from here too: explicit re-exports.
+from dispatcher.core.profile_rules import DESCRIPTIONS as DESCRIPTIONS
+from dispatcher.core.profile_rules import PERMISSIONS_ENV as PERMISSIONS_ENV
+from dispatcher.core.profile_rules import ProfileRules
+from dispatcher.core.profile_rules import command_allowed as command_allowed
+
 LEVELS = ("bridge", "read", "edit", "shell", "project")
 Level = Literal["bridge", "read", "edit", "shell", "project"]
-PERMISSIONS_ENV = "AGENT_BRIDGE_PERMISSIONS"
 
 # The bridge tools a worker may call: what its prompts use (claim, result, acknowledge,
 # release, conversation moves) plus reading messages. Not `listener` (a task text must not
@@ -52,16 +58,10 @@ COMMAND_PATTERN = re.compile(rf"{_WORD}(?: {_WORD})*(?: ?\*)?")
 MAX_ALLOW_COMMANDS = 64
 MAX_EXTRA_DIRS = 16
 
-DESCRIPTIONS = {
-    "bridge": "use the agent_bridge tools only: no file, search or shell tool",
-    "read": "read, search and list files inside the workspace",
-    "edit": "read, search, list, create and edit files inside the workspace",
-    "shell": "read and edit files inside the workspace, and run only the allowed commands",
-    "project": "what the workspace's own CLI settings allow",
-}
 
+class PermissionProfile(ProfileRules, BaseModel):
+    """A valid profile; what it means (``writes``, ``to_env`` ...): ``ProfileRules``."""
 
-class PermissionProfile(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
     level: Level
@@ -101,25 +101,9 @@ class PermissionProfile(BaseModel):
             raise ValueError("extra_dirs needs level read or above; level bridge has no file tools")
         return self
 
-    @property
-    def writes(self) -> bool:
-        """Whether this level may create and edit files (in the workspace and ``extra_dirs``)."""
-        return self.level in ("edit", "shell", "project")
-
     def resolved(self) -> "PermissionProfile":
         """The same profile with ``~`` expanded in ``extra_dirs``, as a launcher needs it."""
-        return self.model_copy(update={"extra_dirs": tuple(str(Path(d).expanduser()) for d in self.extra_dirs)})
-
-    def allows_command(self, words: Sequence[str]) -> bool:
-        """Whether a command, as its words, starts with one of ``allow_commands``."""
-        return command_allowed(self.command_prefixes(), words)
-
-    def command_prefixes(self) -> tuple[tuple[str, ...], ...]:
-        """Each allowed command as its words, without the optional trailing ``*``."""
-        return tuple(tuple(command.rstrip("*").split()) for command in self.allow_commands)
-
-    def to_env(self) -> str:
-        return json.dumps(self.resolved().model_dump(mode="json"), separators=(",", ":"))
+        return self.model_copy(update={"extra_dirs": self.resolved_extra_dirs()})
 
     @classmethod
     def from_json(cls, data: object) -> "PermissionProfile":
@@ -127,11 +111,6 @@ class PermissionProfile(BaseModel):
         if isinstance(data, dict):
             data = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
         return cls.model_validate(data)
-
-
-def command_allowed(prefixes: Iterable[tuple[str, ...]], words: Sequence[str]) -> bool:
-    """The one allow-list rule: the command's first words are exactly one allowed prefix's words."""
-    return any(len(words) >= len(prefix) and tuple(words[: len(prefix)]) == prefix for prefix in prefixes)
 
 
 BRIDGE_ONLY = PermissionProfile(level="bridge")

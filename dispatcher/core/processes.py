@@ -14,7 +14,6 @@ import functools
 import os
 import re
 import signal
-import socket
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -96,7 +95,7 @@ def _machine_id() -> str:
         found = _MACHINE_ID.read_text().strip()
     except OSError:
         found = ""
-    return found if is_host_id(found) else socket.gethostname()
+    return found if is_host_id(found) else os.uname().nodename  # gethostname(2), without the socket module
 
 
 def _stat_fields(pid: object) -> list[str] | None:

@@ -7,10 +7,31 @@ kinds the ledger keeps (input, output, cache read, cache write).
 """
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-if TYPE_CHECKING:  # the status line imports this module: no pydantic on its path
-    from dispatcher.core.config import AgentConfig, Prices
+
+class Rates(Protocol):
+    """An agent's ``prices``: ``Prices``, or the supervisor's plain ``PricesView``."""
+
+    @property
+    def input(self) -> float: ...
+    @property
+    def output(self) -> float: ...
+    @property
+    def cache_read(self) -> float: ...
+    @property
+    def cache_write(self) -> float: ...
+
+
+class TaskCaps(Protocol):
+    """What the per-task rules read of an agent: ``AgentConfig``, or the supervisor's ``AgentView``."""
+
+    @property
+    def prices(self) -> Rates | None: ...
+    @property
+    def max_cost_usd_per_task(self) -> float | None: ...
+    @property
+    def max_tokens_per_task(self) -> int | None: ...
 
 
 class DailyCaps(Protocol):
@@ -23,12 +44,6 @@ class DailyCaps(Protocol):
 
 
 TOKEN_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
-_PRICE_OF = {
-    "input_tokens": "input",
-    "output_tokens": "output",
-    "cache_read_tokens": "cache_read",
-    "cache_write_tokens": "cache_write",
-}
 
 
 def _count(value: Any) -> int | None:
@@ -41,16 +56,16 @@ def total_tokens(usage: Mapping[str, Any]) -> int | None:
     return sum(known) if known else None
 
 
-def estimate_cost(usage: Mapping[str, Any], prices: "Prices | None") -> float | None:
+def estimate_cost(usage: Mapping[str, Any], prices: Rates | None) -> float | None:
     """The cost of ``usage``'s tokens at ``prices`` (per million); None without prices or tokens."""
     if prices is None or total_tokens(usage) is None:
         return None
-    rates: dict[str, float] = prices.model_dump()
-    dollars = sum((_count(usage.get(k)) or 0) * rates[_PRICE_OF[k]] for k in TOKEN_KEYS) / 1_000_000
+    rates = (prices.input, prices.output, prices.cache_read, prices.cache_write)  # in TOKEN_KEYS' order
+    dollars = sum((_count(usage.get(k)) or 0) * rate for k, rate in zip(TOKEN_KEYS, rates, strict=True)) / 1_000_000
     return round(dollars, 6)
 
 
-def priced(usage: Mapping[str, Any], prices: "Prices | None") -> tuple[float | None, str | None]:
+def priced(usage: Mapping[str, Any], prices: Rates | None) -> tuple[float | None, str | None]:
     """(cost, source): the CLI's own ``cost_usd`` (``reported``) wins; else the estimate from
     ``prices`` (``estimated``); else (None, None)."""
     reported = usage.get("cost_usd")
@@ -60,12 +75,12 @@ def priced(usage: Mapping[str, Any], prices: "Prices | None") -> tuple[float | N
     return (estimate, "estimated") if estimate is not None else (None, None)
 
 
-def knows_cost(cli: str | None, agent: "AgentConfig") -> bool:
+def knows_cost(cli: str | None, agent: TaskCaps) -> bool:
     """Whether an attempt of this agent can have a cost: its CLI reports one, or it has prices."""
     return cli == "claude" or agent.prices is not None
 
 
-def cap_passed(usage: Mapping[str, Any], agent: "AgentConfig") -> str | None:
+def cap_passed(usage: Mapping[str, Any], agent: TaskCaps) -> str | None:
     """The per-task cap ``usage`` has passed (``max_tokens_per_task``, then
     ``max_cost_usd_per_task`` on the cost as ``priced`` sees it), or None."""
     tokens = total_tokens(usage)
@@ -77,7 +92,7 @@ def cap_passed(usage: Mapping[str, Any], agent: "AgentConfig") -> str | None:
     return None
 
 
-def cap_to_stop_for(usage: Mapping[str, Any], agent: "AgentConfig") -> str | None:
+def cap_to_stop_for(usage: Mapping[str, Any], agent: TaskCaps) -> str | None:
     """The cap a *running* worker is ended for: ``max_tokens_per_task`` always, the cost cap only
     on our own estimate. A CLI that reports its own cost (Claude) enforces the cost cap itself
     (``--max-budget-usd``, between turns), so its work is judged by the store's evidence."""

@@ -116,13 +116,13 @@ def checked_config(path: Path) -> ConfigView:
             config = load_config(path)
         except ConfigError as exc:
             return {"reason": exc.reason}
-        levels = {agent: config.permission_level(agent) for agent in config.agents}
-        return {"document": config.model_dump(mode="json"), "levels": levels}
+        profiles = {agent: config.permissions(agent).model_dump(mode="json") for agent in config.agents}
+        return {"document": config.model_dump(mode="json"), "profiles": profiles}
 
     done = _in_child(work)
     if "reason" in done:
         raise ConfigError(path, done["reason"])
-    return ConfigView.of(done["document"], done["levels"])
+    return ConfigView.of(done["document"], done["profiles"])
 
 
 def environment_record() -> dict[str, Any]:

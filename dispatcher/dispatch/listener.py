@@ -16,8 +16,8 @@ footprint"): it never loads pydantic, pydantic-settings, asyncio, rich or the MC
 them runs in forked children that exit right after, so each rule stays defined once: its settings
 and config.json are validated by ``BridgeSettings`` and ``BridgeConfig`` in a child (``checked``,
 at start and on each change of config.json's file key), and it keeps their frozen views
-(``SettingsView``, ``ConfigView``); a supervisor records its attempt from that view and loads
-pydantic only then (``supervisor``). Loading pydantic in the listener instead would triple its
+(``SettingsView``, ``ConfigView``); a supervisor records its attempt and launches its worker
+from that view, without pydantic either (``supervisor``). Loading pydantic in the listener instead would triple its
 resident memory; validating without it would be a second, hand-made definition of the file.
 """
 
@@ -45,7 +45,7 @@ from dispatcher.dispatch.attempts import get_attempt
 from dispatcher.dispatch.checked import CheckFailed, checked_config, environment_record
 from dispatcher.dispatch.leftovers import remove_request
 from dispatcher.dispatch.paths import AgentPaths
-from dispatcher.dispatch.procs import fork_without_store, signal_group
+from dispatcher.dispatch.procs import fork_without_store, return_freed_memory, signal_group
 from dispatcher.dispatch.progress import render_line, write_progress
 from dispatcher.dispatch.reconcile import reconcile, supervisor_grace
 from dispatcher.dispatch.retention import PRUNE_EVERY_SECONDS, prune_attempt_dirs
@@ -183,6 +183,7 @@ class Listener:
             self._first_lease(store)  # before any progress write: a running listener's file is not ours
             log.info("listener_started", agent=self.agent, pid=os.getpid(), environment=taken["names"])
             self._set(stage="starting", environment=taken)
+            return_freed_memory()  # what start-up freed (its imports' compiling, the checks' JSON)
             self._loop(store)
         except _AlreadyRunning as exc:
             other = exc
@@ -423,6 +424,7 @@ class Listener:
         except BridgeError as exc:
             self._note_failure(f"after msg#{candidate.message_id}: {exc}")
         self._set(current=None)
+        return_freed_memory()  # what the dispatch freed (reconciliation, the attempt's rows)
 
     def _after_supervisor(self, store: StoreHandle, candidate: queue.Candidate, code: int) -> None:
         conn = store.connection()
@@ -512,8 +514,8 @@ class Listener:
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             if self.config is None:  # never: the listener dispatches nothing without a valid config
                 raise RuntimeError("a supervisor was started without a valid config")
-            # Loaded here, in the supervisor's process alone: its modules, and after its barrier
-            # pydantic, validating again the config.json the listener decided with (supervisor.py).
+            # Loaded here, in the supervisor's process alone (with the verdict's modules and
+            # subprocess): the listener stays without them.
             from dispatcher.dispatch.supervisor import supervise
 
             supervise(self.settings, self.config, message_id)

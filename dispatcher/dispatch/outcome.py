@@ -16,21 +16,27 @@ worker that exited after its CLI said ``budget_exceeded`` ends ``budget_exceeded
 own outcome kind, a failure: the sender gets a system notice), anything else ``fallback``.
 """
 
+import json
 from collections.abc import Callable
+from pathlib import Path
 
 from dispatcher.bridge.conversations import block_conversation, exhaust_budget
 from dispatcher.bridge.worker_scope import attempt_claim_owner
 from dispatcher.core import clock
 from dispatcher.core.lifecycle import FAILURE_OUTCOMES
 from dispatcher.core.logs import get_logger
+from dispatcher.core.private_files import read_untrusted
 from dispatcher.core.reasons import failure_reason
-from dispatcher.dispatch.attempts import finish_attempt, get_attempt, ledger_fields
+from dispatcher.dispatch.attempts import clean_diagnostics, finish_attempt, get_attempt, ledger_fields
+from dispatcher.dispatch.cli_results import cli_diagnostics
 from dispatcher.dispatch.evidence import verdict
+from dispatcher.dispatch.leftovers import DIAGNOSTICS_NAME
 from dispatcher.store import Connection, Row, write_transaction
 from dispatcher.store.claims import drop_claim_of
 from dispatcher.store.messages import fetch_message, insert_message
 
 log = get_logger("agent_bridge.dispatch")
+MAX_DIAGNOSTICS_BYTES = 64 * 1024
 
 
 # The launcher contract's own exit codes (docs/launchers.md): with nothing done, they say why.
@@ -42,6 +48,17 @@ LAUNCHER_EXIT_KINDS = {
     2: "launcher_usage",
     PERMISSIONS_UNENFORCEABLE_EXIT: "permissions_unenforceable",
 }
+
+
+def attempt_diagnostics(attempt_dir: Path, exit_code: int | None) -> dict | None:
+    """What the attempt's files say about its run, once its worker is gone: the launcher's
+    ``diagnostics.json``, else the CLI's own result file. The one reading of them, for a normal
+    finish and for reconciliation alike; every file is read with ``read_untrusted``."""
+    try:
+        written = json.loads(read_untrusted(attempt_dir, DIAGNOSTICS_NAME, MAX_DIAGNOSTICS_BYTES) or "null")
+    except ValueError:
+        written = None
+    return clean_diagnostics(written) or clean_diagnostics(cli_diagnostics(attempt_dir, exit_code))
 
 
 def decide(

@@ -9,8 +9,6 @@ its supervisor, by sweeping ``/proc``.
 import contextlib
 import ctypes
 import os
-import signal
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -36,20 +34,17 @@ def become_subreaper() -> bool:
         return False
 
 
+def return_freed_memory() -> None:
+    """Hand the heap this process has freed back to the system (glibc's ``malloc_trim``): freed
+    pages in the middle of the heap otherwise stay resident in a long-lived process. Nothing
+    where the C library has no such call."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).malloc_trim(0)
+
+
 def signal_group(pgid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
-
-
-def end_worker(proc: subprocess.Popen, grace_seconds: float) -> None:
-    """TERM the worker's group, KILL it after ``grace_seconds``; Popen reaps the leader, so its
-    ``returncode`` is the real status (-15, -9)."""
-    signal_group(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(grace_seconds)
-    except subprocess.TimeoutExpired:
-        signal_group(proc.pid, signal.SIGKILL)
-        proc.wait()
 
 
 def token_processes(token: str | None) -> list[int]:

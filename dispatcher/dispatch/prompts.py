@@ -9,7 +9,7 @@ cancel) and mark_read.
 from pathlib import Path
 
 from dispatcher.bridge.conversations import turn_available
-from dispatcher.core.permissions import BRIDGE_ONLY, DESCRIPTIONS, PermissionProfile
+from dispatcher.core.profile_rules import DESCRIPTIONS, ProfileRules
 from dispatcher.store import Connection, Row
 from dispatcher.store.conversations import fetch_existing_conversation
 
@@ -69,14 +69,14 @@ needed it for>", naming the tool, never its arguments, and release the message (
 """
 
 
-def permissions_note(profile: PermissionProfile, workspace: Path | None) -> str:
+def permissions_note(profile: ProfileRules, workspace: Path | None) -> str:
     """What the worker may do, in the words of the profile (the CLI enforces it, not this text)."""
     commands = dirs = ""
     if profile.allow_commands:
         commands = "\nAllowed commands (each a prefix of words): " + ", ".join(profile.allow_commands) + "."
     if profile.extra_dirs:
         access = "read and write" if profile.writes else "read"
-        dirs = f"\nYou may also {access} in: " + ", ".join(profile.resolved().extra_dirs) + "."
+        dirs = f"\nYou may also {access} in: " + ", ".join(profile.resolved_extra_dirs()) + "."
     return PERMISSIONS_NOTE.format(
         level=profile.level,
         workspace=workspace or "(the current directory)",
@@ -89,7 +89,7 @@ def permissions_note(profile: PermissionProfile, workspace: Path | None) -> str:
 def worker_prompt(
     conn: Connection,
     message: Row,
-    profile: PermissionProfile = BRIDGE_ONLY,
+    profile: ProfileRules,
     workspace: Path | None = None,
 ) -> str:
     fields = dict(message) | {"agent": message["recipient"]}

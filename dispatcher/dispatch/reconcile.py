@@ -20,8 +20,7 @@ from dispatcher.core.logs import get_logger
 from dispatcher.core.processes import is_same_process, this_host
 from dispatcher.dispatch import cgroups, faults
 from dispatcher.dispatch.attempts import unsettled_attempts
-from dispatcher.dispatch.leftovers import KILL_GRACE_SECONDS, attempt_diagnostics, recheck_contained, remove_request
-from dispatcher.dispatch.outcome import settle
+from dispatcher.dispatch.leftovers import KILL_GRACE_SECONDS, recheck_contained, remove_request
 from dispatcher.dispatch.paths import AgentPaths
 from dispatcher.dispatch.procs import WorkerTree, contain, signal_group, token_processes
 from dispatcher.store import Connection
@@ -89,11 +88,15 @@ def reconcile(conn: Connection, paths: AgentPaths) -> bool:
             here=here,
             lease_expires_at=attempt["lease_expires_at"],
         )
-        if action == HOST_LOST:  # nothing of it is here to end
-            settle(conn, attempt["message_id"], fallback="crashed", error_kind=HOST_LOST)
-            continue
         if action == BUSY:
             busy = True
+            continue
+        # Loaded only to settle one: a listener whose supervisors all settled their own attempts never
+        # holds the verdict's modules (README, "The listener's footprint").
+        from dispatcher.dispatch.outcome import attempt_diagnostics, settle
+
+        if action == HOST_LOST:  # nothing of it is here to end
+            settle(conn, attempt["message_id"], fallback="crashed", error_kind=HOST_LOST)
             continue
         if action == KILL:
             if supervisor_alive:  # overdue: stopped or stuck; its own session and group end with it

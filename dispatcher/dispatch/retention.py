@@ -12,7 +12,6 @@ removed. ``prune_decision`` is the pure rule; ``prune_attempt_dirs`` applies it.
 """
 
 import os
-import shutil
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,6 +88,10 @@ def remove_attempt_dir(path: Path) -> bool:
     """Remove one attempt directory without following links; True when it is gone."""
     if path.is_symlink() or not path.is_dir():
         return False
+    # Loaded when a directory goes, not at start: shutil brings bz2 and lzma into the listener
+    # (README, "The listener's footprint").
+    import shutil
+
     shutil.rmtree(path, onerror=_make_writable)
     return not path.exists()
 

@@ -6,22 +6,22 @@ waiting for one line on its stdin), its pid and start time are committed, and on
 is the gate opened. If recording fails or the supervisor dies first, the pipe closes and
 the gate exits without ever running the launcher.
 
-Forked from the listener, a supervisor records its attempt (the barrier) before it loads
-pydantic: the listener hands it the view of config.json it decided with (``ConfigView``), which
-is validated again into a ``BridgeConfig`` only once the attempt is recorded (``_validated``).
-So this module loads no pydantic itself; what needs it is imported where it is used.
+Forked from the listener, a supervisor records its attempt (the barrier) and launches its worker
+from the view of config.json the listener decided with (``ConfigView``: each agent's permission
+profile, prices and caps, as ``BridgeConfig`` validated them): it never loads pydantic (README,
+"The listener's footprint"). ``agent-bridge dispatch`` hands it a ``BridgeConfig``.
 """
 
 import contextlib
 import errno
 import os
-import secrets
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Union
 
 from dispatcher.bridge.worker_scope import attempt_claim_owner
 from dispatcher.core import clock
@@ -36,8 +36,9 @@ from dispatcher.core.private_files import (
     writable_by_others,
 )
 from dispatcher.core.processes import start_time
+from dispatcher.core.profile_rules import PERMISSIONS_ENV, ProfileRules
 from dispatcher.core.settings_view import ListenerSettings
-from dispatcher.core.spend import cap_passed, cap_to_stop_for, priced
+from dispatcher.core.spend import TaskCaps, cap_passed, cap_to_stop_for, priced
 from dispatcher.dispatch import cgroups, faults
 from dispatcher.dispatch.attempts import begin_attempt, mark_spawned
 from dispatcher.dispatch.cli_results import cli_diagnostics
@@ -46,13 +47,13 @@ from dispatcher.dispatch.leftovers import (
     DIAGNOSTICS_NAME,
     KILL_GRACE_SECONDS,
     REQUEST_NAME,
-    attempt_diagnostics,
     recheck_contained,
     remove_request,
 )
-from dispatcher.dispatch.outcome import settle
+from dispatcher.dispatch.outcome import attempt_diagnostics, settle
 from dispatcher.dispatch.paths import AgentPaths
-from dispatcher.dispatch.procs import TOKEN_ENV, WorkerTree, become_subreaper, contain, end_worker
+from dispatcher.dispatch.procs import TOKEN_ENV, WorkerTree, become_subreaper, contain, signal_group
+from dispatcher.dispatch.prompts import worker_prompt
 from dispatcher.dispatch.renewal import (
     LEASE_AHEAD_SECONDS,
     RENEW_EVERY_SECONDS,
@@ -61,9 +62,11 @@ from dispatcher.dispatch.renewal import (
 )
 from dispatcher.store import STORE_ERRORS, open_store
 
-if TYPE_CHECKING:
-    from dispatcher.core.config import AgentConfig, BridgeConfig
-    from dispatcher.core.permissions import PermissionProfile
+if TYPE_CHECKING:  # only ``agent-bridge dispatch`` passes one: a supervisor never loads pydantic
+    from dispatcher.core.config import BridgeConfig
+
+# What a supervisor launches its worker from: the listener's view, or the whole config.
+WorkerConfig = Union["BridgeConfig", ConfigView]
 
 # $0 is the launcher, $1 the request file. EOF instead of a line: exit, launching nothing.
 GATE_SCRIPT = 'IFS= read -r go || exit 111; exec "$0" "$@" </dev/null'
@@ -86,6 +89,17 @@ class Launch:
         if self.gate >= 0:
             os.close(self.gate)
             self.gate = -1
+
+
+def end_worker(proc: subprocess.Popen, grace_seconds: float) -> None:
+    """TERM the worker's group, KILL it after ``grace_seconds``; Popen reaps the leader, so its
+    ``returncode`` is the real status (-15, -9)."""
+    signal_group(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(grace_seconds)
+    except subprocess.TimeoutExpired:
+        signal_group(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def _check_launcher(path: Path) -> None:
@@ -117,16 +131,14 @@ def worker_env(
     token: str,
     max_cost_usd: float | None = None,
     workspace: Path | None = None,
-    permissions: "PermissionProfile | None" = None,
+    *,
+    permissions: ProfileRules,
 ) -> dict[str, str]:
     """The launcher's environment: resolved values, so the worker's own server agrees with ours.
 
     ``AGENT_BRIDGE_MAX_COST_USD`` is the agent's ``max_cost_usd_per_task``, and absent when it
     has none (an inherited value is dropped, never passed on). ``AGENT_BRIDGE_PERMISSIONS`` is
-    always the agent's profile from config.json (None: level ``bridge``), never an inherited value."""
-    from dispatcher.core.permissions import BRIDGE_ONLY, PERMISSIONS_ENV
-
-    permissions = permissions or BRIDGE_ONLY
+    always the agent's profile from config.json, never an inherited value."""
     inherited = {k: v for k, v in os.environ.items() if k not in (MAX_COST_ENV, PERMISSIONS_ENV)}
     return {
         **inherited,
@@ -150,7 +162,7 @@ def worker_env(
 
 
 def _launch(
-    settings: ListenerSettings, config: "BridgeConfig", paths: AgentPaths, message, prompt: str, token: str
+    settings: ListenerSettings, config: WorkerConfig, paths: AgentPaths, message, prompt: str, token: str
 ) -> Launch:
     agent, message_id = message["recipient"], message["id"]
     attempt_dir = ensure_private_dir(paths.attempt_dir(message_id))
@@ -172,7 +184,7 @@ def _launch(
         token,
         config.agents[agent].max_cost_usd_per_task,
         workspace,
-        config.permissions(agent),
+        permissions=config.permissions(agent),
     )
     log_fd = open_private_append(attempt_dir / "worker.log")
     gate_in, gate_out = os.pipe()
@@ -209,7 +221,7 @@ def _own_cgroup(pid: int, token: str, message_id: int) -> cgroups.WorkerCgroup |
 USAGE_POLL_SECONDS = 1.0  # how often a capped worker's usage reports are read while it runs
 
 
-def usage_watch(attempt_dir: Path, agent: "AgentConfig") -> Callable[[], str | None] | None:
+def usage_watch(attempt_dir: Path, agent: TaskCaps) -> Callable[[], str | None] | None:
     """For an agent with a per-task cap: a check of the usage its CLI reported so far (its output
     file, or Kimi's wire, read as they grow), naming the cap it passed. None for no cap."""
     if agent.max_tokens_per_task is None and agent.max_cost_usd_per_task is None:
@@ -217,13 +229,13 @@ def usage_watch(attempt_dir: Path, agent: "AgentConfig") -> Callable[[], str | N
     return lambda: cap_to_stop_for(cli_diagnostics(attempt_dir, None) or {}, agent)
 
 
-def ended_over_cap(diagnostics: dict | None, agent: "AgentConfig", stopped_for: str | None) -> str | None:
+def ended_over_cap(diagnostics: dict | None, agent: TaskCaps, stopped_for: str | None) -> str | None:
     """The per-task cap a finished worker went past: the one it was ended for, else one its final
     report shows (a runaway can end by itself between two looks at its usage)."""
     return stopped_for or (cap_passed(diagnostics, agent) if diagnostics else None)
 
 
-def with_spend(diagnostics: dict | None, agent: "AgentConfig", stopped_for: str | None) -> dict | None:
+def with_spend(diagnostics: dict | None, agent: TaskCaps, stopped_for: str | None) -> dict | None:
     """The diagnostics with the cost the agent's prices estimate where the CLI reported none
     (``cost_source: estimated``), and ``cli_status: budget_exceeded`` when the worker passed a
     per-task cap: ended for it (``stopped_for``), or seen only in its final report."""
@@ -236,9 +248,7 @@ def with_spend(diagnostics: dict | None, agent: "AgentConfig", stopped_for: str 
     return spent
 
 
-def supervise(
-    settings: ListenerSettings, config: "BridgeConfig | ConfigView", message_id: int, *, manual: bool = False
-) -> str:
+def supervise(settings: ListenerSettings, config: WorkerConfig, message_id: int, *, manual: bool = False) -> str:
     """Run one attempt and return its outcome. Raises DispatchRefused before any launch.
 
     Call it in a process of its own (the listener's forked supervisor, or the CLI): it
@@ -255,13 +265,13 @@ def supervise(
 def _supervise(
     conn,
     settings: ListenerSettings,
-    config: "BridgeConfig | ConfigView",
+    config: WorkerConfig,
     message_id: int,
     manual: bool,
     subreaper: bool,
 ) -> str:
     now, began = clock.now(), clock.monotonic()
-    token = secrets.token_hex(16)
+    token = os.urandom(16).hex()  # secrets.token_hex(16), without loading OpenSSL (secrets' hmac) before the barrier
     message = begin_attempt(
         conn,
         message_id=message_id,
@@ -283,7 +293,7 @@ def _supervise(
         outcome = _run_worker(
             conn,
             settings,
-            _validated(config),
+            config,
             paths,
             message,
             token,
@@ -295,16 +305,6 @@ def _supervise(
         remove_request(paths, message_id)
     fault_point("after_request_removed")
     return outcome
-
-
-def _validated(config: "BridgeConfig | ConfigView") -> "BridgeConfig":
-    """The whole config.json: a listener's view is validated again into a ``BridgeConfig`` here,
-    once the attempt is recorded (pydantic loads now, in the supervisor's process alone)."""
-    if not isinstance(config, ConfigView):
-        return config
-    from dispatcher.core.config import BridgeConfig
-
-    return BridgeConfig.model_validate(dict(config.document))
 
 
 def _settle(conn, message_id: int, began: float, **verdict) -> str:
@@ -321,10 +321,9 @@ def _settle(conn, message_id: int, began: float, **verdict) -> str:
 
 
 def _run_worker(
-    conn, settings, config, paths, message, token: str, timeout: int, deadline: float, subreaper: bool
+    conn, settings, config: WorkerConfig, paths, message, token: str, timeout: int, deadline: float, subreaper: bool
 ) -> str:
     """``deadline``: on the monotonic clock."""
-    from dispatcher.dispatch.prompts import worker_prompt  # (it loads pydantic: after the barrier)
 
     message_id, began = message["id"], deadline - timeout
     try:

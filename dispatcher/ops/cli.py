@@ -16,7 +16,7 @@ import time
 import click
 
 from dispatcher.core.errors import BridgeError
-from dispatcher.core.exits import EXIT_INTERRUPTED, EXIT_USAGE, report
+from dispatcher.core.exits import EXIT_USAGE, finish
 from dispatcher.core.locations import shown
 from dispatcher.core.validation import AGENT_ID_PATTERN
 
@@ -38,21 +38,26 @@ Exit status (on failure, one line on stderr: `agent-bridge: <code>: <what to do>
 
 
 class BridgeGroup(click.Group):
-    """The one top-level handler: no traceback ever reaches the user."""
+    """The one top-level handler (``exits.finish``): no traceback ever reaches the user."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
-        try:
-            done = super().main(args, prog_name or "agent-bridge", complete_var, standalone_mode=False, **extra)
-        except click.exceptions.Abort:  # Ctrl-C (click turns KeyboardInterrupt into Abort)
-            click.echo("agent-bridge: interrupted: stopped by Ctrl-C; nothing more was done.", err=True)
-            sys.exit(EXIT_INTERRUPTED)
-        except click.ClickException as exc:
-            sys.exit(_usage_error(exc))
-        except Exception as exc:  # noqa: BLE001 - any other failure is one documented line and exit status (exits.report)
-            from dispatcher.store import BACKEND_ERRORS
+        finish(lambda: self._run(args, prog_name or "agent-bridge", complete_var, **extra), _backend_errors)
 
-            sys.exit(report(exc, BACKEND_ERRORS))
-        sys.exit(done if isinstance(done, int) else 0)
+    def _run(self, args, prog_name, complete_var, **extra) -> int:
+        """The command's exit status; a wrong command line is the usage line (exit status 2)."""
+        try:
+            done = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.exceptions.Abort:  # Ctrl-C (click turns KeyboardInterrupt into Abort)
+            raise KeyboardInterrupt from None
+        except click.ClickException as exc:
+            return _usage_error(exc)
+        return done if isinstance(done, int) else 0
+
+
+def _backend_errors():
+    from dispatcher.store import BACKEND_ERRORS  # (only for a failure: the store loads with it)
+
+    return BACKEND_ERRORS
 
 
 def _usage_error(exc: click.ClickException) -> int:
@@ -95,29 +100,12 @@ def _settings():
     return BridgeSettings()
 
 
-def _declared(settings, agent: str, *, config_required: bool = True, load=None):
-    """Refuse an agent that a valid config.json does not declare (``unknown_agent``).
+def _declared(settings, agent: str, *, config_required: bool = True):
+    """config.json, refusing an agent it does not declare (``config_view.declared``)."""
+    from dispatcher.core.config import load_config
+    from dispatcher.core.config_view import declared
 
-    An invalid config.json is refused too (``config_invalid``), except where
-    ``config_required`` is False: a listener started then reports stage ``error`` and
-    picks up the fixed file, and status, progress and disable must keep working.
-    ``load``: how config.json is read (default ``load_config``; the listener's is ``checked_config``).
-    """
-    from dispatcher.core.config_view import require_agent
-    from dispatcher.core.errors import ConfigError
-
-    if load is None:
-        from dispatcher.core.config import load_config as load
-
-    path = settings.config_path()
-    try:
-        config = load(path)
-    except ConfigError:
-        if config_required:
-            raise
-        return None
-    require_agent(config, agent, path)
-    return config
+    return declared(settings.config_path(), agent, load_config, config_required=config_required)
 
 
 def _print_json(data: object) -> None:
@@ -155,22 +143,12 @@ def listener_run(agent: str) -> None:
     An undeclared agent is refused. With an invalid config.json it starts anyway, in
     stage `error`, and dispatches nothing until the file is fixed.
     """
-    # Kept light (README, "The listener's footprint"): the settings and config.json are validated
-    # in a forked child (checked), so pydantic never loads into the listener's process.
-    from dispatcher.dispatch.checked import checked_config, checked_settings
-    from dispatcher.dispatch.listener import run_listener
-
-    settings = checked_settings()
-    _declared(settings, agent, config_required=False, load=checked_config)
-    from dispatcher.dispatch.environment import taken
-
-    names = ", ".join(taken(os.environ)) or "none"
-    click.echo(
-        f"agent-bridge listener for {agent}: pid {os.getpid()}, store {shown(settings.db)}, runtime {settings.private_dir()}, "
-        f"launcher environment: {names}",
-        err=True,
-    )
-    sys.exit(run_listener(settings, agent))
+    # The listener runs for as long as the machine is up, so once its arguments are checked this
+    # process becomes it without click and this module (README, "The listener's footprint"); exec
+    # keeps the pid, which its lock, lease and progress document record and systemd watches.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, [sys.executable, "-m", "dispatcher.dispatch.listener_main", agent])  # noqa: S606 - our interpreter and module; a checked agent id
 
 
 @listener.command("status")

@@ -4,6 +4,7 @@ Real files, links, FIFOs and ownership in tmp dirs; the functions are the ones t
 supervisor, the listener, the log setup and the store call.
 """
 
+import itertools
 import logging
 import os
 import stat
@@ -302,6 +303,22 @@ def test_progress_is_written_atomically_into_our_directory(tmp_path, victim):
     write_progress(progress, agent="claude", stage="idle")
     assert read_progress(progress)[0]["stage"] == "idle"
     assert not progress.is_symlink()
+    assert_untouched(victim)
+    assert sorted(p.name for p in runtime.iterdir()) == ["claude.progress.json"]  # no temp file left
+    assert mode(progress) == 0o600
+
+
+def test_a_link_planted_at_the_next_temp_name_fails_that_write_and_not_the_next(tmp_path, victim, monkeypatch):
+    runtime = ensure_private_dir(tmp_path / "runtime")
+    progress = runtime / "claude.progress.json"
+    monkeypatch.setattr("dispatcher.dispatch.progress._TEMP_NAMES", itertools.count(7))
+    planted = runtime / f".claude.progress.json.{os.getpid()}.7.tmp"
+    planted.symlink_to(victim)
+    with pytest.raises(FileExistsError):  # never written through (O_EXCL)
+        write_progress(progress, agent="claude", stage="idle")
+    assert planted.is_symlink() and not progress.exists()
+    write_progress(progress, agent="claude", stage="idle")  # the next name
+    assert read_progress(progress)[0]["stage"] == "idle"
     assert_untouched(victim)
 
 

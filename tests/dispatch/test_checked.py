@@ -1,6 +1,6 @@
 """The listener's settings and config.json, validated in a forked child (dispatch/checked.py), say
 exactly what ``BridgeSettings`` and ``load_config`` say, and its views agree with ``BridgeConfig``
-on everything the listener and a supervisor's barrier read."""
+on everything the listener and a supervisor read."""
 
 import json
 import os
@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from dispatcher.core.config import BridgeConfig, load_config
+from dispatcher.core.config import load_config
 from dispatcher.core.config_view import ConfigView
 from dispatcher.core.errors import BridgeError, ConfigError
 from dispatcher.core.locations import PROJECT_DIR
 from dispatcher.core.settings import BridgeSettings
+from dispatcher.core.spend import cap_passed, priced
 from dispatcher.dispatch.checked import CheckFailed, _in_child, checked_config, checked_settings
 
 AGENTS = {
@@ -23,9 +24,15 @@ AGENTS = {
         "max_cost_usd_per_day": 1.5,
         "max_tokens_per_task": 5000,
         "interactive_grace_seconds": 30,
-        "permissions": {"level": "shell", "allow_commands": ["git status"]},
+        "permissions": {"level": "shell", "allow_commands": ["git status", "uv run pytest*"], "extra_dirs": ["~/d"]},
     },
-    "kimi": {"launcher": "/opt/kimi.sh", "workspace": "~/work", "max_cost_usd_per_task": 0.25},
+    "kimi": {
+        "launcher": "/opt/kimi.sh",
+        "workspace": "~/work",
+        "max_cost_usd_per_task": 0.25,
+        "prices": {"input": 0.6, "output": 2.5, "cache_read": 0.15},
+    },
+    "codex": {"launcher": "/opt/codex.sh", "permissions": {"level": "read"}},
 }
 
 
@@ -73,8 +80,25 @@ def test_the_view_agrees_with_bridge_config(tmp_path):
         assert view.permission_level(agent) == config.permission_level(agent)
         assert view.launcher_path(agent, PROJECT_DIR) == config.launcher_path(agent, PROJECT_DIR)
         assert view.workspace(agent, tmp_path) == config.workspace(agent, tmp_path)
-    # What a supervisor validates again once its attempt is recorded: the same config.
-    assert BridgeConfig.model_validate(dict(view.document)) == config
+        # What a supervisor launches its worker with, without validating the file again.
+        seen_profile, profile = view.permissions(agent), config.permissions(agent)
+        assert (seen_profile.level, seen_profile.allow_commands, seen_profile.extra_dirs) == (
+            profile.level,
+            profile.allow_commands,
+            profile.extra_dirs,
+        )
+        assert (seen_profile.to_env(), seen_profile.writes, seen_profile.command_prefixes()) == (
+            profile.to_env(),
+            profile.writes,
+            profile.command_prefixes(),
+        )
+        if entry.prices is None:
+            assert seen.prices is None
+        else:
+            assert seen.prices is not None and vars(seen.prices) == entry.prices.model_dump()
+        usage = {"input_tokens": 1000, "output_tokens": 200, "cache_read_tokens": 5000, "cache_write_tokens": 10}
+        assert priced(usage, seen.prices) == priced(usage, entry.prices)
+        assert cap_passed({**usage, "cost_usd": 0.5}, seen) == cap_passed({**usage, "cost_usd": 0.5}, entry)
 
 
 def test_the_settings_view_holds_what_bridge_settings_read(tmp_path, monkeypatch):

@@ -1,7 +1,8 @@
 """The idle listener sleeps on file events (inotify) and still wakes for everything it waited
 for by polling: a send, a config change, a stop. The same run with the fallback forced
 (``AGENT_BRIDGE_FILE_EVENTS=poll``, as on a file system without inotify). The listener stays
-light: through start, a dispatch and its stop, it never imports the MCP SDK."""
+light: through start, a dispatch and its stop, it never imports the MCP SDK, pydantic or click,
+and its supervisor never imports pydantic."""
 
 import os
 import subprocess
@@ -15,20 +16,51 @@ from harness import PROJECT, bridge_env, inotify_descriptors, write_config
 from dispatcher.core.file_events import MODE_VARIABLE
 from dispatcher.core.locations import store_location
 
-# ``listener run`` as the command runs it, telling on its way out which heavy modules it loaded.
+# What the listener leaves to forked children or never needs; a supervisor, pydantic too.
 HEAVY = ("mcp", "anyio", "httpx", "pydantic", "pydantic_settings", "asyncio", "ssl", "rich")
-LISTENER = (
-    "import atexit, sys; "
-    f"atexit.register(lambda: print('modules:', sorted(m for m in {HEAVY!r} if m in sys.modules), "
-    "file=sys.stderr)); "
-    "sys.argv = ['agent-bridge', 'listener', 'run', '--agent', 'claude']; "
-    "from dispatcher.ops.cli import main; main()"
+LISTENER_NEVER = (
+    *HEAVY,
+    "click",
+    "dispatcher.ops.cli",
+    "tempfile",
+    "shutil",
+    "random",
+    "bz2",
+    "lzma",
+    "dispatcher.dispatch.cli_results",
+    "dispatcher.dispatch.outcome",
+    "dispatcher.dispatch.evidence",
 )
+SUPERVISOR_NEVER = ("mcp", "pydantic", "pydantic_core", "pydantic_settings", "click", "rich")
+# Loaded into every Python process the listener's environment starts (PYTHONPATH): the process
+# ``listener run`` becomes (its exec runs no atexit of the command line's) tells on its way out
+# which of LISTENER_NEVER it loaded; a supervisor (a fork, which ends with os._exit) which of
+# SUPERVISOR_NEVER. The checked children never load the supervisor's module, and say nothing.
+TELL = f"""
+import atexit, os, sys
+
+
+def _loaded(names):
+    return sorted(m for m in names if m in sys.modules)
+
+
+atexit.register(lambda: print("modules:", _loaded({LISTENER_NEVER!r}), file=sys.stderr))
+_exit = os._exit
+
+
+def _telling_exit(code):
+    if "dispatcher.dispatch.supervisor" in sys.modules:
+        print("supervisor modules:", _loaded({SUPERVISOR_NEVER!r}), file=sys.stderr, flush=True)
+    _exit(code)
+
+
+os.register_at_fork(after_in_child=lambda: setattr(os, "_exit", _telling_exit))
+"""
 
 
 def _start(env: dict) -> subprocess.Popen:
     proc = subprocess.Popen(
-        [sys.executable, "-c", LISTENER],
+        [sys.executable, "-m", "dispatcher", "listener", "run", "--agent", "claude"],
         cwd=PROJECT,
         env={**os.environ, **env},
         stdin=subprocess.DEVNULL,
@@ -40,16 +72,25 @@ def _start(env: dict) -> subprocess.Popen:
     return proc
 
 
+def _telling(tmp_path: Path) -> dict:
+    """The environment entry that loads TELL into each Python process started with it."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(TELL)
+    return {"PYTHONPATH": str(site)}
+
+
 @pytest.mark.parametrize("mode", ["inotify", "poll"])
-def test_an_idle_listener_wakes_on_a_send_a_config_change_and_a_stop_without_the_mcp_sdk(tmp_path, mode):
+def test_an_idle_listener_wakes_on_a_send_a_config_change_and_a_stop_and_stays_light(tmp_path, mode):
     launcher = tmp_path / "instant.sh"
     launcher.write_text("#!/bin/sh\nexit 0\n")
     launcher.chmod(0o755)
     env = {**bridge_env(tmp_path, write_config(tmp_path / "config.json")), MODE_VARIABLE: mode}
     config = Path(env["AGENT_BRIDGE_CONFIG"])
     write_config_atomic(config, launcher)
-    proc = _start(env)
+    proc = _start({**env, **_telling(tmp_path)})
     wait_until(lambda: (status(env)["progress"] or {}).get("stage") == "idle", what="listener idle")
+    assert status(env)["progress"]["listener_pid"] == proc.pid  # the command line's exec kept its pid
     # Two instances: what the idle wait sleeps on, and the store handle's check of its file names.
     assert inotify_descriptors(proc.pid) == (2 if mode == "inotify" else 0)
 
@@ -62,7 +103,10 @@ def test_an_idle_listener_wakes_on_a_send_a_config_change_and_a_stop_without_the
     proc.terminate()  # a SIGTERM ends the sleeping wait at once (interrupt), not at its timeout
     out, err = proc.communicate(timeout=DEADLINE)
     assert proc.returncode == 0, err
-    assert "modules: []" in err.splitlines()[-1], err  # none of HEAVY in the listener
+    assert "modules: []" in err.splitlines()[-1], err  # none of LISTENER_NEVER in the listener
+    assert [line for line in err.splitlines() if line.startswith("supervisor modules:")] == [
+        "supervisor modules: []"
+    ], err  # the task's supervisor launched its worker without pydantic
     assert status(env)["progress"]["stage"] == "stopped"
 
 

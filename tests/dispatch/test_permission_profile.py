@@ -112,7 +112,8 @@ def test_the_supervisor_hands_the_configured_profile_and_never_an_inherited_one(
         )["level"]
         == "shell"
     )
-    assert json.loads(worker_env(settings, "claude", 5, tmp_path, tmp_path / "d", "t")[PERMISSIONS_ENV]) == {
+    bridge = worker_env(settings, "claude", 5, tmp_path, tmp_path / "d", "t", permissions=BRIDGE_ONLY)
+    assert json.loads(bridge[PERMISSIONS_ENV]) == {
         "level": "bridge",
         "allow_commands": [],
         "extra_dirs": [],

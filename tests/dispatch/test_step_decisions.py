@@ -306,13 +306,14 @@ def test_sigterm_only_sets_a_flag_and_never_cuts_a_transaction_short(tmp_path):
 
 
 def test_the_worker_gets_the_resolved_settings_and_its_token(tmp_path):
+    from dispatcher.core.permissions import BRIDGE_ONLY
     from dispatcher.core.settings import BridgeSettings
     from dispatcher.dispatch.supervisor import worker_env
 
     settings = BridgeSettings(
         db=tmp_path / "bridge.db", runtime_dir=tmp_path / "rt", max_body_bytes=1000, log_level="INFO"
     )
-    env = worker_env(settings, "claude", 5, tmp_path, tmp_path / "d.json", "tok")
+    env = worker_env(settings, "claude", 5, tmp_path, tmp_path / "d.json", "tok", permissions=BRIDGE_ONLY)
     assert env["AGENT_BRIDGE_RUNTIME_DIR"] == str((tmp_path / "rt").resolve())
     assert (env["AGENT_BRIDGE_MAX_BODY_BYTES"], env["AGENT_BRIDGE_LOG_LEVEL"]) == ("1000", "INFO")
     assert (env["AGENT_BRIDGE_ROLE"], env["AGENT_BRIDGE_WORKER_TOKEN"], env["AGENT_ID"]) == ("worker", "tok", "claude")

@@ -3,6 +3,7 @@
 import pytest
 
 from dispatcher.bridge import conversations, messages
+from dispatcher.core.permissions import BRIDGE_ONLY
 from dispatcher.dispatch.prompts import worker_prompt
 from dispatcher.store.messages import fetch_message
 
@@ -11,7 +12,7 @@ AGENTS = {"claude", "kimi"}
 
 def test_task_prompt_matches_the_verdict(conn):
     task = messages.send_message(conn, sender="kimi", recipient="claude", text="do X", agents=AGENTS, kind="task")
-    prompt = worker_prompt(conn, fetch_message(conn, task["id"]))
+    prompt = worker_prompt(conn, fetch_message(conn, task["id"]), BRIDGE_ONLY)
     steps = [f"claim_message(message_id={task['id']})", 'kind="result"', f"mark_read(message_ids=[{task['id']}])"]
     assert all(step in prompt for step in steps)
     # The honest stop: a blocked: result and a release, without mark_read.
@@ -32,7 +33,7 @@ def _review(conn, max_turns: int) -> str:
     result = messages.send_message(
         conn, sender="claude", recipient="kimi", text="done", agents=AGENTS, kind="result", reply_to=conv["message_id"]
     )
-    return worker_prompt(conn, fetch_message(conn, result["id"]))
+    return worker_prompt(conn, fetch_message(conn, result["id"]), BRIDGE_ONLY)
 
 
 @pytest.mark.parametrize(("max_turns", "follow_up_possible"), [(2, False), (3, False), (4, True)])
