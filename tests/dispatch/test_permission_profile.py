@@ -101,7 +101,7 @@ def test_a_launcher_refuses_a_broken_profile(raw):
 
 def test_the_supervisor_hands_the_configured_profile_and_never_an_inherited_one(tmp_path, monkeypatch):
     from dispatcher.core.settings import BridgeSettings
-    from dispatcher.dispatch.supervisor import worker_env
+    from dispatcher.dispatch.worker_run import worker_env
 
     monkeypatch.setenv(PERMISSIONS_ENV, '{"level": "project"}')  # the listener's own environment
     settings = BridgeSettings(db=tmp_path / "bridge.db", runtime_dir=tmp_path / "rt")

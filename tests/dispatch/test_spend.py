@@ -16,7 +16,7 @@ from dispatcher.dispatch import queue
 from dispatcher.dispatch.attempts import begin_attempt, get_attempt
 from dispatcher.dispatch.control import daily_budget
 from dispatcher.dispatch.outcome import settle
-from dispatcher.dispatch.supervisor import ended_over_cap, with_spend
+from dispatcher.dispatch.worker_run import ended_over_cap, with_spend
 
 AGENTS = {"claude", "kimi"}
 PRICES = Prices(input=2.0, output=10.0, cache_read=0.5, cache_write=1.0)

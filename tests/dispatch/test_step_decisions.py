@@ -308,7 +308,7 @@ def test_sigterm_only_sets_a_flag_and_never_cuts_a_transaction_short(tmp_path):
 def test_the_worker_gets_the_resolved_settings_and_its_token(tmp_path):
     from dispatcher.core.permissions import BRIDGE_ONLY
     from dispatcher.core.settings import BridgeSettings
-    from dispatcher.dispatch.supervisor import worker_env
+    from dispatcher.dispatch.worker_run import worker_env
 
     settings = BridgeSettings(
         db=tmp_path / "bridge.db", runtime_dir=tmp_path / "rt", max_body_bytes=1000, log_level="INFO"
