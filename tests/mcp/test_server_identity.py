@@ -1,6 +1,7 @@
 """Identity and payload-free diagnostics of the MCP server process."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -85,3 +86,17 @@ def test_a_python_without_the_dependencies_gets_one_line_with_the_fix(env, tmp_p
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.startswith("agent-bridge: missing_dependency: ") and proc.stderr.count("\n") == 1, proc.stderr
     assert f"uv run --directory {PROJECT} python server.py" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_the_servers_dependency_list_is_the_projects():
+    """server.py looks its dependencies up before it imports anything of ours: the same list as
+    pyproject.toml's (click is the command line's alone)."""
+    import importlib.util
+    import tomllib
+
+    declared = tomllib.loads((PROJECT / "pyproject.toml").read_text())["project"]["dependencies"]
+    names = {re.split(r"[<>=\[ ;]", d, maxsplit=1)[0].replace("-", "_") for d in declared} - {"click"}
+    spec = importlib.util.spec_from_file_location("server_module", PROJECT / "server.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert set(module.DEPENDENCIES) == names
