@@ -17,6 +17,8 @@ from dispatch_harness import (
 )
 from harness import sql
 
+from dispatcher.dispatch import cgroups
+
 pytestmark = pytest.mark.both_backends
 
 
@@ -87,10 +89,13 @@ def test_kill_supervisor_and_worker_is_settled_as_crashed(slow_config, env, db_p
         task = kimi.ok("send_message", recipient="claude", text="both die", kind="task")["id"]
         running = spawned(db_path, task)
         wait_until(lambda: launch_count(launches, task) == 1, what="worker running")
+        had_cgroup = cgroups.find(running["worker_token"]) is not None  # where the machine delegates one
         os.kill(running["supervisor_pid"], signal.SIGKILL)
         os.killpg(running["worker_pid"], signal.SIGKILL)
         done = wait_finished(db_path, task)
         assert (done["outcome"], done["error_kind"]) == ("crashed", "worker_gone")
+        assert had_cgroup is (cgroups.delegated_directory()[0] is not None)
+        assert cgroups.find(running["worker_token"]) is None  # its emptied cgroup went with the verdict
         notices = [m for m in kimi.ok("receive_messages", limit=100)["messages"] if m["reply_to"] == task]
         assert [n["kind"] for n in notices] == ["notice"] and "crashed" in notices[0]["text"]
         assert launch_count(launches, task) == 1
