@@ -191,7 +191,8 @@ class Chaos:
 
     def kill_supervisor(self) -> None:
         listener_pids = {p.pid for p in self.listeners.values() if p is not None}
-        proc = self._target("listener run", listener_pids)
+        # A supervisor is forked from its listener: the listener's command line, another pid.
+        proc = self._target("dispatcher.dispatch.listener_main", listener_pids)
         if proc is not None:
             time.sleep(self.rng.uniform(0, 0.1))
             if kill_process(proc):

@@ -625,7 +625,9 @@ def test_the_status_line_process_leaves_rich_unloaded(tmp_path):
         [sys.executable, "-c", probe], env=env, cwd=PROJECT, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["None", "False"], done.stdout  # neither rich nor structlog (the store handle loads it)
+    assert done.stdout.split() == ["None", "False"], (
+        done.stdout
+    )  # neither rich nor structlog (the store handle loads it)
 
 
 def test_doctor_reads_a_cli_version_as_init_does(setup):
