@@ -94,7 +94,12 @@ def _agent_totals(settings: LocationsLike, agent: str) -> dict | None:
 
 
 def listener_status(
-    settings: LocationsLike, agent: str, check_config: bool = True, late_results: bool = True, totals: bool = True
+    settings: LocationsLike,
+    agent: str,
+    check_config: bool = True,
+    late_results: bool = True,
+    totals: bool = True,
+    conn: Connection | None = None,
 ) -> dict:
     """``check_config=False`` skips validating config.json (the status line's fast path);
     a running listener still reports an invalid config through its ``error`` stage.
@@ -106,7 +111,7 @@ def listener_status(
     progress = doc or {}  # no document only with a problem, each handled below before it is read
     config_error = _config_error(settings, agent) if check_config else None
     state: str | None = None
-    elsewhere = _listener_elsewhere(settings, agent) if holder is None else None
+    elsewhere = _listener_elsewhere(settings, agent, conn) if holder is None else None
     if holder is None:
         stage = "elsewhere" if elsewhere else "stopped"
     elif problem == "missing_file":
@@ -145,20 +150,23 @@ def listener_status(
     }
 
 
-def _listener_elsewhere(settings: LocationsLike, agent: str) -> dict | None:
+def _listener_elsewhere(settings: LocationsLike, agent: str, conn: Connection | None = None) -> dict | None:
     """The agent's listener on another host of a shared store, while it renews its lease (``host``,
     ``pid``, ``renewed_seconds_ago``); None otherwise, and on a SQLite store (one host's) without
-    a query."""
+    a query. ``conn``: the caller's open connection to read it with (else one is opened here)."""
     if not is_postgres_url(settings.db):
         return None
     try:
-        conn = _read_only(settings)
-        if conn is None:
-            return None
-        try:
+        if conn is not None:
             holder = listener_holder(conn, agent)
-        finally:
-            conn.close()
+        else:
+            own = _read_only(settings)
+            if own is None:
+                return None
+            try:
+                holder = listener_holder(own, agent)
+            finally:
+                own.close()
     except STORE_ERRORS:
         return None
     here, now = this_host(), clock.now()

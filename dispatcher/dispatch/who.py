@@ -33,7 +33,7 @@ def who_report(
     for agent in agents:
         found = [] if conn is None else sessions(conn, agent, here=here, probe=probe)
         summary = None if conn is None else inbox_summary(conn, agent, now)
-        status = listener_status(settings, agent, check_config=False, late_results=False, totals=False)
+        status = listener_status(settings, agent, check_config=False, late_results=False, totals=False, conn=conn)
         report.append(
             {
                 "agent": agent,

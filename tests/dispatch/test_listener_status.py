@@ -187,6 +187,8 @@ def test_a_listener_of_another_host_shows_where_it_runs_while_it_renews(setup, s
         report = who_report(None, ["claude"], where, now)
         assert report["agents"][0]["listener"] == {"running": True, "pid": 4242, "stage": "elsewhere", "host": "host-b"}
         assert render_who(report).startswith("claude  listener elsewhere (pid 4242 on host host-b)")
+        on_its_connection = who_report(conn, ["claude"], where, now)  # as the who tool reads it
+        assert on_its_connection["agents"][0]["listener"] == report["agents"][0]["listener"]
         (finding,) = check_listeners(Context(where, config=load_config(where.config)))
         assert (finding.code, finding.level) == ("listener_ok", "ok") and "on host host-b (pid 4242" in finding.message
         with write_transaction(conn):  # its last renewal, a lease ago
