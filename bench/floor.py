@@ -4,9 +4,11 @@ bare ``MCPServer``.
 The five calls, each on a server process of its own, are timed by the same mcp client, in the
 same run, interleaved call by call: ``send_message`` (a0 -> a1), ``receive_messages(limit=20)`` on
 an inbox held at 100 unread messages, and on ``bench/noop_server.py``: ``noop`` (returns ``{}``), ``payload`` (returns one real
-receive(20) answer of ours, captured before timing: the same 20 messages) and ``insert`` (one SQLite
-row in WAL mode, its own transaction). Each of ours is reported as a ratio to the empty no-op and
-to its like-for-like floor: receive to ``payload``, send to ``insert``.
+receive(20) answer of ours, captured before timing: the same 20 messages), ``insert`` (one SQLite
+row in WAL mode, its own transaction), and on our own store, by plain SQL: ``read`` (the reader's
+20 oldest unacknowledged rows, as stored) and ``insert_message`` (one message row). Each of ours is
+reported as a ratio to the empty no-op, to its like-for-like floor (receive to ``payload``, send to
+``insert``), and to its store floor (receive to ``read``, send to ``insert_message``).
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ async def floor(
         payload.write_text(json.dumps(answer.structured_content), encoding="utf-8")
         params = StdioServerParameters(
             command=target.python(),
-            args=[str(NOOP_SERVER), str(payload), str(store.dir / "noop-insert.db")],
+            args=[str(NOOP_SERVER), str(payload), str(store.dir / "noop-insert.db"), str(store.db), READER],
             cwd=str(REPO),
         )
 
@@ -85,6 +87,8 @@ async def floor(
             "noop": (await floor_call("noop", {}), None),
             "payload": (await floor_call("payload", {}), None),
             "insert": (await floor_call("insert", {"recipient": SENDERS[1], "text": TEXT}), None),
+            "read": (await floor_call("read", {"limit": limit}), None),
+            "insert_message": (await floor_call("insert_message", {"recipient": SENDERS[1], "text": TEXT}), None),
         }
         cpu_before = {key: _cpu_seconds(proc) for key, proc in servers.items()}
         res = await _timed_interleaved(
@@ -113,7 +117,12 @@ async def floor(
         "cpu_send_over_insert": over("send", "insert", "server_cpu_per_call"),
         "cpu_receive_over_noop": over("receive", "noop", "server_cpu_per_call"),
         "cpu_receive_over_payload": over("receive", "payload", "server_cpu_per_call"),
+        # Against the store floors: the same file, rows and indexes through plain SQL.
+        "receive_over_read": over("receive", "read"),
+        "send_over_insert_message": over("send", "insert_message"),
+        "cpu_receive_over_read": over("receive", "read", "server_cpu_per_call"),
+        "cpu_send_over_insert_message": over("send", "insert_message", "server_cpu_per_call"),
         "payload_bytes": payload.stat().st_size,
-        "noop_server": "bench/noop_server.py: a bare MCPServer (noop, payload, insert), same python and client",
+        "noop_server": "bench/noop_server.py: a bare MCPServer (noop, payload, insert, read, insert_message), same python and client",
         "receive_limit": limit,
     }

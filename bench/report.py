@@ -105,18 +105,19 @@ def rows(results: dict) -> list[dict]:
         lambda s: _ms(_get(s, "floor", "payload", "median")),
         ratio=False,
     )
-    add(
-        "floor: the same tool inserting one SQLite row (median)",
-        "ms",
-        "lower",
-        lambda s: _ms(_get(s, "floor", "insert", "median")),
-        ratio=False,
-    )
+    for label, key in (
+        ("floor: the same tool inserting one SQLite row (median)", "insert"),
+        ("floor: the same tool reading the reader's 20 rows of our store by plain SQL (median)", "read"),
+        ("floor: the same tool inserting one message row into our store by plain SQL (median)", "insert_message"),
+    ):
+        add(label, "ms", "lower", lambda s, key=key: _ms(_get(s, "floor", key, "median")), ratio=False)
     for label, key in (
         ("send / no-op", "send_over_noop"),
         ("send / insert floor", "send_over_insert"),
         ("receive(20) / no-op", "receive_over_noop"),
         ("receive(20) / same-payload floor", "receive_over_payload"),
+        ("send / store insert floor", "send_over_insert_message"),
+        ("receive(20) / store read floor", "receive_over_read"),
     ):
         add(f"  {label} (medians, same run)", "x", "lower", lambda s, key=key: _get(s, "floor", key), ratio=False)
         add(
