@@ -5,7 +5,9 @@ One listener for the agent `codex` and one model server serve the whole module; 
 McpAgent sends the tasks over MCP stdio. The cases run back to back: succeed, block,
 silent, a failing model endpoint, what Codex offered the model (also under a ChatGPT
 login), the generated config, the privacy canary over every file the runs left (the
-test's HOME and Codex homes included), and the launcher's contract with a fake codex.
+test's HOME and Codex homes included), and the launcher's contract with a fake codex. A result
+and a failure's notice also go through a PostgreSQL store; the other cases are Codex's own
+behaviour, which reaches the store the same way.
 """
 
 import base64
@@ -20,12 +22,13 @@ from pathlib import Path
 
 import pytest
 from dispatch_harness import end_listeners, notices_for, query, start_listener, status, wait_finished, wait_until
-from harness import PROJECT, McpAgent, bridge_env
+from harness import PROJECT, McpAgent, bridge_env, on_backend
 from models import script
 from models.openai_responses import ResponsesServer, to_turn
 from models.script import RESULT_PREFIX, bridge_name
 
-pytestmark = pytest.mark.cli
+pytestmark = [pytest.mark.cli, pytest.mark.both_backends]
+CODEX_ONLY = "Codex's own behaviour; the store is reached as in the result and notice cases, which run on both"
 
 LAUNCHER = PROJECT / "launchers" / "codex_headless.sh"
 WORKER_TOOLS = set(script.WORKER_TOOLS)
@@ -49,8 +52,8 @@ def model(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def root(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("codex-bridge")
+def root(tmp_path_factory, backend) -> Path:
+    return tmp_path_factory.mktemp(f"codex-bridge-{backend}")
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +66,7 @@ def user_codex_home(root) -> Path:
 
 
 @pytest.fixture(scope="module")
-def codex_env(root, codex_bin, model, user_codex_home) -> dict[str, str]:
+def codex_env(root, codex_bin, model, user_codex_home, backend, request) -> dict[str, str]:
     config = root / "config.json"
     config.write_text(
         json.dumps(
@@ -81,7 +84,7 @@ def codex_env(root, codex_bin, model, user_codex_home) -> dict[str, str]:
         )
     )
     return {
-        **bridge_env(root, config),
+        **on_backend(bridge_env(root, config), backend, request),
         "HOME": str(root / "home"),
         "CODEX_HOME": str(user_codex_home),
         "CODEX_BIN": str(codex_bin),
@@ -92,8 +95,8 @@ def codex_env(root, codex_bin, model, user_codex_home) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def db(codex_env) -> Path:
-    return Path(codex_env["AGENT_BRIDGE_DB"])
+def db(codex_env, backend) -> Path | str:
+    return Path(codex_env["AGENT_BRIDGE_DB"]) if backend == "sqlite" else codex_env["AGENT_BRIDGE_DB"]
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +136,7 @@ def save_fixture(env: dict, message_id: int, name: str) -> None:
     (FIXTURES / name).write_text(text.replace(CANARY, "<canary>"))
 
 
-def finished(db: Path, message_id: int) -> dict:
+def finished(db: Path | str, message_id: int) -> dict:
     return wait_finished(db, message_id, deadline=DEADLINE)
 
 
@@ -167,6 +170,7 @@ def test_a_task_comes_back_as_the_right_result(codex_env, db, kimi, listener):
     save_fixture(codex_env, task, "succeeded.jsonl")
 
 
+@pytest.mark.sqlite_only(CODEX_ONLY)
 def test_a_block_task_ends_blocked(codex_env, db, kimi, listener):
     task = send_task(kimi, "Try, then stop.\nMODE=block")
     done = finished(db, task)
@@ -189,6 +193,7 @@ def test_a_silent_run_fails_no_evidence_with_one_payload_free_notice(codex_env, 
     save_fixture(codex_env, task, "silent_turn_completed.jsonl")
 
 
+@pytest.mark.sqlite_only(CODEX_ONLY)
 def test_a_failing_model_endpoint_ends_the_turn_failed_within_seconds(codex_env, db, kimi, listener, model):
     model.fail_status = 500
     try:
@@ -203,6 +208,7 @@ def test_a_failing_model_endpoint_ends_the_turn_failed_within_seconds(codex_env,
     save_fixture(codex_env, task, "turn_failed_http500.jsonl")
 
 
+@pytest.mark.sqlite_only(CODEX_ONLY)
 def test_the_model_was_offered_only_the_bridge_worker_tools(model, listener):
     posts = [r for r in model.requests() if r["method"] == "POST"]
     assert posts, "codex sent no model request"
@@ -240,6 +246,7 @@ def _chatgpt_login(home: Path) -> dict:
     return doc
 
 
+@pytest.mark.sqlite_only(CODEX_ONLY)
 def test_under_a_chatgpt_login_the_model_still_sees_only_the_bridge_tools(codex_env, tmp_path_factory, listener):
     """A ChatGPT login switches on Codex's apps, plugins and image generation (more tools, more
     traffic); the launcher switches them off. The launcher runs directly here (its own user
@@ -311,6 +318,7 @@ def test_under_a_chatgpt_login_the_model_still_sees_only_the_bridge_tools(codex_
     assert not leaks, leaks
 
 
+@pytest.mark.sqlite_only(CODEX_ONLY)
 def test_the_worker_home_config_requires_the_bridge_and_spells_out_its_environment(codex_env, listener):
     """Codex 0.171.0 does not wait for an MCP server unless it is required, and hands it a
     filtered environment: the generated config must say both (a fast server hides the race)."""
@@ -332,6 +340,7 @@ def test_the_worker_home_config_requires_the_bridge_and_spells_out_its_environme
         assert (provider["base_url"], provider["request_max_retries"]) == (codex_env["AGENT_BRIDGE_CODEX_BASE_URL"], 0)
 
 
+@pytest.mark.sqlite_only(CODEX_ONLY)
 def test_the_canary_stays_in_the_store_and_the_private_attempt_dirs(codex_env, root, user_codex_home, listener):
     store = Path(codex_env["AGENT_BRIDGE_DB"]).parent
     attempts = Path(codex_env["AGENT_BRIDGE_RUNTIME_DIR"]) / "attempts"
@@ -372,6 +381,7 @@ sys.exit(int(os.environ.get("FAKE_CODEX_EXIT", "0")))
 """
 
 
+@pytest.mark.sqlite_only(CODEX_ONLY)
 def test_launcher_contract_with_a_recording_cli(tmp_path, codex_env):
     """The launcher's own promises, with a fake `codex` that records what it was given: the
     prompt on stdin only, fixed argv, a private home, the exit code passed on, and refusals."""
@@ -477,6 +487,7 @@ def test_launcher_contract_with_a_recording_cli(tmp_path, codex_env):
         assert (list(target.iterdir()) == []) if target.is_dir() else target.read_text() == "", planted
 
 
+@pytest.mark.sqlite_only(CODEX_ONLY)
 def test_a_runaway_worker_past_its_token_cap_ends_budget_exceeded_with_one_notice(codex_env, db, kimi, listener):
     """Codex 0.171.0's --json stream reports usage only in turn.completed, at the end of its
     turn: the cap is enforced at that report, with the overshoot recorded."""

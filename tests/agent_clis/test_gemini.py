@@ -3,7 +3,9 @@ server.py over MCP stdio, and a scripted Gemini API server on 127.0.0.1 (tests/m
 
 One listener, one model server and one sending agent (kimi, over MCP stdio) serve the whole
 module; the cases run back to back. The task texts carry a canary that must show up nowhere
-but the store and the private attempt directory (and the model server, which is the model).
+but the store and the private attempt directory (and the model server, which is the model). A
+result and a failure's notice also go through a PostgreSQL store; the other cases are Gemini's
+own behaviour, which reaches the store the same way.
 """
 
 import json
@@ -23,11 +25,12 @@ from dispatch_harness import (
     wait_finished,
     wait_until,
 )
-from harness import PROJECT, McpAgent, bridge_env, write_config
+from harness import PROJECT, McpAgent, bridge_env, on_backend, write_config
 from models import script
 from models.gemini import GeminiServer, offered_tools
 
-pytestmark = pytest.mark.cli
+pytestmark = [pytest.mark.cli, pytest.mark.both_backends]
+GEMINI_ONLY = "Gemini's own behaviour; the store is reached as in the result and notice cases, which run on both"
 
 LAUNCHER = PROJECT / "launchers" / "gemini_headless.sh"
 AGENT = "gemini"
@@ -45,8 +48,8 @@ def model(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory, gemini_bin, model):
-    root = tmp_path_factory.mktemp("gemini-bridge")
+def world(tmp_path_factory, gemini_bin, model, backend, request):
+    root = tmp_path_factory.mktemp(f"gemini-bridge-{backend}")
     config = write_config(
         root / "config.json",
         {
@@ -66,7 +69,7 @@ def world(tmp_path_factory, gemini_bin, model):
     (root / ".gemini").mkdir()
     (root / ".gemini" / "settings.json").write_text(json.dumps({"tools": {"core": ["read_file", "glob"]}}))
     env = {
-        **bridge_env(root, config),
+        **on_backend(bridge_env(root, config), backend, request),
         "HOME": str(home),  # the CLI must leave nothing here: it gets a private home per attempt
         "TMPDIR": str(root / "tmp"),  # nor here: the launcher gives it a private TMPDIR
         "GEMINI_BIN": str(gemini_bin),
@@ -79,7 +82,13 @@ def world(tmp_path_factory, gemini_bin, model):
     STARTED.remove(listener)  # the module's own, ended below (not by the per-test fixture)
     try:
         wait_until(lambda: status(env, AGENT)["stage"] == "idle", what="gemini listener idle")
-        yield {"root": root, "env": env, "home": home, "kimi": kimi, "db": Path(env["AGENT_BRIDGE_DB"])}
+        yield {
+            "root": root,
+            "env": env,
+            "home": home,
+            "kimi": kimi,
+            "db": Path(env["AGENT_BRIDGE_DB"]) if backend == "sqlite" else env["AGENT_BRIDGE_DB"],
+        }
     finally:
         end_listeners([listener])
         kimi.close()
@@ -177,6 +186,7 @@ def test_a_task_comes_back_as_the_right_result(world, model, succeeded):
     assert_canary_private(world, message_id, canary)
 
 
+@pytest.mark.sqlite_only(GEMINI_ONLY)
 def test_only_the_bridge_worker_tools_are_offered(world, model, succeeded):
     chats = [r for r in model.requests() if ":streamGenerateContent" in r["path"]]
     assert len(chat_requests(model, succeeded[1])) == 5  # four tool calls, then the final answer
@@ -185,6 +195,7 @@ def test_only_the_bridge_worker_tools_are_offered(world, model, succeeded):
         assert offered == {f"mcp_agent_bridge_{t}" for t in WORKER_TOOLS}, sorted(offered)
 
 
+@pytest.mark.sqlite_only(GEMINI_ONLY)
 def test_a_blocked_task_ends_blocked(world, model):
     message_id, canary = send_task(world, "block")
     row = finished(world, message_id)
@@ -207,6 +218,7 @@ def test_a_silent_run_fails_no_evidence_with_one_payload_free_notice(world, mode
     assert_canary_private(world, message_id, canary)
 
 
+@pytest.mark.sqlite_only(GEMINI_ONLY)
 def test_a_failing_model_api_ends_the_run_in_seconds_with_gemini_error_json(world, model):
     model.fail_with = 500
     try:
@@ -228,6 +240,7 @@ def test_a_failing_model_api_ends_the_run_in_seconds_with_gemini_error_json(worl
     assert_canary_private(world, message_id, canary)
 
 
+@pytest.mark.sqlite_only(GEMINI_ONLY)
 def test_a_runaway_worker_past_its_token_cap_ends_budget_exceeded_with_one_notice(world):
     """Gemini 0.61.0's -o json reports usage once, at the end of the run: the cap is enforced
     at that report, with the overshoot recorded."""

@@ -5,7 +5,8 @@ Messages server on 127.0.0.1 (``KIMI_MODEL_PROVIDER_TYPE=anthropic``).
 Kimi takes its prompt only from argv, so the launcher's argv names the request file and the
 model first reads it with Kimi's ``Read`` tool; ``KimiModel`` (tests/models/kimi.py) adds that
 step in front of the API-neutral script. One listener, one model server and one sender serve
-the module's cases.
+the module's cases. A result and a failure's notice also go through a PostgreSQL store; the
+other cases are Kimi's own behaviour, which reaches the store the same way.
 """
 
 import json
@@ -16,12 +17,13 @@ from pathlib import Path
 import pytest
 from cli_harness import require_cli
 from dispatch_harness import notices_for, start_listener, status, wait_finished, wait_until
-from harness import PROJECT, McpAgent, bridge_env, write_config
+from harness import PROJECT, McpAgent, bridge_env, on_backend, write_config
 from models import script
 from models.anthropic import offered_tools, to_turn
 from models.kimi import KimiModel
 
-pytestmark = pytest.mark.cli
+pytestmark = [pytest.mark.cli, pytest.mark.both_backends]
+KIMI_ONLY = "Kimi's own behaviour; the store is reached as in the result and notice cases, which run on both"
 
 LAUNCHER = PROJECT / "launchers" / "kimi_headless.sh"
 WORKER_TOOLS = script.WORKER_TOOLS
@@ -41,11 +43,11 @@ def canary(label: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def kimi_run(tmp_path_factory):
+def kimi_run(tmp_path_factory, backend, request):
     """The whole set-up: store, config, a user HOME and TMPDIR of its own, the model server,
     the kimi listener and a claude sender over MCP stdio."""
     kimi_bin, node = require_cli("kimi"), require_cli("node22")
-    root = tmp_path_factory.mktemp("kimi-e2e")
+    root = tmp_path_factory.mktemp(f"kimi-e2e-{backend}")
     config = write_config(
         root / "config.json",
         {
@@ -59,7 +61,7 @@ def kimi_run(tmp_path_factory):
         },
     )
     # The workspace (the worker's cwd) is not where the request file is: Read must reach outside it.
-    env = {**bridge_env(root, config), "AGENT_BRIDGE_WORKSPACE": str(root / "workspace")}
+    env = on_backend({**bridge_env(root, config), "AGENT_BRIDGE_WORKSPACE": str(root / "workspace")}, backend, request)
     (root / "workspace").mkdir()
     home, tmp = root / "user-home", root / "tmp"
     user_kimi = home / ".kimi-code"  # the user's own Kimi home: the launcher links into it
@@ -93,7 +95,7 @@ def kimi_run(tmp_path_factory):
                 "model": model,
                 "sender": sender,
                 "runtime": Path(env["AGENT_BRIDGE_RUNTIME_DIR"]),
-                "db": Path(env["AGENT_BRIDGE_DB"]),
+                "db": Path(env["AGENT_BRIDGE_DB"]) if backend == "sqlite" else env["AGENT_BRIDGE_DB"],
                 "canaries": [],
             }
             yield run
@@ -146,7 +148,7 @@ def check_private(run: dict, message_id: int, text: str) -> None:
     TMPDIR and the workspace stay empty."""
     run["canaries"].append(text)
     attempt = attempt_dir(run, message_id)
-    store = Path(run["env"]["AGENT_BRIDGE_DB"]).parent
+    store = run["db"].parent if isinstance(run["db"], Path) else None  # a PostgreSQL store has no files here
     outside = [p for p in files_containing(run["root"], text) if attempt not in p.parents and store not in p.parents]
     assert outside == []
     assert not (attempt / "request.md").exists()
@@ -204,6 +206,7 @@ def test_a_task_comes_back_as_its_result_and_the_attempt_succeeded(kimi_run):
     check_private(kimi_run, task, text)
 
 
+@pytest.mark.sqlite_only(KIMI_ONLY)
 def test_a_block_task_ends_blocked_and_its_claim_is_released(kimi_run):
     task, text, done = finish(kimi_run, "block")
     assert (done["outcome"], done["error_kind"], done["exit_code"]) == ("blocked", None, 0), done
@@ -232,6 +235,7 @@ def test_a_silent_run_fails_no_evidence_with_one_payload_free_notice(kimi_run):
     check_private(kimi_run, task, text)
 
 
+@pytest.mark.sqlite_only(KIMI_ONLY)
 def test_a_failing_model_ends_the_run_after_the_configured_attempts(kimi_run):
     task, text, done = finish(kimi_run, "succeed", "MODEL_STATUS=500\n")
     assert (done["outcome"], done["error_kind"], done["exit_code"]) == ("failed", "no_evidence", 1), done
@@ -243,6 +247,7 @@ def test_a_failing_model_ends_the_run_after_the_configured_attempts(kimi_run):
     check_private(kimi_run, task, text)
 
 
+@pytest.mark.sqlite_only(KIMI_ONLY)
 def test_a_runaway_worker_past_its_token_cap_is_ended_as_budget_exceeded_with_one_notice(kimi_run):
     """Kimi reports usage in its wire (``usage.record``) as it goes: the supervisor follows it
     and ends the worker once it passes max_tokens_per_task, long before its loop would end."""
