@@ -20,9 +20,33 @@ def _ms(v: float | None) -> float | None:
     return None if v is None else v * MS
 
 
+POSTGRES = "postgres"
+
+
+def postgres_column(results: dict) -> dict | None:
+    """The ``postgres`` part's own figures for our server on a PostgreSQL store, shaped as a
+    system's results, so every figure it measured stands in a column next to SQLite and dlb."""
+    pg = _get(results, "systems", "ours", "postgres")
+    if not isinstance(pg, dict) or "latency" not in pg:
+        return None
+    return {
+        "label": "Agent Bridge on PostgreSQL",
+        "latency": _get(pg, "latency", "ours-pg"),
+        "throughput": _get(pg, "throughput", "ours-pg"),
+        "backlog": {size: by["ours-pg"] for size, by in (pg.get("backlog") or {}).items() if "ours-pg" in by},
+        "dispatch": pg.get("dispatch"),
+    }
+
+
+def columns(results: dict) -> dict[str, dict]:
+    """Each column of the table: the systems run, then our server on PostgreSQL if measured."""
+    pg = postgres_column(results)
+    return {**results["systems"], **({POSTGRES: pg} if pg else {})}
+
+
 def rows(results: dict) -> list[dict]:
-    """One row per figure: name, unit, which direction is better, value per system."""
-    systems = results["systems"]
+    """One row per figure: name, unit, which direction is better, value per column."""
+    systems = columns(results)
     out: list[dict] = []
 
     def add(name: str, unit: str, better: str, fn, ratio: bool = True) -> None:
@@ -317,23 +341,25 @@ def _fmt(v: Any) -> str:
 
 
 def table(results: dict) -> str:
-    keys = list(results["systems"])
-    labels = {k: results["systems"][k].get("label", k) for k in keys}
+    shown = columns(results)
+    keys = list(shown)
+    labels = {k: shown[k].get("label", k) for k in keys}
     header = ["figure", "unit", *[labels[k] for k in keys]]
-    two = len(keys) == 2
+    pair = [k for k in results["systems"]][:2]  # ours and dlb: the peer comparison
+    two = len(pair) == 2
     if two:
-        header += [f"{keys[0]}/{keys[1]}", "better"]
+        header += [f"{pair[0]}/{pair[1]}", "better"]
     lines = [header]
     for r in rows(results):
         vals = [r["values"].get(k) for k in keys]
         line = [r["figure"], r["unit"], *[_fmt(v) for v in vals]]
         if two:
-            a, b = vals
+            a, b = (r["values"].get(k) for k in pair)
             if a is None or b is None:
                 line += ["-", "-"]
             else:
                 line.append(f"{a / b:.2f}" if r["ratio"] and b > 0 and a >= 0 else "-")
-                line.append("=" if a == b else (keys[0] if (a < b) == (r["better"] == "lower") else keys[1]))
+                line.append("=" if a == b else (pair[0] if (a < b) == (r["better"] == "lower") else pair[1]))
         lines.append(line)
     raw = results.get("raw_sqlite") or {}
     widths = [max(len(str(row[i])) for row in lines) for i in range(len(header))]
@@ -409,9 +435,9 @@ def chart(results: dict, path: Path) -> str | None:
         import matplotlib.pyplot as plt
     except ImportError:
         return "matplotlib is not installed (uv run --group bench ...); no chart written"
-    systems = results["systems"]
+    systems = columns(results)
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8))
-    colors = {"ours": "tab:blue", "dlb": "tab:orange"}
+    colors = {"ours": "tab:blue", "dlb": "tab:orange", POSTGRES: "tab:green"}
     top = 0.0
     for k, s in systems.items():
         color = colors.get(k)
@@ -457,7 +483,11 @@ def chart(results: dict, path: Path) -> str | None:
     right.grid(True, alpha=0.3)
     if right.get_legend_handles_labels()[0]:
         right.legend(fontsize=8)
-    fig.suptitle(f"Agent Bridge vs dlb-mcp - {results['meta'].get('machine', '')}", fontsize=10)
+    fig.suptitle(
+        f"Agent Bridge (SQLite{', PostgreSQL' if POSTGRES in systems else ''}) vs dlb-mcp - "
+        f"{results['meta'].get('machine', '')}",
+        fontsize=10,
+    )
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
