@@ -29,6 +29,11 @@ class PostgresIntegrityError(PostgresError):
     """A constraint refused the write (a key, a foreign key, a check)."""
 
 
+class PostgresPermissionDenied(PostgresError):
+    """The role may not do this: a privilege it lacks, or a row policy refused the row (a
+    per-agent role writing as another agent)."""
+
+
 class PostgresCorruption(PostgresError):
     """The server says its data or an index is damaged."""
 

@@ -142,6 +142,84 @@ CREATE TRIGGER messages_notify_recipient AFTER INSERT OR UPDATE ON messages
     FOR EACH ROW EXECUTE FUNCTION agent_bridge_notify_recipient();
 """
 
+# 16: a database role per agent, enforced by the server (``store.roles`` grants and maps them).
+# ``agent_roles`` maps a login role to the one agent it may act as; ``bridge_agent()`` is the
+# agent of ``current_user`` (NULL for an unmapped role, so every policy below then admits no
+# row). The store's owner (whoever ran the migrations) owns the tables and so bypasses the
+# policies (no FORCE): migrations, prune and doctor run as it. A role may write only as its
+# agent: messages as their sender and, once there, as their recipient (claim, renew, release,
+# acknowledge); conversations and their moves by participation; sessions, watches, listeners and
+# attempts of its agent. It reads the messages it sent or received, the broadcasts it sent or got
+# a copy of, its conversations, the attempts of its agent and of the tasks it sent (the sender
+# sees its task's dispatch), and every session, watch and listener row (presence: who is there,
+# which listener runs where; payload-free). ``unread_mail`` is the one cross-agent read of
+# messages: who has how much waiting, without sender, id, kind or text; a view, so it reads with
+# the owner's rights. Functions and the view pin ``search_path`` to the store's schema.
+_SCHEMA_16 = """
+CREATE TABLE agent_roles (
+    role name PRIMARY KEY,
+    agent_id text NOT NULL
+);
+ALTER TABLE agent_roles ENABLE ROW LEVEL SECURITY;
+CREATE POLICY own_mapping ON agent_roles FOR SELECT USING (role = current_user);
+DO $do$ BEGIN
+EXECUTE format($f$
+    CREATE FUNCTION bridge_agent() RETURNS text LANGUAGE sql STABLE SET search_path = %I, pg_temp
+    AS 'SELECT agent_id FROM agent_roles WHERE role = current_user'
+$f$, current_schema());
+END $do$;
+CREATE VIEW unread_mail AS
+    SELECT recipient, created_at, claim_owner, claim_expires_at FROM messages WHERE acknowledged_at IS NULL;
+ALTER TABLE messages ENABLE ROW LEVEL SECURITY;
+CREATE POLICY read_own ON messages FOR SELECT
+    USING (sender = (SELECT bridge_agent()) OR recipient = (SELECT bridge_agent()));
+CREATE POLICY send_as_self ON messages FOR INSERT WITH CHECK (sender = (SELECT bridge_agent()));
+CREATE POLICY handle_own_inbox ON messages FOR UPDATE
+    USING (recipient = (SELECT bridge_agent())) WITH CHECK (recipient = (SELECT bridge_agent()));
+ALTER TABLE broadcasts ENABLE ROW LEVEL SECURITY;
+CREATE POLICY read_own ON broadcasts FOR SELECT
+    USING (sender = (SELECT bridge_agent())
+           OR EXISTS (SELECT 1 FROM messages AS m WHERE m.broadcast_id = broadcasts.id));
+CREATE POLICY send_as_self ON broadcasts FOR INSERT WITH CHECK (sender = (SELECT bridge_agent()));
+ALTER TABLE conversations ENABLE ROW LEVEL SECURITY;
+CREATE POLICY participant ON conversations FOR SELECT
+    USING (initiator = (SELECT bridge_agent()) OR recipient = (SELECT bridge_agent()));
+CREATE POLICY start_as_self ON conversations FOR INSERT WITH CHECK (initiator = (SELECT bridge_agent()));
+CREATE POLICY participant_moves ON conversations FOR UPDATE
+    USING (initiator = (SELECT bridge_agent()) OR recipient = (SELECT bridge_agent()))
+    WITH CHECK (initiator = (SELECT bridge_agent()) OR recipient = (SELECT bridge_agent()));
+ALTER TABLE conversation_transitions ENABLE ROW LEVEL SECURITY;
+CREATE POLICY participant ON conversation_transitions FOR SELECT
+    USING (EXISTS (SELECT 1 FROM conversations AS c WHERE c.id = conversation_transitions.conversation_id));
+CREATE POLICY participant_moves ON conversation_transitions FOR INSERT
+    WITH CHECK (EXISTS (SELECT 1 FROM conversations AS c WHERE c.id = conversation_transitions.conversation_id));
+ALTER TABLE dispatch_attempts ENABLE ROW LEVEL SECURITY;
+CREATE POLICY own_or_sent ON dispatch_attempts FOR SELECT
+    USING (agent = (SELECT bridge_agent()) OR EXISTS (
+        SELECT 1 FROM messages AS m WHERE m.id = dispatch_attempts.message_id AND m.sender = (SELECT bridge_agent())));
+CREATE POLICY own_agent ON dispatch_attempts FOR INSERT WITH CHECK (agent = (SELECT bridge_agent()));
+CREATE POLICY own_agent_moves ON dispatch_attempts FOR UPDATE
+    USING (agent = (SELECT bridge_agent())) WITH CHECK (agent = (SELECT bridge_agent()));
+ALTER TABLE sessions ENABLE ROW LEVEL SECURITY;
+CREATE POLICY presence ON sessions FOR SELECT USING ((SELECT bridge_agent()) IS NOT NULL);
+CREATE POLICY own_agent ON sessions FOR INSERT WITH CHECK (agent = (SELECT bridge_agent()));
+CREATE POLICY own_agent_moves ON sessions FOR UPDATE
+    USING (agent = (SELECT bridge_agent())) WITH CHECK (agent = (SELECT bridge_agent()));
+CREATE POLICY own_agent_ends ON sessions FOR DELETE USING (agent = (SELECT bridge_agent()));
+ALTER TABLE session_watches ENABLE ROW LEVEL SECURITY;
+CREATE POLICY presence ON session_watches FOR SELECT USING ((SELECT bridge_agent()) IS NOT NULL);
+CREATE POLICY own_agent ON session_watches FOR INSERT WITH CHECK (EXISTS (
+    SELECT 1 FROM sessions AS s WHERE s.id = session_watches.session_id AND s.agent = (SELECT bridge_agent())));
+CREATE POLICY own_agent_ends ON session_watches FOR DELETE USING (EXISTS (
+    SELECT 1 FROM sessions AS s WHERE s.id = session_watches.session_id AND s.agent = (SELECT bridge_agent())));
+ALTER TABLE listeners ENABLE ROW LEVEL SECURITY;
+CREATE POLICY presence ON listeners FOR SELECT USING ((SELECT bridge_agent()) IS NOT NULL);
+CREATE POLICY own_agent ON listeners FOR INSERT WITH CHECK (agent = (SELECT bridge_agent()));
+CREATE POLICY own_agent_moves ON listeners FOR UPDATE
+    USING (agent = (SELECT bridge_agent())) WITH CHECK (agent = (SELECT bridge_agent()));
+CREATE POLICY own_agent_ends ON listeners FOR DELETE USING (agent = (SELECT bridge_agent()));
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     *("",) * 11,
     _SCHEMA_12,
@@ -160,4 +238,5 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE sessions ADD COLUMN renewed_at double precision;
     """,
+    _SCHEMA_16,
 )
