@@ -31,6 +31,7 @@ EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
 USAGE_CODES = frozenset(
     {
         "usage_error",
+        "not_postgres",
         "invalid_setting",
         "config_invalid",
         "unknown_agent",

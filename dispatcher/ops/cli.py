@@ -367,7 +367,8 @@ def db_role(agent: str, role: str | None, revoke: bool, as_json: bool) -> None:
     policies then refuse that role anything done as another agent. Prints the URL for AGENT's
     registrations and listener. Running it again changes nothing.
     """
-    from dispatcher.ops.db_role import db_role as set_up, render
+    from dispatcher.ops.db_role import db_role as set_up
+    from dispatcher.ops.db_role import render
 
     report = set_up(_settings().db, agent, role, revoke=revoke)
     click.echo(json.dumps(report, indent=2, sort_keys=True) if as_json else render(report))

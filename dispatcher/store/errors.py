@@ -70,6 +70,13 @@ def store_errors(what: str = "the bridge store") -> Iterator[None]:
     corrupt or unreadable files surface as ``store_unavailable`` (nothing half-done)."""
     try:
         yield
+    except PostgresPermissionDenied as exc:
+        raise StoreUnavailable(
+            "store_permission_denied",
+            f"the PostgreSQL server refused what {what} was asked ({exc}); nothing was changed. AGENT_BRIDGE_DB's role "
+            "may act only as the agent `agent-bridge db-role` gave it: give this agent's processes (AGENT_ID) "
+            "the URL printed for it, or use the store's owner.",
+        ) from exc
     except STORE_ERRORS + (OSError,) as exc:
         raise StoreUnavailable(
             "store_unavailable",

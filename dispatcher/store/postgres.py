@@ -248,9 +248,10 @@ def schema_needs_owner(url: str, found: int, target: int, role: str) -> BridgeEr
     """A role that may not change the schema (an agent's own role) met one older than the code."""
     return BridgeError(
         "schema_needs_owner",
-        f"store {redacted(url)} has schema version {found}, this agent-bridge needs {target}, and role {role!r} "
-        "may not migrate it (nothing was written); run agent-bridge once with AGENT_BRIDGE_DB naming the "
-        "store's owner role (e.g. `agent-bridge db-role AGENT`, which migrates first), then retry.",
+        f"store {redacted(url)} has schema version {found} for role {role!r}, this agent-bridge needs {target}, "
+        "and that role may not create or migrate it (no DDL rights, or no access to the store's schema; nothing "
+        "was written); run agent-bridge once with AGENT_BRIDGE_DB naming the store's owner role (e.g. "
+        f"`agent-bridge db-role AGENT --role {role}`, which migrates and grants), then retry.",
     )
 
 
@@ -267,13 +268,20 @@ def open_postgres(url: str, *, target_version: int) -> PostgresConnection:
     raw.adapters.register_loader("numeric", _NumericAsSqliteDoes)
     conn = PostgresConnection(raw)
     try:
-        found = schema_version(conn)
+        try:
+            found = schema_version(conn)
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise BridgeError(
+                "store_permission_denied",
+                f"role {raw.info.user!r} may not read the store {redacted(url)} (nothing was written); as the "
+                "store's owner, run `agent-bridge db-role AGENT --role ROLE` to let it act as AGENT.",
+            ) from exc
         if found > len(MIGRATIONS):
             raise schema_too_new(url, found, len(MIGRATIONS))
         if found < target_version:
             try:
                 migrate(conn, url, target_version)
-            except psycopg.errors.InsufficientPrivilege as exc:
+            except (psycopg.errors.InsufficientPrivilege, psycopg.errors.InvalidSchemaName) as exc:
                 raise schema_needs_owner(url, found, target_version, raw.info.user) from exc
     except BaseException:
         raw.close()
