@@ -1,13 +1,12 @@
-"""The MCP exchange under per-agent PostgreSQL roles: the message, claim, conversation and
-broadcast tests of this folder run again here with each real server connecting as its own
-agent's role (set up by ``agent-bridge db-role``), so the row policies admit everything an
-agent's server does as itself. The tests' own checks (``sql``, ``db_path``) use the owner's URL."""
+"""The MCP exchange under per-agent PostgreSQL roles: the message, claim and conversation tests
+of this folder run again here with each real server connecting as its own agent's role (set up
+by ``agent-bridge db-role``), so the row policies admit everything an agent's server does as
+itself. The tests' own checks (``sql``, ``db_path``) use the owner's URL."""
 
-import importlib.util
 from pathlib import Path
 
 import pytest
-from harness import McpAgent, sql
+from harness import McpAgent, collected_again, servers_on_roles, sql
 
 SOURCES = ("test_messages", "test_claims_across_processes", "test_conversations")
 RACERS = 8  # as test_claims_across_processes races them
@@ -23,17 +22,10 @@ def role_urls(env, agent_role) -> dict[str, str]:
     return {name: agent_role(env["AGENT_BRIDGE_DB"], name) for name in ("claude", "kimi")}
 
 
-def _servers(names: list[str], env: dict[str, str], role_urls: dict[str, str]) -> list[McpAgent]:
-    agents = [McpAgent(name, {**env, "AGENT_BRIDGE_DB": role_urls[name]}) for name in names]
-    for agent in agents:
-        agent.wait_ready()
-    return agents
-
-
 @pytest.fixture(scope="module")
 def pair(env, role_urls):
     """The claude and kimi servers, each on its own agent's role."""
-    agents = _servers(["claude", "kimi"], env, role_urls)
+    agents = servers_on_roles(["claude", "kimi"], env, role_urls)
     yield agents
     for agent in agents:
         agent.close()
@@ -42,28 +34,14 @@ def pair(env, role_urls):
 @pytest.fixture(scope="module")
 def racers(env, role_urls):
     """test_claims_across_processes's racers, on their agents' roles."""
-    agents = _servers(["claude"] + ["kimi"] * RACERS, env, role_urls)
+    agents = servers_on_roles(["claude"] + ["kimi"] * RACERS, env, role_urls)
     yield agents[0], agents[1:]
     for agent in agents:
         agent.close()
 
 
-def _tests_of(name: str) -> dict[str, object]:
-    spec = importlib.util.spec_from_file_location(f"under_roles_{name}", Path(__file__).with_name(f"{name}.py"))
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return {
-        f"{attr}__{name[5:]}": test
-        for attr, test in vars(module).items()
-        if attr.startswith("test_")
-        and callable(test)
-        and not any(m.name == "sqlite_only" for m in getattr(test, "pytestmark", []))
-    }
-
-
 for _source in SOURCES:
-    globals().update(_tests_of(_source))
+    globals().update(collected_again(Path(__file__).with_name(f"{_source}.py")))
 
 
 def test_each_server_connects_as_its_own_agents_role(claude, kimi, db_path, role_urls):
