@@ -64,22 +64,22 @@ def db_role(db: object, agent: str, role: str | None = None, *, revoke: bool = F
                 except PostgresPermissionDenied as exc:
                     raise _refused(f"revoking {role}'s privileges", exc) from None
                 return {"role": role, "agent": was, "revoked": was is not None}
-            created = not stored.role_exists(conn, role)
+            created, me = not stored.role_exists(conn, role), stored.connected_role(conn)
             if created:
                 try:
                     stored.create_login_role(conn, role)
                 except PostgresPermissionDenied as exc:
                     raise BridgeError(
                         "role_not_created",
-                        f"role {role} does not exist and {stored.connected_role(conn)} may not create it ({exc}); "
+                        f"role {role} does not exist and {me} may not create it ({exc}); "
                         f"nothing was changed. Have an administrator run `CREATE ROLE {role} LOGIN`, then run "
                         "this command again.",
                     ) from None
-            try:
+            try:  # (a role without grant options is only warned by GRANT; the mapping then fails)
                 stored.grant_agent_privileges(conn, role)
+                before = stored.map_role(conn, role, agent)
             except PostgresPermissionDenied as exc:
-                raise _refused(f"granting {role} its privileges", exc) from None
-            before = stored.map_role(conn, role, agent)
+                raise _refused(f"granting {role} its privileges and mapping it", exc) from None
     finally:
         conn.close()
     return {

@@ -231,3 +231,21 @@ def test_db_role_refuses_a_sqlite_store_and_a_bad_name(tmp_path, postgres_url):
     bad_role = cli({**env, "AGENT_BRIDGE_DB": postgres_url}, "db-role", "alice", "--role", 'x"; DROP TABLE messages')
     assert bad_role.returncode == 2 and "usage_error" in bad_role.stderr
     assert len(on_sqlite.stderr.splitlines()) == len(bad_agent.stderr.splitlines()) == 1
+
+
+def test_db_role_run_by_an_agents_role_is_refused_and_changes_nothing(postgres_url, agent_role):
+    alice_url, bob_url = agent_role(postgres_url, "alice"), agent_role(postgres_url, "bob")
+    bob = bob_url.split("//")[1].split("@")[0]
+    never = f"ab_never_{uuid.uuid4().hex[:8]}"
+    with pytest.raises(BridgeError) as refused:
+        db_role(alice_url, "carol", never)
+    assert refused.value.code == "role_not_created" and f"CREATE ROLE {never} LOGIN" in refused.value.message
+    with pytest.raises(BridgeError) as refused:
+        db_role(alice_url, "carol", bob)
+    assert refused.value.code == "not_store_owner" and "owns the store" in refused.value.message
+    owner = open_store(postgres_url)
+    try:
+        assert owner.execute("SELECT agent_id FROM agent_roles WHERE role = ?", (bob,)).fetchone()[0] == "bob"
+        assert owner.execute("SELECT count(*) FROM pg_roles WHERE rolname = ?", (never,)).fetchone()[0] == 0
+    finally:
+        owner.close()
