@@ -142,6 +142,20 @@ CREATE TRIGGER messages_notify_recipient AFTER INSERT OR UPDATE ON messages
     FOR EACH ROW EXECUTE FUNCTION agent_bridge_notify_recipient();
 """
 
+
+def _presence_rows(table: str) -> str:
+    """A table of presence rows with an ``agent`` column (sessions, listeners): every mapped role
+    reads them all, and writes only its own agent's."""
+    return f"""
+ALTER TABLE {table} ENABLE ROW LEVEL SECURITY;
+CREATE POLICY presence ON {table} FOR SELECT USING ((SELECT bridge_agent()) IS NOT NULL);
+CREATE POLICY own_agent ON {table} FOR INSERT WITH CHECK (agent = (SELECT bridge_agent()));
+CREATE POLICY own_agent_moves ON {table} FOR UPDATE
+    USING (agent = (SELECT bridge_agent())) WITH CHECK (agent = (SELECT bridge_agent()));
+CREATE POLICY own_agent_ends ON {table} FOR DELETE USING (agent = (SELECT bridge_agent()));
+"""
+
+
 # 16: a database role per agent, enforced by the server (``store.roles`` grants and maps them).
 # ``agent_roles`` maps a login role to the one agent it may act as; ``bridge_agent()`` is the
 # agent of ``current_user`` (NULL for an unmapped role, so every policy below then admits no
@@ -154,8 +168,11 @@ CREATE TRIGGER messages_notify_recipient AFTER INSERT OR UPDATE ON messages
 # sees its task's dispatch), and every session, watch and listener row (presence: who is there,
 # which listener runs where; payload-free). ``unread_mail`` is the one cross-agent read of
 # messages: who has how much waiting, without sender, id, kind or text; a view, so it reads with
-# the owner's rights. Functions and the view pin ``search_path`` to the store's schema.
-_SCHEMA_16 = """
+# the owner's rights. ``bridge_agent()`` pins ``search_path`` to the store's schema (a view binds
+# its table when it is created).
+
+
+_ROLE_MAP_AND_MAIL = """
 CREATE TABLE agent_roles (
     role name PRIMARY KEY,
     agent_id text NOT NULL
@@ -200,25 +217,16 @@ CREATE POLICY own_or_sent ON dispatch_attempts FOR SELECT
 CREATE POLICY own_agent ON dispatch_attempts FOR INSERT WITH CHECK (agent = (SELECT bridge_agent()));
 CREATE POLICY own_agent_moves ON dispatch_attempts FOR UPDATE
     USING (agent = (SELECT bridge_agent())) WITH CHECK (agent = (SELECT bridge_agent()));
-ALTER TABLE sessions ENABLE ROW LEVEL SECURITY;
-CREATE POLICY presence ON sessions FOR SELECT USING ((SELECT bridge_agent()) IS NOT NULL);
-CREATE POLICY own_agent ON sessions FOR INSERT WITH CHECK (agent = (SELECT bridge_agent()));
-CREATE POLICY own_agent_moves ON sessions FOR UPDATE
-    USING (agent = (SELECT bridge_agent())) WITH CHECK (agent = (SELECT bridge_agent()));
-CREATE POLICY own_agent_ends ON sessions FOR DELETE USING (agent = (SELECT bridge_agent()));
+"""
+_WATCHES = """
 ALTER TABLE session_watches ENABLE ROW LEVEL SECURITY;
 CREATE POLICY presence ON session_watches FOR SELECT USING ((SELECT bridge_agent()) IS NOT NULL);
 CREATE POLICY own_agent ON session_watches FOR INSERT WITH CHECK (EXISTS (
     SELECT 1 FROM sessions AS s WHERE s.id = session_watches.session_id AND s.agent = (SELECT bridge_agent())));
 CREATE POLICY own_agent_ends ON session_watches FOR DELETE USING (EXISTS (
     SELECT 1 FROM sessions AS s WHERE s.id = session_watches.session_id AND s.agent = (SELECT bridge_agent())));
-ALTER TABLE listeners ENABLE ROW LEVEL SECURITY;
-CREATE POLICY presence ON listeners FOR SELECT USING ((SELECT bridge_agent()) IS NOT NULL);
-CREATE POLICY own_agent ON listeners FOR INSERT WITH CHECK (agent = (SELECT bridge_agent()));
-CREATE POLICY own_agent_moves ON listeners FOR UPDATE
-    USING (agent = (SELECT bridge_agent())) WITH CHECK (agent = (SELECT bridge_agent()));
-CREATE POLICY own_agent_ends ON listeners FOR DELETE USING (agent = (SELECT bridge_agent()));
 """
+_SCHEMA_16 = "".join((_ROLE_MAP_AND_MAIL, _presence_rows("sessions"), _WATCHES, _presence_rows("listeners")))
 
 MIGRATIONS: tuple[str, ...] = (
     *("",) * 11,

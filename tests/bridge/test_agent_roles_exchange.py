@@ -6,29 +6,15 @@ itself. The tests' own checks (``sql``, ``db_path``) use the owner's URL."""
 from pathlib import Path
 
 import pytest
+import roles_fixtures
 from harness import McpAgent, collected_again, servers_on_roles, sql
 
 SOURCES = ("test_messages", "test_claims_across_processes", "test_conversations")
 RACERS = 8  # as test_claims_across_processes races them
 
 
-@pytest.fixture(scope="module")
-def backend() -> str:
-    return "postgres"
-
-
-@pytest.fixture(scope="module")
-def role_urls(env, agent_role) -> dict[str, str]:
-    return {name: agent_role(env["AGENT_BRIDGE_DB"], name) for name in ("claude", "kimi")}
-
-
-@pytest.fixture(scope="module")
-def pair(env, role_urls):
-    """The claude and kimi servers, each on its own agent's role."""
-    agents = servers_on_roles(["claude", "kimi"], env, role_urls)
-    yield agents
-    for agent in agents:
-        agent.close()
+# The module's fixtures: a PostgreSQL store, a role per agent, the servers on them.
+backend, role_urls, pair = roles_fixtures.backend, roles_fixtures.role_urls, roles_fixtures.pair
 
 
 @pytest.fixture(scope="module")

@@ -8,26 +8,12 @@ import json
 from pathlib import Path
 
 import pytest
+import roles_fixtures
 from dispatch_harness import make_launcher, start_listener, status, wait_until, write_config_atomic
-from harness import collected_again, servers_on_roles, sql
+from harness import collected_again, sql
 
-
-@pytest.fixture(scope="module")
-def backend() -> str:
-    return "postgres"
-
-
-@pytest.fixture(scope="module")
-def role_urls(env, agent_role) -> dict[str, str]:
-    return {name: agent_role(env["AGENT_BRIDGE_DB"], name) for name in ("claude", "kimi")}
-
-
-@pytest.fixture(scope="module")
-def pair(env, role_urls):
-    agents = servers_on_roles(["claude", "kimi"], env, role_urls)
-    yield agents
-    for agent in agents:
-        agent.close()
+# The module's fixtures: a PostgreSQL store, a role per agent, the servers on them.
+backend, role_urls, pair = roles_fixtures.backend, roles_fixtures.role_urls, roles_fixtures.pair
 
 
 @pytest.fixture(scope="module")
