@@ -32,6 +32,7 @@ USAGE_CODES = frozenset(
     {
         "usage_error",
         "not_postgres",
+        "wrong_agent_role",
         "invalid_setting",
         "config_invalid",
         "unknown_agent",

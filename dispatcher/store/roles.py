@@ -7,6 +7,7 @@ then narrow every table to the rows of the role's agent (``postgres_schema``, sc
 Identifiers are quoted by the server (``quote_ident``), never by string pasting of a name.
 """
 
+from dispatcher.core.errors import BridgeError
 from dispatcher.store.types import Connection
 
 # What an agent's processes read: every table, and the payload-free view of others' unread mail.
@@ -84,6 +85,19 @@ def unmap_role(conn: Connection, role: str) -> str | None:
     conn.execute(f"REVOKE ALL ON ALL SEQUENCES IN SCHEMA {schema} FROM {who}")
     conn.execute(f"REVOKE USAGE ON SCHEMA {schema} FROM {who}")
     return None if row is None else str(row[0])
+
+
+def refuse_another_agents_role(conn: Connection, agent: str, store: str) -> None:
+    """A process of ``agent`` whose role acts as another agent (a URL copied from the wrong
+    registration) would fail each write on the row policies: refuse it at once, in one line.
+    The owner's or a shared role (mapped to no agent) passes: identity is then ``AGENT_ID``."""
+    acts_as = acting_agent(conn)
+    if acts_as is not None and acts_as != agent:
+        raise BridgeError(
+            "wrong_agent_role",
+            f"AGENT_ID is {agent}, but the role of AGENT_BRIDGE_DB ({store}) acts as {acts_as}; nothing was "
+            f"written. Give {agent}'s registration and listener the URL `agent-bridge db-role {agent}` prints.",
+        )
 
 
 def acting_agent(conn: Connection) -> str | None:

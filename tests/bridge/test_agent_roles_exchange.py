@@ -3,11 +3,14 @@ of this folder run again here with each real server connecting as its own agent'
 by ``agent-bridge db-role``), so the row policies admit everything an agent's server does as
 itself. The tests' own checks (``sql``, ``db_path``) use the owner's URL."""
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import roles_fixtures
-from harness import McpAgent, collected_again, servers_on_roles, sql
+from harness import PROJECT, McpAgent, collected_again, servers_on_roles, sql
 
 SOURCES = ("test_messages", "test_claims_across_processes", "test_conversations")
 RACERS = 8  # as test_claims_across_processes races them
@@ -39,14 +42,27 @@ def test_each_server_connects_as_its_own_agents_role(claude, kimi, db_path, role
     assert roles <= connected, connected
 
 
-def test_a_server_claiming_another_agents_id_cannot_write_as_it(env, role_urls, db_path):
-    """AGENT_ID says kimi, the role is claude's: the server refuses a write as kimi, and says why."""
-    impostor = McpAgent("kimi", {**env, "AGENT_BRIDGE_DB": role_urls["claude"]})
+def test_a_server_given_another_agents_role_refuses_to_start(env, role_urls, db_path):
+    """AGENT_ID says kimi, the role is claude's: one line before the handshake, exit 2, nothing written."""
+    before = sql(db_path, "SELECT (SELECT count(*) FROM messages), (SELECT count(*) FROM sessions)")
+    done = subprocess.run(
+        [sys.executable, str(PROJECT / "server.py")],
+        env={**os.environ, **env, "AGENT_ID": "kimi", "AGENT_BRIDGE_DB": role_urls["claude"]},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (done.returncode, done.stdout) == (2, "")
+    [line] = done.stderr.splitlines()
+    assert line.startswith("agent-bridge: wrong_agent_role: AGENT_ID is kimi, but the role") and "db-role kimi" in line
+    assert sql(db_path, "SELECT (SELECT count(*) FROM messages), (SELECT count(*) FROM sessions)") == before
+
+
+def test_a_shared_role_still_serves_any_agent(env, db_path):
+    """The owner's URL (a role mapped to no agent): identity is AGENT_ID, as before."""
+    server = McpAgent("kimi", {**env, "AGENT_BRIDGE_DB": db_path})
     try:
-        before = sql(db_path, "SELECT count(*) FROM messages")
-        refused = impostor.call("send_message", recipient="claude", text="as kimi", kind="task")
-        assert refused.code == "store_permission_denied", refused
-        assert "row-level security" in refused.text and "agent-bridge db-role" in refused.text
-        assert sql(db_path, "SELECT count(*) FROM messages") == before
+        assert server.ok("send_message", recipient="claude", text="as before")["id"] > 0
     finally:
-        impostor.close()
+        server.close()
