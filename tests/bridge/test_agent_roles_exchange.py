@@ -66,3 +66,17 @@ def test_a_shared_role_still_serves_any_agent(env, db_path):
         assert server.ok("send_message", recipient="claude", text="as before")["id"] > 0
     finally:
         server.close()
+
+
+def test_a_broadcast_reaches_its_copies_recipients_and_who_counts_others_mail(claude, kimi, db_path):
+    for agent in (claude, kimi):
+        while ids := [m["id"] for m in agent.ok("receive_messages", limit=100)["messages"]]:
+            agent.ok("mark_read", message_ids=ids)
+    sent = claude.ok("send_message", recipient="*", kind="notice", text="release at 5", dedup_key="roles-rel-5")
+    [copy] = kimi.ok("receive_messages")["messages"]
+    assert (copy["id"], copy["sender"], copy["text"]) == (sent["ids"][0], "claude", "release at 5")
+    # Mail to kimi that claude's role may not read (kimi's note to itself): who still counts it.
+    sql(db_path, "INSERT INTO messages (sender, recipient, text, created_at) VALUES ('kimi', 'kimi', 'x', 1)")
+    [seen] = claude.ok("who", agent="kimi")["agents"]
+    assert seen["unread"] == 2
+    assert [m["id"] for m in kimi.ok("receive_messages")["messages"]][0] == sent["ids"][0]

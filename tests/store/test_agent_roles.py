@@ -107,6 +107,19 @@ def test_a_role_cannot_change_another_agents_rows(store):
     assert unread == 4
 
 
+def test_a_role_reads_its_agents_attempts_and_those_of_the_tasks_it_sent(store):
+    owner, alice, rows = store
+    task = _insert(alice, "alice", "bob", kind="task")
+    for message_id, agent in ((task, "bob"), (rows["bob_to_alice"], "alice"), (rows["carol_to_bob"], "bob")):
+        owner.execute(
+            "INSERT INTO dispatch_attempts (message_id, agent, state, started_at) VALUES (?, ?, 'recorded', 1)",
+            (message_id, agent),
+        )
+    seen = {row[0] for row in alice.execute("SELECT message_id FROM dispatch_attempts")}
+    assert seen == {task, rows["bob_to_alice"]}  # bob's attempt at carol's task is not hers to see
+    assert alice.execute("UPDATE dispatch_attempts SET state = 'spawned' WHERE message_id = ?", (task,)).rowcount == 0
+
+
 def test_presence_and_waiting_counts_stay_readable_without_the_mail(store):
     """`who` shows every agent's sessions and how much waits for it; the texts stay private."""
     _, alice, _ = store
