@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import roles_fixtures
+from dispatch_harness import cli
 from harness import PROJECT, McpAgent, collected_again, servers_on_roles, sql
 
 SOURCES = ("test_messages", "test_claims_across_processes", "test_conversations")
@@ -80,3 +81,12 @@ def test_a_broadcast_reaches_its_copies_recipients_and_who_counts_others_mail(cl
     [seen] = claude.ok("who", agent="kimi")["agents"]
     assert seen["unread"] == 2
     assert [m["id"] for m in kimi.ok("receive_messages")["messages"]][0] == sent["ids"][0]
+
+
+def test_the_status_line_on_one_agents_role_counts_every_agents_waiting_mail(claude, kimi, env, db_path, role_urls):
+    for agent in (claude, kimi):
+        while ids := [m["id"] for m in agent.ok("receive_messages", limit=100)["messages"]]:
+            agent.ok("mark_read", message_ids=ids)
+    sql(db_path, "INSERT INTO messages (sender, recipient, text, created_at) VALUES ('kimi', 'kimi', 'x', 1)")
+    done = cli({**env, "AGENT_BRIDGE_DB": role_urls["claude"]}, "statusline")
+    assert done.returncode == 0 and "[kimi] stopped · 1 unread" in done.stdout, (done.stdout, done.stderr)
