@@ -5,7 +5,8 @@ creates the whole schema as SQLite has it at 12. Later versions are appended to 
 with the same number. The types are SQLite's made explicit: ids are ``bigint`` identities,
 times are epoch seconds (``double precision``), process start times are text (boot id and
 start ticks), and SQLite's AUTOINCREMENT (ids never reused) is what an identity does anyway.
-One thing SQLite has no need of: the trigger that sends the wake-up hint (NOTIFY).
+Two things SQLite has no need of: the trigger that sends the wake-up hint (NOTIFY), and
+(schema 16) the role map and row policies that let a database role act only as its agent.
 """
 
 _SCHEMA_12 = """
