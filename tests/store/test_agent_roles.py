@@ -262,3 +262,30 @@ def test_db_role_run_by_an_agents_role_is_refused_and_changes_nothing(postgres_u
         assert owner.execute("SELECT count(*) FROM pg_roles WHERE rolname = ?", (never,)).fetchone()[0] == 0
     finally:
         owner.close()
+
+
+def test_an_owner_that_is_not_a_superuser_sets_roles_up(postgres_database):
+    """The deployment README describes: a `bridge` role with CREATEROLE owns the store's schema."""
+    suffix = uuid.uuid4().hex[:8]
+    owner_role, agent = f"ab_owner_{suffix}", f"ab_alice_{suffix}"
+    with psycopg.connect(postgres_database, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {owner_role} LOGIN CREATEROLE")
+        admin.execute(f"CREATE SCHEMA s_{suffix} AUTHORIZATION {owner_role}")
+    owner_url = f"{postgres_database.replace('postgres@', f'{owner_role}@', 1)}?options=-csearch_path%3Ds_{suffix}"
+    try:
+        made = db_role(owner_url, "alice", agent)  # creates the schema first, as its owner
+        assert made["created"] is True
+        alice = open_store(str(made["url"]))
+        try:
+            assert acting_agent(alice) == "alice"
+            _insert(alice, "alice", "bob")
+            with pytest.raises(PostgresPermissionDenied, match="row-level security"):
+                _insert(alice, "bob", "alice")
+        finally:
+            alice.close()
+    finally:
+        with psycopg.connect(postgres_database, autocommit=True) as admin:
+            admin.execute(f"DROP SCHEMA s_{suffix} CASCADE")
+            for role in (agent, owner_role):
+                admin.execute(f"DROP OWNED BY {role}")
+                admin.execute(f"DROP ROLE {role}")
