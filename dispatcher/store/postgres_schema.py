@@ -163,7 +163,7 @@ CREATE POLICY own_agent_ends ON {table} FOR DELETE USING (agent = (SELECT bridge
 # row). The store's owner (whoever ran the migrations) owns the tables and so bypasses the
 # policies (no FORCE): migrations, prune and doctor run as it. A role may write only as its
 # agent: messages as their sender and, once there, as their recipient (claim, renew, release,
-# acknowledge); conversations and their moves by participation; sessions, watches, listeners and
+# acknowledge); conversations by participation, and their moves as their actor; sessions, watches, listeners and
 # attempts of its agent. It reads the messages it sent or received, the broadcasts it sent or got
 # a copy of, its conversations, the attempts of its agent and of the tasks it sent (the sender
 # sees its task's dispatch), and every session, watch and listener row (presence: who is there,
@@ -186,7 +186,8 @@ EXECUTE format($f$
     AS 'SELECT agent_id FROM agent_roles WHERE role = current_user'
 $f$, current_schema());
 END $do$;
-CREATE VIEW unread_mail AS
+-- security_barrier: a role's own (temporary) function in a WHERE never sees the rows the view leaves out.
+CREATE VIEW unread_mail WITH (security_barrier) AS
     SELECT recipient, created_at, claim_owner, claim_expires_at FROM messages WHERE acknowledged_at IS NULL;
 ALTER TABLE messages ENABLE ROW LEVEL SECURITY;
 CREATE POLICY read_own ON messages FOR SELECT
@@ -210,7 +211,8 @@ ALTER TABLE conversation_transitions ENABLE ROW LEVEL SECURITY;
 CREATE POLICY participant ON conversation_transitions FOR SELECT
     USING (EXISTS (SELECT 1 FROM conversations AS c WHERE c.id = conversation_transitions.conversation_id));
 CREATE POLICY participant_moves ON conversation_transitions FOR INSERT
-    WITH CHECK (EXISTS (SELECT 1 FROM conversations AS c WHERE c.id = conversation_transitions.conversation_id));
+    WITH CHECK (actor = (SELECT bridge_agent())
+                AND EXISTS (SELECT 1 FROM conversations AS c WHERE c.id = conversation_transitions.conversation_id));
 ALTER TABLE dispatch_attempts ENABLE ROW LEVEL SECURITY;
 CREATE POLICY own_or_sent ON dispatch_attempts FOR SELECT
     USING (agent = (SELECT bridge_agent()) OR EXISTS (

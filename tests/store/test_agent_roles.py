@@ -105,6 +105,15 @@ def test_a_role_cannot_change_another_agents_rows(store):
         alice.execute("UPDATE messages SET recipient = 'bob' WHERE id = ?", (rows["bob_to_alice"],))
     unread = owner.execute("SELECT count(*) FROM messages WHERE acknowledged_at IS NULL").fetchone()[0]
     assert unread == 4
+    # Her own conversation with bob: she moves it, but records no move in his name.
+    conversation = alice.execute(
+        "INSERT INTO conversations (initiator, recipient, goal, state, max_turns, created_at, expires_at, updated_at)"
+        " VALUES ('alice', 'bob', 'g', 'active', 4, 1, 2, 1) RETURNING id"
+    ).fetchone()[0]
+    move = "INSERT INTO conversation_transitions (conversation_id, to_state, actor, reason, at) VALUES (?, 'blocked', ?, 'r', 1)"
+    alice.execute(move, (conversation, "alice"))
+    with pytest.raises(PostgresPermissionDenied, match="row-level security"):
+        alice.execute(move, (conversation, "bob"))
 
 
 def test_a_role_reads_its_agents_attempts_and_those_of_the_tasks_it_sent(store):
