@@ -24,11 +24,15 @@ _READS = (
     "session_watches",
     "listeners",
 )
-# What they write, by privilege; the policies decide which rows. Nothing an agent does deletes a
-# message, a conversation or an attempt (prune does, as the owner).
+# What they write, by privilege; the policies decide which rows. A recipient moves its message's
+# claim and read marks, never its sender, kind or text; a participant moves a conversation's state
+# and turns, never its goal or budget. Nothing an agent does deletes a message, a conversation or
+# an attempt (prune does, as the owner).
 _WRITES = (
-    ("INSERT, UPDATE", ("messages", "conversations", "dispatch_attempts", "sessions", "listeners")),
-    ("INSERT", ("broadcasts", "conversation_transitions", "session_watches")),
+    ("INSERT, UPDATE", ("dispatch_attempts", "sessions", "listeners")),
+    ("INSERT", ("messages", "conversations", "broadcasts", "conversation_transitions", "session_watches")),
+    ("UPDATE (claim_owner, claim_expires_at, delivered_at, acknowledged_at)", ("messages",)),
+    ("UPDATE (state, turn_count, in_flight_message_id, updated_at)", ("conversations",)),
     ("DELETE", ("sessions", "session_watches", "listeners")),
 )
 

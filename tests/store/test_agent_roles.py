@@ -100,8 +100,14 @@ def test_a_role_cannot_change_another_agents_rows(store):
         assert done.rowcount == 0
     assert alice.execute("UPDATE sessions SET renewed_at = 1 WHERE agent = 'bob'").rowcount == 0
     assert alice.execute("DELETE FROM sessions WHERE agent = 'bob'").rowcount == 0
-    # A row of her own cannot be handed to bob either.
+    # A row of her own cannot be handed to bob either (the policy's check; a message's recipient is
+    # not even a column she may update).
+    own = alice.execute(
+        "INSERT INTO sessions (agent, role, host, pid, started_at) VALUES ('alice', 'interactive', 'h', 3, 1) RETURNING id"
+    ).fetchone()[0]
     with pytest.raises(PostgresPermissionDenied, match="row-level security"):
+        alice.execute("UPDATE sessions SET agent = 'bob' WHERE id = ?", (own,))
+    with pytest.raises(PostgresPermissionDenied, match="permission denied"):
         alice.execute("UPDATE messages SET recipient = 'bob' WHERE id = ?", (rows["bob_to_alice"],))
     unread = owner.execute("SELECT count(*) FROM messages WHERE acknowledged_at IS NULL").fetchone()[0]
     assert unread == 4
@@ -114,6 +120,13 @@ def test_a_role_cannot_change_another_agents_rows(store):
     alice.execute(move, (conversation, "alice"))
     with pytest.raises(PostgresPermissionDenied, match="row-level security"):
         alice.execute(move, (conversation, "bob"))
+    # Rows of her own, in what they say rather than where they stand: no right to change them.
+    for statement, row in (
+        ("UPDATE messages SET text = 'rewritten', sender = 'carol' WHERE id = ?", rows["bob_to_alice"]),
+        ("UPDATE conversations SET max_turns = 1000 WHERE id = ?", conversation),
+    ):
+        with pytest.raises(PostgresPermissionDenied, match="permission denied"):
+            alice.execute(statement, (row,))
 
 
 def test_a_role_reads_its_agents_attempts_and_those_of_the_tasks_it_sent(store):
@@ -239,6 +252,8 @@ def test_db_role_is_idempotent_and_remaps_and_revokes(postgres_url, agent_role):
         revoked = db_role(postgres_url, "bob", role, revoke=True)
         assert revoked == {"role": role, "agent": "bob", "revoked": True}
         assert _privileges(owner, role) == []
+        columns = "SELECT count(*) FROM information_schema.role_column_grants WHERE grantee = ?"
+        assert owner.execute(columns, (role,)).fetchone()[0] == 0
         assert db_role(postgres_url, "bob", role, revoke=True)["revoked"] is False
     finally:
         owner.close()
