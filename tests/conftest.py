@@ -143,6 +143,27 @@ def new_postgres_store(postgres_database) -> Iterator[Callable[[], str]]:
             admin.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
+@pytest.fixture(scope="session")
+def agent_role(postgres_database) -> Iterator[Callable[[str, str], str]]:
+    """Sets up a per-agent role on a PostgreSQL store (``agent-bridge db-role``, as the store's
+    owner, the fixture's superuser): its URL. Roles are the server's, not one database's, so each
+    gets a name of its own and is dropped at the end."""
+    from dispatcher.ops.db_role import db_role
+
+    made = []
+
+    def new(store_url: str, agent: str) -> str:
+        role = f"ab_{agent.replace('-', '_')}_{uuid.uuid4().hex[:8]}"
+        made.append(role)
+        return str(db_role(store_url, agent, role)["url"])
+
+    yield new
+    with psycopg.connect(postgres_database, autocommit=True) as admin:
+        for role in made:
+            admin.execute(f"DROP OWNED BY {role}")
+            admin.execute(f"DROP ROLE {role}")
+
+
 @pytest.fixture
 def postgres_url(new_postgres_store) -> str:
     """A ``postgresql://`` store of the test's own."""

@@ -7,6 +7,7 @@ so tests stay synchronous and a module can keep its servers for all of its cases
 import ast
 import asyncio
 import contextlib
+import importlib.util
 import json
 import os
 import sqlite3
@@ -174,6 +175,31 @@ def start_agents(names: list[str], env: dict[str, str]) -> list[McpAgent]:
     for agent in agents:
         agent.wait_ready()
     return agents
+
+
+def servers_on_roles(names: list[str], env: dict[str, str], role_urls: dict[str, str]) -> list[McpAgent]:
+    """``start_agents``, each server connecting with its agent's own database role (``role_urls``)."""
+    agents = [McpAgent(name, {**env, "AGENT_BRIDGE_DB": role_urls[name]}) for name in names]
+    for agent in agents:
+        agent.wait_ready()
+    return agents
+
+
+def collected_again(path: Path) -> dict[str, Any]:
+    """The test functions of the module at ``path`` (those marked ``sqlite_only`` left out), named
+    ``<test>__<module>``: put in another module's namespace, they run again with that module's
+    fixtures (its servers on per-agent roles, say)."""
+    spec = importlib.util.spec_from_file_location(f"again_{path.stem}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return {
+        f"{name}__{path.stem.removeprefix('test_')}": test
+        for name, test in vars(module).items()
+        if name.startswith("test_")
+        and callable(test)
+        and not any(mark.name == "sqlite_only" for mark in getattr(test, "pytestmark", []))
+    }
 
 
 def race(agents: list[McpAgent], tool: str, **arguments: Any) -> tuple[list[ToolResult], bool]:

@@ -31,6 +31,8 @@ EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
 USAGE_CODES = frozenset(
     {
         "usage_error",
+        "not_postgres",
+        "wrong_agent_role",
         "invalid_setting",
         "config_invalid",
         "unknown_agent",

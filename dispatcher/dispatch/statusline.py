@@ -71,10 +71,11 @@ def _held_budget(conn, agents: list[str], declared: dict, now: float) -> dict[st
 
 
 def _unread(locations: Locations, agents: list[str], declared: dict) -> tuple[dict[str, int], dict[str, str]]:
-    """Each agent's unread count (``inbox_summary``), and the note for an agent whose daily budget
-    is reached; both empty when there is no store or it cannot be read."""
-    from dispatcher.bridge.inbox import inbox_summary
+    """Each agent's unread count (``waiting_count``: readable for every agent under a per-agent
+    role too), and the note for an agent whose daily budget is reached; both empty when there is
+    no store or it cannot be read."""
     from dispatcher.store import STORE_ERRORS
+    from dispatcher.store.messages import waiting_count
     from dispatcher.store.readonly import open_read_only
     from dispatcher.store.views import limit_busy_wait
 
@@ -85,7 +86,7 @@ def _unread(locations: Locations, agents: list[str], declared: dict) -> tuple[di
         try:
             limit_busy_wait(conn, BUSY_MS)  # a status line never waits long
             now = clock.now()
-            unread = {agent: inbox_summary(conn, agent, now).unread for agent in agents}
+            unread = {agent: waiting_count(conn, agent, now)[0] for agent in agents}
             return unread, _held_budget(conn, agents, declared, now)
         finally:
             conn.close()

@@ -6,7 +6,6 @@ them imports it. Payload-free. The tool (``who_tool``) cleans dead rows first; t
 from collections.abc import Iterable
 from typing import Any
 
-from dispatcher.bridge.inbox import inbox_summary
 from dispatcher.bridge.presence import Probe, prune_dead, sessions
 from dispatcher.core import clock, processes
 from dispatcher.core.config import load_config, require_agent
@@ -14,6 +13,7 @@ from dispatcher.core.errors import BridgeError
 from dispatcher.core.locations import LocationsLike
 from dispatcher.dispatch.control import listener_status
 from dispatcher.store import SCHEMA_VERSION, STORE_ERRORS, Connection, schema_version, write_transaction
+from dispatcher.store.messages import waiting_count
 from dispatcher.store.readonly import open_read_only
 
 
@@ -32,7 +32,8 @@ def who_report(
     report = []
     for agent in agents:
         found = [] if conn is None else sessions(conn, agent, here=here, probe=probe)
-        summary = None if conn is None else inbox_summary(conn, agent, now)
+        # Counts only, from the view every agent's role may read (``waiting_count``).
+        unread, oldest = (0, None) if conn is None else waiting_count(conn, agent, now)
         status = listener_status(settings, agent, check_config=False, late_results=False, totals=False, conn=conn)
         report.append(
             {
@@ -40,10 +41,8 @@ def who_report(
                 "sessions": [s.view(now) for s in found if s.role == "interactive" and s.liveness != "dead"],
                 "workers": sum(1 for s in found if s.role == "worker" and s.liveness != "dead"),
                 "listener": _listener_view(status),
-                "unread": 0 if summary is None else summary.unread,
-                "oldest_unread_age_seconds": None
-                if summary is None or summary.oldest_created_at is None
-                else round(max(0.0, now - summary.oldest_created_at), 1),
+                "unread": unread,
+                "oldest_unread_age_seconds": None if oldest is None else round(max(0.0, now - oldest), 1),
             }
         )
     return {"agents": report}

@@ -35,10 +35,15 @@ def _prepare():
         file_level=logging.WARNING,
     )
 
+    from dispatcher.core.locations import is_postgres_url, shown
     from dispatcher.store import open_handle
 
     store = open_handle(settings.db)
-    store.connection()  # fail before the handshake on an unusable or too-new store
+    conn = store.connection()  # fail before the handshake on an unusable or too-new store
+    if is_postgres_url(settings.db):  # a role of another agent would fail every write: say so now
+        from dispatcher.store.roles import refuse_another_agents_role
+
+        refuse_another_agents_role(conn, settings.agent_id, shown(settings.db))
     return settings, config, store
 
 

@@ -354,6 +354,26 @@ def doctor(as_json: bool) -> None:
         sys.exit(1)
 
 
+@main.command("db-role")
+@click.argument("agent", callback=_agent_id)
+@click.option("--role", default=None, help="The role's name (default: bridge_AGENT, dashes as underscores).")
+@click.option("--revoke", is_flag=True, help="Take the role's privileges and mapping away (the role stays).")
+@click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
+def db_role(agent: str, role: str | None, revoke: bool, as_json: bool) -> None:
+    """PostgreSQL only, run as the store's owner: a login role that can act only as AGENT.
+
+    Creates the role when missing (no password: set its authentication in pg_hba.conf or
+    ~/.pgpass), grants what AGENT's processes need and records the mapping; the store's row
+    policies then refuse that role anything done as another agent. Prints the URL for AGENT's
+    registrations and listener. Running it again changes nothing.
+    """
+    from dispatcher.ops.db_role import db_role as set_up
+    from dispatcher.ops.db_role import render
+
+    report = set_up(_settings().db, agent, role, revoke=revoke)
+    click.echo(json.dumps(report, indent=2, sort_keys=True) if as_json else render(report))
+
+
 @main.command()
 @click.argument("cli_name", metavar="CLI", type=click.Choice(["claude", "kimi", "codex", "gemini"]))
 @agent_option

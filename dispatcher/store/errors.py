@@ -29,6 +29,11 @@ class PostgresIntegrityError(PostgresError):
     """A constraint refused the write (a key, a foreign key, a check)."""
 
 
+class PostgresPermissionDenied(PostgresError):
+    """The role may not do this: a privilege it lacks, or a row policy refused the row (a
+    per-agent role writing as another agent)."""
+
+
 class PostgresCorruption(PostgresError):
     """The server says its data or an index is damaged."""
 
@@ -65,6 +70,13 @@ def store_errors(what: str = "the bridge store") -> Iterator[None]:
     corrupt or unreadable files surface as ``store_unavailable`` (nothing half-done)."""
     try:
         yield
+    except PostgresPermissionDenied as exc:
+        raise StoreUnavailable(
+            "store_permission_denied",
+            f"the PostgreSQL server refused what {what} was asked ({exc}); nothing was changed. AGENT_BRIDGE_DB's role "
+            "may act only as the agent `agent-bridge db-role` gave it: give this agent's processes (AGENT_ID) "
+            "the URL printed for it, or use the store's owner.",
+        ) from exc
     except STORE_ERRORS + (OSError,) as exc:
         raise StoreUnavailable(
             "store_unavailable",

@@ -210,6 +210,17 @@ def unclaimed_unread(conn: Connection, agent: str, now: float, *, after_id: int,
     return UnreadRows(unread, oldest, newest, first)
 
 
+def waiting_count(conn: Connection, agent: str, now: float) -> tuple[int, float | None]:
+    """``unclaimed_unread``'s count and oldest time, read from the view ``unread_mail`` (no id,
+    sender, kind or text): on a store with per-agent roles, the one read of another agent's
+    inbox a role may make (``who``, the status line)."""
+    count, oldest = conn.execute(
+        f"SELECT COUNT(*), MIN(created_at) FROM unread_mail WHERE recipient = :agent AND NOT {active_claim_sql()}",  # noqa: S608 - constant fragments, bound values
+        {"agent": agent, "now": now},
+    ).fetchone()
+    return count, oldest
+
+
 def inbox_rows(conn: Connection, recipient: str, *, unread_only: bool, limit: int) -> list[Row]:
     """The latest ``limit`` messages to ``recipient`` (only unacknowledged ones with
     ``unread_only``), oldest first, text included: what ``agent-bridge inbox`` lists."""

@@ -271,6 +271,13 @@ MIGRATIONS: tuple[str | Callable[[sqlite3.Connection], None], ...] = (
     """
     ALTER TABLE sessions ADD COLUMN renewed_at REAL;
     """,
+    # 16: per-agent database roles (PostgreSQL's list: the role map and the row policies, which a
+    # SQLite file has no use for). Both keep ``unread_mail``, the one cross-agent read of messages
+    # (`who`'s counts), so that the query reading it is written once.
+    """
+    CREATE VIEW unread_mail AS
+        SELECT recipient, created_at, claim_owner, claim_expires_at FROM messages WHERE acknowledged_at IS NULL;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

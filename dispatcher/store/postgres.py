@@ -39,7 +39,13 @@ except ImportError:
         "'git+<repository-url>[postgres]'), or `uv sync --extra postgres` in a checkout",
     ) from None
 from dispatcher.core.locations import StoreLocation, StoreUrl, redacted
-from dispatcher.store.errors import PostgresCorruption, PostgresError, PostgresIntegrityError, PostgresTransientError
+from dispatcher.store.errors import (
+    PostgresCorruption,
+    PostgresError,
+    PostgresIntegrityError,
+    PostgresPermissionDenied,
+    PostgresTransientError,
+)
 from dispatcher.store.postgres_schema import MIGRATIONS
 from dispatcher.store.types import Connection
 
@@ -136,6 +142,8 @@ def _boundary_errors() -> Iterator[None]:
             kind = PostgresCorruption
         elif isinstance(exc, _TRANSIENT):
             kind = PostgresTransientError
+        elif isinstance(exc, psycopg.errors.InsufficientPrivilege):
+            kind = PostgresPermissionDenied
         raise kind(f"{type(exc).__name__}: {exc}") from exc
 
 
@@ -236,6 +244,17 @@ def schema_too_new(url: str, found: int, known: int) -> BridgeError:
     )
 
 
+def schema_needs_owner(url: str, found: int, target: int, role: str) -> BridgeError:
+    """A role that may not change the schema (an agent's own role) met one older than the code."""
+    return BridgeError(
+        "schema_needs_owner",
+        f"store {redacted(url)} has schema version {found} for role {role!r}, this agent-bridge needs {target}, "
+        "and that role may not create or migrate it (no DDL rights, or no access to the store's schema; nothing "
+        "was written); run agent-bridge once with AGENT_BRIDGE_DB naming the store's owner role (e.g. "
+        f"`agent-bridge db-role AGENT --role {role}`, which migrates and grants), then retry.",
+    )
+
+
 def open_postgres(url: str, *, target_version: int) -> PostgresConnection:
     """Connect (autocommit: the store's statements start their own transactions) and migrate."""
     try:
@@ -249,11 +268,21 @@ def open_postgres(url: str, *, target_version: int) -> PostgresConnection:
     raw.adapters.register_loader("numeric", _NumericAsSqliteDoes)
     conn = PostgresConnection(raw)
     try:
-        found = schema_version(conn)
+        try:
+            found = schema_version(conn)
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise BridgeError(
+                "store_permission_denied",
+                f"role {raw.info.user!r} may not read the store {redacted(url)} (nothing was written); as the "
+                "store's owner, run `agent-bridge db-role AGENT --role ROLE` to let it act as AGENT.",
+            ) from exc
         if found > len(MIGRATIONS):
             raise schema_too_new(url, found, len(MIGRATIONS))
         if found < target_version:
-            migrate(conn, url, target_version)
+            try:
+                migrate(conn, url, target_version)
+            except (psycopg.errors.InsufficientPrivilege, psycopg.errors.InvalidSchemaName) as exc:
+                raise schema_needs_owner(url, found, target_version, raw.info.user) from exc
     except BaseException:
         raw.close()
         raise

@@ -5,7 +5,8 @@ creates the whole schema as SQLite has it at 12. Later versions are appended to 
 with the same number. The types are SQLite's made explicit: ids are ``bigint`` identities,
 times are epoch seconds (``double precision``), process start times are text (boot id and
 start ticks), and SQLite's AUTOINCREMENT (ids never reused) is what an identity does anyway.
-One thing SQLite has no need of: the trigger that sends the wake-up hint (NOTIFY).
+Two things SQLite has no need of: the trigger that sends the wake-up hint (NOTIFY), and
+(schema 16) the role map and row policies that let a database role act only as its agent.
 """
 
 _SCHEMA_12 = """
@@ -142,6 +143,94 @@ CREATE TRIGGER messages_notify_recipient AFTER INSERT OR UPDATE ON messages
     FOR EACH ROW EXECUTE FUNCTION agent_bridge_notify_recipient();
 """
 
+
+def _presence_rows(table: str) -> str:
+    """A table of presence rows with an ``agent`` column (sessions, listeners): every mapped role
+    reads them all, and writes only its own agent's."""
+    return f"""
+ALTER TABLE {table} ENABLE ROW LEVEL SECURITY;
+CREATE POLICY presence ON {table} FOR SELECT USING ((SELECT bridge_agent()) IS NOT NULL);
+CREATE POLICY own_agent ON {table} FOR INSERT WITH CHECK (agent = (SELECT bridge_agent()));
+CREATE POLICY own_agent_moves ON {table} FOR UPDATE
+    USING (agent = (SELECT bridge_agent())) WITH CHECK (agent = (SELECT bridge_agent()));
+CREATE POLICY own_agent_ends ON {table} FOR DELETE USING (agent = (SELECT bridge_agent()));
+"""
+
+
+# 16: a database role per agent, enforced by the server (``store.roles`` grants and maps them).
+# ``agent_roles`` maps a login role to the one agent it may act as; ``bridge_agent()`` is the
+# agent of ``current_user`` (NULL for an unmapped role, so every policy below then admits no
+# row). The store's owner (whoever ran the migrations) owns the tables and so bypasses the
+# policies (no FORCE): migrations, prune and doctor run as it. A role may write only as its
+# agent: messages as their sender and, once there, as their recipient (claim, renew, release,
+# acknowledge); conversations by participation, and their moves as their actor; sessions, watches, listeners and
+# attempts of its agent. It reads the messages it sent or received, the broadcasts it sent or got
+# a copy of, its conversations, the attempts of its agent and of the tasks it sent (the sender
+# sees its task's dispatch), and every session, watch and listener row (presence: who is there,
+# which listener runs where; payload-free). ``unread_mail`` is the one cross-agent read of
+# messages: who has how much waiting, without sender, id, kind or text; a view, so it reads with
+# the owner's rights. ``bridge_agent()`` pins ``search_path`` to the store's schema (a view binds
+# its table when it is created).
+
+
+_ROLE_MAP_AND_MAIL = """
+CREATE TABLE agent_roles (
+    role name PRIMARY KEY,
+    agent_id text NOT NULL
+);
+ALTER TABLE agent_roles ENABLE ROW LEVEL SECURITY;
+CREATE POLICY own_mapping ON agent_roles FOR SELECT USING (role = current_user);
+DO $do$ BEGIN
+EXECUTE format($f$
+    CREATE FUNCTION bridge_agent() RETURNS text LANGUAGE sql STABLE SET search_path = %I, pg_temp
+    AS 'SELECT agent_id FROM agent_roles WHERE role = current_user'
+$f$, current_schema());
+END $do$;
+-- security_barrier: a role's own (temporary) function in a WHERE never sees the rows the view leaves out.
+CREATE VIEW unread_mail WITH (security_barrier) AS
+    SELECT recipient, created_at, claim_owner, claim_expires_at FROM messages WHERE acknowledged_at IS NULL;
+ALTER TABLE messages ENABLE ROW LEVEL SECURITY;
+CREATE POLICY read_own ON messages FOR SELECT
+    USING (sender = (SELECT bridge_agent()) OR recipient = (SELECT bridge_agent()));
+CREATE POLICY send_as_self ON messages FOR INSERT WITH CHECK (sender = (SELECT bridge_agent()));
+CREATE POLICY handle_own_inbox ON messages FOR UPDATE
+    USING (recipient = (SELECT bridge_agent())) WITH CHECK (recipient = (SELECT bridge_agent()));
+ALTER TABLE broadcasts ENABLE ROW LEVEL SECURITY;
+CREATE POLICY read_own ON broadcasts FOR SELECT
+    USING (sender = (SELECT bridge_agent())
+           OR EXISTS (SELECT 1 FROM messages AS m WHERE m.broadcast_id = broadcasts.id));
+CREATE POLICY send_as_self ON broadcasts FOR INSERT WITH CHECK (sender = (SELECT bridge_agent()));
+ALTER TABLE conversations ENABLE ROW LEVEL SECURITY;
+CREATE POLICY participant ON conversations FOR SELECT
+    USING (initiator = (SELECT bridge_agent()) OR recipient = (SELECT bridge_agent()));
+CREATE POLICY start_as_self ON conversations FOR INSERT WITH CHECK (initiator = (SELECT bridge_agent()));
+CREATE POLICY participant_moves ON conversations FOR UPDATE
+    USING (initiator = (SELECT bridge_agent()) OR recipient = (SELECT bridge_agent()))
+    WITH CHECK (initiator = (SELECT bridge_agent()) OR recipient = (SELECT bridge_agent()));
+ALTER TABLE conversation_transitions ENABLE ROW LEVEL SECURITY;
+CREATE POLICY participant ON conversation_transitions FOR SELECT
+    USING (EXISTS (SELECT 1 FROM conversations AS c WHERE c.id = conversation_transitions.conversation_id));
+CREATE POLICY participant_moves ON conversation_transitions FOR INSERT
+    WITH CHECK (actor = (SELECT bridge_agent())
+                AND EXISTS (SELECT 1 FROM conversations AS c WHERE c.id = conversation_transitions.conversation_id));
+ALTER TABLE dispatch_attempts ENABLE ROW LEVEL SECURITY;
+CREATE POLICY own_or_sent ON dispatch_attempts FOR SELECT
+    USING (agent = (SELECT bridge_agent()) OR EXISTS (
+        SELECT 1 FROM messages AS m WHERE m.id = dispatch_attempts.message_id AND m.sender = (SELECT bridge_agent())));
+CREATE POLICY own_agent ON dispatch_attempts FOR INSERT WITH CHECK (agent = (SELECT bridge_agent()));
+CREATE POLICY own_agent_moves ON dispatch_attempts FOR UPDATE
+    USING (agent = (SELECT bridge_agent())) WITH CHECK (agent = (SELECT bridge_agent()));
+"""
+_WATCHES = """
+ALTER TABLE session_watches ENABLE ROW LEVEL SECURITY;
+CREATE POLICY presence ON session_watches FOR SELECT USING ((SELECT bridge_agent()) IS NOT NULL);
+CREATE POLICY own_agent ON session_watches FOR INSERT WITH CHECK (EXISTS (
+    SELECT 1 FROM sessions AS s WHERE s.id = session_watches.session_id AND s.agent = (SELECT bridge_agent())));
+CREATE POLICY own_agent_ends ON session_watches FOR DELETE USING (EXISTS (
+    SELECT 1 FROM sessions AS s WHERE s.id = session_watches.session_id AND s.agent = (SELECT bridge_agent())));
+"""
+_SCHEMA_16 = "".join((_ROLE_MAP_AND_MAIL, _presence_rows("sessions"), _WATCHES, _presence_rows("listeners")))
+
 MIGRATIONS: tuple[str, ...] = (
     *("",) * 11,
     _SCHEMA_12,
@@ -160,4 +249,5 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE sessions ADD COLUMN renewed_at double precision;
     """,
+    _SCHEMA_16,
 )

@@ -1,0 +1,114 @@
+"""Per-agent database roles on a PostgreSQL store: the login role, its privileges and its entry
+in ``agent_roles`` (schema 16), which the row policies read through ``bridge_agent()``.
+
+Run by the store's owner (``agent-bridge db-role``). The privileges are exactly what an agent's
+processes (its servers, listener, supervisors, workers' servers, hooks) use; the row policies
+then narrow every table to the rows of the role's agent (``postgres_schema``, schema 16).
+Identifiers are quoted by the server (``quote_ident``), never by string pasting of a name.
+"""
+
+from dispatcher.core.errors import BridgeError
+from dispatcher.store.types import Connection
+
+# What an agent's processes read: every table, and the payload-free view of others' unread mail.
+_READS = (
+    "bridge_schema",
+    "agent_roles",
+    "unread_mail",
+    "messages",
+    "broadcasts",
+    "conversations",
+    "conversation_transitions",
+    "dispatch_attempts",
+    "sessions",
+    "session_watches",
+    "listeners",
+)
+# What they write, by privilege; the policies decide which rows. A recipient moves its message's
+# claim and read marks, never its sender, kind or text; a participant moves a conversation's state
+# and turns, never its goal or budget. Nothing an agent does deletes a message, a conversation or
+# an attempt (prune does, as the owner).
+_WRITES = (
+    ("INSERT, UPDATE", ("dispatch_attempts", "sessions", "listeners")),
+    ("INSERT", ("messages", "conversations", "broadcasts", "conversation_transitions", "session_watches")),
+    ("UPDATE (claim_owner, claim_expires_at, delivered_at, acknowledged_at)", ("messages",)),
+    ("UPDATE (state, turn_count, in_flight_message_id, updated_at)", ("conversations",)),
+    ("DELETE", ("sessions", "session_watches", "listeners")),
+)
+
+
+def _quoted(conn: Connection, name: str) -> str:
+    return str(conn.execute("SELECT quote_ident(?)", (name,)).fetchone()[0])
+
+
+def _store_names(conn: Connection) -> tuple[str, str]:
+    """The store's database and schema, quoted."""
+    row = conn.execute("SELECT quote_ident(current_database()), quote_ident(current_schema())").fetchone()
+    return str(row[0]), str(row[1])
+
+
+def role_exists(conn: Connection, role: str) -> bool:
+    return conn.execute("SELECT 1 FROM pg_roles WHERE rolname = ?", (role,)).fetchone() is not None
+
+
+def create_login_role(conn: Connection, role: str) -> None:
+    """A role that may log in, with no password: the administrator sets how it authenticates
+    (``pg_hba.conf``, a password of their choosing, a client certificate)."""
+    conn.execute(f"CREATE ROLE {_quoted(conn, role)} LOGIN")
+
+
+def grant_agent_privileges(conn: Connection, role: str) -> None:
+    """Connect, use the store's schema and its sequences, read and write what an agent's processes do."""
+    who = _quoted(conn, role)
+    database, schema = _store_names(conn)
+    conn.execute(f"GRANT CONNECT ON DATABASE {database} TO {who}")
+    conn.execute(f"GRANT USAGE ON SCHEMA {schema} TO {who}")
+    conn.execute(f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA {schema} TO {who}")
+    conn.execute(f"GRANT SELECT ON {', '.join(_READS)} TO {who}")
+    for privileges, tables in _WRITES:
+        conn.execute(f"GRANT {privileges} ON {', '.join(tables)} TO {who}")
+
+
+def map_role(conn: Connection, role: str, agent: str) -> str | None:
+    """Record that ``role`` acts as ``agent``; the agent it was mapped to before (None if new)."""
+    before = conn.execute("SELECT agent_id FROM agent_roles WHERE role = ?", (role,)).fetchone()
+    conn.execute(
+        "INSERT INTO agent_roles (role, agent_id) VALUES (?, ?) ON CONFLICT (role) DO UPDATE SET agent_id = excluded.agent_id",
+        (role, agent),
+    )
+    return None if before is None else str(before[0])
+
+
+def unmap_role(conn: Connection, role: str) -> str | None:
+    """Take ``role``'s privileges on the store and its mapping away (the role itself stays: the
+    administrator drops it); the agent it acted as, None when it was not mapped."""
+    who = _quoted(conn, role)
+    _, schema = _store_names(conn)
+    row = conn.execute("DELETE FROM agent_roles WHERE role = ? RETURNING agent_id", (role,)).fetchone()
+    conn.execute(f"REVOKE ALL ON {', '.join(_READS)} FROM {who}")
+    conn.execute(f"REVOKE ALL ON ALL SEQUENCES IN SCHEMA {schema} FROM {who}")
+    conn.execute(f"REVOKE USAGE ON SCHEMA {schema} FROM {who}")
+    return None if row is None else str(row[0])
+
+
+def refuse_another_agents_role(conn: Connection, agent: str, store: str) -> None:
+    """A process of ``agent`` whose role acts as another agent (a URL copied from the wrong
+    registration) would fail each write on the row policies: refuse it at once, in one line.
+    The owner's or a shared role (mapped to no agent) passes: identity is then ``AGENT_ID``."""
+    acts_as = acting_agent(conn)
+    if acts_as is not None and acts_as != agent:
+        raise BridgeError(
+            "wrong_agent_role",
+            f"AGENT_ID is {agent}, but the role of AGENT_BRIDGE_DB ({store}) acts as {acts_as}; nothing was "
+            f"written. Give {agent}'s registration and listener the URL `agent-bridge db-role {agent}` prints.",
+        )
+
+
+def acting_agent(conn: Connection) -> str | None:
+    """The agent the connection's role acts as; None for an unmapped role (the owner's included)."""
+    row = conn.execute("SELECT bridge_agent()").fetchone()
+    return None if row is None or row[0] is None else str(row[0])
+
+
+def connected_role(conn: Connection) -> str:
+    return str(conn.execute("SELECT current_user").fetchone()[0])

@@ -1,0 +1,44 @@
+"""The listener, its supervisors and their workers' servers under per-agent PostgreSQL roles: the
+end-to-end tests of ``test_listener.py`` run again here with claude's listener (and so every
+supervisor and worker it starts) on claude's role and the claude and kimi servers on theirs.
+Failure notices go from claude to the task's sender, which claude's role may write; the tests'
+own checks use the owner's URL."""
+
+import json
+from pathlib import Path
+
+import pytest
+import roles_fixtures
+from dispatch_harness import make_launcher, start_listener, status, wait_until, write_config_atomic
+from harness import collected_again, sql
+
+# The module's fixtures: a PostgreSQL store, a role per agent, the servers on them.
+backend, role_urls, pair = roles_fixtures.backend, roles_fixtures.role_urls, roles_fixtures.pair
+
+
+@pytest.fixture(scope="module")
+def listener(env, config_path, launchers, role_urls):
+    """test_listener's listener, on claude's role."""
+    write_config_atomic(config_path, make_launcher(launchers, "succeed"))
+    proc = start_listener({**env, "AGENT_BRIDGE_DB": role_urls["claude"]})
+    wait_until(lambda: status(env)["stage"] == "idle", what="listener idle")
+    yield proc
+    if proc.poll() is None:
+        proc.terminate()
+    proc.communicate(timeout=30)
+
+
+globals().update(collected_again(Path(__file__).with_name("test_listener.py")))
+
+
+def test_a_listener_on_another_agents_role_is_refused_its_lease(listener, env, role_urls, db_path):
+    """kimi's listener started with claude's role: the server refuses its lease row; the listener
+    backs off (the owner may yet fix the role) and its status says why. It writes nothing."""
+    proc = start_listener({**env, "AGENT_BRIDGE_DB": role_urls["claude"]}, agent="kimi")
+    try:
+        wait_until(lambda: "store_permission_denied" in json.dumps(status(env, "kimi")), what="the refusal shown")
+        assert status(env, "kimi")["stage"] == "error"
+        assert sql(db_path, "SELECT count(*) FROM listeners WHERE agent = 'kimi'") == [(0,)]
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=60)

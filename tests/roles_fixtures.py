@@ -1,0 +1,26 @@
+"""Module fixtures for the test modules that run other modules' tests again under per-agent
+PostgreSQL roles (``harness.collected_again``): the store is PostgreSQL, claude and kimi each get
+a role of their own (``agent-bridge db-role``, the conftest's ``agent_role``), and the module's
+claude and kimi servers connect with them. A module imports these names to use them."""
+
+import pytest
+from harness import servers_on_roles
+
+
+@pytest.fixture(scope="module")
+def backend() -> str:
+    return "postgres"
+
+
+@pytest.fixture(scope="module")
+def role_urls(env, agent_role) -> dict[str, str]:
+    return {name: agent_role(env["AGENT_BRIDGE_DB"], name) for name in ("claude", "kimi")}
+
+
+@pytest.fixture(scope="module")
+def pair(env, role_urls):
+    """The claude and kimi servers, each on its own agent's role."""
+    agents = servers_on_roles(["claude", "kimi"], env, role_urls)
+    yield agents
+    for agent in agents:
+        agent.close()
