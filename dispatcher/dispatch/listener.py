@@ -34,7 +34,7 @@ from dispatcher.core import clock, processes
 from dispatcher.core.config_view import ConfigView
 from dispatcher.core.errors import BridgeError, ConfigError, DispatchRefused
 from dispatcher.core.file_events import RECHECK_SECONDS
-from dispatcher.core.locations import PROJECT_DIR
+from dispatcher.core.locations import PROJECT_DIR, shown
 from dispatcher.core.logs import configure_logging, get_logger
 from dispatcher.core.private_files import open_private_lock
 from dispatcher.core.processes import flock_holder
@@ -54,6 +54,7 @@ from dispatcher.store import STORE_ERRORS, Connection, StoreHandle, open_handle,
 from dispatcher.store.changes import StoreChanges, data_version
 from dispatcher.store.connection import prepare_store_dir, shrink_wal
 from dispatcher.store.messages import cap_far_leases
+from dispatcher.store.roles import refuse_another_agents_role
 
 # Between file events, a look anyway (a config.json reached through a link, a replaced directory).
 SUPERVISOR_STOP_CHECK_SECONDS = 0.25
@@ -303,12 +304,14 @@ class Listener:
     def _first_lease(self, store: StoreHandle) -> None:
         try:
             with store_errors():
-                self._take_lease(store, store.connection())
+                conn = store.connection()
+                refuse_another_agents_role(conn, self.agent, shown(self.settings.db))
+                self._take_lease(store, conn)
         except BridgeError as exc:
-            # A store that waiting cannot fix (not a database, damaged, newer than this code)
-            # ends the listener with one line; the loop reports anything else (full, locked,
-            # missing), backs off and takes the lease later.
-            if exc.code == "schema_too_new" or store_corruption(exc) is not None:
+            # A store that waiting cannot fix (not a database, damaged, newer than this code, a
+            # database role of another agent) ends the listener with one line; the loop reports
+            # anything else (full, locked, missing), backs off and takes the lease later.
+            if exc.code in ("schema_too_new", "wrong_agent_role") or store_corruption(exc) is not None:
                 raise
 
     def _release_lease(self, store: StoreHandle) -> None:

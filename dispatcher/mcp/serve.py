@@ -35,15 +35,13 @@ def _prepare():
         file_level=logging.WARNING,
     )
 
-    from dispatcher.core.locations import is_postgres_url, shown
+    from dispatcher.core.locations import shown
     from dispatcher.store import open_handle
+    from dispatcher.store.roles import refuse_another_agents_role
 
     store = open_handle(settings.db)
     conn = store.connection()  # fail before the handshake on an unusable or too-new store
-    if is_postgres_url(settings.db):  # a role of another agent would fail every write: say so now
-        from dispatcher.store.roles import refuse_another_agents_role
-
-        refuse_another_agents_role(conn, settings.agent_id, shown(settings.db))
+    refuse_another_agents_role(conn, settings.agent_id, shown(settings.db))  # else every write would fail
     return settings, config, store
 
 

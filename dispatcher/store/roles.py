@@ -7,6 +7,8 @@ then narrow every table to the rows of the role's agent (``postgres_schema``, sc
 Identifiers are quoted by the server (``quote_ident``), never by string pasting of a name.
 """
 
+import sqlite3
+
 from dispatcher.core.errors import BridgeError
 from dispatcher.store.types import Connection
 
@@ -105,7 +107,10 @@ def refuse_another_agents_role(conn: Connection, agent: str, store: str) -> None
 
 
 def acting_agent(conn: Connection) -> str | None:
-    """The agent the connection's role acts as; None for an unmapped role (the owner's included)."""
+    """The agent the connection's role acts as; None for an unmapped role (the owner's included)
+    and on SQLite, which has no roles."""
+    if isinstance(conn, sqlite3.Connection):
+        return None
     row = conn.execute("SELECT bridge_agent()").fetchone()
     return None if row is None or row[0] is None else str(row[0])
 

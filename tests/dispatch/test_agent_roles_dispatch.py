@@ -4,7 +4,6 @@ supervisor and worker it starts) on claude's role and the claude and kimi server
 Failure notices go from claude to the task's sender, which claude's role may write; the tests'
 own checks use the owner's URL."""
 
-import json
 from pathlib import Path
 
 import pytest
@@ -31,14 +30,12 @@ def listener(env, config_path, launchers, role_urls):
 globals().update(collected_again(Path(__file__).with_name("test_listener.py")))
 
 
-def test_a_listener_on_another_agents_role_is_refused_its_lease(listener, env, role_urls, db_path):
-    """kimi's listener started with claude's role: the server refuses its lease row; the listener
-    backs off (the owner may yet fix the role) and its status says why. It writes nothing."""
+def test_a_listener_on_another_agents_role_refuses_to_start(listener, env, role_urls, db_path):
+    """kimi's listener started with claude's role: one line naming the fix, exit 2, no lease row
+    (every write as kimi would be refused by the row policies), as a server does."""
     proc = start_listener({**env, "AGENT_BRIDGE_DB": role_urls["claude"]}, agent="kimi")
-    try:
-        wait_until(lambda: "store_permission_denied" in json.dumps(status(env, "kimi")), what="the refusal shown")
-        assert status(env, "kimi")["stage"] == "error"
-        assert sql(db_path, "SELECT count(*) FROM listeners WHERE agent = 'kimi'") == [(0,)]
-    finally:
-        proc.terminate()
-        proc.communicate(timeout=60)
+    out, err = proc.communicate(timeout=120)
+    assert (proc.returncode, out) == (2, "")
+    line = err.splitlines()[-1]
+    assert line.startswith("agent-bridge: wrong_agent_role: AGENT_ID is kimi, but the role") and "db-role kimi" in line
+    assert sql(db_path, "SELECT count(*) FROM listeners WHERE agent = 'kimi'") == [(0,)]
