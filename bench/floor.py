@@ -15,18 +15,13 @@ from __future__ import annotations
 
 import json
 from contextlib import AsyncExitStack
-from pathlib import Path
 from typing import Any
 
 import psutil
-from mcp import Client
-from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from .measure import InboxKeeper, _timed_interleaved
-from .session import CALL_TIMEOUT_S, CallOutcome, open_session
-from .targets import READER, REPO, SENDERS, TEXT, Store, Target
-
-NOOP_SERVER = Path(__file__).resolve().parent / "noop_server.py"
+from .session import open_floor_tool, open_session
+from .targets import READER, SENDERS, TEXT, Store, Target
 
 
 def _children() -> set[int]:
@@ -62,24 +57,12 @@ async def floor(
             raise RuntimeError(f"the payload floor needs a full receive({limit}); got {received}")
         payload = store.dir / "receive-payload.json"
         payload.write_text(json.dumps(answer.structured_content), encoding="utf-8")
-        params = StdioServerParameters(
-            command=target.python(),
-            args=[str(NOOP_SERVER), str(payload), str(store.dir / "noop-insert.db"), str(store.db), READER],
-            cwd=str(REPO),
-        )
+        server_args = (str(payload), str(store.dir / "noop-insert.db"), str(store.db), READER)
 
         async def floor_call(tool: str, args: dict[str, Any]):
             """One floor tool on a server process of its own: like our send and receive (each on its
             own server), every process serves one call per round."""
-            client = await spawned(
-                tool, Client(stdio_client(params, errlog=errlog), read_timeout_seconds=CALL_TIMEOUT_S)
-            )
-
-            async def call() -> CallOutcome:
-                r = await client.call_tool(tool, args)
-                return CallOutcome(not r.is_error, 0, None if not r.is_error else f"{tool} failed")
-
-            return call
+            return await spawned(tool, open_floor_tool(target.python(), tool, args, errlog, *server_args))
 
         timed = {
             "send": (lambda: sender.send(SENDERS[1], TEXT), None),

@@ -19,7 +19,7 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
-from .session import open_session, server_log_tail
+from .session import open_floor_tool, open_session, server_log_tail
 from .stats import summarize
 from .targets import (
     READER,
@@ -221,6 +221,9 @@ async def cold_start(targets: list[Target], stores: dict[str, Store], reps: int,
 # ----------------------------------------------------------------------------- latency
 
 
+SDK_NOOP = "sdk_noop"  # ours only: the SDK's no-op tool, timed in the send loop
+
+
 async def latency(
     pairs: list[tuple[Target, Store]], *, calls: int, warmup: int, limit: int, max_seconds: float
 ) -> dict[str, dict]:
@@ -231,21 +234,32 @@ async def latency(
     reader's inbox is held at ``STEADY_UNREAD`` unread messages by an untimed
     ``InboxKeeper``, so every receive returns a full page whether or not receiving
     removes messages (dlb's read does; ours leaves them until mark_read). A consume cycle
-    takes a page out for good: ours receive_messages + mark_read, dlb read.
+    takes a page out for good: ours receive_messages + mark_read, dlb read. With ours among the
+    systems, the send loop also times the empty no-op of a bare ``MCPServer``
+    (``bench/noop_server.py``) on a process of its own: the floor of any send over this SDK.
     """
     out: dict[str, dict] = {t.key: {} for t, _ in pairs}
+    ours = next(((t, st) for t, st in pairs if t.key == "ours"), None)
     async with AsyncExitStack() as stack:
         senders = {t.key: await stack.enter_async_context(open_session(t, st, SENDERS[0])) for t, st in pairs}
         readers = {t.key: await stack.enter_async_context(open_session(t, st, READER, reads=True)) for t, st in pairs}
         keepers = {t.key: InboxKeeper(t, st) for t, st in pairs}
         stack.callback(lambda: [k.close() for k in keepers.values()])
+        sends = {k: (lambda s=s: s.send(SENDERS[1], TEXT), None) for k, s in senders.items()}
+        if ours is not None:  # the SDK's empty no-op in the same loop: what no send of ours can go below
+            errlog = stack.enter_context(open(ours[1].dir / "noop-server.stderr.log", "a", encoding="utf-8"))  # noqa: SIM115 - closed by the ExitStack it is entered into
+            noop = await stack.enter_async_context(open_floor_tool(ours[0].python(), "noop", {}, errlog))
+            sends[SDK_NOOP] = (noop, None)
         for op, calls_by_key in (
-            ("send", {k: (lambda s=s: s.send(SENDERS[1], TEXT), None) for k, s in senders.items()}),
+            ("send", sends),
             ("receive", {k: (lambda r=r: r.receive(limit), keepers[k]) for k, r in readers.items()}),
             ("consume", {k: (lambda r=r: r.consume(limit), keepers[k]) for k, r in readers.items()}),
         ):
             for key, res in (await _timed_interleaved(calls_by_key, calls, warmup, max_seconds)).items():
-                out[key][op] = res
+                if key == SDK_NOOP:
+                    out["ours"][SDK_NOOP] = res
+                else:
+                    out[key][op] = res
     for t, _ in pairs:
         r = out[t.key]
         r["receive"]["limit"] = r["consume"]["limit"] = limit

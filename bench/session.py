@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 
 from mcp import Client
-from mcp.client.stdio import stdio_client
+from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from .targets import Store, Target
+from .targets import REPO, Store, Target
 
 CALL_TIMEOUT_S = 30.0
+NOOP_SERVER = Path(__file__).resolve().parent / "noop_server.py"
 
 
 @dataclass
@@ -92,3 +94,19 @@ def server_log_tail(store: Store, agent: str, chars: int = 1500) -> str:
         return path.read_text(encoding="utf-8", errors="replace")[-chars:]
     except OSError:
         return ""
+
+
+@asynccontextmanager
+async def open_floor_tool(
+    python: str, tool: str, args: dict[str, Any], errlog: IO[str], *server_args: str
+) -> AsyncIterator[Callable[[], Awaitable[CallOutcome]]]:
+    """A server of ``bench/noop_server.py`` (with ``server_args``) of its own, connected; yields a
+    call of its ``tool`` with ``args``: one of the floors our calls are set against."""
+    params = StdioServerParameters(command=python, args=[str(NOOP_SERVER), *server_args], cwd=str(REPO))
+    async with Client(stdio_client(params, errlog=errlog), read_timeout_seconds=CALL_TIMEOUT_S) as client:
+
+        async def call() -> CallOutcome:
+            r = await client.call_tool(tool, args)
+            return CallOutcome(not r.is_error, 0, None if not r.is_error else f"{tool} failed")
+
+        yield call
