@@ -221,7 +221,7 @@ async def cold_start(targets: list[Target], stores: dict[str, Store], reps: int,
 # ----------------------------------------------------------------------------- latency
 
 
-SDK_NOOP = "sdk_noop"  # ours only: the SDK's no-op tool, timed in the send loop
+SDK_INSERT = "sdk_insert"  # ours only: a bare SDK tool inserting one SQLite row, timed in the send loop
 
 
 async def latency(
@@ -235,8 +235,9 @@ async def latency(
     ``InboxKeeper``, so every receive returns a full page whether or not receiving
     removes messages (dlb's read does; ours leaves them until mark_read). A consume cycle
     takes a page out for good: ours receive_messages + mark_read, dlb read. With ours among the
-    systems, the send loop also times the empty no-op of a bare ``MCPServer``
-    (``bench/noop_server.py``) on a process of its own: the floor of any send over this SDK.
+    systems, the send loop also times the ``insert`` tool of a bare ``MCPServer``
+    (``bench/noop_server.py``: one SQLite row in its own transaction) on a process of its own:
+    the floor of any send that writes its message, over this SDK.
     """
     out: dict[str, dict] = {t.key: {} for t, _ in pairs}
     ours = next(((t, st) for t, st in pairs if t.key == "ours"), None)
@@ -246,18 +247,26 @@ async def latency(
         keepers = {t.key: InboxKeeper(t, st) for t, st in pairs}
         stack.callback(lambda: [k.close() for k in keepers.values()])
         sends = {k: (lambda s=s: s.send(SENDERS[1], TEXT), None) for k, s in senders.items()}
-        if ours is not None:  # the SDK's empty no-op in the same loop: what no send of ours can go below
-            errlog = stack.enter_context(open(ours[1].dir / "noop-server.stderr.log", "a", encoding="utf-8"))  # noqa: SIM115 - closed by the ExitStack it is entered into
-            noop = await stack.enter_async_context(open_floor_tool(ours[0].python(), "noop", {}, errlog))
-            sends[SDK_NOOP] = (noop, None)
+        if ours is not None:  # the floor of a call that writes, in the same loop: what no send of ours can go below
+            target, store = ours
+            errlog = stack.enter_context(open(store.dir / "noop-server.stderr.log", "a", encoding="utf-8"))  # noqa: SIM115 - closed by the ExitStack it is entered into
+            (store.dir / "floor-payload.json").write_text("{}", encoding="utf-8")
+            floor_args = (str(store.dir / "floor-payload.json"), str(store.dir / "floor-insert.db"))
+            insert = {"recipient": SENDERS[1], "text": TEXT}
+            sends[SDK_INSERT] = (
+                await stack.enter_async_context(
+                    open_floor_tool(target.python(), "insert", insert, errlog, *floor_args)
+                ),
+                None,
+            )
         for op, calls_by_key in (
             ("send", sends),
             ("receive", {k: (lambda r=r: r.receive(limit), keepers[k]) for k, r in readers.items()}),
             ("consume", {k: (lambda r=r: r.consume(limit), keepers[k]) for k, r in readers.items()}),
         ):
             for key, res in (await _timed_interleaved(calls_by_key, calls, warmup, max_seconds)).items():
-                if key == SDK_NOOP:
-                    out["ours"][SDK_NOOP] = res
+                if key == SDK_INSERT:
+                    out["ours"][SDK_INSERT] = res
                 else:
                     out[key][op] = res
     for t, _ in pairs:
