@@ -25,7 +25,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from dispatch_harness import integrity, wait_until
+from dispatch_harness import integrity, status, wait_until
 from faultkit import (
     fault_seed,
     kill9,
@@ -278,6 +278,23 @@ class Chaos:
         finished = {row[0] for row in sql(self.db, "SELECT message_id FROM dispatch_attempts WHERE state = 'finished'")}
         return [i for i in ids if i not in finished]
 
+    def diagnosis(self) -> str:
+        """What a timed-out wait needs to be read: the unsettled tasks' messages and attempts, and
+        each listener's process and status document."""
+        ids = self.unsettled()
+        marks = ",".join("?" * len(ids)) or "NULL"
+        messages = sql(
+            self.db,
+            f"SELECT id, recipient, acknowledged_at, claim_owner FROM messages WHERE id IN ({marks})",
+            tuple(ids),
+        )
+        attempts = sql(self.db, f"SELECT * FROM dispatch_attempts WHERE message_id IN ({marks})", tuple(ids))
+        listeners = {
+            agent: (None if proc is None else proc.poll(), status(self.env, agent))
+            for agent, proc in self.listeners.items()
+        }
+        return f"unsettled {ids}; messages {messages}; attempts {attempts}; listeners {listeners}"
+
     def close(self) -> None:
         for proc in self.listeners.values():
             if proc is not None:
@@ -303,7 +320,10 @@ def test_random_kill9_then_restart_every_task_settles_once(chaos):
     chaos.run()
     chaos.recover()
     injected = time.monotonic() - started
-    wait_until(lambda: not chaos.unsettled(), SETTLE_DEADLINE, "every task to have a finished attempt")
+    try:
+        wait_until(lambda: not chaos.unsettled(), SETTLE_DEADLINE, "every task to have a finished attempt")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}: {chaos.diagnosis()}") from None
     print(
         f"[chaos] {len(chaos.confirmed)} tasks, kills {dict(chaos.kills)}, "
         f"{len(chaos.unattempted_at_kill)} tasks not yet attempted when their listener died, "
