@@ -169,17 +169,10 @@ class McpAgent:
             self._errlog.close()
 
 
-def start_agents(names: list[str], env: dict[str, str]) -> list[McpAgent]:
-    """Start several servers at once so their SDK imports overlap."""
-    agents = [McpAgent(name, env) for name in names]
-    for agent in agents:
-        agent.wait_ready()
-    return agents
-
-
-def servers_on_roles(names: list[str], env: dict[str, str], role_urls: dict[str, str]) -> list[McpAgent]:
-    """``start_agents``, each server connecting with its agent's own database role (``role_urls``)."""
-    agents = [McpAgent(name, {**env, "AGENT_BRIDGE_DB": role_urls[name]}) for name in names]
+def start_agents(names: list[str], env: dict[str, str], stores: dict[str, str] | None = None) -> list[McpAgent]:
+    """Start several servers at once so their SDK imports overlap; with ``stores``, each agent's
+    server connects to its own store URL (its agent's database role, say)."""
+    agents = [McpAgent(name, {**env, "AGENT_BRIDGE_DB": stores[name]} if stores else env) for name in names]
     for agent in agents:
         agent.wait_ready()
     return agents

@@ -4,7 +4,7 @@ a role of their own (``agent-bridge db-role``, the conftest's ``agent_role``), a
 claude and kimi servers connect with them. A module imports these names to use them."""
 
 import pytest
-from harness import servers_on_roles
+from harness import start_agents
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +20,7 @@ def role_urls(env, agent_role) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def pair(env, role_urls):
     """The claude and kimi servers, each on its own agent's role."""
-    agents = servers_on_roles(["claude", "kimi"], env, role_urls)
+    agents = start_agents(["claude", "kimi"], env, role_urls)
     yield agents
     for agent in agents:
         agent.close()

@@ -156,19 +156,18 @@ def _listener_elsewhere(settings: LocationsLike, agent: str, conn: Connection | 
     a query. ``conn``: the caller's open connection to read it with (else one is opened here)."""
     if not is_postgres_url(settings.db):
         return None
+    own: Connection | None = None
     try:
-        if conn is not None:
-            holder = listener_holder(conn, agent)
-        else:
-            own = _read_only(settings)
-            if own is None:
+        if conn is None:
+            conn = own = _read_only(settings)
+            if conn is None:
                 return None
-            try:
-                holder = listener_holder(own, agent)
-            finally:
-                own.close()
+        holder = listener_holder(conn, agent)
     except STORE_ERRORS:
         return None
+    finally:
+        if own is not None:
+            own.close()
     here, now = this_host(), clock.now()
     if holder is None or holder.host == here or not lease.holder_alive(holder, here, now):
         return None

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import roles_fixtures
 from dispatch_harness import cli
-from harness import PROJECT, McpAgent, collected_again, servers_on_roles, sql
+from harness import PROJECT, McpAgent, collected_again, sql, start_agents
 
 SOURCES = ("test_messages", "test_claims_across_processes", "test_conversations")
 RACERS = 8  # as test_claims_across_processes races them
@@ -24,7 +24,7 @@ backend, role_urls, pair = roles_fixtures.backend, roles_fixtures.role_urls, rol
 @pytest.fixture(scope="module")
 def racers(env, role_urls):
     """test_claims_across_processes's racers, on their agents' roles."""
-    agents = servers_on_roles(["claude"] + ["kimi"] * RACERS, env, role_urls)
+    agents = start_agents(["claude"] + ["kimi"] * RACERS, env, role_urls)
     yield agents[0], agents[1:]
     for agent in agents:
         agent.close()

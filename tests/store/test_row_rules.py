@@ -12,7 +12,14 @@ from dispatcher.core.errors import BridgeError
 from dispatcher.core.validation import check_dedup_key
 from dispatcher.store import open_store
 from dispatcher.store.claims import LEASE_CAP_SECONDS, active_claim_sql, claim_is_active
-from dispatcher.store.messages import cap_far_lease, cap_far_leases, fetch_message, insert_message
+from dispatcher.store.messages import (
+    cap_far_lease,
+    cap_far_leases,
+    fetch_message,
+    insert_message,
+    unclaimed_unread,
+    waiting_count,
+)
 
 pytestmark = pytest.mark.both_backends
 
@@ -48,6 +55,24 @@ def test_claim_is_active_in_python_and_in_sql_alike(conn, owner, expires, active
         {"id": message_id, "now": NOW},
     ).fetchone()
     assert (bool(sql_active), bool(sql_not_active)) == (active, not active)
+
+
+def test_the_waiting_count_from_the_view_agrees_with_the_inbox_rows(conn):
+    """``waiting_count`` (the payload-free view ``who`` and the status line read) and
+    ``unclaimed_unread`` (the inbox's own rows) are two forms of one rule: unacknowledged, and
+    held by no active claim. Every claim case above, acknowledged or not, for one recipient; and
+    a message to someone else, which neither counts."""
+    for created, (owner, expires, _active) in enumerate(CLAIMS):
+        for acknowledged in (None, NOW):
+            message_id = _message(conn, owner, expires)
+            conn.execute(
+                "UPDATE messages SET created_at = ?, acknowledged_at = ? WHERE id = ?",
+                (NOW - 100 + created, acknowledged, message_id),
+            )
+    _message(conn, recipient="kimi")
+    rows = unclaimed_unread(conn, "claude", NOW, after_id=0, named=0)
+    assert waiting_count(conn, "claude", NOW) == (rows.unread, rows.oldest_created_at)
+    assert rows.unread == sum(1 for owner, expires, active in CLAIMS if not active)
 
 
 @pytest.mark.parametrize(
