@@ -222,6 +222,9 @@ async def cold_start(targets: list[Target], stores: dict[str, Store], reps: int,
 
 
 SDK_INSERT = "sdk_insert"  # ours only: a bare SDK tool inserting one SQLite row, timed in the send loop
+# Calls per system in a row: a call after one of another system's pays for the switch (caches, the
+# scheduler; +0.58 ms for our send, +0.47 for dlb's, in the call-by-call run of 2 December 14:58).
+LATENCY_BLOCK = 10
 
 
 async def latency(
@@ -229,8 +232,8 @@ async def latency(
 ) -> dict[str, dict]:
     """Per-call latency of send, of receive (limit ``limit``) and of a consume cycle.
 
-    One call at a time, the systems interleaved call by call (their order alternating),
-    so a burst of load on the shared machine hits both alike. Sends go from a0 to a1. The
+    One call at a time, the systems interleaved in blocks of ``LATENCY_BLOCK`` calls (their order
+    alternating), so a burst of load on the shared machine hits both alike. Sends go from a0 to a1. The
     reader's inbox is held at ``STEADY_UNREAD`` unread messages by an untimed
     ``InboxKeeper``, so every receive returns a full page whether or not receiving
     removes messages (dlb's read does; ours leaves them until mark_read). A consume cycle
@@ -264,7 +267,7 @@ async def latency(
             ("receive", {k: (lambda r=r: r.receive(limit), keepers[k]) for k, r in readers.items()}),
             ("consume", {k: (lambda r=r: r.consume(limit), keepers[k]) for k, r in readers.items()}),
         ):
-            for key, res in (await _timed_interleaved(calls_by_key, calls, warmup, max_seconds)).items():
+            for key, res in (await _timed_interleaved(calls_by_key, calls, warmup, max_seconds, LATENCY_BLOCK)).items():
                 if key == SDK_INSERT:
                     out["ours"][SDK_INSERT] = res
                 else:
@@ -283,34 +286,48 @@ async def _timed_interleaved(
     calls: int,
     warmup: int,
     max_seconds: float,
+    block: int = 1,
 ) -> dict[str, dict]:
-    """Time ``calls`` rounds of one call per system; each entry is ``(call, after)``, where
-    ``after()`` (or None) runs untimed after every call. Bounded by ``max_seconds`` too."""
+    """Time ``calls`` calls per system in rounds of ``block`` consecutive calls each, the order of
+    the systems alternating round by round; each entry is ``(call, after)``, where ``after()`` (or
+    None) runs untimed after every call. Bounded by ``max_seconds`` too.
+
+    With ``block`` > 1 a call mostly follows one of its own system, as a server answering its
+    client's calls does, while the rounds (a fraction of a second) still spread a burst of load
+    over every system alike. The first call of a block that follows another system's block is
+    summarised apart (``after_switch``): what switching costs."""
     keys = list(calls_by_key)
     samples: dict[str, list[float]] = {k: [] for k in keys}
+    switched: dict[str, list[float]] = {k: [] for k in keys}
     values: dict[str, list[int]] = {k: [] for k in keys}
     errors: dict[str, list[str]] = {k: [] for k in keys}
     deadline = time.monotonic() + max_seconds
-    for n in range(warmup + calls):
-        if n >= warmup and time.monotonic() > deadline:
+    rounds = -(-(warmup + calls) // block)
+    for n in range(rounds):
+        if n * block >= warmup and time.monotonic() > deadline:
             break
-        for key in keys if n % 2 == 0 else keys[::-1]:
+        for position, key in enumerate(keys if n % 2 == 0 else keys[::-1]):
             call, after = calls_by_key[key]
-            t0 = time.perf_counter()
-            out = await call()
-            elapsed = time.perf_counter() - t0
-            if after:
-                after()
-            if n < warmup:
-                continue
-            samples[key].append(elapsed)
-            if out.ok:
-                values[key].append(out.value or 0)
-            else:
-                errors[key].append(out.error or "")
+            for i in range(n * block, min((n + 1) * block, warmup + calls)):
+                t0 = time.perf_counter()
+                out = await call()
+                elapsed = time.perf_counter() - t0
+                if after:
+                    after()
+                if i < warmup:
+                    continue
+                # (a round's first system follows its own last call: the order alternates)
+                first_after_another = block > 1 and position > 0 and i == n * block
+                (switched if first_after_another else samples)[key].append(elapsed)
+                if out.ok:
+                    values[key].append(out.value or 0)
+                else:
+                    errors[key].append(out.error or "")
     return {
         k: {
             **summarize(samples[k]),
+            "block": block,
+            "after_switch": summarize(switched[k]) if block > 1 else None,
             "requested": calls,
             "errors": len(errors[k]),
             "error_samples": errors[k][:3],

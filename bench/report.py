@@ -116,6 +116,12 @@ def rows(results: dict) -> list[dict]:
                 lambda s, op=op, stat=stat: _ms(_get(s, "latency", op, stat)),
             )
     add(
+        "  send, a block's first call, after another system's block (median)",
+        "ms",
+        "lower",
+        lambda s: _ms(_get(s, "latency", "send", "after_switch", "median")),
+    )
+    add(
         "  a bare SDK tool inserting one SQLite row, in the same send loop (median; ours only)",
         "ms",
         "lower",
