@@ -8,17 +8,28 @@ request gets its JSON-RPC error here.
 
 stdin is split on ``\\n`` only: with universal newlines a bare ``\\r`` inside a string
 would cut one request into two unreadable halves, neither of them answerable.
+
+Where stdin and stdout are pipes or sockets (an MCP client's, always), both are served by the
+event loop itself (asyncio's pipe transports), not by the SDK's worker threads: a call then
+costs no thread hand-offs (one to read its line, two to write and flush the answer), which a
+server woken after an idle moment pays most (README, Performance). Anything else (a terminal,
+a file) is read and written as the SDK does, in worker threads. Either way the wire is claimed
+as the SDK claims it: while serving, fd 0 reads the null device and fd 1 writes to stderr, so a
+child or a stray print never touches the wire.
 """
 
+import asyncio
 import io
+import os
+import stat
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
 import anyio
 from mcp.server.mcpserver import MCPServer
-from mcp.server.stdio import stdio_server
+from mcp.server.stdio import _claim_fd, _open_stdin_diversion, _open_stdout_diversion, stdio_server
 from mcp.shared.message import SessionMessage
 
 from dispatcher.core.logs import get_logger
@@ -42,14 +53,78 @@ class _RawLine:
         return self.text
 
 
+def _is_pipe(fd: int) -> bool:
+    """Whether the event loop can wait on this descriptor: a pipe or a socket, not a file or a
+    terminal (whose non-blocking mode would be the shell's too)."""
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
+async def _pipe_lines(fd: int) -> AsyncIterator[str]:
+    """The lines of a pipe, read by the event loop; each keeps its "\\n" (the last may lack one),
+    and invalid UTF-8 becomes U+FFFD, as the SDK's text wrapper gives them. A "\\n" byte is never
+    part of a longer UTF-8 sequence, so splitting the bytes first decodes the same."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    pipe = os.fdopen(fd, "rb", buffering=0, closefd=False)  # the transport closes this, never the fd
+    transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+    pending: list[bytes] = []  # a line's start, until its end arrives (pieces: no quadratic copying)
+    try:
+        while chunk := await reader.read(1 << 16):
+            *ended, rest = chunk.split(b"\n")
+            for piece in ended:
+                yield b"".join([*pending, piece, b"\n"]).decode("utf-8", errors="replace")
+                pending.clear()
+            if rest:
+                pending.append(rest)
+        if pending:
+            yield b"".join(pending).decode("utf-8", errors="replace")
+    finally:
+        transport.close()
+        os.set_blocking(fd, True)  # the descriptor is shared with whoever started us
+
+
+class _PipeStdout:
+    """The SDK's stdout (``write``, then ``flush``, per message) on a pipe the event loop writes;
+    ``flush`` returns once the pipe has taken every byte, as a file's flush does."""
+
+    def __init__(self, fd: int, writer: asyncio.StreamWriter) -> None:
+        self._fd = fd
+        self._writer = writer
+
+    @classmethod
+    async def open(cls, fd: int) -> "_PipeStdout":
+        loop = asyncio.get_running_loop()
+        pipe = os.fdopen(fd, "wb", buffering=0, closefd=False)
+        transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, pipe)
+        transport.set_write_buffer_limits(high=0)  # drain waits until nothing is left unwritten
+        return cls(fd, asyncio.StreamWriter(transport, protocol, None, loop))
+
+    async def write(self, text: str) -> None:
+        self._writer.write(text.encode("utf-8"))
+
+    async def flush(self) -> None:
+        await self._writer.drain()
+
+    def close(self) -> None:
+        self._writer.close()
+        os.set_blocking(self._fd, True)
+
+
 class _GuardedStdin:
     """Stdin lines for the SDK's transport, answering the requests it would drop."""
 
-    def __init__(self) -> None:
-        # Same decoding as the SDK's own stdin wrapper (invalid UTF-8 becomes U+FFFD),
-        # but lines end at "\n" only (see the module docstring).
-        text = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace", newline="\n")
-        self._lines = anyio.wrap_file(text)
+    def __init__(self, wire: BinaryIO) -> None:
+        if _is_pipe(wire.fileno()):
+            self._lines: Any = _pipe_lines(wire.fileno())
+        else:
+            # Same decoding as the SDK's own stdin wrapper (invalid UTF-8 becomes U+FFFD),
+            # but lines end at "\n" only (see the module docstring).
+            text = io.TextIOWrapper(wire, encoding="utf-8", errors="replace", newline="\n")
+            self._lines = anyio.wrap_file(text)
         self._replies: Any = None
         self._ready = anyio.Event()
 
@@ -71,13 +146,27 @@ class _GuardedStdin:
 
 
 async def serve_stdio(mcp: MCPServer) -> None:
-    """``MCPServer.run_stdio_async``, with stdin behind the guard."""
-    stdin = _GuardedStdin()
-    # The SDK only iterates its stdin by line (async for), which _GuardedStdin does.
-    async with stdio_server(stdin=stdin) as (read_stream, write_stream):  # type: ignore[arg-type]  # a duck
-        stdin.attach(write_stream)
-        lowlevel = mcp._lowlevel_server
-        await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+    """``MCPServer.run_stdio_async``, with stdin behind the guard, and on pipes without threads."""
+    # The SDK claims fd 0 and fd 1 only when it opens them itself; the stdin it is handed here is
+    # claimed as it would claim it, and so is stdout where it is a pipe (else the SDK claims it).
+    stdin_wire, release_stdin = _claim_fd(0, sys.stdin, "rb", _open_stdin_diversion)
+    release_stdout, stdout = None, None
+    try:
+        if _is_pipe(sys.stdout.fileno()):
+            stdout_wire, release_stdout = _claim_fd(1, sys.stdout, "wb", _open_stdout_diversion)
+            stdout = await _PipeStdout.open(stdout_wire.fileno())
+        stdin = _GuardedStdin(stdin_wire)
+        # The SDK only iterates its stdin by line (async for), and writes then flushes its stdout.
+        async with stdio_server(stdin=stdin, stdout=stdout) as (read_stream, write_stream):  # type: ignore[arg-type]  # ducks
+            stdin.attach(write_stream)
+            lowlevel = mcp._lowlevel_server
+            await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+    finally:
+        if stdout is not None:
+            stdout.close()
+        for release in (release_stdout, release_stdin):
+            if release is not None:
+                release()
 
 
 def run_stdio(mcp: MCPServer) -> None:
