@@ -225,6 +225,9 @@ SDK_INSERT = "sdk_insert"  # ours only: a bare SDK tool inserting one SQLite row
 # Calls per system in a row: a call after one of another system's pays for the switch (caches, the
 # scheduler; +0.58 ms for our send, +0.47 for dlb's, in the call-by-call run of 2 December 14:58).
 LATENCY_BLOCK = 10
+# A session's calls come seconds apart: sends timed after an idle gap as well, call by call.
+IDLE_GAP_SECONDS = 0.1
+IDLE_CALLS = 200
 
 
 async def latency(
@@ -233,7 +236,9 @@ async def latency(
     """Per-call latency of send, of receive (limit ``limit``) and of a consume cycle.
 
     One call at a time, the systems interleaved in blocks of ``LATENCY_BLOCK`` calls (their order
-    alternating), so a burst of load on the shared machine hits both alike. Sends go from a0 to a1. The
+    alternating), so a burst of load on the shared machine hits both alike; then sends once more,
+    call by call, each after ``IDLE_GAP_SECONDS`` of nothing (``send_after_idle``), as a session's
+    calls come. Sends go from a0 to a1. The
     reader's inbox is held at ``STEADY_UNREAD`` unread messages by an untimed
     ``InboxKeeper``, so every receive returns a full page whether or not receiving
     removes messages (dlb's read does; ours leaves them until mark_read). A consume cycle
@@ -272,6 +277,10 @@ async def latency(
                     out["ours"][SDK_INSERT] = res
                 else:
                     out[key][op] = res
+        idle = {k: (call, lambda: time.sleep(IDLE_GAP_SECONDS)) for k, (call, _) in sends.items()}
+        for key, res in (await _timed_interleaved(idle, min(calls, IDLE_CALLS), 5, max_seconds)).items():
+            system, name = ("ours", "sdk_insert_after_idle") if key == SDK_INSERT else (key, "send_after_idle")
+            out[system][name] = res
     for t, _ in pairs:
         r = out[t.key]
         r["receive"]["limit"] = r["consume"]["limit"] = limit

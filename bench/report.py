@@ -122,6 +122,12 @@ def rows(results: dict) -> list[dict]:
         lambda s: _ms(_get(s, "latency", "send", "after_switch", "median")),
     )
     add(
+        "  send after 100 ms idle, call by call (median)",
+        "ms",
+        "lower",
+        lambda s: _ms(_get(s, "latency", "send_after_idle", "median")),
+    )
+    add(
         "  a bare SDK tool inserting one SQLite row, in the same send loop (median; ours only)",
         "ms",
         "lower",
