@@ -53,14 +53,15 @@ class _RawLine:
         return self.text
 
 
-def _is_pipe(fd: int) -> bool:
-    """Whether the event loop can wait on this descriptor: a pipe or a socket, not a file or a
-    terminal (whose non-blocking mode would be the shell's too)."""
+def _pipe_fd(stream: Any) -> int | None:
+    """The stream's descriptor when the event loop can wait on it (a pipe or a socket); None for a
+    file, a terminal (whose non-blocking mode would be the shell's too) or no descriptor at all."""
     try:
+        fd: int = stream.fileno()
         mode = os.fstat(fd).st_mode
-    except OSError:
-        return False
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+    except (AttributeError, OSError, ValueError):  # (io.UnsupportedOperation is both of the last two)
+        return None
+    return fd if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) else None
 
 
 async def _pipe_lines(fd: int) -> AsyncIterator[str]:
@@ -118,8 +119,8 @@ class _GuardedStdin:
     """Stdin lines for the SDK's transport, answering the requests it would drop."""
 
     def __init__(self, wire: BinaryIO) -> None:
-        if _is_pipe(wire.fileno()):
-            self._lines: Any = _pipe_lines(wire.fileno())
+        if (fd := _pipe_fd(wire)) is not None:
+            self._lines: Any = _pipe_lines(fd)
         else:
             # Same decoding as the SDK's own stdin wrapper (invalid UTF-8 becomes U+FFFD),
             # but lines end at "\n" only (see the module docstring).
@@ -152,7 +153,7 @@ async def serve_stdio(mcp: MCPServer) -> None:
     stdin_wire, release_stdin = _claim_fd(0, sys.stdin, "rb", _open_stdin_diversion)
     release_stdout, stdout = None, None
     try:
-        if _is_pipe(sys.stdout.fileno()):
+        if _pipe_fd(sys.stdout) is not None:
             stdout_wire, release_stdout = _claim_fd(1, sys.stdout, "wb", _open_stdout_diversion)
             stdout = await _PipeStdout.open(stdout_wire.fileno())
         stdin = _GuardedStdin(stdin_wire)

@@ -2,6 +2,7 @@
 written by the event loop; on anything else, the SDK's threads; either way the wire claimed, so
 nothing but the transport writes to it."""
 
+import io
 import json
 import os
 import socket
@@ -13,7 +14,7 @@ import anyio
 import pytest
 from harness import PROJECT
 
-from dispatcher.mcp.mcp_stdio import _is_pipe, _pipe_lines
+from dispatcher.mcp.mcp_stdio import _pipe_fd, _pipe_lines
 
 INIT = {
     "jsonrpc": "2.0",
@@ -69,13 +70,20 @@ def test_a_line_of_many_reads_is_one_line():
 def test_pipes_and_sockets_are_served_by_the_loop_files_are_not(tmp_path):
     read, write = os.pipe()
     try:
-        assert _is_pipe(read)
+        with os.fdopen(read, "rb", closefd=False) as pipe:
+            assert _pipe_fd(pipe) == read
     finally:
         os.close(read)
         os.close(write)
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        assert _pipe_fd(ours) == ours.fileno()
     with open(tmp_path / "f", "wb") as f:
-        assert not _is_pipe(f.fileno())
-    assert not _is_pipe(987654)  # closed: not a pipe
+        assert _pipe_fd(f) is None
+    assert _pipe_fd(io.BytesIO()) is None  # no descriptor at all
+    with open(tmp_path / "f", "rb") as f:
+        pass
+    assert _pipe_fd(f) is None  # closed
 
 
 def test_a_server_on_regular_files_answers_through_the_sdks_threads(env, tmp_path):
