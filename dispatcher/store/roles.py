@@ -94,6 +94,7 @@ def grant_agent_privileges(conn: Connection, role: str) -> None:
     database, schema = _store_names(conn)
     conn.execute(f"GRANT CONNECT ON DATABASE {database} TO {who}")
     conn.execute(f"GRANT USAGE ON SCHEMA {schema} TO {who}")
+    conn.execute(f"REVOKE CREATE ON SCHEMA {schema} FROM {who}")
     conn.execute(f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA {schema} TO {who}")
     conn.execute(f"REVOKE ALL ON {', '.join(_READS)} FROM {who}")
     conn.execute(f"GRANT SELECT ON {', '.join(_READS)} TO {who}")
@@ -123,6 +124,15 @@ def regrant_mapped_roles(conn: Connection) -> None:
     for (role,) in conn.execute("SELECT role FROM agent_roles ORDER BY role").fetchall():
         if role_exists(conn, role):
             grant_agent_privileges(conn, role)
+
+
+def schema_open_to(conn: Connection, role: str) -> str | None:
+    """The store's schema if ``role`` may still create objects in it (through a grant to PUBLIC
+    or to a role it belongs to): a function it planted there could shadow one that the owner's
+    migrations or prune call, and run with the owner's rights. None when it may not."""
+    row = conn.execute("SELECT current_schema(), has_schema_privilege(?, current_schema(), 'CREATE')", (role,))
+    schema, may_create = row.fetchone()
+    return str(schema) if may_create else None
 
 
 def map_role(conn: Connection, role: str, agent: str) -> str | None:
