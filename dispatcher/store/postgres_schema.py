@@ -233,7 +233,8 @@ _SCHEMA_16 = "".join((_ROLE_MAP_AND_MAIL, _presence_rows("sessions"), _WATCHES, 
 
 # 17: a role's writes are checked for what they act on, not only for who acts. A message's
 # reply_to must be a message its sender sent or received, its conversation one between its sender
-# and recipient, its broadcast and its writing attempt its sender's own; an attempt is recorded
+# and recipient, its broadcast and its writing attempt its sender's own, and a dispatcher's notice
+# (origin 'system') answers a message its recipient sent to its sender; an attempt is recorded
 # only on a message addressed to its agent; a conversation move is credited only to an attempt
 # of its actor; a conversation's in-flight message is one of its own. The checks that read
 # messages, broadcasts or attempts from inside a policy on messages go through functions (a
@@ -249,15 +250,21 @@ _OWN_ROW_CHECKS = {
     "bridge_own_attempt": "SELECT EXISTS (SELECT 1 FROM dispatch_attempts WHERE message_id = $1"
     " AND agent = bridge_agent())",
 }
+_ASKED_BY = (  # (message, asker): the message was sent to the caller's agent by ``asker``
+    "SELECT EXISTS (SELECT 1 FROM messages WHERE id = $1 AND recipient = bridge_agent() AND sender = $2)"
+)
 _CHECK_FUNCTIONS = "".join(
     f"""
 DO $do$ BEGIN
 EXECUTE format($f$
-    CREATE FUNCTION {name}(bigint) RETURNS boolean LANGUAGE sql STABLE SET search_path = %I, pg_temp
+    CREATE FUNCTION {name}({arguments}) RETURNS boolean LANGUAGE sql STABLE SET search_path = %I, pg_temp
     AS '{body}'
 $f$, current_schema());
 END $do$;"""
-    for name, body in _OWN_ROW_CHECKS.items()
+    for name, arguments, body in (
+        *((name, "bigint", body) for name, body in _OWN_ROW_CHECKS.items()),
+        ("bridge_asked_by", "bigint, text", _ASKED_BY),
+    )
 )
 # A conversation's in-flight message (none at its start: no message of it exists yet).
 _IN_FLIGHT_OWN = """(in_flight_message_id IS NULL OR EXISTS (
@@ -277,7 +284,8 @@ CREATE POLICY send_as_self ON messages FOR INSERT WITH CHECK (
         AND ((c.initiator = messages.sender AND c.recipient = messages.recipient)
              OR (c.recipient = messages.sender AND c.initiator = messages.recipient))))
     AND (broadcast_id IS NULL OR bridge_own_broadcast(broadcast_id))
-    AND (sent_by_attempt IS NULL OR bridge_own_attempt(sent_by_attempt)));
+    AND (sent_by_attempt IS NULL OR bridge_own_attempt(sent_by_attempt))
+    AND (origin = 'agent' OR (kind = 'notice' AND bridge_asked_by(reply_to, recipient))));
 DROP POLICY own_agent ON dispatch_attempts;
 CREATE POLICY own_agent ON dispatch_attempts FOR INSERT
     WITH CHECK (agent = (SELECT bridge_agent()) AND {_ADDRESSED_TO_AGENT});

@@ -183,7 +183,9 @@ def test_a_role_cannot_credit_a_move_to_another_agents_attempt(world):
         "INSERT INTO conversation_transitions (conversation_id, from_state, to_state, actor, reason, at, by_attempt)"
         " VALUES (?, 'active', 'completed', 'alice', 'done', 1, ?)"
     )
-    _refused(world, move, (talk, bobs_attempt), match='row-level security policy .*for table "conversation_transitions"')
+    _refused(
+        world, move, (talk, bobs_attempt), match='row-level security policy .*for table "conversation_transitions"'
+    )
     assert states_moved_by_attempt(owner, talk, bobs_attempt) == set()
     # The legitimate paths: bob's worker credits his move to his attempt; alice moves in her name.
     record_transition(
@@ -214,14 +216,27 @@ def test_a_message_points_only_at_its_senders_own_work(world):
         ("broadcast_id", "bob", rows["bob_broadcast"]),  # bob's broadcast
         ("sent_by_attempt", "carol", rows["alice_task_in_talk"]),  # bob's attempt
     ):
-        _refused(world, send.format(column), (recipient, target), match='row-level security policy .*for table "messages"')
+        _refused(
+            world, send.format(column), (recipient, target), match='row-level security policy .*for table "messages"'
+        )
+    # A dispatcher's notice answers a message sent to her, and goes to its sender.
+    notice = "INSERT INTO messages (sender, recipient, text, created_at, origin, kind, reply_to) VALUES ('alice', ?, 'x', 1, 'system', ?, ?)"
+    for recipient, kind, reply in (
+        ("carol", "notice", rows["bob_to_alice"]),
+        ("bob", "result", rows["bob_to_alice"]),
+        ("bob", "notice", None),
+    ):
+        _refused(world, notice, (recipient, kind, reply), match='row-level security policy .*for table "messages"')
     # The legitimate paths, through the store's own functions.
     _attempt(alice, rows["bob_to_alice"], "alice")
     own_broadcast = insert_broadcast(alice, sender="alice", dedup_key=None, created_at=NOW)
     _message(alice, "alice", "bob", kind="result", reply_to=rows["bob_to_alice"], sent_by_attempt=rows["bob_to_alice"])
     _message(alice, "alice", "bob", kind="notice", conversation_id=rows["alice_bob_talk"])
     _message(alice, "alice", "bob", broadcast_id=own_broadcast)
-    _message(bob, "bob", "alice", kind="result", conversation_id=rows["alice_bob_talk"], reply_to=rows["alice_task_in_talk"])
+    _message(alice, "alice", "bob", kind="notice", reply_to=rows["bob_to_alice"], origin="system")
+    _message(
+        bob, "bob", "alice", kind="result", conversation_id=rows["alice_bob_talk"], reply_to=rows["alice_task_in_talk"]
+    )
 
 
 def test_a_conversations_in_flight_message_is_one_of_its_own(world):
@@ -241,8 +256,9 @@ def test_a_conversations_in_flight_message_is_one_of_its_own(world):
         match='row-level security policy .*for table "conversations"',
     )
     set_in_flight(alice, talk, rows["alice_task_in_talk"])
-    assert owner.execute("SELECT in_flight_message_id FROM conversations WHERE id = ?", (talk,)).fetchone()[0] == (
-        rows["alice_task_in_talk"]
+    assert (
+        owner.execute("SELECT in_flight_message_id FROM conversations WHERE id = ?", (talk,)).fetchone()[0]
+        == (rows["alice_task_in_talk"])
     )
 
 
@@ -308,6 +324,9 @@ def test_no_function_a_role_may_call_answers_for_another_agent(world):
         query = f"SELECT {function}(?)"
         assert alice.execute(query, (target,)).fetchone()[0] is False, function
         assert bob.execute(query, (target,)).fetchone()[0] is True, function
+    asked_by = "SELECT bridge_asked_by(?, 'carol')"  # the asker is an argument, the asked is always the caller
+    assert alice.execute(asked_by, (rows["carol_to_bob"],)).fetchone()[0] is False
+    assert bob.execute(asked_by, (rows["carol_to_bob"],)).fetchone()[0] is True
 
 
 # -- an existing store: its roles are narrowed by the migration ----------------------------------
@@ -349,7 +368,9 @@ def test_upgrading_a_store_narrows_the_roles_it_had(new_postgres_store, postgres
             with pytest.raises(PostgresPermissionDenied, match="row-level security"):
                 _attempt(alice, carol_to_bob, "alice")
             with pytest.raises(PostgresPermissionDenied, match="permission denied for table messages"):
-                alice.execute("INSERT INTO messages (id, sender, recipient, text, created_at) VALUES (99, 'alice', 'bob', 'x', 1)")
+                alice.execute(
+                    "INSERT INTO messages (id, sender, recipient, text, created_at) VALUES (99, 'alice', 'bob', 'x', 1)"
+                )
             assert _message(alice, "alice", "bob") > carol_to_bob  # and she still sends
             fresh = agent_role(url, "alice").split("//")[1].split("@")[0]
             assert _grants(owner, role) == _grants(owner, fresh)
