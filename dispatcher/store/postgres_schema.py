@@ -272,9 +272,7 @@ _IN_FLIGHT_OWN = """(in_flight_message_id IS NULL OR EXISTS (
         AND m.conversation_id = conversations.id))"""
 _ADDRESSED_TO_AGENT = """EXISTS (SELECT 1 FROM messages AS m WHERE m.id = dispatch_attempts.message_id
         AND m.recipient = (SELECT bridge_agent()))"""
-_SCHEMA_17 = (
-    _CHECK_FUNCTIONS
-    + f"""
+_POLICIES_17 = f"""
 DROP POLICY send_as_self ON messages;
 CREATE POLICY send_as_self ON messages FOR INSERT WITH CHECK (
     sender = (SELECT bridge_agent())
@@ -307,8 +305,8 @@ CREATE POLICY participant_moves ON conversations FOR UPDATE
 CREATE OR REPLACE VIEW unread_mail WITH (security_barrier) AS
     SELECT recipient, created_at, CASE WHEN claim_owner IS NOT NULL THEN '' END AS claim_owner, claim_expires_at
     FROM messages WHERE acknowledged_at IS NULL;
-"""
-)
+"""  # noqa: S608 - constant SQL fragments only
+_SCHEMA_17 = _CHECK_FUNCTIONS + _POLICIES_17
 
 MIGRATIONS: tuple[str, ...] = (
     *("",) * 11,

@@ -13,8 +13,12 @@ from dispatcher.store import open_store
 from dispatcher.store.attempts import insert_attempt, record_finish
 from dispatcher.store.broadcasts import insert_broadcast
 from dispatcher.store.claims import take_claim
-from dispatcher.store.conversations import insert_conversation, record_transition, set_in_flight
-from dispatcher.store.conversations import states_moved_by_attempt
+from dispatcher.store.conversations import (
+    insert_conversation,
+    record_transition,
+    set_in_flight,
+    states_moved_by_attempt,
+)
 from dispatcher.store.errors import PostgresPermissionDenied
 from dispatcher.store.messages import insert_message, waiting_count
 from dispatcher.store.sessions import insert_session
@@ -299,6 +303,8 @@ def test_a_recipient_changes_only_the_claim_and_read_marks_of_its_mail(world, co
         "CREATE VIEW everything AS SELECT * FROM messages",
         "CREATE FUNCTION bridge_agent(text) RETURNS text LANGUAGE sql AS 'SELECT $1'",
         "ALTER TABLE messages DISABLE ROW LEVEL SECURITY",
+        "DROP TABLE dispatch_attempts",
+        "DROP VIEW unread_mail",
         "DROP POLICY read_own ON messages",
         "CREATE POLICY everything ON messages FOR SELECT USING (true)",
         "CREATE OR REPLACE FUNCTION bridge_agent() RETURNS text LANGUAGE sql AS 'SELECT ''bob'''",
