@@ -39,6 +39,16 @@ def _refused(what: str, exc: Exception) -> BridgeError:
     )
 
 
+def _schema_open(role: str, schema: str) -> BridgeError:
+    return BridgeError(
+        "store_schema_open",
+        f"role {role} could create objects in the store's schema {schema} (CREATE granted to PUBLIC or to a role "
+        f"it belongs to), and a function planted there could run with the owner's rights; nothing was changed. "
+        f"As the schema's owner run `REVOKE CREATE ON SCHEMA {schema} FROM PUBLIC` (and from any role {role} "
+        "belongs to), or keep the store in a schema of its own, then run this command again.",
+    )
+
+
 def db_role(db: object, agent: str, role: str | None = None, *, revoke: bool = False) -> dict[str, object]:
     """Set up (or with ``revoke`` take away) ``role`` for ``agent``; what was done, as JSON."""
     if not is_postgres_url(db):
@@ -80,6 +90,8 @@ def db_role(db: object, agent: str, role: str | None = None, *, revoke: bool = F
                 before = stored.map_role(conn, role, agent)
             except PostgresPermissionDenied as exc:
                 raise _refused(f"granting {role} its privileges and mapping it", exc) from None
+            if schema := stored.schema_open_to(conn, role):
+                raise _schema_open(role, schema)
     finally:
         conn.close()
     return {

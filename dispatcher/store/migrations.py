@@ -278,6 +278,14 @@ MIGRATIONS: tuple[str | Callable[[sqlite3.Connection], None], ...] = (
     CREATE VIEW unread_mail AS
         SELECT recipient, created_at, claim_owner, claim_expires_at FROM messages WHERE acknowledged_at IS NULL;
     """,
+    # 17: ``unread_mail`` says whether a message is claimed, never by whom (a claim owner names the
+    # agent's attempt); on PostgreSQL also the row checks of what a role's writes act on.
+    """
+    DROP VIEW unread_mail;
+    CREATE VIEW unread_mail AS
+        SELECT recipient, created_at, CASE WHEN claim_owner IS NOT NULL THEN '' END AS claim_owner, claim_expires_at
+        FROM messages WHERE acknowledged_at IS NULL;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -47,6 +47,7 @@ from dispatcher.store.errors import (
     PostgresTransientError,
 )
 from dispatcher.store.postgres_schema import MIGRATIONS
+from dispatcher.store.roles import regrant_mapped_roles
 from dispatcher.store.types import Connection
 
 # Advisory lock keys (any two distinct bigints; these spell "ab-write" and "ab-migr").
@@ -234,6 +235,8 @@ def migrate(conn: PostgresConnection, url: str, target: int) -> None:
         if target > found:
             conn.raw.execute("DELETE FROM bridge_schema")
             conn.raw.execute("INSERT INTO bridge_schema (version) VALUES (%s)", (target,))
+        if target == newest > found:  # each agent's role gets this version's grants (its columns)
+            regrant_mapped_roles(conn)
 
 
 def schema_too_new(url: str, found: int, known: int) -> BridgeError:

@@ -6,7 +6,7 @@ with the same number. The types are SQLite's made explicit: ids are ``bigint`` i
 times are epoch seconds (``double precision``), process start times are text (boot id and
 start ticks), and SQLite's AUTOINCREMENT (ids never reused) is what an identity does anyway.
 Two things SQLite has no need of: the trigger that sends the wake-up hint (NOTIFY), and
-(schema 16) the role map and row policies that let a database role act only as its agent.
+(schemas 16 and 17) the role map and row policies that let a database role act only as its agent.
 """
 
 _SCHEMA_12 = """
@@ -231,6 +231,83 @@ CREATE POLICY own_agent_ends ON session_watches FOR DELETE USING (EXISTS (
 """
 _SCHEMA_16 = "".join((_ROLE_MAP_AND_MAIL, _presence_rows("sessions"), _WATCHES, _presence_rows("listeners")))
 
+# 17: a role's writes are checked for what they act on, not only for who acts. A message's
+# reply_to must be a message its sender sent or received, its conversation one between its sender
+# and recipient, its broadcast and its writing attempt its sender's own, and a dispatcher's notice
+# (origin 'system') answers a message its recipient sent to its sender; an attempt is recorded
+# only on a message addressed to its agent; a conversation move is credited only to an attempt
+# of its actor; a conversation's in-flight message is one of its own. The checks that read
+# messages, broadcasts or attempts from inside a policy on messages go through functions (a
+# policy's subquery on its own table is refused as recursion); they run with the caller's
+# rights, take no agent (they answer for the caller's own, ``bridge_agent()``) and pin
+# ``search_path``. ``unread_mail`` says whether a message is claimed, never by whom (the claim
+# owner names the agent's attempt). Ids and the columns a role may write are column privileges
+# (``store.roles``; ``postgres.migrate`` brings every mapped role's up to date).
+_OWN_ROW_CHECKS = {
+    "bridge_party_to": "SELECT EXISTS (SELECT 1 FROM messages WHERE id = $1"
+    " AND (sender = bridge_agent() OR recipient = bridge_agent()))",
+    "bridge_own_broadcast": "SELECT EXISTS (SELECT 1 FROM broadcasts WHERE id = $1 AND sender = bridge_agent())",
+    "bridge_own_attempt": "SELECT EXISTS (SELECT 1 FROM dispatch_attempts WHERE message_id = $1"
+    " AND agent = bridge_agent())",
+}
+_ASKED_BY = (  # (message, asker): the message was sent to the caller's agent by ``asker``
+    "SELECT EXISTS (SELECT 1 FROM messages WHERE id = $1 AND recipient = bridge_agent() AND sender = $2)"
+)
+_CHECK_FUNCTIONS = "".join(
+    f"""
+DO $do$ BEGIN
+EXECUTE format($f$
+    CREATE FUNCTION {name}({arguments}) RETURNS boolean LANGUAGE sql STABLE SET search_path = %I, pg_temp
+    AS '{body}'
+$f$, current_schema());
+END $do$;"""
+    for name, arguments, body in (
+        *((name, "bigint", body) for name, body in _OWN_ROW_CHECKS.items()),
+        ("bridge_asked_by", "bigint, text", _ASKED_BY),
+    )
+)
+# A conversation's in-flight message (none at its start: no message of it exists yet).
+_IN_FLIGHT_OWN = """(in_flight_message_id IS NULL OR EXISTS (
+        SELECT 1 FROM messages AS m WHERE m.id = conversations.in_flight_message_id
+        AND m.conversation_id = conversations.id))"""
+_ADDRESSED_TO_AGENT = """EXISTS (SELECT 1 FROM messages AS m WHERE m.id = dispatch_attempts.message_id
+        AND m.recipient = (SELECT bridge_agent()))"""
+_POLICIES_17 = f"""
+DROP POLICY send_as_self ON messages;
+CREATE POLICY send_as_self ON messages FOR INSERT WITH CHECK (
+    sender = (SELECT bridge_agent())
+    AND (reply_to IS NULL OR bridge_party_to(reply_to))
+    AND (conversation_id IS NULL OR EXISTS (
+        SELECT 1 FROM conversations AS c WHERE c.id = messages.conversation_id
+        AND ((c.initiator = messages.sender AND c.recipient = messages.recipient)
+             OR (c.recipient = messages.sender AND c.initiator = messages.recipient))))
+    AND (broadcast_id IS NULL OR bridge_own_broadcast(broadcast_id))
+    AND (sent_by_attempt IS NULL OR bridge_own_attempt(sent_by_attempt))
+    AND (origin = 'agent' OR (kind = 'notice' AND bridge_asked_by(reply_to, recipient))));
+DROP POLICY own_agent ON dispatch_attempts;
+CREATE POLICY own_agent ON dispatch_attempts FOR INSERT
+    WITH CHECK (agent = (SELECT bridge_agent()) AND {_ADDRESSED_TO_AGENT});
+DROP POLICY own_agent_moves ON dispatch_attempts;
+CREATE POLICY own_agent_moves ON dispatch_attempts FOR UPDATE USING (agent = (SELECT bridge_agent()))
+    WITH CHECK (agent = (SELECT bridge_agent()) AND {_ADDRESSED_TO_AGENT});
+DROP POLICY participant_moves ON conversation_transitions;
+CREATE POLICY participant_moves ON conversation_transitions FOR INSERT
+    WITH CHECK (actor = (SELECT bridge_agent())
+                AND EXISTS (SELECT 1 FROM conversations AS c WHERE c.id = conversation_transitions.conversation_id)
+                AND (by_attempt IS NULL OR bridge_own_attempt(by_attempt)));
+DROP POLICY start_as_self ON conversations;
+CREATE POLICY start_as_self ON conversations FOR INSERT
+    WITH CHECK (initiator = (SELECT bridge_agent()) AND {_IN_FLIGHT_OWN});
+DROP POLICY participant_moves ON conversations;
+CREATE POLICY participant_moves ON conversations FOR UPDATE
+    USING (initiator = (SELECT bridge_agent()) OR recipient = (SELECT bridge_agent()))
+    WITH CHECK ((initiator = (SELECT bridge_agent()) OR recipient = (SELECT bridge_agent())) AND {_IN_FLIGHT_OWN});
+CREATE OR REPLACE VIEW unread_mail WITH (security_barrier) AS
+    SELECT recipient, created_at, CASE WHEN claim_owner IS NOT NULL THEN '' END AS claim_owner, claim_expires_at
+    FROM messages WHERE acknowledged_at IS NULL;
+"""  # noqa: S608 - constant SQL fragments only
+_SCHEMA_17 = _CHECK_FUNCTIONS + _POLICIES_17
+
 MIGRATIONS: tuple[str, ...] = (
     *("",) * 11,
     _SCHEMA_12,
@@ -250,4 +327,5 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE sessions ADD COLUMN renewed_at double precision;
     """,
     _SCHEMA_16,
+    _SCHEMA_17,
 )

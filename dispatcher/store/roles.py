@@ -10,6 +10,7 @@ Identifiers are quoted by the server (``quote_ident``), never by string pasting 
 import sqlite3
 
 from dispatcher.core.errors import BridgeError
+from dispatcher.store.attempts import LEDGER_COLUMNS
 from dispatcher.store.types import Connection
 
 # What an agent's processes read: every table, and the payload-free view of others' unread mail.
@@ -26,17 +27,44 @@ _READS = (
     "session_watches",
     "listeners",
 )
-# What they write, by privilege; the policies decide which rows. A recipient moves its message's
-# claim and read marks, never its sender, kind or text; a participant moves a conversation's state
-# and turns, never its goal or budget. Nothing an agent does deletes a message, a conversation or
-# an attempt (prune does, as the owner).
-_WRITES = (
-    ("INSERT, UPDATE", ("dispatch_attempts", "sessions", "listeners")),
-    ("INSERT", ("messages", "conversations", "broadcasts", "conversation_transitions", "session_watches")),
-    ("UPDATE (claim_owner, claim_expires_at, delivered_at, acknowledged_at)", ("messages",)),
-    ("UPDATE (state, turn_count, in_flight_message_id, updated_at)", ("conversations",)),
-    ("DELETE", ("sessions", "session_watches", "listeners")),
-)
+# What they write; the policies decide which rows. Inserts may set every column but those the
+# database fills alone (ids: a role choosing the next ids would make every other agent's inserts
+# fail on the key). Updates name their columns: a recipient moves its message's claim and read
+# marks, never its sender, kind, text or reply; a participant moves a conversation's state and
+# turns, never its goal or budget; a supervisor moves its attempt's state and ledger, never the
+# message it is for, its agent or its caps. Nothing an agent does deletes a message, a
+# conversation or an attempt (prune does, as the owner).
+_INSERTS: dict[str, tuple[str, ...]] = {  # table: the columns no role inserts
+    "messages": ("id",),
+    "broadcasts": ("id",),
+    "conversations": ("id",),
+    "conversation_transitions": ("id",),
+    "dispatch_attempts": (),
+    "sessions": ("id",),
+    "session_watches": ("id",),
+    "listeners": (),
+}
+_UPDATES: dict[str, tuple[str, ...]] = {  # table: the columns a role updates
+    "messages": ("claim_owner", "claim_expires_at", "delivered_at", "acknowledged_at"),
+    "conversations": ("state", "turn_count", "in_flight_message_id", "updated_at"),
+    "dispatch_attempts": (
+        "state",
+        "worker_pid",
+        "worker_start_time",
+        "worker_started_at",
+        "outcome",
+        "exit_code",
+        "error_kind",
+        "finished_at",
+        "diagnostics",
+        "duration_seconds",
+        "lease_expires_at",
+        *LEDGER_COLUMNS,
+    ),
+    "sessions": ("client_name", "client_version", "last_call_at", "wake_paths", "renewed_at"),
+    "listeners": ("pid", "start_time", "host", "runtime_dir", "started_at", "renewed_at"),
+}
+_DELETES = ("sessions", "session_watches", "listeners")
 
 
 def _quoted(conn: Connection, name: str) -> str:
@@ -60,15 +88,51 @@ def create_login_role(conn: Connection, role: str) -> None:
 
 
 def grant_agent_privileges(conn: Connection, role: str) -> None:
-    """Connect, use the store's schema and its sequences, read and write what an agent's processes do."""
+    """Connect, use the store's schema and its sequences, read and write what an agent's processes
+    do, and nothing more: whatever the role held on the store's tables before is taken first."""
     who = _quoted(conn, role)
     database, schema = _store_names(conn)
     conn.execute(f"GRANT CONNECT ON DATABASE {database} TO {who}")
     conn.execute(f"GRANT USAGE ON SCHEMA {schema} TO {who}")
+    conn.execute(f"REVOKE CREATE ON SCHEMA {schema} FROM {who}")
     conn.execute(f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA {schema} TO {who}")
+    conn.execute(f"REVOKE ALL ON {', '.join(_READS)} FROM {who}")
     conn.execute(f"GRANT SELECT ON {', '.join(_READS)} TO {who}")
-    for privileges, tables in _WRITES:
-        conn.execute(f"GRANT {privileges} ON {', '.join(tables)} TO {who}")
+    for table, excluded in _INSERTS.items():
+        conn.execute(f"GRANT INSERT ({_columns_but(conn, table, excluded)}) ON {table} TO {who}")
+    for table, columns in _UPDATES.items():
+        conn.execute(f"GRANT UPDATE ({', '.join(columns)}) ON {table} TO {who}")
+    conn.execute(f"GRANT DELETE ON {', '.join(_DELETES)} TO {who}")
+
+
+def _columns_but(conn: Connection, table: str, excluded: tuple[str, ...]) -> str:
+    """``table``'s columns in the store's schema but ``excluded``, quoted, comma-separated."""
+    row = conn.execute(
+        "SELECT string_agg(quote_ident(attname), ', ' ORDER BY attnum) FROM pg_attribute"
+        " WHERE attrelid = to_regclass(quote_ident(current_schema()) || '.' || quote_ident(?))"
+        " AND attnum > 0 AND NOT attisdropped AND NOT attname = ANY(?)",
+        (table, list(excluded)),
+    ).fetchone()
+    return str(row[0])
+
+
+def regrant_mapped_roles(conn: Connection) -> None:
+    """Give every mapped role what ``grant_agent_privileges`` grants now: a migration that
+    changes the schema or the grants brings the roles of an existing store along."""
+    if conn.execute("SELECT to_regclass('agent_roles') IS NULL").fetchone()[0]:
+        return
+    for (role,) in conn.execute("SELECT role FROM agent_roles ORDER BY role").fetchall():
+        if role_exists(conn, role):
+            grant_agent_privileges(conn, role)
+
+
+def schema_open_to(conn: Connection, role: str) -> str | None:
+    """The store's schema if ``role`` may still create objects in it (through a grant to PUBLIC
+    or to a role it belongs to): a function it planted there could shadow one that the owner's
+    migrations or prune call, and run with the owner's rights. None when it may not."""
+    row = conn.execute("SELECT current_schema(), has_schema_privilege(?, current_schema(), 'CREATE')", (role,))
+    schema, may_create = row.fetchone()
+    return str(schema) if may_create else None
 
 
 def map_role(conn: Connection, role: str, agent: str) -> str | None:

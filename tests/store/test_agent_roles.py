@@ -100,12 +100,12 @@ def test_a_role_cannot_change_another_agents_rows(store):
         assert done.rowcount == 0
     assert alice.execute("UPDATE sessions SET renewed_at = 1 WHERE agent = 'bob'").rowcount == 0
     assert alice.execute("DELETE FROM sessions WHERE agent = 'bob'").rowcount == 0
-    # A row of her own cannot be handed to bob either (the policy's check; a message's recipient is
-    # not even a column she may update).
+    # A row of her own cannot be handed to bob either (neither a session's agent nor a message's
+    # recipient is a column she may update).
     own = alice.execute(
         "INSERT INTO sessions (agent, role, host, pid, started_at) VALUES ('alice', 'interactive', 'h', 3, 1) RETURNING id"
     ).fetchone()[0]
-    with pytest.raises(PostgresPermissionDenied, match="row-level security"):
+    with pytest.raises(PostgresPermissionDenied, match="permission denied"):
         alice.execute("UPDATE sessions SET agent = 'bob' WHERE id = ?", (own,))
     with pytest.raises(PostgresPermissionDenied, match="permission denied"):
         alice.execute("UPDATE messages SET recipient = 'bob' WHERE id = ?", (rows["bob_to_alice"],))
@@ -225,12 +225,14 @@ def test_the_owner_still_prunes_and_runs_doctor(store, postgres_url, tmp_path):
 
 # -- the command -------------------------------------------------------------------------------
 def _privileges(conn, role: str) -> list[tuple]:
+    """(table, column or None, privilege) of every table and column privilege the role holds."""
     return [
         tuple(r)
         for r in conn.execute(
-            "SELECT table_name, privilege_type FROM information_schema.role_table_grants"
-            " WHERE grantee = ? ORDER BY 1, 2",
-            (role,),
+            "SELECT table_name, NULL, privilege_type FROM information_schema.role_table_grants WHERE grantee = ?"
+            " UNION SELECT table_name, column_name, privilege_type FROM information_schema.role_column_grants"
+            " WHERE grantee = ? ORDER BY 1, 2, 3",
+            (role, role),
         )
     ]
 
@@ -241,7 +243,8 @@ def test_db_role_is_idempotent_and_remaps_and_revokes(postgres_url, agent_role):
     owner = open_store(postgres_url)
     try:
         granted = _privileges(owner, role)
-        assert ("messages", "INSERT") in granted and ("messages", "DELETE") not in granted
+        assert ("messages", "sender", "INSERT") in granted and ("messages", "id", "INSERT") not in granted
+        assert ("messages", None, "DELETE") not in granted
         again = db_role(postgres_url, "alice", role)
         assert (again["created"], again["was_agent"], again["url"]) == (False, "alice", url)
         assert _privileges(owner, role) == granted
@@ -252,8 +255,6 @@ def test_db_role_is_idempotent_and_remaps_and_revokes(postgres_url, agent_role):
         revoked = db_role(postgres_url, "bob", role, revoke=True)
         assert revoked == {"role": role, "agent": "bob", "revoked": True}
         assert _privileges(owner, role) == []
-        columns = "SELECT count(*) FROM information_schema.role_column_grants WHERE grantee = ?"
-        assert owner.execute(columns, (role,)).fetchone()[0] == 0
         assert db_role(postgres_url, "bob", role, revoke=True)["revoked"] is False
     finally:
         owner.close()
@@ -313,3 +314,31 @@ def test_an_owner_that_is_not_a_superuser_sets_roles_up(postgres_database):
             for role in (agent, owner_role):
                 admin.execute(f"DROP OWNED BY {role}")
                 admin.execute(f"DROP ROLE {role}")
+
+
+def test_db_role_refuses_a_store_schema_every_role_may_create_in(postgres_url, postgres_database, agent_role):
+    """A schema open to PUBLIC (`public` on a database from before PostgreSQL 15) would let the
+    agent plant a function the owner then runs: refused, nothing changed, until it is closed. A
+    CREATE granted to the role itself is taken away."""
+    schema, role = postgres_url.rsplit("%3D", 1)[1], f"ab_open_{uuid.uuid4().hex[:8]}"
+    open_store(postgres_url).close()
+    with psycopg.connect(postgres_database, autocommit=True) as admin:
+        admin.execute(f"GRANT CREATE ON SCHEMA {schema} TO PUBLIC")
+    with pytest.raises(BridgeError) as refused:
+        db_role(postgres_url, "alice", role)
+    assert refused.value.code == "store_schema_open"
+    assert f"REVOKE CREATE ON SCHEMA {schema} FROM PUBLIC" in refused.value.message
+    assert "nothing was changed" in refused.value.message and "\n" not in refused.value.message
+    owner = open_store(postgres_url)
+    try:
+        assert owner.execute("SELECT count(*) FROM pg_roles WHERE rolname = ?", (role,)).fetchone()[0] == 0
+        assert owner.execute("SELECT count(*) FROM agent_roles").fetchone()[0] == 0
+        owner.execute(f"REVOKE CREATE ON SCHEMA {schema} FROM PUBLIC")
+        url = agent_role(postgres_url, "alice")
+        granted = url.split("//")[1].split("@")[0]
+        owner.execute(f"GRANT CREATE ON SCHEMA {schema} TO {granted}")
+        db_role(postgres_url, "alice", granted)
+        may_create = "SELECT has_schema_privilege(?, current_schema(), 'CREATE')"
+        assert owner.execute(may_create, (granted,)).fetchone()[0] is False
+    finally:
+        owner.close()
