@@ -11,8 +11,10 @@ switches the shell tool on, and three mechanisms of Codex's own enforce the leve
   ones included;
 - a **PreToolUse hook** (``hook_decision``, run by Codex before each tool call, trusted for
   this run only by ``--dangerously-bypass-hook-trust``): a command must be plain words (no
-  shell syntax) and either one of a fixed read-only vocabulary on paths inside the workspace
-  or ``extra_dirs`` (``read_command``), or, at ``shell``, start with an ``allow_commands``
+  shell syntax) and either one of a few read-only commands in an exact argument shape on
+  paths inside the workspace or ``extra_dirs`` (``read_shapes.read_command``: an allow list
+  of programs with free arguments ran programs, e.g. sed's ``e``), or, at ``shell``, start
+  with an ``allow_commands``
   prefix; ``apply_patch`` is denied at ``read`` and confined to the writable roots above.
   Everything else is denied: this is the default-deny that Codex's execpolicy rules lack
   (an unmatched command runs in the sandbox under approval ``never``, and an ``allow`` rule
@@ -31,11 +33,15 @@ import json
 import re
 import shlex
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from dispatcher.core.permissions import PermissionProfile
+
+# The read-only commands' exact shapes, and the one path rule (also for apply_patch's paths).
+from dispatcher.dispatch.cli_profiles.read_shapes import inside as _inside
+from dispatcher.dispatch.cli_profiles.read_shapes import read_command
 
 # Where the launcher puts this run's policy (read by the hook) and its private TMPDIR.
 POLICY_FILE = "codex-permissions.json"
@@ -53,32 +59,6 @@ _WORD = re.compile(rf"(?:{_SEGMENT})+")
 _LINE = re.compile(rf"(?:{_SEGMENT})+(?:[ \t]+(?:{_SEGMENT})+)*")
 _SEGMENTS = re.compile(_SEGMENT)
 
-# The read-only vocabulary a worker may run from ``read`` up: first word -> options it must
-# not use (those that execute programs or write files). Any other first word is denied
-# (except an allowed prefix at ``shell``).
-READ_COMMANDS: dict[str, tuple[str, ...]] = {
-    "cat": (),
-    "head": (),
-    "tail": (),
-    "wc": (),
-    "nl": (),
-    "ls": (),
-    "pwd": (),
-    "stat": (),
-    "grep": (),
-    "cut": (),
-    "cmp": (),
-    "diff": (),
-    "realpath": (),
-    "du": (),
-    "file": ("-C", "--compile"),
-    "rg": ("--pre", "--pre-glob", "-z", "--search-zip"),
-    "find": ("-exec", "-execdir", "-ok", "-okdir", "-delete", "-fls", "-fprint", "-fprint0", "-fprintf"),
-    "sort": ("-o", "--output", "--compress-program"),
-    "tree": ("-o",),
-    "sed": (),  # only `sed -n <N>p` / `sed -n <N>,<M>p` (see read_command)
-}
-_SED_PRINT = re.compile(r"\d+(,\d+)?p")
 _PATCH_PATH = re.compile(r"^\*\*\* (?:Add File|Update File|Delete File|Move to): (.+)$", re.MULTILINE)
 
 
@@ -164,35 +144,6 @@ def shell_words(command: str) -> list[str] | None:
         "".join(s[1:-1] if s[0] in "'\"" else s for s in _SEGMENTS.findall(word.group()))
         for word in _WORD.finditer(line)
     ]
-
-
-def _inside(path: Path, roots: Sequence[Path]) -> bool:
-    resolved = path.resolve()  # symlinks followed: a link out of the workspace is outside
-    return any(resolved == root or resolved.is_relative_to(root) for root in roots)
-
-
-def read_command(words: Sequence[str], cwd: Path, roots: Sequence[Path]) -> str | None:
-    """None when ``words`` is a read-only command on paths inside ``roots``, else why not."""
-    name, args = words[0], list(words[1:])
-    if name not in READ_COMMANDS:
-        return f"{name} is not a read-only command"
-    banned = READ_COMMANDS[name]
-    for arg in args:
-        if name == "rg" and arg.startswith("-") and not arg.startswith("--") and "z" in arg:
-            return f"{name} {arg} may run programs or write files"
-        if arg in banned or any(arg.startswith(b + "=") or (len(b) == 2 and arg.startswith(b)) for b in banned):
-            return f"{name} {arg} may run programs or write files"
-    if name == "sed" and not (len(args) >= 2 and args[0] == "-n" and _SED_PRINT.fullmatch(args[1])):
-        return "sed only as `sed -n <N>p` or `sed -n <N>,<M>p`"
-    if not _inside(cwd, roots):
-        return "the working directory is outside the workspace"
-    for arg in args:
-        value = arg.split("=", 1)[1] if arg.startswith("-") and "=" in arg else arg
-        if value.startswith("-") or not value:
-            continue
-        if not _inside(cwd / value, roots):
-            return f"a path outside the workspace: {value}"
-    return None
 
 
 def _object(value: Any) -> dict[str, Any]:
