@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from dispatcher.core.permissions import PermissionProfile
-from dispatcher.dispatch.cli_profiles import codex, command_rule, read_shapes
+from dispatcher.dispatch.cli_profiles import codex, command_gate, read_shapes
 
 # Reads a worker needs; each must pass at read, edit and shell. "{ws}" is the workspace.
 LEGITIMATE = [
@@ -233,7 +233,7 @@ def test_a_denial_names_the_allowed_shape(tmp_path, ws):
     reason = decide(tmp_path, ws, "read", "sed -n 1p -e '1e cat /etc/hostname' notes.txt")
     assert reason == (
         "denied exec_command: sed: option -e is not allowed; allowed: sed -n <N>p FILE... or "
-        "sed -n <N>,<M>p FILE... (<M> may be $); level read allows read-only commands"
+        "sed -n <N>,<M>p FILE... (<M> may be $); level read allows only the read-only commands"
     )
     assert "git runs programs that repository config names" in decide(tmp_path, ws, "read", "git status")
 
@@ -254,7 +254,7 @@ def tree(root: Path) -> dict[str, bytes]:
 
 @pytest.mark.parametrize("command", [c for c in LEGITIMATE if shutil.which(c.split()[0])])
 def test_the_legitimate_reads_run_and_write_nothing(ws, command):
-    words = command_rule.shell_words(command.format(ws=ws))
+    words = command_gate.shell_words(command.format(ws=ws))
     assert words is not None
     before = tree(ws.parent)
     done = subprocess.run(words, cwd=ws, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
@@ -265,7 +265,7 @@ def test_the_legitimate_reads_run_and_write_nothing(ws, command):
 
 def test_the_corpus_is_real_gnu_sed_runs_the_e_command(ws):
     """What the old rule allowed (`sed -n <N>p` first, the rest only path-checked) runs a program."""
-    words = command_rule.shell_words("sed -n 1p -e '1e touch ran-by-sed' notes.txt")
+    words = command_gate.shell_words("sed -n 1p -e '1e touch ran-by-sed' notes.txt")
     assert words is not None
     subprocess.run(words, cwd=ws, capture_output=True, timeout=30)  # exit 2: with -e, "1p" names a file
     assert (ws / "ran-by-sed").exists()

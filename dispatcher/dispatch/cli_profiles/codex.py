@@ -13,7 +13,7 @@ switches the shell tool on, and three mechanisms of Codex's own enforce the leve
   this run only by ``--dangerously-bypass-hook-trust``): a command must be plain words (no
   shell syntax) and either one of a few read-only commands in an exact argument shape on
   paths inside the workspace or ``extra_dirs``, or, at ``shell``, start with an
-  ``allow_commands`` prefix (``command_rule``, shared with Claude; an allow list of programs
+  ``allow_commands`` prefix (``command_gate``, shared with Claude; an allow list of programs
   with free arguments ran programs, e.g. sed's ``e``); ``apply_patch`` is denied at
   ``read`` and confined to the writable roots above. Everything else is denied: this is the default-deny that Codex's execpolicy rules lack
   (an unmatched command runs in the sandbox under approval ``never``, and an ``allow`` rule
@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from dispatcher.core.permissions import PermissionProfile
-from dispatcher.dispatch.cli_profiles import command_rule
+from dispatcher.dispatch.cli_profiles import command_gate
 
 # The one path rule of the read commands, also for apply_patch's paths.
 from dispatcher.dispatch.cli_profiles.read_shapes import inside as _inside
@@ -105,7 +105,7 @@ def config_tables(profile: PermissionProfile, workspace: Path) -> list[str]:
 
 def hook_command(python: str, project: str, policy: Path) -> str:
     """The PreToolUse hook's command line: this module's ``hook_main`` on the run's policy file."""
-    return command_rule.hook_command(python, project, policy, __name__)
+    return command_gate.hook_command(python, project, policy, __name__)
 
 
 def hooks_json(command: str) -> dict[str, Any]:
@@ -117,7 +117,7 @@ def hooks_json(command: str) -> dict[str, Any]:
 
 def policy_document(profile: PermissionProfile, workspace: Path, tmp_dir: Path) -> dict[str, Any]:
     """What the hook needs: the profile and the roots it may read and write."""
-    return {**command_rule.policy_document(profile, workspace), "tmp_dir": str(tmp_dir)}
+    return {**command_gate.policy_document(profile, workspace), "tmp_dir": str(tmp_dir)}
 
 
 def _object(value: Any) -> dict[str, Any]:
@@ -134,7 +134,7 @@ def hook_decision(policy: Mapping[str, Any], event: Mapping[str, Any]) -> str | 
     tool_input = _object(event.get("tool_input"))
     cwd = Path(str(event.get("cwd") or workspace))
     if tool == HOOK_SHELL:
-        why = command_rule.command_refusal(policy, event)
+        why = command_gate.command_refusal(policy, event)
         return None if why is None else f"denied {SHELL_TOOL}: {why}"
     if tool == PATCH_TOOL:
         if not profile.writes:
@@ -151,5 +151,5 @@ def hook_decision(policy: Mapping[str, Any], event: Mapping[str, Any]) -> str | 
 
 
 def hook_main(policy_path: str) -> int:
-    """The hook itself (``command_rule.hook_main``): it denies on any error."""
-    return command_rule.hook_main(hook_decision, policy_path)
+    """The hook itself (``command_gate.hook_main``): it denies on any error."""
+    return command_gate.hook_main(hook_decision, policy_path)

@@ -65,8 +65,8 @@ def command_refusal(policy: Mapping[str, Any], event: Mapping[str, Any]) -> str 
     why = read_command(words, Path(str(event.get("cwd") or workspace)), roots)
     if why is None:
         return None
-    listed = " or on the allow list" if profile.level == "shell" else ""
-    return f"{why}; level {profile.level} allows read-only commands{listed}"
+    listed = " and the commands of its allow list" if profile.level == "shell" else ""
+    return f"{why}; level {profile.level} allows only the read-only commands{listed}"
 
 
 def hook_command(python: str, project: str, policy: Path, module: str) -> str:
