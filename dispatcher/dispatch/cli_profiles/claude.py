@@ -24,7 +24,10 @@ What enforces each level (observed with the pinned binary, as root; docs/launche
   ``allowUnsandboxedCommands: false`` (the model cannot ask to leave it) and
   ``autoAllowBashIfSandboxed: false`` (being sandboxed does not approve a command). The
   sandbox confines the commands' writes to the workspace; the allow list decides which
-  commands run at all;
+  commands run at all. A PreToolUse hook on ``Bash`` (``hook_main``, the rule of
+  ``command_gate``) narrows that: plain words only, an allowed prefix or a read-only command
+  in its exact shape. Without it Claude ran its own built-in "read-only" commands with any
+  arguments (``grep -R`` read outside the workspace through a link);
 - ``project``: the CLI's default tools and every settings source: the workspace's settings
   decide what is allowed (``dontAsk`` still denies the rest).
 
