@@ -362,7 +362,7 @@ def test_the_sandbox_is_what_stopped_the_allowed_python_write_at_shell(runs):
     assert not (run.outside / "sandboxed.txt").exists()
     python = run.results[7]  # claim, read, edit, touch, rm, write, write via link, then python3 -c
     assert "Read-only file system" in python and f"{run.outside}/sandboxed.txt" in python
-    assert run.results[4].startswith("Permission to use Bash has been denied")  # rm -rf
+    assert "denied Bash: rm is not allowed" in run.results[4]  # rm -rf: the bridge's Bash hook
     for result in run.results[5:7]:  # Write outside, Write through the link
         assert result.startswith("Permission to use Write has been denied")
 
@@ -402,3 +402,30 @@ def test_level_shell_without_bwrap_or_socat_is_refused_with_exit_78(tmp_path, cl
     assert done.returncode == 78
     assert done.stderr.count("\n") == 1 and "bwrap and socat" in done.stderr and "apt-get install" in done.stderr
     assert not (attempt_dir / "claude-result.json").exists()  # Claude never ran
+
+
+def test_at_shell_claude_s_own_read_only_commands_cannot_read_outside_through_a_link(tmp_path, model, claude_bin):
+    """Issue 28 item 2 for Claude: at `shell` Claude Code runs its built-in "read-only"
+    commands without an allow rule, with any arguments. `grep -R` and `rg -L` followed the
+    workspace's link and printed the secret outside it. The bridge's Bash hook (the rule
+    Codex's hook uses) now lets only allowed prefixes and the exact read shapes run."""
+    workspace, outside = lay_out(tmp_path / "runs", "read-only-commands")
+    actions = [
+        {"run": "sed -n 1p notes.txt"},  # a read shape: runs
+        {"run": "grep -R canary ."},
+        {"run": "rg -L canary ."},
+        {"run": "find -L . -name secret.txt"},
+        {"run": f"sed -n 1p -e '1e cat {outside}/secret.txt' notes.txt"},
+        {"run": "touch ran.txt"},  # the allowed prefix: runs
+    ]
+    root = tmp_path / "bridge"
+    root.mkdir()
+    shell = {"level": "shell", "allow_commands": ["touch"]}
+    run = dispatch(root, model, claude_bin, "shell", workspace, outside, actions, shell)
+    assert not any(SECRET.strip() in result or "secret.txt" in result for result in run.results), run.results
+    assert run.results[1] == "line one"  # results[0] is the claim
+    for result in run.results[2:6]:
+        assert "denied Bash: " in result, result
+    assert (workspace / "ran.txt").exists()
+    assert (run.attempt["outcome"], run.attempt["denied_tools"]) == ("blocked", "Bash")
+    assert_outside_untouched(run)

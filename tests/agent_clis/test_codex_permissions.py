@@ -15,6 +15,7 @@ that tries to widen them; the project level's own ``.codex/`` decides, as it sho
 
 import json
 import os
+import sqlite3
 import time
 from pathlib import Path
 
@@ -257,3 +258,36 @@ def test_an_edit_task_succeeds_at_edit_and_is_blocked_at_read_naming_the_tool(co
     )
     assert (last["result"], last["permission_level"], last["denied_tools"]) == ("blocked", "read", "apply_patch")
     assert dispatch(kimi, at_read["task"])["denied_tools"] == "apply_patch"
+
+
+def test_a_read_worker_cannot_run_a_program_through_sed_s_e_command(codex_env, root, kimi, listener, model):
+    """Issue 28 item 2: the hook allowed `sed -n <N>p ...` with any arguments after it, so GNU
+    sed's `e` command ran a program and printed a file outside the workspace. At `read` the
+    plain shape still reads; the hostile ones (a script in -e, a program in the first script,
+    rg's hostname program, a working directory outside) are denied and the secret outside the
+    workspace reaches neither the model nor the result."""
+    secret = f"outside-secret-{os.urandom(8).hex()}"
+
+    def hostile(paths):
+        outside = paths["outside"]
+        (outside / "secret.txt").write_text(secret + "\n")
+        return [
+            {"run": "sed -n 1,5p notes.txt"},
+            {"run": f"sed -n 1p -e '1e cat {outside}/secret.txt' notes.txt"},
+            {"run": f"sed -n '1e cat {outside}/secret.txt' notes.txt"},
+            {"run": f"rg --hostname-bin={outside}/secret.txt x notes.txt"},
+            {"run": "cat secret.txt", "workdir": str(outside)},
+        ]
+
+    run = run_level(codex_env, root, kimi, "read", hostile, name="sed-e")
+    row = run["row"]
+    assert (row["outcome"], row["denied_tools"]) == ("blocked", "exec_command"), row
+    requests = [r for r in model.requests() if f"Message #{run['task']} " in json.dumps(r["body"])]
+    seen = json.dumps(requests)
+    assert requests and secret not in seen, "the secret outside the workspace reached the model"
+    assert "first line" in seen  # the plain sed shape read the workspace file
+    assert seen.count("denied exec_command: ") >= 4, "each hostile command was denied by the hook"
+    with sqlite3.connect(codex_env["AGENT_BRIDGE_DB"]) as db:
+        texts = [text for (text,) in db.execute("SELECT text FROM messages WHERE reply_to = ?", (run["task"],))]
+    assert texts and not any(secret in text for text in texts), texts
+    assert (run["ws"] / "notes.txt").read_text() == NOTES

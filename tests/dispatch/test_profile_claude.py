@@ -5,6 +5,7 @@ flags is tests/agent_clis/test_claude_permissions.py."""
 
 import json
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -123,11 +124,93 @@ def test_an_extra_dir_claude_would_read_as_a_pattern_is_unenforceable(directory)
 
 def test_prepare_writes_a_private_settings_file_and_the_flags(tmp_path):
     p = profile("shell", allow_commands=["git status"])
-    args = profiles.prepare({PERMISSIONS_ENV: p.to_env()}, tmp_path, which=all_on_path, probe=lambda _: True)
-    written = tmp_path / profiles.SETTINGS_FILE
+    workspace = tmp_path / "ws"
+    env = {PERMISSIONS_ENV: p.to_env()}
+    args = profiles.prepare(env, tmp_path, which=all_on_path, probe=lambda _: True, workspace=workspace)
+    written, policy = tmp_path / profiles.SETTINGS_FILE, tmp_path / profiles.POLICY_FILE
     assert flag(args, "--settings") == str(written)
-    assert json.loads(written.read_text()) == profiles.settings(p)
-    assert stat.S_IMODE(written.stat().st_mode) == 0o600
+    assert json.loads(written.read_text()) == profiles.settings(p, profiles.hook_command(policy))
+    assert json.loads(policy.read_text()) == {"profile": json.loads(p.to_env()), "workspace": str(workspace)}
+    assert stat.S_IMODE(written.stat().st_mode) == stat.S_IMODE(policy.stat().st_mode) == 0o600
+
+
+def test_shell_runs_the_bash_hook_before_every_bash_call_and_no_other_level_does():
+    shell = profiles.settings(profile("shell", allow_commands=["git status"]), "the hook")
+    assert shell["hooks"] == {
+        "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "the hook", "timeout": 60}]}]
+    }
+    for level in ("read", "edit"):
+        assert "hooks" not in (profiles.settings(profile(level), "the hook") or {})
+
+
+@pytest.fixture
+def ws(tmp_path) -> Path:
+    """A workspace with a link to a directory outside it, which holds a secret."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("canary\n")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "link").symlink_to(outside)
+    (ws / "notes.txt").write_text("line\n")
+    return ws
+
+
+def bash(command: str, cwd: Path, tool: str = "Bash") -> dict:
+    tool_input = {"command": command, "description": "d"}
+    return {"hook_event_name": "PreToolUse", "tool_name": tool, "tool_input": tool_input, "cwd": str(cwd)}
+
+
+@pytest.mark.parametrize(
+    ("command", "allowed"),
+    [
+        ("touch ran.txt", True),  # an allowed prefix, any arguments
+        ("git status --short", True),
+        ("cat notes.txt", True),  # a read shape
+        ("sed -n 1,5p notes.txt", True),
+        ("grep -R canary .", False),  # Claude's own read-only list ran these, through the link out
+        ("rg -L canary .", False),
+        ("grep -rn canary link", False),
+        ("find -L . -name secret.txt", False),
+        ("wc --files0-from=notes.txt", False),
+        ("sed -n 1p -e '1e id' notes.txt", False),
+        ("touch a && grep -R canary .", False),  # compound: every part would need to pass; refused
+        ("touch a; id", False),
+        ("git status | sh", False),
+        ("git status > canary.txt", False),  # a redirect: Claude's rules allowed it, as a write in the workspace
+        ("FOO=1 touch x", False),
+        ("rm -rf notes.txt", False),
+    ],
+)
+def test_the_bash_hook_allows_allowed_prefixes_and_read_shapes_only(tmp_path, ws, command, allowed):
+    p = profile("shell", allow_commands=["touch", "git status"])
+    policy = profiles.command_gate.policy_document(p, ws)
+    reason = profiles.hook_decision(policy, bash(command, ws))
+    assert (reason is None) is allowed, reason
+    if reason is not None:
+        assert reason.startswith("denied Bash: ")
+
+
+def test_the_bash_hook_leaves_other_tools_to_claude(tmp_path, ws):
+    policy = profiles.command_gate.policy_document(profile("shell", allow_commands=["touch"]), ws)
+    assert profiles.hook_decision(policy, bash("anything", ws, tool="Read")) is None
+
+
+def test_the_bash_hook_command_denies_in_claude_s_json_and_fails_closed(tmp_path, ws):
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps(profiles.command_gate.policy_document(profile("shell", allow_commands=["touch"]), ws)))
+
+    def run(stdin: str) -> dict:
+        done = subprocess.run(  # noqa: S602 - the command line exactly as Claude runs it: through a shell
+            profiles.hook_command(policy), shell=True, input=stdin, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    denied = run(json.dumps(bash("grep -R canary .", ws)))["hookSpecificOutput"]
+    assert denied["permissionDecision"] == "deny" and "option -R is not allowed" in denied["permissionDecisionReason"]
+    assert run(json.dumps(bash("touch x", ws))) == {}
+    assert run("not json")["hookSpecificOutput"]["permissionDecision"] == "deny"
 
 
 def test_no_profile_in_the_environment_is_bridge(tmp_path):

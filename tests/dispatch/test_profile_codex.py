@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dispatcher.core.permissions import PermissionProfile
-from dispatcher.dispatch.cli_profiles import codex
+from dispatcher.dispatch.cli_profiles import codex, command_gate
 
 BASE = ["--json", "--ephemeral", "--skip-git-repo-check"]
 from harness import PROJECT
@@ -100,7 +100,7 @@ def test_config_tables_per_level(tmp_path):
     ],
 )
 def test_shell_words_accepts_plain_words_only(command, words):
-    assert codex.shell_words(command) == words
+    assert command_gate.shell_words(command) == words
 
 
 def policy(tmp_path: Path, level: str, **extra) -> dict:

@@ -6,7 +6,7 @@ object per ``DO=`` line, in order:
 - ``{"read": PATH}``: read a file;
 - ``{"edit": PATH, "old": TEXT, "new": TEXT}``: replace TEXT in an existing file (read it first);
 - ``{"write": PATH, "content": TEXT}``: create a file;
-- ``{"run": COMMAND}``: run a shell command.
+- ``{"run": COMMAND}``: run a shell command (Codex: ``"workdir": DIR`` runs it there).
 
 Each toolkit maps an action to ``(tool name, arguments)`` with the name as the CLI offers it,
 or to ``(tool name, None)`` when the CLI does not offer that tool at all: the script then
@@ -100,6 +100,8 @@ def codex(action: dict, turn) -> Mapped:
         name, args = "exec_command", {"cmd": f"cat {shlex.quote(action['read'])}"}
     elif "run" in action:
         name, args = "exec_command", {"cmd": action["run"]}
+        if "workdir" in action:
+            args["workdir"] = action["workdir"]
     elif "edit" in action:
         old = [f"-{line}" for line in action["old"].splitlines()]
         new = [f"+{line}" for line in action["new"].splitlines()]

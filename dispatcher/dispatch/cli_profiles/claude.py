@@ -24,7 +24,10 @@ What enforces each level (observed with the pinned binary, as root; docs/launche
   ``allowUnsandboxedCommands: false`` (the model cannot ask to leave it) and
   ``autoAllowBashIfSandboxed: false`` (being sandboxed does not approve a command). The
   sandbox confines the commands' writes to the workspace; the allow list decides which
-  commands run at all;
+  commands run at all. A PreToolUse hook on ``Bash`` (``hook_main``, the rule of
+  ``command_gate``) narrows that: plain words only, an allowed prefix or a read-only command
+  in its exact shape. Without it Claude ran its own built-in "read-only" commands with any
+  arguments (``grep -R`` read outside the workspace through a link);
 - ``project``: the CLI's default tools and every settings source: the workspace's settings
   decide what is allowed (``dontAsk`` still denies the rest).
 
@@ -49,6 +52,7 @@ from dispatcher.core.permissions import (
     profile_from_env,
 )
 from dispatcher.core.private_files import create_private_file
+from dispatcher.dispatch.cli_profiles import command_gate
 
 # The built-in tools offered at each level (None: the CLI's default set, for ``project``).
 READ_TOOLS = ("Read", "Grep", "Glob")
@@ -70,6 +74,9 @@ SANDBOX: dict[str, Any] = {
 }
 SANDBOX_BINARIES = ("bwrap", "socat")
 SETTINGS_FILE = "claude-settings.json"
+POLICY_FILE = "claude-permissions.json"  # what the Bash hook reads (shell)
+HOOK_TIMEOUT_SECONDS = 60
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
 ARGS_FILE = "claude-profile-args"
 # A directory name that Claude's rules would read as a pattern (gitignore-style globs, the
 # rule's own parentheses) or that the argv file cannot carry.
@@ -118,15 +125,40 @@ def permission_rules(profile: PermissionProfile) -> dict[str, list[str]]:
     return {key: rules for key, rules in (("allow", allow), ("deny", deny)) if rules}
 
 
-def settings(profile: PermissionProfile) -> dict[str, Any] | None:
-    """The ``--settings`` document of the level, or None when it needs none (pure)."""
+def settings(profile: PermissionProfile, hook: str | None = None) -> dict[str, Any] | None:
+    """The ``--settings`` document of the level, or None when it needs none (pure). ``hook``:
+    the Bash hook's command line (``hook_command``), run before every ``Bash`` call at ``shell``."""
     doc: dict[str, Any] = {}
     rules = permission_rules(profile)
     if rules:
         doc["permissions"] = rules
     if uses_sandbox(profile):
         doc["sandbox"] = dict(SANDBOX)
+        if hook is not None:
+            entry = {"type": "command", "command": hook, "timeout": HOOK_TIMEOUT_SECONDS}
+            doc["hooks"] = {"PreToolUse": [{"matcher": "Bash", "hooks": [entry]}]}
     return doc or None
+
+
+def hook_command(policy: Path) -> str:
+    """The Bash hook's command line: this module's ``hook_main`` on the run's policy file, in
+    the launcher's own Python (the one running this)."""
+    return command_gate.hook_command(sys.executable, str(PROJECT_ROOT), policy, __name__)
+
+
+def hook_decision(policy: Mapping[str, Any], event: Mapping[str, Any]) -> str | None:
+    """Why the hook denies this ``Bash`` call, or None to leave it to Claude's own rules (pure).
+    Without it, Claude runs its built-in "read-only" commands at ``shell`` with any arguments
+    (``grep -R`` and ``rg -L`` printed a file outside the workspace through a link)."""
+    if event.get("tool_name") != "Bash":
+        return None
+    why = command_gate.command_refusal(policy, event)
+    return None if why is None else f"denied Bash: {why}"
+
+
+def hook_main(policy_path: str) -> int:
+    """The hook itself (``command_gate.hook_main``): it denies on any error."""
+    return command_gate.hook_main(hook_decision, policy_path)
 
 
 def uses_sandbox(profile: PermissionProfile) -> bool:
@@ -197,9 +229,11 @@ def prepare(
     attempt_dir: Path,
     which: Callable[[str], str | None] = shutil.which,
     probe: Callable[[str], bool] = _sandbox_works,
+    workspace: Path | None = None,
 ) -> list[str]:
     """The launcher's step: the profile from ``AGENT_BRIDGE_PERMISSIONS``, its settings file
-    written (private, new name) into the attempt directory, and the flags. Raises
+    (and at ``shell`` the Bash hook's policy) written (private, new names) into the attempt
+    directory, and the flags. ``workspace``: the cwd, as the launcher runs it. Raises
     ``ProfileError`` (invalid profile) or ``Unenforceable`` (not here)."""
     profile = profile_from_env(env)
     missing = missing_sandbox_binaries(which, profile)
@@ -213,7 +247,13 @@ def prepare(
             f"level {profile.level} needs Claude Code's sandbox, but bubblewrap cannot create "
             "its namespaces here (user namespaces off, or a container without them)"
         )
-    doc = settings(profile)
+    hook = None
+    if uses_sandbox(profile):
+        policy = attempt_dir / POLICY_FILE
+        document = command_gate.policy_document(profile, workspace or Path.cwd())
+        create_private_file(policy, json.dumps(document) + "\n")
+        hook = hook_command(policy)
+    doc = settings(profile, hook)
     settings_file = None
     if doc is not None:
         settings_file = attempt_dir / SETTINGS_FILE

@@ -11,10 +11,11 @@ switches the shell tool on, and three mechanisms of Codex's own enforce the leve
   ones included;
 - a **PreToolUse hook** (``hook_decision``, run by Codex before each tool call, trusted for
   this run only by ``--dangerously-bypass-hook-trust``): a command must be plain words (no
-  shell syntax) and either one of a fixed read-only vocabulary on paths inside the workspace
-  or ``extra_dirs`` (``read_command``), or, at ``shell``, start with an ``allow_commands``
-  prefix; ``apply_patch`` is denied at ``read`` and confined to the writable roots above.
-  Everything else is denied: this is the default-deny that Codex's execpolicy rules lack
+  shell syntax) and either one of a few read-only commands in an exact argument shape on
+  paths inside the workspace or ``extra_dirs``, or, at ``shell``, start with an
+  ``allow_commands`` prefix (``command_gate``, shared with Claude; an allow list of programs
+  with free arguments ran programs, e.g. sed's ``e``); ``apply_patch`` is denied at
+  ``read`` and confined to the writable roots above. Everything else is denied: this is the default-deny that Codex's execpolicy rules lack
   (an unmatched command runs in the sandbox under approval ``never``, and an ``allow`` rule
   runs its command *outside* the sandbox, so the launcher writes no rules);
 - its **tool list**: the bridge's worker tools only, by name, as before profiles existed.
@@ -29,13 +30,15 @@ user's own ``~/.codex/config.toml`` is not loaded at any level.
 
 import json
 import re
-import shlex
-import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from dispatcher.core.permissions import PermissionProfile
+from dispatcher.dispatch.cli_profiles import command_gate
+
+# The one path rule of the read commands, also for apply_patch's paths.
+from dispatcher.dispatch.cli_profiles.read_shapes import inside as _inside
 
 # Where the launcher puts this run's policy (read by the hook) and its private TMPDIR.
 POLICY_FILE = "codex-permissions.json"
@@ -47,38 +50,6 @@ PATCH_TOOL = "apply_patch"
 
 BASE_FLAGS = ("--json", "--ephemeral", "--skip-git-repo-check")
 
-# One shell word the hook accepts: plain characters, '...' or "..." without expansions.
-_SEGMENT = r"""[A-Za-z0-9_./=:@+,%-]+|'[^']*'|"[^"$`\\!]*\""""
-_WORD = re.compile(rf"(?:{_SEGMENT})+")
-_LINE = re.compile(rf"(?:{_SEGMENT})+(?:[ \t]+(?:{_SEGMENT})+)*")
-_SEGMENTS = re.compile(_SEGMENT)
-
-# The read-only vocabulary a worker may run from ``read`` up: first word -> options it must
-# not use (those that execute programs or write files). Any other first word is denied
-# (except an allowed prefix at ``shell``).
-READ_COMMANDS: dict[str, tuple[str, ...]] = {
-    "cat": (),
-    "head": (),
-    "tail": (),
-    "wc": (),
-    "nl": (),
-    "ls": (),
-    "pwd": (),
-    "stat": (),
-    "grep": (),
-    "cut": (),
-    "cmp": (),
-    "diff": (),
-    "realpath": (),
-    "du": (),
-    "file": ("-C", "--compile"),
-    "rg": ("--pre", "--pre-glob", "-z", "--search-zip"),
-    "find": ("-exec", "-execdir", "-ok", "-okdir", "-delete", "-fls", "-fprint", "-fprint0", "-fprintf"),
-    "sort": ("-o", "--output", "--compress-program"),
-    "tree": ("-o",),
-    "sed": (),  # only `sed -n <N>p` / `sed -n <N>,<M>p` (see read_command)
-}
-_SED_PRINT = re.compile(r"\d+(,\d+)?p")
 _PATCH_PATH = re.compile(r"^\*\*\* (?:Add File|Update File|Delete File|Move to): (.+)$", re.MULTILINE)
 
 
@@ -134,11 +105,7 @@ def config_tables(profile: PermissionProfile, workspace: Path) -> list[str]:
 
 def hook_command(python: str, project: str, policy: Path) -> str:
     """The PreToolUse hook's command line: this module's ``hook_main`` on the run's policy file."""
-    boot = (
-        "import sys; sys.path.insert(0, sys.argv[1]); "
-        "from dispatcher.dispatch.cli_profiles.codex import hook_main; sys.exit(hook_main(sys.argv[2]))"
-    )
-    return shlex.join([python, "-I", "-c", boot, project, str(policy)])
+    return command_gate.hook_command(python, project, policy, __name__)
 
 
 def hooks_json(command: str) -> dict[str, Any]:
@@ -150,49 +117,7 @@ def hooks_json(command: str) -> dict[str, Any]:
 
 def policy_document(profile: PermissionProfile, workspace: Path, tmp_dir: Path) -> dict[str, Any]:
     """What the hook needs: the profile and the roots it may read and write."""
-    resolved = profile.resolved()
-    return {"profile": json.loads(resolved.to_env()), "workspace": str(workspace), "tmp_dir": str(tmp_dir)}
-
-
-def shell_words(command: str) -> list[str] | None:
-    """The words bash would run for ``command``, or None when it uses any shell syntax beyond
-    plain words and simple quotes (operators, redirections, expansions, globs, newlines)."""
-    line = command.strip(" \t")
-    if not _LINE.fullmatch(line):
-        return None
-    return [
-        "".join(s[1:-1] if s[0] in "'\"" else s for s in _SEGMENTS.findall(word.group()))
-        for word in _WORD.finditer(line)
-    ]
-
-
-def _inside(path: Path, roots: Sequence[Path]) -> bool:
-    resolved = path.resolve()  # symlinks followed: a link out of the workspace is outside
-    return any(resolved == root or resolved.is_relative_to(root) for root in roots)
-
-
-def read_command(words: Sequence[str], cwd: Path, roots: Sequence[Path]) -> str | None:
-    """None when ``words`` is a read-only command on paths inside ``roots``, else why not."""
-    name, args = words[0], list(words[1:])
-    if name not in READ_COMMANDS:
-        return f"{name} is not a read-only command"
-    banned = READ_COMMANDS[name]
-    for arg in args:
-        if name == "rg" and arg.startswith("-") and not arg.startswith("--") and "z" in arg:
-            return f"{name} {arg} may run programs or write files"
-        if arg in banned or any(arg.startswith(b + "=") or (len(b) == 2 and arg.startswith(b)) for b in banned):
-            return f"{name} {arg} may run programs or write files"
-    if name == "sed" and not (len(args) >= 2 and args[0] == "-n" and _SED_PRINT.fullmatch(args[1])):
-        return "sed only as `sed -n <N>p` or `sed -n <N>,<M>p`"
-    if not _inside(cwd, roots):
-        return "the working directory is outside the workspace"
-    for arg in args:
-        value = arg.split("=", 1)[1] if arg.startswith("-") and "=" in arg else arg
-        if value.startswith("-") or not value:
-            continue
-        if not _inside(cwd / value, roots):
-            return f"a path outside the workspace: {value}"
-    return None
+    return {**command_gate.policy_document(profile, workspace), "tmp_dir": str(tmp_dir)}
 
 
 def _object(value: Any) -> dict[str, Any]:
@@ -209,17 +134,8 @@ def hook_decision(policy: Mapping[str, Any], event: Mapping[str, Any]) -> str | 
     tool_input = _object(event.get("tool_input"))
     cwd = Path(str(event.get("cwd") or workspace))
     if tool == HOOK_SHELL:
-        command = tool_input.get("command")
-        words = shell_words(command) if isinstance(command, str) else None
-        if words is None:
-            return f"denied {SHELL_TOOL}: only plain commands (no shell syntax) at level {profile.level}"
-        if profile.level == "shell" and profile.allows_command(words):
-            return None
-        why = read_command(words, cwd, read_roots)
-        if why is None:
-            return None
-        listed = " or on the allow list" if profile.level == "shell" else ""
-        return f"denied {SHELL_TOOL}: {why}; level {profile.level} allows read-only commands{listed}"
+        why = command_gate.command_refusal(policy, event)
+        return None if why is None else f"denied {SHELL_TOOL}: {why}"
     if tool == PATCH_TOOL:
         if not profile.writes:
             return f"denied {PATCH_TOOL}: level {profile.level} does not edit files"
@@ -235,17 +151,5 @@ def hook_decision(policy: Mapping[str, Any], event: Mapping[str, Any]) -> str | 
 
 
 def hook_main(policy_path: str) -> int:
-    """The hook itself: the event on stdin, a deny decision on stdout. It fails closed: any
-    error denies the call (Codex lets a call through when a hook crashes)."""
-    try:
-        policy = json.loads(Path(policy_path).read_text(encoding="utf-8"))
-        reason = hook_decision(policy, json.loads(sys.stdin.read()))
-    except Exception as exc:  # noqa: BLE001 - any failure must deny, never allow
-        reason = f"denied: the permission hook failed ({type(exc).__name__})"
-    if reason is not None:
-        # The hook's answer to Codex is its stdout (the PreToolUse contract).
-        decision = {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": reason}
-        print(json.dumps({"hookSpecificOutput": decision}))  # noqa: T201
-    else:
-        print("{}")  # noqa: T201 - no decision: the call goes on
-    return 0
+    """The hook itself (``command_gate.hook_main``): it denies on any error."""
+    return command_gate.hook_main(hook_decision, policy_path)
