@@ -197,7 +197,91 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log) -> LoadScopeScheduli
     return ByUnitOfWork(config, log)
 
 
+# -- the fast tier (`uv run pytest -m fast`, CONTRIBUTING.md) -------------------------------------
+# Pure and in-process tests: no agent CLI, no PostgreSQL server, no process of their own. A test is
+# in it unless its module starts processes (one of these words is in its source), it asks for a
+# server or PostgreSQL fixture, it runs on the PostgreSQL backend, or it is marked cli or slow.
+STARTS_PROCESSES = (
+    "subprocess",
+    "Popen",
+    "McpAgent",
+    "start_agents",
+    "start_listener",
+    "os.fork",
+    "tmux",
+    "pexpect",
+    "pg_server",
+)
+NOT_IN_PROCESS_FIXTURES = frozenset(
+    {"claude", "kimi", "pair", "postgres_url", "new_postgres_store", "agent_role", "postgres_database"}
+)
+
+
+# Modules whose code under test starts processes without the module naming one (the audit hook
+# below found them: the checked config's forked child, a CLI's version probe, `dispatch`).
+STARTS_PROCESSES_THROUGH_THE_CODE = frozenset(
+    {
+        "core/test_config_ownership.py",
+        "dispatch/test_checked.py",
+        "ops/test_budget_views.py",
+        "ops/test_costs.py",
+        "ops/test_dispatch_command.py",
+        "ops/test_register_hooks.py",
+        "wake/test_wake_mcp.py",
+    }
+)
+
+
+def is_fast(item: pytest.Item, module_source: str) -> bool:
+    if item.get_closest_marker("cli") or item.get_closest_marker("slow"):
+        return False
+    if item.path.relative_to(TESTS).as_posix() in STARTS_PROCESSES_THROUGH_THE_CODE:
+        return False
+    if NOT_IN_PROCESS_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return False
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and callspec.params.get("backend") == "postgres":
+        return False
+    return not any(word in module_source for word in STARTS_PROCESSES)
+
+
+# A fast test that starts a process anyway (through the code it calls) fails, naming what it
+# started: the tier stays in-process as tests are added. An audit hook sees every start.
+SPAWN_EVENTS = frozenset({"subprocess.Popen", "os.fork", "os.forkpty", "os.posix_spawn", "os.exec"})
+_spawned_during_fast_test: list[str] | None = None
+
+
+def _note_spawns(event: str, args: tuple) -> None:
+    if _spawned_during_fast_test is not None and event in SPAWN_EVENTS:
+        _spawned_during_fast_test.append(f"{event}: {str(args[:2])[:160]}")
+
+
+sys.addaudithook(_note_spawns)
+
+
+@pytest.fixture(autouse=True)
+def _a_fast_test_starts_no_process(request) -> Iterator[None]:
+    global _spawned_during_fast_test
+    if request.node.get_closest_marker("fast") is None:
+        yield
+        return
+    _spawned_during_fast_test = []
+    try:
+        yield
+        spawned = _spawned_during_fast_test
+    finally:
+        _spawned_during_fast_test = None
+    assert not spawned, f"a fast test started processes (take its module out of the fast tier): {spawned[:3]}"
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    sources: dict[Path, str] = {}
+    for item in items:
+        if item.path not in sources:
+            sources[item.path] = item.path.read_text(encoding="utf-8")
+        if is_fast(item, sources[item.path]):
+            item.add_marker(pytest.mark.fast)
+
     def rank(item: pytest.Item) -> tuple[int, bool]:
         path = item.path.relative_to(TESTS)
         folder = LONG_FIRST.index(path.parts[0]) if path.parts[0] in LONG_FIRST else len(LONG_FIRST)

@@ -1,9 +1,10 @@
-"""The README matches the code (documentation meta-tests, as sqlite-utils does them).
+"""The README and docs/ match the code (documentation meta-tests, as sqlite-utils does them).
 
 The tool table lists exactly the tools a real server registers, every `agent-bridge`
-command is documented and every documented command exists, every error code the README
-names is raised somewhere in dispatcher/, and every code exits.py gives a special exit
-status is in the exit-status table. Each failure names the missing items.
+command is documented and every documented command exists, every error code the docs
+name is raised somewhere in dispatcher/, and every code exits.py gives a special exit
+status is in the exit-status table. The README stays a short index, and the site builds
+with `mkdocs build --strict`. Each failure names the missing items.
 """
 
 import re
@@ -18,14 +19,25 @@ from dispatcher.ops.cli import main
 
 README = (PROJECT / "README.md").read_text()
 DOCS = {path.name: path.read_text() for path in (PROJECT / "docs").glob("*.md")}
+DOCS["CONTRIBUTING.md"] = (PROJECT / "CONTRIBUTING.md").read_text()
+# Everything a user reads: a claim may live on any page, but is made once.
+EVERYTHING = "\n".join([README, *DOCS.values()])
 SOURCE = "\n".join(path.read_text() for path in (PROJECT / "dispatcher").rglob("*.py"))
 
 
 def section(title: str) -> str:
-    """The README text under one `## ` heading, up to the next one."""
-    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", README, re.M | re.S)
-    assert match, f"README has no '## {title}' section"
-    return match.group(1)
+    """The text under the heading `title` on whichever page has it, up to the next heading of
+    the same or a higher level (pages are README.md, docs/*.md and CONTRIBUTING.md)."""
+    for text in [README, *DOCS.values()]:
+        match = re.search(rf"^(#{{1,3}}) {re.escape(title)}\n", text, re.M)
+        if match:
+            rest = text[match.end() :]
+            end = re.search(rf"^#{{1,{len(match.group(1))}}} ", rest, re.M)
+            return rest[: end.start()] if end else rest
+    raise AssertionError(f"no page has a '{title}' heading")
+
+
+subsection = section
 
 
 def table_rows(text: str) -> list[list[str]]:
@@ -57,24 +69,26 @@ def test_the_tool_table_lists_exactly_the_tools_a_session_server_offers(tmp_path
     offered = server_tools(tmp_path, "session")
     assert len(documented) == len(set(documented)), f"a tool is listed twice: {documented}"
     assert not offered - set(documented), (
-        f"tools the server offers but the README's table lacks: {sorted(offered - set(documented))}"
+        f"tools the server offers but the docs' tool table lacks: {sorted(offered - set(documented))}"
     )
     assert not set(documented) - offered, (
-        f"tools in the README's table the server does not offer: {sorted(set(documented) - offered)}"
+        f"tools in the docs' tool table the server does not offer: {sorted(set(documented) - offered)}"
     )
     words = {10: "ten", 9: "nine", 8: "eight"}
     assert f"the {words[len(offered)]} tools below" in section("Using it: the tools")
-    assert re.search(rf"the {words[len(offered)]}\s+`agent_bridge` tools", README), "Setup's tool count is wrong"
+    assert re.search(rf"the {words[len(offered)]}\s+`agent_bridge` tools", DOCS["setup.md"]), (
+        "Setup's tool count is wrong"
+    )
 
 
 def test_a_worker_server_offers_the_same_tools_without_listener(tmp_path):
     offered = server_tools(tmp_path, "worker")
     expected = set(documented_tools()) - {"listener", "who"}
     assert offered == expected, (
-        f"a worker server offers {sorted(offered - expected)} beyond the README's table "
+        f"a worker server offers {sorted(offered - expected)} beyond the docs' tool table "
         f"without `listener` and `who`, and lacks {sorted(expected - offered)}"
     )
-    assert f"it offers {len(offered)} tools, everything except `listener` and `who`" in README
+    assert f"it offers {len(offered)} tools, everything except `listener` and `who`" in EVERYTHING
     assert "eight tools" in DOCS["launchers.md"] and "ten without `listener` and `who`" in DOCS["launchers.md"]
 
 
@@ -87,9 +101,10 @@ def cli_commands(group: click.Group = main, prefix: str = "agent-bridge") -> lis
     return names
 
 
-def test_every_command_is_in_the_readme():
-    missing = [name for name in cli_commands() if not re.search(rf"{re.escape(name)}(?![\w-])", README)]
-    assert not missing, f"agent-bridge commands the README never mentions: {missing}"
+def test_every_command_is_in_the_docs():
+    """The generated reference lists them all; this asks that each is also explained somewhere."""
+    missing = [name for name in cli_commands() if not re.search(rf"{re.escape(name)}(?![\w-])", EVERYTHING)]
+    assert not missing, f"agent-bridge commands the docs never mention: {missing}"
 
 
 def test_every_command_the_docs_mention_exists():
@@ -123,7 +138,7 @@ def test_every_documented_error_code_is_raised_somewhere():
     codes = readme_error_codes()
     assert len(codes) > 40, sorted(codes)
     missing = sorted(code for code in codes if not re.search(rf"[\"']{code}[\"':]", SOURCE))
-    assert not missing, f"error codes the README lists but dispatcher/ never names in quotes: {missing}"
+    assert not missing, f"error codes the docs list but dispatcher/ never names in quotes: {missing}"
 
 
 def test_every_code_with_its_own_exit_status_is_in_the_table():
@@ -132,7 +147,7 @@ def test_every_code_with_its_own_exit_status_is_in_the_table():
         for row in table_rows(section("Command errors and exit status"))
     }
     missing = sorted(code for code in exits.USAGE_CODES if code not in rows["2"])
-    assert not missing, f"codes that exit 2 but are not in the README's exit-status row for 2: {missing}"
+    assert not missing, f"codes that exit 2 but are not in the docs' exit-status row for 2: {missing}"
     statuses = {int(status) for status in rows}
     expected = {
         0,
@@ -142,12 +157,12 @@ def test_every_code_with_its_own_exit_status_is_in_the_table():
         exits.EXIT_ATTEMPT_FAILED,
         exits.EXIT_INTERRUPTED,
     }
-    assert statuses == expected, f"exit statuses: README {sorted(statuses)}, exits.py {sorted(expected)}"
+    assert statuses == expected, f"exit statuses: docs {sorted(statuses)}, exits.py {sorted(expected)}"
 
 
 def test_every_link_in_the_docs_points_at_a_file_in_the_repository():
     broken = []
-    for doc in [PROJECT / "README.md", *sorted((PROJECT / "docs").glob("*.md"))]:
+    for doc in [PROJECT / "README.md", PROJECT / "CONTRIBUTING.md", *sorted((PROJECT / "docs").glob("*.md"))]:
         for target in re.findall(r"\]\(([^)\s]+)\)", doc.read_text()):
             if re.match(r"[a-z]+:", target):
                 continue
@@ -191,8 +206,8 @@ def test_the_config_bounds_in_the_readme_are_the_validated_ones():
     ):
         low, high = _bounds(fields[name])
         written = f"`{name}`{per_agent.get(name, ' (')}{low}..{high}"
-        if written not in README:
-            wrong.append(f"{name}: README should say {low}..{high}")
+        if written not in DOCS["configuration.md"]:
+            wrong.append(f"{name}: docs/configuration.md should say {low}..{high}")
     assert not wrong, wrong
 
 
@@ -214,9 +229,9 @@ def test_serve_help_names_agent_id():
 def test_the_status_line_is_described_as_one_line_with_its_separator():
     from dispatcher.dispatch.statusline import SEPARATOR
 
-    said = re.search(r"prints one line \(each declared\s+agent's status joined by `([^`]+)`\)", README)
-    assert said, "README's status line section no longer says it prints one line joined by a separator"
-    assert said.group(1) == SEPARATOR, f"README says the separator is {said.group(1)!r}, the code uses {SEPARATOR!r}"
+    said = re.search(r"prints one line \(each declared\s+agent's status joined by `([^`]+)`\)", EVERYTHING)
+    assert said, "the status line's docs no longer says it prints one line joined by a separator"
+    assert said.group(1) == SEPARATOR, f"the docs say the separator is {said.group(1)!r}, the code uses {SEPARATOR!r}"
 
 
 def doctor_levels() -> dict[str, set[str]]:
@@ -281,13 +296,6 @@ def test_the_doctor_sample_uses_real_codes_levels_and_schema():
 
 
 # --- the README claims issue 16 found false, each checked ----------------------------------------
-
-
-def subsection(title: str) -> str:
-    """The README text under one `### ` heading, up to the next heading."""
-    match = re.search(rf"^### {re.escape(title)}\n(.*?)(?=^##|\Z)", README, re.M | re.S)
-    assert match, f"README has no '### {title}' section"
-    return match.group(1)
 
 
 def quick_start_block() -> list[str]:
@@ -408,8 +416,8 @@ BACKED_CLAIMS = [
 
 
 def test_each_claim_issue_16_found_false_is_now_said_truly_and_backed_by_its_test():
-    unsaid = [claim for claim, _, _ in BACKED_CLAIMS if claim not in README]
-    assert not unsaid, f"claims the README no longer makes in these words: {unsaid}"
+    unsaid = [claim for claim, _, _ in BACKED_CLAIMS if claim not in EVERYTHING]
+    assert not unsaid, f"claims the docs no longer make in these words: {unsaid}"
     untested = [f"{path}::{name}" for _, path, name in BACKED_CLAIMS if not _defines_test(path, name)]
     assert not untested, f"the tests these claims cite are gone: {untested}"
 
@@ -423,7 +431,7 @@ def test_every_code_a_command_ends_with_is_documented():
         )
     )
     missing = sorted(raised - readme_error_codes())
-    assert not missing, f"codes `agent-bridge` commands end with that the README's tables lack: {missing}"
+    assert not missing, f"codes `agent-bridge` commands end with that the docs' tool tables lack: {missing}"
 
 
 def test_the_timing_figures_say_under_which_load_they_hold():
@@ -432,5 +440,49 @@ def test_the_timing_figures_say_under_which_load_they_hold():
     statusline = subsection("Claude Code status line")
     assert "66–175 ms" in statusline and "when it is quiet" in statusline and "310–390 ms" in statusline
     # The re-wake's figures (remeasured for issue 18) carry the load they were measured at.
-    rewake = README[README.index("An idle session") :].split("\n\n")[0]
+    rewake = EVERYTHING[EVERYTHING.index("An idle session") :].split("\n\n")[0]
     assert re.search(r"p50 \d+ ms", rewake) and re.search(r"load\s+[\d.]+ → [\d.]+ on 2 cores", rewake), rewake
+
+
+def test_the_readme_is_a_short_index():
+    """The README is a page a user reads on one screen or two: what it is, the two commands, the
+    quick start and links; what explains or proves lives in docs/."""
+    lines = README.splitlines()
+    assert len(lines) <= 200, f"README.md has {len(lines)} lines; keep it an index of at most 200"
+    assert lines[0] == "# Agent Bridge"
+    first_block = README.split("```bash\n", 1)[1].split("```", 1)[0].splitlines()
+    assert [line.split("#")[0].strip() for line in first_block] == ["uv run agent-bridge demo", "uv run pytest"]
+    assert not re.findall(r"tests/\S+\.py", README), "the README names test files: they belong in docs/testing.md"
+    assert not re.findall(r"\b20\d\d-\d\d-\d\d\b|\bload [\d.]+", README), "dates and load figures belong in docs/"
+
+
+def test_registering_codex_is_one_click_from_the_readme():
+    """The README links to the setup page, and that page says how to register Codex."""
+    assert "](docs/setup.md)" in README
+    assert "agent-bridge register codex" in DOCS["setup.md"]
+
+
+def test_the_site_builds_strictly(tmp_path):
+    """`mkdocs build --strict`: a broken link, a missing page or a page left out of the nav fails,
+    and the generated reference pages (commands, configuration, tools) are built from the code."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+        env={**__import__("os").environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    commands = (tmp_path / "site" / "commands" / "index.html").read_text()
+    assert all(name.split()[-1] in commands for name in cli_commands()), "a command is missing from the reference"
+    configuration = (tmp_path / "site" / "configuration" / "index.html").read_text()
+    assert "worker_timeout_seconds" in configuration and "AGENT_BRIDGE_DB" in configuration
+    assert (
+        "<!-- generated" not in configuration
+        and "send_message" in (tmp_path / "site" / "tools" / "index.html").read_text()
+    )

@@ -100,32 +100,38 @@ Probe = Callable[[int], str | None]
 # -- rows ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Session:
-    id: int
-    agent: str
-    role: str
-    host: str
-    pid: int
-    start_time: str | None
-    client_pid: int | None
-    client_name: str | None
-    client_version: str | None
-    started_at: float
-    last_call_at: float | None
+    """A session row as stored, with what presence judges of it: the wake paths that work now and
+    its liveness."""
+
+    record: stored.SessionRecord
     wake_paths: tuple[str, ...]
     liveness: str
 
+    @property
+    def id(self) -> int:
+        return self.record.id
+
+    @property
+    def agent(self) -> str:
+        return self.record.agent
+
+    @property
+    def role(self) -> str:
+        return self.record.role
+
     def view(self, now: float) -> dict[str, Any]:
         """Ids, enums, numbers and names only."""
-        last = self.last_call_at if self.last_call_at is not None else self.started_at
+        r = self.record
+        last = r.last_call_at if r.last_call_at is not None else r.started_at
         return {
-            "id": self.id,
-            "role": self.role,
+            "id": r.id,
+            "role": r.role,
             "liveness": self.liveness,
-            "host": self.host,
-            "pid": self.pid,
-            "client": self.client_name,
-            "client_version": self.client_version,
-            "since_seconds": round(max(0.0, now - self.started_at), 1),
+            "host": r.host,
+            "pid": r.pid,
+            "client": client_text(r.client_name),
+            "client_version": client_text(r.client_version),
+            "since_seconds": round(max(0.0, now - r.started_at), 1),
             "idle_seconds": round(max(0.0, now - last), 1),
             "wake_paths": list(self.wake_paths),
         }
@@ -153,17 +159,7 @@ def sessions(
         paths = [p for p in WAKE_PATHS if p in marked or (p == WATCH_PATH and r.id in watched)]
         found.append(
             Session(
-                r.id,
-                r.agent,
-                r.role,
-                r.host,
-                r.pid,
-                r.start_time,
-                r.client_pid,
-                client_text(r.client_name),
-                client_text(r.client_version),
-                r.started_at,
-                r.last_call_at,
+                r,
                 tuple(paths),
                 processes.liveness(
                     r.host, r.start_time, here=here, observed_start=seen, renewed_at=r.renewed_at, now=now, lease=lease

@@ -12,6 +12,7 @@ modes, ownership and planted links live in one place:
   checked on the open descriptor: a regular file of ours with no second hard link.
 """
 
+import itertools
 import os
 import stat
 from pathlib import Path
@@ -228,3 +229,51 @@ def writable_by_others(path: Path) -> str | None:
         if st.st_mode & 0o022 and not (sticky_root_dir or stat.S_ISLNK(st.st_mode)):
             return f"{part} is {'group' if st.st_mode & 0o020 else 'world'}-writable (mode {st.st_mode & 0o7777:o})"
     return None
+
+
+_TEMP_NAMES = itertools.count()  # with the pid, a temp name no other writer of this process uses
+
+
+def write_atomically(path: Path, text: str, mode: int = FILE_MODE) -> None:
+    """Replace ``path`` with ``text`` so that a reader sees the old file or the new one, never half.
+
+    The one atomic writer (config.json, the CLIs' settings, the systemd unit, progress files): a new
+    temp file beside ``path`` created with ``O_EXCL|O_NOFOLLOW`` (a planted name is never followed
+    or truncated; the next name is tried), written and fsync-ed, given ``mode``, renamed over
+    ``path``, and the directory fsync-ed so the rename survives a crash. The temp file is removed
+    if anything fails. No ``tempfile``: the listener writes its progress through this and stays
+    without the modules tempfile loads."""
+    for _ in range(100):
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{next(_TEMP_NAMES)}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+            break
+        except FileExistsError:
+            continue
+    else:
+        raise UnsafePath(path, "has 100 temp names beside it already taken", "Remove the .*.tmp files next to it.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)  # the umask may have narrowed or the name may have been reused: exactly this
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_directory(path.parent)
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make a rename in ``directory`` durable; best effort (some file systems refuse it)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -4,37 +4,22 @@ Only ids, enums, numbers and agent names go in. The document is replaced atomica
 (temp file + rename), so a reader sees the old or the new version, never half of one.
 """
 
-import itertools
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 from dispatcher.core import clock
-from dispatcher.core.private_files import FILE_MODE, ensure_private_dir
+from dispatcher.core.private_files import ensure_private_dir, write_atomically
 
 FORMAT_VERSION = 2
 STAGES = ("stopped", "starting", "idle", "received", "supervising", "error")
-_TEMP_NAMES = itertools.count()  # with the pid, a temp file name no other writer uses
 
 
 def write_progress(path: Path, **fields: Any) -> dict:
     doc = {"format_version": FORMAT_VERSION, **fields, "updated_at": round(clock.now(), 3)}
-    # A new file (O_EXCL, never through a planted link) and a rename; the directory holding it
-    # must still be ours, not a link or another user's. A name taken already (a planted file, a
-    # dead writer's with our pid) fails this write; the next one takes the next name. Not
-    # tempfile: the listener does without it and the shutil and random it loads (README, "The
-    # listener's footprint").
+    # The directory holding it must still be ours, not a link or another user's.
     ensure_private_dir(path.parent, "runtime directory")
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{next(_TEMP_NAMES)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(doc, fh)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    write_atomically(path, json.dumps(doc))
     return doc
 
 

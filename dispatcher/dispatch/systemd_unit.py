@@ -6,16 +6,14 @@ caller which commands to print. ``listener enable`` uses :func:`unit_installed` 
 detached start.
 """
 
-import contextlib
 import getpass
 import os
 import re
 import shlex
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from dispatcher.core.private_files import ensure_private_dir
+from dispatcher.core.private_files import ensure_private_dir, write_atomically
 
 TEMPLATE_NAME = "agent-bridge-listener@.service"
 TEMPLATE_RELPATH = Path("systemd") / TEMPLATE_NAME
@@ -135,30 +133,9 @@ def render_unit(
     return rendered
 
 
-def _write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
+def _write_unit(path: Path, text: str) -> None:
     ensure_private_dir(path.parent, "systemd unit directory", tighten=False)  # what it creates: 0700
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    try:  # make the rename durable too; best effort (some filesystems refuse O_RDONLY dirs)
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dir_fd)
-    except OSError:
-        pass
-    finally:
-        os.close(dir_fd)
+    write_atomically(path, text, 0o644)
 
 
 def install_steps(agent: str) -> tuple[Step, ...]:
@@ -196,7 +173,7 @@ def install_unit(agent: str, python: Path, project: Path, target_dir: Path | Non
         current = None
     changed = current != text
     if changed:
-        _write_atomic(path, text)
+        _write_unit(path, text)
     elif (path.stat().st_mode & 0o777) != 0o644:
         os.chmod(path, 0o644)
     return InstallResult(path=path, unit=unit_name(agent), changed=changed, steps=install_steps(agent))
@@ -219,7 +196,7 @@ def install_prune_timer(python: Path, project: Path, target_dir: Path | None = N
         except (FileNotFoundError, UnicodeDecodeError):
             current = None
         if current != text:
-            _write_atomic(path, text)
+            _write_unit(path, text)
             changed = True
         elif (path.stat().st_mode & 0o777) != 0o644:
             os.chmod(path, 0o644)

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from dispatcher.core.config import BridgeConfig
 from dispatcher.core.settings import BridgeSettings
+from dispatcher.mcp.sdk_private import lowlevel_server, registered_tool
 from dispatcher.mcp.session_renewal import install as install_renewal
 from dispatcher.mcp.tools import BridgeTools
 from dispatcher.store import StoreHandle
@@ -79,7 +80,7 @@ class _BridgeMCPServer(MCPServer):
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         """Arguments the input schema refuses become one clean ``invalid_arguments`` line; so does
         an argument name the tool does not have."""
-        tool = self._tool_manager.get_tool(name)
+        tool = registered_tool(self, name)
         if tool is not None and (unknown := unknown_arguments(arguments or {}, tool.parameters)):
             known = ", ".join(tool.parameters.get("properties") or {}) or "none"
             raise ToolError(
@@ -99,7 +100,7 @@ class _BridgeMCPServer(MCPServer):
     def add_strict_tool(self, fn: Callable[..., Any]) -> None:
         """Register a tool whose published input schema, like ``call_tool``, admits no other names."""
         self.add_tool(fn)
-        self._tool_manager.get_tool(fn.__name__).parameters["additionalProperties"] = False  # type: ignore[union-attr]
+        registered_tool(self, fn.__name__).parameters["additionalProperties"] = False
 
 
 Role = Literal["session", "worker"]
@@ -144,7 +145,7 @@ def build_server(
     if presence is not None:  # this process's session row (dispatcher.bridge.presence): client name, last call
         mcp.middleware.append(presence.middleware)
         if store.spans_hosts:  # other hosts judge it by its renewals
-            install_renewal(mcp._lowlevel_server, presence)
+            install_renewal(lowlevel_server(mcp), presence)
 
     tools = BridgeTools(agent, store, config, settings)
     for spec in TOOLS:

@@ -29,11 +29,12 @@ from typing import Any, BinaryIO
 
 import anyio
 from mcp.server.mcpserver import MCPServer
-from mcp.server.stdio import _claim_fd, _open_stdin_diversion, _open_stdout_diversion, stdio_server
+from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
 from dispatcher.core.logs import get_logger
 from dispatcher.mcp.jsonrpc_guard import replies_for_line
+from dispatcher.mcp.sdk_private import claim_fd, lowlevel_server, open_stdin_diversion, open_stdout_diversion
 
 log = get_logger("agent_bridge.mcp")
 
@@ -150,17 +151,17 @@ async def serve_stdio(mcp: MCPServer) -> None:
     """``MCPServer.run_stdio_async``, with stdin behind the guard, and on pipes without threads."""
     # The SDK claims fd 0 and fd 1 only when it opens them itself; the stdin it is handed here is
     # claimed as it would claim it, and so is stdout where it is a pipe (else the SDK claims it).
-    stdin_wire, release_stdin = _claim_fd(0, sys.stdin, "rb", _open_stdin_diversion)
+    stdin_wire, release_stdin = claim_fd(0, sys.stdin, "rb", open_stdin_diversion)
     release_stdout, stdout = None, None
     try:
         if _pipe_fd(sys.stdout) is not None:
-            stdout_wire, release_stdout = _claim_fd(1, sys.stdout, "wb", _open_stdout_diversion)
+            stdout_wire, release_stdout = claim_fd(1, sys.stdout, "wb", open_stdout_diversion)
             stdout = await _PipeStdout.open(stdout_wire.fileno())
         stdin = _GuardedStdin(stdin_wire)
         # The SDK only iterates its stdin by line (async for), and writes then flushes its stdout.
         async with stdio_server(stdin=stdin, stdout=stdout) as (read_stream, write_stream):  # type: ignore[arg-type]  # ducks
             stdin.attach(write_stream)
-            lowlevel = mcp._lowlevel_server
+            lowlevel = lowlevel_server(mcp)
             await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
     finally:
         if stdout is not None:

@@ -40,6 +40,7 @@ from dispatcher.core.file_events import RECHECK_SECONDS
 from dispatcher.core.locations import StoreLocation
 from dispatcher.core.logs import get_logger
 from dispatcher.mcp.lifespan import run_alongside
+from dispatcher.mcp.sdk_private import lowlevel_server, resource_subscriptions
 from dispatcher.store.changes import StoreChanges
 from dispatcher.wake.inbox_watch import InboxReader
 
@@ -236,9 +237,9 @@ def install(
 ) -> InboxWake:
     """Add ``bridge://inbox`` (+ subscribe) and, when enabled, the Claude channel to ``mcp``."""
     wake = InboxWake(
-        db, agent, channel=channel_enabled(claude_channel, role), bus=mcp._subscriptions, on_armed=on_armed
+        db, agent, channel=channel_enabled(claude_channel, role), bus=resource_subscriptions(mcp), on_armed=on_armed
     )
-    low = mcp._lowlevel_server
+    low = lowlevel_server(mcp)
 
     @mcp.resource(
         RESOURCE_URI,
@@ -302,5 +303,5 @@ def install(
             return create_options(notification_options, experimental, extensions)
 
         # This server's instance only: the SDK offers no other way to add an experimental capability.
-        low.create_initialization_options = with_channel  # type: ignore[method-assign]  # per instance, on purpose
+        low.create_initialization_options = with_channel  # per instance, on purpose
     return wake

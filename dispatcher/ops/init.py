@@ -34,7 +34,7 @@ from pathlib import Path
 
 from dispatcher.core.errors import BridgeError
 from dispatcher.core.permissions import DESCRIPTIONS, Level
-from dispatcher.core.private_files import create_private_file, ensure_private_dir
+from dispatcher.core.private_files import ensure_private_dir, write_atomically
 
 VERSION_TIMEOUT_SECONDS = 5.0
 
@@ -208,8 +208,7 @@ def run_init(*, force: bool, workspace: Path, echo, scripted: bool = False) -> P
     BridgeConfig.model_validate(config)  # what we write, the server and listener accept
     ensure_private_dir(path.parent, "config directory")
     backup = backup_copy(path, path.read_text(encoding="utf-8")) if path.exists() else None
-    tmp = create_private_file(path.with_name(f".{path.name}.{os.getpid()}.tmp"), json.dumps(config, indent=2) + "\n")
-    os.replace(tmp, path)
+    write_atomically(path, json.dumps(config, indent=2) + "\n")
 
     for f in found:
         if f.problem is not None:

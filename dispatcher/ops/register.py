@@ -24,7 +24,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import tomllib
 from collections.abc import Callable, Mapping
@@ -33,6 +32,7 @@ from pathlib import Path
 
 from dispatcher.core import clock
 from dispatcher.core.errors import BridgeError
+from dispatcher.core.private_files import write_atomically
 from dispatcher.wake.hook_wait import TIMEOUT_MARGIN_SECONDS, WAIT_EVENTS
 
 SERVER_NAME = "agent_bridge"
@@ -150,21 +150,6 @@ def backup_copy(path: Path, text: str) -> Path:
     raise BridgeError("file_unavailable", f"cannot find a free backup name next to {path}; nothing was changed.")
 
 
-def _write_atomically(path: Path, text: str, mode: int) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def diff_text(path: Path, old: str | None, new: str) -> str:
     lines = difflib.unified_diff(
         (old or "").splitlines(keepends=True),
@@ -192,7 +177,7 @@ def apply_edit(path: Path, transform: Callable[[str | None], str | None], dry_ru
         else:
             mode = os.stat(path).st_mode & 0o7777
             outcome.backup = backup_copy(path, old)
-        _write_atomically(path, new, mode)
+        write_atomically(path, new, mode)
     except OSError as exc:
         raise BridgeError("file_unavailable", f"cannot write {path} ({exc}); the file was left as it was.") from None
     return outcome

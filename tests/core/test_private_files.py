@@ -21,6 +21,7 @@ from dispatcher.core.private_files import (
     open_private_append,
     open_private_lock,
     read_untrusted,
+    write_atomically,
 )
 from dispatcher.dispatch.paths import AgentPaths
 from dispatcher.dispatch.progress import read_progress, write_progress
@@ -308,17 +309,43 @@ def test_progress_is_written_atomically_into_our_directory(tmp_path, victim):
     assert mode(progress) == 0o600
 
 
-def test_a_link_planted_at_the_next_temp_name_fails_that_write_and_not_the_next(tmp_path, victim, monkeypatch):
+def test_a_link_planted_at_the_next_temp_name_is_passed_over_never_written_through(tmp_path, victim, monkeypatch):
     runtime = ensure_private_dir(tmp_path / "runtime")
     progress = runtime / "claude.progress.json"
-    monkeypatch.setattr("dispatcher.dispatch.progress._TEMP_NAMES", itertools.count(7))
+    monkeypatch.setattr("dispatcher.core.private_files._TEMP_NAMES", itertools.count(7))
     planted = runtime / f".claude.progress.json.{os.getpid()}.7.tmp"
     planted.symlink_to(victim)
-    with pytest.raises(FileExistsError):  # never written through (O_EXCL)
-        write_progress(progress, agent="claude", stage="idle")
-    assert planted.is_symlink() and not progress.exists()
-    write_progress(progress, agent="claude", stage="idle")  # the next name
+    write_progress(progress, agent="claude", stage="idle")  # O_EXCL refuses the planted name: the next one
     assert read_progress(progress)[0]["stage"] == "idle"
+    assert planted.is_symlink()
+    assert_untouched(victim)
+
+
+# ------------------------------------------------------------------------- the one atomic writer
+
+
+@pytest.mark.parametrize("wanted", [0o600, 0o644])
+def test_an_atomic_write_gives_exactly_the_mode_asked_whatever_the_umask(tmp_path, loose_umask, wanted):
+    target = tmp_path / "settings.json"
+    write_atomically(target, "{}\n", wanted)
+    assert target.read_text() == "{}\n" and mode(target) == wanted
+    assert [p.name for p in tmp_path.iterdir()] == ["settings.json"]
+
+
+def test_a_failed_atomic_write_keeps_the_old_file_and_leaves_no_temp_file(tmp_path):
+    target = tmp_path / "config.json"
+    target.write_text("old\n")
+    with pytest.raises(UnicodeEncodeError):
+        write_atomically(target, "new \ud800 text\n")  # fails half-way through writing
+    assert target.read_text() == "old\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["config.json"]
+
+
+def test_an_atomic_write_replaces_a_link_at_the_name_and_never_writes_through_it(tmp_path, victim):
+    target = tmp_path / "config.json"
+    target.symlink_to(victim)
+    write_atomically(target, "ours\n")
+    assert not target.is_symlink() and target.read_text() == "ours\n"
     assert_untouched(victim)
 
 

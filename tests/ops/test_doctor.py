@@ -644,8 +644,8 @@ def test_doctor_reads_a_cli_version_as_init_does(setup):
 
 
 def _readme_doctor_sample() -> list[str]:
-    text = (PROJECT / "README.md").read_text(encoding="utf-8")
-    section = text[text.index("## agent-bridge doctor") :]
+    text = (PROJECT / "docs" / "troubleshooting.md").read_text(encoding="utf-8")
+    section = text[text.index("# agent-bridge doctor") :]
     return re.search(r"```\n(OK .*?)\n```", section, re.S).group(1).splitlines()
 
 

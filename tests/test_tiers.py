@@ -1,0 +1,49 @@
+"""The fast tier's rule (`uv run pytest -m fast`, CONTRIBUTING.md): one case per reason a test is
+left out of it. That a fast test really starts no process is enforced at run time by the audit
+hook in tests/conftest.py."""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from conftest import TESTS, is_fast
+
+
+@dataclass
+class Item:
+    path: Path = TESTS / "bridge" / "test_messages.py"
+    markers: tuple[str, ...] = ()
+    fixturenames: tuple[str, ...] = ("conn",)
+    params: dict = field(default_factory=dict)
+
+    def get_closest_marker(self, name):
+        return name if name in self.markers else None
+
+    @property
+    def callspec(self):
+        return type("CallSpec", (), {"params": self.params})() if self.params else None
+
+
+IN_PROCESS = "def test_x(conn):\n    assert conn\n"
+
+
+def test_an_in_process_test_on_sqlite_is_fast():
+    assert is_fast(Item(params={"backend": "sqlite"}), IN_PROCESS)
+
+
+@pytest.mark.parametrize(
+    ("item", "source"),
+    [
+        (Item(markers=("cli",)), IN_PROCESS),
+        (Item(markers=("slow",)), IN_PROCESS),
+        (Item(fixturenames=("claude",)), IN_PROCESS),
+        (Item(fixturenames=("postgres_url",)), IN_PROCESS),
+        (Item(params={"backend": "postgres"}), IN_PROCESS),
+        (Item(), "import subprocess\n" + IN_PROCESS),
+        (Item(), "from harness import McpAgent\n" + IN_PROCESS),
+        (Item(path=TESTS / "dispatch" / "test_checked.py"), IN_PROCESS),
+    ],
+    ids=["cli", "slow", "server-fixture", "postgres-fixture", "postgres-backend", "subprocess", "mcp-agent", "listed"],
+)
+def test_a_test_that_leaves_the_process_is_not_fast(item, source):
+    assert not is_fast(item, source)
