@@ -18,7 +18,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import pg_server  # noqa: E402
-from harness import bridge_env, on_backend, start_agents, write_config  # noqa: E402
+from harness import McpAgent, bridge_env, on_backend, start_agents, write_config  # noqa: E402
 from xdist.scheduler import LoadScopeScheduling  # noqa: E402
 
 from dispatcher.core.locations import is_postgres_url  # noqa: E402
@@ -65,9 +65,15 @@ def db_path(env) -> Path | str:
 
 
 @pytest.fixture(scope="module")
-def pair(env):
-    """One claude and one kimi server on one store, shared by a module's tests."""
-    agents = start_agents(["claude", "kimi"], env)
+def pair(env, request):
+    """One claude and one kimi server on one store, shared by a module's tests: server.py
+    processes over stdio, or, in a module that sets ``IN_PROCESS_SERVERS = True`` (it checks the
+    tools' logic, not the process), the same servers built in this process behind the SDK's
+    in-memory client."""
+    if getattr(request.module, "IN_PROCESS_SERVERS", False):
+        agents = [McpAgent(name, env, in_process=True).wait_ready() for name in ("claude", "kimi")]
+    else:
+        agents = start_agents(["claude", "kimi"], env)
     yield agents
     for agent in agents:
         agent.close()

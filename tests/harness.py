@@ -85,9 +85,31 @@ class ToolResult:
         return self.text.split(":", 1)[0] if self.is_error else None
 
 
+def in_process_server(agent: str, env: dict[str, str]) -> tuple[Any, Any]:
+    """The server that server.py would run for ``agent`` under ``env``, built in this process, and
+    its store handle: for the SDK's in-memory client, where a test checks a tool's logic and not
+    the process (its identity, stdio, signals). No session row is kept for it (no presence)."""
+    from dispatcher.core.config import load_config
+    from dispatcher.core.settings import BridgeSettings
+    from dispatcher.mcp.mcp_server import build_server
+    from dispatcher.store import open_handle
+
+    with environment({**env, "AGENT_ID": agent}):
+        settings = BridgeSettings()
+        config = load_config(settings.config_path())
+    store = open_handle(settings.db)
+    return build_server(agent, store, config, settings), store
+
+
 class McpAgent:
-    def __init__(self, agent: str, env: dict[str, str], stderr_path: Path | None = None) -> None:
+    """One agent's server and a client of it: a real server.py process over stdio, or with
+    ``in_process`` the same server built in this process behind the SDK's in-memory client."""
+
+    def __init__(
+        self, agent: str, env: dict[str, str], stderr_path: Path | None = None, *, in_process: bool = False
+    ) -> None:
         self.agent = agent
+        self._store = None
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._thread.start()
@@ -95,16 +117,22 @@ class McpAgent:
         self._client: Client | None = None
         self._ready: Future = Future()
         self._errlog = open(stderr_path, "a") if stderr_path else sys.stderr  # noqa: SIM115 - the server's stderr for its whole life; close() closes it
-        params = StdioServerParameters(
-            command=sys.executable, args=[str(PROJECT / "server.py")], env={**env, "AGENT_ID": agent}, cwd=str(PROJECT)
-        )
-        self._main = asyncio.run_coroutine_threadsafe(self._run(params), self._loop)
+        if in_process:
+            server, self._store = in_process_server(agent, env)
+        else:
+            params = StdioServerParameters(
+                command=sys.executable,
+                args=[str(PROJECT / "server.py")],
+                env={**env, "AGENT_ID": agent},
+                cwd=str(PROJECT),
+            )
+            server = stdio_client(params, errlog=self._errlog)
+        self._main = asyncio.run_coroutine_threadsafe(self._run(server), self._loop)
 
-    async def _run(self, params: StdioServerParameters) -> None:
+    async def _run(self, server: Any) -> None:
         self._stop = asyncio.Event()
         try:
-            transport = stdio_client(params, errlog=self._errlog)
-            async with Client(transport, read_timeout_seconds=CALL_TIMEOUT) as client:
+            async with Client(server, read_timeout_seconds=CALL_TIMEOUT) as client:
                 self._client = client
                 self._ready.set_result(True)
                 await self._stop.wait()
@@ -165,6 +193,8 @@ class McpAgent:
         self._thread.join(10)
         if not self._thread.is_alive():
             self._loop.close()
+        if self._store is not None:
+            self._store.close()
         if self._errlog is not sys.stderr:
             self._errlog.close()
 

@@ -1,4 +1,5 @@
-"""Bounded conversations over MCP: pairing, turns, expiry, and every state transition."""
+"""Bounded conversations over MCP: pairing, turns, expiry, and every state transition. The tools' logic
+is checked, so the module's claude and kimi servers run in this process (the SDK's in-memory client)."""
 
 import pytest
 from harness import db_snapshot, sql
@@ -6,6 +7,7 @@ from harness import db_snapshot, sql
 from dispatcher.bridge.conversations import opens_conversation
 
 pytestmark = pytest.mark.both_backends
+IN_PROCESS_SERVERS = True  # tests/conftest.py's pair
 
 
 def start(claude, **kw):

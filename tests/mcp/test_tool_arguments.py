@@ -1,5 +1,7 @@
-"""Argument handling over real MCP stdio: strict ids and counts, dedup keys, the worker's tool set,
-odd stored times and leases, late results. One claude and one kimi server serve the whole module."""
+"""Argument handling: strict ids and counts, dedup keys, the worker's tool set, odd stored times and
+leases, late results. One claude and one kimi server serve the whole module, built in this process
+behind the SDK's in-memory client (what is checked is the tools' logic; a raw stdio line and a
+worker's server still run as processes)."""
 
 import math
 import time
@@ -11,6 +13,7 @@ from raw_jsonrpc import RawServer
 from dispatcher.store.claims import LEASE_CAP_SECONDS
 
 pytestmark = pytest.mark.both_backends
+IN_PROCESS_SERVERS = True  # tests/conftest.py's pair
 
 AGENTS = {
     "claude": {"auto": True, "launcher": "launchers/claude_headless.sh"},
