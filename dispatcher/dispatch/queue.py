@@ -30,7 +30,7 @@ from typing import Any
 from dispatcher.bridge.conversations import accepts_messages, effective_state
 from dispatcher.bridge.presence import has_wakeable_session
 from dispatcher.core import clock
-from dispatcher.core.config_view import DispatchConfig
+from dispatcher.core.config_view import DispatchConfig, budget_day_end, budget_day_start
 from dispatcher.core.spend import daily_cap_reached, has_daily_cap
 from dispatcher.store import Connection, dispatchable
 from dispatcher.store.claims import claim_is_active
@@ -174,7 +174,7 @@ def _facts(conn: Connection, rows: Iterable[dict[str, Any]], now: float, config:
 def _daily_cap_reached(conn: Connection, agent: str, config: DispatchConfig, now: float) -> str | None:
     if agent not in config.agents:
         return None
-    cost, tokens = spend_since(conn, agent, clock.local_day_start(now))
+    cost, tokens = spend_since(conn, agent, budget_day_start(config, now))
     return daily_cap_reached(cost, tokens, config.agents[agent])
 
 
@@ -207,7 +207,7 @@ def next_action(
         if code == "held_interactive":
             release = min(release or float("inf"), held_until(facts, config))
         elif code == "held_budget":
-            release = min(release or float("inf"), clock.next_local_day_start(now))
+            release = min(release or float("inf"), budget_day_end(config, now))
     return None, release
 
 

@@ -11,6 +11,7 @@ import sys
 import time
 
 from dispatcher.core import clock
+from dispatcher.core.config_view import budget_day_start
 from dispatcher.core.errors import BridgeError
 from dispatcher.core.locations import shown
 from dispatcher.core.reasons import reason_code
@@ -140,7 +141,7 @@ def today_spend(conn, config, agent: str, now: float) -> dict:
     from dispatcher.core.spend import daily_cap_reached
     from dispatcher.store.spend import spend_since
 
-    cost, tokens = spend_since(conn, agent, clock.local_day_start(now))
+    cost, tokens = spend_since(conn, agent, budget_day_start(config, now))
     return {"cost_usd": cost, "tokens": tokens, "reached": daily_cap_reached(cost, tokens, config.agents[agent])}
 
 

@@ -33,6 +33,7 @@ def capped_env(tmp_path):
                 "prices": {"input": 1.25, "output": 10},
             },
         },
+        budget_time_zone="UTC",
     )
     env = bridge_env(tmp_path, config)
     conn = open_store(env["AGENT_BRIDGE_DB"])
