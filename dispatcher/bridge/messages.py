@@ -8,7 +8,6 @@ from dispatcher.bridge.broadcast import BROADCAST_RECIPIENT, send_broadcast
 from dispatcher.bridge.conversations import check_conversation_send, take_turn
 from dispatcher.bridge.rows import KINDS, find_dedup, message_view, message_views
 from dispatcher.core.clock import iso
-from dispatcher.core.clock import now as clock_now
 from dispatcher.core.errors import BridgeError
 from dispatcher.core.lifecycle import FAILURE_OUTCOMES
 from dispatcher.core.validation import (
@@ -33,6 +32,7 @@ from dispatcher.store.messages import (
     reply_ids,
     result_ids_after,
 )
+from dispatcher.store.store_clock import store_now
 
 RESPONSE_TIMEOUT_RANGE = (1, 3600)
 RECEIVE_LIMIT_RANGE = (1, 100)
@@ -73,7 +73,7 @@ def send_message(
     attempt: int | None = None,
 ) -> dict[str, Any]:
     """``attempt``: the attempt (its message id) whose worker's server sends this; recorded on the row."""
-    now = clock_now() if now is None else now
+    now = store_now(conn) if now is None else now
     check_agent_id(sender, "sender")
     broadcast = recipient == BROADCAST_RECIPIENT
     if not broadcast:
@@ -186,7 +186,7 @@ def receive_messages(
 ) -> dict[str, Any]:
     """Unacknowledged messages for ``agent``, oldest first, minus those another process holds;
     with ``thread_of`` (a worker's own message), only that message's thread and conversation."""
-    now = clock_now() if now is None else now
+    now = store_now(conn) if now is None else now
     limit = clamp(limit, *RECEIVE_LIMIT_RANGE, "limit")
     look = partial(
         receivable_messages, conn, agent=agent, worker_id=worker_id, now=now, limit=limit, thread_of=thread_of
@@ -221,7 +221,7 @@ def _ack_skip_reason(row: Row | None, agent: str, worker_id: str, now: float) ->
 def mark_read(
     conn: Connection, *, agent: str, worker_id: str, message_ids: list[int], now: float | None = None
 ) -> dict[str, Any]:
-    now = clock_now() if now is None else now
+    now = store_now(conn) if now is None else now
     if not isinstance(message_ids, list) or not message_ids or len(message_ids) > MAX_ACK_IDS:
         raise BridgeError("invalid_message_ids", f"message_ids must be a list of 1..{MAX_ACK_IDS} ids.")
     ids = list(dict.fromkeys(check_message_id(i, "message_ids[]") for i in message_ids))
@@ -262,7 +262,7 @@ def _dispatch_summary(conn: Connection, message_id: int) -> dict[str, Any] | Non
 def get_message(
     conn: Connection, *, agent: str, worker_id: str, message_id: int, now: float | None = None
 ) -> dict[str, Any]:
-    now = clock_now() if now is None else now
+    now = store_now(conn) if now is None else now
     check_message_id(message_id)
     row = fetch_message(conn, message_id)
     if row is None or agent not in (row["sender"], row["recipient"]):

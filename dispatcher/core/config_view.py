@@ -171,7 +171,7 @@ def budget_zone(name: str | None) -> tzinfo | None:
         return zoneinfo.ZoneInfo(name)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError):
         raise ValueError(
-            f"{name!r} is not a time zone this host knows; use an IANA name such as \"UTC\" or \"Europe/Berlin\""
+            f'{name!r} is not a time zone this host knows; use an IANA name such as "UTC" or "Europe/Berlin"'
         ) from None
 
 

@@ -22,6 +22,7 @@ from dispatcher.store import STORE_ERRORS, Connection
 from dispatcher.store.attempts import get_attempt
 from dispatcher.store.listeners import listener_holder
 from dispatcher.store.readonly import open_read_only
+from dispatcher.store.store_clock import store_now
 from dispatcher.store.views import LedgerPart, ledger_totals
 
 # The status line imports this module: pydantic, the store and systemd helpers are
@@ -163,13 +164,13 @@ def _listener_elsewhere(settings: LocationsLike, agent: str, conn: Connection | 
             conn = own = _read_only(settings)
             if conn is None:
                 return None
-        holder = listener_holder(conn, agent)
+        holder, now = listener_holder(conn, agent), store_now(conn)
     except STORE_ERRORS:
         return None
     finally:
         if own is not None:
             own.close()
-    here, now = this_host(), clock.now()
+    here = this_host()
     if holder is None or holder.host == here or not lease.holder_alive(holder, here, now):
         return None
     return {"host": holder.host, "pid": holder.pid, "renewed_seconds_ago": round(now - (holder.renewed_at or now), 1)}

@@ -29,7 +29,6 @@ from typing import Any
 
 from dispatcher.bridge.conversations import accepts_messages, effective_state
 from dispatcher.bridge.presence import has_wakeable_session
-from dispatcher.core import clock
 from dispatcher.core.config_view import DispatchConfig, budget_day_end, budget_day_start
 from dispatcher.core.spend import daily_cap_reached, has_daily_cap
 from dispatcher.store import Connection, dispatchable
