@@ -86,8 +86,8 @@ def store_errors(what: str = "the bridge store") -> Iterator[None]:
             "the URL printed for it, or use the store's owner.",
         ) from exc
     except PostgresConnectionLost as exc:
-        raise StoreUnavailable(
-            "store_connection_lost",
+        raise StoreUnavailable(  # the code the README promises for a dropped connection; the text is honest
+            "store_unavailable",
             f"the connection to the PostgreSQL store broke before {what} had its answer ({exc}); what was asked "
             "may have been done, or not. `agent-bridge show ID` or `agent-bridge inbox` tells; check before "
             "repeating anything that is not safe to repeat.",

@@ -296,9 +296,8 @@ def open_postgres(url: str, *, target_version: int) -> PostgresConnection:
 class PostgresStore:
     """The long-lived handle on a PostgreSQL store (servers, listeners): one connection, opened
     and migrated on first use, and opened again on the next call after the server dropped it
-    (a restart, ``pg_terminate_backend``). The call that met the drop fails
-    ``store_connection_lost``: a COMMIT (or an autocommit statement) whose answer was lost may
-    have been committed."""
+    (a restart, ``pg_terminate_backend``). The call that met the drop fails ``store_unavailable``,
+    saying that a COMMIT (or an autocommit statement) whose answer was lost may have been committed."""
 
     spans_hosts = True
 
