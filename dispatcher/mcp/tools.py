@@ -93,8 +93,7 @@ class BridgeTools:
         In a conversation, conversation_id is inherited from reply_to; a task/result must
         answer the in-flight message and takes one turn. dedup_key makes retries safe: a
         repeat returns the first id with duplicate=true (the same key to another recipient is
-        dedup_conflict; keys starting 'agent-bridge:' are reserved); without one, the error of a
-        send whose outcome is unknown names the key to retry with. response_timeout_seconds (1..3600)
+        dedup_conflict; keys starting 'agent-bridge:' are reserved). response_timeout_seconds (1..3600)
         only records a deadline. Returns {id, duplicate, conversation_id}. recipient='*' with
         kind='notice' (no reply_to, no conversation) sends one copy to every other agent and
         returns {broadcast_id, ids, duplicate}. Errors name the rule broken (e.g.
