@@ -35,18 +35,26 @@ def _sent(url: str) -> list:
     return query(url, "SELECT id, dedup_key FROM messages WHERE sender = 'kimi' ORDER BY id")
 
 
-def test_the_tools_send_whose_answer_is_lost_is_stored_once_and_answered(tmp_path, store):
+@pytest.mark.parametrize(
+    ("given", "duplicate"),
+    [
+        (None, False),  # the call's own fresh key: the stored message can only be this call's
+        ("mine", True),  # the caller's key: an earlier call may have stored it; the store's answer stands
+    ],
+)
+def test_the_tools_send_whose_answer_is_lost_is_stored_once_and_answered(tmp_path, store, given, duplicate):
+    key_argument = {} if given is None else {"dedup_key": given}
     with CommitCutProxy(store, cuts=1) as proxy:
         agent = McpAgent("kimi", _env(tmp_path, proxy.url)).wait_ready()
         try:
-            result = agent.call("send_message", recipient="claude", text="do it once", kind="task")
+            result = agent.call("send_message", recipient="claude", text="do it once", kind="task", **key_argument)
         finally:
             agent.close()
         assert proxy.cut_count == 1  # the first try's answer was lost after its commit
     assert not result.is_error, result.text
     [(stored_id, key)] = _sent(store)  # stored once: one task, one attempt
-    assert (result.data["id"], result.data["duplicate"]) == (stored_id, False)
-    assert key.startswith("send-")
+    assert (result.data["id"], result.data["duplicate"]) == (stored_id, duplicate)
+    assert key == given or (given is None and key.startswith("send-"))
 
 
 def test_the_commands_send_says_it_may_have_been_stored_and_names_the_key_to_retry_with(tmp_path, store):
