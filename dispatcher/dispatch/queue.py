@@ -125,7 +125,8 @@ def refusal_text(code: str, facts: Candidate, config: DispatchConfig) -> str:
         f"interactive_grace_seconds ({_grace(config, agent)} s) after it was sent; then the listener dispatches "
         f"it. {by_hand}",
         "held_budget": f"{agent} reached its {facts.daily_cap} ({_daily_cap(config, agent, facts.daily_cap)}) with "
-        "today's attempts: budget reached, resets at 00:00 local, when the listener dispatches it by itself. "
+        f"today's attempts: budget reached, resets at 00:00 {config.budget_time_zone}, when the listener dispatches "
+        "it by itself. "
         f"Raise the cap in config.json to go on today; {by_hand}",
     }[code]
 

@@ -57,18 +57,19 @@ class _Caps:
         return value if isinstance(value, int | float) and not isinstance(value, bool) and value > 0 else None
 
 
-HELD_BUDGET = " · budget reached, resets at 00:00 local"
-
-
 def _held_budget(conn, agents: list[str], declared: dict, zone: str | None, now: float) -> dict[str, str]:
     from dispatcher.core.spend import daily_cap_reached, has_daily_cap
     from dispatcher.store.spend import spend_since
 
-    held, day_start = {}, clock.local_day_start(now, budget_zone(zone))
+    try:
+        day_start = clock.local_day_start(now, budget_zone(zone))
+    except (ValueError, TypeError):  # not a zone: the listener refuses such a file and says why
+        return {}
+    held = {}
     for agent in agents:
         caps = _Caps(declared.get(agent))
         if has_daily_cap(caps) and daily_cap_reached(*spend_since(conn, agent, day_start), caps):
-            held[agent] = HELD_BUDGET
+            held[agent] = f" · budget reached, resets at 00:00 {zone}"
     return held
 
 

@@ -243,7 +243,7 @@ def test_a_daily_cap_holds_the_agents_tasks_until_the_next_local_midnight(conn, 
         assert [c.message_id for c in backlog.held_budget] == [waiting] and backlog.dispatchable == []
         facts = backlog.held_budget[0]
         assert queue.refusal_text("held_budget", facts, config).startswith(f"kimi reached its {next(iter(cap))}")
-        assert "resets at 00:00 local" in queue.refusal_text("held_budget", facts, config)
+        assert "resets at 00:00 America/New_York" in queue.refusal_text("held_budget", facts, config)
         budget = daily_budget(conn, "kimi", config, now)
         assert budget["reached"] == next(iter(cap)) and budget["today_tokens"] == 5000
         assert budget["resets_at"] == clock.iso(day + 86400)
@@ -331,3 +331,13 @@ def test_the_budgets_day_is_its_zones_whatever_the_hosts(conn, monkeypatch):
         finally:
             monkeypatch.delenv("TZ")
             time.tzset()
+
+
+@pytest.mark.parametrize("zone", ['"local"', '"../../etc/passwd"', '"/etc/localtime"', '""', "3", "null"])
+def test_a_budget_time_zone_that_is_no_iana_name_is_refused(tmp_path, zone):
+    path = tmp_path / "config.json"
+    path.write_text(
+        '{"agents": {"kimi": {"launcher": "x", "max_tokens_per_day": 1}}, "budget_time_zone": ' + zone + "}"
+    )
+    with pytest.raises(ConfigError, match="budget_time_zone"):
+        load_config(path)
