@@ -7,12 +7,12 @@ background timers, so an expired lease simply stops counting.
 from typing import Any
 
 from dispatcher.core.clock import iso
-from dispatcher.core.clock import now as clock_now
 from dispatcher.core.errors import BridgeError
 from dispatcher.core.validation import check_message_id, clamp
 from dispatcher.store import Connection, Row, write_transaction
 from dispatcher.store.claims import LEASE_CAP_SECONDS, claim_is_active, drop_claim, take_claim
 from dispatcher.store.messages import cap_far_lease, fetch_message
+from dispatcher.store.store_clock import store_now
 
 LEASE_RANGE_SECONDS = (30, LEASE_CAP_SECONDS)
 
@@ -44,7 +44,7 @@ def claim_message(
     lease_seconds: float = 300,
     now: float | None = None,
 ) -> dict[str, Any]:
-    now = clock_now() if now is None else now
+    now = store_now(conn) if now is None else now
     check_message_id(message_id)
     lease = clamp(lease_seconds, *LEASE_RANGE_SECONDS, "lease_seconds")
     _cap_lease(conn, message_id, now)
@@ -69,7 +69,7 @@ def claim_message(
 def release_message(
     conn: Connection, *, agent: str, worker_id: str, message_id: int, now: float | None = None
 ) -> dict[str, Any]:
-    now = clock_now() if now is None else now
+    now = store_now(conn) if now is None else now
     check_message_id(message_id)
     _cap_lease(conn, message_id, now)
     with write_transaction(conn):

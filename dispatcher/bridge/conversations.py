@@ -11,7 +11,6 @@ from typing import Any
 
 from dispatcher.bridge.rows import find_dedup
 from dispatcher.core.clock import iso
-from dispatcher.core.clock import now as clock_now
 from dispatcher.core.errors import BridgeError, StateChangedError
 from dispatcher.core.lifecycle import TERMINAL_CONVERSATION_STATES
 from dispatcher.core.validation import check_body, check_dedup_key, check_message_id, check_recipient, clamp
@@ -28,6 +27,7 @@ from dispatcher.store.conversations import (
     set_in_flight,
 )
 from dispatcher.store.messages import fetch_message_header, insert_message
+from dispatcher.store.store_clock import store_now
 
 # event -> (target state, states it may happen in). The agents' actions (complete,
 # needs_human, cancel) and the rules' moves (expire when touched past the expiry,
@@ -135,7 +135,7 @@ def start_conversation(
     max_cost_usd: float | None = None,
     now: float | None = None,
 ) -> dict[str, Any]:
-    now = clock_now() if now is None else now
+    now = store_now(conn) if now is None else now
     check_recipient(initiator, recipient, agents)
     check_body(goal, max_body_bytes, "goal")
     dedup_key = check_dedup_key(dedup_key)
@@ -371,7 +371,7 @@ def conversation_action(
     attempt: int | None = None,
 ) -> dict[str, Any]:
     """``attempt``: on a worker's server, its attempt (recorded on the move it makes)."""
-    now = clock_now() if now is None else now
+    now = store_now(conn) if now is None else now
     if action not in ACTIONS:
         raise BridgeError("invalid_action", f"action must be one of {', '.join(ACTIONS)}.")
     check_message_id(conversation_id, "conversation_id")

@@ -1,6 +1,7 @@
 """Messages: send, receive, acknowledge, look up. Plain functions over a connection."""
 
-from collections.abc import Collection
+import secrets
+from collections.abc import Callable, Collection
 from functools import partial
 from typing import Any, cast
 
@@ -8,8 +9,7 @@ from dispatcher.bridge.broadcast import BROADCAST_RECIPIENT, send_broadcast
 from dispatcher.bridge.conversations import check_conversation_send, take_turn
 from dispatcher.bridge.rows import KINDS, find_dedup, message_view, message_views
 from dispatcher.core.clock import iso
-from dispatcher.core.clock import now as clock_now
-from dispatcher.core.errors import BridgeError
+from dispatcher.core.errors import BridgeError, StoreUnavailable
 from dispatcher.core.lifecycle import FAILURE_OUTCOMES
 from dispatcher.core.validation import (
     check_agent_id,
@@ -19,7 +19,7 @@ from dispatcher.core.validation import (
     check_recipient,
     clamp,
 )
-from dispatcher.store import Connection, Row, write_transaction
+from dispatcher.store import CONNECTION_LOST, STORE_ERRORS, Connection, Row, write_transaction
 from dispatcher.store.claims import claim_is_active
 from dispatcher.store.messages import (
     cap_far_lease,
@@ -33,6 +33,7 @@ from dispatcher.store.messages import (
     reply_ids,
     result_ids_after,
 )
+from dispatcher.store.store_clock import store_now
 
 RESPONSE_TIMEOUT_RANGE = (1, 3600)
 RECEIVE_LIMIT_RANGE = (1, 100)
@@ -73,7 +74,7 @@ def send_message(
     attempt: int | None = None,
 ) -> dict[str, Any]:
     """``attempt``: the attempt (its message id) whose worker's server sends this; recorded on the row."""
-    now = clock_now() if now is None else now
+    now = store_now(conn) if now is None else now
     check_agent_id(sender, "sender")
     broadcast = recipient == BROADCAST_RECIPIENT
     if not broadcast:
@@ -162,6 +163,47 @@ def send_message(
     return _sent(message_id, conversation_id, kind, now, deadline)
 
 
+def send_key(dedup_key: object) -> tuple[str, bool]:
+    """The idempotency key of one send call: the caller's ``dedup_key`` (checked), else a fresh
+    one made for this call; and whether it is fresh (no earlier call can have used it)."""
+    key = check_dedup_key(dedup_key)
+    return (key, False) if key is not None else (f"send-{secrets.token_hex(16)}", True)
+
+
+def send_once(connect: Callable[[], Connection], *, dedup_key: str | None = None, **send: Any) -> dict[str, Any]:
+    """``send_message`` (its other arguments in ``send``) that a lost answer cannot store twice.
+
+    Every send carries an idempotency key (``send_key``). When the connection breaks before the
+    server's answer came (it may have committed), the same send is tried once more on a new
+    connection (``connect``) with the same key: a message the first try stored is found and
+    returned, not stored again. When that fails too, ``send_outcome_unknown`` names the key for
+    the caller's own retry."""
+    key, fresh = send_key(dedup_key)
+    try:
+        return send_message(connect(), dedup_key=key, **send)
+    except CONNECTION_LOST:
+        pass
+    try:
+        sent = send_message(connect(), dedup_key=key, **send)
+    except STORE_ERRORS + (BridgeError,) as exc:
+        if isinstance(exc, BridgeError) and exc.code != "store_unavailable":  # a rule's answer (cannot connect: not)
+            raise
+        raise outcome_unknown(key, send.get("recipient")) from exc
+    # A fresh key found means this call's first try stored it: for the caller, not a repeat.
+    return {**sent, "duplicate": False} if fresh else sent
+
+
+def outcome_unknown(key: str, recipient: object) -> StoreUnavailable:
+    return StoreUnavailable(
+        "send_outcome_unknown",
+        f"the connection to the store broke before the send to {recipient} was answered, and the retry failed "
+        "too: the message may have been stored, or not. `agent-bridge inbox --agent "
+        f"{recipient}` (or `agent-bridge show ID`) tells. To send it safely, repeat it with dedup_key "
+        f"'{key}' (`agent-bridge send ... --dedup-key {key}`): a stored message is then returned as a duplicate, "
+        "never stored twice.",
+    )
+
+
 def _sent(
     message_id: int, conversation_id: int | None, kind: str | None, now: float, deadline: float | None
 ) -> dict[str, Any]:
@@ -186,7 +228,7 @@ def receive_messages(
 ) -> dict[str, Any]:
     """Unacknowledged messages for ``agent``, oldest first, minus those another process holds;
     with ``thread_of`` (a worker's own message), only that message's thread and conversation."""
-    now = clock_now() if now is None else now
+    now = store_now(conn) if now is None else now
     limit = clamp(limit, *RECEIVE_LIMIT_RANGE, "limit")
     look = partial(
         receivable_messages, conn, agent=agent, worker_id=worker_id, now=now, limit=limit, thread_of=thread_of
@@ -221,7 +263,7 @@ def _ack_skip_reason(row: Row | None, agent: str, worker_id: str, now: float) ->
 def mark_read(
     conn: Connection, *, agent: str, worker_id: str, message_ids: list[int], now: float | None = None
 ) -> dict[str, Any]:
-    now = clock_now() if now is None else now
+    now = store_now(conn) if now is None else now
     if not isinstance(message_ids, list) or not message_ids or len(message_ids) > MAX_ACK_IDS:
         raise BridgeError("invalid_message_ids", f"message_ids must be a list of 1..{MAX_ACK_IDS} ids.")
     ids = list(dict.fromkeys(check_message_id(i, "message_ids[]") for i in message_ids))
@@ -262,7 +304,7 @@ def _dispatch_summary(conn: Connection, message_id: int) -> dict[str, Any] | Non
 def get_message(
     conn: Connection, *, agent: str, worker_id: str, message_id: int, now: float | None = None
 ) -> dict[str, Any]:
-    now = clock_now() if now is None else now
+    now = store_now(conn) if now is None else now
     check_message_id(message_id)
     row = fetch_message(conn, message_id)
     if row is None or agent not in (row["sender"], row["recipient"]):

@@ -31,6 +31,7 @@ from dispatcher.core.locations import StoreLocation
 from dispatcher.core.logs import get_logger
 from dispatcher.store import STORE_ERRORS, Connection, StoreHandle, write_transaction
 from dispatcher.store import sessions as stored
+from dispatcher.store.store_clock import store_now
 
 ROLES = ("interactive", "worker")
 # How a session can be woken: a Claude Code hook, a Monitor line (inbox watch), the
@@ -148,7 +149,7 @@ def sessions(
     """Every session row (of ``agent``), each with its liveness, oldest first. Its wake paths are
     the marked ones, plus ``monitor`` while one of its watch processes is alive."""
     here = processes.this_host() if here is None else here
-    now = clock.now() if now is None else now
+    now = store_now(conn) if now is None else now
     lease = session_lease()
     found = []
     records = stored.session_records(conn, agent)
@@ -394,14 +395,15 @@ class ServerPresence:
         pid = os.getpid()
         self.session_id: int | None = None
         try:  # a store that refuses the row (full, read-only) still serves messages: no row, then
+            conn = store.connection()
             self.session_id = register_session(
-                store.connection(),
+                conn,
                 agent,
                 role,
                 pid=pid,
                 start_time=processes.start_time(pid),
                 client_pid=client_pid_of(pid),
-                now=clock.now(),
+                now=store_now(conn),
             )
         except STORE_ERRORS + (OSError, BridgeError) as exc:
             log.warning("session_register_failed", agent=agent, error=type(exc).__name__)
@@ -446,7 +448,7 @@ class ServerPresence:
         try:
             conn = open_store(self.store.location)
             try:
-                renew(conn, session_id, clock.now())
+                renew(conn, session_id, store_now(conn))
             finally:
                 conn.close()
         except STORE_ERRORS + (OSError, BridgeError) as exc:

@@ -4,7 +4,8 @@ which no clock step moves. A test (``tests/core/test_one_clock.py``) fails when 
 
 import functools
 import time
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta, tzinfo
+from datetime import time as datetime_time
 
 
 def now() -> float:
@@ -34,11 +35,20 @@ def iso(ts: float | None) -> str | None:
         return None
 
 
-def local_day_start(ts: float) -> float:
-    """The local midnight that began the day holding ``ts`` (a conversion: no clock is read)."""
-    return datetime.fromtimestamp(ts).replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
+def local_day_start(ts: float, zone: tzinfo | None = None) -> float:
+    """The midnight that began the day holding ``ts`` in ``zone`` (None: this host's zone); a
+    conversion, no clock is read."""
+    return _midnight(datetime.fromtimestamp(ts, zone).date(), zone)
 
 
-def next_local_day_start(ts: float) -> float:
-    """The local midnight that ends the day holding ``ts`` (25 h on, then back to midnight: DST-safe)."""
-    return local_day_start(local_day_start(ts) + 25 * 3600)
+def next_local_day_start(ts: float, zone: tzinfo | None = None) -> float:
+    """The midnight that ends the day holding ``ts`` in ``zone`` (None: this host's zone)."""
+    return _midnight(datetime.fromtimestamp(ts, zone).date() + timedelta(days=1), zone)
+
+
+def _midnight(day: date, zone: tzinfo | None) -> float:
+    """The first instant of ``day``: its midnight taken with ``fold=0``. Where clocks fall back
+    across midnight (America/Havana, 2026-11-01) midnight happens twice and the first one begins
+    the day (a time of the repeated hour carries ``fold=1``, which must not be kept); where they
+    spring forward over it, fold=0 reads the missing midnight as the moment of the jump."""
+    return datetime.combine(day, datetime_time(0), tzinfo=zone).timestamp()

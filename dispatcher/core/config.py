@@ -10,16 +10,17 @@ import json
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator, model_validator
 
 # ConfigError, UnknownAgent and require_agent are part of this module's interface (callers import
 # them from here; the last two live with the pydantic-free view): explicit re-exports.
-from dispatcher.core.config_view import ConfigPlaces
+from dispatcher.core.config_view import ConfigPlaces, budget_zone
 from dispatcher.core.config_view import UnknownAgent as UnknownAgent
 from dispatcher.core.config_view import require_agent as require_agent
 from dispatcher.core.errors import ConfigError as ConfigError
 from dispatcher.core.permissions import BRIDGE_ONLY, PermissionProfile
 from dispatcher.core.private_files import writable_by_others
+from dispatcher.core.spend import has_daily_cap
 from dispatcher.core.validation import AGENT_ID_PATTERN
 
 AgentId = Annotated[str, StringConstraints(pattern=f"^{AGENT_ID_PATTERN}$")]
@@ -51,8 +52,8 @@ class AgentConfig(BaseModel):
     # The supervisor follows the worker's own usage reports and ends it past this many tokens
     # (input + output + cache read + cache write), as budget_exceeded.
     max_tokens_per_task: int | None = Field(default=None, ge=1, le=10**12)
-    # Once the attempts started since local midnight reach either, the listener holds this
-    # agent's tasks (held_budget) until the next local midnight.
+    # Once the attempts started since midnight (in budget_time_zone) reach either, the listener
+    # holds this agent's tasks (held_budget) until the next midnight there.
     max_cost_usd_per_day: float | None = Field(default=None, ge=0.000001, le=1000000, allow_inf_nan=False)
     max_tokens_per_day: int | None = Field(default=None, ge=1, le=10**13)
     # A task for this agent while it has a live, wakeable interactive session waits this long
@@ -82,6 +83,27 @@ class BridgeConfig(ConfigPlaces, BaseModel):
     # Finished attempt directories (worker.log, diagnostics, the CLI's raw output and
     # private home) older than this are removed by the agent's listener when idle.
     attempt_retention_days: int = Field(default=7, ge=0, le=3650)
+    # The time zone whose days the daily budgets count (an IANA name: "Europe/Berlin", "UTC"), so
+    # that every host of a shared store means the same day. Required once an agent has a daily budget.
+    budget_time_zone: str | None = Field(default=None, min_length=1)
+
+    @field_validator("budget_time_zone")
+    @classmethod
+    def _known_zone(cls, value: str | None) -> str | None:
+        if value is not None:
+            budget_zone(value)  # raises ValueError, naming the fix, for a name tzdata does not know
+        return value
+
+    @model_validator(mode="after")
+    def _zone_for_daily_budgets(self) -> "BridgeConfig":
+        capped = [agent for agent, entry in self.agents.items() if has_daily_cap(entry)]
+        if capped and self.budget_time_zone is None:
+            raise ValueError(
+                f"agents {', '.join(capped)} have a daily budget, so budget_time_zone must name the time zone "
+                'whose day it counts (an IANA name such as "UTC" or "Europe/Berlin"): each host\'s own zone '
+                "could mean another day"
+            )
+        return self
 
     def permissions(self, agent: str) -> PermissionProfile:
         """The agent's permission profile; ``bridge`` when it declares none."""

@@ -10,11 +10,15 @@ and workspace are), ``ProfileRules`` those on a profile; ``DispatchConfig`` is w
 rule (``dispatch.queue``) reads of either.
 """
 
+import functools
+import zoneinfo
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
+from datetime import tzinfo
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from dispatcher.core import clock
 from dispatcher.core.errors import BridgeError, ConfigError
 from dispatcher.core.locations import PACKAGE_DATA
 from dispatcher.core.profile_rules import ProfileView
@@ -50,6 +54,8 @@ class DispatchConfig(Protocol):
     def agents(self) -> Mapping[str, AgentRules]: ...
     @property
     def dispatch_max_age_seconds(self) -> int: ...
+    @property
+    def budget_time_zone(self) -> str | None: ...
 
 
 class AttemptConfig(DispatchConfig, Protocol):
@@ -133,6 +139,7 @@ class ConfigView(ConfigPlaces):
     agents: Mapping[str, AgentView]
     dispatch_max_age_seconds: int
     attempt_retention_days: int
+    budget_time_zone: str | None
     profiles: Mapping[str, ProfileView]  # each agent's, as BridgeConfig.permissions gave it
 
     def permissions(self, agent: str) -> ProfileView:
@@ -149,8 +156,33 @@ class ConfigView(ConfigPlaces):
             agents={agent: AgentView.of(entry) for agent, entry in document["agents"].items()},
             dispatch_max_age_seconds=document["dispatch_max_age_seconds"],
             attempt_retention_days=document["attempt_retention_days"],
+            budget_time_zone=document["budget_time_zone"],
             profiles={agent: ProfileView.of(profile) for agent, profile in profiles.items()},
         )
+
+
+@functools.lru_cache(maxsize=16)
+def budget_zone(name: str | None) -> tzinfo | None:
+    """The zone whose days the daily budgets count (``budget_time_zone``); None (this host's zone)
+    only where no agent has a daily budget. ValueError, with the fix, for a name tzdata lacks."""
+    if name is None:
+        return None
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise ValueError(
+            f'{name!r} is not a time zone this host knows; use an IANA name such as "UTC" or "Europe/Berlin"'
+        ) from None
+
+
+def budget_day_start(config: DispatchConfig, now: float) -> float:
+    """The midnight, in the budget's zone, that began the day the daily budgets count at ``now``."""
+    return clock.local_day_start(now, budget_zone(config.budget_time_zone))
+
+
+def budget_day_end(config: DispatchConfig, now: float) -> float:
+    """The next midnight in the budget's zone: when a reached daily budget resets."""
+    return clock.next_local_day_start(now, budget_zone(config.budget_time_zone))
 
 
 class UnknownAgent(BridgeError):

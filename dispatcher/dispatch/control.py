@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from dispatcher.core import clock
+from dispatcher.core.config_view import budget_day_end, budget_day_start
 from dispatcher.core.locations import PROJECT_DIR, LocationsLike, is_postgres_url
 from dispatcher.core.private_files import open_private_lock
 from dispatcher.core.processes import age_seconds, flock_holder, this_host
@@ -21,6 +22,7 @@ from dispatcher.store import STORE_ERRORS, Connection
 from dispatcher.store.attempts import get_attempt
 from dispatcher.store.listeners import listener_holder
 from dispatcher.store.readonly import open_read_only
+from dispatcher.store.store_clock import store_now
 from dispatcher.store.views import LedgerPart, ledger_totals
 
 # The status line imports this module: pydantic, the store and systemd helpers are
@@ -162,13 +164,13 @@ def _listener_elsewhere(settings: LocationsLike, agent: str, conn: Connection | 
             conn = own = _read_only(settings)
             if conn is None:
                 return None
-        holder = listener_holder(conn, agent)
+        holder, now = listener_holder(conn, agent), store_now(conn)
     except STORE_ERRORS:
         return None
     finally:
         if own is not None:
             own.close()
-    here, now = this_host(), clock.now()
+    here = this_host()
     if holder is None or holder.host == here or not lease.holder_alive(holder, here, now):
         return None
     return {"host": holder.host, "pid": holder.pid, "renewed_seconds_ago": round(now - (holder.renewed_at or now), 1)}
@@ -183,14 +185,14 @@ def daily_budget(conn: Connection, agent: str, config: Any, now: float) -> dict 
     agent_config = config.agents.get(agent)
     if agent_config is None or not has_daily_cap(agent_config):
         return None
-    cost, tokens = spend_since(conn, agent, clock.local_day_start(now))
+    cost, tokens = spend_since(conn, agent, budget_day_start(config, now))
     return {
         "reached": daily_cap_reached(cost, tokens, agent_config),
         "today_cost_usd": _money(cost),
         "today_tokens": tokens,
         "max_cost_usd_per_day": agent_config.max_cost_usd_per_day,
         "max_tokens_per_day": agent_config.max_tokens_per_day,
-        "resets_at": clock.iso(clock.next_local_day_start(now)),
+        "resets_at": clock.iso(budget_day_end(config, now)),
     }
 
 
@@ -390,7 +392,7 @@ def pending(settings: LocationsLike, agent: str) -> dict:
             {"id": c.message_id, "kind": c.kind, "sender": c.sender, "age_seconds": round(now - c.created_at, 1)}
             for c in backlog.answered
         ]
-        release = round(clock.next_local_day_start(now) - now, 1)
+        release = round(budget_day_end(config, now) - now, 1)
         report["held_budget"] = [
             {
                 "id": c.message_id,

@@ -55,6 +55,7 @@ from dispatcher.store.changes import StoreChanges, data_version
 from dispatcher.store.connection import prepare_store_dir, shrink_wal
 from dispatcher.store.messages import cap_far_leases
 from dispatcher.store.roles import refuse_another_agents_role
+from dispatcher.store.store_clock import store_now
 
 # Between file events, a look anyway (a config.json reached through a link, a replaced directory).
 SUPERVISOR_STOP_CHECK_SECONDS = 0.25
@@ -213,7 +214,8 @@ class Listener:
 
     def _loop(self, store: StoreHandle) -> None:
         while True:
-            action = step(self._observe(store), clock.now())
+            observation = self._observe(store)
+            action = step(observation, self._now)
             if isinstance(action, Stop):
                 log.info("listener_stopping", agent=self.agent, reason=action.reason)
                 return
@@ -231,6 +233,7 @@ class Listener:
 
     # -- observing ------------------------------------------------------------------------
     def _observe(self, store: StoreHandle) -> Observation:
+        self._now = clock.now()  # the store's clock (store_now) once the store answers
         disabled = self.paths.disabled_marker.exists()
         if self._stop_requested or disabled:
             return Observation(stop_requested=self._stop_requested, disabled=disabled)
@@ -244,6 +247,7 @@ class Listener:
                 conn = store.connection()
                 # Read the change counter before looking, so a commit landing in between still wakes us.
                 self._seen = data_version(conn)
+                self._now = store_now(conn)
                 self._take_lease(store, conn)
                 if self.config is None or self.workspace_error:
                     # A missing workspace is refused like a bad config: nothing is dispatched.
@@ -277,7 +281,7 @@ class Listener:
 
     def _next_candidate(self, conn: Connection, config: ConfigView) -> queue.Candidate | None:
         """The dispatch rule (``auto`` and the age window included), called in this one place."""
-        now = clock.now()
+        now = self._now
         cap_far_leases(conn, self.agent, now)  # a lease from a clock far ahead must not hide a task for long
         candidate, self._held_until = queue.next_action(conn, self.agent, config, now)
         return candidate
@@ -288,7 +292,7 @@ class Listener:
         if self._lease_held and not (store.spans_hosts and clock.monotonic() >= self._lease_renew_at):
             return
         take = lease.renew if self._lease_held else lease.acquire
-        holder = take(conn, self.agent, str(self.paths.root), clock.now())
+        holder = take(conn, self.agent, str(self.paths.root), store_now(conn))
         if holder is not None:
             raise _AlreadyRunning(holder.pid, None if holder.host == processes.this_host() else holder.host)
         self._lease_held = True

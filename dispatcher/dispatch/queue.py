@@ -29,8 +29,7 @@ from typing import Any
 
 from dispatcher.bridge.conversations import accepts_messages, effective_state
 from dispatcher.bridge.presence import has_wakeable_session
-from dispatcher.core import clock
-from dispatcher.core.config_view import DispatchConfig
+from dispatcher.core.config_view import DispatchConfig, budget_day_end, budget_day_start
 from dispatcher.core.spend import daily_cap_reached, has_daily_cap
 from dispatcher.store import Connection, dispatchable
 from dispatcher.store.claims import claim_is_active
@@ -126,7 +125,8 @@ def refusal_text(code: str, facts: Candidate, config: DispatchConfig) -> str:
         f"interactive_grace_seconds ({_grace(config, agent)} s) after it was sent; then the listener dispatches "
         f"it. {by_hand}",
         "held_budget": f"{agent} reached its {facts.daily_cap} ({_daily_cap(config, agent, facts.daily_cap)}) with "
-        "today's attempts: budget reached, resets at 00:00 local, when the listener dispatches it by itself. "
+        f"today's attempts: budget reached, resets at 00:00 {config.budget_time_zone}, when the listener dispatches "
+        "it by itself. "
         f"Raise the cap in config.json to go on today; {by_hand}",
     }[code]
 
@@ -174,7 +174,7 @@ def _facts(conn: Connection, rows: Iterable[dict[str, Any]], now: float, config:
 def _daily_cap_reached(conn: Connection, agent: str, config: DispatchConfig, now: float) -> str | None:
     if agent not in config.agents:
         return None
-    cost, tokens = spend_since(conn, agent, clock.local_day_start(now))
+    cost, tokens = spend_since(conn, agent, budget_day_start(config, now))
     return daily_cap_reached(cost, tokens, config.agents[agent])
 
 
@@ -207,7 +207,7 @@ def next_action(
         if code == "held_interactive":
             release = min(release or float("inf"), held_until(facts, config))
         elif code == "held_budget":
-            release = min(release or float("inf"), clock.next_local_day_start(now))
+            release = min(release or float("inf"), budget_day_end(config, now))
     return None, release
 
 

@@ -9,13 +9,12 @@ An attempt of another host (several hosts on one PostgreSQL store) is judged by 
 alone, which its supervisor renews while the worker runs: /proc here cannot see it. Once the
 lease has run out, the host is taken as lost and the attempt settled as ``crashed``
 (``host_lost``), once, by whichever listener sees it first; nothing launches it again (the
-attempt's primary key is the barrier). Hosts' clocks must agree within a fraction of the
-lease (NTP).
+attempt's primary key is the barrier). Leases are written and judged by the store's clock
+(``store_now``: the database server's on PostgreSQL), so a host's own clock does not matter.
 """
 
 import signal
 
-from dispatcher.core import clock
 from dispatcher.core.logs import get_logger
 from dispatcher.core.processes import is_same_process, this_host
 from dispatcher.dispatch import cgroups, faults
@@ -24,6 +23,7 @@ from dispatcher.dispatch.leftovers import KILL_GRACE_SECONDS, recheck_contained,
 from dispatcher.dispatch.paths import AgentPaths
 from dispatcher.dispatch.procs import WorkerTree, contain, signal_group, token_processes
 from dispatcher.store import Connection
+from dispatcher.store.store_clock import store_now
 
 log = get_logger("agent_bridge.dispatch")
 BUSY, KILL, CRASHED, HOST_LOST = "busy", "kill", "crashed", "host_lost"
@@ -82,7 +82,7 @@ def reconcile(conn: Connection, paths: AgentPaths) -> bool:
         action = decide(
             supervisor_alive=supervisor_alive,
             worker_alive=worker_alive,
-            now=clock.now(),
+            now=store_now(conn),
             deadline=attempt["deadline"],
             grace=supervisor_grace(),
             here=here,

@@ -8,7 +8,6 @@ age window, nothing else (see ``queue.dispatch_refusal``)."""
 import logging
 from typing import Any
 
-from dispatcher.core import clock
 from dispatcher.core.config import ConfigError, load_config
 from dispatcher.core.errors import DispatchRefused
 from dispatcher.core.logs import configure_logging
@@ -20,6 +19,7 @@ from dispatcher.dispatch.reconcile import reconcile
 from dispatcher.dispatch.supervisor import supervise
 from dispatcher.store import open_store
 from dispatcher.store.messages import fetch_message
+from dispatcher.store.store_clock import store_now
 
 
 def _log_to(settings: BridgeSettings, agent: str) -> None:
@@ -63,7 +63,7 @@ def recover(settings: BridgeSettings, agent: str, *, dispatch: bool = False) -> 
         return {"agent": agent, "error": f"config_invalid: {exc.reason}"}
     conn = open_store(settings.db)
     still_running = reconcile(conn, AgentPaths.of(settings, agent))
-    backlog = queue.classify(conn, agent, config, clock.now())
+    backlog = queue.classify(conn, agent, config, store_now(conn))
     report: dict[str, Any] = {
         "agent": agent,
         "attempt_still_running": still_running,

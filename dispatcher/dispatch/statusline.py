@@ -12,6 +12,7 @@ import json
 import sys
 
 from dispatcher.core import clock
+from dispatcher.core.config_view import budget_zone
 from dispatcher.core.locations import InvalidSetting, Locations
 
 SEPARATOR = "  ·  "
@@ -24,11 +25,12 @@ def statusline_text(only: tuple[str, ...] = ()) -> str:
     except InvalidSetting as exc:  # e.g. a relative AGENT_BRIDGE_DB
         return f"[agent-bridge] unavailable (invalid_setting {exc.variable})"
     try:
-        declared = json.loads(locations.config_path().read_text())["agents"]
+        document = json.loads(locations.config_path().read_text())
+        declared = document["agents"]
         agents = list(only) or sorted(declared)
         from dispatcher.dispatch.control import progress_line
 
-        unread, held = _unread(locations, agents, declared)
+        unread, held = _unread(locations, agents, declared, document.get("budget_time_zone"))
         return SEPARATOR.join(
             progress_line(locations, agent, check_config=False) + _count(unread.get(agent)) + held.get(agent, "")
             for agent in agents
@@ -55,22 +57,25 @@ class _Caps:
         return value if isinstance(value, int | float) and not isinstance(value, bool) and value > 0 else None
 
 
-HELD_BUDGET = " · budget reached, resets at 00:00 local"
-
-
-def _held_budget(conn, agents: list[str], declared: dict, now: float) -> dict[str, str]:
+def _held_budget(conn, agents: list[str], declared: dict, zone: str | None, now: float) -> dict[str, str]:
     from dispatcher.core.spend import daily_cap_reached, has_daily_cap
     from dispatcher.store.spend import spend_since
 
+    try:
+        day_start = clock.local_day_start(now, budget_zone(zone))
+    except (ValueError, TypeError):  # not a zone: the listener refuses such a file and says why
+        return {}
     held = {}
     for agent in agents:
         caps = _Caps(declared.get(agent))
-        if has_daily_cap(caps) and daily_cap_reached(*spend_since(conn, agent, clock.local_day_start(now)), caps):
-            held[agent] = HELD_BUDGET
+        if has_daily_cap(caps) and daily_cap_reached(*spend_since(conn, agent, day_start), caps):
+            held[agent] = f" · budget reached, resets at 00:00 {zone}"
     return held
 
 
-def _unread(locations: Locations, agents: list[str], declared: dict) -> tuple[dict[str, int], dict[str, str]]:
+def _unread(
+    locations: Locations, agents: list[str], declared: dict, zone: str | None
+) -> tuple[dict[str, int], dict[str, str]]:
     """Each agent's unread count (``waiting_count``: readable for every agent under a per-agent
     role too), and the note for an agent whose daily budget is reached; both empty when there is
     no store or it cannot be read."""
@@ -87,7 +92,7 @@ def _unread(locations: Locations, agents: list[str], declared: dict) -> tuple[di
             limit_busy_wait(conn, BUSY_MS)  # a status line never waits long
             now = clock.now()
             unread = {agent: waiting_count(conn, agent, now)[0] for agent in agents}
-            return unread, _held_budget(conn, agents, declared, now)
+            return unread, _held_budget(conn, agents, declared, zone, now)
         finally:
             conn.close()
     except STORE_ERRORS:  # a locked, damaged or foreign file: the line still shows the listeners

@@ -21,6 +21,7 @@ from dispatcher.dispatch.leftovers import remove_request
 from dispatcher.dispatch.paths import AgentPaths
 from dispatcher.dispatch.procs import become_subreaper
 from dispatcher.store import open_store
+from dispatcher.store.store_clock import store_now
 
 if TYPE_CHECKING:
     from dispatcher.dispatch.worker_run import WorkerConfig
@@ -50,7 +51,7 @@ def _supervise(
     manual: bool,
     subreaper: bool,
 ) -> str:
-    now, began = clock.now(), clock.monotonic()
+    now, began = store_now(conn), clock.monotonic()
     token = os.urandom(16).hex()  # secrets.token_hex(16), without loading OpenSSL (secrets' hmac) before the barrier
     message = begin_attempt(
         conn,

@@ -15,6 +15,7 @@ from dispatcher.dispatch.control import listener_status
 from dispatcher.store import SCHEMA_VERSION, STORE_ERRORS, Connection, schema_version, write_transaction
 from dispatcher.store.messages import waiting_count
 from dispatcher.store.readonly import open_read_only
+from dispatcher.store.store_clock import store_now
 
 
 # -- the who view ----------------------------------------------------------------------------
@@ -64,7 +65,7 @@ def who_tool(
         raise BridgeError("unknown_agent", f"agent {only!r} is not declared; declared agents: {', '.join(agents)}.")
     with write_transaction(conn):
         prune_dead(conn)
-    return who_report(conn, [only] if only else agents, settings, clock.now())
+    return who_report(conn, [only] if only else agents, settings, store_now(conn))
 
 
 # -- the CLI ---------------------------------------------------------------------------------
@@ -84,7 +85,7 @@ def who_cli(settings: LocationsLike, only: str | None = None) -> dict[str, Any]:
                 "the store's schema is older than this agent-bridge; start the "
                 "server or a listener once to migrate it, then run `agent-bridge who` again.",
             )
-        return who_report(conn, agents, settings, clock.now())
+        return who_report(conn, agents, settings, clock.now() if conn is None else store_now(conn))
     except STORE_ERRORS as exc:
         raise BridgeError(
             "store_unavailable",

@@ -59,6 +59,7 @@ from dispatcher.dispatch.renewal import (
     renew_worker_claim,
 )
 from dispatcher.store import STORE_ERRORS
+from dispatcher.store.store_clock import store_now
 
 if TYPE_CHECKING:  # only ``agent-bridge dispatch`` passes one: a supervisor never loads pydantic
     from dispatcher.core.config import BridgeConfig
@@ -366,8 +367,8 @@ def _renew(conn, message_id: int, owner: str, deadline: float) -> None:
     """``deadline`` is monotonic; the leases are stored in wall time, so the claim's is set from
     what is left. The attempt's lease is renewed for as long as the supervisor runs."""
     left = deadline - clock.monotonic()
-    now = clock.now()
     try:
+        now = store_now(conn)
         renew_attempt_lease(conn, message_id, now)
         if left > 0:
             renew_worker_claim(

@@ -50,9 +50,13 @@ class BridgeTools:
         self.max_body_bytes = settings.max_body_bytes
 
     def _call(self, tool: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
+        return self._guarded(tool, lambda: fn(self.store.connection(), **kwargs))
+
+    def _guarded(self, tool: str, run: Callable[[], Any]) -> Any:
+        """``run``'s answer; a store failure or a rule's refusal as the tool error the model reads."""
         try:
             with store_errors():
-                return fn(self.store.connection(), **kwargs)
+                return run()
         except StoreUnavailable as exc:
             # Locked past the busy timeout, read-only file, full disk, corrupt file, or a
             # store file that cannot be (re)opened.
@@ -103,20 +107,23 @@ class BridgeTools:
             reply_to=reply_to,
             conversation_id=conversation_id,
         )
-        return self._call(
+        return self._guarded(
             "send_message",
-            messages.send_message,
-            sender=self.agent,
-            recipient=recipient,
-            text=text,
-            agents=self.agents,
-            max_body_bytes=self.max_body_bytes,
-            reply_to=reply_to,
-            dedup_key=dedup_key,
-            response_timeout_seconds=response_timeout_seconds,
-            conversation_id=conversation_id,
-            kind=kind,
-            attempt=attempt,
+            partial(
+                messages.send_once,
+                self.store.connection,  # a broken connection is opened again for the retry
+                sender=self.agent,
+                recipient=recipient,
+                text=text,
+                agents=self.agents,
+                max_body_bytes=self.max_body_bytes,
+                reply_to=reply_to,
+                dedup_key=dedup_key,
+                response_timeout_seconds=response_timeout_seconds,
+                conversation_id=conversation_id,
+                kind=kind,
+                attempt=attempt,
+            ),
         )
 
     async def receive_messages(self, limit: StrictInt = 20, wait_seconds: StrictFloat = 0) -> dict[str, Any]:

@@ -1021,7 +1021,7 @@ def _budgets_reached(conn: Connection, config: "BridgeConfig") -> list[Finding]:
                 Finding(
                     "budget_reached",
                     WARN,
-                    f"{budget['reached']} reached today: budget reached, resets at 00:00 local; "
+                    f"{budget['reached']} reached today: budget reached, resets at 00:00 {config.budget_time_zone}; "
                     "its listener holds new tasks (held_budget) until then",
                     f"raise agents.{agent}.{budget['reached']} in config.json to go on today, or wait",
                     agent,

@@ -19,7 +19,7 @@ from dispatcher.core.errors import BridgeError, RequestRefused, StoreUnavailable
 from dispatcher.core.lifecycle import FAILURE_OUTCOMES
 from dispatcher.core.settings import BridgeSettings
 from dispatcher.ops.show import message_fields, message_report
-from dispatcher.store import Connection, data_version, open_store, store_errors
+from dispatcher.store import Connection, data_version, open_handle, open_store, store_errors
 from dispatcher.store.attempts import get_attempt
 from dispatcher.store.messages import fetch_message, inbox_rows
 from dispatcher.store.readonly import open_read_only
@@ -42,14 +42,22 @@ def _store(settings: BridgeSettings) -> Iterator[Connection]:
     with store_errors():
         conn = open_store(settings.db)
     try:
-        with store_errors():
+        with _refusals():
             yield conn
+    finally:
+        conn.close()
+
+
+@contextmanager
+def _refusals() -> Iterator[None]:
+    """Store failures as ``store_errors`` names them; a rule's refusal as ``RequestRefused``."""
+    try:
+        with store_errors():
+            yield
     except StoreUnavailable:
         raise
     except BridgeError as exc:
         raise RequestRefused.of(exc) from None
-    finally:
-        conn.close()
 
 
 def read_text(text: str, stdin: Callable[[], str] = sys.stdin.read) -> str:
@@ -70,19 +78,26 @@ def send(
     kind: str | None,
     dedup_key: str | None = None,
 ) -> dict[str, Any]:
-    """``send_message`` as the tool does it, with ``sender`` declared in config.json."""
+    """``send_message`` as the tool does it (``send_once``: a lost answer is retried with the
+    send's key, and an unknown outcome names it), with ``sender`` declared in config.json."""
     config = _config(settings, sender, "--from")
-    with _store(settings) as conn:
-        return messages.send_message(
-            conn,
-            sender=sender,
-            recipient=recipient,
-            text=text,
-            agents=frozenset(config.agents),
-            max_body_bytes=settings.max_body_bytes,
-            dedup_key=dedup_key,
-            kind=kind,
-        )
+    store = open_handle(settings.db)
+    try:
+        with store_errors():
+            store.connection()  # a store that cannot be opened is no rule's refusal
+        with _refusals():
+            return messages.send_once(
+                store.connection,  # a broken connection is opened again for the retry
+                sender=sender,
+                recipient=recipient,
+                text=text,
+                agents=frozenset(config.agents),
+                max_body_bytes=settings.max_body_bytes,
+                dedup_key=dedup_key,
+                kind=kind,
+            )
+    finally:
+        store.close()
 
 
 def _settled(conn: Connection, message_id: int) -> bool:

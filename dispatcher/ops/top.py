@@ -11,6 +11,7 @@ import sys
 import time
 
 from dispatcher.core import clock
+from dispatcher.core.config_view import budget_day_start
 from dispatcher.core.errors import BridgeError
 from dispatcher.core.locations import shown
 from dispatcher.core.reasons import reason_code
@@ -136,12 +137,14 @@ def snapshot(settings) -> dict:
 
 
 def today_spend(conn, config, agent: str, now: float) -> dict:
-    """The agent's spend since local midnight (cost, tokens) and the daily cap it reached, if any."""
+    """The agent's spend since midnight in the budget's zone (cost, tokens), the daily cap it
+    reached, if any, and that zone."""
     from dispatcher.core.spend import daily_cap_reached
     from dispatcher.store.spend import spend_since
 
-    cost, tokens = spend_since(conn, agent, clock.local_day_start(now))
-    return {"cost_usd": cost, "tokens": tokens, "reached": daily_cap_reached(cost, tokens, config.agents[agent])}
+    cost, tokens = spend_since(conn, agent, budget_day_start(config, now))
+    reached = daily_cap_reached(cost, tokens, config.agents[agent])
+    return {"cost_usd": cost, "tokens": tokens, "reached": reached, "zone": config.budget_time_zone}
 
 
 def _today_text(today: dict | None):
@@ -152,7 +155,7 @@ def _today_text(today: dict | None):
     tokens = "-" if today["tokens"] is None else f"{today['tokens']:,} tok"
     text = Text(f"{_cost(today['cost_usd'])} {tokens}")
     if today["reached"]:
-        text.append(" budget reached, resets at 00:00 local", style="bold red")
+        text.append(f" budget reached, resets at 00:00 {today['zone']}", style="bold red")
     return text
 
 

@@ -8,6 +8,7 @@ from dispatcher.store.changes import data_version
 from dispatcher.store.connection import SchemaTooNewError, inserted_id, open_store, schema_version, write_transaction
 from dispatcher.store.errors import (
     BACKEND_ERRORS,
+    CONNECTION_LOST,
     INTEGRITY_ERRORS,
     STORE_ERRORS,
     TRANSIENT_STORE_ERRORS,
@@ -33,6 +34,7 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "BACKEND_ERRORS",
+    "CONNECTION_LOST",
     "INTEGRITY_ERRORS",
     "SCHEMA_VERSION",
     "STORE_ERRORS",

@@ -25,6 +25,11 @@ class PostgresTransientError(PostgresError):
     """The server is gone or restarting, or a lock, a deadlock or a cancel stopped the statement."""
 
 
+class PostgresConnectionLost(PostgresTransientError):
+    """The connection broke while a statement or a COMMIT waited for the server's answer: the
+    server may have done it (committed) or not; only reading the store again tells."""
+
+
 class PostgresIntegrityError(PostgresError):
     """A constraint refused the write (a key, a foreign key, a check)."""
 
@@ -40,6 +45,9 @@ class PostgresCorruption(PostgresError):
 
 STORE_ERRORS: tuple[type[Exception], ...] = (sqlite3.Error, PostgresError)
 TRANSIENT_STORE_ERRORS: tuple[type[Exception], ...] = (sqlite3.OperationalError, PostgresTransientError)
+# The answer was lost with the connection: what was asked may have been done (PostgreSQL alone:
+# SQLite's commit is a local file's, whose outcome its caller always learns).
+CONNECTION_LOST: tuple[type[Exception], ...] = (PostgresConnectionLost,)
 # A constraint refused the write, on either backend.
 INTEGRITY_ERRORS: tuple[type[Exception], ...] = (sqlite3.IntegrityError, PostgresIntegrityError)
 # What SQLite says about a file that is not a (sound) database: retrying cannot help.
@@ -76,6 +84,13 @@ def store_errors(what: str = "the bridge store") -> Iterator[None]:
             f"the PostgreSQL server refused what {what} was asked ({exc}); nothing was changed. AGENT_BRIDGE_DB's role "
             "may act only as the agent `agent-bridge db-role` gave it: give this agent's processes (AGENT_ID) "
             "the URL printed for it, or use the store's owner.",
+        ) from exc
+    except PostgresConnectionLost as exc:
+        raise StoreUnavailable(  # the code the README promises for a dropped connection; the text is honest
+            "store_unavailable",
+            f"the connection to the PostgreSQL store broke before {what} had its answer ({exc}); what was asked "
+            "may have been done, or not. `agent-bridge show ID` or `agent-bridge inbox` tells; check before "
+            "repeating anything that is not safe to repeat.",
         ) from exc
     except STORE_ERRORS + (OSError,) as exc:
         raise StoreUnavailable(

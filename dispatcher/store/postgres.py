@@ -40,6 +40,7 @@ except ImportError:
     ) from None
 from dispatcher.core.locations import StoreLocation, StoreUrl, redacted
 from dispatcher.store.errors import (
+    PostgresConnectionLost,
     PostgresCorruption,
     PostgresError,
     PostgresIntegrityError,
@@ -131,13 +132,16 @@ _CORRUPT = (psycopg.errors.DataCorrupted, psycopg.errors.IndexCorrupted)
 
 
 @contextlib.contextmanager
-def _boundary_errors() -> Iterator[None]:
-    """psycopg's errors as the store's boundary names them (``store.errors``), cause kept."""
+def _boundary_errors(raw: "psycopg.Connection[Any] | None" = None) -> Iterator[None]:
+    """psycopg's errors as the store's boundary names them (``store.errors``), cause kept; a
+    statement whose connection ``raw`` broke meanwhile is ``PostgresConnectionLost``."""
     try:
         yield
     except psycopg.Error as exc:
         kind: type[PostgresError] = PostgresError
-        if isinstance(exc, psycopg.IntegrityError):
+        if raw is not None and isinstance(exc, psycopg.OperationalError) and (raw.broken or raw.closed):
+            kind = PostgresConnectionLost
+        elif isinstance(exc, psycopg.IntegrityError):
             kind = PostgresIntegrityError
         elif isinstance(exc, _CORRUPT):
             kind = PostgresCorruption
@@ -167,7 +171,7 @@ class PostgresConnection:
         self.raw = conn
 
     def execute(self, statement: str, parameters: Sequence[Any] | dict[str, Any] = ()) -> "psycopg.Cursor[Row]":
-        with _boundary_errors():
+        with _boundary_errors(self.raw):
             if statement == "BEGIN IMMEDIATE":
                 self.raw.execute("BEGIN")
                 try:
@@ -182,7 +186,7 @@ class PostgresConnection:
 
     def executemany(self, statement: str, rows: Iterable[Sequence[Any]]) -> "psycopg.Cursor[Row]":
         cursor = self.raw.cursor()
-        with _boundary_errors():
+        with _boundary_errors(self.raw):
             cursor.executemany(translate(statement), (_as_sqlite_binds(row) for row in rows))
         return cursor
 
@@ -295,8 +299,8 @@ def open_postgres(url: str, *, target_version: int) -> PostgresConnection:
 class PostgresStore:
     """The long-lived handle on a PostgreSQL store (servers, listeners): one connection, opened
     and migrated on first use, and opened again on the next call after the server dropped it
-    (a restart, ``pg_terminate_backend``). The call that met the drop fails ``store_unavailable``;
-    nothing it did was committed."""
+    (a restart, ``pg_terminate_backend``). The call that met the drop fails ``store_unavailable``,
+    saying that a COMMIT (or an autocommit statement) whose answer was lost may have been committed."""
 
     spans_hosts = True
 

@@ -53,6 +53,7 @@ from dispatcher.core import clock, processes
 from dispatcher.core.file_events import RECHECK_SECONDS
 from dispatcher.core.locations import StoreLocation
 from dispatcher.store.changes import StoreChanges, data_version, store_file_id
+from dispatcher.store.store_clock import store_now
 from dispatcher.wake import hooks
 
 if TYPE_CHECKING:
@@ -235,7 +236,7 @@ def _watch(
         events = StoreChanges(locations.db, agent, [hooks.state_path(runtime, agent, key)])
 
         def look(start: bool):
-            summary = inbox_summary(conn, agent, clock.now())
+            summary = inbox_summary(conn, agent, store_now(conn))
             waiting = tuple(w.id for w in summary.first) + ((summary.newest_id,) if summary.newest_id else ())
             with _blocked():  # the clock is read under the session's lock: hooks decide in order
                 verdict, mtime = hooks.update_state(
@@ -315,7 +316,7 @@ def _until_woken(waiter: _Waiter, also: tuple[int, ...], look, verdict, mtime, v
         version = new_version
         if new_mtime == mtime and verdict.why != "wait_gap":
             # only the store moved: look under the lock only when an unknown id waits
-            summary = inbox_summary(waiter.conn, waiter.agent, clock.now())
+            summary = inbox_summary(waiter.conn, waiter.agent, store_now(waiter.conn))
             waiting = {w.id for w in summary.first} | ({summary.newest_id} if summary.newest_id else set())
             if waiting <= known:
                 continue

@@ -139,6 +139,7 @@ def _answer(
         return SILENT, "stdin_invalid"
     from dispatcher.bridge.inbox import inbox_summary, wake_line
     from dispatcher.store.readonly import open_read_only
+    from dispatcher.store.store_clock import store_now
 
     conn = open_read_only(locations.db)
     if conn is None:
@@ -146,7 +147,7 @@ def _answer(
     key = session_key(hook_input.get("session_id", hook_input.get("sessionId")))
     mark_session(locations, agent)
     try:
-        summary = inbox_summary(conn, agent, clock.now() if now is None else now)
+        summary = inbox_summary(conn, agent, store_now(conn) if now is None else now)
     finally:
         conn.close()
     if summary.unread == 0:

@@ -31,6 +31,7 @@ from dispatcher.core.locations import StoreLocation, shown
 from dispatcher.store import TRANSIENT_STORE_ERRORS, Connection
 from dispatcher.store.changes import StoreChanges, data_version, store_file_id
 from dispatcher.store.readonly import open_read_only
+from dispatcher.store.store_clock import store_now
 
 ERROR_RETRY_SECONDS = 0.1  # after a transient store error (locked, being recovered)
 MAX_SECONDS_RANGE = (1.0, 7 * 86400.0)
@@ -93,7 +94,7 @@ class InboxReader:
         """What waits now (with ``after_id``: only newer ids); empty when there is no store."""
         if self._conn is None:
             return InboxSummary(self.agent, 0, None, None)
-        return inbox_summary(self._conn, self.agent, clock.now(), after_id=after_id)
+        return inbox_summary(self._conn, self.agent, store_now(self._conn), after_id=after_id)
 
 
 def rearm_command(agent: str, max_seconds: float | None, argv0: str, on_path: str | None, python: str) -> str:

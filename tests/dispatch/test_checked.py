@@ -67,7 +67,7 @@ def test_a_missing_config_is_refused_as_load_config_refuses_it(tmp_path):
 
 
 def test_the_view_agrees_with_bridge_config(tmp_path):
-    path = _write(tmp_path / "config.json", {"agents": AGENTS, "attempt_retention_days": 3})
+    path = _write(tmp_path / "config.json", {"agents": AGENTS, "attempt_retention_days": 3, "budget_time_zone": "UTC"})
     config, view = load_config(path), checked_config(path)
     assert isinstance(view, ConfigView)
     assert (view.dispatch_max_age_seconds, view.attempt_retention_days) == (86400, 3)
@@ -133,7 +133,7 @@ def test_the_listener_takes_a_check_without_an_answer_as_a_transient_failure(tmp
     """Its config stays as it was, the failure is backed off from, and the file is checked again."""
     from dispatcher.dispatch import listener as listener_module
 
-    config = _write(tmp_path / "config.json", {"agents": AGENTS})
+    config = _write(tmp_path / "config.json", {"agents": AGENTS, "budget_time_zone": "UTC"})
     settings = BridgeSettings(db=tmp_path / "bridge.db", runtime_dir=tmp_path / "runtime", config=config)
     listener = listener_module.Listener(settings, "claude")
 

@@ -101,7 +101,7 @@ def test_config_takes_prices_and_caps_and_refuses_nonsense(tmp_path):
     path = tmp_path / "config.json"
     path.write_text(
         '{"agents": {"kimi": {"launcher": "x", "prices": {"input": 0.6, "output": 2.5}, "max_tokens_per_task": 5000,'
-        ' "max_cost_usd_per_day": 3, "max_tokens_per_day": 1000000}}}'
+        ' "max_cost_usd_per_day": 3, "max_tokens_per_day": 1000000}}, "budget_time_zone": "Europe/Berlin"}'
     )
     agent = load_config(path).agents["kimi"]
     assert agent.prices == Prices(input=0.6, output=2.5) and agent.max_tokens_per_task == 5000
@@ -119,7 +119,8 @@ def _config(**kimi) -> BridgeConfig:
         agents={
             "claude": AgentConfig(launcher="launchers/command_headless.sh", auto=True),
             "kimi": AgentConfig(launcher="launchers/command_headless.sh", auto=True, **kimi),
-        }
+        },
+        budget_time_zone="America/New_York",
     )
 
 
@@ -242,7 +243,7 @@ def test_a_daily_cap_holds_the_agents_tasks_until_the_next_local_midnight(conn, 
         assert [c.message_id for c in backlog.held_budget] == [waiting] and backlog.dispatchable == []
         facts = backlog.held_budget[0]
         assert queue.refusal_text("held_budget", facts, config).startswith(f"kimi reached its {next(iter(cap))}")
-        assert "resets at 00:00 local" in queue.refusal_text("held_budget", facts, config)
+        assert "resets at 00:00 America/New_York" in queue.refusal_text("held_budget", facts, config)
         budget = daily_budget(conn, "kimi", config, now)
         assert budget["reached"] == next(iter(cap)) and budget["today_tokens"] == 5000
         assert budget["resets_at"] == clock.iso(day + 86400)
@@ -300,3 +301,43 @@ def test_claude_stream_usage_counts_each_api_message_once_until_the_result():
     }
     done = claude_diagnostics(stream + "\n" + json.dumps(result))
     assert (done["input_tokens"], done["output_tokens"], done["cli_status"]) == (9, 1, "ok")  # the result wins
+
+
+def test_a_daily_budget_needs_an_explicit_time_zone(tmp_path):
+    """Each host's own zone could mean another day: a daily budget names the zone of its day."""
+    path = tmp_path / "config.json"
+    path.write_text('{"agents": {"kimi": {"launcher": "x", "max_tokens_per_day": 1000}}}')
+    with pytest.raises(ConfigError, match="kimi have a daily budget, so budget_time_zone must name the time zone"):
+        load_config(path)
+    path.write_text('{"agents": {"kimi": {"launcher": "x", "max_tokens_per_day": 1}}, "budget_time_zone": "Mars/Base"}')
+    with pytest.raises(ConfigError, match="'Mars/Base' is not a time zone this host knows; use an IANA name"):
+        load_config(path)
+    path.write_text('{"agents": {"kimi": {"launcher": "x"}}}')  # no daily budget: no zone needed
+    assert load_config(path).budget_time_zone is None
+
+
+def test_the_budgets_day_is_its_zones_whatever_the_hosts(conn, monkeypatch):
+    """Two hosts in other zones (TZ) count the same day: the one of ``budget_time_zone``."""
+    config = _config(max_tokens_per_day=5000)  # budget_time_zone America/New_York
+    new_york_midnight = 1_780_000_000.0 - 1_780_000_000.0 % 86400 + 4 * 3600  # 00:00 EDT
+    now = new_york_midnight + 3600
+    _spent(conn, config, new_york_midnight - 60, 0.0, 5000)  # yesterday in New York
+    for host_zone in ("Asia/Tokyo", "America/New_York", "Pacific/Kiritimati"):
+        monkeypatch.setenv("TZ", host_zone)
+        time.tzset()
+        try:
+            assert daily_budget(conn, "kimi", config, now)["reached"] is None, host_zone
+            assert queue.next_action(conn, "kimi", config, now)[1] is None
+        finally:
+            monkeypatch.delenv("TZ")
+            time.tzset()
+
+
+@pytest.mark.parametrize("zone", ['"local"', '"../../etc/passwd"', '"/etc/localtime"', '""', "3", "null"])
+def test_a_budget_time_zone_that_is_no_iana_name_is_refused(tmp_path, zone):
+    path = tmp_path / "config.json"
+    path.write_text(
+        '{"agents": {"kimi": {"launcher": "x", "max_tokens_per_day": 1}}, "budget_time_zone": ' + zone + "}"
+    )
+    with pytest.raises(ConfigError, match="budget_time_zone"):
+        load_config(path)

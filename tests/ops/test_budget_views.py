@@ -1,6 +1,6 @@
 """A daily budget reached shows wherever a user looks: ``listener pending`` (held_budget),
 ``listener status`` (budget), ``top`` (today's spend), ``doctor`` (budget_reached) and the
-status line ("budget reached, resets at 00:00 local"); ``doctor`` also names the agents whose
+status line ("budget reached, resets at 00:00 UTC", the budget's zone); ``doctor`` also names the agents whose
 cost nothing can tell (a CLI without a price and no ``prices`` block)."""
 
 import json
@@ -33,6 +33,7 @@ def capped_env(tmp_path):
                 "prices": {"input": 1.25, "output": 10},
             },
         },
+        budget_time_zone="UTC",
     )
     env = bridge_env(tmp_path, config)
     conn = open_store(env["AGENT_BRIDGE_DB"])
@@ -71,12 +72,12 @@ def test_a_reached_daily_budget_shows_in_pending_status_top_doctor_and_the_statu
         1000,
     )
     assert _json(cli(env, "listener", "status", "--agent", "claude"))["budget"]["reached"] is None
-    assert cli(env, "statusline").stdout.count("budget reached, resets at 00:00 local") == 1
+    assert cli(env, "statusline").stdout.count("budget reached, resets at 00:00 UTC") == 1
     assert "[kimi] stopped · 2 unread · budget reached" in cli(env, "statusline").stdout
 
     findings = _json(cli(env, "doctor", "--json"))["findings"]
     by = {(f["code"], f["agent"]): f for f in findings}
-    assert "budget reached, resets at 00:00 local" in by[("budget_reached", "kimi")]["message"]
+    assert "budget reached, resets at 00:00 UTC" in by[("budget_reached", "kimi")]["message"]
     assert ("budget_reached", "claude") not in by
     assert by[("cost_unknown", "kimi")]["level"] == "ok" and "prices" in by[("cost_unknown", "kimi")]["fix"]
     assert by[("cost_known", "claude")]["message"] == "cost: its CLI reports it"
@@ -95,13 +96,13 @@ def test_top_shows_todays_spend_per_agent_and_a_reached_budget(capped_env, monke
 
     snap = snapshot(BridgeSettings())
     today = {a["agent"]: a["today"] for a in snap["agents"]}
-    assert today["kimi"] == {"cost_usd": None, "tokens": 1200, "reached": "max_tokens_per_day"}
-    assert today["claude"] == {"cost_usd": None, "tokens": None, "reached": None}
+    assert today["kimi"] == {"cost_usd": None, "tokens": 1200, "reached": "max_tokens_per_day", "zone": "UTC"}
+    assert today["claude"] == {"cost_usd": None, "tokens": None, "reached": None, "zone": "UTC"}
     with open(os.devnull, "w") as sink:
         console = Console(record=True, width=200, file=sink)
         console.print(render(snap))
         text = console.export_text()
-    assert "1,200 tok budget reached, resets at 00:00 local" in text
+    assert "1,200 tok budget reached, resets at 00:00 UTC" in text
 
 
 def test_doctor_warns_when_a_cost_cap_cannot_apply(tmp_path):
