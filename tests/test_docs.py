@@ -235,27 +235,11 @@ def test_the_status_line_is_described_as_one_line_with_its_separator():
 
 
 def doctor_levels() -> dict[str, set[str]]:
-    """Each finding code doctor.py can emit, with the levels it gives it (read from its source:
-    ``Finding("code", LEVEL, ...)``, or a code taken from a loop's tuple of pairs)."""
-    import ast
+    """Each finding code doctor can emit, with the levels it gives it: its table's declarations
+    (``dispatcher.core.findings.CODES``), which every finding is built from."""
+    from dispatcher.core.findings import CODES
 
-    tree = ast.parse((PROJECT / "dispatcher" / "ops" / "doctor.py").read_text())
-    levels: dict[str, set[str]] = {}
-    loops = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.For) and isinstance(node.target, ast.Tuple) and isinstance(node.iter, ast.Tuple):
-            for index, name in enumerate(node.target.elts):
-                if isinstance(name, ast.Name):
-                    loops[name.id] = [pair.elts[index].value for pair in node.iter.elts]
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Finding" and len(node.args) >= 2:
-            code, level = node.args[0], node.args[1]
-            names = [code.value] if isinstance(code, ast.Constant) else loops[code.id]
-            # A level chosen by a condition (``WARN if capped else OK``) can be either.
-            choices = [level.body, level.orelse] if isinstance(level, ast.IfExp) else [level]
-            for name in names:
-                levels.setdefault(name, set()).update(choice.id.lower() for choice in choices)
-    return levels
+    return {name: set(code.levels) for name, code in CODES.items()}
 
 
 def readme_doctor_legend() -> dict[str, str]:

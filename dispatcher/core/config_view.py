@@ -20,7 +20,7 @@ from typing import Any, Protocol, TypeVar
 
 from dispatcher.core import clock
 from dispatcher.core.errors import BridgeError, ConfigError
-from dispatcher.core.locations import PACKAGE_DATA
+from dispatcher.core.launchers import launcher_path
 from dispatcher.core.profile_rules import ProfileView
 
 
@@ -70,15 +70,8 @@ class ConfigPlaces:
     agents: Mapping[str, Any]
 
     def launcher_path(self, agent: str, project_dir: Path) -> Path:
-        """Absolute as written; relative: ``project_dir`` first (the checkout), then the
-        installed package's launchers; when neither exists, the project-relative path."""
-        path = Path(self.agents[agent].launcher).expanduser()
-        if path.is_absolute():
-            return path
-        for base in (project_dir, PACKAGE_DATA):
-            if (base / path).is_file():
-                return base / path
-        return project_dir / path
+        """Where ``launchers.launcher_path`` finds the agent's launcher."""
+        return launcher_path(self.agents[agent].launcher, project_dir)
 
     def workspace(self, agent: str, default: Path) -> Path:
         """The agent's declared workspace, else ``default`` (AGENT_BRIDGE_WORKSPACE or its default)."""

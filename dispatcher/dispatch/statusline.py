@@ -1,5 +1,7 @@
 """The text for Claude Code's ``statusLine``: one progress line per declared agent, with its
-unread count (``[claude] idle · 2 unread``).
+unread count and the findings a person must see while working (``[claude] idle · 2 unread ·
+budget reached, resets at 00:00 UTC``): those ``core.findings`` shows on the status line, in
+its words, judged by the rules doctor uses, the cheap ones only (no process is started).
 
 It must answer fast and never fail: it reads only the environment, config.json (as
 plain JSON, no validation), /proc/locks, the progress documents and the store on a
@@ -13,6 +15,7 @@ import sys
 
 from dispatcher.core import clock
 from dispatcher.core.config_view import budget_zone
+from dispatcher.core.findings import CODES
 from dispatcher.core.locations import InvalidSetting, Locations
 
 SEPARATOR = "  ·  "
@@ -32,7 +35,9 @@ def statusline_text(only: tuple[str, ...] = ()) -> str:
 
         unread, held = _unread(locations, agents, declared, document.get("budget_time_zone"))
         return SEPARATOR.join(
-            progress_line(locations, agent, check_config=False) + _count(unread.get(agent)) + held.get(agent, "")
+            progress_line(locations, agent, check_config=False)
+            + _count(unread.get(agent))
+            + _notes(held.get(agent, []) + _launcher(declared.get(agent)))
             for agent in agents
         )
     except Exception as exc:  # noqa: BLE001 - a status line that fails degrades the whole session UI
@@ -41,6 +46,23 @@ def statusline_text(only: tuple[str, ...] = ()) -> str:
 
 def _count(unread: int | None) -> str:
     return f" · {unread} unread" if unread else ""
+
+
+def _notes(said: list[str]) -> str:
+    """The findings a person must see while working, in the words the table gives them."""
+    return "".join(f" · {words}" for words in said)
+
+
+def _launcher(raw: object) -> list[str]:
+    """What keeps the agent's launcher from running (``launcher_problem``, as doctor judges it), in the table's words."""
+    from dispatcher.core.launchers import launcher_path, launcher_problem
+    from dispatcher.core.locations import PROJECT_DIR
+
+    launcher = raw.get("launcher") if isinstance(raw, dict) else None
+    if not isinstance(launcher, str):
+        return []  # an invalid entry: the listener's config_invalid says it
+    problem = launcher_problem(launcher_path(launcher, PROJECT_DIR))
+    return [] if problem is None else [CODES[problem[0]].said()]
 
 
 class _Caps:
@@ -57,7 +79,7 @@ class _Caps:
         return value if isinstance(value, int | float) and not isinstance(value, bool) and value > 0 else None
 
 
-def _held_budget(conn, agents: list[str], declared: dict, zone: str | None, now: float) -> dict[str, str]:
+def _held_budget(conn, agents: list[str], declared: dict, zone: str | None, now: float) -> dict[str, list[str]]:
     from dispatcher.core.spend import daily_cap_reached, has_daily_cap
     from dispatcher.store.spend import spend_since
 
@@ -69,15 +91,15 @@ def _held_budget(conn, agents: list[str], declared: dict, zone: str | None, now:
     for agent in agents:
         caps = _Caps(declared.get(agent))
         if has_daily_cap(caps) and daily_cap_reached(*spend_since(conn, agent, day_start), caps):
-            held[agent] = f" · budget reached, resets at 00:00 {zone}"
+            held[agent] = [CODES["budget_reached"].said(zone=zone)]
     return held
 
 
 def _unread(
     locations: Locations, agents: list[str], declared: dict, zone: str | None
-) -> tuple[dict[str, int], dict[str, str]]:
+) -> tuple[dict[str, int], dict[str, list[str]]]:
     """Each agent's unread count (``waiting_count``: readable for every agent under a per-agent
-    role too), and the note for an agent whose daily budget is reached; both empty when there is
+    role too), and ``budget_reached``'s words for an agent whose daily budget is reached; both empty when there is
     no store or it cannot be read."""
     from dispatcher.store import STORE_ERRORS
     from dispatcher.store.messages import waiting_count

@@ -13,6 +13,7 @@ import time
 from dispatcher.core import clock
 from dispatcher.core.config_view import budget_day_start
 from dispatcher.core.errors import BridgeError
+from dispatcher.core.findings import CODES
 from dispatcher.core.locations import shown
 from dispatcher.core.reasons import reason_code
 
@@ -64,6 +65,7 @@ def snapshot(settings) -> dict:
         snap["agents"].append(
             {
                 "agent": name,
+                "problems": launcher_codes(config, name),
                 "stage": status["stage"],
                 "running": status["running"],
                 "pid": status["pid"],
@@ -136,6 +138,15 @@ def snapshot(settings) -> dict:
     return snap
 
 
+def launcher_codes(config, agent: str) -> list[str]:
+    """The code of what keeps the agent's launcher from running, as doctor and the status line judge it."""
+    from dispatcher.core.launchers import launcher_problem
+    from dispatcher.core.locations import PROJECT_DIR
+
+    problem = launcher_problem(config.launcher_path(agent, PROJECT_DIR))
+    return [] if problem is None else [problem[0]]
+
+
 def today_spend(conn, config, agent: str, now: float) -> dict:
     """The agent's spend since midnight in the budget's zone (cost, tokens), the daily cap it
     reached, if any, and that zone."""
@@ -155,7 +166,17 @@ def _today_text(today: dict | None):
     tokens = "-" if today["tokens"] is None else f"{today['tokens']:,} tok"
     text = Text(f"{_cost(today['cost_usd'])} {tokens}")
     if today["reached"]:
-        text.append(f" budget reached, resets at 00:00 {today['zone']}", style="bold red")
+        text.append(" " + CODES["budget_reached"].said(zone=today["zone"]), style="bold red")
+    return text
+
+
+def _listener_text(stage: str, style: str, problems: list[str]):
+    """The listener's stage, and the findings a person must see while working in the table's words."""
+    from rich.text import Text
+
+    text = Text(str(stage), style=style)
+    for code in problems:
+        text.append(" " + CODES[code].said(), style="bold red")
     return text
 
 
@@ -226,7 +247,7 @@ def render(snap: dict, filter_agent: str | None = None, details: bool = False):
         stage_style = {"idle": "green", "working": "yellow", "error": "red", "stopped": "dim"}.get(a["stage"], "")
         agents.add_row(
             a["agent"],
-            Text(str(a["stage"]), style=stage_style),
+            _listener_text(a["stage"], stage_style, a["problems"]),
             str(a["pid"] or "-"),
             "yes" if a["enabled"] else "no",
             {True: "on", False: "off"}.get(a["auto"], "-"),

@@ -6,6 +6,7 @@ cost nothing can tell (a CLI without a price and no ``prices`` block)."""
 import json
 import os
 import time
+from pathlib import Path
 
 import pytest
 from dispatch_harness import cli
@@ -113,3 +114,51 @@ def test_doctor_warns_when_a_cost_cap_cannot_apply(tmp_path):
     findings = _json(cli(bridge_env(tmp_path, config), "doctor", "--json"))["findings"]
     [unknown] = [f for f in findings if f["code"] == "cost_unknown"]
     assert unknown["level"] == "warn" and "cost caps cannot apply" in unknown["message"]
+
+
+def test_doctor_the_status_line_and_top_agree_on_what_a_person_must_see(capped_env, tmp_path, monkeypatch):
+    """The findings shown while working (a reached budget, a launcher that cannot run, a stopped
+    listener) come from one table: doctor reports them for the agents the status line and top show
+    them for, in the table's words (the budget's zone, UTC here, filled in)."""
+    pytest.importorskip("rich")
+    from rich.console import Console
+
+    from dispatcher.core.findings import CODES, STATUSLINE
+    from dispatcher.core.settings import BridgeSettings
+    from dispatcher.dispatch.statusline import SEPARATOR
+    from dispatcher.ops.top import render, snapshot
+
+    launcher = tmp_path / "kimi_headless.sh"
+    launcher.write_text("#!/bin/sh\nexit 0\n")
+    launcher.chmod(0o644)  # not executable: launcher_not_executable
+    path = Path(capped_env["AGENT_BRIDGE_CONFIG"])
+    config = json.loads(path.read_text())
+    config["agents"]["kimi"]["launcher"] = str(launcher)
+    path.write_text(json.dumps(config))
+    env = {k: v for k, v in capped_env.items() if k != "waiting"}
+
+    surfaced = {code for code, entry in CODES.items() if STATUSLINE in entry.surfaces}
+    findings = _json(cli(env, "doctor", "--json"))["findings"]
+    doctor = {(f["agent"], f["code"]) for f in findings if f["code"] in surfaced}
+    assert {
+        ("kimi", "budget_reached"),
+        ("kimi", "launcher_not_executable"),
+        ("claude", "listener_not_running"),
+    } <= doctor
+
+    def said(text_of_agent: dict[str, str]) -> set[tuple[str, str]]:
+        return {
+            (a, code) for a, text in text_of_agent.items() for code in surfaced if CODES[code].said(zone="UTC") in text
+        }
+
+    line = cli(env, "statusline").stdout.strip()
+    assert said({part.split("]", 1)[0].lstrip("["): part for part in line.split(SEPARATOR)}) == doctor, line
+
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    with open(os.devnull, "w") as sink:
+        console = Console(record=True, width=400, file=sink)
+        console.print(render(snapshot(BridgeSettings())))
+        rows = console.export_text().splitlines()
+    by_agent = {a: next(r for r in rows if r.startswith(f"│ {a} ")) for a in AGENTS}  # each agent's row
+    assert said(by_agent) == doctor, by_agent

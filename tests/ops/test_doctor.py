@@ -84,14 +84,15 @@ def checks(env: dict) -> tuple[int, dict]:
     run end to end by ``test_healthy_setup_has_no_error`` (JSON), ``test_table_output``,
     ``test_doctor_changes_nothing`` and the README sample."""
     from dispatcher.ops import doctor as doctor_module
+    from dispatcher.ops.doctor import statusline as statusline_check
 
-    timed = doctor_module._time_statusline
-    doctor_module._time_statusline = lambda: QUICK_STATUSLINE
+    timed = statusline_check._time_statusline
+    statusline_check._time_statusline = lambda: QUICK_STATUSLINE
     try:
         with environment(env), contextlib.redirect_stderr(io.StringIO()) as err:
             result = doctor_module.report(doctor_module.run_checks())
     finally:
-        doctor_module._time_statusline = timed
+        statusline_check._time_statusline = timed
     assert err.getvalue() == "", err.getvalue()
     return (0 if result["ok"] else 1), result
 
@@ -178,12 +179,12 @@ def test_store_removed_while_doctor_opens_it_is_missing(tmp_path, monkeypatch):
     """The store file vanishing between the check that it exists and the read-only open is
     ``store_missing``, not a failed check (found by typing: ``open_read_only`` returns None then)."""
     from dispatcher.core.locations import Locations
-    from dispatcher.ops import doctor as doctor_module
+    from dispatcher.ops.doctor import runner, store
 
     db = tmp_path / "bridge.db"
     open_store(db).close()
-    monkeypatch.setattr(doctor_module, "open_read_only", lambda path: None)  # as if unlinked just before
-    found = doctor_module._safe(doctor_module.check_store, doctor_module.Context(Locations(db=db)))
+    monkeypatch.setattr(store, "open_read_only", lambda path: None)  # as if unlinked just before
+    found = runner._safe(store.check_store, runner.Context(Locations(db=db)))
     assert "store_missing" in {f.code for f in found} and "check_failed" not in {f.code for f in found}, found
 
 

@@ -1,0 +1,76 @@
+"""The table of finding codes (``dispatcher.core.findings``): each code declared once, with a
+level and a fix, and every code doctor's table of checks reports declared there."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from dispatcher.core.findings import (
+    CODES,
+    DOCTOR,
+    LEVELS,
+    OK,
+    STATUSLINE,
+    TOP,
+    WARN,
+    Code,
+    _table,
+    finding,
+)
+
+SOURCE = Path(__file__).parents[2] / "dispatcher" / "core" / "findings.py"
+
+
+def test_every_code_has_a_level_and_every_code_a_person_must_act_on_a_fix():
+    for name, code in CODES.items():
+        assert code.levels and set(code.levels) <= set(LEVELS), name
+        if set(code.levels) != {OK}:  # an ok-only code has nothing to fix (render shows no fix for ok)
+            assert code.fixes and all(text.strip() for text in code.fixes.values()), f"{name} has no fix text"
+        assert all("\n" not in text for text in code.fixes.values()), f"{name}'s fix is not one line"
+
+
+def test_no_code_is_declared_twice():
+    declared = re.findall(r'Code\(\s*"([a-z_]+)"', SOURCE.read_text())
+    assert len(declared) == len(set(declared)) == len(CODES)
+    with pytest.raises(ValueError, match="store_ok is declared twice"):
+        _table(Code("store_ok", (OK,)), Code("store_ok", (OK,)))
+
+
+def test_doctor_shows_every_code_and_the_status_surfaces_have_their_words():
+    for name, code in CODES.items():
+        assert DOCTOR in code.surfaces, name
+        if code.surfaces - {DOCTOR}:
+            assert code.surfaces >= {STATUSLINE, TOP} and code.short, f"{name} is shown while working without words"
+        else:
+            assert not code.short, f"{name} has status-line words but no status surface"
+
+
+def test_every_check_reports_only_declared_codes_and_every_code_has_its_check():
+    from dispatcher.ops.doctor.table import CHECKS, RUNNER_CODES
+
+    emitted = [code for check in CHECKS for code in check.emits] + list(RUNNER_CODES)
+    assert len(emitted) == len(set(emitted)), "a code is reported by two checks"
+    assert set(emitted) == set(CODES), (
+        f"undeclared: {sorted(set(emitted) - set(CODES))}; no check: {sorted(set(CODES) - set(emitted))}"
+    )
+
+
+def test_a_finding_takes_its_fix_from_the_table_and_only_a_declared_level():
+    made = finding("store_mode", "bridge.db is 0644", path="/x/bridge.db")
+    assert (made.level, made.fix, made.agent) == ("error", "chmod 600 /x/bridge.db", None)
+    agent = finding("listener_not_running", "not running", "kimi")
+    assert agent.fix == "agent-bridge listener enable --agent kimi"
+    assert finding("cost_unknown", "m", "kimi", level=WARN).level == WARN
+    with pytest.raises(ValueError, match="cost_unknown is declared with levels"):
+        finding("cost_unknown", "m", "kimi", level="error")
+    with pytest.raises(ValueError, match="say which"):  # a code with two levels needs one chosen
+        finding("cost_unknown", "m", "kimi")
+    with pytest.raises(KeyError):
+        finding("no_such_code", "m")
+
+
+def test_every_cli_init_knows_has_its_sign_in_fix():
+    from dispatcher.ops import init
+
+    assert set(CODES["cli_not_authenticated"].fixes) == {cli.agent for cli in init.CLIS}
