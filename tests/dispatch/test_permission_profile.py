@@ -6,6 +6,7 @@ import json
 import pytest
 
 from dispatcher.bridge import messages
+from dispatcher.core import clock
 from dispatcher.core.config import BridgeConfig
 from dispatcher.core.permissions import (
     BRIDGE_ONLY,
@@ -162,7 +163,7 @@ def test_the_barrier_records_the_level_the_worker_runs_at(conn):
         conn,
         message_id=task,
         config=config,
-        now=messages.clock_now(),
+        now=clock.now(),
         manual=True,
         supervisor_pid=1,
         supervisor_start=None,

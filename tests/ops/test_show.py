@@ -11,6 +11,7 @@ from harness import PROJECT
 from dispatcher.bridge import messages
 from dispatcher.bridge.claims import release_message
 from dispatcher.bridge.worker_scope import attempt_claim_owner
+from dispatcher.core import clock
 from dispatcher.core.config import BridgeConfig
 from dispatcher.dispatch.attempts import begin_attempt
 from dispatcher.dispatch.outcome import settle
@@ -40,7 +41,7 @@ def store(tmp_path_factory):
         conn,
         message_id=task,
         config=config,
-        now=messages.clock_now(),
+        now=clock.now(),
         manual=False,
         supervisor_pid=1,
         supervisor_start=None,
