@@ -10,17 +10,20 @@ stdin is split on ``\\n`` only: with universal newlines a bare ``\\r`` inside a 
 would cut one request into two unreadable halves, neither of them answerable.
 
 Where stdin and stdout are pipes or sockets (an MCP client's, always), both are served by the
-event loop itself (asyncio's pipe transports), not by the SDK's worker threads: a call then
-costs no thread hand-offs (one to read its line, two to write and flush the answer), which a
-server woken after an idle moment pays most (README, Performance). Anything else (a terminal,
-a file) is read and written as the SDK does, in worker threads. Either way the wire is claimed
-as the SDK claims it: while serving, fd 0 reads the null device and fd 1 writes to stderr, so a
-child or a stray print never touches the wire.
+event loop itself, not by the SDK's worker threads: a call then costs no thread hand-offs (one
+to read its line, two to write and flush the answer), which a server woken after an idle moment
+pays most (README, Performance). stdin is read by asyncio's read pipe transport; a pipe on stdout
+is written by its write pipe transport, a socket by the loop's ``sock_sendall`` (see
+``_SocketStdout``: stdin and stdout are often one socket). Anything else (a terminal, a file) is
+read and written as the SDK does, in worker threads. Either way the wire is claimed as the SDK
+claims it: while serving, fd 0 reads the null device and fd 1 writes to stderr, so a child or a
+stray print never touches the wire.
 """
 
 import asyncio
 import io
 import os
+import socket
 import stat
 import sys
 from collections.abc import AsyncIterator
@@ -116,6 +119,34 @@ class _PipeStdout:
         os.set_blocking(self._fd, True)
 
 
+class _SocketStdout:
+    """The SDK's stdout on a socket, sent by the event loop (``sock_sendall`` returns once the
+    socket has taken every byte). Not a write pipe transport: that one watches its descriptor for
+    reading, to learn that the reader went away, and takes anything readable for that. A socket
+    is readable whenever its peer writes, and the same socket is stdin too under inetd, systemd's
+    ``Accept=yes``, ``socat EXEC:`` or an ssh socketpair: it closed itself at the first request."""
+
+    def __init__(self, fd: int) -> None:
+        self._socket = socket.socket(fileno=fd)  # (detached on close: the descriptor is not ours)
+        self._socket.setblocking(False)
+
+    async def write(self, text: str) -> None:
+        await asyncio.get_running_loop().sock_sendall(self._socket, text.encode("utf-8"))
+
+    async def flush(self) -> None:
+        """Nothing is buffered here: ``write`` returned once the socket had it all."""
+
+    def close(self) -> None:
+        self._socket.setblocking(True)  # the descriptor is shared with whoever started us
+        self._socket.detach()
+
+
+async def _loop_stdout(fd: int) -> _PipeStdout | _SocketStdout:
+    if stat.S_ISSOCK(os.fstat(fd).st_mode):
+        return _SocketStdout(fd)
+    return await _PipeStdout.open(fd)
+
+
 class _GuardedStdin:
     """Stdin lines for the SDK's transport, answering the requests it would drop."""
 
@@ -152,11 +183,12 @@ async def serve_stdio(mcp: MCPServer) -> None:
     # The SDK claims fd 0 and fd 1 only when it opens them itself; the stdin it is handed here is
     # claimed as it would claim it, and so is stdout where it is a pipe (else the SDK claims it).
     stdin_wire, release_stdin = claim_fd(0, sys.stdin, "rb", open_stdin_diversion)
-    release_stdout, stdout = None, None
+    release_stdout: Any = None
+    stdout: _PipeStdout | _SocketStdout | None = None
     try:
         if _pipe_fd(sys.stdout) is not None:
             stdout_wire, release_stdout = claim_fd(1, sys.stdout, "wb", open_stdout_diversion)
-            stdout = await _PipeStdout.open(stdout_wire.fileno())
+            stdout = await _loop_stdout(stdout_wire.fileno())
         stdin = _GuardedStdin(stdin_wire)
         # The SDK only iterates its stdin by line (async for), and writes then flushes its stdout.
         async with stdio_server(stdin=stdin, stdout=stdout) as (read_stream, write_stream):  # type: ignore[arg-type]  # ducks

@@ -5,9 +5,11 @@ nothing but the transport writes to it."""
 import io
 import json
 import os
+import pty
 import socket
 import subprocess
 import sys
+import termios
 import textwrap
 
 import anyio
@@ -161,3 +163,116 @@ def test_stray_output_of_a_tool_or_its_child_never_reaches_the_wire(stdout):
     assert replies[1]["result"]["content"][0]["text"] == "ok"
     for stray in ("printed to stdout", "written to fd 1", "from a child"):
         assert stray in stderr
+
+
+LIST = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+SEND = {
+    "jsonrpc": "2.0",
+    "id": 3,
+    "method": "tools/call",
+    "params": {"name": "send_message", "arguments": {"recipient": "kimi", "text": "over the wire"}},
+}
+
+
+class _Wire:
+    """A client's end of one transport: what the server gets as fd 0 and fd 1, and how the client
+    writes requests, reads answer lines and ends its input."""
+
+    def __init__(self, server_ends, send, reader, end, ours=()) -> None:
+        self.server_ends = server_ends  # fd 0's and fd 1's objects (one object when they are one)
+        self.send, self.reader, self.end = send, reader, end
+        self._ours = [reader, *ours]
+
+    def fds(self) -> tuple[int, int]:
+        return self.server_ends[0].fileno(), self.server_ends[-1].fileno()
+
+    def hand_over(self) -> None:
+        """Close the test's copies of the server's ends: a server that dies is then EOF here."""
+        for each in self.server_ends:
+            each.close()
+
+    def close(self) -> None:
+        self.hand_over()
+        for each in self._ours:
+            each.close()
+
+
+def _socket_wire(client_in: socket.socket, client_out: socket.socket, *server_ends: socket.socket) -> _Wire:
+    return _Wire(
+        server_ends,
+        client_in.sendall,
+        client_out.makefile("rb"),
+        lambda: client_in.shutdown(socket.SHUT_WR),  # EOF for the server; its answers still flow
+        ours={client_in, client_out},
+    )
+
+
+def _open_wire(kind: str) -> _Wire:
+    if kind == "pipes":
+        in_read, in_write = os.pipe()
+        out_read, out_write = os.pipe()
+        writer = os.fdopen(in_write, "wb", buffering=0)
+        server_ends = (os.fdopen(in_read, "rb"), os.fdopen(out_write, "wb"))
+        return _Wire(server_ends, writer.write, os.fdopen(out_read, "rb"), writer.close, ours=[writer])
+    if kind == "one socketpair":  # socat EXEC:, an ssh channel's socketpair
+        ours, theirs = socket.socketpair()
+        return _socket_wire(ours, ours, theirs)
+    if kind == "one tcp socket":  # inetd, systemd's Accept=yes
+        with socket.create_server(("127.0.0.1", 0)) as listening:
+            ours = socket.create_connection(listening.getsockname())
+            theirs, _ = listening.accept()
+        return _socket_wire(ours, ours, theirs)
+    if kind == "two sockets":
+        ours_in, theirs_in = socket.socketpair()
+        ours_out, theirs_out = socket.socketpair()
+        ours_out.shutdown(socket.SHUT_WR)  # nothing comes from the client on the answers' socket
+        return _socket_wire(ours_in, ours_out, theirs_in, theirs_out)
+    assert kind == "a terminal"
+    master, slave = pty.openpty()
+    attrs = termios.tcgetattr(slave)
+    attrs[1] &= ~termios.ONLCR  # answers end in "\n", not "\r\n"
+    attrs[3] &= ~termios.ECHO  # the requests typed are not read back as output
+    termios.tcsetattr(slave, termios.TCSANOW, attrs)
+    terminal = os.fdopen(master, "wb", buffering=0)
+    return _Wire(
+        (os.fdopen(slave, "rb"),),
+        terminal.write,
+        os.fdopen(os.dup(master), "rb"),
+        lambda: terminal.write(b"\x04"),  # Ctrl-D at a line's start: EOF
+        ours=[terminal],
+    )
+
+
+@pytest.mark.parametrize("kind", ["pipes", "one socketpair", "one tcp socket", "two sockets", "a terminal"])
+def test_a_real_call_is_answered_over_every_kind_of_stdio(env, kind):
+    """initialize, tools/list and a send over each wire an MCP server meets; stdin and stdout one
+    socket is how inetd, systemd's Accept=yes, socat EXEC: and ssh hand it over."""
+    wire = _open_wire(kind)
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, str(PROJECT / "server.py")],
+            cwd=PROJECT,
+            env={**os.environ, **env, "AGENT_ID": "claude"},
+            stdin=wire.fds()[0],
+            stdout=wire.fds()[1],
+            stderr=subprocess.PIPE,
+        )
+        wire.hand_over()
+        answers = []
+        for request in (INIT, INITIALIZED, LIST, SEND):
+            wire.send(json.dumps(request).encode() + b"\n")
+            if "id" in request and not (line := wire.reader.readline()):
+                pytest.fail(f"no answer to {request['method']}; the server said: {proc.communicate(timeout=120)[1]}")
+            if "id" in request:
+                answers.append(json.loads(line))
+        wire.end()
+        with proc.stderr:
+            stderr = proc.stderr.read().decode()
+        assert proc.wait(120) == 0, stderr
+        assert [a["id"] for a in answers] == [1, 2, 3], answers
+        assert answers[0]["result"]["serverInfo"]["name"]
+        assert "send_message" in {tool["name"] for tool in answers[1]["result"]["tools"]}
+        assert answers[2]["result"]["isError"] is False, answers[2]
+        assert json.loads(answers[2]["result"]["content"][0]["text"])["id"] > 0
+    finally:
+        wire.close()
