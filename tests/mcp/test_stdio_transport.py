@@ -1,6 +1,7 @@
-"""The server's stdio transport (``dispatcher/mcp/mcp_stdio.py``): on pipes, lines read and answers
-written by the event loop; on anything else, the SDK's threads; either way the wire claimed, so
-nothing but the transport writes to it."""
+"""The server's stdio transport (``dispatcher/mcp/mcp_stdio.py``): on pipes and sockets, lines read
+and answers written by the event loop; on anything else, the SDK's threads; either way the wire
+claimed, so nothing but the transport writes to it. A real MCP exchange over every kind of wire
+(docs/transport.md): one socket as stdin and stdout once got no answer at all."""
 
 import io
 import json
@@ -25,6 +26,22 @@ INIT = {
     "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
 }
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+LIST = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+SEND = {
+    "jsonrpc": "2.0",
+    "id": 3,
+    "method": "tools/call",
+    "params": {"name": "send_message", "arguments": {"recipient": "kimi", "text": "over the wire"}},
+}
+
+
+def _assert_answered(answers: list[dict]) -> None:
+    """initialize, tools/list and a send, each answered."""
+    assert [a["id"] for a in answers] == [1, 2, 3], answers
+    assert answers[0]["result"]["serverInfo"]["name"]
+    assert "send_message" in {tool["name"] for tool in answers[1]["result"]["tools"]}
+    assert answers[2]["result"]["isError"] is False, answers[2]
+    assert json.loads(answers[2]["result"]["content"][0]["text"])["id"] > 0
 
 
 def lines_of(*writes: bytes) -> list[str]:
@@ -88,26 +105,27 @@ def test_pipes_and_sockets_are_served_by_the_loop_files_are_not(tmp_path):
     assert _pipe_fd(f) is None  # closed
 
 
-def test_a_server_on_regular_files_answers_through_the_sdks_threads(env, tmp_path):
-    """stdin a file of requests, stdout a file: each request answered, then the server exits at EOF."""
-    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "who", "arguments": {}}}
-    requests = tmp_path / "requests.jsonl"
-    requests.write_text("".join(json.dumps(m) + "\n" for m in (INIT, INITIALIZED, call)))
+@pytest.mark.parametrize("stdin", ["a regular file", "a pipe closed at once"])
+def test_requests_followed_at_once_by_the_end_of_stdin_are_all_answered(env, tmp_path, stdin):
+    """Every request read is answered before the server exits at EOF (the SDK's session used to
+    end at once and drop the answers in flight: a send stored and never answered). The file is
+    served by the SDK's threads, the pipe by the event loop; stdout is a file either way."""
+    requests = b"".join(json.dumps(m).encode() + b"\n" for m in (INIT, INITIALIZED, LIST, SEND))
+    (tmp_path / "requests.jsonl").write_bytes(requests)
     answers = tmp_path / "answers.jsonl"
-    with open(requests, "rb") as stdin, open(answers, "wb") as stdout:
+    with open(tmp_path / "requests.jsonl", "rb") as file, open(answers, "wb") as stdout:
         done = subprocess.run(
             [sys.executable, str(PROJECT / "server.py")],
             cwd=PROJECT,
             env={**os.environ, **env, "AGENT_ID": "claude"},
-            stdin=stdin,
+            stdin=file if stdin == "a regular file" else None,
+            input=requests if stdin == "a pipe closed at once" else None,
             stdout=stdout,
             stderr=subprocess.PIPE,
             timeout=120,
         )
     assert done.returncode == 0, done.stderr
-    replies = [json.loads(line) for line in answers.read_text().splitlines()]
-    assert [r["id"] for r in replies] == [1, 2]
-    assert replies[1]["result"]["isError"] is False
+    _assert_answered([json.loads(line) for line in answers.read_text().splitlines()])
 
 
 STRAY_SERVER = textwrap.dedent(
@@ -163,15 +181,6 @@ def test_stray_output_of_a_tool_or_its_child_never_reaches_the_wire(stdout):
     assert replies[1]["result"]["content"][0]["text"] == "ok"
     for stray in ("printed to stdout", "written to fd 1", "from a child"):
         assert stray in stderr
-
-
-LIST = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
-SEND = {
-    "jsonrpc": "2.0",
-    "id": 3,
-    "method": "tools/call",
-    "params": {"name": "send_message", "arguments": {"recipient": "kimi", "text": "over the wire"}},
-}
 
 
 class _Wire:
@@ -269,10 +278,6 @@ def test_a_real_call_is_answered_over_every_kind_of_stdio(env, kind):
         with proc.stderr:
             stderr = proc.stderr.read().decode()
         assert proc.wait(120) == 0, stderr
-        assert [a["id"] for a in answers] == [1, 2, 3], answers
-        assert answers[0]["result"]["serverInfo"]["name"]
-        assert "send_message" in {tool["name"] for tool in answers[1]["result"]["tools"]}
-        assert answers[2]["result"]["isError"] is False, answers[2]
-        assert json.loads(answers[2]["result"]["content"][0]["text"])["id"] > 0
+        _assert_answered(answers)
     finally:
         wire.close()
