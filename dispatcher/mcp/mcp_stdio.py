@@ -288,7 +288,7 @@ async def serve_stdio(mcp: MCPServer) -> None:
             lowlevel = lowlevel_server(mcp)
             in_flight = _InFlight()
             held, counted = _HeldRead(read_stream, in_flight), _CountedWrite(write_stream, in_flight)
-            await lowlevel.run(held, counted, lowlevel.create_initialization_options())  # type: ignore[arg-type]  # ducks
+            await lowlevel.run(held, counted, lowlevel.create_initialization_options())
     finally:
         if stdout is not None:
             stdout.close()
