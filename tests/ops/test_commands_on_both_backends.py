@@ -4,7 +4,10 @@ point, in this process, on a real SQLite file and on a real PostgreSQL server. T
 a both-backends test elsewhere: ``doctor`` (tests/ops/test_doctor.py, its PostgreSQL store
 checks), ``top`` (test_top.py), ``costs`` (test_costs.py), ``prune`` (test_prune.py), ``db-role``
 (tests/store/test_agent_roles.py: refused on SQLite, run on PostgreSQL), and ``listener status``
-with ``listener progress`` (tests/dispatch/test_listener_status.py, a listener of another host)."""
+with ``listener progress`` (tests/dispatch/test_listener_status.py, a listener of another host).
+``listener run`` runs on both in tests/dispatch/test_listener.py, ``serve`` in tests/mcp. Not on
+PostgreSQL yet: ``dispatch`` and ``listener enable|disable|recover|watch`` (TODO.md); ``demo`` makes
+its own SQLite store."""
 
 import json
 import shlex
@@ -87,3 +90,15 @@ def test_uninstall_purge_deletes_a_sqlite_store_and_keeps_a_postgresql_one(env, 
         assert conn.execute("SELECT text FROM messages").fetchall() == [("kept?",)]
     finally:
         conn.close()
+
+
+def test_a_conversation_started_read_and_cancelled_and_who(env):
+    conv = json.loads(
+        ok(env, "conversation", "start", "--from", "kimi", "--to", "claude", "--goal", "name it", "--max-turns", "4")
+    )
+    cid = str(conv["conversation_id"])
+    status = json.loads(ok(env, "conversation", "status", cid, "--agent", "claude"))
+    assert (status["state"], status["turn_count"]) == ("active", 1)
+    assert json.loads(ok(env, "conversation", "cancel", cid, "--agent", "kimi"))["state"] == "cancelled"
+    who = json.loads(ok(env, "who", "--json"))
+    assert {a["agent"] for a in who["agents"]} >= {"claude", "kimi"}
