@@ -230,6 +230,7 @@ STARTS_PROCESSES_THROUGH_THE_CODE = frozenset(
         "core/test_config_ownership.py",
         "dispatch/test_checked.py",
         "ops/test_budget_views.py",
+        "ops/test_commands_on_both_backends.py",
         "ops/test_costs.py",
         "ops/test_dispatch_command.py",
         "ops/test_register_hooks.py",

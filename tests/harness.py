@@ -8,9 +8,11 @@ import ast
 import asyncio
 import contextlib
 import importlib.util
+import io
 import json
 import os
 import sqlite3
+import subprocess
 import sys
 import threading
 import time
@@ -50,6 +52,22 @@ def environment(env: dict[str, str]):
     finally:
         os.environ.clear()
         os.environ.update(saved)
+
+
+def command_here(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    """`agent-bridge ARGS` run by the command line's own entry point in this process, with ``env``
+    as the whole environment: its exit status, stdout and stderr as the command gives them."""
+    from dispatcher.ops.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    code: object = None
+    with environment(env), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main.main(list(args))
+        except SystemExit as exc:
+            code = exc.code
+    assert isinstance(code, int), code  # BridgeGroup.main always ends with sys.exit(int)
+    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
 
 
 def bridge_env(root: Path, config: Path) -> dict[str, str]:

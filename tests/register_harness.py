@@ -1,7 +1,5 @@
 """`agent-bridge register` run for real under a temporary HOME, and where each CLI keeps what it wrote."""
 
-import contextlib
-import io
 import json
 import os
 import stat
@@ -10,7 +8,7 @@ import sys
 import tomllib
 from pathlib import Path
 
-from harness import PROJECT, environment, write_config
+from harness import PROJECT, command_here, write_config
 
 
 def register_env(tmp_path: Path) -> dict[str, str]:
@@ -41,19 +39,9 @@ def register_env(tmp_path: Path) -> dict[str, str]:
 
 
 def register_here(env: dict, *args: str) -> subprocess.CompletedProcess:
-    """`agent-bridge register ARGS` run by the command line's own entry point in this process, with
-    ``env`` as the whole environment: its exit status, stdout and stderr as the command gives them.
-    For the cases that differ in files and flags; ``register`` runs the real command end to end."""
-    from dispatcher.ops.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with environment(env), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            main.main(["register", *args])
-        except SystemExit as exc:
-            code = exc.code
-    assert isinstance(code, int), code  # BridgeGroup.main always ends with sys.exit(int)
-    return subprocess.CompletedProcess(["register", *args], code, out.getvalue(), err.getvalue())
+    """`agent-bridge register ARGS` run in this process (``harness.command_here``). For the cases that
+    differ in files and flags; ``register`` runs the real command end to end."""
+    return command_here(env, "register", *args)
 
 
 def register(env: dict, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:

@@ -14,6 +14,10 @@ root for an ordinary user, a kernel without ``cgroup.kill``) means no cgroup, an
 contained as before: the supervisor is a child subreaper and freezes and kills its descendants,
 and reconciliation sweeps ``/proc`` for the worker's token.
 
+A worker cgroup left behind by a supervisor that died unreconciled (its attempt since pruned, its
+store replaced) is swept by reconciliation (``sweep``): only an empty one, named as ours, older
+than a minute, whose attempt is not running in the store, never through a link.
+
 A cgroup is no wall against the worker: it runs as the same user, so it may move itself to
 another cgroup it can write (our own). The descendant sweep and the token sweep stay behind it.
 """
@@ -31,6 +35,7 @@ from dispatcher.core.processes import is_same_process, own_cgroup_facts, start_t
 from dispatcher.dispatch import faults
 
 PREFIX = "agent-bridge-worker-"
+SWEEP_MIN_AGE_SECONDS = 60.0  # a younger worker cgroup may still be waiting for its worker (make, then adopt)
 EMPTY_WAIT_SECONDS = 10.0  # how long a killed cgroup may take to empty (the kernel is quick)
 POLL_SECONDS = 0.01
 
@@ -170,11 +175,73 @@ def make(token: str) -> tuple[WorkerCgroup | None, str | None]:
     return WorkerCgroup(path), None
 
 
+def _is_token(token: str | None) -> bool:
+    """A worker token is hex (letters and digits only): never a path, never another's name."""
+    return token is not None and token.isascii() and token.isalnum()  # ("".isalnum() is False)
+
+
 def find(token: str | None) -> WorkerCgroup | None:
     """The cgroup the supervisor of worker ``token`` made below our own cgroup, if it is still there
     (reconciliation, after a supervisor crash: the listener shares its supervisors' cgroup)."""
-    if not token or not token.isalnum():  # a token is hex; never a path
+    if not _is_token(token):
         return None
     parent, _ = delegated_directory()
     path = parent / f"{PREFIX}{token}" if parent is not None else None
     return WorkerCgroup(path) if path is not None and path.is_dir() else None
+
+
+REMOVE, LIVE, FOREIGN, YOUNG, POPULATED = "remove", "live", "foreign", "young", "populated"
+
+
+def sweep_verdict(name: str, *, directory: bool, age: float, populated: bool | None, live: bool) -> str:
+    """Whether the entry ``name`` below our cgroup is a worker cgroup to remove (pure). Kept: a name
+    or an entry not ours (a link is never followed; no readable ``cgroup.events``: no cgroup), a
+    young one (made, its worker not moved in yet), one with a process inside (perhaps another
+    store's running worker: a shared cgroup holds every listener started outside systemd), and one
+    whose attempt is running."""
+    if not name.startswith(PREFIX) or not _is_token(name[len(PREFIX) :]) or not directory or populated is None:
+        return FOREIGN
+    if age < SWEEP_MIN_AGE_SECONDS:
+        return YOUNG
+    if populated:
+        return POPULATED
+    return LIVE if live else REMOVE
+
+
+def sweep(parent: Path, running_tokens: Callable[[], set[str]], now: float) -> dict[str, list[str]]:
+    """Remove the worker cgroups below ``parent`` that ``sweep_verdict`` gives up (the store is read,
+    through ``running_tokens``, only when one might be). Returns the names by verdict. An emptied
+    cgroup only goes: the kernel refuses to remove one a process has entered since."""
+    found: dict[str, tuple[bool, float, bool | None]] = {}  # name: (a directory, its age, populated)
+    try:
+        entries = list(os.scandir(parent))
+    except OSError:
+        return {}
+    for entry in entries:
+        if not entry.name.startswith(PREFIX):
+            continue
+        try:
+            directory = entry.is_dir(follow_symlinks=False)
+            age = now - entry.stat(follow_symlinks=False).st_mtime
+        except OSError:  # gone meanwhile
+            continue
+        found[entry.name] = (directory, age, _populated(Path(entry.path)) if directory else None)
+    running = running_tokens() if any(populated is False for _, _, populated in found.values()) else set()
+    verdicts: dict[str, list[str]] = {}
+    for name, (directory, age, populated) in found.items():
+        live = name[len(PREFIX) :] in running
+        verdict = sweep_verdict(name, directory=directory, age=age, populated=populated, live=live)
+        if verdict == REMOVE:
+            WorkerCgroup(parent / name).remove()
+            if (parent / name).exists():  # a process entered it meanwhile: the kernel kept it
+                verdict = POPULATED
+        verdicts.setdefault(verdict, []).append(name)
+    return verdicts
+
+
+def _populated(path: Path) -> bool | None:
+    """Whether a process is inside the cgroup ``path`` or below it; None when it is no cgroup we can read."""
+    try:
+        return "populated 1" in (path / "cgroup.events").read_text().splitlines()
+    except OSError:
+        return None

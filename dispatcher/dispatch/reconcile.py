@@ -1,4 +1,5 @@
-"""Settle attempts whose supervisor is gone, from /proc process evidence and the store.
+"""Settle attempts whose supervisor is gone, from /proc process evidence and the store; then sweep
+the worker cgroups whose attempt no longer runs (``leftovers.sweep_worker_cgroups``).
 
 A recorded pid only counts as alive when /proc shows a process with that pid that
 started when the attempt recorded it, so a recycled pid cannot pin an attempt. A worker
@@ -19,7 +20,7 @@ from dispatcher.core.logs import get_logger
 from dispatcher.core.processes import is_same_process, this_host
 from dispatcher.dispatch import cgroups, faults
 from dispatcher.dispatch.attempts import unsettled_attempts
-from dispatcher.dispatch.leftovers import KILL_GRACE_SECONDS, recheck_contained, remove_request
+from dispatcher.dispatch.leftovers import KILL_GRACE_SECONDS, recheck_contained, remove_request, sweep_worker_cgroups
 from dispatcher.dispatch.paths import AgentPaths
 from dispatcher.dispatch.procs import WorkerTree, contain, signal_group, token_processes
 from dispatcher.store import Connection
@@ -114,4 +115,7 @@ def reconcile(conn: Connection, paths: AgentPaths) -> bool:
         settle(conn, attempt["message_id"], fallback=fallback, error_kind=error_kind, diagnostics=diagnostics)
         recheck_contained(attempt["message_id"], tree)
         remove_request(paths, attempt["message_id"])  # a supervisor killed mid-way could not
+    # Every agent's running attempts (that this connection may read): a listener started outside
+    # systemd shares its cgroup with the other agents' listeners and their workers.
+    sweep_worker_cgroups(lambda: {a["worker_token"] for a in unsettled_attempts(conn) if a["worker_token"]})
     return busy

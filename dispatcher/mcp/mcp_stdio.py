@@ -10,17 +10,23 @@ stdin is split on ``\\n`` only: with universal newlines a bare ``\\r`` inside a 
 would cut one request into two unreadable halves, neither of them answerable.
 
 Where stdin and stdout are pipes or sockets (an MCP client's, always), both are served by the
-event loop itself (asyncio's pipe transports), not by the SDK's worker threads: a call then
-costs no thread hand-offs (one to read its line, two to write and flush the answer), which a
-server woken after an idle moment pays most (README, Performance). Anything else (a terminal,
-a file) is read and written as the SDK does, in worker threads. Either way the wire is claimed
-as the SDK claims it: while serving, fd 0 reads the null device and fd 1 writes to stderr, so a
-child or a stray print never touches the wire.
+event loop itself, not by the SDK's worker threads: a call then costs no thread hand-offs (one
+to read its line, two to write and flush the answer), which a server woken after an idle moment
+pays most (docs/performance.md). stdin is read by asyncio's read pipe transport; a pipe on stdout
+is written by its write pipe transport, a socket by the loop's ``sock_sendall`` (see
+``_SocketStdout``: stdin and stdout are often one socket). Anything else (a terminal, a file) is
+read and written as the SDK does, in worker threads. Either way the wire is claimed as the SDK
+claims it: while serving, fd 0 reads the null device and fd 1 writes to stderr, so a child or a
+stray print never touches the wire.
+
+The end of stdin reaches the server only once every request read has been answered
+(``_InFlight``): the SDK's session ends at EOF and would drop the answers still in flight.
 """
 
 import asyncio
 import io
 import os
+import socket
 import stat
 import sys
 from collections.abc import AsyncIterator
@@ -28,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 import anyio
+import mcp_types
 from mcp.server.mcpserver import MCPServer
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
@@ -116,6 +123,34 @@ class _PipeStdout:
         os.set_blocking(self._fd, True)
 
 
+class _SocketStdout:
+    """The SDK's stdout on a socket, sent by the event loop (``sock_sendall`` returns once the
+    socket has taken every byte). Not a write pipe transport: that one watches its descriptor for
+    reading, to learn that the reader went away, and takes anything readable for that. A socket
+    is readable whenever its peer writes, and the same socket is stdin too under inetd, systemd's
+    ``Accept=yes``, ``socat EXEC:`` or an ssh socketpair: it closed itself at the first request."""
+
+    def __init__(self, fd: int) -> None:
+        self._socket = socket.socket(fileno=fd)  # (detached on close: the descriptor is not ours)
+        self._socket.setblocking(False)
+
+    async def write(self, text: str) -> None:
+        await asyncio.get_running_loop().sock_sendall(self._socket, text.encode("utf-8"))
+
+    async def flush(self) -> None:
+        """Nothing is buffered here: ``write`` returned once the socket had it all."""
+
+    def close(self) -> None:
+        self._socket.setblocking(True)  # the descriptor is shared with whoever started us
+        self._socket.detach()
+
+
+async def _loop_stdout(fd: int) -> _PipeStdout | _SocketStdout:
+    if stat.S_ISSOCK(os.fstat(fd).st_mode):
+        return _SocketStdout(fd)
+    return await _PipeStdout.open(fd)
+
+
 class _GuardedStdin:
     """Stdin lines for the SDK's transport, answering the requests it would drop."""
 
@@ -147,22 +182,113 @@ class _GuardedStdin:
                 await self._replies.send(SessionMessage(_RawLine(reply)))  # type: ignore[arg-type]  # a duck
 
 
+END_WAIT_SECONDS = 60.0  # at the end of stdin, how long the answers still in flight may take
+
+
+class _InFlight:
+    """The requests read and not answered yet. The server ends its session when stdin ends and
+    drops the answers still in flight: a send from a client that closed its input right after it
+    ran and was never answered. So the end of stdin reaches the server only once they are all
+    answered (or ``END_WAIT_SECONDS`` passed, for a handler that never ends)."""
+
+    def __init__(self) -> None:
+        self._ids: set[Any] = set()
+        self._changed = anyio.Event()
+
+    def read(self, item: Any) -> None:
+        message = item.message if isinstance(item, SessionMessage) else None
+        if isinstance(message, mcp_types.JSONRPCRequest):
+            self._ids.add(message.id)
+        elif isinstance(message, mcp_types.JSONRPCNotification) and message.method == "notifications/cancelled":
+            cancelled = (message.params or {}).get("requestId")  # a cancelled request gets no answer
+            if isinstance(cancelled, str | int):  # (the client's word: anything else is no id)
+                self._answered(cancelled)
+
+    def written(self, item: Any) -> None:
+        message = item.message if isinstance(item, SessionMessage) else None
+        if isinstance(message, mcp_types.JSONRPCResponse | mcp_types.JSONRPCError):
+            self._answered(message.id)
+
+    def _answered(self, request_id: Any) -> None:
+        self._ids.discard(request_id)
+        self._changed.set()
+
+    async def drained(self) -> None:
+        with anyio.move_on_after(END_WAIT_SECONDS):
+            while self._ids:
+                self._changed = anyio.Event()
+                await self._changed.wait()
+        if self._ids:
+            log.warning("stdin_ended_unanswered", requests=len(self._ids))
+
+
+class _StreamProxy:
+    """One of the SDK's streams, seen through: everything not overridden is the stream's own."""
+
+    def __init__(self, stream: Any, in_flight: _InFlight) -> None:
+        self._stream = stream
+        self._in_flight = in_flight
+
+    def __getattr__(self, name: str) -> Any:  # aclose, last_context (the sender's context), ...
+        return getattr(self._stream, name)
+
+    async def __aenter__(self) -> "_StreamProxy":
+        await self._stream.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        return await self._stream.__aexit__(*exc)
+
+
+class _HeldRead(_StreamProxy):
+    """The server's read stream, whose end waits for ``_InFlight.drained``."""
+
+    async def receive(self) -> Any:
+        try:
+            item = await self._stream.receive()
+        except anyio.EndOfStream:
+            await self._in_flight.drained()
+            raise
+        self._in_flight.read(item)
+        return item
+
+    def __aiter__(self) -> "_HeldRead":
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+
+class _CountedWrite(_StreamProxy):
+    """The server's write stream, telling ``_InFlight`` of each answer sent."""
+
+    async def send(self, item: Any) -> None:
+        await self._stream.send(item)
+        self._in_flight.written(item)
+
+
 async def serve_stdio(mcp: MCPServer) -> None:
     """``MCPServer.run_stdio_async``, with stdin behind the guard, and on pipes without threads."""
     # The SDK claims fd 0 and fd 1 only when it opens them itself; the stdin it is handed here is
     # claimed as it would claim it, and so is stdout where it is a pipe (else the SDK claims it).
     stdin_wire, release_stdin = claim_fd(0, sys.stdin, "rb", open_stdin_diversion)
-    release_stdout, stdout = None, None
+    release_stdout: Any = None
+    stdout: _PipeStdout | _SocketStdout | None = None
     try:
         if _pipe_fd(sys.stdout) is not None:
             stdout_wire, release_stdout = claim_fd(1, sys.stdout, "wb", open_stdout_diversion)
-            stdout = await _PipeStdout.open(stdout_wire.fileno())
+            stdout = await _loop_stdout(stdout_wire.fileno())
         stdin = _GuardedStdin(stdin_wire)
         # The SDK only iterates its stdin by line (async for), and writes then flushes its stdout.
         async with stdio_server(stdin=stdin, stdout=stdout) as (read_stream, write_stream):  # type: ignore[arg-type]  # ducks
             stdin.attach(write_stream)
             lowlevel = lowlevel_server(mcp)
-            await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+            in_flight = _InFlight()
+            held, counted = _HeldRead(read_stream, in_flight), _CountedWrite(write_stream, in_flight)
+            await lowlevel.run(held, counted, lowlevel.create_initialization_options())
     finally:
         if stdout is not None:
             stdout.close()

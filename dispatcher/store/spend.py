@@ -18,9 +18,11 @@ _COSTS = f"""
 SELECT a.message_id, a.agent, a.started_at, a.state, a.outcome, a.cost_usd, a.cost_source,
        CASE WHEN {_KNOWN} THEN {_TOKENS} END AS tokens, m.sender, m.conversation_id
 FROM dispatch_attempts AS a LEFT JOIN messages AS m ON m.id = a.message_id
-WHERE a.started_at >= :since AND (:agent IS NULL OR a.agent = :agent)
+WHERE a.started_at >= :since AND (CAST(:agent AS TEXT) IS NULL OR a.agent = :agent)
 ORDER BY a.started_at, a.message_id
 """  # noqa: S608 - constant SQL fragments; every value is a bound parameter
+# (The CAST: PostgreSQL cannot tell the type of a parameter that only meets IS NULL, and refused
+# the whole query with AmbiguousParameter.)
 
 
 def spend_since(conn: Connection, agent: str, since: float) -> tuple[float | None, int | None]:

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -189,3 +190,158 @@ def test_a_process_that_leaves_its_cgroup_is_still_ended_as_a_descendant():
     report, seen, _ = _run(ESCAPE, {"ESCAPE_TO": str(HERE / "cgroup.procs")})
     assert seen and report["left"] == 0 and not report["dir_left"]
     assert start_time(seen[0]) is None
+
+
+# --- the sweep of worker cgroups whose attempt no longer runs ---------------------------------
+
+TOKEN = "0123456789abcdef0123456789abcdef"
+OLD = cgroups.SWEEP_MIN_AGE_SECONDS + 1
+SWEEP_CASES = [
+    ("empty, old, its attempt gone: removed", cgroups.PREFIX + TOKEN, True, OLD, False, False, cgroups.REMOVE),
+    ("its attempt runs", cgroups.PREFIX + TOKEN, True, OLD, False, True, cgroups.LIVE),
+    ("a process inside", cgroups.PREFIX + TOKEN, True, OLD, True, False, cgroups.POPULATED),
+    ("made a moment ago: its worker not in yet", cgroups.PREFIX + TOKEN, True, 1.0, False, False, cgroups.YOUNG),
+    ("a link", cgroups.PREFIX + TOKEN, False, OLD, None, False, cgroups.FOREIGN),
+    ("no cgroup.events: no cgroup", cgroups.PREFIX + TOKEN, True, OLD, None, False, cgroups.FOREIGN),
+    ("another program's name", "someone-else", True, OLD, False, False, cgroups.FOREIGN),
+    ("our prefix, no token", cgroups.PREFIX, True, OLD, False, False, cgroups.FOREIGN),
+    ("our prefix, a path for a token", cgroups.PREFIX + "..", True, OLD, False, False, cgroups.FOREIGN),
+    ("our prefix, not a token", cgroups.PREFIX + "x-y", True, OLD, False, False, cgroups.FOREIGN),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "name", "directory", "age", "populated", "live", "verdict"), SWEEP_CASES, ids=[c[0] for c in SWEEP_CASES]
+)
+def test_sweep_verdict(case, name, directory, age, populated, live, verdict):
+    assert cgroups.sweep_verdict(name, directory=directory, age=age, populated=populated, live=live) == verdict
+
+
+@pytest.fixture
+def private_cgroup():
+    """A real cgroup of the test's own below ours (the sweep takes its parent), with its processes
+    ended and its cgroups removed after."""
+    parent = HERE / f"agent-bridge-test-sweep-{os.urandom(6).hex()}"
+    parent.mkdir()
+    started: list[subprocess.Popen] = []
+    yield parent, started
+    for proc in started:
+        proc.kill()
+        proc.wait()
+    cgroups.WorkerCgroup(parent).remove()
+
+
+def _worker_cgroup(parent: Path, token: str, *, age: float = OLD, inside: list[subprocess.Popen] | None = None):
+    path = parent / f"{cgroups.PREFIX}{token}"
+    path.mkdir()
+    if inside is not None:
+        inside.append(subprocess.Popen(["sleep", "600"]))
+        (path / "cgroup.procs").write_text(str(inside[-1].pid))
+    os.utime(path, (time.time() - age, time.time() - age))
+    return path
+
+
+@delegated
+def test_the_sweep_removes_only_empty_old_worker_cgroups_whose_attempt_is_gone(private_cgroup, tmp_path):
+    parent, started = private_cgroup
+    gone, gone_deep, live, busy, young = (os.urandom(16).hex() for _ in range(5))
+    _worker_cgroup(parent, gone)
+    deep = _worker_cgroup(parent, gone_deep)
+    (deep / "made-by-the-worker").mkdir()  # a sub-cgroup, empty (its making is a change: the age starts again)
+    os.utime(deep, (time.time() - OLD, time.time() - OLD))
+    _worker_cgroup(parent, live)
+    _worker_cgroup(parent, busy, inside=started)
+    _worker_cgroup(parent, young, age=0)
+    foreign = [parent / "someone-else", parent / f"{cgroups.PREFIX}not-a-token"]
+    for path in foreign:
+        path.mkdir()
+        os.utime(path, (time.time() - OLD, time.time() - OLD))
+    asked = []
+
+    def running() -> set[str]:
+        asked.append(True)
+        return {live}
+
+    verdicts = cgroups.sweep(parent, running, time.time())
+    names = {n: sorted(v) for n, v in verdicts.items()}
+    assert names == {
+        cgroups.REMOVE: sorted(f"{cgroups.PREFIX}{t}" for t in (gone, gone_deep)),
+        cgroups.LIVE: [f"{cgroups.PREFIX}{live}"],
+        cgroups.POPULATED: [f"{cgroups.PREFIX}{busy}"],
+        cgroups.YOUNG: [f"{cgroups.PREFIX}{young}"],
+        cgroups.FOREIGN: [f"{cgroups.PREFIX}not-a-token"],
+    }
+    left = sorted(p.name for p in parent.iterdir() if p.is_dir())
+    assert left == sorted([*(f"{cgroups.PREFIX}{t}" for t in (live, busy, young)), *(p.name for p in foreign)])
+    assert started[0].poll() is None  # the process inside was left alone
+    assert asked == [True]  # the store read once, and only because something might go
+
+
+@delegated
+def test_the_sweep_never_follows_a_link_to_a_cgroup(private_cgroup, tmp_path):
+    """cgroupfs refuses links; a parent elsewhere holding one must still not lead the sweep into
+    the cgroup it names (nor into its sub-cgroups)."""
+    parent, _ = private_cgroup
+    target = _worker_cgroup(parent, os.urandom(16).hex())
+    (target / "inner").mkdir()
+    elsewhere = tmp_path / "parent"
+    elsewhere.mkdir()
+    link = elsewhere / f"{cgroups.PREFIX}{os.urandom(16).hex()}"
+    link.symlink_to(target, target_is_directory=True)
+    os.utime(link, (time.time() - OLD, time.time() - OLD), follow_symlinks=False)
+    assert cgroups.sweep(elsewhere, set, time.time()) == {cgroups.FOREIGN: [link.name]}
+    assert (target / "inner").is_dir() and link.is_symlink()
+
+
+@delegated
+def test_a_cgroup_a_process_enters_before_removal_is_kept(private_cgroup):
+    """The kernel refuses to remove a populated cgroup: one a process entered after its look is
+    reported populated, never lost."""
+    parent, started = private_cgroup
+    path = _worker_cgroup(parent, os.urandom(16).hex())
+
+    def enter_while_asked() -> set[str]:
+        started.append(subprocess.Popen(["sleep", "600"]))
+        (path / "cgroup.procs").write_text(str(started[-1].pid))
+        return set()
+
+    assert cgroups.sweep(parent, enter_while_asked, time.time()) == {cgroups.POPULATED: [path.name]}
+    assert path.is_dir() and started[0].poll() is None
+
+
+@delegated
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_reconciliation_sweeps_a_cgroup_whose_attempt_is_gone_and_keeps_a_running_attempts(tmp_path, backend, request):
+    """The listener's reconciliation, on a store where one attempt runs (its supervisor: this test)."""
+    from dispatcher.bridge import messages
+    from dispatcher.core.config import AgentConfig, BridgeConfig
+    from dispatcher.dispatch.attempts import begin_attempt
+    from dispatcher.dispatch.paths import AgentPaths
+    from dispatcher.dispatch.reconcile import reconcile
+    from dispatcher.store import open_store
+
+    conn = open_store(tmp_path / "bridge.db" if backend == "sqlite" else request.getfixturevalue("postgres_url"))
+    running, gone = os.urandom(16).hex(), os.urandom(16).hex()
+    paths = []
+    try:
+        task = messages.send_message(
+            conn, sender="kimi", recipient="claude", text="t", agents={"claude", "kimi"}, kind="task"
+        )
+        config = BridgeConfig(agents={a: AgentConfig(launcher="launchers/x.sh") for a in ("claude", "kimi")})
+        begin_attempt(
+            conn,
+            message_id=task["id"],
+            config=config,
+            now=time.time(),
+            manual=True,
+            supervisor_pid=os.getpid(),
+            supervisor_start=start_time(os.getpid()),
+            worker_token=running,
+        )
+        paths = [_worker_cgroup(HERE, token) for token in (running, gone)]
+        assert reconcile(conn, AgentPaths(tmp_path / "runtime", "claude")) is True  # (its attempt runs)
+        assert paths[0].is_dir() and not paths[1].exists()
+    finally:
+        conn.close()
+        for path in paths:
+            cgroups.WorkerCgroup(path).remove()

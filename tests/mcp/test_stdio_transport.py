@@ -1,13 +1,16 @@
-"""The server's stdio transport (``dispatcher/mcp/mcp_stdio.py``): on pipes, lines read and answers
-written by the event loop; on anything else, the SDK's threads; either way the wire claimed, so
-nothing but the transport writes to it."""
+"""The server's stdio transport (``dispatcher/mcp/mcp_stdio.py``): on pipes and sockets, lines read
+and answers written by the event loop; on anything else, the SDK's threads; either way the wire
+claimed, so nothing but the transport writes to it. A real MCP exchange over every kind of wire
+(docs/transport.md): one socket as stdin and stdout once got no answer at all."""
 
 import io
 import json
 import os
+import pty
 import socket
 import subprocess
 import sys
+import termios
 import textwrap
 
 import anyio
@@ -23,6 +26,22 @@ INIT = {
     "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
 }
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+LIST = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+SEND = {
+    "jsonrpc": "2.0",
+    "id": 3,
+    "method": "tools/call",
+    "params": {"name": "send_message", "arguments": {"recipient": "kimi", "text": "over the wire"}},
+}
+
+
+def _assert_answered(answers: list[dict]) -> None:
+    """initialize, tools/list and a send, each answered."""
+    assert [a["id"] for a in answers] == [1, 2, 3], answers
+    assert answers[0]["result"]["serverInfo"]["name"]
+    assert "send_message" in {tool["name"] for tool in answers[1]["result"]["tools"]}
+    assert answers[2]["result"]["isError"] is False, answers[2]
+    assert json.loads(answers[2]["result"]["content"][0]["text"])["id"] > 0
 
 
 def lines_of(*writes: bytes) -> list[str]:
@@ -86,26 +105,27 @@ def test_pipes_and_sockets_are_served_by_the_loop_files_are_not(tmp_path):
     assert _pipe_fd(f) is None  # closed
 
 
-def test_a_server_on_regular_files_answers_through_the_sdks_threads(env, tmp_path):
-    """stdin a file of requests, stdout a file: each request answered, then the server exits at EOF."""
-    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "who", "arguments": {}}}
-    requests = tmp_path / "requests.jsonl"
-    requests.write_text("".join(json.dumps(m) + "\n" for m in (INIT, INITIALIZED, call)))
+@pytest.mark.parametrize("stdin", ["a regular file", "a pipe closed at once"])
+def test_requests_followed_at_once_by_the_end_of_stdin_are_all_answered(env, tmp_path, stdin):
+    """Every request read is answered before the server exits at EOF (the SDK's session used to
+    end at once and drop the answers in flight: a send stored and never answered). The file is
+    served by the SDK's threads, the pipe by the event loop; stdout is a file either way."""
+    requests = b"".join(json.dumps(m).encode() + b"\n" for m in (INIT, INITIALIZED, LIST, SEND))
+    (tmp_path / "requests.jsonl").write_bytes(requests)
     answers = tmp_path / "answers.jsonl"
-    with open(requests, "rb") as stdin, open(answers, "wb") as stdout:
+    with open(tmp_path / "requests.jsonl", "rb") as file, open(answers, "wb") as stdout:
         done = subprocess.run(
             [sys.executable, str(PROJECT / "server.py")],
             cwd=PROJECT,
             env={**os.environ, **env, "AGENT_ID": "claude"},
-            stdin=stdin,
+            stdin=file if stdin == "a regular file" else None,
+            input=requests if stdin == "a pipe closed at once" else None,
             stdout=stdout,
             stderr=subprocess.PIPE,
             timeout=120,
         )
     assert done.returncode == 0, done.stderr
-    replies = [json.loads(line) for line in answers.read_text().splitlines()]
-    assert [r["id"] for r in replies] == [1, 2]
-    assert replies[1]["result"]["isError"] is False
+    _assert_answered([json.loads(line) for line in answers.read_text().splitlines()])
 
 
 STRAY_SERVER = textwrap.dedent(
@@ -161,3 +181,103 @@ def test_stray_output_of_a_tool_or_its_child_never_reaches_the_wire(stdout):
     assert replies[1]["result"]["content"][0]["text"] == "ok"
     for stray in ("printed to stdout", "written to fd 1", "from a child"):
         assert stray in stderr
+
+
+class _Wire:
+    """A client's end of one transport: what the server gets as fd 0 and fd 1, and how the client
+    writes requests, reads answer lines and ends its input."""
+
+    def __init__(self, server_ends, send, reader, end, ours=()) -> None:
+        self.server_ends = server_ends  # fd 0's and fd 1's objects (one object when they are one)
+        self.send, self.reader, self.end = send, reader, end
+        self._ours = [reader, *ours]
+
+    def fds(self) -> tuple[int, int]:
+        return self.server_ends[0].fileno(), self.server_ends[-1].fileno()
+
+    def hand_over(self) -> None:
+        """Close the test's copies of the server's ends: a server that dies is then EOF here."""
+        for each in self.server_ends:
+            each.close()
+
+    def close(self) -> None:
+        self.hand_over()
+        for each in self._ours:
+            each.close()
+
+
+def _socket_wire(client_in: socket.socket, client_out: socket.socket, *server_ends: socket.socket) -> _Wire:
+    return _Wire(
+        server_ends,
+        client_in.sendall,
+        client_out.makefile("rb"),
+        lambda: client_in.shutdown(socket.SHUT_WR),  # EOF for the server; its answers still flow
+        ours={client_in, client_out},
+    )
+
+
+def _open_wire(kind: str) -> _Wire:
+    if kind == "pipes":
+        in_read, in_write = os.pipe()
+        out_read, out_write = os.pipe()
+        writer = os.fdopen(in_write, "wb", buffering=0)
+        server_ends = (os.fdopen(in_read, "rb"), os.fdopen(out_write, "wb"))
+        return _Wire(server_ends, writer.write, os.fdopen(out_read, "rb"), writer.close, ours=[writer])
+    if kind == "one socketpair":  # socat EXEC:, an ssh channel's socketpair
+        ours, theirs = socket.socketpair()
+        return _socket_wire(ours, ours, theirs)
+    if kind == "one tcp socket":  # inetd, systemd's Accept=yes
+        with socket.create_server(("127.0.0.1", 0)) as listening:
+            ours = socket.create_connection(listening.getsockname())
+            theirs, _ = listening.accept()
+        return _socket_wire(ours, ours, theirs)
+    if kind == "two sockets":
+        ours_in, theirs_in = socket.socketpair()
+        ours_out, theirs_out = socket.socketpair()
+        ours_out.shutdown(socket.SHUT_WR)  # nothing comes from the client on the answers' socket
+        return _socket_wire(ours_in, ours_out, theirs_in, theirs_out)
+    assert kind == "a terminal"
+    master, slave = pty.openpty()
+    attrs = termios.tcgetattr(slave)
+    attrs[1] &= ~termios.ONLCR  # answers end in "\n", not "\r\n"
+    attrs[3] &= ~termios.ECHO  # the requests typed are not read back as output
+    termios.tcsetattr(slave, termios.TCSANOW, attrs)
+    terminal = os.fdopen(master, "wb", buffering=0)
+    return _Wire(
+        (os.fdopen(slave, "rb"),),
+        terminal.write,
+        os.fdopen(os.dup(master), "rb"),
+        lambda: terminal.write(b"\x04"),  # Ctrl-D at a line's start: EOF
+        ours=[terminal],
+    )
+
+
+@pytest.mark.parametrize("kind", ["pipes", "one socketpair", "one tcp socket", "two sockets", "a terminal"])
+def test_a_real_call_is_answered_over_every_kind_of_stdio(env, kind):
+    """initialize, tools/list and a send over each wire an MCP server meets; stdin and stdout one
+    socket is how inetd, systemd's Accept=yes, socat EXEC: and ssh hand it over."""
+    wire = _open_wire(kind)
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, str(PROJECT / "server.py")],
+            cwd=PROJECT,
+            env={**os.environ, **env, "AGENT_ID": "claude"},
+            stdin=wire.fds()[0],
+            stdout=wire.fds()[1],
+            stderr=subprocess.PIPE,
+        )
+        wire.hand_over()
+        answers = []
+        for request in (INIT, INITIALIZED, LIST, SEND):
+            wire.send(json.dumps(request).encode() + b"\n")
+            if "id" in request and not (line := wire.reader.readline()):
+                pytest.fail(f"no answer to {request['method']}; the server said: {proc.communicate(timeout=120)[1]}")
+            if "id" in request:
+                answers.append(json.loads(line))
+        wire.end()
+        with proc.stderr:
+            stderr = proc.stderr.read().decode()
+        assert proc.wait(120) == 0, stderr
+        _assert_answered(answers)
+    finally:
+        wire.close()

@@ -1,13 +1,14 @@
 """``agent-bridge costs``: the totals of the attempts table, by agent, day, sender or
 conversation; reported and estimated costs kept apart and attempts of unknown cost counted,
-never priced; the failure rate over finished attempts; a bad --since refused."""
+never priced; the failure rate over finished attempts; a bad --since refused. The command runs on
+both backends (its query once failed on every PostgreSQL store: an untyped ``:agent IS NULL``)."""
 
 import json
 import time
 
 import pytest
 from dispatch_harness import cli
-from harness import bridge_env, write_config
+from harness import bridge_env, on_backend, write_config
 
 from dispatcher.bridge import messages
 from dispatcher.core.config import AgentConfig, BridgeConfig
@@ -15,6 +16,8 @@ from dispatcher.dispatch.attempts import begin_attempt
 from dispatcher.dispatch.outcome import settle
 from dispatcher.ops.costs import summarise
 from dispatcher.store import open_store
+
+pytestmark = pytest.mark.both_backends
 
 AGENTS = {"claude", "kimi", "codex"}
 CONFIG = BridgeConfig(agents={a: AgentConfig(launcher="launchers/command_headless.sh", auto=True) for a in AGENTS})
@@ -73,8 +76,8 @@ def test_summarise_groups(by, keys):
 
 
 @pytest.fixture
-def spent_env(tmp_path):
-    env = bridge_env(tmp_path, write_config(tmp_path / "config.json"))
+def spent_env(tmp_path, backend, request):
+    env = on_backend(bridge_env(tmp_path, write_config(tmp_path / "config.json")), backend, request)
     conn = open_store(env["AGENT_BRIDGE_DB"])
     now = time.time()
     plan = [  # (recipient, diagnostics, fallback, started seconds ago)

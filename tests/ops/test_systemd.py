@@ -64,6 +64,7 @@ def test_template_in_repo_has_placeholders_and_policy():
     assert d["ExecStart"] == ["@PYTHON@ -m dispatcher listener run --agent %i"]
     assert d["WorkingDirectory"] == ["@PROJECT@"]
     assert d["KillMode"] == ["process"]
+    assert d["Delegate"] == ["yes"]  # the supervisor makes worker cgroups below the listener's
     assert d["Restart"] == ["on-failure"]
     assert d["RestartSec"] and d["StartLimitIntervalSec"] and d["StartLimitBurst"]
     assert d["EnvironmentFile"] == ["-%E/agent-bridge/listener.env", "-%E/agent-bridge/listener-%i.env"]
