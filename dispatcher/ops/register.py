@@ -33,6 +33,7 @@ from pathlib import Path
 
 from dispatcher.core import clock
 from dispatcher.core.errors import BridgeError
+from dispatcher.core.locations import absolute_setting
 from dispatcher.wake.hook_wait import TIMEOUT_MARGIN_SECONDS, WAIT_EVENTS
 
 SERVER_NAME = "agent_bridge"
@@ -81,7 +82,7 @@ def server_registration(agent: str, environ: Mapping[str, str] | None = None) ->
     env = {"AGENT_ID": agent}
     for name in ("AGENT_BRIDGE_DB", "AGENT_BRIDGE_CONFIG"):
         if environ.get(name):
-            env[name] = os.path.abspath(os.path.expanduser(environ[name]))
+            env[name] = absolute_setting(environ[name])
     return Registration(agent, os.path.abspath(sys.executable), server_args(), env)
 
 
@@ -433,7 +434,7 @@ def setting_words(names: tuple[str, ...], environ: Mapping[str, str] | None = No
     how a command the CLI runs through its shell reaches the store and files ``register`` was given."""
     environ = os.environ if environ is None else environ
     return [
-        f"{name}={shlex.quote(os.path.abspath(os.path.expanduser(environ[name])))}"
+        f"{name}={shlex.quote(absolute_setting(environ[name]))}"
         for name in names
         if environ.get(name)
     ]
