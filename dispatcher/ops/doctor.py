@@ -907,7 +907,49 @@ def _claude_settings(ctx: Context) -> Finding:
 
     if not is_our_statusline(command):
         return Finding("statusline_not_configured", WARN, f"{path} does not run the bridge's status line", fix)
-    return Finding("statusline_configured", OK, f"{path} runs {_one_line(command)[:80]!r}")
+    from dispatcher.core.locations import redacted
+
+    return Finding("statusline_configured", OK, f"{path} runs {_one_line(redacted(command))[-100:]!r}")
+
+
+def check_store_pointers(ctx: Context) -> list[Finding]:
+    """Every registration, hook, status line and unit setting of ours names the store in use."""
+    from dispatcher.ops import store_pointers as sp
+
+    agents = sorted(ctx.config.agents) if ctx.config is not None else []
+    pointers = [p for path in sp.registration_files() for p in sp.file_pointers(path)] + sp.unit_pointers(agents)
+    store = shown(ctx.locations.db)
+    wrong = [p for p in pointers if not sp.points_at(p, ctx.locations.db)]
+    if not pointers:
+        return []
+    if not wrong:
+        return [
+            Finding(
+                "registrations_ok",
+                OK,
+                f"our registrations, hooks and status line name the store in use ({len(pointers)} "
+                f"{'entry' if len(pointers) == 1 else 'entries'})",
+            )
+        ]
+    return [
+        Finding(
+            "registration_elsewhere",
+            ERROR,
+            f"the {p.what} in {p.path} names the store {store_location_text(p.store)}, not the one in use "
+            f"({store}): its sessions talk to another store",
+            "rerun `agent-bridge register ...` (with --force) in a shell whose AGENT_BRIDGE_DB names the store in use"
+            if p.path.suffix != ".env"
+            else f"set AGENT_BRIDGE_DB={store} in {p.path}",
+        )
+        for p in wrong
+    ]
+
+
+def store_location_text(named: str | None) -> str:
+    """What an entry names, for a message: its URL without the password, or the default store's path."""
+    from dispatcher.core.locations import default_db, redacted
+
+    return str(default_db()) if named is None else redacted(named)
 
 
 # --- stale items -------------------------------------------------------------------------
@@ -1053,6 +1095,7 @@ def run_checks() -> list[Finding]:
                 check_listeners,
                 check_units,
                 check_spend,
+                check_store_pointers,
             ):
                 findings += _safe(check, ctx)
         findings += _safe(check_statusline, ctx)

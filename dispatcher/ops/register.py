@@ -433,11 +433,7 @@ def setting_words(names: tuple[str, ...], environ: Mapping[str, str] | None = No
     """``NAME=/absolute/path`` shell words for each of ``names`` set in ``environ`` (default: ours):
     how a command the CLI runs through its shell reaches the store and files ``register`` was given."""
     environ = os.environ if environ is None else environ
-    return [
-        f"{name}={shlex.quote(absolute_setting(environ[name]))}"
-        for name in names
-        if environ.get(name)
-    ]
+    return [f"{name}={shlex.quote(absolute_setting(environ[name]))}" for name in names if environ.get(name)]
 
 
 _OUR_HOOK = re.compile(r"agent-bridge\S*\s+hook\s+(claude|kimi|codex|gemini)\b")
