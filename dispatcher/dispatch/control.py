@@ -253,6 +253,7 @@ def enable_warnings(settings: LocationsLike, agent: str) -> list[str]:
     """What will keep the enabled listener from dispatching, as ``code: what to do`` lines."""
     from dispatcher.core.config import ConfigError, load_config
     from dispatcher.core.settings import BridgeSettings
+    from dispatcher.dispatch.environment import taken, unset_for, unset_problem
 
     try:
         config = load_config(settings.config_path())
@@ -260,8 +261,26 @@ def enable_warnings(settings: LocationsLike, agent: str) -> list[str]:
         return [f"config_invalid: {exc.reason}"]
     if agent not in config.agents:
         return []
+    warnings = []
+    if not config.agents[agent].auto:
+        warnings.append(auto_off_warning(agent, settings.config_path()))
     problem = config.workspace_problem(agent, BridgeSettings().workspace, settings.config_path())
-    return [f"workspace_missing: {problem}"] if problem else []
+    if problem:
+        warnings.append(f"workspace_missing: {problem}")
+    launcher = config.launcher_path(agent, PROJECT_DIR)
+    if missing := unset_for(launcher, taken(os.environ)):
+        what, fix = unset_problem(agent, launcher, missing, "this shell")
+        warnings.append(f"launcher_variable_unset: {what}. Fix: {fix}")
+    return warnings
+
+
+def auto_off_warning(agent: str, config_path: object) -> str:
+    """An agent whose ``auto`` is off: its listener never starts a worker on its own."""
+    return (
+        f"auto_off: {agent}'s auto is off in {config_path}, so its listener dispatches nothing: its tasks wait for "
+        f"a person (`agent-bridge inbox --agent {agent}`). To have them dispatched, set agents.{agent}.auto to true; "
+        "one task by hand: `agent-bridge dispatch MESSAGE_ID`"
+    )
 
 
 def environment_warning(settings: LocationsLike, agent: str, pid: int | None) -> list[str]:

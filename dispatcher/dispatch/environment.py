@@ -6,7 +6,8 @@ fingerprint of their values, to see a changed value without storing it), says th
 and `listener status`, and `listener enable` warns when the caller's differ.
 """
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 # What the CLIs accept as credentials (doctor's authentication check reads the same table).
 AUTH_VARIABLES = {
@@ -38,6 +39,27 @@ LAUNCHER_VARIABLES = (
     "GEMINI_CLI_HOME",
     *(name for names in AUTH_VARIABLES.values() for name in names),
 )
+
+
+# What a launcher cannot run without beyond the supervisor's own settings (launchers/*.sh): the
+# command launcher runs the user's command, which only the listener's environment can give.
+LAUNCHER_NEEDS = {"command_headless.sh": ("AGENT_BRIDGE_WORKER_COMMAND",)}
+
+
+def unset_for(launcher: Path, names: Iterable[str]) -> list[str]:
+    """The variables ``launcher`` needs that are not among ``names`` (those set)."""
+    present = set(names)
+    return [name for name in LAUNCHER_NEEDS.get(launcher.name, ()) if name not in present]
+
+
+def unset_problem(agent: str, launcher: Path, missing: list[str], whose: str) -> tuple[str, str]:
+    """What fails when ``launcher`` lacks ``missing`` in ``whose`` environment, and the fix
+    (``listener enable``'s and doctor's ``launcher_variable_unset``)."""
+    return (
+        f"{agent}'s launcher {launcher.name} needs {', '.join(missing)}, which {whose} has not: every task of "
+        f"{agent} would fail (launcher_usage)",
+        f"export {missing[0]}=... (docs/launchers.md), then `agent-bridge listener restart --agent {agent}`",
+    )
 
 
 def taken(environ: Mapping[str, str]) -> list[str]:

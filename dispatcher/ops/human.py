@@ -18,7 +18,7 @@ from dispatcher.core.config import BridgeConfig, load_config, require_agent
 from dispatcher.core.errors import BridgeError, RequestRefused, StoreUnavailable
 from dispatcher.core.lifecycle import FAILURE_OUTCOMES
 from dispatcher.core.settings import BridgeSettings
-from dispatcher.ops.show import message_fields, message_report
+from dispatcher.ops.show import attempt_headline, message_fields, message_report, reason_lines
 from dispatcher.store import Connection, data_version, open_store, store_errors
 from dispatcher.store.attempts import get_attempt
 from dispatcher.store.messages import fetch_message, inbox_rows
@@ -132,10 +132,7 @@ def render_settled(report: dict[str, Any]) -> str:
     if attempt is None:
         head = f"task #{report['id']}: answered by an interactive session of {report['recipient']} (no dispatch)"
     else:
-        why = f" ({attempt['error_kind']})" if attempt["error_kind"] else ""
-        head = f"task #{report['id']}: {attempt['outcome']}{why}, cli_status {attempt['cli_status'] or 'unknown'}"
-        if attempt["reason"]:
-            head += f"\n  why: {attempt['reason']}"
+        head = "\n".join([f"task #{report['id']}: {attempt_headline(attempt)}", *reason_lines(attempt)])
     lines = [head]
     for reply in report["replies"]:
         lines += ["", f"{reply['kind'] or 'message'} #{reply['id']} from {reply['sender']}:", reply["text"]]

@@ -14,9 +14,9 @@ limited to the bridge's), on for the others. With no CLI found it still writes a
 declaring ``claude`` with ``auto`` off, so that the server can start.
 
 ``--scripted`` is the quick start without a model: ``claude`` with ``auto`` on runs the scripted
-demo worker (``dispatcher/ops/demo_worker.py``) through ``launchers/command_headless.sh`` (the
-command comes from ``AGENT_BRIDGE_WORKER_COMMAND``, printed as the next step), and ``me`` is the
-person at the shell, whose tasks wait for a human (``auto`` off).
+demo worker (``dispatcher/ops/demo_worker.py``) through ``launchers/scripted_headless.sh``, named
+in config.json (so a listener started from any shell finds it), and ``me`` is the person at the
+shell, whose tasks wait for a human (``auto`` off).
 
 Every agent it declares gets an explicit permission profile (dispatcher/core/permissions.py):
 ``edit`` where the CLI's own sandbox confines writes to the workspace (Claude, Codex), ``read``
@@ -157,19 +157,19 @@ def build_config(found: list[Found], workspace: Path) -> dict:
     return {"agents": agents, "dispatch_max_age_seconds": 86400}
 
 
-# The quick start's stand-in for a model: what `init --scripted` declares and tells the user to export.
-SCRIPTED_WORKER_COMMAND = '"$AGENT_BRIDGE_PYTHON" -m dispatcher.ops.demo_worker'
+# The quick start's stand-in for a model: the launcher `init --scripted` declares for it.
+SCRIPTED_LAUNCHER = "launchers/scripted_headless.sh"
 HUMAN_AGENT = "me"
 
 
 def scripted_config(workspace: Path) -> dict:
     """``claude`` answered by the scripted worker, and ``me`` (the person sending): both through the
-    command launcher, at level ``bridge`` (the scripted worker only calls the bridge's tools)."""
+    scripted launcher, at level ``bridge`` (the scripted worker only calls the bridge's tools)."""
 
     def agent(auto: bool) -> dict:
         return {
             "auto": auto,
-            "launcher": "launchers/command_headless.sh",
+            "launcher": SCRIPTED_LAUNCHER,
             "workspace": str(workspace),
             "worker_timeout_seconds": 120,
             "permissions": {"level": "bridge"},
@@ -182,10 +182,6 @@ def _say_scripted(echo) -> None:
     echo(
         f"Declared claude, answered by a scripted worker (no model), and {HUMAN_AGENT}, you at the shell "
         f"(auto off: tasks to {HUMAN_AGENT} wait for you)."
-    )
-    echo(
-        "Before `agent-bridge listener enable --agent claude`, give the listener the worker's command: "
-        f"export AGENT_BRIDGE_WORKER_COMMAND='{SCRIPTED_WORKER_COMMAND}'"
     )
     echo("For the real Claude Code later: `agent-bridge init --force` declares the CLIs found on PATH.")
 

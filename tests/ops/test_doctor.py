@@ -805,3 +805,17 @@ def test_entries_naming_the_store_in_use_are_ok(setup):
     (setup["root"] / "claude-config" / "settings.json").write_text(json.dumps(settings))
     _, report = checks(setup["env"])
     assert "registrations_ok" in codes(report, "ok"), report
+
+
+def test_a_launcher_variable_the_listener_lacks_is_a_warning_not_launcher_ok(setup):
+    """Issue 30, item 2: the command launcher without AGENT_BRIDGE_WORKER_COMMAND fails every task
+    (launcher_usage); doctor said launcher_ok."""
+    write_config(setup["config"], {**AGENTS, "claude": {"auto": True, "launcher": "launchers/command_headless.sh"}})
+    env = {k: v for k, v in setup["env"].items() if k != "AGENT_BRIDGE_WORKER_COMMAND"}
+    _, report = checks(env)
+    (found,) = [f for f in report["findings"] if f["code"] == "launcher_variable_unset"]
+    assert found["level"] == "warn" and found["agent"] == "claude"
+    assert "needs AGENT_BRIDGE_WORKER_COMMAND, which this shell has not" in found["message"]
+    assert "listener restart --agent claude" in found["fix"]
+    _, fine = checks({**env, "AGENT_BRIDGE_WORKER_COMMAND": "true"})
+    assert "launcher_variable_unset" not in codes(fine)

@@ -114,11 +114,11 @@ def test_every_directory_init_creates_is_0700_and_force_keeps_a_backup(home):
     assert os.access(config, os.R_OK)
 
 
-def test_scripted_declares_a_scripted_claude_and_me_and_says_what_to_export(home):
-    """The quick start without a model: `init --scripted` ignores the CLIs on PATH; the export line
-    it prints is the README quick start's."""
+def test_scripted_declares_a_scripted_claude_and_me_with_nothing_to_export(home):
+    """The quick start without a model: `init --scripted` ignores the CLIs on PATH, and names the
+    scripted worker's launcher in config.json, where a listener started from any shell reads it
+    (issue 30, item 2: the worker command was a variable a new terminal did not have)."""
     from dispatcher.core.config import BridgeConfig
-    from dispatcher.ops.init import SCRIPTED_WORKER_COMMAND
 
     done = _init(home, "--scripted")
     assert done.returncode == 0, done.stderr
@@ -127,8 +127,7 @@ def test_scripted_declares_a_scripted_claude_and_me_and_says_what_to_export(home
     agents = config["agents"]
     assert set(agents) == {"claude", "me"}
     assert (agents["claude"]["auto"], agents["me"]["auto"]) == (True, False)
-    assert {a["launcher"] for a in agents.values()} == {"launchers/command_headless.sh"}
+    assert {a["launcher"] for a in agents.values()} == {"launchers/scripted_headless.sh"}
     assert {a["permissions"]["level"] for a in agents.values()} == {"bridge"}
-    export = f"export AGENT_BRIDGE_WORKER_COMMAND='{SCRIPTED_WORKER_COMMAND}'"
-    assert export in done.stdout and "2.1.332" not in done.stdout  # the claude on PATH is not asked
-    assert f"\n{export}  #" in (PROJECT / "README.md").read_text()
+    assert "export" not in done.stdout and "2.1.332" not in done.stdout  # the claude on PATH is not asked
+    assert "AGENT_BRIDGE_WORKER_COMMAND" not in (PROJECT / "README.md").read_text().split("### Quick start")[1].split("\n## ")[0]
