@@ -83,9 +83,47 @@ class Found:
 
 
 def config_path() -> Path:
+    """Where init writes: AGENT_BRIDGE_CONFIG when set (as every other command reads it), else the
+    user's config.json under XDG_CONFIG_HOME."""
+    from dispatcher.core.locations import Locations
+
+    explicit = Locations.from_env().config
+    if explicit is not None:
+        return explicit
     value = os.environ.get("XDG_CONFIG_HOME")
     base = Path(value) if value and Path(value).is_absolute() else Path.home() / ".config"
     return base / "agent-bridge" / "config.json"
+
+
+def carried_over(old_text: str, new: dict) -> tuple[dict, list[str]]:
+    """What ``init --force`` keeps of the file it replaces: each agent the new file does not declare
+    whose ``auto`` is off (a person, such as ``me``: nothing finds it on PATH), as written, when it
+    is still a valid entry; and the ids of the others it drops (a CLI no longer found, an entry no
+    longer valid), to be named."""
+    from pydantic import ValidationError
+
+    from dispatcher.core.config import AgentConfig
+
+    try:
+        old = json.loads(old_text).get("agents")
+    except (ValueError, AttributeError):
+        return {}, []
+    if not isinstance(old, dict):
+        return {}, []
+    kept, dropped = {}, []
+    for agent, entry in old.items():
+        if agent in new["agents"]:
+            continue
+        try:
+            valid = AgentConfig.model_validate(entry)
+        except ValidationError:
+            dropped.append(agent)
+            continue
+        if valid.auto:
+            dropped.append(agent)
+        else:
+            kept[agent] = entry
+    return kept, sorted(dropped)
 
 
 def read_version(cli: Cli, returncode: int | None, stdout: str, stderr: str) -> tuple[str | None, str | None]:
@@ -191,19 +229,27 @@ def run_init(*, force: bool, workspace: Path, echo, scripted: bool = False) -> P
     from dispatcher.ops.register import backup_copy
 
     path = config_path()
-    if path.exists() and not force:
-        raise BridgeError(
-            "config_exists",
-            f"{path} already exists; nothing was written. Edit it, or rerun `agent-bridge init --force` to replace it.",
-        )
     workspace = workspace.expanduser().resolve()
     if not workspace.is_dir():
         raise BridgeError("usage_error", f"workspace {workspace} is not a directory; pass an existing one.")
     found = [] if scripted else find_clis()
     config = scripted_config(workspace) if scripted else build_config(found, workspace)
+    text = json.dumps(config, indent=2) + "\n"
+    old = path.read_text(encoding="utf-8") if path.exists() else None
+    if old == text:  # the quick start run again: nothing to replace
+        echo(f"{path} already declares this; nothing changed.")
+        return path
+    if old is not None and not force:
+        again = "agent-bridge init --scripted --force" if scripted else "agent-bridge init --force"
+        raise BridgeError(
+            "config_exists",
+            f"{path} already exists; nothing was written. Edit it, or rerun `{again}` to replace it.",
+        )
+    kept, dropped = carried_over(old, config) if old is not None else ({}, [])
+    config["agents"].update(kept)
     BridgeConfig.model_validate(config)  # what we write, the server and listener accept
     ensure_private_dir(path.parent, "config directory")
-    backup = backup_copy(path, path.read_text(encoding="utf-8")) if path.exists() else None
+    backup = backup_copy(path, old) if old is not None else None
     tmp = create_private_file(path.with_name(f".{path.name}.{os.getpid()}.tmp"), json.dumps(config, indent=2) + "\n")
     os.replace(tmp, path)
 
@@ -234,6 +280,13 @@ def run_init(*, force: bool, workspace: Path, echo, scripted: bool = False) -> P
         'Change what a worker may do with each agent\'s "permissions" in the config (levels: bridge, read, '
         "edit, shell with allow_commands, project; see docs/permissions.md)."
     )
+    if kept:
+        echo(f"Kept {', '.join(sorted(kept))} from the previous file, as written (auto off: a person answers).")
+    if dropped:
+        echo(
+            f"Dropped {', '.join(dropped)} of the previous file (not found here, or no longer valid); to add one back, "
+            f"copy its entry from {backup} into {path}."
+        )
     if backup is not None:
         echo(f"Kept the previous file as {backup}")
     echo(f"Wrote {path}")
