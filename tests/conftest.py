@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import pg_server  # noqa: E402
 
-pytest_plugins = ["checkout_guard"]
+pytest_plugins = ["checkout_guard", "detached_guard"]
 from harness import bridge_env, on_backend, start_agents, write_config  # noqa: E402
 from xdist.scheduler import LoadScopeScheduling  # noqa: E402
 

@@ -145,6 +145,8 @@ def listener_status(
         "config_error": config_error,
         # The launcher-relevant variables the running listener took: names only (dispatch/environment.py).
         "environment": ((trusted or {}).get("environment") or {}).get("names") if holder is not None else None,
+        # The agent CLIs the running listener's PATH finds (None: not running, or it did not record them).
+        "clis": ((trusted or {}).get("environment") or {}).get("clis") if holder is not None else None,
         "totals": _agent_totals(settings, agent) if totals else None,
         "budget": _daily_budget(settings, agent) if totals else None,
     }
@@ -346,6 +348,33 @@ def enable(settings: LocationsLike, agent: str, wait_seconds: float = 10.0) -> d
         "started": how,
         "warnings": warnings,
     }
+
+
+RESTART_WAIT_SECONDS = 60.0
+
+
+def restart(settings: LocationsLike, agent: str, wait_seconds: float = RESTART_WAIT_SECONDS) -> dict:
+    """Stop the running listener (the disable marker: it lets a running worker finish), wait up
+    to ``wait_seconds`` for it to exit, then ``enable`` a new one with this process's environment.
+    ``restart_timeout`` when it is still finishing a worker: it stays disabled, and says so."""
+    from dispatcher.core.errors import BridgeError
+
+    lock = AgentPaths.of(settings, agent).ensure().lock
+    old = flock_holder(lock)
+    if old is not None:
+        disable(settings, agent)
+        deadline = clock.monotonic() + wait_seconds
+        while flock_holder(lock) is not None and clock.monotonic() < deadline:
+            time.sleep(0.05)
+        if flock_holder(lock) is not None:
+            raise BridgeError(
+                "restart_timeout",
+                f"the listener of {agent} (pid {old}) is still finishing its worker after {wait_seconds:g} s; it takes "
+                f"no new task and exits when the worker ends. Rerun `agent-bridge listener restart --agent {agent}` "
+                "then (or `listener enable` to keep the old one).",
+            )
+    started = enable(settings, agent)
+    return {**started, "stopped_pid": old}
 
 
 def _read_only(settings: LocationsLike, *, named_rows: bool = False) -> Connection | None:

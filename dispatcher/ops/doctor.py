@@ -709,6 +709,34 @@ def check_listeners(ctx: Context) -> list[Finding]:
     return found
 
 
+def check_listener_clis(ctx: Context) -> list[Finding]:
+    """A running listener finds its agent's CLI on its own PATH: one started before the CLI was
+    installed keeps the old PATH, and its workers fail cli_not_found while this shell finds the CLI."""
+    from dispatcher.core.locations import PROJECT_DIR
+    from dispatcher.dispatch.control import listener_status
+
+    config, found = ctx.valid_config(), []
+    for agent in sorted(config.agents):
+        cli = cli_of(config.launcher_path(agent, PROJECT_DIR))
+        if cli is None or not config.agents[agent].auto:
+            continue
+        status = listener_status(ctx.locations, agent, check_config=False, late_results=False, totals=False)
+        if isinstance(status["clis"], list) and cli not in status["clis"]:
+            here = shutil.which(os.environ.get(CLIS[cli].binary_env) or CLIS[cli].default_binary)
+            found.append(
+                Finding(
+                    "listener_cli_missing",
+                    ERROR,
+                    f"the listener of {agent} (pid {status['pid']}) does not find {cli} on its PATH"
+                    + (f" (this shell finds {here}): it started before {cli} was there" if here else "")
+                    + "; every task fails cli_not_found",
+                    f"agent-bridge listener restart --agent {agent} (from a shell that finds {cli})",
+                    agent,
+                )
+            )
+    return found
+
+
 def auto_off_finding(agent: str, running: bool, config: Path | None) -> Finding:
     """An agent whose ``auto`` is false: its tasks wait for a person, whether a listener runs or not."""
     where = f" in {config}" if config else " in config.json"
@@ -1116,6 +1144,7 @@ def run_checks() -> list[Finding]:
                 check_auth,
                 check_permissions,
                 check_listeners,
+                check_listener_clis,
                 check_units,
                 check_spend,
                 check_store_pointers,
