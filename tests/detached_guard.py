@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-RUN_MARKER = "AGENT_BRIDGE_TEST_RUN"
+RUN_MARKER = "PYTEST_BRIDGE_RUN"
 END_SECONDS = 10.0
 
 
