@@ -15,6 +15,7 @@ deletes the store and the runtime directory. config.json is kept: it is the user
 """
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -372,13 +373,71 @@ def purge(settings: BridgeSettings) -> list[str]:
     if runtime.is_dir() and not runtime.is_symlink():
         shutil.rmtree(runtime)
         removed.append(str(runtime))
-    for directory in {runtime.parent} | ({db.parent} if isinstance(db, Path) else set()):
-        if directory.name == "agent-bridge" and directory.is_dir() and not any(directory.iterdir()):
-            directory.rmdir()
+    from dispatcher.core.locations import default_db
+
+    state = default_db().parent
+    others = set(state.glob("pg-*/runtime/attempts")) | set(state.glob("pg-*/runtime"))  # other stores': if empty
+    for directory in sorted(others | {runtime.parent} | ({db.parent} if isinstance(db, Path) else set()), reverse=True):
+        _remove_empty(directory, up_to=state)
+    removed += registration_leftovers()
     said.insert(
         0, f"purged {', '.join(removed)}." if removed else "purge: no store or runtime directory; nothing removed."
     )
     return said
+
+
+def _remove_empty(directory: Path, up_to: Path) -> None:
+    """Remove ``directory`` when it is empty, then each empty parent up to ``up_to`` (our state
+    directory, ``agent-bridge``), which goes too when empty; nothing outside it."""
+    inside = directory == up_to or up_to in directory.parents
+    while inside and directory.is_dir() and not directory.is_symlink() and not any(directory.iterdir()):
+        directory.rmdir()
+        if directory == up_to:
+            return
+        directory = directory.parent
+        inside = directory == up_to or up_to in directory.parents
+
+
+def _hollow(value: object) -> bool:
+    """Nothing but empty tables and lists (``{"mcpServers": {}}`` once our entry is out)."""
+    if isinstance(value, dict):
+        return all(_hollow(item) for item in value.values())
+    return isinstance(value, list) and all(_hollow(item) for item in value)
+
+
+def _empty_document(path: Path) -> bool:
+    """Whether a CLI file holds nothing once our entries are out: blank, or hollow JSON or TOML."""
+    try:
+        text = path.read_text(encoding="utf-8")
+        if not text.strip():
+            return True
+        return _hollow(tomllib.loads(text) if path.suffix == ".toml" else json.loads(text))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+
+
+def registration_leftovers() -> list[str]:
+    """What ``register`` and ``unregister`` left in each CLI's files: their ``.bak-<timestamp>``
+    backups, a file that holds nothing any more, and its folder when that is then empty. Any file
+    with content is the user's and stays."""
+    from dispatcher.ops.store_pointers import registration_files
+
+    removed = []
+    for path in registration_files():
+        for backup in sorted(path.parent.glob(f"{path.name}.bak-*")):
+            if backup.is_file() and not backup.is_symlink():
+                backup.unlink()
+                removed.append(str(backup))
+        if path.is_file() and not path.is_symlink() and _empty_document(path):
+            path.unlink()
+            removed.append(str(path))
+    home = Path.home()
+    for directory in dict.fromkeys(path.parent for path in registration_files()):
+        with contextlib.suppress(OSError):  # not empty, or not ours to remove
+            if directory not in (home, *home.parents) and directory.is_dir() and not any(directory.iterdir()):
+                directory.rmdir()
+                removed.append(f"{directory}/")
+    return removed
 
 
 def uninstall(settings: BridgeSettings, *, purge_store: bool) -> list[str]:

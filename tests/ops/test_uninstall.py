@@ -211,3 +211,26 @@ def test_uninstall_stops_the_listener_of_another_store_and_names_it(env, tmp_pat
             listener.kill()
             listener.wait()
     assert f"listener claude (another store's, runtime {lock.parent}): stopped." in done.stdout, done.stdout
+
+
+def test_purge_removes_what_register_made_and_keeps_the_users_files(env, tmp_path):
+    """Issue 30, item 4: `--purge` left the empty settings files register made, its backups and
+    empty runtime folders."""
+    for cli in ("claude", "kimi"):
+        extra = ("--statusline",) if cli == "claude" else ()
+        assert register(env, cli, "--agent", cli, "--hooks", *extra).returncode == 0
+        assert register(env, cli, "--agent", cli, "--hooks", "--force", *extra).returncode == 0  # backups too
+    codex = target(env, "codex")
+    codex.parent.mkdir(parents=True)
+    codex.write_text(USER_TOML)
+    assert register(env, "codex", "--agent", "codex").returncode == 0
+    state = tmp_path / "xdg-state" / "agent-bridge"
+    env = {**env, "XDG_STATE_HOME": str(tmp_path / "xdg-state")}
+    (state / "pg-0123456789ab" / "runtime").mkdir(parents=True)  # another store's, empty
+    done = bridge(env, "uninstall", "--purge")
+    assert done.returncode == 0, done.stderr
+    for cli in ("claude", "kimi"):
+        assert not target(env, cli).parent.exists(), sorted(target(env, cli).parent.rglob("*"))
+    assert tomllib.loads(codex.read_text()) == tomllib.loads(USER_TOML)  # the user's file stays
+    assert not list(codex.parent.glob("*.bak-*"))
+    assert not state.exists()
