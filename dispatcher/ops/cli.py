@@ -723,7 +723,7 @@ def send(sender, recipient, task, note, notice, dedup_key, wait, timeout, as_jso
         settings,
         sender=sender,
         recipient=recipient,
-        text=read_text(text),
+        text=read_text(text, settings.max_body_bytes),
         kind=None if kind == "note" else kind,
         dedup_key=dedup_key,
     )
@@ -765,12 +765,13 @@ def conversation_start(initiator, recipient, goal, max_turns, expires_in, max_co
     """Start a conversation as --from (the start_conversation tool's rules); prints its JSON."""
     from dispatcher.ops.human import read_text, start_conversation
 
+    settings = _settings()
     _print_json(
         start_conversation(
-            _settings(),
+            settings,
             initiator=initiator,
             recipient=recipient,
-            goal=read_text(goal),
+            goal=read_text(goal, settings.max_body_bytes),
             max_turns=max_turns,
             expires_in_seconds=expires_in,
             max_cost_usd=max_cost_usd,

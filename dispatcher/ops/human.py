@@ -52,13 +52,31 @@ def _store(settings: BridgeSettings) -> Iterator[Connection]:
         conn.close()
 
 
-def read_text(text: str, stdin: Callable[[], str] = sys.stdin.read) -> str:
-    """TEXT as given, or standard input for ``-``; an empty text is refused here, with the fix."""
-    body = stdin() if text == "-" else text
+def _read_stdin(size: int) -> bytes:
+    return sys.stdin.buffer.read(size)
+
+
+def read_text(text: str, max_bytes: int, stdin: Callable[[int], bytes] = _read_stdin) -> str:
+    """TEXT as given, or standard input for ``-``: at most ``max_bytes`` and one more are read, so
+    a larger (or endless) input is refused without being held; an empty text is refused too."""
+    body = _limited(stdin(max_bytes + 1), max_bytes) if text == "-" else text
     if not body.strip():
         where = "standard input was empty" if text == "-" else "the text is empty"
         raise RequestRefused("empty_text", f"{where}; give the text as an argument, or `-` and pipe it in.")
     return body
+
+
+def _limited(data: bytes, max_bytes: int) -> str:
+    if len(data) > max_bytes:
+        raise RequestRefused(
+            "text_too_large",
+            f"standard input holds more than {max_bytes} bytes, the limit (AGENT_BRIDGE_MAX_BODY_BYTES); nothing was "
+            "sent. Send a shorter text, or a file's path instead of its content.",
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise RequestRefused("invalid_text", "standard input is not UTF-8 text; nothing was sent.") from None
 
 
 def send(
