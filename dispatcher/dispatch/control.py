@@ -8,6 +8,7 @@ Nothing here takes the listener's lock or writes to the store: status is read fr
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from dispatcher.core import clock
@@ -100,6 +101,7 @@ def listener_status(
     late_results: bool = True,
     totals: bool = True,
     conn: Connection | None = None,
+    elsewhere_of: Callable[[], dict | None] | None = None,
 ) -> dict:
     """``check_config=False`` skips validating config.json (the status line's fast path);
     a running listener still reports an invalid config through its ``error`` stage.
@@ -111,7 +113,8 @@ def listener_status(
     progress = doc or {}  # no document only with a problem, each handled below before it is read
     config_error = _config_error(settings, agent) if check_config else None
     state: str | None = None
-    elsewhere = _listener_elsewhere(settings, agent, conn) if holder is None else None
+    # ``elsewhere_of``: the caller read it already (the status line, from the counts it keeps).
+    elsewhere = (elsewhere_of or (lambda: _listener_elsewhere(settings, agent, conn)))() if holder is None else None
     if holder is None:
         stage = "elsewhere" if elsewhere else "stopped"
     elif problem == "missing_file":
@@ -222,8 +225,13 @@ def _error_head(error: object) -> str:
     return head[:40] if head.replace("_", "").replace(" ", "").isalnum() else "error"
 
 
-def progress_line(settings: LocationsLike, agent: str, check_config: bool = True) -> str:
-    status = listener_status(settings, agent, check_config, late_results=False, totals=False)
+def progress_line(
+    settings: LocationsLike,
+    agent: str,
+    check_config: bool = True,
+    elsewhere_of: Callable[[], dict | None] | None = None,
+) -> str:
+    status = listener_status(settings, agent, check_config, late_results=False, totals=False, elsewhere_of=elsewhere_of)
     detail = None
     if status["config_error"]:
         detail = "config_invalid: see `agent-bridge listener status`"

@@ -891,7 +891,8 @@ def statusline_speed(seconds: float, cpu_seconds: float) -> Finding:
             "statusline_slow",
             WARN,
             f"the status line took {took}: over its budget of {STATUSLINE_BUDGET_SECONDS * 1000:.0f} ms CPU",
-            "check the runtime directory's disk and the store's size (`agent-bridge prune`)",
+            "see what it loads and waits for: `python -X importtime -m dispatcher.dispatch.statusline` with this "
+            "shell's settings; a large store: `agent-bridge prune`",
         )
     busy = " (the machine is busy: most of it was waiting for a CPU)" if seconds > STATUSLINE_BUDGET_SECONDS else ""
     return Finding("statusline_ok", OK, f"the status line answers in {took}{busy}")
