@@ -42,6 +42,8 @@ def statusline_text(only: tuple[str, ...] = ()) -> str:
             + held.get(agent, "")
             for agent in agents
         )
+    except json.JSONDecodeError as exc:  # config.json: where, so that it can be fixed
+        return f"[agent-bridge] unavailable ({locations.config_path()} line {exc.lineno}: {exc.msg})"
     except Exception as exc:  # noqa: BLE001 - a status line that fails degrades the whole session UI
         return f"[agent-bridge] unavailable ({type(exc).__name__})"
 
