@@ -436,3 +436,9 @@ def test_the_timing_figures_say_under_which_load_they_hold():
     # The re-wake's figures (remeasured for issue 18) carry the load they were measured at.
     rewake = README[README.index("An idle session") :].split("\n\n")[0]
     assert re.search(r"p50 \d+ ms", rewake) and re.search(r"load\s+[\d.]+ → [\d.]+ on 2 cores", rewake), rewake
+
+
+def test_the_quick_start_says_where_the_program_goes_and_that_it_must_be_on_path():
+    """Issue 30, item 6: the quick start did not say that ~/.local/bin must be on PATH."""
+    text = subsection("Quick start on your machine")
+    assert "~/.local/bin" in text and "PATH" in text and "uv tool update-shell" in text
