@@ -442,3 +442,25 @@ def test_the_quick_start_says_where_the_program_goes_and_that_it_must_be_on_path
     """Issue 30, item 6: the quick start did not say that ~/.local/bin must be on PATH."""
     text = subsection("Quick start on your machine")
     assert "~/.local/bin" in text and "PATH" in text and "uv tool update-shell" in text
+
+
+def test_the_suite_time_and_its_workers_are_stated_once():
+    """Issue 30, item 8: the README gave the test time as "15–20 min", "7.6–9.3 min" and "14.5 min",
+    and xdist as two workers and as four. The time is stated once; every worker count is pyproject's."""
+    import tomllib
+
+    addopts = tomllib.loads((PROJECT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["addopts"]
+    workers = int(re.search(r"-n (\d+)", addopts).group(1))
+    words = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 8: "eight"}
+    said = re.findall(r"\b(two|three|four|five|six|eight|\d+) workers\b", README)
+    assert said and set(said) <= {words[workers], str(workers)}, said
+    assert f"-n {workers} " in README
+    times = re.findall(r"(?i)the whole suite's time:\*\* .*? took (\d+ min \d+ s)", README, re.DOTALL)
+    assert len(times) == 1, times
+    pytest_lines = [line for line in README.splitlines() if line.startswith("uv run pytest ") and " min" in line]
+    assert pytest_lines == [], pytest_lines  # no second figure next to a command
+    assert len(re.findall(r"\d+ min \d+ s", subsection_of_development())) == 1
+
+
+def subsection_of_development() -> str:
+    return README.split("\n## Development", 1)[1].split("\n## ", 1)[0]
