@@ -9,6 +9,7 @@ runs it without even loading the CLI.
 """
 
 import contextlib
+import functools
 import json
 import os
 import sys
@@ -37,7 +38,7 @@ def statusline_text(only: tuple[str, ...] = ()) -> str:
 
         unread, held, elsewhere = _unread(locations, agents, declared)
         return SEPARATOR.join(
-            progress_line(locations, agent, check_config=False, elsewhere_of=lambda a=agent: elsewhere.get(a))
+            progress_line(locations, agent, check_config=False, elsewhere_of=functools.partial(elsewhere.get, agent))
             + _count(unread.get(agent))
             + held.get(agent, "")
             for agent in agents

@@ -960,7 +960,7 @@ def _claude_settings(ctx: Context) -> Finding:
         return Finding("statusline_not_configured", WARN, f"{path} does not run the bridge's status line", fix)
     from dispatcher.core.locations import redacted
 
-    return Finding("statusline_configured", OK, f"{path} runs {_one_line(redacted(command))[-100:]!r}")
+    return Finding("statusline_configured", OK, f"{path} runs {_one_line(redacted(str(command)))[-100:]!r}")
 
 
 def check_store_pointers(ctx: Context) -> list[Finding]:

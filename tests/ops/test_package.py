@@ -302,6 +302,8 @@ def _fresh_home(tmp_path: Path) -> tuple[dict, Path]:
         "UV_PYTHON": sys.executable,
         "UV_PYTHON_DOWNLOADS": "never",
         "UV_OFFLINE": "1",
+        # the network fallback below trusts what this machine trusts (a proxy's own CA, say)
+        **{name: os.environ[name] for name in ("SSL_CERT_FILE", "SSL_CERT_DIR") if os.environ.get(name)},
     }
     return env, home
 
@@ -355,7 +357,7 @@ def test_the_readme_quick_start_from_the_wheel(wheel: Path, tmp_path: Path) -> N
                 command = command.replace(CLONE, f"{wheel}[top]")
                 done = shell.run(command)
                 if done.returncode != 0:  # a dependency missing from uv's cache: fetch it from the index
-                    done = shell.run(f"UV_OFFLINE= {command}")
+                    done = shell.run(f"UV_OFFLINE=0 UV_SYSTEM_CERTS=1 {command}")
             elif command == "agent-bridge top":
                 done = shell.run(f"{command} --once")  # no terminal here: one frame
             else:
@@ -427,7 +429,7 @@ def test_the_first_day_from_the_wheel(wheel: Path, tmp_path: Path, new_postgres_
         install = f"uv tool install --compile-bytecode '{wheel}[postgres,top]'"
         done = first.run(install, timeout=300)
         if done.returncode != 0:  # a dependency missing from uv's cache: fetch it from the index
-            done = first.run(f"UV_OFFLINE= {install}", timeout=300)
+            done = first.run(f"UV_OFFLINE=0 UV_SYSTEM_CERTS=1 {install}", timeout=300)
         assert done.returncode == 0, done.stderr
         for command in (
             "mkdir -p ~/my-project && cd ~/my-project",
