@@ -376,8 +376,13 @@ def purge(settings: BridgeSettings) -> list[str]:
     from dispatcher.core.locations import default_db
 
     state = default_db().parent
-    others = set(state.glob("pg-*/runtime/attempts")) | set(state.glob("pg-*/runtime"))  # other stores': if empty
-    for directory in sorted(others | {runtime.parent} | ({db.parent} if isinstance(db, Path) else set()), reverse=True):
+    # Other PostgreSQL stores' runtime directories (their listeners were stopped): their data is
+    # on their servers; what is here is the listeners' locks, progress, logs and attempt files.
+    for other in sorted(state.glob("pg-*/runtime")):
+        if other != runtime and other.is_dir() and not other.is_symlink():
+            shutil.rmtree(other)
+            removed.append(str(other))
+    for directory in sorted({*state.glob("pg-*"), runtime.parent} | ({db.parent} if isinstance(db, Path) else set())):
         _remove_empty(directory, up_to=state)
     removed += registration_leftovers()
     said.insert(

@@ -459,11 +459,14 @@ def test_the_first_day_from_the_wheel(wheel: Path, tmp_path: Path, new_postgres_
         assert restarted.returncode == 0 and json.loads(restarted.stdout)["running"], restarted.stderr
         failed = second.run('agent-bridge send --from me --to claude --task "Say hello." --wait', 300)
         assert failed.returncode == 4, failed.stdout + failed.stderr
-        assert failed.stdout.splitlines()[1] == "task #2: failed (auth_error); error_kind no_evidence", failed.stdout
+        assert failed.stdout.splitlines()[1] == "task #3: failed (auth_error); error_kind no_evidence", failed.stdout
 
         # The same project on a PostgreSQL store.
         third = Shell({**second.env, "AGENT_BRIDGE_DB": url}, home / "my-project", tmp_path / "shell-3")
-        registered = third.run("agent-bridge register claude --agent claude --hooks --statusline --force")
+        # (the stand-in has no `claude mcp`: register writes Claude's files itself when no claude is found)
+        registered = third.run(
+            f"PATH={shlex.quote(env['PATH'])} agent-bridge register claude --agent claude --hooks --statusline --force"
+        )
         assert registered.returncode == 0, registered.stderr
         assert not (home / "my-project" / "postgresql:").exists()
         assert third.run("agent-bridge listener enable --agent claude").returncode == 0
@@ -474,7 +477,9 @@ def test_the_first_day_from_the_wheel(wheel: Path, tmp_path: Path, new_postgres_
 
         # Undo it all from a shell that names no store.
         fourth = Shell(second.env, home / "my-project", tmp_path / "shell-4")
-        gone = fourth.run("agent-bridge uninstall --purge", timeout=300)
+        gone = fourth.run(
+            f"PATH={shlex.quote(env['PATH'])} agent-bridge uninstall --purge", timeout=300
+        )  # (no `claude mcp`)
         assert gone.returncode == 0, gone.stderr
         assert "listener claude: stopped." in gone.stdout and "listener claude (another store's" in gone.stdout, (
             gone.stdout
