@@ -131,6 +131,9 @@ def test_init_then_serve(installed: Path, home) -> None:
         in done.stdout
     )
 
+    same = _run(["agent-bridge", "init"], env, work)
+    assert same.returncode == 0 and "already declares this; nothing changed." in same.stdout, same.stderr
+    path.write_text(path.read_text().replace('"worker_timeout_seconds": 1800', '"worker_timeout_seconds": 900'))
     again = _run(["agent-bridge", "init"], env, work)
     assert again.returncode == 2
     assert again.stderr.startswith("agent-bridge: config_exists: ")
