@@ -1,39 +1,17 @@
 """The run fails when a test writes into the checkout (checkout_guard.py), and names the file."""
 
-import os
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 from checkout_guard import CHECKOUT, written
+from child_pytest import start_child_pytest
 
 
 def run_child(tmp_path: Path, body: str) -> subprocess.CompletedProcess:
-    (tmp_path / "test_child.py").write_text(body)
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-c",
-            os.devnull,
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "checkout_guard",
-            "-q",
-            "--rootdir",
-            str(tmp_path),
-            str(tmp_path / "test_child.py"),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=120,
-    )
+    child = start_child_pytest("checkout_guard", tmp_path, body)
+    out, _ = child.communicate(timeout=120)
+    return subprocess.CompletedProcess(child.args, child.returncode, out, "")
 
 
 def test_a_test_that_writes_into_the_checkout_fails_the_run(tmp_path):

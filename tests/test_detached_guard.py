@@ -3,12 +3,10 @@ test started a detached listener (`listener enable`, its own session) is sent SI
 listener ends with it. Before, it kept running with nobody to stop it."""
 
 import json
-import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
+from child_pytest import start_child_pytest
 from detached_guard import RUN_MARKER, marked
 from dispatch_harness import wait_until
 from harness import PROJECT
@@ -33,35 +31,11 @@ def test_starts_a_detached_listener(tmp_path):
 
 def test_sigterm_to_a_test_run_ends_the_detached_listener_it_started(tmp_path):
     ready = tmp_path / "ready.json"
-    (tmp_path / "test_child.py").write_text(
+    body = (
         f"PROJECT = {str(PROJECT)!r}\nREADY = __import__('pathlib').Path({str(ready)!r})\nMARKER = {RUN_MARKER!r}\n"
         + CHILD_TEST
     )
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
-    child = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-c",
-            os.devnull,
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "detached_guard",
-            "-q",
-            "--rootdir",
-            str(tmp_path),
-            "--basetemp",
-            str(tmp_path / "base"),
-            str(tmp_path / "test_child.py"),
-        ],
-        env=env,
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    child = start_child_pytest("detached_guard", tmp_path, body)
     try:
         wait_until(ready.exists, deadline=120, what="the child run's listener")
         started = json.loads(ready.read_text())

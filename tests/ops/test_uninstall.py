@@ -99,12 +99,7 @@ def test_uninstall_purge_leaves_no_registration_unit_listener_or_store(env, tmp_
     assert bridge(env, "systemd", "install", "--agent", "claude").returncode == 0
     units = Path(env["XDG_CONFIG_HOME"]) / "systemd" / "user"
     assert (units / "agent-bridge-listener@.service").is_file()
-    listener = subprocess.Popen(
-        [sys.executable, "-m", "dispatcher", "listener", "run", "--agent", "kimi"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    listener = listen(env, "kimi")
     try:
         lock = tmp_path / "state" / "runtime" / "kimi.lock"
         deadline = time.monotonic() + 60
