@@ -18,6 +18,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import pg_server  # noqa: E402
+
+pytest_plugins = ["checkout_guard", "detached_guard"]
 from harness import McpAgent, bridge_env, on_backend, start_agents, write_config  # noqa: E402
 from xdist.scheduler import LoadScopeScheduling  # noqa: E402
 
@@ -229,11 +231,13 @@ STARTS_PROCESSES_THROUGH_THE_CODE = frozenset(
     {
         "core/test_config_ownership.py",
         "dispatch/test_checked.py",
+        "dispatch/test_listener_restart.py",
         "ops/test_budget_views.py",
         "ops/test_commands_on_both_backends.py",
         "ops/test_costs.py",
         "ops/test_dispatch_command.py",
         "ops/test_register_hooks.py",
+        "ops/test_store_url_registrations.py",
         "wake/test_wake_mcp.py",
     }
 )

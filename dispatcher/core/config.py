@@ -8,7 +8,7 @@ An agent id that a valid file does not declare raises ``UnknownAgent`` (``unknow
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator, model_validator
 
@@ -113,6 +113,17 @@ class BridgeConfig(ConfigPlaces, BaseModel):
         return self.permissions(agent).level
 
 
+def did_you_mean(error: Any) -> str:
+    """`` (did you mean 'auto'?)`` for an unknown key close to a known one (``atuo``), else empty."""
+    import difflib
+
+    if error.get("type") != "extra_forbidden" or not error.get("loc"):
+        return ""
+    known = {name for model in (BridgeConfig, AgentConfig, Prices, PermissionProfile) for name in model.model_fields}
+    close = difflib.get_close_matches(str(error["loc"][-1]), sorted(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def load_config(path: Path) -> BridgeConfig:
     if (why := writable_by_others(Path(path))) is not None:
         raise ConfigError(
@@ -130,6 +141,7 @@ def load_config(path: Path) -> BridgeConfig:
         return BridgeConfig.model_validate(raw)
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors()
+            f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}{did_you_mean(err)}"
+            for err in exc.errors()
         )
         raise ConfigError(path, problems) from None

@@ -74,3 +74,18 @@ class RequestRefused(BridgeError):
 
 class StoreUnavailable(BridgeError):
     """The store could not complete an operation (locked, full, read-only, corrupt, unreadable)."""
+
+
+# Reinstalling with one extra drops the others: every hint names them all.
+ALL_EXTRAS = "postgres,top"
+
+
+def missing_extra(needs: str, package: str) -> BridgeError:
+    """``missing_extra``: ``needs`` (what the user ran or named) needs an optional ``package`` this
+    installation lacks; the fix reinstalls with every extra, so that none is dropped."""
+    return BridgeError(
+        "missing_extra",
+        f"{needs} needs the optional {package} package, which this installation lacks; nothing was changed. "
+        f"Reinstall with every extra: `uv tool install --force './agent-bridge[{ALL_EXTRAS}]'` from your clone "
+        f"(or 'git+<repository-url>[{ALL_EXTRAS}]'), or `uv sync --all-extras` in a checkout",
+    )

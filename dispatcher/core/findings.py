@@ -182,6 +182,16 @@ CODES: dict[str, Code] = _table(
     ),
     Code("listener_disabled", (WARN,), _START),
     Code("listener_not_running", (WARN,), _START, STATUS_SURFACES, "stopped"),
+    Code(
+        "listener_cli_missing",
+        (ERROR,),
+        "agent-bridge listener restart --agent {agent} (from a shell that finds {cli})",
+    ),
+    Code(
+        "launcher_variable_unset",
+        (WARN,),
+        "export {variable}=... (docs/launchers.md), then `agent-bridge listener restart --agent {agent}`",
+    ),
     Code("listener_error", (ERROR,), _STATUS),
     Code("last_attempt_failed", (WARN,), _STATUS + " and its attempt log"),
     Code("unit_ok", (OK,)),
@@ -197,7 +207,12 @@ CODES: dict[str, Code] = _table(
     Code("unit_not_active", (WARN,), "systemctl --user start {unit}; journalctl --user -u {unit}"),
     # the status line and Claude Code's settings
     Code("statusline_ok", (OK,)),
-    Code("statusline_slow", (WARN,), "check the runtime directory's disk and the store's size (`agent-bridge prune`)"),
+    Code(
+        "statusline_slow",
+        (WARN,),
+        "see what it loads and waits for: `python -X importtime -m dispatcher.dispatch.statusline` with this "
+        "shell's settings; a large store: `agent-bridge prune`",
+    ),
     Code(
         "statusline_failed",
         (ERROR,),
@@ -206,6 +221,17 @@ CODES: dict[str, Code] = _table(
     Code("statusline_configured", (OK,)),
     Code("statusline_not_configured", (WARN,), "agent-bridge register claude --agent {claude_agent} --statusline"),
     Code("claude_settings_unreadable", (WARN,), "fix {path}: Claude Code cannot read it either"),
+    # what our registrations, hooks, status line and units name as the store
+    Code("registrations_ok", (OK,)),
+    Code(
+        "registration_elsewhere",
+        (ERROR,),
+        {
+            "register": "rerun `agent-bridge register ...` (with --force) in a shell whose AGENT_BRIDGE_DB names "
+            "the store in use",
+            "unit": "set AGENT_BRIDGE_DB={store} in {path}",
+        },
+    ),
     # stale items
     Code("nothing_stuck", (OK,)),
     Code(

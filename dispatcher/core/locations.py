@@ -94,6 +94,13 @@ def store_location(value: str | os.PathLike[str]) -> StoreLocation:
     return store_path(absolute_path(value))
 
 
+def absolute_setting(value: str) -> str:
+    """A store or path setting as a process started in another folder must get it (what
+    ``register`` writes into a CLI's files): a PostgreSQL URL as it is, a path with ``~``
+    expanded and made absolute against this process's working directory."""
+    return value if is_postgres_url(value) else os.path.abspath(os.path.expanduser(value))
+
+
 def absolute_path(value: str | os.PathLike[str]) -> Path:
     """The rule for every path setting: ``~`` expanded, then absolute, else ``ValueError``."""
     path = Path(value).expanduser()

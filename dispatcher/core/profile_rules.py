@@ -19,7 +19,7 @@ DESCRIPTIONS = {
     "read": "read, search and list files inside the workspace",
     "edit": "read, search, list, create and edit files inside the workspace",
     "shell": "read and edit files inside the workspace, and run only the allowed commands",
-    "project": "what the workspace's own CLI settings allow",
+    "project": "do what the workspace's own CLI settings allow",
 }
 
 

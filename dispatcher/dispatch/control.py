@@ -8,6 +8,7 @@ Nothing here takes the listener's lock or writes to the store: status is read fr
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from dispatcher.core import clock
@@ -102,6 +103,7 @@ def listener_status(
     late_results: bool = True,
     totals: bool = True,
     conn: Connection | None = None,
+    elsewhere_of: Callable[[], dict | None] | None = None,
 ) -> dict:
     """``check_config=False`` skips validating config.json (the status line's fast path);
     a running listener still reports an invalid config through its ``error`` stage.
@@ -113,7 +115,8 @@ def listener_status(
     progress = doc or {}  # no document only with a problem, each handled below before it is read
     config_error = _config_error(settings, agent) if check_config else None
     state: str | None = None
-    elsewhere = _listener_elsewhere(settings, agent, conn) if holder is None else None
+    # ``elsewhere_of``: the caller read it already (the status line, from the counts it keeps).
+    elsewhere = (elsewhere_of or (lambda: _listener_elsewhere(settings, agent, conn)))() if holder is None else None
     if holder is None:
         stage = "elsewhere" if elsewhere else "stopped"
     elif problem == "missing_file":
@@ -147,6 +150,8 @@ def listener_status(
         "config_error": config_error,
         # The launcher-relevant variables the running listener took: names only (dispatch/environment.py).
         "environment": ((trusted or {}).get("environment") or {}).get("names") if holder is not None else None,
+        # The agent CLIs the running listener's PATH finds (None: not running, or it did not record them).
+        "clis": ((trusted or {}).get("environment") or {}).get("clis") if holder is not None else None,
         "totals": _agent_totals(settings, agent) if totals else None,
         "budget": _daily_budget(settings, agent) if totals else None,
     }
@@ -222,8 +227,13 @@ def _error_head(error: object) -> str:
     return head[:40] if head.replace("_", "").replace(" ", "").isalnum() else "error"
 
 
-def progress_line(settings: LocationsLike, agent: str, check_config: bool = True) -> str:
-    status = listener_status(settings, agent, check_config, late_results=False, totals=False)
+def progress_line(
+    settings: LocationsLike,
+    agent: str,
+    check_config: bool = True,
+    elsewhere_of: Callable[[], dict | None] | None = None,
+) -> str:
+    status = listener_status(settings, agent, check_config, late_results=False, totals=False, elsewhere_of=elsewhere_of)
     detail = None
     if status["config_error"]:
         detail = "config_invalid: see `agent-bridge listener status`"
@@ -255,6 +265,7 @@ def enable_warnings(settings: LocationsLike, agent: str) -> list[str]:
     """What will keep the enabled listener from dispatching, as ``code: what to do`` lines."""
     from dispatcher.core.config import ConfigError, load_config
     from dispatcher.core.settings import BridgeSettings
+    from dispatcher.dispatch.environment import taken, unset_for, unset_problem
 
     try:
         config = load_config(settings.config_path())
@@ -262,8 +273,26 @@ def enable_warnings(settings: LocationsLike, agent: str) -> list[str]:
         return [f"config_invalid: {exc.reason}"]
     if agent not in config.agents:
         return []
+    warnings = []
+    if not config.agents[agent].auto:
+        warnings.append(auto_off_warning(agent, settings.config_path()))
     problem = config.workspace_problem(agent, BridgeSettings().workspace, settings.config_path())
-    return [f"workspace_missing: {problem}"] if problem else []
+    if problem:
+        warnings.append(f"workspace_missing: {problem}")
+    launcher = config.launcher_path(agent, PROJECT_DIR)
+    if missing := unset_for(launcher, taken(os.environ)):
+        what, fix = unset_problem(agent, launcher, missing, "this shell")
+        warnings.append(f"launcher_variable_unset: {what}. Fix: {fix}")
+    return warnings
+
+
+def auto_off_warning(agent: str, config_path: object) -> str:
+    """An agent whose ``auto`` is off: its listener never starts a worker on its own."""
+    return (
+        f"auto_off: {agent}'s auto is off in {config_path}, so its listener dispatches nothing: its tasks wait for "
+        f"a person (`agent-bridge inbox --agent {agent}`). To have them dispatched, set agents.{agent}.auto to true; "
+        "one task by hand: `agent-bridge dispatch MESSAGE_ID`"
+    )
 
 
 def environment_warning(settings: LocationsLike, agent: str, pid: int | None) -> list[str]:
@@ -329,6 +358,33 @@ def enable(settings: LocationsLike, agent: str, wait_seconds: float = 10.0) -> d
         "started": how,
         "warnings": warnings,
     }
+
+
+RESTART_WAIT_SECONDS = 60.0
+
+
+def restart(settings: LocationsLike, agent: str, wait_seconds: float = RESTART_WAIT_SECONDS) -> dict:
+    """Stop the running listener (the disable marker: it lets a running worker finish), wait up
+    to ``wait_seconds`` for it to exit, then ``enable`` a new one with this process's environment.
+    ``restart_timeout`` when it is still finishing a worker: it stays disabled, and says so."""
+    from dispatcher.core.errors import BridgeError
+
+    lock = AgentPaths.of(settings, agent).ensure().lock
+    old = flock_holder(lock)
+    if old is not None:
+        disable(settings, agent)
+        deadline = clock.monotonic() + wait_seconds
+        while flock_holder(lock) is not None and clock.monotonic() < deadline:
+            time.sleep(0.05)
+        if flock_holder(lock) is not None:
+            raise BridgeError(
+                "restart_timeout",
+                f"the listener of {agent} (pid {old}) is still finishing its worker after {wait_seconds:g} s; it takes "
+                f"no new task and exits when the worker ends. Rerun `agent-bridge listener restart --agent {agent}` "
+                "then (or `listener enable` to keep the old one).",
+            )
+    started = enable(settings, agent)
+    return {**started, "stopped_pid": old}
 
 
 def _read_only(settings: LocationsLike, *, named_rows: bool = False) -> Connection | None:

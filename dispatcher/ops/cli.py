@@ -164,17 +164,15 @@ def listener_status(agent: str) -> None:
 
 @listener.command("progress")
 @agent_option
-@click.option("--once", is_flag=True, help="Print the current line and exit (otherwise: watch).")
+@click.option("--once", is_flag=True, hidden=True, help="Accepted for older scripts: progress always prints one line.")
 def listener_progress(agent: str, once: bool) -> None:
-    """One payload-free line, e.g. `[claude] idle | last msg#43 sender=kimi result=succeeded in 21.5s rc=0`."""
+    """One payload-free line, then exit, e.g. `[claude] idle | last msg#43 sender=kimi result=succeeded
+    in 21.5s rc=0`. `listener watch` prints a line at each change."""
     from dispatcher.dispatch.control import progress_line
 
     settings = _settings()
     _declared(settings, agent, config_required=False)
-    if once:
-        click.echo(progress_line(settings, agent))
-    else:
-        _watch(settings, agent)
+    click.echo(progress_line(settings, agent))
 
 
 @listener.command("watch")
@@ -222,6 +220,28 @@ def listener_enable(agent: str) -> None:
     settings = _settings()
     _declared(settings, agent)
     started = enable(settings, agent)
+    _print_json(started)
+    for warning in started["warnings"]:
+        click.echo(f"agent-bridge: warning: {warning}", err=True)
+
+
+@listener.command("restart")
+@agent_option
+@click.option(
+    "--wait",
+    "wait_seconds",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(0, 86400),
+    help="Seconds to wait for the running listener (and a worker it runs) to exit.",
+)
+def listener_restart(agent: str, wait_seconds: float) -> None:
+    """Stop the running listener and start a new one with this shell's environment (PATH, CLIs, variables)."""
+    from dispatcher.dispatch.control import restart
+
+    settings = _settings()
+    _declared(settings, agent)
+    started = restart(settings, agent, wait_seconds)
     _print_json(started)
     for warning in started["warnings"]:
         click.echo(f"agent-bridge: warning: {warning}", err=True)
@@ -703,7 +723,7 @@ def send(sender, recipient, task, note, notice, dedup_key, wait, timeout, as_jso
         settings,
         sender=sender,
         recipient=recipient,
-        text=read_text(text),
+        text=read_text(text, settings.max_body_bytes),
         kind=None if kind == "note" else kind,
         dedup_key=dedup_key,
     )
@@ -745,12 +765,13 @@ def conversation_start(initiator, recipient, goal, max_turns, expires_in, max_co
     """Start a conversation as --from (the start_conversation tool's rules); prints its JSON."""
     from dispatcher.ops.human import read_text, start_conversation
 
+    settings = _settings()
     _print_json(
         start_conversation(
-            _settings(),
+            settings,
             initiator=initiator,
             recipient=recipient,
-            goal=read_text(goal),
+            goal=read_text(goal, settings.max_body_bytes),
             max_turns=max_turns,
             expires_in_seconds=expires_in,
             max_cost_usd=max_cost_usd,

@@ -2,12 +2,12 @@
 
 Everything is real except the model: real server.py processes over MCP stdio, a real
 listener with its flock and supervisor, a real worker process (the scripted
-``dispatcher.ops.demo_worker``, launched through ``launchers/command_headless.sh``).
+``dispatcher.ops.demo_worker``, launched through ``launchers/scripted_headless.sh``).
 """
 
 import json
 import os
-import shlex
+import re
 import shutil
 import subprocess
 import sys
@@ -43,16 +43,20 @@ class _StatusWatcher(threading.Thread):
         last = None
         while not self.stop.wait(0.05):
             line = progress_line(self.settings, "claude")
-            if line != last:
+            if _without_times(line) != last:  # a new stage or message, not a running clock
                 _say("status", line)
-                last = line
+                last = _without_times(line)
+
+
+def _without_times(line: str) -> str:
+    """The line without its durations (``12s``, ``1.8s``), which change every second."""
+    return re.sub(r"\b\d+(?:\.\d+)?s\b", "", line)
 
 
 def _environment(root: Path) -> dict[str, str]:
-    worker = f"{shlex.quote(sys.executable)} -m dispatcher.ops.demo_worker"
     config = {
         "agents": {
-            "claude": {"auto": True, "launcher": "launchers/command_headless.sh", "worker_timeout_seconds": 120},
+            "claude": {"auto": True, "launcher": "launchers/scripted_headless.sh", "worker_timeout_seconds": 120},
             "kimi": {"auto": False, "launcher": "launchers/kimi_headless.sh"},
         },
         "dispatch_max_age_seconds": 86400,
@@ -63,7 +67,6 @@ def _environment(root: Path) -> dict[str, str]:
         "AGENT_BRIDGE_CONFIG": str(root / "config.json"),
         "AGENT_BRIDGE_RUNTIME_DIR": str(root / "runtime"),
         "AGENT_BRIDGE_WORKSPACE": str(root),
-        "AGENT_BRIDGE_WORKER_COMMAND": worker,
         "PYTHONPATH": str(PROJECT_DIR),
     }
 
@@ -151,6 +154,11 @@ async def _script(env: dict[str, str]) -> None:
         await settled(kimi, follow["id"])
         listener = await call(claude, "claude", "listener", action="progress")
         _say("claude", f"  {listener['line']}")
+        _say(
+            "demo",
+            f"done: 3 tasks dispatched to claude's workers, each answered; conversation #{cid} {done['state']}",
+        )
+        _say("demo", "next: your own machine in five minutes, `agent-bridge init --scripted` (README: Quick start)")
 
 
 def run_demo(keep: bool = False) -> None:

@@ -1,6 +1,6 @@
 """A scripted headless worker: what a Claude or Kimi worker does, without a model.
 
-It is what the demo dispatches (through ``launchers/command_headless.sh``) and what the
+It is what the demo dispatches (through ``launchers/scripted_headless.sh``) and what the
 tests' misbehaving fake workers build on. Like a real CLI it starts ``server.py`` as its
 only MCP server and follows the worker protocol from the request file: claim, answer
 (a result, or for a review turn a decision), acknowledge.

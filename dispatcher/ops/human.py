@@ -18,7 +18,7 @@ from dispatcher.core.config import BridgeConfig, load_config, require_agent
 from dispatcher.core.errors import BridgeError, RequestRefused, StoreUnavailable
 from dispatcher.core.lifecycle import FAILURE_OUTCOMES
 from dispatcher.core.settings import BridgeSettings
-from dispatcher.ops.show import message_fields, message_report
+from dispatcher.ops.show import attempt_headline, message_fields, message_report, reason_lines
 from dispatcher.store import Connection, data_version, open_handle, open_store, store_errors
 from dispatcher.store.attempts import get_attempt
 from dispatcher.store.messages import fetch_message, inbox_rows
@@ -60,13 +60,31 @@ def _refusals() -> Iterator[None]:
         raise RequestRefused.of(exc) from None
 
 
-def read_text(text: str, stdin: Callable[[], str] = sys.stdin.read) -> str:
-    """TEXT as given, or standard input for ``-``; an empty text is refused here, with the fix."""
-    body = stdin() if text == "-" else text
+def _read_stdin(size: int) -> bytes:
+    return sys.stdin.buffer.read(size)
+
+
+def read_text(text: str, max_bytes: int, stdin: Callable[[int], bytes] = _read_stdin) -> str:
+    """TEXT as given, or standard input for ``-``: at most ``max_bytes`` and one more are read, so
+    a larger (or endless) input is refused without being held; an empty text is refused too."""
+    body = _limited(stdin(max_bytes + 1), max_bytes) if text == "-" else text
     if not body.strip():
         where = "standard input was empty" if text == "-" else "the text is empty"
         raise RequestRefused("empty_text", f"{where}; give the text as an argument, or `-` and pipe it in.")
     return body
+
+
+def _limited(data: bytes, max_bytes: int) -> str:
+    if len(data) > max_bytes:
+        raise RequestRefused(
+            "text_too_large",
+            f"standard input holds more than {max_bytes} bytes, the limit (AGENT_BRIDGE_MAX_BODY_BYTES); nothing was "
+            "sent. Send a shorter text, or a file's path instead of its content.",
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise RequestRefused("invalid_text", "standard input is not UTF-8 text; nothing was sent.") from None
 
 
 def send(
@@ -147,10 +165,7 @@ def render_settled(report: dict[str, Any]) -> str:
     if attempt is None:
         head = f"task #{report['id']}: answered by an interactive session of {report['recipient']} (no dispatch)"
     else:
-        why = f" ({attempt['error_kind']})" if attempt["error_kind"] else ""
-        head = f"task #{report['id']}: {attempt['outcome']}{why}, cli_status {attempt['cli_status'] or 'unknown'}"
-        if attempt["reason"]:
-            head += f"\n  why: {attempt['reason']}"
+        head = "\n".join([f"task #{report['id']}: {attempt_headline(attempt)}", *reason_lines(attempt)])
     lines = [head]
     for reply in report["replies"]:
         lines += ["", f"{reply['kind'] or 'message'} #{reply['id']} from {reply['sender']}:", reply["text"]]

@@ -14,9 +14,9 @@ limited to the bridge's), on for the others. With no CLI found it still writes a
 declaring ``claude`` with ``auto`` off, so that the server can start.
 
 ``--scripted`` is the quick start without a model: ``claude`` with ``auto`` on runs the scripted
-demo worker (``dispatcher/ops/demo_worker.py``) through ``launchers/command_headless.sh`` (the
-command comes from ``AGENT_BRIDGE_WORKER_COMMAND``, printed as the next step), and ``me`` is the
-person at the shell, whose tasks wait for a human (``auto`` off).
+demo worker (``dispatcher/ops/demo_worker.py``) through ``launchers/scripted_headless.sh``, named
+in config.json (so a listener started from any shell finds it), and ``me`` is the person at the
+shell, whose tasks wait for a human (``auto`` off).
 
 Every agent it declares gets an explicit permission profile (dispatcher/core/permissions.py):
 ``edit`` where the CLI's own sandbox confines writes to the workspace (Claude, Codex), ``read``
@@ -83,9 +83,47 @@ class Found:
 
 
 def config_path() -> Path:
+    """Where init writes: AGENT_BRIDGE_CONFIG when set (as every other command reads it), else the
+    user's config.json under XDG_CONFIG_HOME."""
+    from dispatcher.core.locations import Locations
+
+    explicit = Locations.from_env().config
+    if explicit is not None:
+        return explicit
     value = os.environ.get("XDG_CONFIG_HOME")
     base = Path(value) if value and Path(value).is_absolute() else Path.home() / ".config"
     return base / "agent-bridge" / "config.json"
+
+
+def carried_over(old_text: str, new: dict) -> tuple[dict, list[str]]:
+    """What ``init --force`` keeps of the file it replaces: each agent the new file does not declare
+    whose ``auto`` is off (a person, such as ``me``: nothing finds it on PATH), as written, when it
+    is still a valid entry; and the ids of the others it drops (a CLI no longer found, an entry no
+    longer valid), to be named."""
+    from pydantic import ValidationError
+
+    from dispatcher.core.config import AgentConfig
+
+    try:
+        old = json.loads(old_text).get("agents")
+    except (ValueError, AttributeError):
+        return {}, []
+    if not isinstance(old, dict):
+        return {}, []
+    kept, dropped = {}, []
+    for agent, entry in old.items():
+        if agent in new["agents"]:
+            continue
+        try:
+            valid = AgentConfig.model_validate(entry)
+        except ValidationError:
+            dropped.append(agent)
+            continue
+        if valid.auto:
+            dropped.append(agent)
+        else:
+            kept[agent] = entry
+    return kept, sorted(dropped)
 
 
 def read_version(cli: Cli, returncode: int | None, stdout: str, stderr: str) -> tuple[str | None, str | None]:
@@ -157,19 +195,19 @@ def build_config(found: list[Found], workspace: Path) -> dict:
     return {"agents": agents, "dispatch_max_age_seconds": 86400}
 
 
-# The quick start's stand-in for a model: what `init --scripted` declares and tells the user to export.
-SCRIPTED_WORKER_COMMAND = '"$AGENT_BRIDGE_PYTHON" -m dispatcher.ops.demo_worker'
+# The quick start's stand-in for a model: the launcher `init --scripted` declares for it.
+SCRIPTED_LAUNCHER = "launchers/scripted_headless.sh"
 HUMAN_AGENT = "me"
 
 
 def scripted_config(workspace: Path) -> dict:
     """``claude`` answered by the scripted worker, and ``me`` (the person sending): both through the
-    command launcher, at level ``bridge`` (the scripted worker only calls the bridge's tools)."""
+    scripted launcher, at level ``bridge`` (the scripted worker only calls the bridge's tools)."""
 
     def agent(auto: bool) -> dict:
         return {
             "auto": auto,
-            "launcher": "launchers/command_headless.sh",
+            "launcher": SCRIPTED_LAUNCHER,
             "workspace": str(workspace),
             "worker_timeout_seconds": 120,
             "permissions": {"level": "bridge"},
@@ -183,10 +221,6 @@ def _say_scripted(echo) -> None:
         f"Declared claude, answered by a scripted worker (no model), and {HUMAN_AGENT}, you at the shell "
         f"(auto off: tasks to {HUMAN_AGENT} wait for you)."
     )
-    echo(
-        "Before `agent-bridge listener enable --agent claude`, give the listener the worker's command: "
-        f"export AGENT_BRIDGE_WORKER_COMMAND='{SCRIPTED_WORKER_COMMAND}'"
-    )
     echo("For the real Claude Code later: `agent-bridge init --force` declares the CLIs found on PATH.")
 
 
@@ -195,19 +229,27 @@ def run_init(*, force: bool, workspace: Path, echo, scripted: bool = False) -> P
     from dispatcher.ops.register import backup_copy
 
     path = config_path()
-    if path.exists() and not force:
-        raise BridgeError(
-            "config_exists",
-            f"{path} already exists; nothing was written. Edit it, or rerun `agent-bridge init --force` to replace it.",
-        )
     workspace = workspace.expanduser().resolve()
     if not workspace.is_dir():
         raise BridgeError("usage_error", f"workspace {workspace} is not a directory; pass an existing one.")
     found = [] if scripted else find_clis()
     config = scripted_config(workspace) if scripted else build_config(found, workspace)
+    text = json.dumps(config, indent=2) + "\n"
+    old = path.read_text(encoding="utf-8") if path.exists() else None
+    if old == text:  # the quick start run again: nothing to replace
+        echo(f"{path} already declares this; nothing changed.")
+        return path
+    if old is not None and not force:
+        again = "agent-bridge init --scripted --force" if scripted else "agent-bridge init --force"
+        raise BridgeError(
+            "config_exists",
+            f"{path} already exists; nothing was written. Edit it, or rerun `{again}` to replace it.",
+        )
+    kept, dropped = carried_over(old, config) if old is not None else ({}, [])
+    config["agents"].update(kept)
     BridgeConfig.model_validate(config)  # what we write, the server and listener accept
     ensure_private_dir(path.parent, "config directory")
-    backup = backup_copy(path, path.read_text(encoding="utf-8")) if path.exists() else None
+    backup = backup_copy(path, old) if old is not None else None
     write_atomically(path, json.dumps(config, indent=2) + "\n")
 
     for f in found:
@@ -237,6 +279,13 @@ def run_init(*, force: bool, workspace: Path, echo, scripted: bool = False) -> P
         'Change what a worker may do with each agent\'s "permissions" in the config (levels: bridge, read, '
         "edit, shell with allow_commands, project; see docs/permissions.md)."
     )
+    if kept:
+        echo(f"Kept {', '.join(sorted(kept))} from the previous file, as written (auto off: a person answers).")
+    if dropped:
+        echo(
+            f"Dropped {', '.join(dropped)} of the previous file (not found here, or no longer valid); to add one back, "
+            f"copy its entry from {backup} into {path}."
+        )
     if backup is not None:
         echo(f"Kept the previous file as {backup}")
     echo(f"Wrote {path}")

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from dispatcher.core import clock
 from dispatcher.core.errors import BridgeError
-from dispatcher.core.locations import is_postgres_url
+from dispatcher.core.locations import absolute_setting
 from dispatcher.core.private_files import write_atomically
 from dispatcher.wake.hook_wait import TIMEOUT_MARGIN_SECONDS, WAIT_EVENTS
 
@@ -82,7 +82,7 @@ def server_registration(agent: str, environ: Mapping[str, str] | None = None) ->
     env = {"AGENT_ID": agent}
     for name in ("AGENT_BRIDGE_DB", "AGENT_BRIDGE_CONFIG"):
         if environ.get(name):
-            env[name] = _setting_as_registered(environ[name])
+            env[name] = absolute_setting(environ[name])
     return Registration(agent, os.path.abspath(sys.executable), server_args(), env)
 
 
@@ -418,14 +418,7 @@ def setting_words(names: tuple[str, ...], environ: Mapping[str, str] | None = No
     """``NAME=/absolute/path`` shell words for each of ``names`` set in ``environ`` (default: ours):
     how a command the CLI runs through its shell reaches the store and files ``register`` was given."""
     environ = os.environ if environ is None else environ
-    return [f"{name}={shlex.quote(_setting_as_registered(environ[name]))}" for name in names if environ.get(name)]
-
-
-def _setting_as_registered(value: str) -> str:
-    """A path setting made absolute (the CLI starts us from its own folder), a PostgreSQL URL as it
-    is: made "absolute" it became a path below the working directory, and the registered server,
-    hooks and status line opened a new SQLite store there."""
-    return value if is_postgres_url(value) else os.path.abspath(os.path.expanduser(value))
+    return [f"{name}={shlex.quote(absolute_setting(environ[name]))}" for name in names if environ.get(name)]
 
 
 _OUR_HOOK = re.compile(r"agent-bridge\S*\s+hook\s+(claude|kimi|codex|gemini)\b")

@@ -5,13 +5,15 @@ the permission level the worker ran at and the tools its CLI denied (names only)
 the attempt's private files are. Read-only: it never writes the store or creates it.
 """
 
+import re
 from pathlib import Path
 from typing import Any
 
 from dispatcher.core.clock import iso
 from dispatcher.core.errors import BridgeError
 from dispatcher.core.locations import LocationsLike, shown
-from dispatcher.core.reasons import failure_reason
+from dispatcher.core.private_files import read_untrusted
+from dispatcher.core.reasons import failure_reason, reason_code
 from dispatcher.store import Connection, Row
 from dispatcher.store.attempts import get_attempt
 from dispatcher.store.messages import fetch_message
@@ -35,6 +37,36 @@ ATTEMPT_FIELDS = (
 )
 
 
+# The error kinds a launcher's own exit code gives (dispatch/outcome.py): its last line says why.
+LAUNCHER_KINDS = ("launcher_usage", "cli_not_found", "permissions_unenforceable")
+# A launcher's own line (launchers/_common.sh's `fail`): `<name>.sh: <reason>`.
+_LAUNCHER_LINE = re.compile(r"^[A-Za-z0-9_.-]+\.sh: \S.*$", re.MULTILINE)
+LAUNCHER_LOG_BYTES = 64 * 1024
+MAX_LAUNCHER_LINE = 240
+
+
+def launcher_said(attempt_dir: Path, error_kind: str | None) -> str | None:
+    """The launcher's own one-line reason from the attempt's ``worker.log``, when the attempt ended on
+    one of the launcher's exit codes (it failed before any CLI ran, so the line is the launcher's)."""
+    if error_kind not in LAUNCHER_KINDS:
+        return None
+    log = read_untrusted(attempt_dir, "worker.log", LAUNCHER_LOG_BYTES)
+    lines = _LAUNCHER_LINE.findall(log or "")
+    return lines[-1][:MAX_LAUNCHER_LINE] if lines else None
+
+
+def attempt_headline(attempt: dict[str, Any]) -> str:
+    """The outcome led by its cause, then the details that differ from it: ``failed (auth_error);
+    error_kind no_evidence`` (the CLI's status says why; the bridge's kind is how it looked)."""
+    outcome = attempt["outcome"] or attempt["state"]
+    code = reason_code(attempt["outcome"], attempt["error_kind"], attempt["cli_status"])
+    if code is None:
+        why = f" ({attempt['error_kind']})" if attempt["error_kind"] else ""
+        return f"{outcome}{why}, cli_status {attempt['cli_status'] or 'unknown'}"
+    details = [f"{name} {attempt[name]}" for name in ("error_kind", "cli_status") if attempt[name] not in (None, code)]
+    return f"{outcome} ({code})" + (f"; {', '.join(details)}" if details else "")
+
+
 def _replies(conn: Connection, message_id: int) -> list[dict[str, Any]]:
     return [{**row, "created_at": iso(row["created_at"])} for row in replies_to(conn, message_id)]
 
@@ -50,6 +82,7 @@ def _attempt(conn: Connection, message_id: int, runtime: Path) -> dict[str, Any]
         "finished_at": iso(row["finished_at"]),
         "attempt_dir": str(attempt_dir) if attempt_dir.is_dir() else None,
         "reason": failure_reason(row["outcome"], row["error_kind"], row["cli_status"]),
+        "launcher_said": launcher_said(attempt_dir, row["error_kind"]),
     }
 
 
@@ -95,6 +128,14 @@ def _first_line(text: str, width: int = 100) -> str:
     return line if len(line) <= width and "\n" not in text.strip() else line[:width] + " …"
 
 
+def reason_lines(attempt: dict[str, Any]) -> list[str]:
+    """Why it failed and what to do, then the launcher's own line when it said one."""
+    lines = [f"  why: {attempt['reason']}"] if attempt["reason"] else []
+    if attempt["launcher_said"]:
+        lines.append(f"  the launcher said: {attempt['launcher_said']}")
+    return lines
+
+
 def render_report(report: dict[str, Any]) -> str:
     """The report as lines for a terminal: the dispatch first, since that is what a person asks about."""
     head = f"message #{report['id']} {report['kind'] or 'message'} {report['sender']} -> {report['recipient']}"
@@ -107,14 +148,10 @@ def render_report(report: dict[str, Any]) -> str:
     if attempt is None:
         lines.append("dispatch: none (no headless worker was started for it)")
     else:
-        outcome = attempt["outcome"] or attempt["state"]
-        why = f" ({attempt['error_kind']})" if attempt["error_kind"] else ""
         lines.append(
-            f"dispatch: {outcome}{why}, cli_status {attempt['cli_status'] or 'unknown'}, "
-            f"permission level {attempt['permission_level'] or 'unknown'}"
+            f"dispatch: {attempt_headline(attempt)}, permission level {attempt['permission_level'] or 'unknown'}"
         )
-        if attempt["reason"]:
-            lines.append(f"  why: {attempt['reason']}")
+        lines += reason_lines(attempt)
         if attempt["denied_tools"]:
             lines.append(f"  denied by the CLI: {attempt['denied_tools'].replace(',', ', ')}")
         cost = "unknown" if attempt["cost_usd"] is None else f"${attempt['cost_usd']:.4f}"

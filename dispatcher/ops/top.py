@@ -12,7 +12,7 @@ import time
 
 from dispatcher.core import clock
 from dispatcher.core.config_view import budget_day_start
-from dispatcher.core.errors import BridgeError
+from dispatcher.core.errors import BridgeError, missing_extra
 from dispatcher.core.findings import CODES
 from dispatcher.core.locations import shown
 from dispatcher.core.reasons import reason_code
@@ -25,12 +25,7 @@ def _rich():
     try:
         import rich  # noqa: F401
     except ImportError:
-        raise BridgeError(
-            "missing_extra",
-            "`agent-bridge top` needs the optional `rich` package: reinstall with the extra, "
-            "`uv tool install --force './agent-bridge[top]'` from your clone (or 'git+<repository-url>[top]'), "
-            "or `uv sync --extra top` in a checkout",
-        ) from None
+        raise missing_extra("`agent-bridge top`", "rich") from None
 
 
 def snapshot(settings) -> dict:

@@ -15,6 +15,7 @@ deletes the store and the runtime directory. config.json is kept: it is the user
 """
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -27,7 +28,7 @@ from pathlib import Path
 
 from dispatcher.core import clock
 from dispatcher.core.errors import BridgeError
-from dispatcher.core.locations import StoreUrl, shown
+from dispatcher.core.locations import Locations, LocationsLike, StoreUrl, shown
 from dispatcher.core.settings import BridgeSettings
 from dispatcher.ops import register as reg
 
@@ -252,9 +253,9 @@ def _wait_for_exit(lock: Path, seconds: float) -> int | None:
     return holder
 
 
-def stop_listener(settings: BridgeSettings, agent: str) -> str | None:
-    """Disable ``agent``'s listener and wait for it to exit; SIGTERM it after a grace period. A line
-    to print when one was running."""
+def stop_listener(settings: LocationsLike, agent: str, where: str = "") -> str | None:
+    """Disable ``agent``'s listener (of the runtime directory ``settings`` names) and wait for it to
+    exit; SIGTERM it after a grace period. A line to print when one was running."""
     from dispatcher.dispatch import control
     from dispatcher.dispatch.paths import AgentPaths
 
@@ -265,15 +266,68 @@ def stop_listener(settings: BridgeSettings, agent: str) -> str | None:
         return None
     holder = _wait_for_exit(lock, LISTENER_EXIT_SECONDS)
     if holder is None:
-        return f"listener {agent}: stopped."
+        return f"listener {agent}{where}: stopped."
     os.kill(holder, signal.SIGTERM)
     if _wait_for_exit(lock, LISTENER_TERM_SECONDS) is None:
-        return f"listener {agent}: stopped (SIGTERM to pid {holder} after {LISTENER_EXIT_SECONDS:g} s)."
+        return f"listener {agent}{where}: stopped (SIGTERM to pid {holder} after {LISTENER_EXIT_SECONDS:g} s)."
     raise BridgeError(
         "listener_still_running",
-        f"{agent}'s listener (pid {holder}) did not exit after the disable marker and SIGTERM; "
+        f"{agent}'s listener{where} (pid {holder}) did not exit after the disable marker and SIGTERM; "
         f"stop it with `kill {holder}`, then rerun `agent-bridge uninstall`.",
     )
+
+
+def listener_runtimes(settings: BridgeSettings) -> list[Path]:
+    """Every runtime directory a listener of ours may run from: the store in use's, the default
+    SQLite store's and each PostgreSQL store's under the state directory (``pg-<key>/runtime``),
+    whichever store this shell names."""
+    from dispatcher.core.locations import default_db
+
+    state = default_db().parent
+    found = {settings.private_dir(), state / "runtime", *state.glob("pg-*/runtime")}
+    return sorted(path for path in found if path.is_dir() and not path.is_symlink())
+
+
+def stop_everything(settings: BridgeSettings, agents: set[str]) -> list[str]:
+    """Stop the listeners and running workers of every runtime directory (``listener_runtimes``),
+    naming each that is not the store in use's; then settle what a stopped supervisor left."""
+    from dispatcher.dispatch.stop import end_workers, listener_locks
+
+    lines = []
+    for runtime in listener_runtimes(settings):
+        ours = runtime == settings.private_dir()
+        where = "" if ours else f" (another store's, runtime {runtime})"
+        at = Locations(db=settings.db, runtime_dir=runtime)
+        names = {lock.name.removesuffix(".lock") for lock in listener_locks(runtime)} | (agents if ours else set())
+        lines += [line for agent in sorted(names) if (line := stop_listener(at, agent, where))]
+        lines += end_workers(runtime, LISTENER_EXIT_SECONDS, LISTENER_TERM_SECONDS)
+    return lines + settle_left(settings, agents)
+
+
+def settle_left(settings: BridgeSettings, agents: set[str]) -> list[str]:
+    """Settle the attempts of the store in use whose supervisor was stopped (``reconcile``)."""
+    from dispatcher.dispatch.paths import AgentPaths
+    from dispatcher.dispatch.reconcile import reconcile
+    from dispatcher.store import STORE_ERRORS, open_store
+    from dispatcher.store.attempts import unsettled_attempts
+
+    if isinstance(settings.db, Path) and not settings.db.is_file():
+        return []
+    try:
+        conn = open_store(settings.db)
+    except STORE_ERRORS:
+        return []
+    try:
+        before = {a["message_id"] for a in unsettled_attempts(conn)}
+        for agent in sorted(agents):
+            reconcile(conn, AgentPaths.of(settings, agent))
+        left = {a["message_id"] for a in unsettled_attempts(conn)}
+    except STORE_ERRORS:
+        return []
+    finally:
+        conn.close()
+    settled = sorted(before - left)
+    return [f"settled the attempt(s) of message(s) {', '.join(f'#{m}' for m in settled)}."] if settled else []
 
 
 def _systemctl(*args: str) -> bool:
@@ -319,13 +373,76 @@ def purge(settings: BridgeSettings) -> list[str]:
     if runtime.is_dir() and not runtime.is_symlink():
         shutil.rmtree(runtime)
         removed.append(str(runtime))
-    for directory in {runtime.parent} | ({db.parent} if isinstance(db, Path) else set()):
-        if directory.name == "agent-bridge" and directory.is_dir() and not any(directory.iterdir()):
-            directory.rmdir()
+    from dispatcher.core.locations import default_db
+
+    state = default_db().parent
+    # Other PostgreSQL stores' runtime directories (their listeners were stopped): their data is
+    # on their servers; what is here is the listeners' locks, progress, logs and attempt files.
+    for other in sorted(state.glob("pg-*/runtime")):
+        if other != runtime and other.is_dir() and not other.is_symlink():
+            shutil.rmtree(other)
+            removed.append(str(other))
+    for directory in sorted({*state.glob("pg-*"), runtime.parent} | ({db.parent} if isinstance(db, Path) else set())):
+        _remove_empty(directory, up_to=state)
+    removed += registration_leftovers()
     said.insert(
         0, f"purged {', '.join(removed)}." if removed else "purge: no store or runtime directory; nothing removed."
     )
     return said
+
+
+def _remove_empty(directory: Path, up_to: Path) -> None:
+    """Remove ``directory`` when it is empty, then each empty parent up to ``up_to`` (our state
+    directory, ``agent-bridge``), which goes too when empty; nothing outside it."""
+    inside = directory == up_to or up_to in directory.parents
+    while inside and directory.is_dir() and not directory.is_symlink() and not any(directory.iterdir()):
+        directory.rmdir()
+        if directory == up_to:
+            return
+        directory = directory.parent
+        inside = directory == up_to or up_to in directory.parents
+
+
+def _hollow(value: object) -> bool:
+    """Nothing but empty tables and lists (``{"mcpServers": {}}`` once our entry is out)."""
+    if isinstance(value, dict):
+        return all(_hollow(item) for item in value.values())
+    return isinstance(value, list) and all(_hollow(item) for item in value)
+
+
+def _empty_document(path: Path) -> bool:
+    """Whether a CLI file holds nothing once our entries are out: blank, or hollow JSON or TOML."""
+    try:
+        text = path.read_text(encoding="utf-8")
+        if not text.strip():
+            return True
+        return _hollow(tomllib.loads(text) if path.suffix == ".toml" else json.loads(text))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+
+
+def registration_leftovers() -> list[str]:
+    """What ``register`` and ``unregister`` left in each CLI's files: their ``.bak-<timestamp>``
+    backups, a file that holds nothing any more, and its folder when that is then empty. Any file
+    with content is the user's and stays."""
+    from dispatcher.ops.store_pointers import registration_files
+
+    removed = []
+    for path in registration_files():
+        for backup in sorted(path.parent.glob(f"{path.name}.bak-*")):
+            if backup.is_file() and not backup.is_symlink():
+                backup.unlink()
+                removed.append(str(backup))
+        if path.is_file() and not path.is_symlink() and _empty_document(path):
+            path.unlink()
+            removed.append(str(path))
+    home = Path.home()
+    for directory in dict.fromkeys(path.parent for path in registration_files()):
+        with contextlib.suppress(OSError):  # not empty, or not ours to remove
+            if directory not in (home, *home.parents) and directory.is_dir() and not any(directory.iterdir()):
+                directory.rmdir()
+                removed.append(f"{directory}/")
+    return removed
 
 
 def uninstall(settings: BridgeSettings, *, purge_store: bool) -> list[str]:
@@ -340,7 +457,7 @@ def uninstall(settings: BridgeSettings, *, purge_store: bool) -> list[str]:
     agents = {name for lock in locks if AGENT_ID_RE.fullmatch(name := lock.name.removesuffix(".lock"))}
     with contextlib.suppress(ConfigError):  # no readable config: the runtime directory's locks name the listeners
         agents |= set(load_config(settings.config_path()).agents)
-    lines = [line for agent in sorted(agents) if (line := stop_listener(settings, agent))]
+    lines = stop_everything(settings, agents)
     lines += remove_units(sorted(agents))
     for cli in reg.CLIS:
         lines += unregister(cli, None)

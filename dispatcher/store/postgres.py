@@ -24,7 +24,7 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from dispatcher.core.errors import BridgeError
+from dispatcher.core.errors import BridgeError, missing_extra
 
 try:
     import psycopg
@@ -32,12 +32,7 @@ try:
     import psycopg.sql
     from psycopg.rows import RowMaker
 except ImportError:
-    raise BridgeError(
-        "missing_extra",
-        "AGENT_BRIDGE_DB names a PostgreSQL store, which needs the optional psycopg package: reinstall "
-        "with the extra, `uv tool install --force './agent-bridge[postgres]'` from your clone (or "
-        "'git+<repository-url>[postgres]'), or `uv sync --extra postgres` in a checkout",
-    ) from None
+    raise missing_extra("AGENT_BRIDGE_DB naming a PostgreSQL store", "psycopg") from None
 from dispatcher.core.locations import StoreLocation, StoreUrl, redacted
 from dispatcher.store.errors import (
     PostgresConnectionLost,

@@ -40,7 +40,7 @@ def test_a_claude_that_is_not_logged_in_ends_as_auth_error_with_the_fix_shown(lo
     env = logged_out
     done = cli(env, "send", "--from", "kimi", "--to", "claude", "--task", "say hello", "--wait")
     assert done.returncode == 4, (done.stdout, done.stderr)
-    assert "task #1: failed (no_evidence), cli_status auth_error" in done.stdout
+    assert "task #1: failed (auth_error); error_kind no_evidence" in done.stdout  # the cause leads (issue 30)
     assert "why: auth_error: the agent's CLI is not logged in" in done.stdout
     last = status(env)["last"]
     assert (last["cli_status"], last["reason"].split(":")[0]) == ("auth_error", "auth_error")

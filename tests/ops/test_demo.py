@@ -24,6 +24,11 @@ def test_demo_runs_end_to_end(tmp_path):
     assert "dispatch=succeeded" in out
     assert "completed after 4/4 turns" in out
     assert "[claude] idle | last msg#" in out and "result=succeeded" in out
+    # Issue 30, item 6: it printed a status line every second, and ended without a summary or a next step.
+    status = [line for line in out.splitlines() if line.lstrip().startswith("status |")]
+    assert len(status) <= 20, out
+    assert out.splitlines()[-2].startswith("    demo | done: 3 tasks dispatched"), out
+    assert "agent-bridge init --scripted" in out.splitlines()[-1], out
     assert not list(tmp_path.iterdir())  # the temporary store is cleaned up
     lines = out.splitlines()
     # Kimi's sends create messages 1 (task), 3 (the conversation's root) and 5 (the follow-up task): the

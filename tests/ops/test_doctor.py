@@ -54,12 +54,27 @@ def setup(tmp_path) -> dict:
     env["KIMI_BIN"] = str(fake_cli(bins / "kimi", f"kimi, version {TESTED['kimi']}"))
     (tmp_path / "home" / ".kimi-code" / "credentials").mkdir(parents=True)  # `kimi login` was run
     (tmp_path / "claude-config").mkdir()
-    (tmp_path / "claude-config" / "settings.json").write_text(
-        json.dumps({"statusLine": {"type": "command", "command": "agent-bridge-statusline"}})
-    )
+    configure_statusline(env)
     db = Path(env["AGENT_BRIDGE_DB"])
     open_store(db).close()
     return {"root": tmp_path, "env": env, "db": db, "config": config}
+
+
+def configure_statusline(env: dict) -> None:
+    """Claude's status line as `register claude --statusline` writes it for ``env``'s store."""
+    from dispatcher.ops.register import statusline_command
+
+    command = statusline_command(env)
+    (Path(env["CLAUDE_CONFIG_DIR"]) / "settings.json").write_text(
+        json.dumps({"statusLine": {"type": "command", "command": command}})
+    )
+
+
+def on_store(setup: dict, location: str) -> dict:
+    """The setup's environment on another store, its status line registered for it."""
+    env = {**setup["env"], "AGENT_BRIDGE_DB": location}
+    configure_statusline(env)
+    return env
 
 
 def doctor(env: dict, *args: str) -> tuple[int, dict | str]:
@@ -721,7 +736,7 @@ def _store_findings(report: dict) -> list[dict]:
 def test_a_healthy_postgresql_store_is_store_ok_with_its_schema_and_server(setup, postgres_url):
     url = _with_password(postgres_url)
     open_store(url).close()
-    rc, report = checks({**setup["env"], "AGENT_BRIDGE_DB": url})
+    rc, report = checks(on_store(setup, url))
     assert rc == 0 and report["errors"] == 0, report
     [found] = _store_findings(report)
     assert (found["code"], found["level"]) == ("store_ok", "ok")
@@ -730,7 +745,7 @@ def test_a_healthy_postgresql_store_is_store_ok_with_its_schema_and_server(setup
 
 
 def test_a_postgresql_database_without_a_store_is_store_missing(setup, postgres_url):
-    rc, report = checks({**setup["env"], "AGENT_BRIDGE_DB": postgres_url})
+    rc, report = checks(on_store(setup, postgres_url))
     assert [(f["code"], f["level"]) for f in _store_findings(report)] == [("store_missing", "warn")]
 
 
@@ -741,7 +756,7 @@ def test_a_postgresql_store_of_a_newer_schema_is_an_error(setup, postgres_url):
         conn.execute("UPDATE bridge_schema SET version = version + 1")
     finally:
         conn.close()
-    rc, report = checks({**setup["env"], "AGENT_BRIDGE_DB": postgres_url})
+    rc, report = checks(on_store(setup, postgres_url))
     assert rc == 1
     assert [(f["code"], f["level"]) for f in _store_findings(report)] == [("schema_too_new", "error")]
 
@@ -751,10 +766,57 @@ def test_a_postgresql_server_that_cannot_be_reached_is_one_error_without_the_pas
     closed.bind(("127.0.0.1", 0))  # bound, never listening: the connection is refused
     try:
         url = f"postgresql://postgres:hunter2-secret@127.0.0.1:{closed.getsockname()[1]}/agent_bridge"
-        rc, report = checks({**setup["env"], "AGENT_BRIDGE_DB": url})
+        rc, report = checks(on_store(setup, url))
     finally:
         closed.close()
     assert rc == 1
     [found] = _store_findings(report)
     assert (found["code"], found["level"]) == ("store_unreadable", "error")
     assert "hunter2-secret" not in json.dumps(report) and "127.0.0.1" in found["message"]
+
+
+def test_an_entry_of_ours_naming_another_store_is_an_error_that_names_it(setup):
+    """Issue 30, item 1: the status line and a hook registered for a PostgreSQL store while doctor
+    runs on the SQLite one (or a store turned into ``<cwd>/postgresql:/...``): each is named."""
+    from dispatcher.ops import register as reg
+
+    url = "postgresql://postgres:secret@127.0.0.1:5432/elsewhere"
+    elsewhere = {"AGENT_BRIDGE_DB": url}
+    settings = {
+        "statusLine": {"type": "command", "command": reg.statusline_command(elsewhere)},
+        "hooks": {
+            "Stop": [
+                {"hooks": [{"type": "command", "command": reg.hook_command("claude", "Stop", "claude", setup["env"])}]}
+            ]
+        },
+    }
+    (setup["root"] / "claude-config" / "settings.json").write_text(json.dumps(settings))
+    report = assert_error(setup["env"], "registration_elsewhere")
+    wrong = [f for f in report["findings"] if f["code"] == "registration_elsewhere"]
+    assert len(wrong) == 1, wrong  # the hook names the store in use
+    assert "status line" in wrong[0]["message"] and "settings.json" in wrong[0]["message"]
+    assert "postgresql://postgres:***@127.0.0.1:5432/elsewhere" in wrong[0]["message"]
+    assert "secret" not in json.dumps(report)
+
+
+def test_entries_naming_the_store_in_use_are_ok(setup):
+    from dispatcher.ops import register as reg
+
+    settings = {"statusLine": {"type": "command", "command": reg.statusline_command(setup["env"])}}
+    (setup["root"] / "claude-config" / "settings.json").write_text(json.dumps(settings))
+    _, report = checks(setup["env"])
+    assert "registrations_ok" in codes(report, "ok"), report
+
+
+def test_a_launcher_variable_the_listener_lacks_is_a_warning_not_launcher_ok(setup):
+    """Issue 30, item 2: the command launcher without AGENT_BRIDGE_WORKER_COMMAND fails every task
+    (launcher_usage); doctor said launcher_ok."""
+    write_config(setup["config"], {**AGENTS, "claude": {"auto": True, "launcher": "launchers/command_headless.sh"}})
+    env = {k: v for k, v in setup["env"].items() if k != "AGENT_BRIDGE_WORKER_COMMAND"}
+    _, report = checks(env)
+    (found,) = [f for f in report["findings"] if f["code"] == "launcher_variable_unset"]
+    assert found["level"] == "warn" and found["agent"] == "claude"
+    assert "needs AGENT_BRIDGE_WORKER_COMMAND, which this shell has not" in found["message"]
+    assert "listener restart --agent claude" in found["fix"]
+    _, fine = checks({**env, "AGENT_BRIDGE_WORKER_COMMAND": "true"})
+    assert "launcher_variable_unset" not in codes(fine)

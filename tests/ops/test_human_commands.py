@@ -166,3 +166,38 @@ def test_send_wait_gives_up_after_its_timeout_and_the_task_stays_queued(env):
     assert done.returncode == 1
     assert _one_line(done).startswith("agent-bridge: wait_timeout: task #1 has not settled after 1 s")
     assert sql(env["AGENT_BRIDGE_DB"], "SELECT acknowledged_at FROM messages") == [(None,)]
+
+
+def test_send_dash_reads_at_most_the_limit_from_an_endless_stdin_and_refuses(env):
+    """Issue 30, item 7: `send -` read all of stdin before checking the size: 200 MB took 420 MiB,
+    and an endless `yes |` grew without bound. It reads the limit and one byte more, then refuses."""
+    import os
+    import threading
+
+    yes = subprocess.Popen(["yes"], stdout=subprocess.PIPE)
+    try:
+        send = subprocess.Popen(
+            [sys.executable, "-m", "dispatcher", "send", "--from", "kimi", "--to", "claude", "--note", "-"],
+            cwd=PROJECT,
+            env={**os.environ, **env, "AGENT_BRIDGE_MAX_BODY_BYTES": "65536"},
+            stdin=yes.stdout,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        yes.stdout.close()  # only the sender reads it: `yes` ends on SIGPIPE once it stops
+        watchdog = threading.Timer(120, send.kill)  # a sender that reads on without end is killed: a failure
+        watchdog.start()
+        _, status, usage = os.wait4(send.pid, 0)
+        watchdog.cancel()
+        send.returncode = os.waitstatus_to_exitcode(status)
+        stderr = send.stderr.read().decode()
+        send.stdout.close()
+        send.stderr.close()
+    finally:
+        yes.kill()
+        yes.wait()
+    assert send.returncode == 2, stderr
+    assert stderr.startswith("agent-bridge: text_too_large: standard input holds more than 65536 bytes"), stderr
+    assert usage.ru_maxrss * 1024 < 150 * 2**20, usage.ru_maxrss  # what importing the command takes, not the input
+    if Path(env["AGENT_BRIDGE_DB"]).exists():
+        assert sql(env["AGENT_BRIDGE_DB"], "SELECT count(*) FROM messages") == [(0,)]

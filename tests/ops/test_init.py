@@ -114,11 +114,11 @@ def test_every_directory_init_creates_is_0700_and_force_keeps_a_backup(home):
     assert os.access(config, os.R_OK)
 
 
-def test_scripted_declares_a_scripted_claude_and_me_and_says_what_to_export(home):
-    """The quick start without a model: `init --scripted` ignores the CLIs on PATH; the export line
-    it prints is the README quick start's."""
+def test_scripted_declares_a_scripted_claude_and_me_with_nothing_to_export(home):
+    """The quick start without a model: `init --scripted` ignores the CLIs on PATH, and names the
+    scripted worker's launcher in config.json, where a listener started from any shell reads it
+    (issue 30, item 2: the worker command was a variable a new terminal did not have)."""
     from dispatcher.core.config import BridgeConfig
-    from dispatcher.ops.init import SCRIPTED_WORKER_COMMAND
 
     done = _init(home, "--scripted")
     assert done.returncode == 0, done.stderr
@@ -127,8 +127,52 @@ def test_scripted_declares_a_scripted_claude_and_me_and_says_what_to_export(home
     agents = config["agents"]
     assert set(agents) == {"claude", "me"}
     assert (agents["claude"]["auto"], agents["me"]["auto"]) == (True, False)
-    assert {a["launcher"] for a in agents.values()} == {"launchers/command_headless.sh"}
+    assert {a["launcher"] for a in agents.values()} == {"launchers/scripted_headless.sh"}
     assert {a["permissions"]["level"] for a in agents.values()} == {"bridge"}
-    export = f"export AGENT_BRIDGE_WORKER_COMMAND='{SCRIPTED_WORKER_COMMAND}'"
-    assert export in done.stdout and "2.1.332" not in done.stdout  # the claude on PATH is not asked
-    assert f"\n{export}  #" in (PROJECT / "README.md").read_text()
+    assert "export" not in done.stdout and "2.1.332" not in done.stdout  # the claude on PATH is not asked
+    assert (
+        "AGENT_BRIDGE_WORKER_COMMAND"
+        not in (PROJECT / "README.md").read_text().split("### Quick start")[1].split("\n## ")[0]
+    )
+
+
+def test_init_force_after_the_quick_start_keeps_me_and_names_what_it_drops(home):
+    """Issue 30, item 3: switching to the real Claude Code with `init --force` dropped `me`, and
+    `send --from me` then failed unknown_agent with nothing saying how to get it back."""
+    assert _init(home, "--scripted").returncode == 0
+    config = home["config"] / "config.json"
+    document = json.loads(config.read_text())
+    document["agents"]["helper"] = {"auto": True, "launcher": "launchers/command_headless.sh"}  # found nowhere now
+    config.write_text(json.dumps(document))
+    forced = _init(home, "--force")
+    assert forced.returncode == 0, forced.stderr
+    agents = json.loads(config.read_text())["agents"]
+    assert agents["me"] == document["agents"]["me"]  # kept as written
+    assert agents["claude"]["launcher"] == "launchers/claude_headless.sh" and "helper" not in agents
+    (backup,) = home["config"].glob("config.json.bak-*")
+    assert "Kept me from the previous file, as written (auto off: a person answers)." in forced.stdout
+    assert (
+        f"Dropped helper of the previous file (not found here, or no longer valid); to add one back, copy its entry from {backup}"
+        in forced.stdout
+    )
+
+
+def test_the_quick_start_run_again_changes_nothing_and_the_hint_names_scripted(home):
+    """Issue 30, item 6: re-running the quick start failed config_exists, and its hint said `init --force`."""
+    assert _init(home, "--scripted").returncode == 0
+    again = _init(home, "--scripted")
+    assert again.returncode == 0, again.stderr
+    assert "already declares this; nothing changed." in again.stdout
+    config = home["config"] / "config.json"
+    config.write_text(config.read_text().replace('"worker_timeout_seconds": 120', '"worker_timeout_seconds": 60', 1))
+    refused = _init(home, "--scripted")
+    assert refused.returncode == 2 and "rerun `agent-bridge init --scripted --force`" in refused.stderr
+
+
+def test_init_writes_where_agent_bridge_config_points(home, tmp_path):
+    """Issue 30, item 6: init ignored AGENT_BRIDGE_CONFIG, which every other command honours."""
+    elsewhere = tmp_path / "mine" / "config.json"
+    done = _init(home, "--scripted", AGENT_BRIDGE_CONFIG=str(elsewhere))
+    assert done.returncode == 0, done.stderr
+    assert elsewhere.is_file() and f"Wrote {elsewhere}" in done.stdout
+    assert not (home["config"] / "config.json").exists()

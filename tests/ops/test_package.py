@@ -1,6 +1,7 @@
 """The wheel, installed into a fresh venv and run outside the checkout: --version, init, serve, demo;
 and the README's quick start, run as written from the wheel installed with `uv tool install`."""
 
+import contextlib
 import json
 import os
 import re
@@ -130,6 +131,9 @@ def test_init_then_serve(installed: Path, home) -> None:
         in done.stdout
     )
 
+    same = _run(["agent-bridge", "init"], env, work)
+    assert same.returncode == 0 and "already declares this; nothing changed." in same.stdout, same.stderr
+    path.write_text(path.read_text().replace('"worker_timeout_seconds": 1800', '"worker_timeout_seconds": 900'))
     again = _run(["agent-bridge", "init"], env, work)
     assert again.returncode == 2
     assert again.stderr.startswith("agent-bridge: config_exists: ")
@@ -202,7 +206,7 @@ def test_top_without_the_extra_names_it(installed: Path, home) -> None:
     done = _run(["agent-bridge", "top", "--once"], env, work)
     assert done.returncode == 1
     assert done.stderr.startswith("agent-bridge: missing_extra: ") and done.stderr.count("\n") == 1
-    assert "agent-bridge[top]" in done.stderr
+    assert "agent-bridge[postgres,top]" in done.stderr
 
 
 def test_top_with_the_extra_outside_the_checkout(wheel: Path, home) -> None:
@@ -301,6 +305,8 @@ def _fresh_home(tmp_path: Path) -> tuple[dict, Path]:
         "UV_PYTHON": sys.executable,
         "UV_PYTHON_DOWNLOADS": "never",
         "UV_OFFLINE": "1",
+        # the network fallback below trusts what this machine trusts (a proxy's own CA, say)
+        **{name: os.environ[name] for name in ("SSL_CERT_FILE", "SSL_CERT_DIR") if os.environ.get(name)},
     }
     return env, home
 
@@ -354,7 +360,7 @@ def test_the_readme_quick_start_from_the_wheel(wheel: Path, tmp_path: Path) -> N
                 command = command.replace(CLONE, f"{wheel}[top]")
                 done = shell.run(command)
                 if done.returncode != 0:  # a dependency missing from uv's cache: fetch it from the index
-                    done = shell.run(f"UV_OFFLINE= {command}")
+                    done = shell.run(f"UV_OFFLINE=0 UV_SYSTEM_CERTS=1 {command}")
             elif command == "agent-bridge top":
                 done = shell.run(f"{command} --once")  # no terminal here: one frame
             else:
@@ -362,7 +368,7 @@ def test_the_readme_quick_start_from_the_wheel(wheel: Path, tmp_path: Path) -> N
             assert done.returncode == 0, (command, done.stdout, done.stderr)
             out = done.stdout
             if command.startswith("agent-bridge init"):
-                assert shell.cwd == home / "my-project" and "AGENT_BRIDGE_WORKER_COMMAND" in out, out
+                assert shell.cwd == home / "my-project" and "scripted worker" in out and "export" not in out, out
             elif command.startswith("agent-bridge listener enable"):
                 status = json.loads(out)
                 assert status["running"] is True and status["started"] == "detached", status
@@ -383,3 +389,108 @@ def test_the_readme_quick_start_from_the_wheel(wheel: Path, tmp_path: Path) -> N
     finally:
         if listener_pid is not None and psutil.pid_exists(listener_pid):
             os.kill(listener_pid, signal.SIGTERM)
+
+
+NOT_LOGGED_IN = PROJECT / "tests" / "fixtures" / "cli_results" / "claude" / "captured-2.1.332-not-logged-in.json"
+
+
+def _stand_in_claude(directory: Path) -> Path:
+    """Claude Code 2.1.332 as a user who never logged in meets it: its version, `auth status`
+    exit 1, and a headless run that prints the result it captured then (exit 1)."""
+    directory.mkdir()
+    result = directory / "not-logged-in.json"
+    result.write_text(NOT_LOGGED_IN.read_text())
+    claude = directory / "claude"
+    claude.write_text(
+        "#!/bin/sh\n"
+        'case "$1" in --version) echo "2.1.332 (Claude Code)"; exit 0;; auth) echo "Not logged in" >&2; exit 1;; esac\n'
+        f"cat {shlex.quote(str(result))}\nexit 1\n"
+    )
+    claude.chmod(0o755)
+    return directory
+
+
+def _ours_left(home: Path) -> list[str]:
+    """Files under ``home`` that are neither the user's config.json (kept by design, with init's
+    backups of it) nor uv's own."""
+    allowed = (home / ".config" / "agent-bridge", home / ".local" / "share" / "uv", home / ".cache", home / "cli-bin")
+    return sorted(
+        str(path.relative_to(home))
+        for path in home.rglob("*")
+        if path.is_file() and not any(base == path or base in path.parents for base in allowed)
+    )
+
+
+def test_the_first_day_from_the_wheel(wheel: Path, tmp_path: Path, new_postgres_store) -> None:
+    """Issue 30's Done-when: after the quick start, the real CLI path with a stand-in `claude` that is
+    not logged in, a PostgreSQL store, a new shell without the exported variables, and `uninstall
+    --purge`: each step gives its one-line answer, and nothing we made is left running or on disk."""
+    env, home = _fresh_home(tmp_path)
+    url = new_postgres_store()
+    first = Shell(env, tmp_path, tmp_path / "shell-1")
+    try:
+        install = f"uv tool install --compile-bytecode '{wheel}[postgres,top]'"
+        done = first.run(install, timeout=300)
+        if done.returncode != 0:  # a dependency missing from uv's cache: fetch it from the index
+            done = first.run(f"UV_OFFLINE=0 UV_SYSTEM_CERTS=1 {install}", timeout=300)
+        assert done.returncode == 0, done.stderr
+        for command in (
+            "mkdir -p ~/my-project && cd ~/my-project",
+            "agent-bridge init --scripted",
+            "agent-bridge register claude --agent claude --hooks --statusline",
+            "agent-bridge listener enable --agent claude",
+        ):
+            done = first.run(command)
+            assert done.returncode == 0, (command, done.stdout, done.stderr)
+        sent = first.run(
+            'agent-bridge send --from me --to claude --task "Count the words in this request." --wait', 300
+        )
+        assert "task #1: succeeded" in sent.stdout, sent.stdout + sent.stderr
+
+        # A new terminal, with claude installed since: the listener still has the old PATH.
+        second = Shell(
+            {**env, "PATH": f"{_stand_in_claude(home / 'cli-bin')}:{env['PATH']}"},
+            home / "my-project",
+            tmp_path / "shell-2",
+        )
+        forced = second.run("agent-bridge init --force")
+        assert forced.returncode == 0 and "Kept me from the previous file" in forced.stdout, forced.stdout
+        doctor = second.run("agent-bridge doctor")
+        assert "ERROR listener_cli_missing: [claude] the listener of claude" in doctor.stdout, doctor.stdout
+        assert "WARN  cli_not_authenticated: [claude]" in doctor.stdout, doctor.stdout
+        restarted = second.run("agent-bridge listener restart --agent claude")
+        assert restarted.returncode == 0 and json.loads(restarted.stdout)["running"], restarted.stderr
+        failed = second.run('agent-bridge send --from me --to claude --task "Say hello." --wait', 300)
+        assert failed.returncode == 4, failed.stdout + failed.stderr
+        assert failed.stdout.splitlines()[1] == "task #3: failed (auth_error); error_kind no_evidence", failed.stdout
+
+        # The same project on a PostgreSQL store.
+        third = Shell({**second.env, "AGENT_BRIDGE_DB": url}, home / "my-project", tmp_path / "shell-3")
+        # (the stand-in has no `claude mcp`: register writes Claude's files itself when no claude is found)
+        registered = third.run(
+            f"PATH={shlex.quote(env['PATH'])} agent-bridge register claude --agent claude --hooks --statusline --force"
+        )
+        assert registered.returncode == 0, registered.stderr
+        assert not (home / "my-project" / "postgresql:").exists()
+        assert third.run("agent-bridge listener enable --agent claude").returncode == 0
+        checked = third.run("agent-bridge doctor")
+        assert "registrations_ok" in checked.stdout and "registration_elsewhere" not in checked.stdout, checked.stdout
+        line = third.run("agent-bridge-statusline").stdout
+        assert line.startswith("[claude] idle"), line
+
+        # Undo it all from a shell that names no store.
+        fourth = Shell(second.env, home / "my-project", tmp_path / "shell-4")
+        gone = fourth.run(
+            f"PATH={shlex.quote(env['PATH'])} agent-bridge uninstall --purge", timeout=300
+        )  # (no `claude mcp`)
+        assert gone.returncode == 0, gone.stderr
+        assert "listener claude: stopped." in gone.stdout and "listener claude (another store's" in gone.stdout, (
+            gone.stdout
+        )
+        assert fourth.run("uv tool uninstall agent-bridge").returncode == 0
+        assert _left_behind(home) == [] and _ours_left(home) == [], _ours_left(home)
+        assert _processes_under(tmp_path) == []
+    finally:
+        for pid in _processes_under(tmp_path):
+            with contextlib.suppress(psutil.Error):
+                psutil.Process(pid).kill()

@@ -61,3 +61,13 @@ def test_statusline_without_unread_or_store_or_with_a_broken_store_shows_no_coun
     garbage.write_bytes(b"not a database at all" * 100)
     done = cli({**env, "AGENT_BRIDGE_DB": str(garbage)}, "statusline")
     assert (done.returncode, done.stdout, done.stderr) == (0, "[claude] stopped  ·  [kimi] stopped\n", "")
+
+
+def test_a_config_that_is_not_json_is_named_with_its_line(tmp_path):
+    """Issue 30, item 6: broken JSON showed only `unavailable (JSONDecodeError)`."""
+    env = _env(tmp_path)
+    config = tmp_path / "config.json"
+    config.write_text('{\n  "agents": {\n    "claude": {"auto": true,}\n  }\n}\n')
+    done = cli(env, "statusline")
+    assert done.returncode == 0
+    assert done.stdout.startswith(f"[agent-bridge] unavailable ({config} line 3: "), done.stdout

@@ -99,12 +99,7 @@ def test_uninstall_purge_leaves_no_registration_unit_listener_or_store(env, tmp_
     assert bridge(env, "systemd", "install", "--agent", "claude").returncode == 0
     units = Path(env["XDG_CONFIG_HOME"]) / "systemd" / "user"
     assert (units / "agent-bridge-listener@.service").is_file()
-    listener = subprocess.Popen(
-        [sys.executable, "-m", "dispatcher", "listener", "run", "--agent", "kimi"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    listener = listen(env, "kimi")
     try:
         lock = tmp_path / "state" / "runtime" / "kimi.lock"
         deadline = time.monotonic() + 60
@@ -134,3 +129,103 @@ def test_uninstall_on_a_clean_machine_changes_nothing_and_succeeds(env):
     assert done.returncode == 0, done.stderr
     assert "no agent-bridge unit installed" in done.stdout and "kept the store" in done.stdout
     assert not any(target(env, cli).exists() for cli in CLIS)
+
+
+def listen(env: dict, agent: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "dispatcher", "listener", "run", "--agent", agent],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def wait_for(predicate, what: str, seconds: float = 120):
+    deadline = time.monotonic() + seconds
+    while not (value := predicate()):
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+    return value
+
+
+def test_uninstall_purge_stops_a_running_worker_and_its_escaped_grandchild_and_settles_it(env, tmp_path):
+    """Issue 30, item 4: `uninstall --purge` while a worker ran exited 0 and left the supervisor, the
+    worker and a grandchild in its own session running."""
+    from dispatch_harness import make_launcher
+    from harness import write_config
+
+    from dispatcher.dispatch.stop import workers_of
+
+    launcher = make_launcher(
+        tmp_path,
+        "daemonize",
+        FAKE_WORKER_LEADER="hang",
+        FAKE_WORKER_DELAY="3600",
+        FAKE_WORKER_LATE_FILE=str(tmp_path / "late"),
+    )
+    write_config(
+        Path(env["AGENT_BRIDGE_CONFIG"]),
+        {"claude": {"auto": True, "launcher": str(launcher)}, "kimi": {"auto": False, "launcher": str(launcher)}},
+    )
+    env = {**env, "AGENT_BRIDGE_WORKSPACE": str(tmp_path)}
+    runtime = tmp_path / "state" / "runtime"
+    listener = listen(env, "claude")
+    try:
+        sent = bridge(env, "send", "--from", "kimi", "--to", "claude", "--task", "hang around")
+        assert sent.returncode == 0, sent.stderr
+        wait_for(lambda: len(workers_of(runtime)) >= 2, "the worker and its grandchild")
+        running = workers_of(runtime)
+        done = bridge(env, "uninstall", "--purge")
+        assert done.returncode == 0, done.stderr
+        assert listener.wait(30) is not None
+    finally:
+        if listener.poll() is None:
+            listener.kill()
+            listener.wait()
+    assert workers_of(runtime) == [] and not [p for p in running if Path(f"/proc/{p}").exists()], done.stdout
+    assert f"workers of {runtime.resolve()}: stopped with SIGTERM after 10 s" in done.stdout, done.stdout
+    assert not runtime.exists()
+
+
+@pytest.mark.usefixtures("postgres_url")
+def test_uninstall_stops_the_listener_of_another_store_and_names_it(env, tmp_path, new_postgres_store):
+    """Issue 30, item 4: a PostgreSQL listener survived `uninstall` run in a shell without AGENT_BRIDGE_DB."""
+    state = tmp_path / "xdg-state"
+    env = {**env, "XDG_STATE_HOME": str(state), "AGENT_BRIDGE_WORKSPACE": str(tmp_path)}
+    listener = listen({**env, "AGENT_BRIDGE_DB": new_postgres_store()}, "claude")
+    try:
+        lock = wait_for(
+            lambda: next((p for p in state.glob("agent-bridge/pg-*/runtime/claude.lock") if flock_holder(p)), None),
+            "the listener",
+        )
+        done = bridge(env, "uninstall")
+        assert done.returncode == 0, done.stderr
+        assert listener.wait(30) is not None, "uninstall left the other store's listener running"
+    finally:
+        if listener.poll() is None:
+            listener.kill()
+            listener.wait()
+    assert f"listener claude (another store's, runtime {lock.parent}): stopped." in done.stdout, done.stdout
+
+
+def test_purge_removes_what_register_made_and_keeps_the_users_files(env, tmp_path):
+    """Issue 30, item 4: `--purge` left the empty settings files register made, its backups and
+    empty runtime folders."""
+    for cli in ("claude", "kimi"):
+        extra = ("--statusline",) if cli == "claude" else ()
+        assert register(env, cli, "--agent", cli, "--hooks", *extra).returncode == 0
+        assert register(env, cli, "--agent", cli, "--hooks", "--force", *extra).returncode == 0  # backups too
+    codex = target(env, "codex")
+    codex.parent.mkdir(parents=True)
+    codex.write_text(USER_TOML)
+    assert register(env, "codex", "--agent", "codex").returncode == 0
+    state = tmp_path / "xdg-state" / "agent-bridge"
+    env = {**env, "XDG_STATE_HOME": str(tmp_path / "xdg-state")}
+    (state / "pg-0123456789ab" / "runtime").mkdir(parents=True)  # another store's, empty
+    done = bridge(env, "uninstall", "--purge")
+    assert done.returncode == 0, done.stderr
+    for cli in ("claude", "kimi"):
+        assert not target(env, cli).parent.exists(), sorted(target(env, cli).parent.rglob("*"))
+    assert tomllib.loads(codex.read_text()) == tomllib.loads(USER_TOML)  # the user's file stays
+    assert not list(codex.parent.glob("*.bak-*"))
+    assert not state.exists()

@@ -65,3 +65,27 @@ def check_workspaces(ctx: Context) -> list[Finding]:
                 )
             )
     return found
+
+
+def check_launcher_variables(ctx: Context) -> list[Finding]:
+    """Each auto agent's launcher has the variables it needs in the listener's environment: the
+    running listener's (the names it recorded), else this shell's, which `listener enable` passes on."""
+    import os
+
+    from dispatcher.core.locations import PROJECT_DIR
+    from dispatcher.dispatch.control import listener_status
+    from dispatcher.dispatch.environment import taken, unset_for, unset_problem
+
+    config, found = ctx.valid_config(), []
+    for agent in sorted(config.agents):
+        launcher = config.launcher_path(agent, PROJECT_DIR)
+        if not config.agents[agent].auto or not launcher.is_file():
+            continue
+        recorded = listener_status(ctx.locations, agent, check_config=False, late_results=False, totals=False)[
+            "environment"
+        ]
+        names, whose = (recorded, "its running listener") if recorded is not None else (taken(os.environ), "this shell")
+        if missing := unset_for(launcher, names):
+            what, _ = unset_problem(agent, launcher, missing, whose)
+            found.append(finding("launcher_variable_unset", what, agent, variable=missing[0]))
+    return found

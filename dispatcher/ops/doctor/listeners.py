@@ -4,7 +4,7 @@ import subprocess
 from pathlib import Path
 
 from dispatcher.core.findings import Finding, finding
-from dispatcher.ops.doctor.context import Context, one_line
+from dispatcher.ops.doctor.context import CLIS, Context, cli_of, one_line
 
 
 def check_listeners(ctx: Context) -> list[Finding]:
@@ -145,3 +145,33 @@ def _systemctl(verb: str, unit: str) -> tuple[str | None, str]:
         return answer, ""
     reason = next((line.strip() for line in done.stderr.splitlines() if line.strip()), "")
     return None, one_line(reason)[:160] or f"no answer (exit {done.returncode})"
+
+
+def check_listener_clis(ctx: Context) -> list[Finding]:
+    """A running listener finds its agent's CLI on its own PATH: one started before the CLI was
+    installed keeps the old PATH, and its workers fail cli_not_found while this shell finds the CLI."""
+    import os
+    import shutil
+
+    from dispatcher.core.locations import PROJECT_DIR
+    from dispatcher.dispatch.control import listener_status
+
+    config, found = ctx.valid_config(), []
+    for agent in sorted(config.agents):
+        cli = cli_of(config.launcher_path(agent, PROJECT_DIR))
+        if cli is None or not config.agents[agent].auto:
+            continue
+        status = listener_status(ctx.locations, agent, check_config=False, late_results=False, totals=False)
+        if isinstance(status["clis"], list) and cli not in status["clis"]:
+            here = shutil.which(os.environ.get(CLIS[cli].binary_env) or CLIS[cli].default_binary)
+            found.append(
+                finding(
+                    "listener_cli_missing",
+                    f"the listener of {agent} (pid {status['pid']}) does not find {cli} on its PATH"
+                    + (f" (this shell finds {here}): it started before {cli} was there" if here else "")
+                    + "; every task fails cli_not_found",
+                    agent,
+                    cli=cli,
+                )
+            )
+    return found

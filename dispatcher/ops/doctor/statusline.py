@@ -112,4 +112,6 @@ def _claude_settings(ctx: Context) -> Finding:
 
     if not is_our_statusline(command):
         return finding("statusline_not_configured", f"{path} does not run the bridge's status line", claude_agent=agent)
-    return finding("statusline_configured", f"{path} runs {one_line(command)[:80]!r}")
+    from dispatcher.core.locations import redacted
+
+    return finding("statusline_configured", f"{path} runs {one_line(redacted(str(command)))[-100:]!r}")

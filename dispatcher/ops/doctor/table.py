@@ -24,9 +24,10 @@ from dataclasses import dataclass
 
 from dispatcher.core.findings import Finding
 from dispatcher.ops.doctor.clis import check_auth, check_clis, check_permissions
-from dispatcher.ops.doctor.config import check_config, check_launchers, check_workspaces
+from dispatcher.ops.doctor.config import check_config, check_launcher_variables, check_launchers, check_workspaces
 from dispatcher.ops.doctor.context import Context
-from dispatcher.ops.doctor.listeners import check_listeners, check_units
+from dispatcher.ops.doctor.listeners import check_listener_clis, check_listeners, check_units
+from dispatcher.ops.doctor.pointers import check_store_pointers
 from dispatcher.ops.doctor.spend import check_spend
 from dispatcher.ops.doctor.stale import check_stale
 from dispatcher.ops.doctor.statusline import check_statusline
@@ -70,6 +71,7 @@ CHECKS = (
         ("launcher_ok", "launcher_missing", "launcher_not_executable", "launcher_writable_by_others"),
         CONFIG,
     ),
+    Check(check_launcher_variables, ("launcher_variable_unset",), CONFIG),
     Check(check_workspaces, ("workspace_ok", "workspace_missing"), CONFIG),
     Check(check_clis, ("cli_ok", "cli_not_found", "cli_version_unknown", "cli_version_untested"), CONFIG),
     Check(check_auth, ("cli_auth_ok", "cli_not_authenticated"), CONFIG),
@@ -86,12 +88,14 @@ CHECKS = (
         ),
         CONFIG,
     ),
+    Check(check_listener_clis, ("listener_cli_missing",), CONFIG),
     Check(
         check_units,
         ("unit_ok", "unit_no_manager", "unit_not_installed", "unit_unknown", "unit_not_enabled", "unit_not_active"),
         CONFIG,
     ),
     Check(check_spend, ("cost_known", "cost_unknown", "budget_reached"), CONFIG),
+    Check(check_store_pointers, ("registrations_ok", "registration_elsewhere"), CONFIG),
     Check(
         check_statusline,
         (
