@@ -59,9 +59,9 @@ from dispatcher.store.types import Connection
 # The migrations' advisory lock key (any bigint; this one spells "ab-migr").
 MIGRATION_LOCK_KEY = 0x61622D6D696772
 CONNECT_TIMEOUT_SECONDS = 10
-# Each session's bounds, set at connect unless the server's, the database's or the role's
-# configuration already sets them (``ALTER ROLE ... SET lock_timeout``, say: an administrator's
-# choice wins). A lock wait gives up as SQLite's busy timeout does (``LockNotAvailable``, then
+# Each session's bounds, set at connect where the setting is still the server's built-in default:
+# one the server's configuration, the database, the role or the URL sets (``ALTER ROLE ... SET
+# lock_timeout``, ``?options=-c%20lock_timeout%3D5s``) wins. A lock wait gives up as SQLite's busy timeout does (``LockNotAvailable``, then
 # ``store_unavailable``); a session idle inside a transaction for 30 s (a writer stopped, frozen or
 # cut off while it held the write lock) is ended by the server, which releases its locks; TCP
 # keepalives and a user timeout let the server end a session whose host vanished.
@@ -344,7 +344,7 @@ def connect_bounded(url: str, **kwargs: Any) -> "psycopg.Connection[Any]":
         raw.execute(
             "SELECT set_config(name, value, false) FROM (VALUES "
             + ", ".join(["(%s, %s)"] * len(SESSION_BOUNDS))
-            + ") AS bound (name, value) WHERE current_setting(name, true) = '0'",
+            + ") AS bound (name, value) JOIN pg_settings USING (name) WHERE source = 'default'",
             [part for bound in SESSION_BOUNDS for part in bound],
         )
     except BaseException:

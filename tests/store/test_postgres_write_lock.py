@@ -1,0 +1,176 @@
+"""The PostgreSQL store's write lock is bounded and the store's own (issue 28, item 8).
+
+A writer stopped inside a write transaction (SIGSTOP: a frozen VM or a cut-off host looks the same
+to the server) holds the write lock. Another agent's send then fails as SQLite's does at its busy
+timeout ("database is locked", ``store_unavailable``), and the server ends the stopped session
+(``idle_in_transaction_session_timeout``), after which writes go on. An agent's role cannot take
+the lock outside ``bridge_write_lock()``: the old advisory key holds nobody back, and the table
+is not the role's to lock. The stopped writer runs on a private server (``private_postgres``)."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+from urllib.parse import quote
+
+import psycopg
+import pytest
+from dispatch_harness import wait_until
+from harness import PROJECT, McpAgent, bridge_env, write_config
+
+from dispatcher.bridge import messages
+from dispatcher.store import open_store, write_transaction
+from dispatcher.store.connection import BUSY_TIMEOUT_MS
+from dispatcher.store.messages import insert_message
+
+LOCK_TIMEOUT_SECONDS = 2
+IDLE_IN_TRANSACTION_SECONDS = 20  # well past the lock timeout: the send's error can only be the latter
+# The advisory key the write lock used before schema 17 ("ab-write").
+OLD_ADVISORY_KEY = 0x61622D7772697465
+
+# A writer that takes the write lock, writes, says so and waits (it is stopped there).
+STOPPED_WRITER = textwrap.dedent(
+    """
+    import sys
+    from dispatcher.store import open_store, write_transaction
+    from dispatcher.store.messages import insert_message
+
+    conn = open_store(sys.argv[1])
+    with write_transaction(conn):
+        insert_message(conn, sender="kimi", recipient="claude", text="never committed", created_at=1.0)
+        pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+        print(pid, flush=True)
+        sys.stdin.readline()
+    """
+)
+
+
+def _session_alive(url: str, pid: int) -> bool:
+    with psycopg.connect(url, autocommit=True) as admin:
+        return admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone() is not None
+
+
+def test_a_stopped_writer_holds_others_back_only_until_the_lock_timeout_and_the_server_ends_it(
+    tmp_path, private_postgres_url
+):
+    url = private_postgres_url
+    with psycopg.connect(url, autocommit=True) as admin:  # an administrator's bounds, kept by the connector
+        database = admin.execute("SELECT quote_ident(current_database())").fetchone()[0]
+        admin.execute(f"ALTER DATABASE {database} SET lock_timeout = '{LOCK_TIMEOUT_SECONDS}s'")
+        admin.execute(
+            f"ALTER DATABASE {database} SET idle_in_transaction_session_timeout = '{IDLE_IN_TRANSACTION_SECONDS}s'"
+        )
+    open_store(url).close()  # migrated before the writer starts
+    env = {**bridge_env(tmp_path, write_config(tmp_path / "config.json")), "AGENT_BRIDGE_DB": url}
+    writer = subprocess.Popen(
+        [sys.executable, "-c", STOPPED_WRITER, url],
+        cwd=PROJECT,
+        env={**os.environ, **env},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    kimi = McpAgent("kimi", env, stderr_path=tmp_path / "kimi.err")
+    try:
+        writer_session = int(writer.stdout.readline())
+        writer.send_signal(signal.SIGSTOP)
+        # A send that takes the write lock (a dedup key: the lookup and the insert are one transaction).
+        held_back = kimi.call_async("send_message", recipient="claude", text="t", dedup_key="k1", kind="task")
+        result = McpAgent._convert(held_back.result(IDLE_IN_TRANSACTION_SECONDS - LOCK_TIMEOUT_SECONDS))
+        assert result.code == "store_unavailable", result.text
+        assert "database is locked" in result.text and "nothing was changed" in result.text, result.text
+
+        wait_until(lambda: not _session_alive(url, writer_session), 120.0, "the server to end the stopped session")
+        sent = kimi.ok("send_message", recipient="claude", text="t", dedup_key="k1", kind="task")
+        assert sent.get("duplicate") is not True  # the first send changed nothing
+        conn = open_store(url)
+        try:
+            texts = [row[0] for row in conn.execute("SELECT text FROM messages ORDER BY id")]
+        finally:
+            conn.close()
+        assert texts == ["t"]  # the stopped writer's row was rolled back with its session
+    finally:
+        kimi.close()
+        writer.send_signal(signal.SIGCONT)
+        writer.kill()
+        writer.communicate()
+
+
+def test_each_session_is_bounded_unless_someone_configured_it(private_postgres_url):
+    conn = open_store(private_postgres_url)
+    try:
+        shown = {
+            name: conn.execute(f"SHOW {name}").fetchone()[0]
+            for name in ("lock_timeout", "idle_in_transaction_session_timeout")
+        }
+        assert shown == {"lock_timeout": f"{BUSY_TIMEOUT_MS // 1000}s", "idle_in_transaction_session_timeout": "30s"}
+        assert conn.execute("SHOW tcp_keepalives_idle").fetchone()[0] == "30"
+        # The client's end finds a vanished server too: keepalives on its socket.
+        sock = socket.socket(fileno=os.dup(conn.raw.fileno()))
+        try:
+            assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE) == 30
+        finally:
+            sock.close()
+    finally:
+        conn.close()
+    configured = open_store(f"{private_postgres_url}?options={quote('-c lock_timeout=1500')}")
+    try:
+        assert configured.execute("SHOW lock_timeout").fetchone()[0] == "1500ms"
+    finally:
+        configured.close()
+
+
+def test_an_agents_role_cannot_hold_the_store_lock_outside_the_stores_function(postgres_url, agent_role):
+    owner = open_store(f"{postgres_url}%20{quote('-c lock_timeout=1000')}")
+    kimi_url = agent_role(postgres_url, "kimi")
+    kimi = open_store(kimi_url)
+    hostile = psycopg.connect(kimi_url, autocommit=True)
+    try:
+        # The old key: a session-level advisory lock outlives every transaction and no timeout ends it.
+        hostile.execute("SELECT pg_advisory_lock(%s)", (OLD_ADVISORY_KEY,))
+        with write_transaction(owner):  # neither the owner's nor the role's own writes wait for it
+            insert_message(owner, sender="claude", recipient="kimi", text="from the owner", created_at=1.0)
+        sent = messages.send_message(
+            kimi, sender="kimi", recipient="claude", text="t", agents={"kimi", "claude"}, dedup_key="d"
+        )
+        assert sent["id"]
+        # The lock itself is a table the role has no right to lock.
+        hostile.execute("BEGIN")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            hostile.execute("LOCK TABLE bridge_write_lock IN EXCLUSIVE MODE")
+        hostile.execute("ROLLBACK")
+        # And only roles mapped to an agent (and the owner) may run the function that takes it.
+        assert (
+            hostile.execute("SELECT has_function_privilege('public', 'bridge_write_lock()', 'EXECUTE')").fetchone()[0]
+            is False
+        )
+    finally:
+        hostile.close()
+        kimi.close()
+        owner.close()
+
+
+def test_a_role_mapped_before_the_write_lock_migration_keeps_writing(postgres_url, agent_role):
+    """Schema 17 grants the function to the roles already mapped: an upgrade locks no agent out."""
+    owner = open_store(postgres_url)
+    kimi_url = agent_role(postgres_url, "kimi")
+    try:
+        role = psycopg.conninfo.conninfo_to_dict(kimi_url)["user"]
+        owner.execute(f'REVOKE EXECUTE ON FUNCTION bridge_write_lock() FROM "{role}"')
+        owner.execute("DROP FUNCTION bridge_write_lock()")
+        owner.execute("DROP TABLE bridge_write_lock")
+        owner.execute("UPDATE bridge_schema SET version = 16")
+    finally:
+        owner.close()
+    open_store(postgres_url).close()  # the owner migrates to 17 again
+    kimi = open_store(kimi_url)
+    try:
+        sent = messages.send_message(
+            kimi, sender="kimi", recipient="claude", text="t", agents={"kimi", "claude"}, dedup_key="d"
+        )
+        assert sent["id"]
+    finally:
+        kimi.close()
