@@ -25,8 +25,8 @@ from dispatcher.store import open_store, write_transaction
 from dispatcher.store.connection import BUSY_TIMEOUT_MS
 from dispatcher.store.messages import insert_message
 
-LOCK_TIMEOUT_SECONDS = 2
-IDLE_IN_TRANSACTION_SECONDS = 20  # well past the lock timeout: the send's error can only be the latter
+LOCK_TIMEOUT_SECONDS = BUSY_TIMEOUT_MS / 1000  # the connector's default, as SQLite's busy timeout
+IDLE_IN_TRANSACTION_SECONDS = 30  # the connector's default: well past the lock timeout
 # The advisory key the write lock used before schema 17 ("ab-write").
 OLD_ADVISORY_KEY = 0x61622D7772697465
 
@@ -55,15 +55,12 @@ def _session_alive(url: str, pid: int) -> bool:
 def test_a_stopped_writer_holds_others_back_only_until_the_lock_timeout_and_the_server_ends_it(
     tmp_path, private_postgres_url
 ):
+    """With the connector's own bounds (nobody configured any): the lock wait gives up at the busy
+    timeout, and the server ends the stopped session at the idle-in-transaction timeout."""
     url = private_postgres_url
-    with psycopg.connect(url, autocommit=True) as admin:  # an administrator's bounds, kept by the connector
-        database = admin.execute("SELECT quote_ident(current_database())").fetchone()[0]
-        admin.execute(f"ALTER DATABASE {database} SET lock_timeout = '{LOCK_TIMEOUT_SECONDS}s'")
-        admin.execute(
-            f"ALTER DATABASE {database} SET idle_in_transaction_session_timeout = '{IDLE_IN_TRANSACTION_SECONDS}s'"
-        )
     open_store(url).close()  # migrated before the writer starts
     env = {**bridge_env(tmp_path, write_config(tmp_path / "config.json")), "AGENT_BRIDGE_DB": url}
+    kimi = McpAgent("kimi", env, stderr_path=tmp_path / "kimi.err").wait_ready()
     writer = subprocess.Popen(
         [sys.executable, "-c", STOPPED_WRITER, url],
         cwd=PROJECT,
@@ -72,13 +69,13 @@ def test_a_stopped_writer_holds_others_back_only_until_the_lock_timeout_and_the_
         stdout=subprocess.PIPE,
         text=True,
     )
-    kimi = McpAgent("kimi", env, stderr_path=tmp_path / "kimi.err")
     try:
         writer_session = int(writer.stdout.readline())
         writer.send_signal(signal.SIGSTOP)
         # A send that takes the write lock (a dedup key: the lookup and the insert are one transaction).
         held_back = kimi.call_async("send_message", recipient="claude", text="t", dedup_key="k1", kind="task")
-        result = McpAgent._convert(held_back.result(IDLE_IN_TRANSACTION_SECONDS - LOCK_TIMEOUT_SECONDS))
+        # Answered before the server ends the writer's session: by the lock timeout.
+        result = McpAgent._convert(held_back.result(IDLE_IN_TRANSACTION_SECONDS - 2))
         assert result.code == "store_unavailable", result.text
         assert "database is locked" in result.text and "nothing was changed" in result.text, result.text
 
@@ -105,7 +102,10 @@ def test_each_session_is_bounded_unless_someone_configured_it(private_postgres_u
             name: conn.execute(f"SHOW {name}").fetchone()[0]
             for name in ("lock_timeout", "idle_in_transaction_session_timeout")
         }
-        assert shown == {"lock_timeout": f"{BUSY_TIMEOUT_MS // 1000}s", "idle_in_transaction_session_timeout": "30s"}
+        assert shown == {
+            "lock_timeout": f"{LOCK_TIMEOUT_SECONDS:.0f}s",
+            "idle_in_transaction_session_timeout": f"{IDLE_IN_TRANSACTION_SECONDS}s",
+        }
         assert conn.execute("SHOW tcp_keepalives_idle").fetchone()[0] == "30"
         # The client's end finds a vanished server too: keepalives on its socket.
         sock = socket.socket(fileno=os.dup(conn.raw.fileno()))
