@@ -211,14 +211,20 @@ class PostgresConnection:
         self.raw = conn
         self._url = url
         self._transaction_open = False
+        self._session: list[str] = []  # run again on each new connection (``keep_for_the_session``)
+        self._closed = False  # by its owner, for good
+
+    def keep_for_the_session(self, statement: str) -> None:
+        """Run a ``SET`` now and on every connection opened again after a drop."""
+        self.raw.execute(statement)
+        self._session.append(statement)
 
     def execute(self, statement: str, parameters: Sequence[Any] | dict[str, Any] = ()) -> "psycopg.Cursor[Row]":
         if statement in ("COMMIT", "ROLLBACK"):
             self._transaction_open = False
-        elif self.raw.broken and not self._transaction_open:
+        elif (self.raw.broken or self.raw.closed) and not (self._transaction_open or self._closed):
             with _boundary_errors():
-                self.raw.close()
-                self.raw = _connect(self._url)
+                self.raw = self._reconnected()
         with _boundary_errors(self.raw):
             if statement == "BEGIN IMMEDIATE":
                 self.raw.execute("BEGIN")
@@ -235,6 +241,18 @@ class PostgresConnection:
                 self._transaction_open = True
                 return self.raw.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
             return self.raw.execute(translate(statement), _as_sqlite_binds(parameters) or None)
+
+    def _reconnected(self) -> "psycopg.Connection[Row]":
+        """A new connection with this one's session settings (all of them, or none: it is dropped)."""
+        self.raw.close()
+        raw = _connect(self._url)
+        try:
+            for kept in self._session:
+                raw.execute(kept)
+        except BaseException:
+            raw.close()
+            raise
+        return raw
 
     def _rollback_quietly(self) -> None:
         """As in SQLite, a failed BEGIN leaves no transaction."""
@@ -253,6 +271,7 @@ class PostgresConnection:
         return self.raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
 
     def close(self) -> None:
+        self._closed = True
         self.raw.close()
 
 
@@ -339,13 +358,13 @@ def connect_bounded(url: str, **kwargs: Any) -> "psycopg.Connection[Any]":
     URL does not name), and ``SESSION_BOUNDS`` set where nobody configured them."""
     named = psycopg.conninfo.conninfo_to_dict(url)
     keepalives = {name: value for name, value in CLIENT_KEEPALIVES.items() if name not in named}
-    raw = psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS, **keepalives, **kwargs)
+    conninfo = psycopg.conninfo.make_conninfo(url, **keepalives)
+    raw = psycopg.connect(conninfo, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS, **kwargs)
     try:
         raw.execute(
-            "SELECT set_config(name, value, false) FROM (VALUES "
-            + ", ".join(["(%s, %s)"] * len(SESSION_BOUNDS))
-            + ") AS bound (name, value) JOIN pg_settings USING (name) WHERE source = 'default'",
-            [part for bound in SESSION_BOUNDS for part in bound],
+            "SELECT set_config(name, value, false) FROM unnest(%s::text[], %s::text[]) AS bound (name, value) "
+            "JOIN pg_settings USING (name) WHERE source = 'default'",
+            [[name for name, _ in SESSION_BOUNDS], [value for _, value in SESSION_BOUNDS]],
         )
     except BaseException:
         raw.close()
@@ -515,7 +534,7 @@ def open_postgres_read_only(url: str) -> PostgresConnection | None:
     holds no store yet. It never migrates."""
     conn = open_postgres(url, target_version=0)
     try:
-        conn.raw.execute("SET default_transaction_read_only = on")
+        conn.keep_for_the_session("SET default_transaction_read_only = on")
         if schema_version(conn) == 0:
             conn.close()
             return None
