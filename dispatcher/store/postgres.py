@@ -43,7 +43,7 @@ except ImportError:
         "'git+<repository-url>[postgres]'), or `uv sync --extra postgres` in a checkout",
     ) from None
 from dispatcher.core.locations import StoreLocation, StoreUrl, redacted
-from dispatcher.store.connection import BUSY_TIMEOUT_MS
+from dispatcher.store.busy import BUSY_TIMEOUT_MS
 from dispatcher.store.errors import (
     PostgresConnectionLost,
     PostgresCorruption,

@@ -22,7 +22,7 @@ from harness import PROJECT, McpAgent, bridge_env, write_config
 
 from dispatcher.bridge import messages
 from dispatcher.store import open_store, write_transaction
-from dispatcher.store.connection import BUSY_TIMEOUT_MS
+from dispatcher.store.busy import BUSY_TIMEOUT_MS
 from dispatcher.store.messages import insert_message
 
 LOCK_TIMEOUT_SECONDS = BUSY_TIMEOUT_MS / 1000  # the connector's default, as SQLite's busy timeout
