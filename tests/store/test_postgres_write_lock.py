@@ -154,7 +154,7 @@ def test_an_agents_role_cannot_hold_the_store_lock_outside_the_stores_function(p
 
 
 def test_a_role_mapped_before_the_write_lock_migration_keeps_writing(postgres_url, agent_role):
-    """Schema 17 grants the function to the roles already mapped: an upgrade locks no agent out."""
+    """Schema 18 grants the function to the roles already mapped: an upgrade locks no agent out."""
     owner = open_store(postgres_url)
     kimi_url = agent_role(postgres_url, "kimi")
     try:
@@ -162,7 +162,7 @@ def test_a_role_mapped_before_the_write_lock_migration_keeps_writing(postgres_ur
         owner.execute(f'REVOKE EXECUTE ON FUNCTION bridge_write_lock() FROM "{role}"')
         owner.execute("DROP FUNCTION bridge_write_lock()")
         owner.execute("DROP TABLE bridge_write_lock")
-        owner.execute("UPDATE bridge_schema SET version = 16")
+        owner.execute("UPDATE bridge_schema SET version = 17")
     finally:
         owner.close()
     open_store(postgres_url).close()  # the owner migrates to 17 again
