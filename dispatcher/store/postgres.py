@@ -6,8 +6,9 @@ here, in one place:
 - placeholders: ``?`` and ``:name`` become psycopg's ``%s`` and ``%(name)s`` (``translate``);
 - how a transaction starts: SQLite's ``BEGIN IMMEDIATE`` takes the store's one write lock up
   front, so every check a write transaction makes holds until it commits. Here the same
-  statement starts a transaction and takes the store's write lock (``bridge_write_lock()``, schema
-  18: a table lock that only that function may take): the read-then-write transactions keep the
+  statement starts a transaction and takes the store's write lock (schema 18: a lock on the table
+  ``bridge_write_lock``, which only the owner and the mapped agents' roles may lock, and which ends
+  with the transaction): the read-then-write transactions keep the
   semantics they were proven under (the claim and turn races), with no row-lock or retry logic
   spread over the domain. A plain ``BEGIN`` (a consistent read) is REPEATABLE READ, SQLite's snapshot;
 - what is bounded (``SESSION_BOUNDS``, ``CLIENT_KEEPALIVES``): a wait for a lock as SQLite's busy
@@ -230,7 +231,7 @@ class PostgresConnection:
                 self.raw.execute("BEGIN")
                 self._transaction_open = True
                 try:
-                    return self.raw.execute("SELECT bridge_write_lock()")
+                    return self.raw.execute("LOCK TABLE bridge_write_lock IN EXCLUSIVE MODE")
                 except psycopg.errors.LockNotAvailable as exc:
                     self._rollback_quietly()
                     raise _lock_wait_ended(exc) from exc
