@@ -172,6 +172,27 @@ def agent_role(postgres_database) -> Iterator[Callable[[str, str], str]]:
             admin.execute(f"DROP ROLE {role}")
 
 
+@pytest.fixture(scope="session")
+def private_postgres() -> Iterator[pg_server.ThrowawayServer]:
+    """A PostgreSQL server of this test process's own (``pg_server.ThrowawayServer``): for the tests
+    that end sessions, stop a writer or need a server no one else's transactions move."""
+    try:
+        made = pg_server.ThrowawayServer()
+    except Exception as exc:  # noqa: BLE001 - no initdb here: the test says so
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"no PostgreSQL server package for a private server: {exc}")
+        pytest.skip(f"no PostgreSQL server package to start a private server: {exc}")
+    made.start()
+    yield made
+    made.remove()
+
+
+@pytest.fixture
+def private_postgres_url(private_postgres) -> str:
+    """A fresh database (its own store) on the private server."""
+    return pg_server.fresh_database_on(private_postgres.url)
+
+
 @pytest.fixture
 def postgres_url(new_postgres_store) -> str:
     """A ``postgresql://`` store of the test's own."""

@@ -157,3 +157,16 @@ def fresh_database() -> Iterator[str]:
         finally:
             with psycopg.connect(server, autocommit=True) as admin:
                 admin.execute(f'DROP DATABASE IF EXISTS "{urlsplit(url).path[1:]}" WITH (FORCE)')
+
+
+def end_sessions(database_url: str, *, listening: bool | None = None) -> list[int]:
+    """``pg_terminate_backend`` of every other session on ``database_url``'s database (only its
+    LISTEN sessions, or only the others, when ``listening`` says so), as a restart or a failover
+    ends them; their pids. Only for a database of a server the test made (``ThrowawayServer``)."""
+    with psycopg.connect(database_url, autocommit=True) as admin:
+        rows = admin.execute(
+            "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid() AND (%s::boolean IS NULL OR (query LIKE 'LISTEN %%') = %s::boolean)",
+            (listening, listening),
+        ).fetchall()
+    return [pid for pid, _ in rows]

@@ -393,10 +393,16 @@ class Listener:
             if not watch_store:
                 continue
             try:  # the handle's lookup also notices a deleted or replaced store file
-                if data_version(store.connection()) != self._seen:
-                    return
-            except STORE_ERRORS + (OSError, BridgeError):
+                conn = store.connection()
+            except (OSError, BridgeError):
                 return  # the next observation reports it
+            try:
+                with store_errors():
+                    if data_version(conn) != self._seen:
+                        return
+            except BridgeError as exc:  # (a dropped connection: the next observation connects again)
+                log.warning("store_error", agent=self.agent, code=exc.code, failures=self._failures)
+                return
 
     def _dispatch(self, store: StoreHandle, candidate: queue.Candidate) -> None:
         if _file_key(self.config_path) != self._config_key:

@@ -13,10 +13,10 @@ from dispatcher.core import clock
 from dispatcher.core.errors import BridgeError, StateChangedError
 from dispatcher.core.locations import is_postgres_url
 from dispatcher.core.private_files import ensure_private_dir
+from dispatcher.store.busy import BUSY_TIMEOUT_MS
 from dispatcher.store.migrations import MIGRATIONS, SCHEMA_VERSION
 from dispatcher.store.types import Connection, Cursor
 
-BUSY_TIMEOUT_MS = 15_000
 # Small pages: a send commits one table page and one index page to the WAL, and with
 # 1 KiB pages that is ~20% faster than the 4 KiB default; messages are mostly small.
 # (bench/ measures it: domain-layer sends went from ~45% to ~53% of raw inserts.)

@@ -286,6 +286,9 @@ MIGRATIONS: tuple[str | Callable[[sqlite3.Connection], None], ...] = (
         SELECT recipient, created_at, CASE WHEN claim_owner IS NOT NULL THEN '' END AS claim_owner, claim_expires_at
         FROM messages WHERE acknowledged_at IS NULL;
     """,
+    # 18: the PostgreSQL store's write lock as a table lock only its function takes
+    # (``postgres_schema``); a SQLite file's write lock is its own file's.
+    "",
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -6,10 +6,14 @@ here, in one place:
 - placeholders: ``?`` and ``:name`` become psycopg's ``%s`` and ``%(name)s`` (``translate``);
 - how a transaction starts: SQLite's ``BEGIN IMMEDIATE`` takes the store's one write lock up
   front, so every check a write transaction makes holds until it commits. Here the same
-  statement starts a transaction and takes one transaction-scoped advisory lock, the store's
-  write lock: the read-then-write transactions keep the semantics they were proven under (the
-  claim and turn races), with no row-lock or retry logic spread over the domain. A plain
-  ``BEGIN`` (a consistent read) is REPEATABLE READ, SQLite's snapshot;
+  statement starts a transaction and takes the store's write lock (schema 18: a lock on the table
+  ``bridge_write_lock``, which only the owner and the mapped agents' roles may lock, and which ends
+  with the transaction): the read-then-write transactions keep the
+  semantics they were proven under (the claim and turn races), with no row-lock or retry logic
+  spread over the domain. A plain ``BEGIN`` (a consistent read) is REPEATABLE READ, SQLite's snapshot;
+- what is bounded (``SESSION_BOUNDS``, ``CLIENT_KEEPALIVES``): a wait for a lock as SQLite's busy
+  timeout bounds it, a session left idle inside a transaction (a stopped or frozen writer) ended by
+  the server, a peer that vanished found by TCP keepalives on both ends;
 - rows: read by column name or position, as ``sqlite3.Row`` is;
 - the schema version, migrations (under their own advisory lock, so two servers starting
   together migrate once) and the "did anything change?" number.
@@ -29,11 +33,13 @@ from dispatcher.core.errors import BridgeError, missing_extra
 try:
     import psycopg
     import psycopg.adapt
+    import psycopg.conninfo
     import psycopg.sql
     from psycopg.rows import RowMaker
 except ImportError:
     raise missing_extra("AGENT_BRIDGE_DB naming a PostgreSQL store", "psycopg") from None
 from dispatcher.core.locations import StoreLocation, StoreUrl, redacted
+from dispatcher.store.busy import BUSY_TIMEOUT_MS
 from dispatcher.store.errors import (
     PostgresConnectionLost,
     PostgresCorruption,
@@ -46,10 +52,33 @@ from dispatcher.store.postgres_schema import MIGRATIONS
 from dispatcher.store.roles import regrant_mapped_roles
 from dispatcher.store.types import Connection
 
-# Advisory lock keys (any two distinct bigints; these spell "ab-write" and "ab-migr").
-WRITE_LOCK_KEY = 0x61622D7772697465
+# The migrations' advisory lock key (any bigint; this one spells "ab-migr").
 MIGRATION_LOCK_KEY = 0x61622D6D696772
 CONNECT_TIMEOUT_SECONDS = 10
+# Each session's bounds, set at connect where the setting is still the server's built-in default:
+# one the server's configuration, the database, the role or the URL sets (``ALTER ROLE ... SET
+# lock_timeout``, ``?options=-c%20lock_timeout%3D5s``) wins. A lock wait gives up as SQLite's busy timeout does (``LockNotAvailable``, then
+# ``store_unavailable``); a session idle inside a transaction for 30 s (a writer stopped, frozen or
+# cut off while it held the write lock) is ended by the server, which releases its locks; TCP
+# keepalives and a user timeout let the server end a session whose host vanished.
+SESSION_BOUNDS = (
+    ("lock_timeout", str(BUSY_TIMEOUT_MS)),
+    ("idle_in_transaction_session_timeout", "30000"),
+    ("tcp_keepalives_idle", "30"),
+    ("tcp_keepalives_interval", "10"),
+    ("tcp_keepalives_count", "3"),
+    ("tcp_user_timeout", "60000"),
+)
+# The client's side of the same (libpq's connection parameters; a URL that names one keeps its
+# own): a connection to a server that vanished (a partition, a frozen VM) fails within about a
+# minute instead of when the kernel gives up (hours), so a waiter's wait ends and it reconnects.
+CLIENT_KEEPALIVES = {
+    "keepalives": "1",
+    "keepalives_idle": "30",
+    "keepalives_interval": "10",
+    "keepalives_count": "3",
+    "tcp_user_timeout": "60000",
+}
 
 # A quoted literal or identifier (left alone), a ``?``, a ``:name`` (not a ``::cast``), or a ``%``.
 _TOKEN = re.compile(r"""'(?:[^']|'')*'|"(?:[^"]|"")*"|\?|(?<!:):([A-Za-z_]\w*)|%""")
@@ -159,25 +188,73 @@ def _as_sqlite_binds(parameters: Sequence[Any] | dict[str, Any]) -> Sequence[Any
     return [_bound(value) for value in parameters]
 
 
-class PostgresConnection:
-    """The subset of ``sqlite3.Connection`` the store's query functions use, over psycopg."""
+def _lock_wait_ended(exc: "psycopg.errors.LockNotAvailable") -> PostgresTransientError:
+    """The store's write lock stayed taken past ``lock_timeout``, said as SQLite says it."""
+    return PostgresTransientError(
+        f"database is locked: another session held the store's write lock past lock_timeout "
+        f"({type(exc).__name__}: {exc})"
+    )
 
-    def __init__(self, conn: "psycopg.Connection[Row]") -> None:
+
+class PostgresConnection:
+    """The subset of ``sqlite3.Connection`` the store's query functions use, over psycopg.
+
+    A connection the server dropped (a restart, ``pg_terminate_backend``, a failover) fails the
+    statement that met the drop, and is opened again by the next statement that starts something
+    (never inside a transaction that was under way: its COMMIT fails, nothing is replayed)."""
+
+    def __init__(self, conn: "psycopg.Connection[Row]", url: str) -> None:
         self.raw = conn
+        self._url = url
+        self._transaction_open = False
+        self._session: list[str] = []  # run again on each new connection (``keep_for_the_session``)
+        self._closed = False  # by its owner, for good
+
+    def keep_for_the_session(self, statement: str) -> None:
+        """Run a ``SET`` now and on every connection opened again after a drop."""
+        self.raw.execute(statement)
+        self._session.append(statement)
 
     def execute(self, statement: str, parameters: Sequence[Any] | dict[str, Any] = ()) -> "psycopg.Cursor[Row]":
+        if statement in ("COMMIT", "ROLLBACK"):
+            self._transaction_open = False
+        elif (self.raw.broken or self.raw.closed) and not (self._transaction_open or self._closed):
+            with _boundary_errors():
+                self.raw = self._reconnected()
         with _boundary_errors(self.raw):
             if statement == "BEGIN IMMEDIATE":
                 self.raw.execute("BEGIN")
+                self._transaction_open = True
                 try:
-                    return self.raw.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK_KEY,))
+                    return self.raw.execute("LOCK TABLE bridge_write_lock IN EXCLUSIVE MODE")
+                except psycopg.errors.LockNotAvailable as exc:
+                    self._rollback_quietly()
+                    raise _lock_wait_ended(exc) from exc
                 except BaseException:
-                    with contextlib.suppress(psycopg.Error):  # as in SQLite, a failed BEGIN leaves no transaction
-                        self.raw.execute("ROLLBACK")
+                    self._rollback_quietly()
                     raise
             if statement == "BEGIN":
+                self._transaction_open = True
                 return self.raw.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
             return self.raw.execute(translate(statement), _as_sqlite_binds(parameters) or None)
+
+    def _reconnected(self) -> "psycopg.Connection[Row]":
+        """A new connection with this one's session settings (all of them, or none: it is dropped)."""
+        self.raw.close()
+        raw = _connect(self._url)
+        try:
+            for kept in self._session:
+                raw.execute(kept)
+        except BaseException:
+            raw.close()
+            raise
+        return raw
+
+    def _rollback_quietly(self) -> None:
+        """As in SQLite, a failed BEGIN leaves no transaction."""
+        self._transaction_open = False
+        with contextlib.suppress(psycopg.Error):
+            self.raw.execute("ROLLBACK")
 
     def executemany(self, statement: str, rows: Iterable[Sequence[Any]]) -> "psycopg.Cursor[Row]":
         cursor = self.raw.cursor()
@@ -190,6 +267,7 @@ class PostgresConnection:
         return self.raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
 
     def close(self) -> None:
+        self._closed = True
         self.raw.close()
 
 
@@ -209,12 +287,23 @@ def schema_version(conn: Connection) -> int:
 
 
 def data_version(conn: Connection) -> int:
-    """A number that moves whenever a transaction that wrote anything has begun on the server
-    since the last look (the next transaction id): a wake-up loop's cheap "anything changed?"
-    hint, conservative like SQLite's ``data_version`` (it may move for nothing, never stays still
-    after a commit)."""
-    row = _postgres(conn).raw.execute("SELECT pg_snapshot_xmax(pg_current_snapshot())::text").fetchone()
+    """A number that moves whenever a transaction that wrote anything ended on the server since the
+    last look: a wake-up loop's cheap "anything changed?" hint, conservative like SQLite's
+    ``data_version`` (it may move for nothing, never stays still after a commit).
+
+    It counts the transaction ids below the snapshot's ``xmax`` that are no longer in progress
+    (``xmax`` less the in-progress list). A commit of a transaction that began before a younger
+    one committed leaves ``xmax`` where it was, but leaves the in-progress list: it moves this
+    count all the same. A transaction that merely began moves neither (``xmax`` and the list grow
+    together). Transactions of other databases on the server count too (a move for nothing)."""
+    row = _postgres(conn).execute(DATA_VERSION_QUERY).fetchone()
     return int(row[0]) if row else 0
+
+
+DATA_VERSION_QUERY = (
+    "SELECT pg_snapshot_xmax(s)::text::bigint - (SELECT count(*) FROM pg_snapshot_xip(s)) "
+    "FROM pg_current_snapshot() AS s"
+)
 
 
 def migrate(conn: PostgresConnection, url: str, target: int) -> None:
@@ -222,6 +311,9 @@ def migrate(conn: PostgresConnection, url: str, target: int) -> None:
     processes starting together, the second finds the work done."""
     newest = len(MIGRATIONS)
     with conn.raw.transaction():
+        # Another process's migration may take long: wait it out (a stopped one is ended by the
+        # server, idle_in_transaction_session_timeout), rather than give up at the busy timeout.
+        conn.raw.execute("SET LOCAL lock_timeout = 0")
         conn.raw.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
         conn.raw.execute("CREATE TABLE IF NOT EXISTS bridge_schema (version integer NOT NULL)")
         found = schema_version(conn)
@@ -257,18 +349,43 @@ def schema_needs_owner(url: str, found: int, target: int, role: str) -> BridgeEr
     )
 
 
+def connect_bounded(url: str, **kwargs: Any) -> "psycopg.Connection[Any]":
+    """``psycopg.connect`` (autocommit) with the connect timeout and ``CLIENT_KEEPALIVES`` (those the
+    URL does not name), and ``SESSION_BOUNDS`` set where nobody configured them."""
+    named = psycopg.conninfo.conninfo_to_dict(url)
+    keepalives = {name: value for name, value in CLIENT_KEEPALIVES.items() if name not in named}
+    conninfo = psycopg.conninfo.make_conninfo(url, **keepalives)
+    raw = psycopg.connect(conninfo, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS, **kwargs)
+    try:
+        raw.execute(
+            "SELECT set_config(name, value, false) FROM unnest(%s::text[], %s::text[]) AS bound (name, value) "
+            "JOIN pg_settings USING (name) WHERE source = 'default'",
+            [[name for name, _ in SESSION_BOUNDS], [value for _, value in SESSION_BOUNDS]],
+        )
+    except BaseException:
+        raw.close()
+        raise
+    return raw
+
+
+def _connect(url: str) -> "psycopg.Connection[Row]":
+    """A store connection: bounded, rows as ``Row``, ``numeric`` as SQLite reads it."""
+    raw = connect_bounded(url, row_factory=_row_factory)
+    raw.adapters.register_loader("numeric", _NumericAsSqliteDoes)
+    return raw
+
+
 def open_postgres(url: str, *, target_version: int) -> PostgresConnection:
     """Connect (autocommit: the store's statements start their own transactions) and migrate."""
     try:
-        raw = psycopg.connect(url, autocommit=True, row_factory=_row_factory, connect_timeout=CONNECT_TIMEOUT_SECONDS)
+        raw = _connect(url)
     except psycopg.OperationalError as exc:
         raise BridgeError(
             "store_unavailable",
             f"could not connect to the PostgreSQL store {redacted(url)} ({exc}); nothing was written. "
             "Check that the server runs and that AGENT_BRIDGE_DB names it, then retry.",
         ) from exc
-    raw.adapters.register_loader("numeric", _NumericAsSqliteDoes)
-    conn = PostgresConnection(raw)
+    conn = PostgresConnection(raw, url)
     try:
         try:
             found = schema_version(conn)
@@ -357,7 +474,7 @@ class ChangeNotices:
                 return
             self._drop()
             try:
-                conn = psycopg.connect(self._url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS)
+                conn = connect_bounded(self._url)
             except psycopg.Error:
                 return
             try:
@@ -413,7 +530,7 @@ def open_postgres_read_only(url: str) -> PostgresConnection | None:
     holds no store yet. It never migrates."""
     conn = open_postgres(url, target_version=0)
     try:
-        conn.raw.execute("SET default_transaction_read_only = on")
+        conn.keep_for_the_session("SET default_transaction_read_only = on")
         if schema_version(conn) == 0:
             conn.close()
             return None

@@ -308,6 +308,27 @@ CREATE OR REPLACE VIEW unread_mail WITH (security_barrier) AS
 """  # noqa: S608 - constant SQL fragments only
 _SCHEMA_17 = _CHECK_FUNCTIONS + _POLICIES_17
 
+# 18: the store's write lock is a lock on a table, ``bridge_write_lock``, that only the store's owner
+# and the mapped agents' roles may lock (``postgres.PostgresConnection``'s ``BEGIN IMMEDIATE``). It
+# was an advisory lock: its key is open to every role that can connect to the database, and a
+# session-level advisory lock outlives its transaction, so any role could hold every writer back
+# for ever. A table lock ends with its transaction (a session left idle inside one is ended by the
+# server: ``idle_in_transaction_session_timeout``). LOCK needs a table-level right: UPDATE, on a
+# table that never has a row (no role may insert one), granted here to the roles already mapped and
+# by ``store.roles`` to those mapped later. No function runs with the owner's rights for it.
+_WRITE_LOCK = """
+-- Never has a row; its one column is there for whatever reads every table (``SELECT * ... ORDER BY 1``).
+CREATE TABLE bridge_write_lock (unused integer);
+REVOKE ALL ON bridge_write_lock FROM PUBLIC;
+DO $do$
+DECLARE mapped name;
+BEGIN
+    FOR mapped IN SELECT role FROM agent_roles JOIN pg_roles ON rolname = role LOOP
+        EXECUTE format('GRANT UPDATE ON bridge_write_lock TO %I', mapped);
+    END LOOP;
+END $do$;
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     *("",) * 11,
     _SCHEMA_12,
@@ -328,4 +349,5 @@ MIGRATIONS: tuple[str, ...] = (
     """,
     _SCHEMA_16,
     _SCHEMA_17,
+    _WRITE_LOCK,
 )

@@ -66,6 +66,10 @@ _UPDATES: dict[str, tuple[str, ...]] = {  # table: the columns a role updates
 }
 _DELETES = ("sessions", "session_watches", "listeners")
 
+# The store's write lock (schema 18): a table lock, which needs a table-level right (UPDATE: the
+# table never has a row, and no role may insert one).
+_WRITE_LOCK = "bridge_write_lock"
+
 
 def _quoted(conn: Connection, name: str) -> str:
     return str(conn.execute("SELECT quote_ident(?)", (name,)).fetchone()[0])
@@ -103,6 +107,7 @@ def grant_agent_privileges(conn: Connection, role: str) -> None:
     for table, columns in _UPDATES.items():
         conn.execute(f"GRANT UPDATE ({', '.join(columns)}) ON {table} TO {who}")
     conn.execute(f"GRANT DELETE ON {', '.join(_DELETES)} TO {who}")
+    conn.execute(f"GRANT UPDATE ON {_WRITE_LOCK} TO {who}")
 
 
 def _columns_but(conn: Connection, table: str, excluded: tuple[str, ...]) -> str:
@@ -153,6 +158,7 @@ def unmap_role(conn: Connection, role: str) -> str | None:
     row = conn.execute("DELETE FROM agent_roles WHERE role = ? RETURNING agent_id", (role,)).fetchone()
     conn.execute(f"REVOKE ALL ON {', '.join(_READS)} FROM {who}")
     conn.execute(f"REVOKE ALL ON ALL SEQUENCES IN SCHEMA {schema} FROM {who}")
+    conn.execute(f"REVOKE ALL ON {_WRITE_LOCK} FROM {who}")
     conn.execute(f"REVOKE USAGE ON SCHEMA {schema} FROM {who}")
     return None if row is None else str(row[0])
 

@@ -67,7 +67,8 @@ def test_the_schema_is_sqlites_table_for_table_column_for_column(tmp_path, postg
     try:
         rows = pg.execute(
             "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = current_schema()"
-            " AND table_name NOT IN ('bridge_schema', 'agent_roles')"  # (PostgreSQL's own: version, role map)
+            " AND table_name NOT IN ('bridge_schema', 'agent_roles', 'bridge_write_lock')"  # (PostgreSQL's own:
+            # version, role map, write lock)
         ).fetchall()
         on_postgres: dict[str, list[str]] = {}
         for table, column in rows:
