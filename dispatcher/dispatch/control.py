@@ -213,7 +213,7 @@ def _daily_budget(settings: LocationsLike, agent: str) -> dict | None:
 
 def _error_head(error: object) -> str:
     """A short name for the listener's error: the code it starts with (``config_invalid``,
-    ``workspace_missing``: doctor's codes), else ``error``."""
+    ``workspace_missing``, ``workspace_unsafe``: doctor's codes), else ``error``."""
     if not isinstance(error, str) or not error:
         return "error"
     head = error.split(":", 1)[0].strip()
@@ -260,8 +260,8 @@ def enable_warnings(settings: LocationsLike, agent: str) -> list[str]:
         return [f"config_invalid: {exc.reason}"]
     if agent not in config.agents:
         return []
-    problem = config.workspace_problem(agent, BridgeSettings().workspace, settings.config_path())
-    return [f"workspace_missing: {problem}"] if problem else []
+    problem = config.workspace_problem(agent, BridgeSettings().workspace, settings)
+    return [f"{problem[0]}: {problem[1]}"] if problem else []
 
 
 def environment_warning(settings: LocationsLike, agent: str, pid: int | None) -> list[str]:

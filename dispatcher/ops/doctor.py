@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING
 from dispatcher.core import clock
 from dispatcher.core.errors import BridgeError
 from dispatcher.core.locations import Locations, StoreUrl, shown
+from dispatcher.core.protected import CODE as UNSAFE
+from dispatcher.core.protected import unsafe_fix
 from dispatcher.core.private_files import writable_by_others
 from dispatcher.dispatch.environment import AUTH_VARIABLES
 from dispatcher.ops import init
@@ -590,15 +592,18 @@ def permission_finding(
 
 
 def check_workspaces(ctx: Context) -> list[Finding]:
-    """Each agent's workspace is an existing directory (a listener refuses to dispatch otherwise),
-    whether or not its listener runs."""
+    """Each agent's workspace is an existing directory that holds none of the bridge's own files
+    (a listener refuses to dispatch otherwise), whether or not its listener runs."""
     from dispatcher.core.settings import BridgeSettings
 
     config, default = ctx.valid_config(), BridgeSettings().workspace
     found = []
     for agent in sorted(config.agents):
         workspace = config.workspace(agent, default)
-        if config.workspace_problem(agent, default, ctx.locations.config_path()) is None:
+        if (unsafe := config.unsafe_workspace(agent, default, ctx.locations)) is not None:
+            fix = unsafe_fix(agent, ctx.locations.config_path())
+            found.append(Finding(UNSAFE, ERROR, f"{unsafe}: nothing is dispatched", fix, agent))
+        elif config.workspace_problem(agent, default, ctx.locations) is None:
             found.append(Finding("workspace_ok", OK, f"workers of {agent} run in {workspace}", "", agent))
         else:
             found.append(
