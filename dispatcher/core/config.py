@@ -20,8 +20,8 @@ from dispatcher.core.config_view import require_agent as require_agent
 from dispatcher.core.errors import ConfigError as ConfigError
 from dispatcher.core.locations import InvalidSetting, Locations
 from dispatcher.core.permissions import BRIDGE_ONLY, PermissionProfile
-from dispatcher.core.protected import unsafe_fix
 from dispatcher.core.private_files import writable_by_others
+from dispatcher.core.protected import unsafe_fix
 from dispatcher.core.validation import AGENT_ID_PATTERN
 
 AgentId = Annotated[str, StringConstraints(pattern=f"^{AGENT_ID_PATTERN}$")]

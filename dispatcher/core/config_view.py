@@ -15,8 +15,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from dispatcher.core.errors import BridgeError, ConfigError
 from dispatcher.core import protected
+from dispatcher.core.errors import BridgeError, ConfigError
 from dispatcher.core.locations import PACKAGE_DATA, PROJECT_DIR, LocationsLike
 from dispatcher.core.profile_rules import ProfileRules, ProfileView
 
@@ -112,7 +112,10 @@ class ConfigPlaces:
                 f"{locations.config_path()}",
             )
         if (why := self.unsafe_workspace(agent, default, locations)) is not None:
-            return protected.CODE, f"{why}: nothing is dispatched; {protected.unsafe_fix(agent, locations.config_path())}"
+            return (
+                protected.CODE,
+                f"{why}: nothing is dispatched; {protected.unsafe_fix(agent, locations.config_path())}",
+            )
         return None
 
 

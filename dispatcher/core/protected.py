@@ -81,18 +81,21 @@ def _inside(path: Path, root: Path) -> bool:
     return path == root or path.is_relative_to(root)
 
 
-def workspace_problem(directory: str | os.PathLike[str], places: Sequence[Place], home: Path | None = None) -> str | None:
+def workspace_problem(
+    directory: str | os.PathLike[str], places: Sequence[Place], home: Path | None = None
+) -> str | None:
     """Why a worker may not get ``directory`` as its workspace (or a writable extra directory):
     it holds or lies inside one of ``places``, or is (or holds) the home directory. None when fine."""
-    where = real(directory)
+    where, home = real(directory), real(home or Path.home())
+    if _inside(home, where):
+        return (
+            f"{where} is the home directory {home}" if where == home else f"{where} contains the home directory {home}"
+        )
     for place in places:
         if _inside(place.path, where):
             return f"{where} contains {place.what} {place.path}"
         if _inside(where, place.path):
             return f"{where} is inside {place.what} {place.path}"
-    home = real(home or Path.home())
-    if _inside(home, where):
-        return f"{where} is the home directory {home}" if where == home else f"{where} contains the home directory {home}"
     return None
 
 
@@ -168,7 +171,7 @@ def protected_from_env(env: Mapping[str, str]) -> tuple[str, ...]:
     if not raw:
         return ()
     value = json.loads(raw)
-    if not isinstance(value, list) or not all(isinstance(p, str) and os.path.isabs(p) for p in value):
+    if not isinstance(value, list) or not all(isinstance(p, str) and Path(p).is_absolute() for p in value):
         raise ValueError(f"{PROTECTED_ENV} is not a JSON list of absolute paths")
     return tuple(value)
 

@@ -35,9 +35,9 @@ from dispatcher.core.private_files import (
     writable_by_others,
 )
 from dispatcher.core.processes import start_time
+from dispatcher.core.profile_rules import PERMISSIONS_ENV, ProfileRules
 from dispatcher.core.protected import CODE as UNSAFE
 from dispatcher.core.protected import PROTECTED_ENV, git_environment, protected_paths
-from dispatcher.core.profile_rules import PERMISSIONS_ENV, ProfileRules
 from dispatcher.core.settings_view import ListenerSettings
 from dispatcher.core.spend import TaskCaps, cap_passed, cap_to_stop_for, priced
 from dispatcher.dispatch import cgroups, faults

@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING
 from dispatcher.core import clock
 from dispatcher.core.errors import BridgeError
 from dispatcher.core.locations import Locations, StoreUrl, shown
+from dispatcher.core.private_files import writable_by_others
 from dispatcher.core.protected import CODE as UNSAFE
 from dispatcher.core.protected import unsafe_fix
-from dispatcher.core.private_files import writable_by_others
 from dispatcher.dispatch.environment import AUTH_VARIABLES
 from dispatcher.ops import init
 from dispatcher.store import STORE_ERRORS, Connection, schema_version, views

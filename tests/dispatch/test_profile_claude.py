@@ -57,6 +57,9 @@ def test_bridge_is_the_flags_of_before_profiles():
     assert profiles.settings(profile("bridge")) is None
 
 
+GIT_DENY = ("Edit(**/.git)", "Edit(**/.git/**)")
+
+
 def test_read_offers_read_search_list_and_denies_every_edit():
     p = profile("read")
     args = profiles.claude_args(p, Path("/a/claude-settings.json"))
@@ -69,7 +72,9 @@ def test_read_offers_read_search_list_and_denies_every_edit():
 def test_edit_allows_edits_inside_the_workspace_only():
     p = profile("edit")
     assert flag(profiles.claude_args(p, Path("/s")), "--tools") == "Read,Grep,Glob,Edit,Write"
-    assert profiles.settings(p) == {"permissions": {"allow": ["Edit(./**)"]}}  # never a bare "Edit"
+    assert profiles.settings(p) == {
+        "permissions": {"allow": ["Edit(./**)"], "deny": list(GIT_DENY)}
+    }  # never a bare "Edit"
     assert not profiles.uses_sandbox(p)
 
 
@@ -79,7 +84,8 @@ def test_shell_adds_bash_one_prefix_rule_per_command_and_the_sandbox():
     assert flag(args, "--tools") == "Read,Grep,Glob,Edit,Write,Bash"
     doc = profiles.settings(p)
     assert doc["permissions"] == {
-        "allow": ["Edit(./**)", "Bash(uv run pytest:*)", "Bash(git diff:*)", "Bash(git status:*)"]
+        "allow": ["Edit(./**)", "Bash(uv run pytest:*)", "Bash(git diff:*)", "Bash(git status:*)"],
+        "deny": list(GIT_DENY),
     }
     assert doc["sandbox"] == {
         "enabled": True,
@@ -95,7 +101,23 @@ def test_project_leaves_tools_rules_and_settings_sources_to_the_workspace():
     args = profiles.claude_args(p, None)
     assert "--tools" not in args and "--setting-sources" not in args and "--settings" not in args
     assert flag(args, "--allowedTools") == BRIDGE_ALLOWED and args[-4:] == POLICY
-    assert profiles.settings(p) is None and not profiles.uses_sandbox(p)
+    # Only deny rules: what no worker may write (a deny beats the workspace's allow rules).
+    assert profiles.settings(p) == {"permissions": {"deny": list(GIT_DENY)}} and not profiles.uses_sandbox(p)
+
+
+def test_every_writing_level_denies_edits_of_any_git_dir_and_of_the_protected_paths():
+    protected = ("/home/u/.config/agent-bridge/config.json", "/w/repo/.git", "/odd/(dir)")
+    for level in ("edit", "project"):
+        deny = profiles.settings(profile(level), protected)["permissions"]["deny"]
+        assert deny == [
+            *GIT_DENY,
+            "Edit(//home/u/.config/agent-bridge/config.json)",
+            "Edit(//home/u/.config/agent-bridge/config.json/**)",
+            "Edit(//w/repo/.git)",
+            "Edit(//w/repo/.git/**)",
+        ]  # a path Claude would read as a pattern gets no rule (it lies outside every writable dir)
+    assert profiles.settings(profile("read"), protected) == {"permissions": {"deny": ["Edit(//**)"]}}
+    assert profiles.settings(profile("bridge"), protected) is None
 
 
 @pytest.mark.parametrize("level", ["read", "edit", "shell", "project"])
