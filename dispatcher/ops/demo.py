@@ -58,11 +58,12 @@ def _environment(root: Path) -> dict[str, str]:
         "dispatch_max_age_seconds": 86400,
     }
     (root / "config.json").write_text(json.dumps(config, indent=2))
+    (root / "workspace").mkdir()  # beside the store, config and runtime: a workspace may hold none of them
     return {
         "AGENT_BRIDGE_DB": str(root / "bridge.db"),
         "AGENT_BRIDGE_CONFIG": str(root / "config.json"),
         "AGENT_BRIDGE_RUNTIME_DIR": str(root / "runtime"),
-        "AGENT_BRIDGE_WORKSPACE": str(root),
+        "AGENT_BRIDGE_WORKSPACE": str(root / "workspace"),
         "AGENT_BRIDGE_WORKER_COMMAND": worker,
         "PYTHONPATH": str(PROJECT_DIR),
     }
