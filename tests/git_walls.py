@@ -20,13 +20,14 @@ def _git(*args: str, cwd: Path) -> None:
 
 def plant_repo(ws: Path) -> dict[str, Path]:
     """``ws`` made a repository with one commit, its config made hostile; returns what to check."""
-    base = ws.parent
-    marker = base / "planted-git-program-ran"
-    evil = base / "planted-git-program.sh"
+    base = ws.parent / f"{ws.name}-planted"  # beside the workspace, one per workspace
+    base.mkdir()
+    marker = base / "git-program-ran"
+    evil = base / "git-program.sh"
     evil.write_text(f'#!/bin/sh\necho "$0 $*" >> {marker}\ncat >/dev/null\n')
     evil.chmod(0o755)
-    hooks = base / "planted-hooks"
-    hooks.mkdir(exist_ok=True)
+    hooks = base / "hooks"
+    hooks.mkdir()
     for name in HOOK_NAMES:
         (hooks / name).symlink_to(evil)
     _git("init", "-q", cwd=ws)

@@ -23,7 +23,6 @@ from dispatcher.core import clock
 from dispatcher.core.errors import BridgeError
 from dispatcher.core.locations import Locations, StoreUrl, shown
 from dispatcher.core.private_files import writable_by_others
-from dispatcher.core.protected import CODE as UNSAFE
 from dispatcher.core.protected import unsafe_fix
 from dispatcher.dispatch.environment import AUTH_VARIABLES
 from dispatcher.ops import init
@@ -602,7 +601,7 @@ def check_workspaces(ctx: Context) -> list[Finding]:
         workspace = config.workspace(agent, default)
         if (unsafe := config.unsafe_workspace(agent, default, ctx.locations)) is not None:
             fix = unsafe_fix(agent, ctx.locations.config_path())
-            found.append(Finding(UNSAFE, ERROR, f"{unsafe}: nothing is dispatched", fix, agent))
+            found.append(Finding("workspace_unsafe", ERROR, f"{unsafe}: nothing is dispatched", fix, agent))
         elif config.workspace_problem(agent, default, ctx.locations) is None:
             found.append(Finding("workspace_ok", OK, f"workers of {agent} run in {workspace}", "", agent))
         else:

@@ -232,7 +232,10 @@ def runs(model, claude_bin, bridge_root) -> dict[str, Run]:
             {"edit": f"{workspace}/notes.txt", "old": "line one", "new": "line one\nline two"},
         ]
         planned[f"notes-{level}"] = (level, workspace, outside, actions, {"level": level})
-    for level, permissions in (("edit", {"level": "edit"}), ("shell", {"level": "shell", "allow_commands": ["git status"]})):
+    for level, permissions in (
+        ("edit", {"level": "edit"}),
+        ("shell", {"level": "shell", "allow_commands": ["git status"]}),
+    ):
         workspace, outside = lay_out(bridge_root / "runs", f"git-{level}")
         GIT_REPOS[level] = plant_repo(workspace)
         planned[f"git-{level}"] = (level, workspace, outside, git_actions(workspace), permissions)

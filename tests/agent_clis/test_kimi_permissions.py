@@ -23,12 +23,11 @@ from pathlib import Path
 import pytest
 from cli_harness import require_cli
 from dispatch_harness import attempt, start_listener, status, wait_finished, wait_until
+from git_walls import assert_walls_held, plant_repo
+from git_walls import task_text as git_task_text
 from harness import PROJECT, McpAgent, bridge_env, write_config
 from models.anthropic import offered_tools, to_turn
 from models.kimi import KimiModel
-
-from git_walls import assert_walls_held, plant_repo
-from git_walls import task_text as git_task_text
 
 from dispatcher.core.permissions import WORKER_BRIDGE_TOOLS
 from dispatcher.dispatch.cli_profiles.kimi import LEVEL_TOOLS

@@ -244,3 +244,16 @@ def test_hooks_json_runs_the_hook_before_every_tool():
             "PreToolUse": [{"matcher": ".*", "hooks": [{"type": "command", "command": "the command", "timeout": 60}]}]
         }
     }
+
+
+@pytest.mark.parametrize("level", ["edit", "shell"])
+def test_no_patch_writes_a_git_directory_or_a_protected_path(tmp_path, ws, level):
+    """Issue 28: .git at any depth, and what AGENT_BRIDGE_PROTECTED names (the bridge's files, the
+    common git dir of a worktree outside the workspace), are refused even inside the workspace."""
+    extra = {"allow_commands": ["git status"]} if level == "shell" else {}
+    doc = codex.policy_document(profile(level, **extra), ws, tmp_path / "attempt" / "tmp", [str(ws / "cfg")])
+    for path in (".git/config", ".git/hooks/pre-commit", ".git/info/attributes", "sub/.git/config", ".git", "cfg/x"):
+        reason = codex.hook_decision(doc, event("apply_patch", patch(path), ws))
+        assert reason is not None and reason.startswith("denied apply_patch: "), path
+        assert "read-only to workers" in reason
+    assert codex.hook_decision(doc, event("apply_patch", patch(".gitignore"), ws)) is None
