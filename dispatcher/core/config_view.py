@@ -13,7 +13,7 @@ rule (``dispatch.queue``) reads of either.
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from dispatcher.core import protected
 from dispatcher.core.errors import BridgeError, ConfigError
@@ -64,6 +64,11 @@ class ConfigPlaces:
 
     agents: Mapping[str, Any]
 
+    if TYPE_CHECKING:  # a method of both (not an annotation: pydantic would make it a field)
+
+        def permissions(self, agent: str) -> ProfileRules:
+            raise NotImplementedError
+
     def launcher_path(self, agent: str, project_dir: Path) -> Path:
         """Absolute as written; relative: ``project_dir`` first (the checkout), then the
         installed package's launchers; when neither exists, the project-relative path."""
@@ -79,8 +84,6 @@ class ConfigPlaces:
         """The agent's declared workspace, else ``default`` (AGENT_BRIDGE_WORKSPACE or its default)."""
         declared = self.agents[agent].workspace
         return Path(declared).expanduser() if declared is not None else default
-
-    def permissions(self, agent: str) -> ProfileRules: ...
 
     def bridge_places(self, locations: LocationsLike) -> tuple[protected.Place, ...]:
         """What no workspace may hold or lie in: the bridge's places and every agent's launcher."""

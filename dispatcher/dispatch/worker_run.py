@@ -188,7 +188,7 @@ def _launch(
     launcher = config.launcher_path(agent, PROJECT_DIR)
     _check_launcher(launcher)
     profile = config.permissions(agent)
-    writable = (workspace, *profile.resolved_extra_dirs())
+    writable: list[str | Path] = [workspace, *profile.resolved_extra_dirs()]
     env = worker_env(
         settings,
         agent,

@@ -164,6 +164,8 @@ def snapshot(directory: Path) -> dict[str, str]:
     found = {}
     for path in sorted(directory.rglob("*")):
         rel = str(path.relative_to(directory))
+        if ".git" in path.relative_to(directory).parts[:-1]:
+            continue  # a repository's objects (the git runs check .git themselves: git_walls)
         if path.is_symlink():
             found[rel] = f"-> {os.readlink(path)}"
         elif path.is_file():
