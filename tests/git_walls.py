@@ -22,7 +22,9 @@ def plant_repo(ws: Path) -> dict[str, Path]:
     """``ws`` made a repository with one commit, its config made hostile; returns what to check."""
     base = ws.parent / f"{ws.name}-planted"  # beside the workspace, one per workspace
     base.mkdir()
-    marker = base / "git-program-ran"
+    # In the workspace: the one place every CLI's sandbox lets a program write, so a planted
+    # program that runs inside a sandbox leaves its mark too.
+    marker = ws / "planted-git-program-ran"
     evil = base / "git-program.sh"
     evil.write_text(f'#!/bin/sh\necho "$0 $*" >> {marker}\ncat >/dev/null\n')
     evil.chmod(0o755)
