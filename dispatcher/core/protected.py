@@ -29,7 +29,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from dispatcher.core.locations import CHECKOUT_DIR, PROJECT_DIR, LocationsLike, StoreUrl, default_db
+from dispatcher.core.locations import (
+    CHECKOUT_DIR,
+    PROJECT_DIR,
+    LocationsLike,
+    StoreUrl,
+    default_db,
+    user_config_dir,
+)
 
 CODE = "workspace_unsafe"
 # The protected paths as the supervisor hands them to the launcher (a JSON list of real paths).
@@ -51,17 +58,12 @@ def real(path: str | os.PathLike[str]) -> Path:
     return Path(os.path.realpath(os.path.expanduser(os.fspath(path))))
 
 
-def _xdg(var: str, fallback: str) -> Path:
-    value = os.environ.get(var)
-    return Path(value) if value and Path(value).is_absolute() else Path.home() / fallback
-
-
 def bridge_places(locations: LocationsLike, launchers: Iterable[Path]) -> tuple[Place, ...]:
     """The bridge's config, its directories, the store, the runtime directory, the launchers and
     the installed code, as real paths."""
     places = [
         Place("the bridge's config", locations.config_path()),
-        Place("the bridge's config directory", _xdg("XDG_CONFIG_HOME", ".config") / "agent-bridge"),
+        Place("the bridge's config directory", user_config_dir()),
         Place("the bridge's state directory", default_db().parent),
         Place("the runtime directory", locations.private_dir()),
         Place("the installed code", PROJECT_DIR),
