@@ -157,8 +157,9 @@ async def _script(env: dict[str, str]) -> None:
 def run_demo(keep: bool = False) -> None:
     """Raises ``BridgeError("demo_failed")`` (after cleaning up) when a step fails."""
     root = Path(tempfile.mkdtemp(prefix="agent-bridge-demo-"))
-    env = {**os.environ, **_environment(root)}
-    os.environ.update(_environment(root))  # the status watcher reads the same settings
+    settings = _environment(root)
+    env = {**os.environ, **settings}
+    os.environ.update(settings)  # the status watcher reads the same settings
     _say("demo", f"temporary store and runtime in {root}")
     listener = subprocess.Popen(
         [sys.executable, "-m", "dispatcher", "listener", "run", "--agent", "claude"],
