@@ -99,6 +99,7 @@ from dispatcher.dispatch.cli_profiles import codex
 from dispatcher.dispatch.worker_mcp import bridge_server
 from dispatcher.core.permissions import WORKER_BRIDGE_TOOLS, ProfileError, profile_from_env
 from dispatcher.core.private_files import create_private_file
+from dispatcher.core.protected import protected_from_env
 
 env = os.environ
 home, workspace = Path(sys.argv[1]), Path(sys.argv[2])
@@ -166,7 +167,7 @@ lines += codex.config_tables(profile, workspace)
 create_private_file(home / "config.toml", "\n".join(lines) + "\n")
 if codex.uses_hook(profile):
     policy = attempt_dir / codex.POLICY_FILE
-    document = codex.policy_document(profile, workspace, attempt_dir / codex.TMP_DIR)
+    document = codex.policy_document(profile, workspace, attempt_dir / codex.TMP_DIR, protected_from_env(env))
     create_private_file(policy, json.dumps(document) + "\n")
     command = codex.hook_command(env["AGENT_BRIDGE_PYTHON"], env["AGENT_BRIDGE_PROJECT"], policy)
     create_private_file(home / "hooks.json", json.dumps(codex.hooks_json(command), indent=2) + "\n")

@@ -97,6 +97,7 @@ sys.path.insert(0, os.environ["AGENT_BRIDGE_PROJECT"])
 from dispatcher.dispatch.cli_profiles import gemini as profiles
 from dispatcher.core.permissions import WORKER_BRIDGE_TOOLS, ProfileError, profile_from_env
 from dispatcher.core.private_files import create_private_file
+from dispatcher.core.protected import protected_from_env
 
 mcp_path, settings_path, user_settings, max_turns, attempt_tmp = sys.argv[1:]
 try:
@@ -153,6 +154,12 @@ if max_turns:
 # invoke_agent, ... at all); at shell also security.toolSandboxing and its writable paths.
 for section, keys in profiles.settings_keys(profile, attempt_tmp).items():
     settings.setdefault(section, {}).update(keys)
+# At the levels that write, a BeforeTool hook refuses writes into the bridge's own files and
+# any .git (core.protected).
+hook = profiles.hook_command(os.environ["AGENT_BRIDGE_PYTHON"], os.environ["AGENT_BRIDGE_PROJECT"],
+                             protected_from_env(os.environ))
+if hooks := profiles.hooks_keys(profile, hook):
+    settings["hooks"] = hooks
 create_private_file(settings_path, json.dumps(settings, indent=2) + "\n")
 print("\n".join([profile.level, *flags]))
 PY

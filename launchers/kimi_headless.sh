@@ -104,6 +104,7 @@ import os, sys
 sys.path.insert(0, os.environ["AGENT_BRIDGE_PROJECT"])
 from dispatcher.dispatch.cli_profiles import kimi
 from dispatcher.core.permissions import ProfileError, profile_from_env
+from dispatcher.core.protected import protected_from_env
 from dispatcher.core.private_files import create_private_file
 
 agent_file, worker_home, user_home, request_file = sys.argv[1:5]
@@ -119,7 +120,7 @@ try:
         user_config = os.path.join(user_home, "config.toml")
         existing = open(user_config, encoding="utf-8").read() if os.path.isfile(user_config) else None
         # The cwd (the workspace): Kimi resolves relative paths against it.
-        policy = kimi.hook_policy(profile, os.getcwd(), request_file)
+        policy = kimi.hook_policy(profile, os.getcwd(), request_file, protected_from_env(os.environ))
         hook = os.path.join(os.environ["AGENT_BRIDGE_PROJECT"], "dispatcher", "dispatch", "cli_profiles", "kimi_hook.py")
         config = kimi.worker_config(existing, kimi.hook_command(os.environ["AGENT_BRIDGE_PYTHON"], hook, policy))
 except kimi.Unenforceable as exc:

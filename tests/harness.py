@@ -71,12 +71,14 @@ def command_here(env: dict[str, str], *args: str) -> subprocess.CompletedProcess
 
 
 def bridge_env(root: Path, config: Path) -> dict[str, str]:
-    """Environment that keeps every bridge file inside ``root``."""
+    """Environment that keeps every bridge file inside ``root``; the default workspace is
+    ``root/workspace`` (made here), which holds none of them (a workspace must not)."""
+    (root / "workspace").mkdir(parents=True, exist_ok=True)
     return {
         "AGENT_BRIDGE_DB": str(root / "state" / "bridge.db"),
         "AGENT_BRIDGE_CONFIG": str(config),
         "AGENT_BRIDGE_RUNTIME_DIR": str(root / "runtime"),
-        "AGENT_BRIDGE_WORKSPACE": str(root),
+        "AGENT_BRIDGE_WORKSPACE": str(root / "workspace"),
         "XDG_STATE_HOME": str(root / "xdg-state"),
         "XDG_CONFIG_HOME": str(root / "xdg-config"),
         "XDG_RUNTIME_DIR": str(root / "xdg-runtime"),

@@ -18,8 +18,10 @@ from dispatcher.core.config_view import ConfigPlaces, budget_zone
 from dispatcher.core.config_view import UnknownAgent as UnknownAgent
 from dispatcher.core.config_view import require_agent as require_agent
 from dispatcher.core.errors import ConfigError as ConfigError
+from dispatcher.core.locations import InvalidSetting, Locations
 from dispatcher.core.permissions import BRIDGE_ONLY, PermissionProfile
 from dispatcher.core.private_files import writable_by_others
+from dispatcher.core.protected import unsafe_fix
 from dispatcher.core.spend import has_daily_cap
 from dispatcher.core.validation import AGENT_ID_PATTERN
 
@@ -138,10 +140,28 @@ def load_config(path: Path) -> BridgeConfig:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ConfigError(path, f"cannot read it as JSON ({exc})") from None
     try:
-        return BridgeConfig.model_validate(raw)
+        config = BridgeConfig.model_validate(raw)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}{did_you_mean(err)}"
             for err in exc.errors()
         )
         raise ConfigError(path, problems) from None
+    if (problem := _unsafe_workspaces(config, Path(path))) is not None:
+        raise ConfigError(path, problem)
+    return config
+
+
+def _unsafe_workspaces(config: BridgeConfig, path: Path) -> str | None:
+    """Why the first declared workspace (or writable ``extra_dirs`` entry) that holds or lies in the
+    bridge's own files (``protected``) is refused, with the fix. An agent without a declared
+    workspace gets the settings' default, which the listener, the supervisor and doctor check."""
+    try:
+        here = Locations.from_env()
+    except InvalidSetting:
+        return None  # refused, with its own message, wherever the settings are read
+    locations = Locations(here.db, path, here.runtime_dir)
+    for agent in config.agents:
+        if (why := config.unsafe_workspace(agent, None, locations)) is not None:
+            return f"{why}; {unsafe_fix(agent, path)}"
+    return None

@@ -16,12 +16,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from datetime import tzinfo
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from dispatcher.core import clock
+from dispatcher.core import clock, protected
 from dispatcher.core.errors import BridgeError, ConfigError
 from dispatcher.core.launchers import launcher_path
-from dispatcher.core.profile_rules import ProfileView
+from dispatcher.core.locations import PROJECT_DIR, LocationsLike
+from dispatcher.core.profile_rules import ProfileRules, ProfileView
 
 
 class AgentRules(Protocol):
@@ -69,6 +70,11 @@ class ConfigPlaces:
 
     agents: Mapping[str, Any]
 
+    if TYPE_CHECKING:  # a method of both (not an annotation: pydantic would make it a field)
+
+        def permissions(self, agent: str) -> ProfileRules:
+            raise NotImplementedError
+
     def launcher_path(self, agent: str, project_dir: Path) -> Path:
         """Where ``launchers.launcher_path`` finds the agent's launcher."""
         return launcher_path(self.agents[agent].launcher, project_dir)
@@ -78,16 +84,41 @@ class ConfigPlaces:
         declared = self.agents[agent].workspace
         return Path(declared).expanduser() if declared is not None else default
 
-    def workspace_problem(self, agent: str, default: Path, config_path: Path | str) -> str | None:
-        """Why nothing can be dispatched into the agent's workspace (it is not an existing
-        directory), with the fix; None when it is one. The listener refuses to dispatch then."""
+    def bridge_places(self, locations: LocationsLike) -> tuple[protected.Place, ...]:
+        """What no workspace may hold or lie in: the bridge's places and every agent's launcher."""
+        return protected.bridge_places(locations, (self.launcher_path(a, PROJECT_DIR) for a in self.agents))
+
+    def unsafe_workspace(self, agent: str, default: Path | None, locations: LocationsLike) -> str | None:
+        """Why the agent's workspace, or one of its writable ``extra_dirs``, may not be given to
+        a worker (``protected.workspace_problem``); None when all are fine. ``default`` None:
+        only a declared workspace is checked (config validation: the default is the settings')."""
+        places = self.bridge_places(locations)
+        profile = self.permissions(agent)
+        declared = self.agents[agent].workspace
+        workspace = () if default is None and declared is None else (self.workspace(agent, default or Path()),)
+        for directory in (*workspace, *(profile.resolved_extra_dirs() if profile.writes else ())):
+            if (why := protected.workspace_problem(directory, places)) is not None:
+                return protected.unsafe_reason(agent, why)
+        return None
+
+    def workspace_problem(self, agent: str, default: Path, locations: LocationsLike) -> tuple[str, str] | None:
+        """(code, why with the fix) when nothing can be dispatched into the agent's workspace: it is
+        not an existing directory (``workspace_missing``) or it is unsafe (``workspace_unsafe``);
+        None when it is fine. The listener refuses to dispatch then."""
         workspace = self.workspace(agent, default)
-        if workspace.is_dir():
-            return None
-        return (
-            f"the workspace {workspace} of agent {agent!r} is not an existing directory: nothing is dispatched "
-            f"until it is; mkdir -p {workspace}, or set agents.{agent}.workspace in {config_path}"
-        )
+        if not workspace.is_dir():
+            return (
+                "workspace_missing",
+                f"the workspace {workspace} of agent {agent!r} is not an existing directory: nothing is "
+                f"dispatched until it is; mkdir -p {workspace}, or set agents.{agent}.workspace in "
+                f"{locations.config_path()}",
+            )
+        if (why := self.unsafe_workspace(agent, default, locations)) is not None:
+            return (
+                protected.CODE,
+                f"{why}: nothing is dispatched; {protected.unsafe_fix(agent, locations.config_path())}",
+            )
+        return None
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ USAGE_CODES = frozenset(
         "config_invalid",
         "unknown_agent",
         "config_exists",
+        "workspace_unsafe",
         "invalid_duration",
         "message_not_found",
     }

@@ -134,6 +134,11 @@ CODES: dict[str, Code] = _table(
     ),
     Code("workspace_ok", (OK,)),
     Code("workspace_missing", (ERROR,), "mkdir -p {workspace}, or set agents.{agent}.workspace in {config}"),
+    Code(
+        "workspace_unsafe",
+        (ERROR,),
+        "set agents.{agent}.workspace in {config} to a project directory (e.g. ~/my-project)",
+    ),
     # each agent's CLI, its credentials and its permissions
     Code("cli_ok", (OK,)),
     Code("cli_not_found", (ERROR,), "install {cli}, or set {binary_env} to its path"),

@@ -150,11 +150,16 @@ def default_db() -> Path:
     return _xdg("XDG_STATE_HOME", ".local/state") / "agent-bridge" / "bridge.db"
 
 
+def user_config_dir() -> Path:
+    """The bridge's directory in the user's configuration (config.json, the listeners' env files)."""
+    return _xdg("XDG_CONFIG_HOME", ".config") / "agent-bridge"
+
+
 def resolve_config(explicit: Path | None) -> Path:
     """Explicit AGENT_BRIDGE_CONFIG, then the user's config, then the project's own."""
     if explicit is not None:
         return explicit
-    user = _xdg("XDG_CONFIG_HOME", ".config") / "agent-bridge" / "config.json"
+    user = user_config_dir() / "config.json"
     return user if user.exists() else PROJECT_DIR / "config.json"
 
 

@@ -34,6 +34,9 @@ ERROR_KIND_FIXES = {
     "launcher_usage": "the launcher was invoked wrongly; check the agent's launcher in config.json",
     "permissions_unenforceable": "its CLI cannot enforce the agent's permission level on this machine; pick "
     "another level (README: Worker permissions)",
+    "workspace_unsafe": "the agent's workspace holds or lies in the bridge's own files (its config, store, "
+    "runtime, a launcher, its code) or is the home directory, so nothing was started; set the agent's workspace "
+    "in config.json to a project directory (`agent-bridge doctor` names the file)",
     "spawn_unrecorded": "the worker was not started because its start could not be recorded (store busy or "
     "full); send the task again",
     "no_evidence": "the worker ended without answering or acknowledging the task; " + SHOW_HINT,

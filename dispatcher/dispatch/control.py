@@ -220,7 +220,7 @@ def _daily_budget(settings: LocationsLike, agent: str) -> dict | None:
 
 def _error_head(error: object) -> str:
     """A short name for the listener's error: the code it starts with (``config_invalid``,
-    ``workspace_missing``: doctor's codes), else ``error``."""
+    ``workspace_missing``, ``workspace_unsafe``: doctor's codes), else ``error``."""
     if not isinstance(error, str) or not error:
         return "error"
     head = error.split(":", 1)[0].strip()
@@ -276,9 +276,9 @@ def enable_warnings(settings: LocationsLike, agent: str) -> list[str]:
     warnings = []
     if not config.agents[agent].auto:
         warnings.append(auto_off_warning(agent, settings.config_path()))
-    problem = config.workspace_problem(agent, BridgeSettings().workspace, settings.config_path())
+    problem = config.workspace_problem(agent, BridgeSettings().workspace, settings)
     if problem:
-        warnings.append(f"workspace_missing: {problem}")
+        warnings.append(f"{problem[0]}: {problem[1]}")
     launcher = config.launcher_path(agent, PROJECT_DIR)
     if missing := unset_for(launcher, taken(os.environ)):
         what, fix = unset_problem(agent, launcher, missing, "this shell")

@@ -250,7 +250,7 @@ class Listener:
                 self._now = store_now(conn)
                 self._take_lease(store, conn)
                 if self.config is None or self.workspace_error:
-                    # A missing workspace is refused like a bad config: nothing is dispatched.
+                    # A missing or unsafe workspace is refused like a bad config: nothing is dispatched.
                     return Observation(
                         config_error=self.config_error or self.workspace_error,
                         failures=self._failures,
@@ -277,7 +277,8 @@ class Listener:
     def _workspace_error(self) -> str | None:
         if self.config is None:
             return None
-        return self.config.workspace_problem(self.agent, self.settings.workspace, self.config_path)
+        problem = self.config.workspace_problem(self.agent, self.settings.workspace, self.settings)
+        return None if problem is None else f"{problem[0]}: {problem[1]}"  # doctor's code first
 
     def _next_candidate(self, conn: Connection, config: ConfigView) -> queue.Candidate | None:
         """The dispatch rule (``auto`` and the age window included), called in this one place."""
@@ -330,13 +331,7 @@ class Listener:
     # -- acting ---------------------------------------------------------------------------
     def _show_waiting(self, stage: str) -> None:
         # Named by doctor's codes, so the status line, `listener status` and doctor say the same.
-        error = (
-            f"config_invalid: {self.config_error}"
-            if self.config_error
-            else f"workspace_missing: {self.workspace_error}"
-            if self.workspace_error
-            else None
-        )
+        error = f"config_invalid: {self.config_error}" if self.config_error else self.workspace_error
         if stage == "supervising":
             self._set(stage=stage, error=error)  # an orphaned worker from before is still running
         else:

@@ -12,6 +12,7 @@ subprocess load after the barrier, not between the listener's fork and it.
 
 import contextlib
 import errno
+import json
 import os
 import signal
 import subprocess
@@ -35,6 +36,8 @@ from dispatcher.core.private_files import (
 )
 from dispatcher.core.processes import start_time
 from dispatcher.core.profile_rules import PERMISSIONS_ENV, ProfileRules
+from dispatcher.core.protected import CODE as UNSAFE
+from dispatcher.core.protected import PROTECTED_ENV, git_environment, protected_paths
 from dispatcher.core.settings_view import ListenerSettings
 from dispatcher.core.spend import TaskCaps, cap_passed, cap_to_stop_for, priced
 from dispatcher.dispatch import cgroups, faults
@@ -90,6 +93,10 @@ class Launch:
             self.gate = -1
 
 
+class UnsafeWorkspace(Exception):
+    """The supervisor's pre-launch check: the workspace holds or lies in the bridge's own files."""
+
+
 def end_worker(proc: subprocess.Popen, grace_seconds: float) -> None:
     """TERM the worker's group, KILL it after ``grace_seconds``; Popen reaps the leader, so its
     ``returncode`` is the real status (-15, -9)."""
@@ -132,15 +139,20 @@ def worker_env(
     workspace: Path | None = None,
     *,
     permissions: ProfileRules,
+    protected: tuple[str, ...] = (),
 ) -> dict[str, str]:
     """The launcher's environment: resolved values, so the worker's own server agrees with ours.
 
     ``AGENT_BRIDGE_MAX_COST_USD`` is the agent's ``max_cost_usd_per_task``, and absent when it
     has none (an inherited value is dropped, never passed on). ``AGENT_BRIDGE_PERMISSIONS`` is
-    always the agent's profile from config.json, never an inherited value."""
-    inherited = {k: v for k, v in os.environ.items() if k not in (MAX_COST_ENV, PERMISSIONS_ENV)}
+    always the agent's profile from config.json, never an inherited value, and so is
+    ``AGENT_BRIDGE_PROTECTED`` (what its hooks refuse to write: ``core.protected``). Every git
+    the worker runs gets the bridge's git configuration (``git_environment``)."""
+    inherited = {k: v for k, v in os.environ.items() if k not in (MAX_COST_ENV, PERMISSIONS_ENV, PROTECTED_ENV)}
     return {
         **inherited,
+        **git_environment(),
+        PROTECTED_ENV: json.dumps(list(protected)),
         **({MAX_COST_ENV: usd_text(max_cost_usd)} if max_cost_usd is not None else {}),
         PERMISSIONS_ENV: permissions.to_env(),
         "AGENT_ID": agent,
@@ -172,8 +184,12 @@ def _launch(
     workspace = config.workspace(agent, settings.workspace)
     if not workspace.is_dir():
         raise NotADirectoryError(errno.ENOTDIR, "workspace is not a directory", str(workspace))
+    if (why := config.unsafe_workspace(agent, settings.workspace, settings)) is not None:
+        raise UnsafeWorkspace(why)
     launcher = config.launcher_path(agent, PROJECT_DIR)
     _check_launcher(launcher)
+    profile = config.permissions(agent)
+    writable: list[str | Path] = [workspace, *profile.resolved_extra_dirs()]
     env = worker_env(
         settings,
         agent,
@@ -183,7 +199,8 @@ def _launch(
         token,
         config.agents[agent].max_cost_usd_per_task,
         workspace,
-        permissions=config.permissions(agent),
+        permissions=profile,
+        protected=protected_paths(config.bridge_places(settings), writable),
     )
     log_fd = open_private_append(attempt_dir / "worker.log")
     gate_in, gate_out = os.pipe()
@@ -280,6 +297,9 @@ def run_worker(
             "spawn_failed", message_id=message_id, error=type(exc).__name__, path=exc.filename, reason=exc.strerror
         )
         return _settle(conn, message_id, began, fallback="failed", error_kind=f"spawn:{type(exc).__name__}")
+    except UnsafeWorkspace as exc:
+        log.warning("workspace_unsafe", message_id=message_id, reason=str(exc))
+        return _settle(conn, message_id, began, fallback="failed", error_kind=UNSAFE)
     fault_point("after_spawn")
     pid = launch.proc.pid
     tree = WorkerTree(token, launch.cgroup, below_us=subreaper)

@@ -62,11 +62,12 @@ def _environment(root: Path) -> dict[str, str]:
         "dispatch_max_age_seconds": 86400,
     }
     (root / "config.json").write_text(json.dumps(config, indent=2))
+    (root / "workspace").mkdir()  # beside the store, config and runtime: a workspace may hold none of them
     return {
         "AGENT_BRIDGE_DB": str(root / "bridge.db"),
         "AGENT_BRIDGE_CONFIG": str(root / "config.json"),
         "AGENT_BRIDGE_RUNTIME_DIR": str(root / "runtime"),
-        "AGENT_BRIDGE_WORKSPACE": str(root),
+        "AGENT_BRIDGE_WORKSPACE": str(root / "workspace"),
         "PYTHONPATH": str(PROJECT_DIR),
     }
 
@@ -164,8 +165,9 @@ async def _script(env: dict[str, str]) -> None:
 def run_demo(keep: bool = False) -> None:
     """Raises ``BridgeError("demo_failed")`` (after cleaning up) when a step fails."""
     root = Path(tempfile.mkdtemp(prefix="agent-bridge-demo-"))
-    env = {**os.environ, **_environment(root)}
-    os.environ.update(_environment(root))  # the status watcher reads the same settings
+    settings = _environment(root)
+    env = {**os.environ, **settings}
+    os.environ.update(settings)  # the status watcher reads the same settings
     _say("demo", f"temporary store and runtime in {root}")
     listener = subprocess.Popen(
         [sys.executable, "-m", "dispatcher", "listener", "run", "--agent", "claude"],

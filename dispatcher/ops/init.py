@@ -31,10 +31,16 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dispatcher.core.errors import BridgeError
+from dispatcher.core.locations import Locations
 from dispatcher.core.permissions import DESCRIPTIONS, Level
 from dispatcher.core.private_files import ensure_private_dir, write_atomically
+from dispatcher.core.protected import CODE, workspace_problem
+
+if TYPE_CHECKING:
+    from dispatcher.core.config import BridgeConfig
 
 VERSION_TIMEOUT_SECONDS = 5.0
 
@@ -224,6 +230,21 @@ def _say_scripted(echo) -> None:
     echo("For the real Claude Code later: `agent-bridge init --force` declares the CLIs found on PATH.")
 
 
+def refuse_unsafe_workspace(config: "BridgeConfig", workspace: Path, path: Path) -> None:
+    """``workspace_unsafe`` when the workspace holds or lies in the bridge's own files (the config
+    about to be written, the store, the launchers, the code) or is the home directory: init runs
+    in the directory it is started in, and the home directory holds all of them."""
+    here = Locations.from_env()
+    places = config.bridge_places(Locations(here.db, path, here.runtime_dir))
+    if (why := workspace_problem(workspace, places)) is not None:
+        raise BridgeError(
+            CODE,
+            f"workspace {why}: its workers could rewrite the bridge's own files and raise their own permissions; "
+            "nothing was written. Run init in a project directory (mkdir -p ~/my-project && cd ~/my-project), "
+            "or pass --workspace DIR",
+        )
+
+
 def run_init(*, force: bool, workspace: Path, echo, scripted: bool = False) -> Path:
     from dispatcher.core.config import BridgeConfig
     from dispatcher.ops.register import backup_copy
@@ -247,7 +268,8 @@ def run_init(*, force: bool, workspace: Path, echo, scripted: bool = False) -> P
         )
     kept, dropped = carried_over(old, config) if old is not None else ({}, [])
     config["agents"].update(kept)
-    BridgeConfig.model_validate(config)  # what we write, the server and listener accept
+    valid = BridgeConfig.model_validate(config)  # what we write, the server and listener accept
+    refuse_unsafe_workspace(valid, workspace, path)
     ensure_private_dir(path.parent, "config directory")
     backup = backup_copy(path, old) if old is not None else None
     write_atomically(path, json.dumps(config, indent=2) + "\n")

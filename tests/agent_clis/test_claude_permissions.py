@@ -35,6 +35,7 @@ from pathlib import Path
 import pytest
 from cli_harness import claude_worker_env, without_cli_settings
 from dispatch_harness import attempt, cli, end_listeners, start_listener, status, wait_until
+from git_walls import assert_walls_held, git_actions, plant_repo
 from harness import PROJECT, McpAgent, bridge_env, write_config
 from models import script
 from models.anthropic import AnthropicModel, offered_tools, to_turn
@@ -231,6 +232,13 @@ def runs(model, claude_bin, bridge_root) -> dict[str, Run]:
             {"edit": f"{workspace}/notes.txt", "old": "line one", "new": "line one\nline two"},
         ]
         planned[f"notes-{level}"] = (level, workspace, outside, actions, {"level": level})
+    for level, permissions in (
+        ("edit", {"level": "edit"}),
+        ("shell", {"level": "shell", "allow_commands": ["git status"]}),
+    ):
+        workspace, outside = lay_out(bridge_root / "runs", f"git-{level}")
+        GIT_REPOS[level] = plant_repo(workspace)
+        planned[f"git-{level}"] = (level, workspace, outside, git_actions(workspace), permissions)
     with ThreadPoolExecutor(max_workers=SIDE_BY_SIDE) as pool:
         futures = {}
         for key, plan in planned.items():
@@ -246,6 +254,18 @@ def runs(model, claude_bin, bridge_root) -> dict[str, Run]:
 
 
 DIRECTORY = "<dir>"
+GIT_REPOS: dict[str, dict] = {}  # the git-<level> runs' repositories (git_walls.plant_repo)
+
+
+@pytest.mark.parametrize("level", ["edit", "shell"])
+def test_the_git_directory_is_read_only_and_git_runs_nothing_planted(runs, level):
+    """Claude's deny rules refuse every write into .git (config, hooks, info, a nested
+    repository), and the allowed `git status` runs in the sandbox with the bridge's git
+    configuration, so the fsmonitor, hooks and pager planted in .git/config do not run."""
+    run = runs[f"git-{level}"]
+    assert (run.attempt["outcome"], run.attempt["permission_level"]) == ("blocked", level), run.attempt
+    assert "Write" in (run.attempt["denied_tools"] or "")
+    assert_walls_held(GIT_REPOS[level], run.results, git_ran=level == "shell")
 
 
 def files(directory: Path) -> dict[str, str]:

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from cli_harness import require_cli
 from dispatch_harness import end_listeners, start_listener, status, wait_finished, wait_until
+from git_walls import assert_walls_held, git_actions, plant_repo
 from harness import PROJECT, McpAgent, bridge_env
 from models import script
 
@@ -42,7 +43,7 @@ LEVELS = {
     "bridge": {"level": "bridge"},
     "read": {"level": "read"},
     "edit": {"level": "edit"},
-    "shell": {"level": "shell", "allow_commands": ["touch"]},
+    "shell": {"level": "shell", "allow_commands": ["touch", "git status"]},
     "project": {"level": "project"},
 }
 # A "task author's" .codex/ in the workspace, trying to widen a level: no sandbox, rules that
@@ -94,7 +95,7 @@ def agents_config(root: Path, level: str, workspace: Path | None = None) -> dict
         "auto": True,
         "launcher": str(LAUNCHER),
         "worker_timeout_seconds": 120,
-        "workspace": str(workspace or root),
+        "workspace": str(workspace or root / "workspace"),  # (bridge_env makes it; root holds the store)
         "permissions": LEVELS[level],
     }
     return {"agents": {"codex": agent, "kimi": {"auto": False, "launcher": "launchers/kimi_headless.sh"}}}
@@ -291,3 +292,32 @@ def test_a_read_worker_cannot_run_a_program_through_sed_s_e_command(codex_env, r
         texts = [text for (text,) in db.execute("SELECT text FROM messages WHERE reply_to = ?", (run["task"],))]
     assert texts and not any(secret in text for text in texts), texts
     assert (run["ws"] / "notes.txt").read_text() == NOTES
+
+
+def tool_results(model, task: int) -> tuple[str, ...]:
+    """Every tool result Codex sent back to the model in this task's requests."""
+    from models.openai_responses import to_turn
+
+    results: list[str] = []
+    for request in model.requests():
+        body = request["body"]
+        if request["method"] == "POST" and f"Message #{task} " in json.dumps(body):
+            results.extend(to_turn(body)[0].tool_results)
+    return tuple(results)
+
+
+@pytest.mark.parametrize("level", ["edit", "shell"])
+def test_the_git_directory_is_read_only_and_git_runs_nothing_planted(codex_env, root, kimi, listener, model, level):
+    """The hook refuses every patch into .git (config, hooks, info, a nested repository), and the
+    allowed `git status` runs with the bridge's git configuration (given through Codex's
+    shell_environment_policy), so the fsmonitor, hooks and pager planted in .git/config do not run."""
+    repos: dict[str, dict] = {}
+
+    def actions(paths):
+        repos["repo"] = plant_repo(paths["ws"])
+        return git_actions(paths["ws"])
+
+    run = run_level(codex_env, root, kimi, level, actions, name=f"git-{level}")
+    assert (run["row"]["outcome"], run["row"]["permission_level"]) == ("blocked", level), run["row"]
+    assert "apply_patch" in (run["row"]["denied_tools"] or "")
+    assert_walls_held(repos["repo"], tool_results(model, run["task"]), git_ran=level == "shell")

@@ -31,6 +31,7 @@ from dispatch_harness import (
     wait_finished,
     wait_until,
 )
+from git_walls import assert_walls_held, git_actions, plant_repo
 from harness import PROJECT, McpAgent, bridge_env, write_config
 from models import script
 from models.gemini import GeminiServer, offered_tools
@@ -58,6 +59,9 @@ PROFILES = {
     "shell": {"level": "shell", "allow_commands": ["touch", "git status*"], "extra_dirs": ["{extra}"]},
     "project": {"level": "project"},
 }
+# The git-directory runs (git_walls): a repository as the workspace, at each level that writes.
+GIT_PROFILES = {"git-edit": {"level": "edit"}, "git-shell": {"level": "shell", "allow_commands": ["git status"]}}
+GIT_REPOS: dict[str, dict] = {}
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +107,7 @@ def lay_out(root: Path, name: str) -> dict[str, Path]:
     (ws / "canary.txt").write_text(CANARY)
     (outside / "canary.txt").write_text(CANARY)
     (extra / "readme.txt").write_text("extra\n")
-    if name != "shell":  # at shell, a link out breaks Gemini's sandbox (see test_shell_...)
+    if not name.endswith("shell"):  # at shell, a link out breaks Gemini's sandbox (see test_shell_...)
         (ws / "escape").symlink_to(outside, target_is_directory=True)  # a directory link out
         (ws / "escape-canary").symlink_to(outside / "canary.txt")  # a file link out
     settings = project_settings(root, name) if name == "project" else planted_settings(root, name)
@@ -136,7 +140,7 @@ def actions(paths: dict[str, Path]) -> list[dict]:
 def switch_config(world, name: str, paths: dict[str, Path]) -> None:
     profile = {
         k: [v.format(extra=paths["extra"]) for v in vs] if isinstance(vs, list) else vs
-        for k, vs in PROFILES[name].items()
+        for k, vs in {**PROFILES, **GIT_PROFILES}[name].items()
     }
     staged = world["config"].with_suffix(".staged")
     write_config(
@@ -160,6 +164,8 @@ def snapshot(directory: Path) -> dict[str, str]:
     found = {}
     for path in sorted(directory.rglob("*")):
         rel = str(path.relative_to(directory))
+        if ".git" in path.relative_to(directory).parts[:-1]:
+            continue  # a repository's objects (the git runs check .git themselves: git_walls)
         if path.is_symlink():
             found[rel] = f"-> {os.readlink(path)}"
         elif path.is_file():
@@ -190,7 +196,9 @@ def runs(tmp_path_factory, gemini_bin, model):
     }
     world = {"root": root, "config": config, "env": env, "db": Path(env["AGENT_BRIDGE_DB"])}
     results = {}
-    layouts = {name: lay_out(root, name) for name in PROFILES}
+    layouts = {name: lay_out(root, name) for name in [*PROFILES, *GIT_PROFILES]}
+    for name in GIT_PROFILES:
+        GIT_REPOS[name] = plant_repo(layouts[name]["ws"])
     switch_config(world, "bridge", layouts["bridge"])
     kimi = McpAgent("kimi", env, stderr_path=root / "kimi-server.log").wait_ready()
     listener = start_listener(env, AGENT)
@@ -201,8 +209,9 @@ def runs(tmp_path_factory, gemini_bin, model):
             switch_config(world, name, paths)
             wait_until(lambda: status(env, AGENT)["stage"] == "idle", what="listener idle")
             marker = f"canary-{uuid.uuid4().hex}"
+            todo = git_actions(paths["ws"]) if name in GIT_PROFILES else actions(paths)
             text = f"A workspace task ({marker}).\nMODE=workspace\nTOOLKIT=gemini\n" + "".join(
-                f"DO={json.dumps(a)}\n" for a in actions(paths)
+                f"DO={json.dumps(a)}\n" for a in todo
             )
             message_id = kimi.ok("send_message", recipient=AGENT, kind="task", text=text)["id"]
             row = wait_finished(world["db"], message_id, deadline=DEADLINE)
@@ -325,3 +334,20 @@ def test_a_link_in_the_workspace_does_not_let_an_edit_escape(runs):
             if "resolves outside the allowed workspace" in json.dumps(part.get("functionResponse", {}))
         ]
         assert len(refusals) >= 4, level  # outside write, link dir write, link file edit, outside read
+
+
+@pytest.mark.parametrize("name", list(GIT_PROFILES))
+def test_the_git_directory_is_read_only_and_git_runs_nothing_planted(runs, name):
+    """The BeforeTool hook refuses every write into .git (config, hooks, info, a nested
+    repository), and the allowed `git status` runs with the bridge's git configuration, so the
+    fsmonitor, hooks and pager planted in .git/config do not run."""
+    run, level = runs[name], GIT_PROFILES[name]["level"]
+    assert (run["row"]["outcome"], run["row"]["permission_level"]) == ("blocked", level), run["row"]
+    assert "write_file" in (run["row"]["denied_tools"] or "")
+    results = [
+        json.dumps(part["functionResponse"])
+        for content in run["requests"][-1]["body"]["contents"]
+        for part in content.get("parts", [])
+        if "functionResponse" in part
+    ]
+    assert_walls_held(GIT_REPOS[name], results, git_ran=level == "shell")

@@ -61,8 +61,7 @@ def kimi_run(tmp_path_factory, backend, request):
         },
     )
     # The workspace (the worker's cwd) is not where the request file is: Read must reach outside it.
-    env = on_backend({**bridge_env(root, config), "AGENT_BRIDGE_WORKSPACE": str(root / "workspace")}, backend, request)
-    (root / "workspace").mkdir()
+    env = on_backend(bridge_env(root, config), backend, request)  # (its workspace: root / "workspace", made)
     home, tmp = root / "user-home", root / "tmp"
     user_kimi = home / ".kimi-code"  # the user's own Kimi home: the launcher links into it
     (user_kimi / "credentials").mkdir(parents=True)

@@ -23,6 +23,8 @@ from pathlib import Path
 import pytest
 from cli_harness import require_cli
 from dispatch_harness import attempt, start_listener, status, wait_finished, wait_until
+from git_walls import assert_walls_held, plant_repo
+from git_walls import task_text as git_task_text
 from harness import PROJECT, McpAgent, bridge_env, write_config
 from models.anthropic import offered_tools, to_turn
 from models.kimi import KimiModel
@@ -269,3 +271,18 @@ def test_project_is_refused_with_exit_78_before_kimi_starts(kimi_perm):
     assert (last["error_kind"], last["permission_level"]) == ("permissions_unenforceable", "project")
     assert attempt(kimi_perm["db"], task)["denied_tools"] is None
     shutil.rmtree(paths["ws"])  # nothing in it was touched; keep the tmp tree small
+
+
+@pytest.mark.parametrize("level", ["edit", "shell"])
+def test_the_git_directory_is_read_only_and_git_runs_nothing_planted(kimi_perm, level):
+    """Kimi has no OS sandbox: its hook refuses every write into .git (config, hooks, info, a
+    nested repository), and the allowed `git status` runs with the bridge's git configuration,
+    so the fsmonitor, hooks and pager planted in .git/config do not run."""
+    paths = layout(kimi_perm, f"git-{level}")
+    repo = plant_repo(paths["ws"])
+    set_agent(kimi_perm, paths["ws"], SHELL_PROFILE if level == "shell" else {"level": level})
+    text = git_task_text("kimi", paths["ws"])
+    task = kimi_perm["sender"].ok("send_message", recipient="kimi", kind="task", text=text)["id"]
+    done = wait_finished(kimi_perm["db"], task, DEADLINE)
+    assert (done["outcome"], done["permission_level"], done["denied_tools"]) == ("blocked", level, "Write"), done
+    assert_walls_held(repo, tool_results(kimi_perm, task), git_ran=level == "shell")

@@ -58,6 +58,9 @@ def test_bridge_is_the_flags_of_before_profiles():
     assert profiles.settings(profile("bridge")) is None
 
 
+GIT_DENY = ("Edit(**/.git)", "Edit(**/.git/**)")
+
+
 def test_read_offers_read_search_list_and_denies_every_edit():
     p = profile("read")
     args = profiles.claude_args(p, Path("/a/claude-settings.json"))
@@ -70,7 +73,9 @@ def test_read_offers_read_search_list_and_denies_every_edit():
 def test_edit_allows_edits_inside_the_workspace_only():
     p = profile("edit")
     assert flag(profiles.claude_args(p, Path("/s")), "--tools") == "Read,Grep,Glob,Edit,Write"
-    assert profiles.settings(p) == {"permissions": {"allow": ["Edit(./**)"]}}  # never a bare "Edit"
+    assert profiles.settings(p) == {
+        "permissions": {"allow": ["Edit(./**)"], "deny": list(GIT_DENY)}
+    }  # never a bare "Edit"
     assert not profiles.uses_sandbox(p)
 
 
@@ -80,7 +85,8 @@ def test_shell_adds_bash_one_prefix_rule_per_command_and_the_sandbox():
     assert flag(args, "--tools") == "Read,Grep,Glob,Edit,Write,Bash"
     doc = profiles.settings(p)
     assert doc["permissions"] == {
-        "allow": ["Edit(./**)", "Bash(uv run pytest:*)", "Bash(git diff:*)", "Bash(git status:*)"]
+        "allow": ["Edit(./**)", "Bash(uv run pytest:*)", "Bash(git diff:*)", "Bash(git status:*)"],
+        "deny": list(GIT_DENY),
     }
     assert doc["sandbox"] == {
         "enabled": True,
@@ -96,7 +102,23 @@ def test_project_leaves_tools_rules_and_settings_sources_to_the_workspace():
     args = profiles.claude_args(p, None)
     assert "--tools" not in args and "--setting-sources" not in args and "--settings" not in args
     assert flag(args, "--allowedTools") == BRIDGE_ALLOWED and args[-4:] == POLICY
-    assert profiles.settings(p) is None and not profiles.uses_sandbox(p)
+    # Only deny rules: what no worker may write (a deny beats the workspace's allow rules).
+    assert profiles.settings(p) == {"permissions": {"deny": list(GIT_DENY)}} and not profiles.uses_sandbox(p)
+
+
+def test_every_writing_level_denies_edits_of_any_git_dir_and_of_the_protected_paths():
+    protected = ("/home/u/.config/agent-bridge/config.json", "/w/repo/.git", "/odd/(dir)")
+    for level in ("edit", "project"):
+        deny = profiles.settings(profile(level), protected)["permissions"]["deny"]
+        assert deny == [
+            *GIT_DENY,
+            "Edit(//home/u/.config/agent-bridge/config.json)",
+            "Edit(//home/u/.config/agent-bridge/config.json/**)",
+            "Edit(//w/repo/.git)",
+            "Edit(//w/repo/.git/**)",
+        ]  # a path Claude would read as a pattern gets no rule (it lies outside every writable dir)
+    assert profiles.settings(profile("read"), protected) == {"permissions": {"deny": ["Edit(//**)"]}}
+    assert profiles.settings(profile("bridge"), protected) is None
 
 
 @pytest.mark.parametrize("level", ["read", "edit", "shell", "project"])
@@ -129,18 +151,18 @@ def test_prepare_writes_a_private_settings_file_and_the_flags(tmp_path):
     args = profiles.prepare(env, tmp_path, which=all_on_path, probe=lambda _: True, workspace=workspace)
     written, policy = tmp_path / profiles.SETTINGS_FILE, tmp_path / profiles.POLICY_FILE
     assert flag(args, "--settings") == str(written)
-    assert json.loads(written.read_text()) == profiles.settings(p, profiles.hook_command(policy))
+    assert json.loads(written.read_text()) == profiles.settings(p, hook=profiles.hook_command(policy))
     assert json.loads(policy.read_text()) == {"profile": json.loads(p.to_env()), "workspace": str(workspace)}
     assert stat.S_IMODE(written.stat().st_mode) == stat.S_IMODE(policy.stat().st_mode) == 0o600
 
 
 def test_shell_runs_the_bash_hook_before_every_bash_call_and_no_other_level_does():
-    shell = profiles.settings(profile("shell", allow_commands=["git status"]), "the hook")
+    shell = profiles.settings(profile("shell", allow_commands=["git status"]), hook="the hook")
     assert shell["hooks"] == {
         "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "the hook", "timeout": 60}]}]
     }
     for level in ("read", "edit"):
-        assert "hooks" not in (profiles.settings(profile(level), "the hook") or {})
+        assert "hooks" not in (profiles.settings(profile(level), hook="the hook") or {})
 
 
 @pytest.fixture

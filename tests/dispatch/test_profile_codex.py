@@ -61,16 +61,33 @@ def test_shell_adds_extra_dirs_as_writable_roots_and_read_does_not():
     assert "--add-dir" not in codex.exec_flags(profile("read", extra_dirs=["/srv/data"]))
 
 
+GIT_ENV_TABLE = [
+    "[shell_environment_policy.set]",
+    'GIT_CONFIG_NOSYSTEM = "1"',
+    'GIT_CONFIG_COUNT = "4"',
+    'GIT_CONFIG_KEY_0 = "core.fsmonitor"',
+    'GIT_CONFIG_VALUE_0 = "false"',
+    'GIT_CONFIG_KEY_1 = "core.hooksPath"',
+    'GIT_CONFIG_VALUE_1 = "/dev/null"',
+    'GIT_CONFIG_KEY_2 = "core.pager"',
+    'GIT_CONFIG_VALUE_2 = "cat"',
+    'GIT_CONFIG_KEY_3 = "safe.bareRepository"',
+    'GIT_CONFIG_VALUE_3 = "explicit"',
+]
+
+
 def test_config_tables_per_level(tmp_path):
-    assert codex.config_tables(profile("bridge"), tmp_path) == []
-    assert codex.config_tables(profile("read"), tmp_path) == []
+    assert codex.config_tables(profile("bridge"), tmp_path) == []  # no shell tool: no git
+    assert codex.config_tables(profile("read"), tmp_path) == GIT_ENV_TABLE
     assert codex.config_tables(profile("edit"), tmp_path) == [
+        *GIT_ENV_TABLE,
         "[sandbox_workspace_write]",
         "exclude_slash_tmp = true",
         "exclude_tmpdir_env_var = false",
         "network_access = false",
     ]
     assert codex.config_tables(profile("project"), Path('/w/a "b"')) == [
+        *GIT_ENV_TABLE,
         '[projects."/w/a \\"b\\""]',
         'trust_level = "trusted"',
     ]
@@ -227,3 +244,16 @@ def test_hooks_json_runs_the_hook_before_every_tool():
             "PreToolUse": [{"matcher": ".*", "hooks": [{"type": "command", "command": "the command", "timeout": 60}]}]
         }
     }
+
+
+@pytest.mark.parametrize("level", ["edit", "shell"])
+def test_no_patch_writes_a_git_directory_or_a_protected_path(tmp_path, ws, level):
+    """Issue 28: .git at any depth, and what AGENT_BRIDGE_PROTECTED names (the bridge's files, the
+    common git dir of a worktree outside the workspace), are refused even inside the workspace."""
+    extra = {"allow_commands": ["git status"]} if level == "shell" else {}
+    doc = codex.policy_document(profile(level, **extra), ws, tmp_path / "attempt" / "tmp", [str(ws / "cfg")])
+    for path in (".git/config", ".git/hooks/pre-commit", ".git/info/attributes", "sub/.git/config", ".git", "cfg/x"):
+        reason = codex.hook_decision(doc, event("apply_patch", patch(path), ws))
+        assert reason is not None and reason.startswith("denied apply_patch: "), path
+        assert "read-only to workers" in reason
+    assert codex.hook_decision(doc, event("apply_patch", patch(".gitignore"), ws)) is None

@@ -1,6 +1,9 @@
 """dispatcher/dispatch/cli_profiles/gemini.py: a permission profile in Gemini CLI's terms, one
 case per level and the refusals (pure functions; the real CLI is in tests/agent_clis/test_gemini_permissions.py)."""
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -183,3 +186,48 @@ def test_the_launcher_passes_the_profile_to_gemini(launch, level, flags, trust):
     assert record["trust"] == trust  # an inherited GEMINI_CLI_TRUST_WORKSPACE is dropped below project
     core = record["settings"]["tools"].get("core") if "tools" in record["settings"] else None
     assert core == gemini.core_tools(PermissionProfile(level=level or "bridge"))
+
+
+def test_a_before_tool_hook_guards_the_levels_that_write():
+    command = gemini.hook_command("/py", "/project", ["/p"])
+    for level in ("bridge", "read"):
+        assert gemini.hooks_keys(PermissionProfile(level=level), command) == {}
+    for profile in (PermissionProfile(level="edit"), PermissionProfile(level="project")):
+        [group] = gemini.hooks_keys(profile, command)["BeforeTool"]
+        assert group == {"matcher": ".*", "hooks": [{"type": "command", "command": command, "timeout": 60000}]}
+
+
+@pytest.mark.parametrize(
+    ("tool", "path", "refused"),
+    [
+        ("write_file", ".git/config", True),
+        ("replace", "/ws/.git/hooks/pre-commit", True),
+        ("write_file", "sub/.git/config", True),
+        ("write_file", "/p/config.json", True),
+        ("write_file", "notes.txt", False),
+        ("read_file", ".git/config", False),
+        ("run_shell_command", ".git/config", False),
+    ],
+)
+def test_the_hook_refuses_writes_into_git_and_the_protected_paths(tool, path, refused):
+    event = {"tool_name": tool, "tool_input": {"file_path": path}}
+    assert (gemini.hook_decision(["/p"], event, "/ws") is not None) is refused
+
+
+def test_the_hook_refuses_with_exit_2_and_fails_closed(tmp_path):
+    command = gemini.hook_command(sys.executable, str(PROJECT), [str(tmp_path / "p")])
+    for event, code in (
+        ({"tool_name": "write_file", "tool_input": {"file_path": str(tmp_path / "ws/.git/config")}}, 2),
+        ({"tool_name": "write_file", "tool_input": {"file_path": str(tmp_path / "ws/notes.txt")}}, 0),
+        ("not json", 2),
+    ):
+        done = subprocess.run(  # noqa: S602 - the hook's own command line, as Gemini runs it
+            command,
+            shell=True,
+            input=event if isinstance(event, str) else json.dumps(event),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == code, done.stderr
+        assert (done.stderr.startswith("Denied by the Agent Bridge permission profile: ")) is (code == 2)

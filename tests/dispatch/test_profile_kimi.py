@@ -274,3 +274,20 @@ def test_the_hook_allows_with_0_and_refuses_with_2_and_one_line_naming_only_the_
 def test_the_hook_fails_closed(layout, policy_json, event):
     done = run_hook(policy_json or policy(layout, "read"), event)
     assert done.returncode == 2 and done.stderr.startswith(kimi.DENIAL_PREFIX)
+
+
+@pytest.mark.parametrize("level", ["edit", "shell"])
+def test_the_hook_refuses_writes_into_any_git_directory_and_the_protected_paths(layout, level):
+    """Issue 28: Write and Edit never reach .git (at any depth, through a link too) nor what
+    AGENT_BRIDGE_PROTECTED names, even inside the workspace; reading them is not refused."""
+    ws = layout["ws"]
+    (ws / "to-git").symlink_to(ws / ".git", target_is_directory=True)
+    extra = {"allow_commands": ["git status"]} if level == "shell" else {}
+    hook = kimi.hook_policy(profile(level, **extra), ws, layout["request"], [str(ws / "cfg")])
+    assert kimi.HookPolicy.from_json(hook.to_json()) == hook
+    for path in (".git/config", ".git/hooks/pre-commit", ".git/info/x", "sub/.git/config", "to-git/config", "cfg/a"):
+        for tool in ("Write", "Edit"):
+            reason = kimi.check_call(hook, tool, {"path": path, "content": "x"})
+            assert reason is not None and "read-only to workers" in reason, (tool, path)
+    assert kimi.check_call(hook, "Write", {"path": ".gitignore", "content": "x"}) is None
+    assert kimi.check_call(hook, "Read", {"path": ".git/config"}) is None

@@ -48,7 +48,6 @@ def host(tmp_path: Path, name: str, url: str, config: Path) -> dict:
     return {
         **bridge_env(root, config),
         "AGENT_BRIDGE_DB": url,
-        "AGENT_BRIDGE_WORKSPACE": str(tmp_path),
         "AGENT_BRIDGE_HOST_ID": name,
         HOST_LEASE_ENV: str(LEASE_SECONDS),
         RENEW_ENV: "0.5",

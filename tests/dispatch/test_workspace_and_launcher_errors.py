@@ -19,7 +19,6 @@ from dispatch_harness import (
 )
 from pydantic import ValidationError
 
-from dispatcher.core import config_view
 from dispatcher.core.config import AgentConfig, BridgeConfig
 from dispatcher.dispatch.outcome import decide
 
@@ -63,7 +62,7 @@ def test_relative_launcher_checkout_first_then_package(tmp_path, monkeypatch):
     (package / "launchers" / "only_packaged.sh").write_text("")
     (project / "launchers" / "both.sh").write_text("")
     (package / "launchers" / "both.sh").write_text("")
-    monkeypatch.setattr(config_view, "PACKAGE_DATA", package)  # (where ConfigPlaces looks)
+    monkeypatch.setattr("dispatcher.core.launchers.PACKAGE_DATA", package)  # (where launcher_path looks)
     config = BridgeConfig(
         agents={n: AgentConfig(launcher=f"launchers/{n}.sh") for n in ("both", "only_packaged", "nowhere")}
     )

@@ -48,10 +48,10 @@ from dispatcher.core.permissions import (
     NON_WORKER_BRIDGE_TOOLS,
     WORKER_BRIDGE_TOOLS,
     PermissionProfile,
-    ProfileError,
     profile_from_env,
 )
 from dispatcher.core.private_files import create_private_file
+from dispatcher.core.protected import protected_from_env
 from dispatcher.dispatch.cli_profiles import command_gate
 
 # The built-in tools offered at each level (None: the CLI's default set, for ``project``).
@@ -66,6 +66,7 @@ TOOLS: dict[str, tuple[str, ...] | None] = {
 }
 DENY_ALL_EDITS = "Edit(//**)"  # every absolute path; Claude applies Edit rules to Write too
 WORKSPACE_EDITS = "Edit(./**)"  # relative to the workspace (the cwd)
+DENY_GIT_EDITS = ("Edit(**/.git)", "Edit(**/.git/**)")  # a .git file or directory at any depth
 SANDBOX: dict[str, Any] = {
     "enabled": True,
     "failIfUnavailable": True,
@@ -107,7 +108,19 @@ def command_rule(words: Sequence[str]) -> str:
     return f"Bash({' '.join(words)}:*)"
 
 
-def permission_rules(profile: PermissionProfile) -> dict[str, list[str]]:
+def protected_rules(protected: Sequence[str]) -> list[str]:
+    """Deny rules for what no worker may write (``core.protected``): any ``.git`` below the
+    workspace, and each protected path and everything in it. A path Claude's rules would read as
+    a pattern gets no rule of its own: it lies outside every writable directory anyway (a
+    workspace that holds one is refused), and a git directory inside one is a ``.git``."""
+    rules = list(DENY_GIT_EDITS)
+    for path in protected:
+        if not _UNSAFE_IN_RULE & set(path):
+            rules += [f"Edit(/{path.rstrip('/')})", f"Edit(/{path.rstrip('/')}/**)"]
+    return rules
+
+
+def permission_rules(profile: PermissionProfile, protected: Sequence[str] = ()) -> dict[str, list[str]]:
     """The level's ``permissions`` block for ``--settings``: ``allow`` and ``deny`` rules (pure)."""
     profile = profile.resolved()
     allow: list[str] = []
@@ -116,6 +129,8 @@ def permission_rules(profile: PermissionProfile) -> dict[str, list[str]]:
         deny.append(DENY_ALL_EDITS)
     if profile.level in ("edit", "shell"):
         allow.append(WORKSPACE_EDITS)
+    if profile.writes:  # at project too: a deny rule beats the workspace's own allow rules
+        deny.extend(protected_rules(protected))
     if profile.writes:
         allow.extend(_dir_rule(d) for d in profile.extra_dirs)
     else:
@@ -125,11 +140,14 @@ def permission_rules(profile: PermissionProfile) -> dict[str, list[str]]:
     return {key: rules for key, rules in (("allow", allow), ("deny", deny)) if rules}
 
 
-def settings(profile: PermissionProfile, hook: str | None = None) -> dict[str, Any] | None:
-    """The ``--settings`` document of the level, or None when it needs none (pure). ``hook``:
-    the Bash hook's command line (``hook_command``), run before every ``Bash`` call at ``shell``."""
+def settings(
+    profile: PermissionProfile, protected: Sequence[str] = (), hook: str | None = None
+) -> dict[str, Any] | None:
+    """The ``--settings`` document of the level, or None when it needs none (pure). ``protected``:
+    what no tool may write (``core.protected``), as deny rules; ``hook``: the Bash hook's command
+    line (``hook_command``), run before every ``Bash`` call at ``shell``."""
     doc: dict[str, Any] = {}
-    rules = permission_rules(profile)
+    rules = permission_rules(profile, protected)
     if rules:
         doc["permissions"] = rules
     if uses_sandbox(profile):
@@ -253,7 +271,7 @@ def prepare(
         document = command_gate.policy_document(profile, workspace or Path.cwd())
         create_private_file(policy, json.dumps(document) + "\n")
         hook = hook_command(policy)
-    doc = settings(profile, hook)
+    doc = settings(profile, protected_from_env(env), hook)
     settings_file = None
     if doc is not None:
         settings_file = attempt_dir / SETTINGS_FILE
@@ -266,7 +284,7 @@ def launcher_main(env: Mapping[str, str], attempt_dir: str, prog: str = "claude_
     try:
         args = prepare(env, Path(attempt_dir))
         create_private_file(Path(attempt_dir) / ARGS_FILE, "".join(f"{a}\0" for a in args))
-    except (ProfileError, BridgeError) as exc:
+    except (ValueError, BridgeError) as exc:  # ProfileError, or a malformed AGENT_BRIDGE_PROTECTED
         print(f"{prog}: " + " ".join(str(exc).split()), file=sys.stderr)  # noqa: T201 - the launcher's one line
         return 2
     except Unenforceable as exc:

@@ -30,11 +30,12 @@ user's own ``~/.codex/config.toml`` is not loaded at any level.
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from dispatcher.core.permissions import PermissionProfile
+from dispatcher.core.protected import git_environment, write_refused
 from dispatcher.dispatch.cli_profiles import command_gate
 
 # The one path rule of the read commands, also for apply_patch's paths.
@@ -90,17 +91,26 @@ def toml_string(value: str) -> str:
 
 def config_tables(profile: PermissionProfile, workspace: Path) -> list[str]:
     """Extra config.toml tables for this level (none at ``bridge``)."""
+    if profile.level == "bridge":
+        return []
+    # Every git the shell tool runs gets the bridge's git configuration. Given here, not only
+    # inherited: Codex drops inherited variables whose names hold KEY (GIT_CONFIG_KEY_0 ...),
+    # and its `set` table is applied after that filter.
+    tables = [
+        "[shell_environment_policy.set]",
+        *(f"{name} = {toml_string(value)}" for name, value in git_environment().items()),
+    ]
     if sandbox_mode(profile) == "workspace-write":
         # /tmp is not a writable root; $TMPDIR is, and the launcher points it into the attempt dir.
-        return [
+        tables += [
             "[sandbox_workspace_write]",
             "exclude_slash_tmp = true",
             "exclude_tmpdir_env_var = false",
             "network_access = false",
         ]
     if profile.level == "project":
-        return [f"[projects.{toml_string(str(workspace))}]", 'trust_level = "trusted"']
-    return []
+        tables += [f"[projects.{toml_string(str(workspace))}]", 'trust_level = "trusted"']
+    return tables
 
 
 def hook_command(python: str, project: str, policy: Path) -> str:
@@ -115,9 +125,12 @@ def hooks_json(command: str) -> dict[str, Any]:
     }
 
 
-def policy_document(profile: PermissionProfile, workspace: Path, tmp_dir: Path) -> dict[str, Any]:
-    """What the hook needs: the profile and the roots it may read and write."""
-    return {**command_gate.policy_document(profile, workspace), "tmp_dir": str(tmp_dir)}
+def policy_document(
+    profile: PermissionProfile, workspace: Path, tmp_dir: Path, protected: Sequence[str] = ()
+) -> dict[str, Any]:
+    """What the hook needs: the profile, the roots it may read and write, and what no patch may
+    touch (``core.protected``: the bridge's files, the repository's git directory)."""
+    return {**command_gate.policy_document(profile, workspace), "tmp_dir": str(tmp_dir), "protected": list(protected)}
 
 
 def _object(value: Any) -> dict[str, Any]:
@@ -146,6 +159,8 @@ def hook_decision(policy: Mapping[str, Any], event: Mapping[str, Any]) -> str | 
         for name in paths:
             if not _inside(cwd / name.strip(), write_roots):
                 return f"denied {PATCH_TOOL}: writes only inside the workspace at level {profile.level}"
+            if (why := write_refused(cwd / name.strip(), policy.get("protected", ()))) is not None:
+                return f"denied {PATCH_TOOL}: {why}"
         return None
     return None
 

@@ -29,10 +29,16 @@ loads settings before it reads ``--skip-trust``, so the folder counts as untrust
 ``GEMINI_CLI_TRUST_WORKSPACE``, which would make Gemini load the workspace's settings.
 """
 
+import json
+import os
+import shlex
+import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from dispatcher.core.permissions import WORKER_BRIDGE_TOOLS, PermissionProfile
+from dispatcher.core.protected import write_refused
 
 # Gemini's read-only file tools (read-only.toml of 0.61.0 lists them, plus web search and the
 # sub-agents, which a worker does not get). Not read_many_files: 0.61.0 does not register it in
@@ -95,6 +101,48 @@ def settings_keys(profile: PermissionProfile, attempt_tmp: Path) -> dict[str, An
             }
         )
     return keys
+
+
+def hook_command(python: str, project: str, protected: Sequence[str]) -> str:
+    """The BeforeTool hook's command line: ``hook_main`` on the run's protected paths."""
+    boot = (
+        "import sys; sys.path.insert(0, sys.argv[1]); "
+        "from dispatcher.dispatch.cli_profiles.gemini import hook_main; sys.exit(hook_main(sys.argv[2]))"
+    )
+    return shlex.join([python, "-I", "-c", boot, project, json.dumps(list(protected))])
+
+
+def hooks_keys(profile: PermissionProfile, command: str) -> dict[str, Any]:
+    """The ``hooks`` section at the levels that write: the BeforeTool hook before every tool call."""
+    if not profile.writes:
+        return {}
+    return {"BeforeTool": [{"matcher": ".*", "hooks": [{"type": "command", "command": command, "timeout": 60000}]}]}
+
+
+def hook_decision(protected: Sequence[str], event: Mapping[str, Any], cwd: str) -> str | None:
+    """Why the hook refuses this call (a write into what no worker may write), or None (pure)."""
+    if event.get("tool_name") not in EDIT_TOOLS:
+        return None
+    tool_input = event.get("tool_input")
+    path = tool_input.get("file_path") if isinstance(tool_input, dict) else None
+    if not isinstance(path, str) or not path or "\0" in path:
+        return f"{event.get('tool_name')} refused: no plain file_path"
+    return write_refused(os.path.join(cwd, os.path.expanduser(path)), protected)  # noqa: PTH118
+
+
+def hook_main(protected_json: str) -> int:
+    """The hook itself: Gemini's event on stdin; exit 2 with the reason refuses the call. Gemini
+    0.61.0 lets a call through on any other exit code, so every error it can catch refuses."""
+    try:
+        event = json.loads(sys.stdin.read())
+        cwd = str(event.get("cwd") or Path.cwd())
+        reason = hook_decision(json.loads(protected_json), event, cwd)
+    except Exception as exc:  # noqa: BLE001 - any failure must deny, never allow
+        reason = f"the permission hook failed ({type(exc).__name__})"
+    if reason is None:
+        return 0
+    print(f"Denied by the Agent Bridge permission profile: {reason}", file=sys.stderr)  # noqa: T201 - Gemini's reason
+    return 2
 
 
 def cli_args(profile: PermissionProfile) -> list[str]:

@@ -45,6 +45,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from dispatcher.core.permissions import WORKER_BRIDGE_TOOLS, PermissionProfile, command_allowed
+from dispatcher.core.protected import write_refused
 
 BRIDGE_TOOLS = tuple(f"mcp__agent_bridge__{tool}" for tool in WORKER_BRIDGE_TOOLS)
 # Kimi's built-in tools per level (exact names: Kimi matches the agent file's list by name).
@@ -98,6 +99,7 @@ class HookPolicy:
     request_file: str  # Read may open this one file outside the roots
     tools: tuple[str, ...]  # the built-in tools of the level
     commands: tuple[tuple[str, ...], ...]  # the allowed command prefixes, as words
+    protected: tuple[str, ...] = ()  # never written (core.protected: the bridge's files, git dirs)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -113,6 +115,7 @@ class HookPolicy:
             request_file=str(data["request_file"]),
             tools=tuple(data["tools"]),
             commands=tuple(tuple(words) for words in data["commands"]),
+            protected=tuple(data["protected"]),
         )
 
 
@@ -156,8 +159,11 @@ def _real(path: str | Path) -> str:
     return os.path.realpath(os.path.expanduser(str(path)))
 
 
-def hook_policy(profile: PermissionProfile, workspace: str | Path, request_file: str | Path) -> HookPolicy:
-    """The hook's policy for this attempt (the directories resolved now, on this machine)."""
+def hook_policy(
+    profile: PermissionProfile, workspace: str | Path, request_file: str | Path, protected: Sequence[str] = ()
+) -> HookPolicy:
+    """The hook's policy for this attempt (the directories resolved now, on this machine);
+    ``protected``: what no write may touch (``core.protected.protected_from_env``)."""
     tools = builtin_tools(profile)
     roots = (_real(workspace), *(_real(d) for d in profile.resolved().extra_dirs))
     return HookPolicy(
@@ -168,6 +174,7 @@ def hook_policy(profile: PermissionProfile, workspace: str | Path, request_file:
         request_file=_real(request_file),
         tools=tools,
         commands=profile.command_prefixes(),
+        protected=tuple(protected),
     )
 
 
@@ -253,7 +260,9 @@ def check_call(policy: HookPolicy, tool: str, arguments: Mapping[str, object]) -
     if real is None:
         return "the path is not a plain file path"
     if tool in WRITE_TOOLS:
-        return None if _within(real, policy.write_roots) else "the path is outside the workspace and extra_dirs"
+        if not _within(real, policy.write_roots):
+            return "the path is outside the workspace and extra_dirs"
+        return write_refused(os.path.join(policy.workspace, str(arguments.get(key))), policy.protected)  # noqa: PTH118
     if tool == "Read" and real == policy.request_file:
         return None
     return None if _within(real, policy.read_roots) else "the path is outside the workspace and extra_dirs"

@@ -44,15 +44,21 @@ def launcher_finding(agent: str, path: Path, problem: tuple[str, str] | None) ->
 
 
 def check_workspaces(ctx: Context) -> list[Finding]:
-    """Each agent's workspace is an existing directory (a listener refuses to dispatch otherwise),
-    whether or not its listener runs."""
+    """Each agent's workspace is an existing directory that holds none of the bridge's own files
+    (a listener refuses to dispatch otherwise), whether or not its listener runs."""
     from dispatcher.core.settings import BridgeSettings
 
     config, default = ctx.valid_config(), BridgeSettings().workspace
     found = []
     for agent in sorted(config.agents):
         workspace = config.workspace(agent, default)
-        if config.workspace_problem(agent, default, ctx.locations.config_path()) is None:
+        if (unsafe := config.unsafe_workspace(agent, default, ctx.locations)) is not None:
+            found.append(
+                finding(
+                    "workspace_unsafe", f"{unsafe}: nothing is dispatched", agent, config=ctx.locations.config_path()
+                )
+            )
+        elif config.workspace_problem(agent, default, ctx.locations) is None:
             found.append(finding("workspace_ok", f"workers of {agent} run in {workspace}", agent))
         else:
             found.append(

@@ -72,7 +72,7 @@ CHECKS = (
         CONFIG,
     ),
     Check(check_launcher_variables, ("launcher_variable_unset",), CONFIG),
-    Check(check_workspaces, ("workspace_ok", "workspace_missing"), CONFIG),
+    Check(check_workspaces, ("workspace_ok", "workspace_missing", "workspace_unsafe"), CONFIG),
     Check(check_clis, ("cli_ok", "cli_not_found", "cli_version_unknown", "cli_version_untested"), CONFIG),
     Check(check_auth, ("cli_auth_ok", "cli_not_authenticated"), CONFIG),
     Check(check_permissions, ("permissions_ok", "permissions_unenforceable", "permissions_unconfined"), CONFIG),
