@@ -256,6 +256,7 @@ class Listener:
         self._reload_config(store)
         self.workspace_error = self._workspace_error()
         self._candidate, self._held_until = None, None
+        self._release_slot()  # (each round takes the one it dispatches with)
         self._supervisors.kill_overdue()
         self._ended += self._supervisors.reap()
         ours = self._supervisors.message_ids()
@@ -447,6 +448,7 @@ class Listener:
         if _file_key(self.config_path) != self._config_key:
             # config.json changed after this round read it, and the task was found after that: it
             # may have been sent under the new config. Look again with it (the loop observes at once).
+            self._release_slot()
             return
         started_at = round(clock.now(), 3)
         self._set(stage="received", error=None)
