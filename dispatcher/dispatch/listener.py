@@ -249,7 +249,7 @@ class Listener:
     # -- observing ------------------------------------------------------------------------
     def _observe(self, store: StoreHandle) -> Observation:
         disabled = self.paths.disabled_marker.exists()
-        if self._stop_requested or disabled:
+        if self._stop_requested or (disabled and not self._supervisors):  # (else: until they end)
             return Observation(stop_requested=self._stop_requested, disabled=disabled)
         if (left := self._backoff_until - clock.monotonic()) > 0:  # monotonic: no clock step stalls it
             return Observation(backoff_left=left, failures=self._failures)
@@ -280,13 +280,14 @@ class Listener:
                         failures=self._failures,
                         failure_reason=self._fresh_failure,  # (config.json could not be checked)
                         running=len(running),
+                        disabled=disabled,
                     )
                 self._candidate = self._next_candidate(conn, self.config, skip=ours)
         except BridgeError as exc:
             self._failures += 1
             self._seen = None
             log.warning("store_error", agent=self.agent, code=exc.code, failures=self._failures)
-            return Observation(store_error=str(exc), failures=self._failures)
+            return Observation(store_error=str(exc), failures=self._failures, disabled=disabled)
         if not running and self._candidate is None and self._fresh_failure is None:
             self._failures = 0  # nothing pending and nothing failing
         allowed = max_workers(self.config.agents[self.agent])
@@ -295,6 +296,7 @@ class Listener:
             self._slot = take_slot(self.paths.root, self.config.max_workers_total)
             machine_full = self._slot is None
         return Observation(
+            disabled=disabled,
             running=len(running),
             starting=starting,
             max_workers=allowed,

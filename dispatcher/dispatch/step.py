@@ -75,7 +75,7 @@ def backoff_seconds(failures: int) -> float:
 def step(obs: Observation, now: float) -> Action:
     if obs.stop_requested:
         return Stop("signal")
-    if obs.disabled:
+    if obs.disabled and not (obs.running or obs.starting):  # disabled: the running ones finish first
         return Stop("disabled")
     if obs.backoff_left > 0:
         return Wait(obs.backoff_left, "error", wake_on_commit=False)
@@ -84,7 +84,7 @@ def step(obs: Observation, now: float) -> Action:
     if obs.config_error is not None:
         return Wait(RESCAN_SECONDS, "error")  # wakes on a change to config.json
     stage = "supervising" if obs.running or obs.starting else "idle"
-    if obs.candidate is not None and not obs.starting:
+    if obs.candidate is not None and not obs.starting and not obs.disabled:
         if obs.running >= obs.max_workers:
             return Wait(BUSY_RECHECK_SECONDS, stage, held=HELD_MAX_WORKERS)
         if obs.machine_full:

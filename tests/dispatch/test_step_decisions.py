@@ -71,6 +71,9 @@ NOW = 1_000_000.0
         (Observation(starting=True, max_workers=4, candidate=7), Wait(BUSY_RECHECK_SECONDS, "supervising")),
         (Observation(running=1, starting=True, max_workers=4), Wait(BUSY_RECHECK_SECONDS, "supervising")),
         (Observation(running=1, max_workers=2), Wait(BUSY_RECHECK_SECONDS, "supervising")),
+        # Disabled: nothing new starts; the listener stops once its workers have ended.
+        (Observation(disabled=True, running=1, max_workers=2, candidate=7), Wait(BUSY_RECHECK_SECONDS, "supervising")),
+        (Observation(disabled=True, starting=True, max_workers=2), Wait(BUSY_RECHECK_SECONDS, "supervising")),
         # Stops and failures come first, whatever runs.
         (Observation(stop_requested=True, running=2, max_workers=2), Stop("signal")),
         (Observation(store_error="full", failures=1, running=1, max_workers=2, candidate=7), BackOff(0.5, "full")),
