@@ -121,12 +121,17 @@ def test_kill_9_of_the_listener_with_two_workers_running(env, db_path, config_pa
 
 def test_a_daily_budget_holds_the_second_of_two_tasks_sent_together(env, db_path, config_path, launchers):
     """No per-task cap bounds a running worker, so with a daily cap the second waits until the
-    first has ended (spend.daily_budget_hold), even with max_workers 2. Each worker takes 5 s by
-    itself: a listener without the rule would have started the second long before."""
-    launcher = make_launcher(launchers, "slow", FAKE_WORKER_DELAY="5")
+    first has ended (spend.daily_budget_hold), even with max_workers 2, and `listener pending`
+    says so. Each worker takes 8 s by itself: a listener without the rule would have started the
+    second long before."""
+    launcher = make_launcher(launchers, "slow", FAKE_WORKER_DELAY="8")
     _configure(config_path, launcher, max_workers=2, max_tokens_per_day=1_000_000)
     start_listener(env)
     first, second = post_task(db_path, "first"), post_task(db_path, "second")
+    held = wait_until(lambda: json.loads(cli(env, "listener", "pending", "--agent", "claude").stdout)["held_budget"])
+    assert [(h["id"], h["daily_cap"], h["budget_running"], h["release_in_seconds"]) for h in held] == [
+        (second, "max_tokens_per_day", True, None)
+    ]
     one, two = wait_finished(db_path, first), wait_finished(db_path, second)
     assert (one["outcome"], two["outcome"]) == ("succeeded", "succeeded")
     assert two["started_at"] >= one["finished_at"]
