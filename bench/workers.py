@@ -10,15 +10,12 @@ Each run's time is from the first send to the last attempt's recorded ``finished
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-import psutil
-
-from bench.listener import AGENTS, PROJECT, _setup, _wait
+from bench.listener import AGENTS, PROJECT, _setup, _wait, idle_sample, start_listener
 
 
 def _configure(root: Path, seconds: float, workers: int) -> None:
@@ -66,21 +63,9 @@ def measure(tasks: int = 4, seconds: float = 20.0, idle_seconds: float = 10.0) -
         _configure(root, seconds, tasks)
         conn = open_store(root / "bridge.db")
         reader = open_store(root / "bridge.db")
-        listener = subprocess.Popen(
-            [sys.executable, "-m", "dispatcher", "listener", "run", "--agent", "claude"],
-            cwd=PROJECT,
-            env=env,
-            stdin=subprocess.DEVNULL,
-        )
+        listener = start_listener(env)
         try:
-            progress = root / "runtime" / "claude.progress.json"
-            _wait(lambda: progress.exists() and json.loads(progress.read_text()).get("stage") == "idle")
-            proc = psutil.Process(listener.pid)
-            time.sleep(1.0)  # let start-up settle before the idle sample
-            before, wall = proc.cpu_times(), time.monotonic()
-            time.sleep(idle_seconds)
-            after, wall = proc.cpu_times(), time.monotonic() - wall
-            idle_cpu = (after.user + after.system - before.user - before.system) / wall * 100
+            _, idle_cpu = idle_sample(listener, root / "runtime" / "claude.progress.json", idle_seconds)
             one = _run(conn, reader, 1)
             many = _run(conn, reader, tasks)
         finally:
