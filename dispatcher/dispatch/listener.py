@@ -293,7 +293,11 @@ class Listener:
         allowed = max_workers(self.config.agents[self.agent])
         machine_full = False
         if self._candidate is not None and not starting and len(running) < allowed:
-            self._slot = take_slot(self.paths.root, self.config.max_workers_total)
+            try:
+                self._slot = take_slot(self.paths.root, self.config.max_workers_total)
+            except (OSError, BridgeError) as exc:  # a planted link or FIFO, a full or read-only directory
+                self._note_failure(f"the worker slots cannot be used: {exc}", event="worker_slots_failed")
+                return Observation(failures=self._failures, failure_reason=self._fresh_failure, disabled=disabled)
             machine_full = self._slot is None
         return Observation(
             disabled=disabled,

@@ -24,13 +24,15 @@ from dispatch_harness import (
 pytestmark = pytest.mark.both_backends
 
 
-def _configure(config_path: Path, launcher: Path, **claude) -> None:
-    doc = {
+def _configure(config_path: Path, launcher: Path, total: int | None = None, **claude) -> None:
+    doc: dict = {
         "agents": {
             "claude": {"auto": True, "launcher": str(launcher), "worker_timeout_seconds": 120, **claude},
             "kimi": {"auto": False, "launcher": "launchers/kimi_headless.sh"},
         }
     }
+    if total is not None:
+        doc["max_workers_total"] = total
     tmp = config_path.with_suffix(".tmp")
     tmp.write_text(json.dumps(doc))
     os.replace(tmp, config_path)
@@ -153,3 +155,20 @@ def test_eight_tasks_through_four_workers_nothing_launched_twice(env, db_path, c
     assert _launched(launches) == sorted(tasks)
     assert _attempts(db_path, tasks) == 8
     assert 2 <= _peak(done) <= 4
+
+
+def test_the_machine_wide_cap_holds_a_task_with_a_reason_the_views_show(env, db_path, config_path, launchers, tmp_path):
+    launcher, release, launches = _held_workers(tmp_path, launchers, "total")
+    _configure(config_path, launcher, total=1, max_workers=2)
+    start_listener(env)
+    first, second = post_task(db_path, "first"), post_task(db_path, "second")
+    wait_until(lambda: _spawned(db_path, [first]), what="one worker running")
+    wait_until(lambda: (status(env)["progress"] or {}).get("held") == "max_workers_total", what="held by the cap")
+    assert attempt(db_path, second) is None
+    line = cli(env, "listener", "progress", "--agent", "claude", "--once").stdout
+    assert "next task held (max_workers_total)" in line, line
+    release.touch()
+    one, two = wait_finished(db_path, first), wait_finished(db_path, second)
+    assert (one["outcome"], two["outcome"]) == ("succeeded", "succeeded")
+    assert two["started_at"] >= one["finished_at"]
+    assert _launched(launches) == [first, second]
