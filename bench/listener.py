@@ -101,6 +101,26 @@ def rss_floor() -> list[dict]:
     return steps
 
 
+def start_listener(env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "dispatcher", "listener", "run", "--agent", "claude"],
+        cwd=PROJECT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def idle_sample(listener: subprocess.Popen, progress: Path, seconds: float) -> tuple[psutil.Process, float]:
+    """Once the listener is idle: its process, and the share of a core it used over ``seconds``."""
+    _wait(lambda: progress.exists() and json.loads(progress.read_text()).get("stage") == "idle")
+    proc = psutil.Process(listener.pid)
+    time.sleep(1.0)  # let start-up settle before the idle sample
+    before, wall = proc.cpu_times(), time.monotonic()
+    time.sleep(seconds)
+    after, wall = proc.cpu_times(), time.monotonic() - wall
+    return proc, (after.user + after.system - before.user - before.system) / wall * 100
+
+
 def measure(messages: int = 100, idle_seconds: float = 20.0, db: str | None = None, floor: bool = True) -> dict:
     """``db``: a ``postgresql://`` store to run on instead of a SQLite file in a temporary directory;
     ``floor``: also measure the RSS floor import by import (``rss_floor``)."""
@@ -112,21 +132,10 @@ def measure(messages: int = 100, idle_seconds: float = 20.0, db: str | None = No
         root = Path(tmp)
         env = _setup(root, db)
         conn = open_store(db or root / "bridge.db")
-        listener = subprocess.Popen(
-            [sys.executable, "-m", "dispatcher", "listener", "run", "--agent", "claude"],
-            cwd=PROJECT,
-            env=env,
-            stdin=subprocess.DEVNULL,
-        )
+        listener = start_listener(env)
         try:
             progress = root / "runtime" / "claude.progress.json"
-            _wait(lambda: progress.exists() and json.loads(progress.read_text()).get("stage") == "idle")
-            proc = psutil.Process(listener.pid)
-            time.sleep(1.0)  # let start-up settle before the idle sample
-            cpu_before, wall_before = proc.cpu_times(), time.monotonic()
-            time.sleep(idle_seconds)
-            cpu_after, wall = proc.cpu_times(), time.monotonic() - wall_before
-            idle_cpu = (cpu_after.user + cpu_after.system - cpu_before.user - cpu_before.system) / wall * 100
+            proc, idle_cpu = idle_sample(listener, progress, idle_seconds)
             rss_mib = proc.memory_info().rss / 2**20
 
             to_supervisor, to_worker = [], []

@@ -66,6 +66,9 @@ class AgentConfig(BaseModel):
     # What this agent's headless workers may do in their workspace (dispatcher/core/permissions.py).
     # Absent: level ``bridge``, the bridge tools only, as before profiles existed.
     permissions: PermissionProfile | None = None
+    # How many of this agent's tasks its listener runs at once (absent: 2 with isolation
+    # ``worktree``, else 1; docs/workers.md). The machine-wide ``max_workers_total`` caps them all.
+    max_workers: int | None = Field(default=None, ge=1, le=64)
 
     @field_validator("workspace")
     @classmethod
@@ -106,6 +109,10 @@ class BridgeConfig(ConfigPlaces, BaseModel):
                 "could mean another day"
             )
         return self
+
+    # Workers of all agents running at once on this machine (per runtime directory); a task
+    # beyond it is held (``max_workers_total``) until one ends (docs/workers.md).
+    max_workers_total: int = Field(default=4, ge=1, le=256)
 
     def permissions(self, agent: str) -> PermissionProfile:
         """The agent's permission profile; ``bridge`` when it declares none."""

@@ -46,6 +46,8 @@ class AgentRules(Protocol):
     def max_tokens_per_day(self) -> int | None: ...
     @property
     def workspace(self) -> str | None: ...
+    @property
+    def max_workers(self) -> int | None: ...
 
 
 class DispatchConfig(Protocol):
@@ -145,6 +147,7 @@ class AgentView:
     max_tokens_per_day: int | None
     workspace: str | None
     prices: PricesView | None
+    max_workers: int | None
 
     @classmethod
     def of(cls, entry: Mapping[str, Any]) -> "AgentView":
@@ -165,6 +168,7 @@ class ConfigView(ConfigPlaces):
     attempt_retention_days: int
     budget_time_zone: str | None
     profiles: Mapping[str, ProfileView]  # each agent's, as BridgeConfig.permissions gave it
+    max_workers_total: int
 
     def permissions(self, agent: str) -> ProfileView:
         return self.profiles[agent]
@@ -181,6 +185,7 @@ class ConfigView(ConfigPlaces):
             dispatch_max_age_seconds=document["dispatch_max_age_seconds"],
             attempt_retention_days=document["attempt_retention_days"],
             budget_time_zone=document["budget_time_zone"],
+            max_workers_total=document["max_workers_total"],
             profiles={agent: ProfileView.of(profile) for agent, profile in profiles.items()},
         )
 
@@ -207,6 +212,19 @@ def budget_day_start(config: DispatchConfig, now: float) -> float:
 def budget_day_end(config: DispatchConfig, now: float) -> float:
     """The next midnight in the budget's zone: when a reached daily budget resets."""
     return clock.next_local_day_start(now, budget_zone(config.budget_time_zone))
+
+
+def max_workers(agent: AgentRules) -> int:
+    """How many of ``agent``'s tasks may run at once: its ``max_workers``, else 2 when its
+    isolation is ``worktree`` (each worker has a tree of its own) and 1 otherwise (workers
+    sharing one checkout would write over each other)."""
+    if agent.max_workers is not None:
+        return agent.max_workers
+    # The one place that reads an agent's isolation (issue 29, parts 1-3, adds the ``isolation``
+    # field; until it is merged every agent works in its shared workspace, ``none``). At merge,
+    # read the resolved mode here (``auto`` resolves to ``worktree`` or ``none``).
+    isolation = getattr(agent, "isolation", "none")
+    return 2 if isolation == "worktree" else 1
 
 
 class UnknownAgent(BridgeError):

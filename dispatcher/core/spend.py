@@ -7,7 +7,7 @@ kinds the ledger keeps (input, output, cache read, cache write).
 """
 
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 
 class Rates(Protocol):
@@ -108,6 +108,45 @@ def daily_cap_reached(cost_usd: float | None, tokens: int | None, agent: DailyCa
         return "max_cost_usd_per_day"
     if agent.max_tokens_per_day is not None and tokens is not None and tokens >= agent.max_tokens_per_day:
         return "max_tokens_per_day"
+    return None
+
+
+class DailyAndTaskCaps(DailyCaps, Protocol):
+    """The daily budgets with the per-task caps that bound what one running worker can add."""
+
+    @property
+    def max_cost_usd_per_task(self) -> float | None: ...
+    @property
+    def max_tokens_per_task(self) -> int | None: ...
+
+
+class BudgetHold(NamedTuple):
+    cap: str  # max_cost_usd_per_day or max_tokens_per_day
+    while_running: bool  # held until one of the agent's running workers ends, not until midnight
+
+
+def daily_budget_hold(
+    cost_usd: float | None, tokens: int | None, running: int, agent: DailyAndTaskCaps
+) -> BudgetHold | None:
+    """Why a new worker of ``agent`` may not start against its daily budgets, or None.
+
+    ``cost_usd`` and ``tokens``: what today's attempts have recorded; ``running``: how many of its
+    attempts run now (their spend is recorded only when they end). Each running worker reserves
+    its per-task cap. Holds until midnight when today's spend reached a daily cap; holds
+    ``while_running`` when the running workers' reservations could reach one, or when a running
+    worker has no per-task cap of that kind to bound it. So a
+    worker starts only while spend plus reservations stays below each daily cap: workers started
+    together overrun a daily budget by at most one task's spend, as one worker alone can."""
+    if (reached := daily_cap_reached(cost_usd, tokens, agent)) is not None:
+        return BudgetHold(reached, while_running=False)
+    if running == 0:
+        return None
+    for daily, spent, per_task, cap in (
+        (agent.max_cost_usd_per_day, cost_usd, agent.max_cost_usd_per_task, "max_cost_usd_per_day"),
+        (agent.max_tokens_per_day, tokens, agent.max_tokens_per_task, "max_tokens_per_day"),
+    ):
+        if daily is not None and (per_task is None or (spent or 0) + running * per_task >= daily):
+            return BudgetHold(cap, while_running=True)
     return None
 
 

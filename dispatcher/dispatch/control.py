@@ -397,7 +397,8 @@ def pending(settings: LocationsLike, agent: str) -> dict:
     human), ``stale`` (older than ``dispatch_max_age_seconds``: left for a human),
     ``held_interactive`` (waiting for a live interactive session to claim it, until
     ``interactive_grace_seconds`` pass: ``release_in_seconds``), ``held_budget`` (the agent
-    reached a daily budget: ``release_in_seconds`` until the next local midnight), ``already_answered``
+    reached a daily budget: ``release_in_seconds`` until the next local midnight; or, with
+    ``budget_running``, its running workers' reservations could: until one ends), ``already_answered``
     (a result from the agent answers it but it is not acknowledged: never dispatched)."""
     from dispatcher.core.config import ConfigError, load_config
     from dispatcher.dispatch import queue
@@ -456,7 +457,9 @@ def pending(settings: LocationsLike, agent: str) -> dict:
                 "sender": c.sender,
                 "age_seconds": round(now - c.created_at, 1),
                 "daily_cap": c.daily_cap,
-                "release_in_seconds": release,
+                # held while the agent's workers run (their reservations): released when one ends
+                "budget_running": c.budget_running,
+                "release_in_seconds": None if c.budget_running else release,
             }
             for c in backlog.held_budget
         ]

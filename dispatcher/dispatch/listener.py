@@ -1,10 +1,12 @@
-"""The long-running listener: one per agent per store, dispatching one message at a time.
+"""The long-running listener: one per agent per store, running up to ``max_workers`` supervisors at once.
 
 It holds an exclusive flock for its agent (per runtime directory) and the agent's row in
 ``listeners`` (per store), wakes on any commit to the store (``PRAGMA data_version``,
 asleep on file events in between: ``file_events``) or a change to config.json or the disabled
 marker, and forks a
-supervisor for the oldest dispatchable message, waiting for it before looking again.
+supervisor for the oldest dispatchable message while the agent's ``max_workers`` and the machine's
+``max_workers_total`` (``worker_slots``) leave room, one at a time through the barrier; it reaps
+each supervisor when it ends (``supervisors``) and looks again.
 Each round it observes, asks the pure ``step`` what to do, and does it. Transient store
 and supervisor failures back off (capped, exponential) with stage ``error``; signals only
 set a flag the loop checks, so nothing is cut short mid-transaction. No store connection
@@ -25,13 +27,12 @@ import contextlib
 import fcntl
 import logging
 import os
-import select
 import signal
 import sys
 from pathlib import Path
 
 from dispatcher.core import clock, processes
-from dispatcher.core.config_view import ConfigView
+from dispatcher.core.config_view import ConfigView, max_workers
 from dispatcher.core.errors import BridgeError, ConfigError, DispatchRefused
 from dispatcher.core.file_events import RECHECK_SECONDS
 from dispatcher.core.locations import PROJECT_DIR, shown
@@ -45,11 +46,13 @@ from dispatcher.dispatch.attempts import get_attempt
 from dispatcher.dispatch.checked import CheckFailed, checked_config, environment_record
 from dispatcher.dispatch.leftovers import remove_request
 from dispatcher.dispatch.paths import AgentPaths
-from dispatcher.dispatch.procs import fork_without_store, return_freed_memory, signal_group
+from dispatcher.dispatch.procs import fork_without_store, return_freed_memory
 from dispatcher.dispatch.progress import render_line, write_progress
 from dispatcher.dispatch.reconcile import reconcile, supervisor_grace
 from dispatcher.dispatch.retention import PRUNE_EVERY_SECONDS, prune_attempt_dirs
 from dispatcher.dispatch.step import BackOff, Dispatch, Observation, Stop, Wait, step
+from dispatcher.dispatch.supervisors import Supervisor, Supervisors
+from dispatcher.dispatch.worker_slots import take_slot
 from dispatcher.store import STORE_ERRORS, Connection, StoreHandle, open_handle, store_corruption, store_errors
 from dispatcher.store.changes import StoreChanges, data_version
 from dispatcher.store.connection import prepare_store_dir, shrink_wal
@@ -57,8 +60,6 @@ from dispatcher.store.messages import cap_far_leases
 from dispatcher.store.roles import refuse_another_agents_role
 from dispatcher.store.store_clock import store_now
 
-# Between file events, a look anyway (a config.json reached through a link, a replaced directory).
-SUPERVISOR_STOP_CHECK_SECONDS = 0.25
 # Supervisor exit codes (the listener's only channel from its forked child).
 EXIT_REFUSED, EXIT_STORE = 3, 4
 log = get_logger("agent_bridge.listener")
@@ -87,7 +88,16 @@ class Listener:
         self.config_error: str | None = None
         self.workspace_error: str | None = None
         self._config_key: tuple | None = ()
-        self._progress: dict = {"stage": "starting", "current": None, "last": None, "error": None, "auto": None}
+        self._progress: dict = {
+            "stage": "starting",
+            "current": None,  # the oldest running attempt (``running`` has them all)
+            "running": [],
+            "held": None,  # why a dispatchable task waits for a worker (step.HELD_*)
+            "max_workers": None,
+            "last": None,
+            "error": None,
+            "auto": None,
+        }
         self._lock_fd: int | None = None
         self._written = False
         self._progress_failing = False
@@ -102,6 +112,10 @@ class Listener:
         self._backoff_until = 0.0
         self._next_prune = 0.0  # monotonic: the first idle moment prunes, then once an hour
         self._events: StoreChanges | None = None  # while running: what an idle wait sleeps on
+        self._supervisors = Supervisors()
+        self._ended: list[tuple[Supervisor, int]] = []  # reaped, their attempts not looked at yet
+        self._slot: int | None = None  # a machine slot taken for the dispatch this round decides
+        self._from_before: list[int] = []  # attempts running that no supervisor of ours runs
 
     def _request_stop(self, signum, frame) -> None:
         self._stop_requested = True  # only a flag: the loop stops at its next check
@@ -196,8 +210,9 @@ class Listener:
             store.close()
             self._events.close()
             self._events = None
+            self._supervisors.let_go()  # they carry on alone, each in its own session
             if other is None:
-                self._set(stage="stopped", current=None)
+                self._set(stage="stopped", current=None, running=[], held=None)
         return 0 if other is None else self._already_running(other.pid, other.host)
 
     def _say(self, line: str) -> None:
@@ -218,14 +233,16 @@ class Listener:
             action = step(observation, self._now)
             if isinstance(action, Stop):
                 log.info("listener_stopping", agent=self.agent, reason=action.reason)
+                self._release_slot()
                 return
             if isinstance(action, BackOff):
                 self._back_off(action)
             elif isinstance(action, Dispatch) and self._candidate is not None:  # (step dispatches only it)
                 self._dispatch(store, self._candidate)
             elif isinstance(action, Wait):
+                self._release_slot()  # taken for a dispatch this round did not decide
                 if action.wake_on_commit:  # (a backoff keeps showing its reason)
-                    self._show_waiting(action.stage)
+                    self._show_waiting(action.stage, action.held)
                 if action.stage == "idle":
                     self._prune(store)
                     self._shrink_wal(store)
@@ -235,13 +252,17 @@ class Listener:
     def _observe(self, store: StoreHandle) -> Observation:
         self._now = clock.now()  # the store's clock (store_now) once the store answers
         disabled = self.paths.disabled_marker.exists()
-        if self._stop_requested or disabled:
+        if self._stop_requested or (disabled and not self._supervisors):  # (else: until they end)
             return Observation(stop_requested=self._stop_requested, disabled=disabled)
         if (left := self._backoff_until - clock.monotonic()) > 0:  # monotonic: no clock step stalls it
             return Observation(backoff_left=left, failures=self._failures)
         self._reload_config(store)
         self.workspace_error = self._workspace_error()
         self._candidate, self._held_until = None, None
+        self._release_slot()  # (each round takes the one it dispatches with)
+        self._supervisors.kill_overdue()
+        self._ended += self._supervisors.reap()
+        ours = self._supervisors.message_ids()
         try:
             with store_errors():
                 conn = store.connection()
@@ -249,30 +270,64 @@ class Listener:
                 self._seen = data_version(conn)
                 self._now = store_now(conn)
                 self._take_lease(store, conn)
+                busy = set(reconcile(conn, self.paths))  # settles an ended supervisor's attempt left mid-way
+                self._after_supervisors(conn)
+                # A supervisor of ours with no attempt yet is on its way to the barrier (or refused there).
+                starting = any(get_attempt(conn, m) is None for m in ours - busy)
+                running = busy | ours
+                self._from_before = sorted(busy - ours)
+                self._show_running()
                 if self.config is None or self.workspace_error:
                     # A missing or unsafe workspace is refused like a bad config: nothing is dispatched.
                     return Observation(
                         config_error=self.config_error or self.workspace_error,
                         failures=self._failures,
                         failure_reason=self._fresh_failure,  # (config.json could not be checked)
+                        running=len(running),
+                        disabled=disabled,
                     )
-                busy = reconcile(conn, self.paths)
-                if not busy:
-                    self._candidate = self._next_candidate(conn, self.config)
+                self._candidate = self._next_candidate(conn, self.config, skip=ours)
         except BridgeError as exc:
             self._failures += 1
             self._seen = None
             log.warning("store_error", agent=self.agent, code=exc.code, failures=self._failures)
-            return Observation(store_error=str(exc), failures=self._failures)
-        if not busy and self._candidate is None and self._fresh_failure is None:
+            return Observation(store_error=str(exc), failures=self._failures, disabled=disabled)
+        if not running and self._candidate is None and self._fresh_failure is None:
             self._failures = 0  # nothing pending and nothing failing
+        allowed = max_workers(self.config.agents[self.agent])
+        machine_full = False
+        if self._candidate is not None and not starting and len(running) < allowed:
+            try:
+                self._slot = take_slot(self.paths.root, self.config.max_workers_total)
+            except (OSError, BridgeError) as exc:  # a planted link or FIFO, a full or read-only directory
+                self._note_failure(f"the worker slots cannot be used: {exc}", event="worker_slots_failed")
+                return Observation(failures=self._failures, failure_reason=self._fresh_failure, disabled=disabled)
+            machine_full = self._slot is None
         return Observation(
-            busy=busy,
+            disabled=disabled,
+            running=len(running),
+            starting=starting,
+            max_workers=allowed,
+            machine_full=machine_full,
             candidate=self._candidate.message_id if self._candidate else None,
             failures=self._failures,
             failure_reason=self._fresh_failure,
             held_until=self._held_until,
         )
+
+    def _show_running(self) -> None:
+        """Every running attempt in the progress document: ours with their supervisors, oldest
+        first, then any still running from before this listener (an orphaned worker)."""
+        shown = self._supervisors.shown() + [
+            {"message_id": m, "sender": None, "supervisor_pid": None, "started_at": None} for m in self._from_before
+        ]
+        allowed = max_workers(self.config.agents[self.agent]) if self.config is not None else None
+        self._set(running=shown, current=shown[0] if shown else None, max_workers=allowed)
+
+    def _release_slot(self) -> None:
+        if self._slot is not None:
+            os.close(self._slot)
+            self._slot = None
 
     def _workspace_error(self) -> str | None:
         if self.config is None:
@@ -280,11 +335,12 @@ class Listener:
         problem = self.config.workspace_problem(self.agent, self.settings.workspace, self.settings)
         return None if problem is None else f"{problem[0]}: {problem[1]}"  # doctor's code first
 
-    def _next_candidate(self, conn: Connection, config: ConfigView) -> queue.Candidate | None:
-        """The dispatch rule (``auto`` and the age window included), called in this one place."""
+    def _next_candidate(self, conn: Connection, config: ConfigView, skip: frozenset[int]) -> queue.Candidate | None:
+        """The dispatch rule (``auto`` and the age window included), called in this one place;
+        ``skip``: the messages our supervisors run (or are about to record)."""
         now = self._now
         cap_far_leases(conn, self.agent, now)  # a lease from a clock far ahead must not hide a task for long
-        candidate, self._held_until = queue.next_action(conn, self.agent, config, now)
+        candidate, self._held_until = queue.next_action(conn, self.agent, config, now, skip)
         return candidate
 
     def _take_lease(self, store: StoreHandle, conn: Connection) -> None:
@@ -329,13 +385,13 @@ class Listener:
             log.warning("lease_release_failed", agent=self.agent, code=exc.code)
 
     # -- acting ---------------------------------------------------------------------------
-    def _show_waiting(self, stage: str) -> None:
+    def _show_waiting(self, stage: str, held: str | None = None) -> None:
         # Named by doctor's codes, so the status line, `listener status` and doctor say the same.
         error = f"config_invalid: {self.config_error}" if self.config_error else self.workspace_error
         if stage == "supervising":
-            self._set(stage=stage, error=error)  # an orphaned worker from before is still running
+            self._set(stage=stage, error=error, held=held)  # (``running`` shows which)
         else:
-            self._set(stage="error" if error else stage, current=None, error=error)
+            self._set(stage="error" if error else stage, error=error, held=held)
 
     def _prune(self, store: StoreHandle) -> None:
         """The retention schedule: finished attempts' directories past ``attempt_retention_days``."""
@@ -368,7 +424,7 @@ class Listener:
         self._backoff_until = clock.monotonic() + action.seconds
         self._fresh_failure = None
         log.warning("listener_backoff", agent=self.agent, seconds=action.seconds, failures=self._failures)
-        self._set(stage="error", current=None, error=action.reason)
+        self._set(stage="error", error=action.reason)
 
     def _wait(self, store: StoreHandle, timeout: float, watch_store: bool) -> None:
         """Until the timeout, a stop, the disabled marker, a config change or (if watched) a commit.
@@ -403,14 +459,10 @@ class Listener:
         if _file_key(self.config_path) != self._config_key:
             # config.json changed after this round read it, and the task was found after that: it
             # may have been sent under the new config. Look again with it (the loop observes at once).
+            self._release_slot()
             return
-        current = {
-            "message_id": candidate.message_id,
-            "sender": candidate.sender,
-            "supervisor_pid": None,
-            "started_at": round(clock.now(), 3),
-        }
-        self._set(stage="received", current=current, error=None)
+        started_at = round(clock.now(), 3)
+        self._set(stage="received", error=None)
         log.info("dispatch_received", agent=self.agent, message_id=candidate.message_id, sender=candidate.sender)
         sys.stdout.flush()
         sys.stderr.flush()
@@ -418,37 +470,44 @@ class Listener:
         pid = fork_without_store()
         if pid == 0:
             self._run_supervisor_child(candidate.message_id)
-        self._set(stage="supervising", current={**current, "supervisor_pid": pid})
-        self._say(render_line(self.agent, "supervising", {"current": self._progress["current"]}))
-        code = self._wait_for_supervisor(store, pid, candidate.message_id, self._supervisor_limit())
-        if code is None:
-            return  # stopping: the supervisor, in its own session, carries on alone
-        log.info(
-            "supervisor_exited", agent=self.agent, message_id=candidate.message_id, supervisor_pid=pid, status=code
-        )
-        try:
-            with store_errors():
-                self._after_supervisor(store, candidate, code)
-        except BridgeError as exc:
-            self._note_failure(f"after msg#{candidate.message_id}: {exc}")
-        self._set(current=None)
+        self._release_slot()  # the supervisor holds the slot now, for as long as it lives
+        self._supervisors.add(pid, candidate.message_id, candidate.sender, started_at, self._supervisor_limit())
+        self._show_running()
+        self._set(stage="supervising")
+        self._say(render_line(self.agent, "supervising", {"running": self._supervisors.shown()[-1:]}))
+
+    def _after_supervisors(self, conn: Connection) -> None:
+        """Look at the attempt of each supervisor reaped since (reconciliation settled it first, if
+        it died mid-way); kept for the next round when the store fails meanwhile."""
+        if not self._ended:
+            return
+        while self._ended:
+            supervisor, code = self._ended[0]
+            log.info(
+                "supervisor_exited",
+                agent=self.agent,
+                message_id=supervisor.message_id,
+                supervisor_pid=supervisor.pid,
+                status=code,
+            )
+            self._after_supervisor(conn, supervisor, code)
+            self._ended.pop(0)
         return_freed_memory()  # what the dispatch freed (reconciliation, the attempt's rows)
 
-    def _after_supervisor(self, store: StoreHandle, candidate: queue.Candidate, code: int) -> None:
-        conn = store.connection()
-        reconcile(conn, self.paths)  # settles the attempt if the supervisor died mid-way
-        attempt = get_attempt(conn, candidate.message_id)
+    def _after_supervisor(self, conn: Connection, supervisor: Supervisor, code: int) -> None:
+        message_id = supervisor.message_id
+        attempt = get_attempt(conn, message_id)
         if attempt is None or attempt["state"] == "finished":  # (an orphaned worker may still read it)
-            remove_request(self.paths, candidate.message_id)  # even if it died after its verdict
+            remove_request(self.paths, message_id)  # even if it died after its verdict
         if attempt is None:  # refused, or could not record its attempt: try again later, not at once
-            self._note_failure(_supervisor_failure(candidate.message_id, code))
+            self._note_failure(_supervisor_failure(message_id, code))
             return
         self._failures = 0
         if attempt["state"] == "finished":
             self._set(
                 last={
-                    "message_id": candidate.message_id,
-                    "sender": candidate.sender,
+                    "message_id": message_id,
+                    "sender": supervisor.sender,
                     "result": attempt["outcome"],
                     "error_kind": attempt["error_kind"],
                     "exit_code": attempt["exit_code"],
@@ -490,26 +549,6 @@ class Listener:
         timeout = self.config.agents[self.agent].worker_timeout_seconds if self.config else 0
         return clock.monotonic() + timeout + supervisor_grace()
 
-    def _wait_for_supervisor(self, store: StoreHandle, pid: int, message_id: int, limit: float) -> int | None:
-        """The supervisor's exit code, or None when a stop was requested first. Past ``limit``
-        (a supervisor SIGSTOPped by its worker, or stuck) its group is killed and the attempt is
-        left to reconciliation, which settles it: the agent does not stall. The store's lease is
-        renewed meanwhile, where it needs renewing."""
-        pidfd = os.pidfd_open(pid)
-        try:
-            while not select.select([pidfd], [], [], SUPERVISOR_STOP_CHECK_SECONDS)[0]:
-                if self._stop_requested:
-                    return None
-                if store.spans_hosts and clock.monotonic() >= self._lease_renew_at:
-                    self._renew_lease_while_supervising(store)
-                if clock.monotonic() >= limit:
-                    log.warning("supervisor_overdue_killed", agent=self.agent, message_id=message_id, pid=pid)
-                    signal_group(pid, signal.SIGKILL)  # its own session and group (os.setsid)
-                    limit = float("inf")  # once; the kill shows on the pidfd
-        finally:
-            os.close(pidfd)
-        return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-
     def _run_supervisor_child(self, message_id: int) -> None:
         code = 0
         try:
@@ -517,6 +556,7 @@ class Listener:
                 os.close(self._lock_fd)  # the lock belongs to the listener alone
             if self._events is not None:
                 self._events.close_in_child()  # the listener's watch, not the supervisor's
+            self._supervisors.let_go()  # the other supervisors' pidfds: the listener's
             os.setsid()  # a Ctrl-C or a stop aimed at the listener does not cut a dispatch short
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.SIG_DFL)

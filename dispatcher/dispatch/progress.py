@@ -55,16 +55,33 @@ def render_last(last: dict | None) -> str:
     return " | " + " ".join(parts)
 
 
+def render_running(entry: dict) -> str:
+    """One running attempt: ``msg#44 sender=kimi supervisor=812 for 3s``."""
+    text = f"msg#{entry.get('message_id')}"
+    if entry.get("sender"):
+        text += f" sender={entry['sender']}"
+    if entry.get("supervisor_pid"):
+        text += f" supervisor={entry['supervisor_pid']}"
+    if isinstance(entry.get("started_at"), int | float):
+        text += f" for {max(0, int(clock.now() - entry['started_at']))}s"
+    return text
+
+
 def render_line(agent: str, stage: str, doc: dict | None, detail: str | None = None) -> str:
-    """E.g. ``[claude] idle | last msg#43 sender=kimi result=succeeded in 21.5s rc=0``."""
+    """E.g. ``[claude] idle | last msg#43 sender=kimi result=succeeded in 21.5s rc=0``; with
+    several workers, each running attempt: ``[codex] supervising 2/2 msg#44 ...; msg#45 ...``."""
     head = f"[{agent}] {stage}"
-    current = (doc or {}).get("current")
-    if stage in ("received", "supervising") and current:
-        head += f" msg#{current.get('message_id')} sender={current.get('sender')}"
-        if current.get("supervisor_pid"):
-            head += f" supervisor={current['supervisor_pid']}"
-        if current.get("started_at"):
-            head += f" for {max(0, int(clock.now() - current['started_at']))}s"
+    doc = doc or {}
+    running = doc.get("running")
+    if not isinstance(running, list):  # a document of a listener from before several workers
+        running = [doc["current"]] if isinstance(doc.get("current"), dict) else []
+    running = [r for r in running if isinstance(r, dict)]
+    if stage in ("received", "supervising") and running:
+        if isinstance(doc.get("max_workers"), int) and doc["max_workers"] > 1:
+            head += f" {len(running)}/{doc['max_workers']}"
+        head += " " + "; ".join(render_running(r) for r in running)
+    if doc.get("held") and stage in ("idle", "supervising"):
+        head += f" · next task held ({doc['held']})"
     if detail:
         head += f" ({detail})"
-    return head + render_last((doc or {}).get("last"))
+    return head + render_last(doc.get("last"))

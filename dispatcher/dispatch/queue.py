@@ -12,7 +12,9 @@ than ``dispatch_max_age_seconds``, and, while the recipient has a live, wakeable
 interactive session (``presence``), the message older than the agent's
 ``interactive_grace_seconds``: the session gets the first chance to claim it; and the
 recipient below its daily budgets (``max_cost_usd_per_day``, ``max_tokens_per_day``, over
-the attempts started since local midnight), else ``held_budget`` until the next midnight. A
+the attempts started since local midnight), else ``held_budget`` until the next midnight, and,
+while some of its workers run, below them with each running worker's per-task cap reserved
+(``spend.daily_budget_hold``), else ``held_budget_running`` until one ends. A
 manual ``agent-bridge dispatch ID`` skips those four tests and nothing else.
 
 Everything that decides goes through ``dispatch_refusal``: the listener's scan
@@ -30,8 +32,9 @@ from typing import Any
 from dispatcher.bridge.conversations import accepts_messages, effective_state
 from dispatcher.bridge.presence import has_wakeable_session
 from dispatcher.core.config_view import DispatchConfig, budget_day_end, budget_day_start
-from dispatcher.core.spend import daily_cap_reached, has_daily_cap
+from dispatcher.core.spend import BudgetHold, daily_budget_hold, has_daily_cap
 from dispatcher.store import Connection, dispatchable
+from dispatcher.store.attempts import running_count
 from dispatcher.store.claims import claim_is_active
 from dispatcher.store.spend import spend_since
 
@@ -56,8 +59,11 @@ class Candidate:
     interactive_session: bool = False
     # A result from its recipient answers it already (a session answered without acknowledging).
     answered: bool = False
-    # The daily cap its recipient's attempts since local midnight reached (spend.daily_cap_reached), or None.
+    # The daily cap its recipient's attempts since local midnight reached, or that its running
+    # workers' reservations could reach (spend.daily_budget_hold), or None.
     daily_cap: str | None = None
+    # daily_cap holds it only while its recipient's workers run (their reservations), not until midnight.
+    budget_running: bool = False
 
 
 def dispatch_refusal(facts: Candidate, now: float, config: DispatchConfig, manual: bool) -> str | None:
@@ -90,7 +96,7 @@ def dispatch_refusal(facts: Candidate, now: float, config: DispatchConfig, manua
     if facts.interactive_session and now < held_until(facts, config):
         return "held_interactive"
     if facts.daily_cap is not None:
-        return "held_budget"
+        return "held_budget_running" if facts.budget_running else "held_budget"
     return None
 
 
@@ -128,6 +134,10 @@ def refusal_text(code: str, facts: Candidate, config: DispatchConfig) -> str:
         f"today's attempts: budget reached, resets at 00:00 {config.budget_time_zone}, when the listener dispatches "
         "it by itself. "
         f"Raise the cap in config.json to go on today; {by_hand}",
+        "held_budget_running": f"{agent}'s running workers, each counted at its per-task cap, could reach its "
+        f"{facts.daily_cap} ({_daily_cap(config, agent, facts.daily_cap)}): message #{mid} waits until one of them "
+        "ends, when the listener looks again by itself (docs/workers.md). Set the per-task cap of that kind, or "
+        f"raise the daily one, to run more at once; {by_hand}",
     }[code]
 
 
@@ -143,7 +153,7 @@ def _facts(conn: Connection, rows: Iterable[dict[str, Any]], now: float, config:
     # Sessions matter only to an agent with a grace: no /proc probe on a scan otherwise.
     wakeable: dict[str, bool] = {a: False for a, c in config.agents.items() if c.interactive_grace_seconds == 0}
     # Today's spend matters only to an agent with a daily cap: read once per scan.
-    capped: dict[str, str | None] = {a: None for a, c in config.agents.items() if not has_daily_cap(c)}
+    capped: dict[str, BudgetHold | None] = {a: None for a, c in config.agents.items() if not has_daily_cap(c)}
     for row in rows:
         standalone = row["conversation_id"] is None
         if row["recipient"] not in wakeable:  # looked up once per scan
@@ -167,15 +177,19 @@ def _facts(conn: Connection, rows: Iterable[dict[str, Any]], now: float, config:
             in_flight=standalone or row["in_flight_message_id"] == row["id"],
             interactive_session=wakeable[row["recipient"]],
             answered=bool(row["answered"]),
-            daily_cap=capped[row["recipient"]],
+            daily_cap=None if (hold := capped[row["recipient"]]) is None else hold.cap,
+            budget_running=hold is not None and hold.while_running,
         )
 
 
-def _daily_cap_reached(conn: Connection, agent: str, config: DispatchConfig, now: float) -> str | None:
+def _daily_cap_reached(conn: Connection, agent: str, config: DispatchConfig, now: float) -> BudgetHold | None:
+    """``spend.daily_budget_hold`` over today's spend and the agent's running attempts. Inside
+    the barrier's transaction, which serialises all of them, the attempts that started before
+    count: two supervisors started together cannot both pass on the same reading."""
     if agent not in config.agents:
         return None
     cost, tokens = spend_since(conn, agent, budget_day_start(config, now))
-    return daily_cap_reached(cost, tokens, config.agents[agent])
+    return daily_budget_hold(cost, tokens, running_count(conn, agent), config.agents[agent])
 
 
 def message_facts(conn: Connection, message_id: int, now: float, config: DispatchConfig) -> Candidate | None:
@@ -193,14 +207,17 @@ def next_dispatchable(conn: Connection, agent: str, config: DispatchConfig, now:
 
 
 def next_action(
-    conn: Connection, agent: str, config: DispatchConfig, now: float
+    conn: Connection, agent: str, config: DispatchConfig, now: float, skip: frozenset[int] = frozenset()
 ) -> tuple[Candidate | None, float | None]:
     """The oldest message to dispatch now (or None), and when the first message held for an
     interactive session is released, or the next local midnight for a message held by a daily
-    budget (None when none is held): the listener looks again then."""
+    budget (None when none is held): the listener looks again then. ``skip``: messages whose
+    supervisor runs already (its attempt may not be recorded yet)."""
     oldest = now - config.dispatch_max_age_seconds  # a scan never needs older rows: they are stale
     release: float | None = None
     for facts in _scan(conn, agent, now, oldest, config):
+        if facts.message_id in skip:
+            continue
         code = dispatch_refusal(facts, now, config, manual=False)
         if code is None:
             return facts, release
@@ -208,6 +225,7 @@ def next_action(
             release = min(release or float("inf"), held_until(facts, config))
         elif code == "held_budget":
             release = min(release or float("inf"), budget_day_end(config, now))
+        # held_budget_running: a worker's end commits its attempt, which wakes the listener.
     return None, release
 
 
@@ -222,7 +240,8 @@ class Backlog:
     held_interactive: list[Candidate] = field(default_factory=list)
     # answered by its recipient but not acknowledged: never dispatched (already_answered)
     answered: list[Candidate] = field(default_factory=list)
-    # its agent reached a daily budget: held until the next local midnight
+    # its agent reached a daily budget: held until the next local midnight (budget_running: until
+    # one of its running workers ends)
     held_budget: list[Candidate] = field(default_factory=list)
 
 
@@ -237,6 +256,7 @@ def classify(conn: Connection, agent: str, config: DispatchConfig, now: float) -
     }
     for facts in _scan(conn, agent, now, float("-inf"), config):
         code = dispatch_refusal(facts, now, config, manual=False)
+        code = "held_budget" if code == "held_budget_running" else code  # (budget_running tells which)
         if code in groups:
             groups[code].append(facts)
     return Backlog(

@@ -60,9 +60,9 @@ def decide(
     return CRASHED
 
 
-def reconcile(conn: Connection, paths: AgentPaths) -> bool:
-    """Settle what can be settled; return True while an attempt is still legitimately running."""
-    busy = False
+def reconcile(conn: Connection, paths: AgentPaths) -> list[int]:
+    """Settle what can be settled; return the message ids of the attempts still legitimately running."""
+    busy: list[int] = []
     host = this_host()
     for attempt in unsettled_attempts(conn, paths.agent):
         here = attempt["host"] in (None, host)  # (no host: recorded before hosts, on this one)
@@ -90,7 +90,7 @@ def reconcile(conn: Connection, paths: AgentPaths) -> bool:
             lease_expires_at=attempt["lease_expires_at"],
         )
         if action == BUSY:
-            busy = True
+            busy.append(attempt["message_id"])
             continue
         # Loaded only to settle one: a listener whose supervisors all settled their own attempts never
         # holds the verdict's modules (README, "The listener's footprint").

@@ -62,7 +62,7 @@ def recover(settings: BridgeSettings, agent: str, *, dispatch: bool = False) -> 
     except ConfigError as exc:
         return {"agent": agent, "error": f"config_invalid: {exc.reason}"}
     conn = open_store(settings.db)
-    still_running = reconcile(conn, AgentPaths.of(settings, agent))
+    still_running = bool(reconcile(conn, AgentPaths.of(settings, agent)))
     backlog = queue.classify(conn, agent, config, store_now(conn))
     report: dict[str, Any] = {
         "agent": agent,

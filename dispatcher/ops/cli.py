@@ -250,7 +250,7 @@ def listener_restart(agent: str, wait_seconds: float) -> None:
 @listener.command("disable")
 @agent_option
 def listener_disable(agent: str) -> None:
-    """Stop taking new tasks: the listener lets the current worker finish and exits; survives reboots."""
+    """Stop taking new tasks: the listener lets its running workers finish and exits; survives reboots."""
     from dispatcher.dispatch.control import disable
 
     settings = _settings()

@@ -66,6 +66,7 @@ def snapshot(settings) -> dict:
                 "pid": status["pid"],
                 "enabled": status["enabled"],
                 "auto": (status["progress"] or {}).get("auto"),
+                "workers": _workers(status["progress"]),
                 "last": None
                 if last is None
                 else {k: last.get(k) for k in ("message_id", "result", "error_kind", "duration_seconds")},
@@ -140,6 +141,25 @@ def launcher_codes(config, agent: str) -> list[str]:
 
     problem = launcher_problem(config.launcher_path(agent, PROJECT_DIR))
     return [] if problem is None else [problem[0]]
+
+
+def _workers(progress: dict | None) -> dict:
+    """The listener's running attempts (ids, oldest first), its ``max_workers`` and why a task waits."""
+    doc = progress or {}
+    running = doc.get("running")
+    return {
+        "running": [r.get("message_id") for r in running if isinstance(r, dict)] if isinstance(running, list) else [],
+        "max": doc.get("max_workers"),
+        "held": doc.get("held"),
+    }
+
+
+def _workers_text(workers: dict) -> str:
+    """E.g. ``2/2 #44 #45 held: max_workers``."""
+    if workers["max"] is None:
+        return "-"
+    text = f"{len(workers['running'])}/{workers['max']}" + "".join(f" #{m}" for m in workers["running"])
+    return text + (f" held: {workers['held']}" if workers["held"] else "")
 
 
 def today_spend(conn, config, agent: str, now: float) -> dict:
@@ -222,7 +242,18 @@ def render(snap: dict, filter_agent: str | None = None, details: bool = False):
         parts.append(Text(f"error: {snap['error']}", style="bold red"))
 
     agents = Table(title="Agents", title_justify="left")
-    for col in ("agent", "listener", "pid", "enabled", "auto", "unread", "oldest unread", "last outcome", "today"):
+    for col in (
+        "agent",
+        "listener",
+        "pid",
+        "enabled",
+        "auto",
+        "workers",
+        "unread",
+        "oldest unread",
+        "last outcome",
+        "today",
+    ):
         agents.add_column(col)
     for a in snap["agents"]:
         if not keep(a["agent"]):
@@ -246,6 +277,7 @@ def render(snap: dict, filter_agent: str | None = None, details: bool = False):
             str(a["pid"] or "-"),
             "yes" if a["enabled"] else "no",
             {True: "on", False: "off"}.get(a["auto"], "-"),
+            _workers_text(a["workers"]),
             str(inbox["unread"]),
             _age(inbox["oldest_age"]),
             last_text,

@@ -239,3 +239,9 @@ def active_claim(conn: Connection, message_id: int, now: float) -> tuple[str, fl
 
 def extend_claim(conn: Connection, message_id: int, until: float) -> None:
     conn.execute("UPDATE messages SET claim_expires_at = ? WHERE id = ?", (until, message_id))
+
+
+def running_count(conn: Connection, agent: str) -> int:
+    """How many of ``agent``'s attempts are not finished yet (recorded or spawned)."""
+    row = conn.execute("SELECT count(*) FROM dispatch_attempts WHERE agent = ? AND state != 'finished'", (agent,))
+    return int(row.fetchone()[0])

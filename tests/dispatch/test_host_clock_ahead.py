@@ -109,7 +109,7 @@ def test_a_host_5_minutes_ahead_leaves_another_hosts_running_attempt(tmp_path, p
         monkeypatch.setenv(HOST_ID_ENV, "host-b")
         where = Locations(db=StoreUrl(postgres_url), config=tmp_path / "config.json", runtime_dir=tmp_path / "runtime")
         paths = AgentPaths.of(where, "claude").ensure()
-        assert reconcile(conn, paths) is True  # busy: A's attempt still runs
+        assert len(reconcile(conn, paths)) == 1  # busy: A's attempt still runs
         assert query(postgres_url, "SELECT state FROM dispatch_attempts") == [("recorded",)]
     finally:
         conn.close()

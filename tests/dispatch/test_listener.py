@@ -279,4 +279,5 @@ def test_statusline_without_a_store_or_config_prints_one_line_and_creates_nothin
     broken = tmp_path / "broken.json"
     broken.write_text("{nope")
     done = cli({**env, "AGENT_BRIDGE_CONFIG": str(broken)}, "statusline")
-    assert (done.returncode, done.stdout, done.stderr) == (0, "[agent-bridge] unavailable (JSONDecodeError)\n", "")
+    unavailable = f"[agent-bridge] unavailable ({broken} line 1: Expecting property name enclosed in double quotes)\n"
+    assert (done.returncode, done.stdout, done.stderr) == (0, unavailable, "")  # the file and the line, named

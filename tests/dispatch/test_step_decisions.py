@@ -18,6 +18,8 @@ from dispatcher.dispatch.renewal import renew_worker_claim
 from dispatcher.dispatch.step import (
     BACKOFF_CAP_SECONDS,
     BUSY_RECHECK_SECONDS,
+    HELD_MAX_WORKERS,
+    HELD_MAX_WORKERS_TOTAL,
     RESCAN_SECONDS,
     BackOff,
     Dispatch,
@@ -48,8 +50,33 @@ NOW = 1_000_000.0
             BackOff(1.0, "supervisor exited 4"),
         ),
         (Observation(config_error="bad json"), Wait(RESCAN_SECONDS, "error")),
-        (Observation(busy=True, candidate=7), Wait(BUSY_RECHECK_SECONDS, "supervising")),
+        (Observation(running=1, candidate=7), Wait(BUSY_RECHECK_SECONDS, "supervising", held=HELD_MAX_WORKERS)),
         (Observation(candidate=7), Dispatch(7)),
+        # Several workers: one more while fewer than max_workers run and the machine has a slot.
+        (Observation(running=1, max_workers=2, candidate=7), Dispatch(7)),
+        (
+            Observation(running=2, max_workers=2, candidate=7),
+            Wait(BUSY_RECHECK_SECONDS, "supervising", held=HELD_MAX_WORKERS),
+        ),
+        (Observation(running=3, max_workers=2), Wait(BUSY_RECHECK_SECONDS, "supervising")),  # max_workers lowered
+        (
+            Observation(running=1, max_workers=2, machine_full=True, candidate=7),
+            Wait(BUSY_RECHECK_SECONDS, "supervising", held=HELD_MAX_WORKERS_TOTAL),
+        ),
+        (
+            Observation(max_workers=2, machine_full=True, candidate=7),
+            Wait(BUSY_RECHECK_SECONDS, "idle", held=HELD_MAX_WORKERS_TOTAL),
+        ),
+        # A supervisor not through the barrier yet: the next waits (its record, or its end, wakes us).
+        (Observation(starting=True, max_workers=4, candidate=7), Wait(BUSY_RECHECK_SECONDS, "supervising")),
+        (Observation(running=1, starting=True, max_workers=4), Wait(BUSY_RECHECK_SECONDS, "supervising")),
+        (Observation(running=1, max_workers=2), Wait(BUSY_RECHECK_SECONDS, "supervising")),
+        # Disabled: nothing new starts; the listener stops once its workers have ended.
+        (Observation(disabled=True, running=1, max_workers=2, candidate=7), Wait(BUSY_RECHECK_SECONDS, "supervising")),
+        (Observation(disabled=True, starting=True, max_workers=2), Wait(BUSY_RECHECK_SECONDS, "supervising")),
+        # Stops and failures come first, whatever runs.
+        (Observation(stop_requested=True, running=2, max_workers=2), Stop("signal")),
+        (Observation(store_error="full", failures=1, running=1, max_workers=2, candidate=7), BackOff(0.5, "full")),
         (Observation(candidate=7, failures=2), Dispatch(7)),  # a backed-off failure: try again
         (Observation(backoff_left=0, candidate=7), Dispatch(7)),  # the backoff just ended
         (Observation(), Wait(RESCAN_SECONDS, "idle")),

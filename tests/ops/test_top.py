@@ -308,3 +308,16 @@ def test_snapshot_and_render_show_live_interactive_sessions_only(own_store):
     assert re.search(rf"#{live}\s.*claude.*claude-code 2\.1\.332.*\s5m\s.*hook.*alive", screen), screen
     assert "ghost-client" not in screen and "worker-client" not in screen and f"#{dead} " not in screen
     assert "claude-code" not in _text(render(snap, filter_agent="kimi"))
+
+
+def test_the_agents_table_shows_every_running_attempt_and_the_hold():
+    from dispatcher.ops.top import _workers, _workers_text
+
+    progress = {
+        "running": [{"message_id": 44, "sender": "kimi"}, {"message_id": 45, "sender": None}],
+        "max_workers": 2,
+        "held": "max_workers",
+    }
+    assert _workers_text(_workers(progress)) == "2/2 #44 #45 held: max_workers"
+    assert _workers_text(_workers({"running": [], "max_workers": 1, "held": None})) == "0/1"
+    assert _workers_text(_workers(None)) == _workers_text(_workers({"running": "junk"})) == "-"
