@@ -495,3 +495,11 @@ def test_the_suite_time_and_its_workers_are_stated_once():
     assert f"-n {workers} " in contributing
     times = re.findall(r"\d+ min \d+ s", EVERYTHING)
     assert len(times) == 1 and times[0] in contributing, f"the suite's time, stated once in CONTRIBUTING.md: {times}"
+
+
+def test_the_tutorial_runs_the_readme_s_quick_start_block_as_it_is():
+    """The tutorial repeats the README's quick start (tests/ops/test_package.py runs that one); a
+    second copy that drifted would teach something no test runs."""
+    tutorial = DOCS["quick-start.md"]
+    block = tutorial[tutorial.index("## Quick start on your machine") :].split("```bash\n", 1)[1].split("```", 1)[0]
+    assert block.splitlines() == quick_start_block()
