@@ -10,7 +10,6 @@ tests/mcp/test_sdk_private.py says which one.
 
 from __future__ import annotations
 
-from types import ModuleType
 from typing import Any
 
 from mcp.server import stdio as _sdk_stdio
@@ -21,30 +20,21 @@ class SdkMoved(ImportError):
     """The installed MCP SDK lacks a private name this project relies on."""
 
 
-def _module_name(module: ModuleType, name: str) -> Any:
+def _private(owner: object, name: str, where: str) -> Any:
+    """``owner``'s private ``name``, or SdkMoved naming it (``where``: the module or class)."""
     try:
-        return getattr(module, name)
+        return getattr(owner, name)
     except AttributeError:
         raise SdkMoved(
-            f"the installed mcp SDK has no {module.__name__}.{name}, which dispatcher/mcp/sdk_private.py "
-            "relies on: use the mcp version pinned in pyproject.toml, or port that module"
-        ) from None
-
-
-def _attribute(server: MCPServer, name: str) -> Any:
-    try:
-        return getattr(server, name)
-    except AttributeError:
-        raise SdkMoved(
-            f"the installed mcp SDK's MCPServer has no {name}, which dispatcher/mcp/sdk_private.py relies "
-            "on: use the mcp version pinned in pyproject.toml, or port that module"
+            f"the installed mcp SDK has no {where}.{name}, which dispatcher/mcp/sdk_private.py relies on: "
+            "use the mcp version pinned in pyproject.toml, or port that module"
         ) from None
 
 
 # The stdio transport's own fd claim, and the diversions it opens for fd 0 and fd 1.
-claim_fd = _module_name(_sdk_stdio, "_claim_fd")
-open_stdin_diversion = _module_name(_sdk_stdio, "_open_stdin_diversion")
-open_stdout_diversion = _module_name(_sdk_stdio, "_open_stdout_diversion")
+claim_fd = _private(_sdk_stdio, "_claim_fd", "mcp.server.stdio")
+open_stdin_diversion = _private(_sdk_stdio, "_open_stdin_diversion", "mcp.server.stdio")
+open_stdout_diversion = _private(_sdk_stdio, "_open_stdout_diversion", "mcp.server.stdio")
 
 # The MCPServer attributes read through the functions below.
 SERVER_ATTRIBUTES = ("_lowlevel_server", "_tool_manager", "_subscriptions")
@@ -52,14 +42,14 @@ SERVER_ATTRIBUTES = ("_lowlevel_server", "_tool_manager", "_subscriptions")
 
 def lowlevel_server(server: MCPServer) -> Any:
     """The low-level server: run on our own streams, and given the handlers MCPServer lacks."""
-    return _attribute(server, "_lowlevel_server")
+    return _private(server, "_lowlevel_server", "MCPServer")
 
 
 def registered_tool(server: MCPServer, name: str) -> Any:
     """The tool registered under ``name`` (its ``parameters`` are the published input schema)."""
-    return _attribute(server, "_tool_manager").get_tool(name)
+    return _private(server, "_tool_manager", "MCPServer").get_tool(name)
 
 
 def resource_subscriptions(server: MCPServer) -> Any:
     """The server's resource subscriptions, which the inbox wake notifies."""
-    return _attribute(server, "_subscriptions")
+    return _private(server, "_subscriptions", "MCPServer")

@@ -22,10 +22,10 @@ def test_each_private_name_is_in_the_installed_sdk():
 
 def test_a_moved_name_fails_with_a_message_naming_it_and_the_module():
     class Moved:
-        __name__ = "mcp.server.stdio"
+        pass
 
     try:
-        sdk_private._module_name(Moved(), "_claim_fd")  # type: ignore[arg-type]
+        sdk_private._private(Moved(), "_claim_fd", "mcp.server.stdio")
     except sdk_private.SdkMoved as exc:
         assert "mcp.server.stdio._claim_fd" in str(exc) and "sdk_private.py" in str(exc)
     else:
