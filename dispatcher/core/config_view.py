@@ -115,6 +115,7 @@ class AgentView:
     max_tokens_per_day: int | None
     workspace: str | None
     prices: PricesView | None
+    isolation: str = "auto"
 
     @classmethod
     def of(cls, entry: Mapping[str, Any]) -> "AgentView":
@@ -133,6 +134,7 @@ class ConfigView(ConfigPlaces):
     agents: Mapping[str, AgentView]
     dispatch_max_age_seconds: int
     attempt_retention_days: int
+    kept_worktrees_max_mb: int
     profiles: Mapping[str, ProfileView]  # each agent's, as BridgeConfig.permissions gave it
 
     def permissions(self, agent: str) -> ProfileView:
@@ -149,6 +151,7 @@ class ConfigView(ConfigPlaces):
             agents={agent: AgentView.of(entry) for agent, entry in document["agents"].items()},
             dispatch_max_age_seconds=document["dispatch_max_age_seconds"],
             attempt_retention_days=document["attempt_retention_days"],
+            kept_worktrees_max_mb=document["kept_worktrees_max_mb"],
             profiles={agent: ProfileView.of(profile) for agent, profile in profiles.items()},
         )
 

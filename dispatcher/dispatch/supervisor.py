@@ -9,6 +9,7 @@ attempt is recorded as soon as the supervisor runs.
 """
 
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dispatcher.core import clock
@@ -68,8 +69,18 @@ def _supervise(
     log.info("attempt_recorded", message_id=message_id, agent=agent, sender=message["sender"], manual=manual)
 
     paths = AgentPaths.of(settings, agent).ensure()
-    from dispatcher.dispatch.worker_run import run_worker  # after the barrier (module docstring)
+    from dispatcher.dispatch import isolation  # after the barrier (module docstring), as git is
+    from dispatcher.dispatch.worker_run import run_worker
 
+    try:
+        workspace = _workspace(conn, settings, config, paths, message)
+    except isolation.IsolationRefused as exc:
+        from dispatcher.dispatch.outcome import settle
+
+        log.warning("isolation_refused", message_id=message_id, agent=agent, kind=exc.code)
+        return settle(conn, message_id, fallback="failed", error_kind=exc.code)
+    fault_point("after_worktree")
+    outcome = "crashed"
     try:
         # The budget runs on the monotonic clock: no step of the wall clock stretches or cuts it.
         outcome = run_worker(
@@ -82,8 +93,23 @@ def _supervise(
             timeout,
             deadline=began + timeout,
             subreaper=subreaper,
+            workspace=workspace,
+            after_worker=lambda: isolation.close_worktree(conn, message_id),
         )
     finally:
         remove_request(paths, message_id)
+        isolation.settle_worktree(conn, message_id, outcome)
     fault_point("after_request_removed")
     return outcome
+
+
+def _workspace(conn, settings: ListenerSettings, config: "WorkerConfig", paths: AgentPaths, message) -> Path:
+    """Where the worker runs: its attempt's worktree, or the agent's workspace (docs/worktrees.md)."""
+    from dispatcher.dispatch.isolation import open_worktree
+
+    agent = message["recipient"]
+    workspace = config.workspace(agent, settings.workspace)
+    worktree = open_worktree(
+        conn, paths, message, workspace, config.agents[agent].isolation, config.permissions(agent).writes
+    )
+    return worktree or workspace

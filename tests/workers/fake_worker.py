@@ -13,10 +13,15 @@ With FAKE_WORKER_LAUNCHES set, it appends its message id to that file first; wit
 FAKE_WORKER_DIAGNOSTICS set, it writes that JSON to the diagnostics file, as a launcher would.
 With FAKE_WORKER_FIFOS set (comma-separated names), it replaces those files of its attempt
 directory by FIFOs that nothing ever writes to, as a hostile worker could.
+With FAKE_WORKER_WRITE set (``name=text``), it writes that file in its workspace first; with
+FAKE_WORKER_TAMPER set (comma-separated: git_file, symlink, fifo, rm_workspace), it does that to
+its workspace, as a hostile worker in a worktree could.
 """
 
 import os
+import shutil
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -95,6 +100,27 @@ async def behave() -> None:
         await answer(call, MESSAGE_ID, lambda m: f"done: handled message {m['id']}")
 
 
+def tamper(what: set[str]) -> None:
+    """Planted in the worktree: a .git file pointing at a repository whose fsmonitor would run
+    (it writes a marker), a symlink out of the tree, a FIFO; or the workspace deleted."""
+    here = Path.cwd()
+    if "git_file" in what:
+        evil = Path(os.environ["AGENT_BRIDGE_ATTEMPT_DIR"]) / "evil"
+        subprocess.run(["git", "init", "-q", str(evil)], check=True)  # noqa: S607 - a test's git
+        marker = evil / "fsmonitor-ran"
+        hook = evil / "fsmonitor.sh"
+        hook.write_text(f"#!/bin/sh\ntouch {marker}\n")
+        hook.chmod(0o755)
+        subprocess.run(["git", "-C", str(evil), "config", "core.fsmonitor", str(hook)], check=True)  # noqa: S607
+        (here / ".git").write_text(f"gitdir: {evil / '.git'}\n")
+    if "symlink" in what:
+        (here / "escape").symlink_to("/etc")
+    if "fifo" in what:
+        os.mkfifo(here / "pipe", 0o600)
+    if "rm_workspace" in what:
+        shutil.rmtree(here)
+
+
 def main() -> int:
     if launches := os.environ.get("FAKE_WORKER_LAUNCHES"):
         with open(launches, "a") as fh:
@@ -106,6 +132,10 @@ def main() -> int:
         planted = Path(os.environ["AGENT_BRIDGE_ATTEMPT_DIR"]) / name
         planted.unlink(missing_ok=True)
         os.mkfifo(planted, 0o600)
+    if write := os.environ.get("FAKE_WORKER_WRITE"):
+        name, _, text = write.partition("=")
+        Path(name).write_text(text)
+    tamper(set(filter(None, os.environ.get("FAKE_WORKER_TAMPER", "").split(","))))
     if MODE == "noop":
         return 0
     if MODE == "late_noop":

@@ -1,0 +1,190 @@
+"""A git worktree per attempt (docs/worktrees.md), end to end with real git and real processes:
+``agent-bridge dispatch`` runs the supervisor, the fake worker edits its workspace, and the user's
+checkout (a path with spaces) is checked byte for byte before and after."""
+
+import hashlib
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from dispatch_harness import attempt, cli, make_launcher, post_task, query
+
+pytestmark = pytest.mark.both_backends
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=_git_env()
+    ).stdout.strip()
+
+
+def _git_env() -> dict[str, str]:
+    return {
+        **{k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
+        "GIT_CONFIG_GLOBAL": "/dev/null",
+        "GIT_AUTHOR_NAME": "User",
+        "GIT_AUTHOR_EMAIL": "user@example.org",
+        "GIT_COMMITTER_NAME": "User",
+        "GIT_COMMITTER_EMAIL": "user@example.org",
+    }
+
+
+def make_repo(root: Path, name: str = "user checkout") -> Path:
+    repo = root / name
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "app.py").write_text("print('hello')\n")
+    (repo / ".gitignore").write_text("build/\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "start")
+    return repo
+
+
+def checkout_hash(repo: Path) -> str:
+    """The user's checkout as bytes: every file of the tree (the .git directory aside), the index, HEAD and refs."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in repo.rglob("*") if ".git" not in p.relative_to(repo).parts):
+        digest.update(str(path.relative_to(repo)).encode())
+        if path.is_file() and not path.is_symlink():
+            digest.update(path.read_bytes())
+    for name in ("index", "HEAD"):
+        digest.update((repo / ".git" / name).read_bytes())
+    digest.update(git(repo, "for-each-ref", "refs/heads/main").encode())
+    return digest.hexdigest()
+
+
+def use(config_path: Path, launchers: Path, repo: Path, *, isolation: str = "auto", level: str = "edit", **env):
+    launcher = make_launcher(launchers, "succeed", **env)
+    doc = {
+        "agents": {
+            "claude": {
+                "launcher": str(launcher),
+                "workspace": str(repo),
+                "permissions": {"level": level},
+                "isolation": isolation,
+            },
+            "kimi": {"launcher": "launchers/kimi_headless.sh"},
+        }
+    }
+    config_path.write_text(json.dumps(doc))
+
+
+def dispatched(env: dict, db_path, text: str = "change app.py") -> tuple[int, dict]:
+    task = post_task(db_path, text)
+    cli(env, "dispatch", str(task))
+    return task, attempt(db_path, task)
+
+
+def test_a_worker_edits_its_worktree_and_the_supervisor_commits_it(env, db_path, config_path, launchers, tmp_path):
+    repo = make_repo(tmp_path)
+    (repo / "app.py").write_text("print('hello, uncommitted')\n")  # what the user sees, not committed
+    (repo / "notes.txt").write_text("untracked\n")
+    before = checkout_hash(repo)
+    use(config_path, launchers, repo, FAKE_WORKER_WRITE="feature.py=x=1")
+    task, row = dispatched(env, db_path, "secret task text")
+    assert row["outcome"] == "succeeded", row
+    assert checkout_hash(repo) == before
+    branch = f"agent-bridge/claude/{task}"
+    assert row["worktree_branch"] == branch and row["worktree_state"] == "removed"
+    assert (row["worktree_files"], row["worktree_insertions"], row["worktree_deletions"]) == (1, 1, 0)
+    assert row["worktree_findings"] == "none"
+    assert not Path(row["worktree_path"]).exists()
+    # The worker started from what the user saw: the snapshot holds their uncommitted edit and file.
+    assert git(repo, "show", f"{row['worktree_base']}:app.py") == "print('hello, uncommitted')"
+    assert git(repo, "show", f"{row['worktree_base']}:notes.txt") == "untracked"
+    assert git(repo, "rev-parse", f"{row['worktree_base']}~1") == git(repo, "rev-parse", "main")
+    # One commit by the supervisor on top of it, naming the agent and task id, never the text.
+    log = git(repo, "log", "--format=%an <%ae>|%s", f"{row['worktree_base']}..{branch}").splitlines()
+    assert log == [f"Agent Bridge <agent-bridge@localhost>|agent-bridge: claude task #{task}"]
+    assert git(repo, "show", f"{branch}:feature.py") == "x=1"
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+    shown = cli(env, "show", str(task))
+    assert "1 file changed, 1 insertion(+), 0 deletions(-)" in shown.stdout and branch in shown.stdout
+
+
+def test_isolation_worktree_on_a_workspace_outside_git_fails_and_runs_nothing(
+    env, db_path, config_path, launchers, tmp_path
+):
+    plain = tmp_path / "not a repo"
+    plain.mkdir()
+    launches = tmp_path / "launches"
+    use(config_path, launchers, plain, isolation="worktree", FAKE_WORKER_LAUNCHES=str(launches))
+    _, row = dispatched(env, db_path)
+    assert (row["outcome"], row["error_kind"]) == ("failed", "workspace_not_git")
+    assert not launches.exists() and list(plain.iterdir()) == []
+
+
+@pytest.mark.parametrize("case", ["mid_merge", "detached", "bare", "no_commits"])
+def test_a_repository_that_cannot_be_branched_gets_one_clear_error(env, db_path, config_path, launchers, tmp_path, case):
+    repo = make_repo(tmp_path)
+    expected = {
+        "mid_merge": "workspace_mid_operation",
+        "detached": "workspace_detached_head",
+        "bare": "workspace_bare_repository",
+        "no_commits": "workspace_no_commits",
+    }[case]
+    if case == "mid_merge":
+        git(repo, "checkout", "-q", "-b", "other")
+        (repo / "app.py").write_text("print('other')\n")
+        git(repo, "commit", "-qam", "other")
+        git(repo, "checkout", "-q", "main")
+        (repo / "app.py").write_text("print('main')\n")
+        git(repo, "commit", "-qam", "main")
+        subprocess.run(["git", "-C", str(repo), "merge", "other"], capture_output=True, env=_git_env(), check=False)
+    elif case == "detached":
+        git(repo, "checkout", "-q", "--detach")
+    elif case == "bare":
+        bare = tmp_path / "bare.git"
+        git(tmp_path, "clone", "-q", "--bare", str(repo), str(bare))
+        repo = bare
+    else:
+        repo = tmp_path / "empty"
+        repo.mkdir()
+        git(repo, "init", "-q")
+    before = sorted(str(p) for p in repo.rglob("*"))
+    launches = tmp_path / "launches"
+    use(config_path, launchers, repo, FAKE_WORKER_LAUNCHES=str(launches))
+    task, row = dispatched(env, db_path)
+    assert (row["outcome"], row["error_kind"]) == ("failed", expected)
+    assert not launches.exists() and sorted(str(p) for p in repo.rglob("*")) == before
+    notice = query(db_path, "SELECT text FROM messages WHERE reply_to = ? AND kind = 'notice'", (task,))
+    assert expected in notice[0][0]
+
+
+def test_a_hostile_worker_cannot_make_the_supervisor_follow_what_it_planted(
+    env, db_path, config_path, launchers, tmp_path
+):
+    repo = make_repo(tmp_path)
+    before = checkout_hash(repo)
+    use(config_path, launchers, repo, FAKE_WORKER_WRITE="feature.py=x=2", FAKE_WORKER_TAMPER="git_file,symlink,fifo")
+    task, row = dispatched(env, db_path)
+    assert row["outcome"] == "succeeded"
+    assert set(row["worktree_findings"].split(",")) == {"git_file_changed", "special_files", "symlinks"}
+    evil = Path(env["AGENT_BRIDGE_RUNTIME_DIR"]) / "attempts" / str(task) / "evil"
+    assert evil.is_dir() and not (evil / "fsmonitor-ran").exists()
+    branch = row["worktree_branch"]
+    assert git(repo, "show", f"{branch}:feature.py") == "x=2"
+    assert git(repo, "ls-tree", branch, "escape").startswith("120000")  # committed as a link, never followed
+    assert "pipe" not in git(repo, "ls-tree", "--name-only", branch)
+    assert not Path(row["worktree_path"]).exists() and checkout_hash(repo) == before
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+
+
+def test_a_worktree_deleted_under_its_attempt_is_reported_and_git_forgets_it(
+    env, db_path, config_path, launchers, tmp_path
+):
+    repo = make_repo(tmp_path)
+    use(config_path, launchers, repo, FAKE_WORKER_TAMPER="rm_workspace")
+    _, row = dispatched(env, db_path)
+    assert row["worktree_findings"] == "worktree_missing" and row["worktree_state"] == "removed"
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+
+
+def test_isolation_none_and_read_levels_run_in_the_workspace(env, db_path, config_path, launchers, tmp_path):
+    repo = make_repo(tmp_path)
+    for isolation, level in (("none", "edit"), ("auto", "read")):
+        use(config_path, launchers, repo, isolation=isolation, level=level)
+        _, row = dispatched(env, db_path)
+        assert row["outcome"] == "succeeded" and row["isolation"] is None and row["worktree_path"] is None
