@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from dispatcher.core import clock
+from dispatcher.core.diffstat import worktree_summary
 from dispatcher.core.locations import PROJECT_DIR, LocationsLike, is_postgres_url
 from dispatcher.core.private_files import open_private_lock
 from dispatcher.core.processes import age_seconds, flock_holder, this_host
@@ -19,6 +20,7 @@ from dispatcher.dispatch.paths import AgentPaths
 from dispatcher.dispatch.progress import read_progress, render_line
 from dispatcher.store import STORE_ERRORS, Connection
 from dispatcher.store.attempts import get_attempt
+from dispatcher.store.worktrees import recent_worktrees
 from dispatcher.store.listeners import listener_holder
 from dispatcher.store.readonly import open_read_only
 from dispatcher.store.views import LedgerPart, ledger_totals
@@ -147,7 +149,34 @@ def listener_status(
         "environment": ((trusted or {}).get("environment") or {}).get("names") if holder is not None else None,
         "totals": _agent_totals(settings, agent) if totals else None,
         "budget": _daily_budget(settings, agent) if totals else None,
+        "worktrees": _worktrees(settings, agent) if totals else None,
     }
+
+
+RECENT_WORKTREES = 10
+
+
+def worktree_rows(conn: Connection, agent: str | None, limit: int = RECENT_WORKTREES) -> list[dict]:
+    """The newest attempts' branches and diffstats (``status`` and ``top``): payload-free."""
+    return [
+        {"message_id": row["message_id"], "agent": row["agent"], "outcome": row["outcome"], **summary}
+        for row in recent_worktrees(conn, agent, limit)
+        if (summary := worktree_summary(row)) is not None
+    ]
+
+
+def _worktrees(settings: LocationsLike, agent: str) -> list[dict] | None:
+    """None when the store cannot tell (missing, older schema, unreadable)."""
+    try:
+        conn = _read_only(settings, named_rows=True)
+        if conn is None:
+            return None
+        try:
+            return worktree_rows(conn, agent)
+        finally:
+            conn.close()
+    except STORE_ERRORS:
+        return None
 
 
 def _listener_elsewhere(settings: LocationsLike, agent: str, conn: Connection | None = None) -> dict | None:

@@ -277,6 +277,12 @@ def branches(common_dir: Path, prefix: str) -> dict[str, str]:
     return dict(line.split(" ", 1) for line in out.stdout.splitlines() if " " in line)
 
 
+def already_applied(common_dir: Path, origin: str, head: str, into: str) -> bool:
+    """Every commit of ``origin..head`` is in ``into``, itself or as an equal patch (``git cherry``)."""
+    out = git("cherry", into, head, origin, git_dir=common_dir).stdout.split()
+    return all(mark == "-" for mark in out[::2])
+
+
 def merged(common_dir: Path, branch: str, into: str) -> bool:
     done = git("merge-base", "--is-ancestor", branch, into, git_dir=common_dir, ok_codes=(0, 1, 128))
     return done.returncode == 0
@@ -292,6 +298,18 @@ def dirty(repo: Repo) -> bool:
     out = git("status", "--porcelain", "--untracked-files=no", cwd=repo.toplevel, git_dir=repo.git_dir,
               work_tree=repo.toplevel).stdout  # fmt: skip
     return bool(out.strip())
+
+
+def applies_cleanly(repo: Repo, origin: str, head: str) -> bool:
+    """Whether ``origin..head`` applies to the user's tree as a patch: checked without writing
+    anything of theirs (``git apply --check``), so a plain conflict never touches their checkout."""
+    patch = git("diff", "--binary", "--no-ext-diff", "--full-index", origin, head, git_dir=repo.common_dir).stdout
+    with tempfile.NamedTemporaryFile("w", prefix="agent-bridge-apply-", suffix=".patch") as fh:
+        fh.write(patch)
+        fh.flush()
+        done = git("apply", "--check", fh.name, git_dir=repo.git_dir, work_tree=repo.toplevel, cwd=repo.toplevel,
+                   ok_codes=(0, 1, 128))  # fmt: skip
+    return done.returncode == 0
 
 
 def cherry_pick(repo: Repo, origin: str, head: str) -> None:

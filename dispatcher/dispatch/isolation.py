@@ -95,7 +95,7 @@ def open_worktree(conn: Connection, paths: AgentPaths, message: Row, workspace: 
     ensure_private_dir(path.parent, "worktrees directory")
     try:
         if follows and previous is not None:
-            drop_worktree(conn, previous)  # its result is on the branch; the branch moves on here
+            drop_worktree(conn, previous, branch="keep")  # its result is on the branch; the branch moves on here
             start = g.branch_head(repo.common_dir, branch)
             if start is None:
                 raise g.GitFailed("worktree_failed", f"the conversation's branch {branch} is gone")
@@ -181,29 +181,31 @@ def _commit(row: Row) -> Closed:
     return Closed(head, stat.files, stat.insertions, stat.deletions, tuple(findings))
 
 
-def drop_worktree(conn: Connection, row: Row | None, *, branch_too: bool = False) -> None:
-    """Remove an attempt's worktree directory (the branch keeps its result), and its branch when
-    ``branch_too`` or when it holds nothing of ours; record it. Safe to run again."""
-    if row is None or row["worktree_state"] in (None, REMOVED):
+def drop_worktree(conn: Connection, row: Row | None, *, branch: str = "if_empty") -> None:
+    """Remove an attempt's worktree directory (the branch keeps its result) and record it; safe to
+    run again. ``branch``: ``keep`` it, ``delete`` it, or delete it ``if_empty`` (it holds nothing of
+    ours: an attempt's own branch that never moved past where it started)."""
+    if row is None or row["worktree_state"] is None:
         return
-    common, path, branch = Path(row["worktree_common_dir"]), Path(row["worktree_path"]), row["worktree_branch"]
+    if row["worktree_state"] == REMOVED and not (branch == "delete" and row["worktree_branch"]):
+        return
+    common, path, name = Path(row["worktree_common_dir"]), Path(row["worktree_path"]), row["worktree_branch"]
     git_dir = Path(row["worktree_git_dir"]) if row["worktree_git_dir"] else None
+    empty = row["worktree_origin"] is None or row["worktree_head"] == row["worktree_origin"]
+    own = name == branch_name(row["agent"], row["message_id"])
+    gone = bool(name) and (branch == "delete" or (branch == "if_empty" and own and empty))
     try:
-        g.remove_worktree(common, path, git_dir)
-        empty = row["worktree_head"] is not None and row["worktree_head"] == row["worktree_origin"]
-        own = branch == branch_name(row["agent"], row["message_id"])
-        if branch and (branch_too or (own and (empty or row["worktree_origin"] is None))):
-            g.delete_branch(common, branch)
-            gone = True
-        else:
-            gone = False
+        if row["worktree_state"] != REMOVED:
+            g.remove_worktree(common, path, git_dir)
+        if gone:
+            g.delete_branch(common, name)
     except g.GitFailed as exc:  # the repository moved or broke: retried at the next pass
         log.warning("worktree_remove_failed", message_id=row["message_id"], kind=exc.kind)
         return
     with write_transaction(conn):
         record_worktree_removed(conn, row["message_id"], clock.now())
         if gone:
-            forget_branch(conn, row["message_id"])
+            forget_branch(conn, str(common), name)
     log.info("worktree_removed", message_id=row["message_id"], branch_deleted=gone)
 
 

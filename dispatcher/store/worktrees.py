@@ -57,9 +57,13 @@ def record_worktree_removed(conn: Connection, message_id: int, at: float) -> boo
     return cur.rowcount == 1
 
 
-def forget_branch(conn: Connection, message_id: int) -> None:
-    """The branch was deleted (``discard``, or it held nothing): the row no longer owns one."""
-    conn.execute("UPDATE dispatch_attempts SET worktree_branch = NULL WHERE message_id = ?", (message_id,))
+def forget_branch(conn: Connection, common_dir: str, branch: str) -> None:
+    """The branch was deleted (``discard``, or it held nothing): no attempt owns it any more (the
+    turns of one conversation share theirs)."""
+    conn.execute(
+        "UPDATE dispatch_attempts SET worktree_branch = NULL WHERE worktree_common_dir = ? AND worktree_branch = ?",
+        (common_dir, branch),
+    )
 
 
 def conversation_branch(conn: Connection, conversation_id: int, agent: str, before: int) -> Row | None:
@@ -96,3 +100,12 @@ def owned_worktrees(conn: Connection) -> tuple[set[str], set[tuple[str, str]]]:
     paths = {r[0] for r in rows if r[0] and r[1] != REMOVED}
     branches = {(r[2], r[3]) for r in rows if r[2] and r[3]}
     return paths, branches
+
+
+def recent_worktrees(conn: Connection, agent: str | None, limit: int) -> list[Row]:
+    """The newest attempts that ran in a worktree (of ``agent``, or every agent), newest first."""
+    sql = "SELECT * FROM dispatch_attempts WHERE worktree_state IS NOT NULL"
+    params: tuple[object, ...] = ()
+    if agent is not None:
+        sql, params = sql + " AND agent = ?", (agent,)
+    return list(_rows(conn).execute(sql + " ORDER BY message_id DESC LIMIT ?", (*params, limit)).fetchall())

@@ -188,3 +188,54 @@ def test_isolation_none_and_read_levels_run_in_the_workspace(env, db_path, confi
         use(config_path, launchers, repo, isolation=isolation, level=level)
         _, row = dispatched(env, db_path)
         assert row["outcome"] == "succeeded" and row["isolation"] is None and row["worktree_path"] is None
+
+
+def test_apply_cherry_picks_cleanly_refuses_a_dirty_tree_and_leaves_a_conflict_untouched(
+    env, db_path, config_path, launchers, tmp_path
+):
+    repo = make_repo(tmp_path)
+    use(config_path, launchers, repo, FAKE_WORKER_WRITE="app.py=agent")
+    task, row = dispatched(env, db_path)
+    assert "+agent" in cli(env, "diff", str(task)).stdout
+    # A dirty tree is refused, and stays as it was.
+    (repo / "app.py").write_text("print('mine, uncommitted')\n")
+    before = checkout_hash(repo)
+    refused = cli(env, "apply", str(task))
+    assert refused.returncode != 0 and "apply_refused" in refused.stderr and checkout_hash(repo) == before
+    # A conflict (the user changed the same line and committed it) is reported, nothing half-done.
+    git(repo, "commit", "-qam", "mine")
+    before = checkout_hash(repo)
+    conflict = cli(env, "apply", str(task))
+    assert conflict.returncode != 0 and "apply_conflict" in conflict.stderr
+    assert checkout_hash(repo) == before and git(repo, "status", "--porcelain") == ""
+    assert not (repo / ".git" / "CHERRY_PICK_HEAD").exists()
+    # A clean apply: back to where the worker started, then apply.
+    git(repo, "reset", "-q", "--hard", "HEAD~1")
+    applied = cli(env, "apply", str(task))
+    assert applied.returncode == 0, applied.stderr
+    assert (repo / "app.py").read_text() == "agent"
+    assert git(repo, "log", "-1", "--format=%s") == f"agent-bridge: claude task #{task}"
+    assert "nothing to apply" in cli(env, "apply", str(task)).stdout
+    # discard: the branch goes, and the row says so.
+    done = cli(env, "discard", str(task))
+    assert done.returncode == 0, done.stderr
+    assert git(repo, "branch", "--list", "agent-bridge/*") == ""
+    assert attempt(db_path, task)["worktree_branch"] is None
+
+
+def test_a_failed_attempt_keeps_its_worktree_until_discarded(env, db_path, config_path, launchers, tmp_path):
+    repo = make_repo(tmp_path)
+    launcher = make_launcher(launchers, "crash", FAKE_WORKER_WRITE="half.py=1")
+    doc = json.loads(config_path.read_text())
+    config_path.write_text(json.dumps({**doc, "agents": {**doc["agents"], "claude": {
+        "launcher": str(launcher), "workspace": str(repo), "permissions": {"level": "edit"}}}}))  # fmt: skip
+    task, row = dispatched(env, db_path)
+    assert row["outcome"] == "failed" and row["worktree_state"] == "present"
+    assert (Path(row["worktree_path"]) / "half.py").read_text() == "1"
+    assert row["worktree_files"] == 1  # committed all the same: the branch keeps what it did
+    shown = cli(env, "show", str(task)).stdout
+    assert "worktree kept on disk" in shown
+    cli(env, "discard", str(task))
+    after = attempt(db_path, task)
+    assert after["worktree_state"] == "removed" and not Path(row["worktree_path"]).exists()
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
