@@ -8,8 +8,8 @@ from dispatcher.bridge.broadcast import BROADCAST_RECIPIENT, send_broadcast
 from dispatcher.bridge.conversations import check_conversation_send, take_turn
 from dispatcher.bridge.rows import KINDS, find_dedup, message_view, message_views
 from dispatcher.core.clock import iso
-from dispatcher.core.diffstat import WORKTREE_FIELDS, worktree_summary
 from dispatcher.core.clock import now as clock_now
+from dispatcher.core.diffstat import WORKTREE_FIELDS, worktree_summary
 from dispatcher.core.errors import BridgeError
 from dispatcher.core.lifecycle import FAILURE_OUTCOMES
 from dispatcher.core.validation import (

@@ -2,7 +2,7 @@
 ``show``, ``get_message``, ``listener status`` and ``top`` print (docs/worktrees.md)."""
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 WORKTREE_FIELDS = (
     "worktree_branch",
@@ -32,7 +32,11 @@ def diffstat_text(files: int | None, insertions: int | None, deletions: int | No
     )
 
 
-def worktree_summary(row: Mapping[str, Any]) -> dict[str, Any] | None:
+class RowLike(Protocol):
+    def __getitem__(self, key: str, /) -> Any: ...
+
+
+def worktree_summary(row: RowLike) -> dict[str, Any] | None:
     """The worktree part of an attempt row; None for an attempt without isolation."""
     if row["worktree_state"] is None:
         return None
@@ -52,7 +56,10 @@ def worktree_summary(row: Mapping[str, Any]) -> dict[str, Any] | None:
 
 def worktree_line(summary: Mapping[str, Any]) -> str:
     """One line: branch, commits and diffstat, and what the supervisor found."""
-    short = lambda sha: (sha or "-")[:10]  # noqa: E731 - a local spelling of one format
+
+    def short(sha: str | None) -> str:
+        return (sha or "-")[:10]
+
     line = (
         f"branch {summary['branch'] or '(deleted)'}, {short(summary['base'])}..{short(summary['head'])}: "
         f"{summary['diffstat']}"

@@ -20,10 +20,10 @@ from dispatcher.dispatch.paths import AgentPaths
 from dispatcher.dispatch.progress import read_progress, render_line
 from dispatcher.store import STORE_ERRORS, Connection
 from dispatcher.store.attempts import get_attempt
-from dispatcher.store.worktrees import recent_worktrees
 from dispatcher.store.listeners import listener_holder
 from dispatcher.store.readonly import open_read_only
 from dispatcher.store.views import LedgerPart, ledger_totals
+from dispatcher.store.worktrees import recent_worktrees
 
 # The status line imports this module: pydantic, the store and systemd helpers are
 # imported inside the functions that need them, to keep that path fast.

@@ -65,10 +65,14 @@ def worktree_path(paths: AgentPaths, message_id: int) -> Path:
     return paths.root / "worktrees" / paths.agent / str(message_id)
 
 
-def open_worktree(conn: Connection, paths: AgentPaths, message: Row, workspace: Path, declared: str, writes: bool) -> Path | None:
+def open_worktree(
+    conn: Connection, paths: AgentPaths, message: Row, workspace: Path, declared: str, writes: bool
+) -> Path | None:
     """The attempt's worktree (None: it runs in ``workspace`` itself). Raises IsolationRefused."""
     agent, message_id = message["recipient"], message["id"]
-    if not use_worktree(declared, writes, True) or not workspace.is_dir():  # (a missing workspace is the launch's error to report)
+    if (
+        not use_worktree(declared, writes, True) or not workspace.is_dir()
+    ):  # (a missing workspace is the launch's error to report)
         return None
     try:
         repo = g.find_repo(workspace)
@@ -84,12 +88,21 @@ def open_worktree(conn: Connection, paths: AgentPaths, message: Row, workspace: 
     path = worktree_path(paths, message_id)
     if path.is_relative_to(repo.toplevel):
         raise IsolationRefused("worktree_inside_checkout", _refusal_text("worktree_inside_checkout", workspace))
-    previous = conversation_branch(conn, message["conversation_id"], agent, message_id) if message["conversation_id"] else None
-    follows = previous is not None and previous["worktree_common_dir"] == str(repo.common_dir) and previous["worktree_head"]
+    previous = (
+        conversation_branch(conn, message["conversation_id"], agent, message_id) if message["conversation_id"] else None
+    )
+    follows = (
+        previous is not None and previous["worktree_common_dir"] == str(repo.common_dir) and previous["worktree_head"]
+    )
     branch = previous["worktree_branch"] if follows and previous is not None else branch_name(agent, message_id)
     with write_transaction(conn):
         record_worktree_plan(
-            conn, message_id, path=str(path), branch=branch, common_dir=str(repo.common_dir), checkout=str(repo.toplevel)
+            conn,
+            message_id,
+            path=str(path),
+            branch=branch,
+            common_dir=str(repo.common_dir),
+            checkout=str(repo.toplevel),
         )
     ensure_private_dir(path.parent.parent, "worktrees directory")
     ensure_private_dir(path.parent, "worktrees directory")
@@ -99,7 +112,10 @@ def open_worktree(conn: Connection, paths: AgentPaths, message: Row, workspace: 
             start = g.branch_head(repo.common_dir, branch)
             if start is None:
                 raise g.GitFailed("worktree_failed", f"the conversation's branch {branch} is gone")
-            git_dir, origin = g.add_worktree(repo.common_dir, path, branch, start, new_branch=False), previous["worktree_origin"]
+            git_dir, origin = (
+                g.add_worktree(repo.common_dir, path, branch, start, new_branch=False),
+                previous["worktree_origin"],
+            )
         else:
             start = origin = g.snapshot(repo, message_id)
             git_dir = g.add_worktree(repo.common_dir, path, branch, start, new_branch=True)

@@ -7,7 +7,6 @@ of the user's own uncommitted changes the worker started from, and a linear hist
 dirty tree or an operation under way, and on a conflict aborts: branch, index and tree as before.
 """
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from dispatcher.core.errors import BridgeError
 from dispatcher.core.locations import LocationsLike, shown
 from dispatcher.dispatch import git_worktree as g
 from dispatcher.dispatch.isolation import BRANCH_PREFIX, drop_worktree
+from dispatcher.dispatch.retention import tree_bytes
 from dispatcher.store import Connection, Row, open_store
 from dispatcher.store.attempts import get_attempt
 from dispatcher.store.worktrees import owned_worktrees, worktrees_on_disk
@@ -53,7 +53,9 @@ def diff(settings: LocationsLike, message_id: int) -> str:
     try:
         return g.diff_text(Path(row["worktree_common_dir"]), row["worktree_base"], row["worktree_head"])
     except g.GitFailed as exc:
-        raise BridgeError("git_failed", f"{exc.detail}; is the repository {row['worktree_checkout']} still there?") from None
+        raise BridgeError(
+            "git_failed", f"{exc.detail}; is the repository {row['worktree_checkout']} still there?"
+        ) from None
 
 
 def apply(settings: LocationsLike, message_id: int) -> list[str]:
@@ -123,17 +125,6 @@ def discard(settings: LocationsLike, message_id: int) -> list[str]:
 
 
 # -- what we own in repositories: doctor and uninstall --purge ------------------------------------
-def _size(path: Path) -> int:
-    total = 0
-    for root, _dirs, files in os.walk(path, followlinks=False):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(root, name)).st_size  # noqa: PTH118 - os.walk gives str
-            except OSError:
-                continue
-    return total
-
-
 def worktree_dirs(runtime: Path) -> Iterator[Path]:
     """Every ``<runtime>/worktrees/<agent>/<message id>`` directory on disk."""
     root = runtime / "worktrees"
@@ -145,7 +136,7 @@ def worktree_dirs(runtime: Path) -> Iterator[Path]:
 def orphans(conn: Connection, runtime: Path, repositories: set[Path]) -> dict[str, list[dict[str, Any]]]:
     """Worktree directories and ``agent-bridge/`` branches no attempt owns, with their size."""
     paths, owned_branches = owned_worktrees(conn)
-    dirs = [{"path": str(p), "bytes": _size(p)} for p in worktree_dirs(runtime) if str(p) not in paths]
+    dirs = [{"path": str(p), "bytes": tree_bytes(p)} for p in worktree_dirs(runtime) if str(p) not in paths]
     branches = []
     for common in sorted(repositories):
         try:
@@ -193,7 +184,8 @@ def purge_branches(settings: LocationsLike, workspaces: list[Path]) -> list[str]
         conn.close()
     for common in sorted(repositories):
         found = g.branches(common, BRANCH_PREFIX)
-        others = set(g.branches(common, "").values()) - set(found.values())  # the user's own branches
+        everyone = g.branches(common, "")
+        others = {commit for name, commit in everyone.items() if not name.startswith(BRANCH_PREFIX)}  # the user's
         for name, commit in sorted(found.items()):
             unmerged = not any(g.merged(common, commit, other) for other in others)
             if unmerged:

@@ -613,6 +613,69 @@ def check_workspaces(ctx: Context) -> list[Finding]:
     return found
 
 
+def check_isolation(ctx: Context) -> list[Finding]:
+    """An agent whose workers need a worktree has a workspace one can be made from (docs/worktrees.md)."""
+    from dispatcher.core.settings import BridgeSettings
+    from dispatcher.dispatch import git_worktree as g
+    from dispatcher.dispatch.isolation import ISOLATION_TEXT, use_worktree
+
+    config, default = ctx.valid_config(), BridgeSettings().workspace
+    where = ctx.locations.config or "config.json"
+    found = []
+    for agent in sorted(config.agents):
+        declared, writes = config.agents[agent].isolation, config.permissions(agent).writes
+        workspace = config.workspace(agent, default)
+        if not use_worktree(declared, writes, True) or not workspace.is_dir():
+            continue
+        try:
+            repo = g.find_repo(workspace)
+            why = "workspace_not_git" if repo is None and declared == "worktree" else repo and g.repo_refusal(repo)
+        except g.GitFailed as exc:
+            why = exc.kind
+        if why:
+            fix = f'fix the repository, or set agents.{agent}.isolation to "none" in {where}'
+            found.append(
+                Finding(why, ERROR, f"{agent}: {ISOLATION_TEXT.get(why, why)} ({workspace}); its tasks fail", fix, agent)
+            )
+        elif repo is not None:
+            found.append(
+                Finding("isolation_ok", OK, f"workers of {agent} get a worktree of {repo.toplevel}", "", agent)
+            )
+    return found
+
+
+def check_worktrees(ctx: Context) -> list[Finding]:
+    """Worktrees and ``agent-bridge/`` branches of ours that no attempt owns, with their size."""
+    from dispatcher.core.settings import BridgeSettings
+    from dispatcher.ops.branches import known_repositories, orphans
+
+    conn = ctx.store()
+    workspaces = []
+    if ctx.config is not None:
+        default = BridgeSettings().workspace
+        workspaces = [ctx.config.workspace(agent, default) for agent in ctx.config.agents]
+    left = orphans(conn, ctx.locations.private_dir(), known_repositories(conn, workspaces))
+    found = [
+        Finding(
+            "orphan_worktree",
+            WARN,
+            f"worktree {w['path']} ({w['bytes'] // 1024} KiB) belongs to no attempt",
+            f"rm -rf '{w['path']}', then `git worktree prune` in its repository",
+        )
+        for w in left["worktrees"]
+    ]
+    found += [
+        Finding(
+            "orphan_branch",
+            WARN,
+            f"branch {b['branch']} of {b['repository']} (at {b['commit'][:12]}) belongs to no attempt",
+            f"review it, then `git --git-dir='{b['repository']}' branch -D {b['branch']}`",
+        )
+        for b in left["branches"]
+    ]
+    return found or [Finding("worktrees_ok", OK, "no worktree or agent-bridge/ branch without its attempt")]
+
+
 # --- each agent's listener and systemd unit ----------------------------------------------
 
 
@@ -1047,6 +1110,7 @@ def run_checks() -> list[Finding]:
             for check in (
                 check_launchers,
                 check_workspaces,
+                check_isolation,
                 check_clis,
                 check_auth,
                 check_permissions,
@@ -1058,6 +1122,7 @@ def run_checks() -> list[Finding]:
         findings += _safe(check_statusline, ctx)
         if ctx.conn is not None and ctx.schema_current:
             findings += _safe(check_stale, ctx)
+            findings += _safe(check_worktrees, ctx)
     finally:
         if ctx.conn is not None:
             ctx.conn.close()

@@ -117,7 +117,9 @@ def test_isolation_worktree_on_a_workspace_outside_git_fails_and_runs_nothing(
 
 
 @pytest.mark.parametrize("case", ["mid_merge", "detached", "bare", "no_commits"])
-def test_a_repository_that_cannot_be_branched_gets_one_clear_error(env, db_path, config_path, launchers, tmp_path, case):
+def test_a_repository_that_cannot_be_branched_gets_one_clear_error(
+    env, db_path, config_path, launchers, tmp_path, case
+):
     repo = make_repo(tmp_path)
     expected = {
         "mid_merge": "workspace_mid_operation",
@@ -238,4 +240,114 @@ def test_a_failed_attempt_keeps_its_worktree_until_discarded(env, db_path, confi
     cli(env, "discard", str(task))
     after = attempt(db_path, task)
     assert after["worktree_state"] == "removed" and not Path(row["worktree_path"]).exists()
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+
+
+def test_a_follow_up_turn_continues_on_the_same_branch(env, db_path, config_path, launchers, tmp_path):
+    from dispatcher.bridge.messages import send_message
+    from dispatcher.store import open_store
+
+    repo = make_repo(tmp_path)
+    use(config_path, launchers, repo, FAKE_WORKER_WRITE="turn.txt=first")
+    first = post_task(db_path, "first turn", conversation=True)
+    cli(env, "dispatch", str(first))
+    one = attempt(db_path, first)
+    assert one["outcome"] == "succeeded"
+    result = query(db_path, "SELECT id FROM messages WHERE reply_to = ? AND kind = 'result'", (first,))[0][0]
+    conn = open_store(db_path)
+    try:
+        second = send_message(
+            conn, sender="kimi", recipient="claude", kind="task", reply_to=result, text="again",
+            agents={"kimi", "claude"},
+        )["id"]  # fmt: skip
+    finally:
+        conn.close()
+    use(config_path, launchers, repo, FAKE_WORKER_WRITE="turn.txt=second")
+    cli(env, "dispatch", str(second))
+    two = attempt(db_path, second)
+    assert two["outcome"] == "succeeded", two
+    assert two["worktree_branch"] == one["worktree_branch"] == f"agent-bridge/claude/{first}"
+    assert (two["worktree_base"], two["worktree_origin"]) == (one["worktree_head"], one["worktree_origin"])
+    subjects = git(repo, "log", "--format=%s", f"{one['worktree_origin']}..{two['worktree_branch']}").splitlines()
+    assert subjects == [f"agent-bridge: claude task #{second}", f"agent-bridge: claude task #{first}"]
+    assert git(repo, "show", f"{two['worktree_branch']}:turn.txt") == "second"
+
+
+def test_kill_9_of_a_supervisor_mid_run_is_settled_with_its_worktree_once(
+    env, db_path, config_path, launchers, tmp_path
+):
+    import signal
+    import sys
+
+    from dispatch_harness import PROJECT, tree_of, wait_until
+
+    repo = make_repo(tmp_path)
+    release = tmp_path / "release"
+    use(config_path, launchers, repo, FAKE_WORKER_WRITE="late.txt=kept", FAKE_WORKER_RELEASE_FILE=str(release),
+        FAKE_WORKER_DELAY="120")  # fmt: skip
+    # The launcher's mode: claim, wait for the release file, then answer.
+    (launchers / "launch_succeed.sh").write_text(
+        (launchers / "launch_succeed.sh").read_text().replace("FAKE_WORKER_MODE=succeed", "FAKE_WORKER_MODE=claim_and_wait")
+    )
+    task = post_task(db_path, "survive your supervisor")
+    supervisor = subprocess.Popen(
+        [sys.executable, "-m", "dispatcher", "dispatch", str(task)], cwd=PROJECT, env={**os.environ, **env},
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    running = wait_until(lambda: (a := attempt(db_path, task)) and a["state"] == "spawned" and a, what="worker spawned")
+    wait_until(lambda: (Path(running["worktree_path"]) / "late.txt").exists(), what="the worker's edit")
+    supervisor.send_signal(signal.SIGKILL)
+    supervisor.wait(30)
+    release.write_text("go")
+    wait_until(lambda: not tree_of(running["worker_token"]), what="the orphaned worker to end")
+    for _ in range(2):  # twice: the second pass finds nothing to do
+        done = cli(env, "listener", "recover", "--agent", "claude")
+        assert done.returncode == 0, done.stderr
+    row = attempt(db_path, task)
+    assert (row["state"], row["outcome"], row["worktree_state"]) == ("finished", "succeeded", "removed")
+    assert not Path(row["worktree_path"]).exists()
+    log = git(repo, "log", "--format=%s", f"{row['worktree_base']}..{row['worktree_branch']}").splitlines()
+    assert log == [f"agent-bridge: claude task #{task}"]
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+
+
+def test_doctor_reports_what_no_attempt_owns_and_purge_removes_ours(env, launchers, tmp_path):
+    from register_harness import register_env
+
+    from dispatcher.core.locations import is_postgres_url
+
+    # A store, runtime and HOME of its own: uninstall --purge deletes the first two and edits the CLIs' files.
+    own = tmp_path / "bridge"
+    env = {
+        **register_env(tmp_path),
+        **env,
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path / "home"),
+        "AGENT_BRIDGE_RUNTIME_DIR": str(own / "runtime"),
+        "AGENT_BRIDGE_CONFIG": str(own / "config.json"),
+    }
+    if not is_postgres_url(env["AGENT_BRIDGE_DB"]):
+        env["AGENT_BRIDGE_DB"] = str(own / "state" / "bridge.db")
+    own.mkdir()
+    db_path, config_path = env["AGENT_BRIDGE_DB"], Path(env["AGENT_BRIDGE_CONFIG"])
+    repo = make_repo(tmp_path)
+    use(config_path, launchers, repo, FAKE_WORKER_WRITE="kept.txt=1")
+    task, _ = dispatched(env, db_path)
+    git(repo, "branch", "agent-bridge/claude/999999")  # a branch of ours that no attempt owns
+    stray = Path(env["AGENT_BRIDGE_RUNTIME_DIR"]) / "worktrees" / "claude" / "888888"
+    stray.mkdir(parents=True)
+    (stray / "big").write_bytes(b"x" * 4096)
+    report = cli(env, "doctor", "--json")
+    findings = {(f["code"], f["message"]) for f in json.loads(report.stdout)["findings"]}
+    codes = [code for code, _ in findings]
+    assert codes.count("orphan_branch") == 1 and codes.count("orphan_worktree") == 1, findings
+    assert any("agent-bridge/claude/999999" in m for c, m in findings if c == "orphan_branch")
+    assert any(str(stray) in m and "4 KiB" in m for c, m in findings if c == "orphan_worktree")
+    assert f"agent-bridge/claude/{task}" not in report.stdout
+    git(repo, "checkout", "-q", "-b", "elsewhere")
+    purged = cli(env, "uninstall", "--purge")
+    assert purged.returncode == 0, purged.stderr
+    assert f"deleting unmerged branch agent-bridge/claude/{task}" in purged.stdout
+    assert "unmerged branch agent-bridge/claude/999999" not in purged.stdout  # (it is in main)
+    assert git(repo, "branch", "--list", "agent-bridge/*") == ""
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
