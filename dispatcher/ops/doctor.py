@@ -634,9 +634,8 @@ def check_isolation(ctx: Context) -> list[Finding]:
             why = exc.kind
         if why:
             fix = f'fix the repository, or set agents.{agent}.isolation to "none" in {where}'
-            found.append(
-                Finding(why, ERROR, f"{agent}: {ISOLATION_TEXT.get(why, why)} ({workspace}); its tasks fail", fix, agent)
-            )
+            text = f"{why}: {ISOLATION_TEXT.get(why, why)} ({workspace}); its tasks fail"
+            found.append(Finding("isolation_refused", ERROR, text, fix, agent))
         elif repo is not None:
             found.append(
                 Finding("isolation_ok", OK, f"workers of {agent} get a worktree of {repo.toplevel}", "", agent)
@@ -673,7 +672,7 @@ def check_worktrees(ctx: Context) -> list[Finding]:
         )
         for b in left["branches"]
     ]
-    return found or [Finding("worktrees_ok", OK, "no worktree or agent-bridge/ branch without its attempt")]
+    return found
 
 
 # --- each agent's listener and systemd unit ----------------------------------------------

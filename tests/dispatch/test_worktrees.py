@@ -287,7 +287,9 @@ def test_kill_9_of_a_supervisor_mid_run_is_settled_with_its_worktree_once(
         FAKE_WORKER_DELAY="120")  # fmt: skip
     # The launcher's mode: claim, wait for the release file, then answer.
     (launchers / "launch_succeed.sh").write_text(
-        (launchers / "launch_succeed.sh").read_text().replace("FAKE_WORKER_MODE=succeed", "FAKE_WORKER_MODE=claim_and_wait")
+        (launchers / "launch_succeed.sh")
+        .read_text()
+        .replace("FAKE_WORKER_MODE=succeed", "FAKE_WORKER_MODE=claim_and_wait")
     )
     task = post_task(db_path, "survive your supervisor")
     supervisor = subprocess.Popen(
