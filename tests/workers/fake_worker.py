@@ -101,8 +101,8 @@ async def behave() -> None:
 
 
 def tamper(what: set[str]) -> None:
-    """Planted in the worktree: a .git file pointing at a repository whose fsmonitor would run
-    (it writes a marker), a symlink out of the tree, a FIFO; or the workspace deleted."""
+    """Planted in the worktree: a .git file pointing at a repository whose fsmonitor and clean
+    filter would run (they write a marker), a symlink out of the tree, a FIFO; or the workspace deleted."""
     here = Path.cwd()
     if "git_file" in what:
         evil = Path(os.environ["AGENT_BRIDGE_ATTEMPT_DIR"]) / "evil"
@@ -112,6 +112,9 @@ def tamper(what: set[str]) -> None:
         hook.write_text(f"#!/bin/sh\ntouch {marker}\n")
         hook.chmod(0o755)
         subprocess.run(["git", "-C", str(evil), "config", "core.fsmonitor", str(hook)], check=True)  # noqa: S607
+        # A clean filter the planted config defines, for every file: any git that reads that config runs it.
+        subprocess.run(["git", "-C", str(evil), "config", "filter.evil.clean", f"{hook}; cat"], check=True)  # noqa: S607
+        (here / ".gitattributes").write_text("* filter=evil\n")
         (here / ".git").write_text(f"gitdir: {evil / '.git'}\n")
     if "symlink" in what:
         (here / "escape").symlink_to("/etc")
