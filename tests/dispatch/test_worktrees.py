@@ -102,6 +102,8 @@ def test_a_worker_edits_its_worktree_and_the_supervisor_commits_it(env, db_path,
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
     shown = cli(env, "show", str(task))
     assert "1 file changed, 1 insertion(+), 0 deletions(-)" in shown.stdout and branch in shown.stdout
+    top = cli({**env, "COLUMNS": "300"}, "top", "--once")
+    assert branch in top.stdout and "1 file changed" in top.stdout, top.stdout
 
 
 def test_isolation_worktree_on_a_workspace_outside_git_fails_and_runs_nothing(
