@@ -38,7 +38,20 @@ def _attempt(conn: Connection, message_id: int) -> Row:
 
 
 def _with_store(settings: LocationsLike) -> Connection:
+    log_to_runtime(settings)
     return open_store(settings.db)
+
+
+def log_to_runtime(settings: LocationsLike, *, to_file: bool = True) -> None:
+    """The dispatch modules' log lines go to the runtime's dispatcher.log where there is one, and
+    warnings to stderr; never to stdout, which is this command's output."""
+    import logging
+
+    from dispatcher.core.logs import configure_logging
+
+    runtime = settings.private_dir()
+    log_file = runtime / "dispatcher.log" if to_file and runtime.is_dir() else None  # (never made for a log)
+    configure_logging(stderr_level=logging.WARNING, log_file=log_file)
 
 
 def diff(settings: LocationsLike, message_id: int) -> str:
@@ -172,6 +185,7 @@ def purge_branches(settings: LocationsLike, workspaces: list[Path]) -> list[str]
     """For ``uninstall --purge``: remove every worktree of ours, list each unmerged branch, then
     delete every ``agent-bridge/`` branch. Lines to print."""
     lines: list[str] = []
+    log_to_runtime(settings, to_file=False)  # (the runtime directory goes next)
     try:
         conn = open_store(settings.db)
     except (BridgeError, OSError):

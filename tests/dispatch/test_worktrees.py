@@ -229,11 +229,7 @@ def test_apply_cherry_picks_cleanly_refuses_a_dirty_tree_and_leaves_a_conflict_u
 
 def test_a_failed_attempt_keeps_its_worktree_until_discarded(env, db_path, config_path, launchers, tmp_path):
     repo = make_repo(tmp_path)
-    launcher = make_launcher(launchers, "crash", FAKE_WORKER_WRITE="half.py=1")
-    doc = json.loads(config_path.read_text())
-    config_path.write_text(json.dumps({**doc, "agents": {**doc["agents"], "claude": {
-        "launcher": str(launcher), "workspace": str(repo), "permissions": {"level": "edit"}}}}))  # fmt: skip
-    task, row = dispatched(env, db_path)
+    task, row = _failed_attempt(env, db_path, config_path, launchers, repo)
     assert row["outcome"] == "failed" and row["worktree_state"] == "present"
     assert (Path(row["worktree_path"]) / "half.py").read_text() == "1"
     assert row["worktree_files"] == 1  # committed all the same: the branch keeps what it did
@@ -354,4 +350,58 @@ def test_doctor_reports_what_no_attempt_owns_and_purge_removes_ours(env, launche
     assert f"deleting unmerged branch agent-bridge/claude/{task}" in purged.stdout
     assert "unmerged branch agent-bridge/claude/999999" not in purged.stdout  # (it is in main)
     assert git(repo, "branch", "--list", "agent-bridge/*") == ""
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+
+
+def test_a_worker_that_changes_nothing_leaves_no_branch(env, db_path, config_path, launchers, tmp_path):
+    repo = make_repo(tmp_path)
+    use(config_path, launchers, repo)
+    _, row = dispatched(env, db_path)
+    assert row["outcome"] == "succeeded" and row["worktree_files"] == 0 and row["worktree_branch"] is None
+    assert git(repo, "branch", "--list", "agent-bridge/*") == ""
+
+
+def _failed_attempt(env, db_path, config_path, launchers, repo) -> tuple[int, dict]:
+    launcher = make_launcher(launchers, "crash", FAKE_WORKER_WRITE="half.py=1")
+    doc = json.loads(config_path.read_text())
+    claude = {"launcher": str(launcher), "workspace": str(repo), "permissions": {"level": "edit"}}
+    config_path.write_text(json.dumps({**doc, "agents": {**doc["agents"], "claude": claude}}))
+    return dispatched(env, db_path)
+
+
+def test_retention_and_the_disk_cap_remove_kept_worktrees_and_keep_their_branches(
+    env, db_path, config_path, launchers, tmp_path
+):
+    from dispatcher.core import clock
+    from dispatcher.dispatch.worktree_retention import prune_kept_worktrees
+    from dispatcher.store import open_store
+
+    repo = make_repo(tmp_path)
+    task, row = _failed_attempt(env, db_path, config_path, launchers, repo)
+    assert row["worktree_state"] == "present"
+    conn = open_store(db_path)
+    try:
+        assert task not in prune_kept_worktrees(conn, "claude", clock.now(), 7, None)  # young, no cap: kept
+        assert task in prune_kept_worktrees(conn, "claude", clock.now(), 7, 0)  # over a cap of 0 MB: removed
+    finally:
+        conn.close()
+    after = attempt(db_path, task)
+    assert after["worktree_state"] == "removed" and not Path(row["worktree_path"]).exists()
+    assert git(repo, "show", f"{row['worktree_branch']}:half.py") == "1"  # the branch keeps the work
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+
+
+def test_prune_removes_kept_worktrees_before_their_attempts(env, db_path, config_path, launchers, tmp_path):
+    import time
+
+    from dispatch_harness import wait_until
+
+    repo = make_repo(tmp_path)
+    task, row = _failed_attempt(env, db_path, config_path, launchers, repo)
+    assert row["worktree_state"] == "present"
+    wait_until(lambda: time.time() > row["finished_at"] + 1.5, what="the attempt to be older than 1 s")
+    done = cli(env, "prune", "--older-than", "1s")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["worktrees"] >= 1
+    assert not Path(row["worktree_path"]).exists()
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
