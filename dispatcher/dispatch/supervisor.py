@@ -16,7 +16,7 @@ from dispatcher.core import clock
 from dispatcher.core.logs import get_logger
 from dispatcher.core.processes import start_time
 from dispatcher.core.settings_view import ListenerSettings
-from dispatcher.dispatch.attempts import begin_attempt
+from dispatcher.dispatch.attempts import begin_attempt, get_attempt
 from dispatcher.dispatch.faults import fault_point
 from dispatcher.dispatch.leftovers import remove_request
 from dispatcher.dispatch.paths import AgentPaths
@@ -73,7 +73,7 @@ def _supervise(
     from dispatcher.dispatch.worker_run import run_worker
 
     try:
-        workspace = _workspace(conn, settings, config, paths, message)
+        workspace, git_common_dir = _workspace(conn, settings, config, paths, message)
     except isolation.IsolationRefused as exc:
         from dispatcher.dispatch.outcome import settle
 
@@ -94,6 +94,7 @@ def _supervise(
             deadline=began + timeout,
             subreaper=subreaper,
             workspace=workspace,
+            git_common_dir=git_common_dir,
             after_worker=lambda: isolation.close_worktree(conn, message_id),
         )
     finally:
@@ -103,8 +104,11 @@ def _supervise(
     return outcome
 
 
-def _workspace(conn, settings: ListenerSettings, config: "WorkerConfig", paths: AgentPaths, message) -> Path:
-    """Where the worker runs: its attempt's worktree, or the agent's workspace (docs/worktrees.md)."""
+def _workspace(
+    conn, settings: ListenerSettings, config: "WorkerConfig", paths: AgentPaths, message
+) -> tuple[Path, Path | None]:
+    """Where the worker runs: its attempt's worktree (and the repository's git directory), or the
+    agent's workspace (docs/worktrees.md)."""
     from dispatcher.dispatch.isolation import open_worktree
 
     agent = message["recipient"]
@@ -112,4 +116,7 @@ def _workspace(conn, settings: ListenerSettings, config: "WorkerConfig", paths: 
     worktree = open_worktree(
         conn, paths, message, workspace, config.agents[agent].isolation, config.permissions(agent).writes
     )
-    return worktree or workspace
+    if worktree is None:
+        return workspace, None
+    row = get_attempt(conn, message["id"])
+    return worktree, Path(row["worktree_common_dir"]) if row is not None else None

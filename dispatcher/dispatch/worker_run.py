@@ -131,6 +131,7 @@ def worker_env(
     workspace: Path | None = None,
     *,
     permissions: ProfileRules,
+    git_common_dir: Path | None = None,
 ) -> dict[str, str]:
     """The launcher's environment: resolved values, so the worker's own server agrees with ours.
 
@@ -155,6 +156,8 @@ def worker_env(
         "AGENT_BRIDGE_ATTEMPT_DIR": str(attempt_dir),
         "AGENT_BRIDGE_DIAGNOSTICS_FILE": str(diagnostics),
         "AGENT_BRIDGE_WORKSPACE": str(workspace or settings.workspace),
+        # In a worktree: the user's repository's git directory, which the permission plan keeps read-only.
+        **({"AGENT_BRIDGE_GIT_COMMON_DIR": str(git_common_dir)} if git_common_dir is not None else {}),
         TOKEN_ENV: token,  # marks every process of this worker's tree
     }
 
@@ -167,6 +170,7 @@ def _launch(
     prompt: str,
     token: str,
     workspace: Path,
+    git_common_dir: Path | None,
 ) -> Launch:
     agent, message_id = message["recipient"], message["id"]
     attempt_dir = ensure_private_dir(paths.attempt_dir(message_id))
@@ -188,6 +192,7 @@ def _launch(
         config.agents[agent].max_cost_usd_per_task,
         workspace,
         permissions=config.permissions(agent),
+        git_common_dir=git_common_dir,
     )
     log_fd = open_private_append(attempt_dir / "worker.log")
     gate_in, gate_out = os.pipe()
@@ -276,6 +281,7 @@ def run_worker(
     subreaper: bool,
     *,
     workspace: Path,
+    git_common_dir: Path | None = None,
     after_worker: Callable[[], None] = lambda: None,
 ) -> str:
     """``deadline``: on the monotonic clock. ``workspace``: where the worker runs (the agent's, or
@@ -284,7 +290,7 @@ def run_worker(
     message_id, began = message["id"], deadline - timeout
     try:
         prompt = worker_prompt(conn, message, config.permissions(message["recipient"]), workspace)
-        launch = _launch(settings, config, paths, message, prompt, token, workspace)
+        launch = _launch(settings, config, paths, message, prompt, token, workspace, git_common_dir)
     except OSError as exc:
         # The path (launcher or workspace) is configuration, not payload: the log names it.
         log.warning(

@@ -301,9 +301,8 @@ def prune(
 
 def run_prune(settings, older_than: str, *, dry_run: bool = False, compact: bool = False) -> dict:
     """The CLI's entry: parse the duration first (nothing is opened on a bad one), then prune."""
-    from dispatcher.store import open_store
-
     from dispatcher.ops.branches import log_to_runtime
+    from dispatcher.store import open_store
 
     seconds = parse_duration(older_than)
     log_to_runtime(settings)

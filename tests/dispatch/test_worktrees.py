@@ -180,8 +180,10 @@ def test_a_worktree_deleted_under_its_attempt_is_reported_and_git_forgets_it(
     env, db_path, config_path, launchers, tmp_path
 ):
     repo = make_repo(tmp_path)
-    use(config_path, launchers, repo, FAKE_WORKER_TAMPER="rm_workspace")
+    seen = tmp_path / "seen"
+    use(config_path, launchers, repo, FAKE_WORKER_TAMPER="rm_workspace", FAKE_WORKER_ENV_FILE=str(seen))
     _, row = dispatched(env, db_path)
+    assert seen.read_text() == str(repo / ".git")  # for the permission plan's read-only rule
     assert row["worktree_findings"] == "worktree_missing" and row["worktree_state"] == "removed"
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
 

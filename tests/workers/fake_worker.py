@@ -13,6 +13,7 @@ With FAKE_WORKER_LAUNCHES set, it appends its message id to that file first; wit
 FAKE_WORKER_DIAGNOSTICS set, it writes that JSON to the diagnostics file, as a launcher would.
 With FAKE_WORKER_FIFOS set (comma-separated names), it replaces those files of its attempt
 directory by FIFOs that nothing ever writes to, as a hostile worker could.
+With FAKE_WORKER_ENV_FILE set, it writes its AGENT_BRIDGE_GIT_COMMON_DIR there ("-" when unset).
 With FAKE_WORKER_WRITE set (``name=text``), it writes that file in its workspace first; with
 FAKE_WORKER_TAMPER set (comma-separated: git_file, symlink, fifo, rm_workspace), it does that to
 its workspace, as a hostile worker in a worktree could.
@@ -135,6 +136,8 @@ def main() -> int:
         planted = Path(os.environ["AGENT_BRIDGE_ATTEMPT_DIR"]) / name
         planted.unlink(missing_ok=True)
         os.mkfifo(planted, 0o600)
+    if seen := os.environ.get("FAKE_WORKER_ENV_FILE"):  # what the supervisor told it about git
+        Path(seen).write_text(os.environ.get("AGENT_BRIDGE_GIT_COMMON_DIR", "-"))
     if write := os.environ.get("FAKE_WORKER_WRITE"):
         name, _, text = write.partition("=")
         Path(name).write_text(text)
