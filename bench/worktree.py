@@ -5,13 +5,15 @@ worktree costs after the verdict. ``uv run python -m bench.worktree [--runs N] [
 Steps, as ``dispatch.isolation.open_worktree`` runs them: ``find_repo`` (rev-parse, symbolic-ref,
 HEAD), ``snapshot`` (a copy of the user's index, ``add -A`` through it, ``write-tree``, and
 ``commit-tree`` when something differs) and ``add_worktree`` (``git worktree add -b``: the
-checkout of every file). Run with a clean checkout and with a dirty one (one file changed, one
-untracked). Wall-clock milliseconds; the machine's load is printed with them.
+checkout of every file; ``add_worktree_cpu`` is git's own CPU time for it). Run with a clean
+checkout and with a dirty one (one file changed, one untracked). Milliseconds; the machine's load
+is printed with them.
 """
 
 import argparse
 import json
 import os
+import resource
 import subprocess
 import tempfile
 import time
@@ -37,19 +39,31 @@ def make_repo(root: Path, files: int) -> Path:
     return repo
 
 
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def one_setup(repo: Path, where: Path, run: int) -> dict[str, float]:
     t0 = time.perf_counter()
     found = g.find_repo(repo)
     t1 = time.perf_counter()
     assert found is not None
     start = g.snapshot(found, run)
-    t2 = time.perf_counter()
+    t2, cpu = time.perf_counter(), _children_cpu()
     g.add_worktree(found.common_dir, where / str(run), f"bench/{run}", start, new_branch=True)
-    t3 = time.perf_counter()
+    t3, add_cpu = time.perf_counter(), _children_cpu() - cpu
     g.remove_worktree(found.common_dir, where / str(run), g.expected_git_dir(where / str(run)))
     t4 = time.perf_counter()
     g.delete_branch(found.common_dir, f"bench/{run}")
-    return {"find_repo": t1 - t0, "snapshot": t2 - t1, "add_worktree": t3 - t2, "setup": t3 - t0, "remove": t4 - t3}
+    return {
+        "find_repo": t1 - t0,
+        "snapshot": t2 - t1,
+        "add_worktree": t3 - t2,
+        "add_worktree_cpu": add_cpu,  # git's user + system CPU for the checkout
+        "setup": t3 - t0,
+        "remove": t4 - t3,
+    }
 
 
 def measure(files: int, runs: int) -> dict:
