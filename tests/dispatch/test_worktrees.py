@@ -116,6 +116,11 @@ def test_isolation_worktree_on_a_workspace_outside_git_fails_and_runs_nothing(
     _, row = dispatched(env, db_path)
     assert (row["outcome"], row["error_kind"]) == ("failed", "workspace_not_git")
     assert not launches.exists() and list(plain.iterdir()) == []
+    report = json.loads(cli(env, "doctor", "--json").stdout)["findings"]
+    refused = [f for f in report if f["code"] == "isolation_refused"]
+    assert (
+        len(refused) == 1 and refused[0]["message"].startswith("workspace_not_git: ") and refused[0]["level"] == "error"
+    )
 
 
 @pytest.mark.parametrize("case", ["mid_merge", "detached", "bare", "no_commits"])
