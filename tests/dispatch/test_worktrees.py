@@ -178,6 +178,7 @@ def test_a_hostile_worker_cannot_make_the_supervisor_follow_what_it_planted(
     assert git(repo, "ls-tree", branch, "escape").startswith("120000")  # committed as a link, never followed
     assert "pipe" not in git(repo, "ls-tree", "--name-only", branch)
     assert not Path(row["worktree_path"]).exists() and checkout_hash(repo) == before
+    assert (evil.parent / "worker.log").is_file()  # removing the worktree did not follow the link
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
 
 

@@ -103,7 +103,7 @@ async def behave() -> None:
 
 def tamper(what: set[str]) -> None:
     """Planted in the worktree: a .git file pointing at a repository whose fsmonitor and clean
-    filter would run (they write a marker), a symlink out of the tree, a FIFO; or the workspace deleted."""
+    filter would run (they write a marker), a symlink out of the tree (to its attempt directory), a FIFO; or the workspace deleted."""
     here = Path.cwd()
     if "git_file" in what:
         evil = Path(os.environ["AGENT_BRIDGE_ATTEMPT_DIR"]) / "evil"
@@ -118,7 +118,7 @@ def tamper(what: set[str]) -> None:
         (here / ".gitattributes").write_text("* filter=evil\n")
         (here / ".git").write_text(f"gitdir: {evil / '.git'}\n")
     if "symlink" in what:
-        (here / "escape").symlink_to("/etc")
+        (here / "escape").symlink_to(os.environ["AGENT_BRIDGE_ATTEMPT_DIR"], target_is_directory=True)
     if "fifo" in what:
         os.mkfifo(here / "pipe", 0o600)
     if "rm_workspace" in what:
