@@ -8,7 +8,7 @@ An agent id that a valid file does not declare raises ``UnknownAgent`` (``unknow
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator, model_validator
 
@@ -64,6 +64,10 @@ class AgentConfig(BaseModel):
     # What this agent's headless workers may do in their workspace (dispatcher/core/permissions.py).
     # Absent: level ``bridge``, the bridge tools only, as before profiles existed.
     permissions: PermissionProfile | None = None
+    # Where its workers edit (docs/worktrees.md): ``worktree`` (a git worktree and branch of their
+    # own per attempt), ``none`` (the workspace itself), ``auto``: worktree when the workspace is
+    # in a git repository and the level writes files.
+    isolation: Literal["auto", "worktree", "none"] = "auto"
 
     @field_validator("workspace")
     @classmethod
@@ -104,6 +108,10 @@ class BridgeConfig(ConfigPlaces, BaseModel):
                 "could mean another day"
             )
         return self
+
+    # Kept worktrees (of failed or crashed attempts, kept for inspection until retention) may use
+    # this much disk in all; past it, the oldest go first (their branches stay).
+    kept_worktrees_max_mb: int = Field(default=2048, ge=0, le=10**7)
 
     def permissions(self, agent: str) -> PermissionProfile:
         """The agent's permission profile; ``bridge`` when it declares none."""

@@ -114,6 +114,7 @@ class AgentView:
     max_tokens_per_day: int | None
     workspace: str | None
     prices: PricesView | None
+    isolation: str = "auto"
 
     @classmethod
     def of(cls, entry: Mapping[str, Any]) -> "AgentView":
@@ -133,6 +134,8 @@ class ConfigView(ConfigPlaces):
     dispatch_max_age_seconds: int
     attempt_retention_days: int
     budget_time_zone: str | None
+
+    kept_worktrees_max_mb: int
     profiles: Mapping[str, ProfileView]  # each agent's, as BridgeConfig.permissions gave it
 
     def permissions(self, agent: str) -> ProfileView:
@@ -150,6 +153,7 @@ class ConfigView(ConfigPlaces):
             dispatch_max_age_seconds=document["dispatch_max_age_seconds"],
             attempt_retention_days=document["attempt_retention_days"],
             budget_time_zone=document["budget_time_zone"],
+            kept_worktrees_max_mb=document["kept_worktrees_max_mb"],
             profiles={agent: ProfileView.of(profile) for agent, profile in profiles.items()},
         )
 

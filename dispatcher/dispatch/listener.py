@@ -56,6 +56,7 @@ from dispatcher.store.connection import prepare_store_dir, shrink_wal
 from dispatcher.store.messages import cap_far_leases
 from dispatcher.store.roles import refuse_another_agents_role
 from dispatcher.store.store_clock import store_now
+from dispatcher.store.worktrees import worktrees_on_disk
 
 # Between file events, a look anyway (a config.json reached through a link, a replaced directory).
 SUPERVISOR_STOP_CHECK_SECONDS = 0.25
@@ -356,6 +357,16 @@ class Listener:
                     clock.now(),
                     self.config.attempt_retention_days,
                 )
+                if worktrees_on_disk(store.connection(), self.agent):  # (git and its modules load only then)
+                    from dispatcher.dispatch.worktree_retention import prune_kept_worktrees
+
+                    prune_kept_worktrees(
+                        store.connection(),
+                        self.agent,
+                        clock.now(),
+                        self.config.attempt_retention_days,
+                        self.config.kept_worktrees_max_mb,
+                    )
         except (BridgeError, OSError) as exc:  # tried again in an hour; never stops the listener
             log.warning("attempt_prune_failed", agent=self.agent, error=type(exc).__name__)
 
