@@ -413,3 +413,26 @@ def test_prune_removes_kept_worktrees_before_their_attempts(env, db_path, config
     assert json.loads(done.stdout)["worktrees"] >= 1
     assert not Path(row["worktree_path"]).exists()
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+
+
+def test_an_agents_own_role_records_its_worktrees(env, db_path, config_path, launchers, tmp_path, request):
+    """On PostgreSQL with per-agent roles, the supervisor (and `discard`) write the worktree columns
+    under the agent's own role: the row policies grant exactly those columns (``store.roles``)."""
+    from dispatcher.core.locations import is_postgres_url
+
+    if not is_postgres_url(str(db_path)):
+        pytest.skip("per-agent database roles are PostgreSQL's")
+    as_claude = {**env, "AGENT_BRIDGE_DB": request.getfixturevalue("agent_role")(str(db_path), "claude")}
+    repo = make_repo(tmp_path)
+    use(config_path, launchers, repo, FAKE_WORKER_WRITE="feature.py=x=1")
+    task, row = dispatched(as_claude, db_path)
+    assert (row["outcome"], row["worktree_state"], row["worktree_files"]) == ("succeeded", "removed", 1), row
+    assert row["worktree_branch"] == f"agent-bridge/claude/{task}" and row["worktree_removed_at"] is not None
+    use(config_path, launchers, repo)  # changes nothing: its branch is deleted and forgotten
+    _, row = dispatched(as_claude, db_path)
+    assert (row["outcome"], row["worktree_files"], row["worktree_branch"]) == ("succeeded", 0, None), row
+    task, row = _failed_attempt(as_claude, db_path, config_path, launchers, repo)
+    assert (row["outcome"], row["worktree_state"]) == ("failed", "present"), row
+    discarded = cli(as_claude, "discard", str(task))
+    assert discarded.returncode == 0, discarded.stderr
+    assert attempt(db_path, task)["worktree_state"] == "removed"
