@@ -4,6 +4,7 @@ is gone. The result (head, diffstat, findings) is written once: a second writer 
 after a supervisor that committed and died) changes nothing.
 """
 
+from dispatcher.core.diffstat import WORKTREE_FIELDS
 from dispatcher.store.attempts import _rows
 from dispatcher.store.types import Connection, Row
 
@@ -16,15 +17,8 @@ WORKTREE_COLUMNS = (
     "worktree_git_dir",
     "worktree_common_dir",
     "worktree_checkout",
-    "worktree_branch",
     "worktree_origin",
-    "worktree_base",
-    "worktree_head",
-    "worktree_files",
-    "worktree_insertions",
-    "worktree_deletions",
-    "worktree_findings",
-    "worktree_state",
+    *WORKTREE_FIELDS,  # branch, base, head, diffstat, findings, state
     "worktree_removed_at",
 )
 
