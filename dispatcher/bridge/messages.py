@@ -9,6 +9,7 @@ from dispatcher.bridge.broadcast import BROADCAST_RECIPIENT, send_broadcast
 from dispatcher.bridge.conversations import check_conversation_send, take_turn
 from dispatcher.bridge.rows import KINDS, find_dedup, message_view, message_views
 from dispatcher.core.clock import iso
+from dispatcher.core.diffstat import WORKTREE_FIELDS, worktree_summary
 from dispatcher.core.errors import BridgeError, StoreUnavailable
 from dispatcher.core.lifecycle import FAILURE_OUTCOMES
 from dispatcher.core.validation import (
@@ -294,7 +295,8 @@ def _dispatch_summary(conn: Connection, message_id: int) -> dict[str, Any] | Non
     if row is None:
         return None
     return {
-        **dict(row),
+        **{key: value for key, value in dict(row).items() if key not in WORKTREE_FIELDS},
+        "worktree": worktree_summary(row),
         "started_at": iso(row["started_at"]),
         "finished_at": iso(row["finished_at"]),
         "late_result_ids": late_result_ids(conn, message_id, row),

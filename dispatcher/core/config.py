@@ -8,7 +8,7 @@ An agent id that a valid file does not declare raises ``UnknownAgent`` (``unknow
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator, model_validator
 
@@ -69,6 +69,10 @@ class AgentConfig(BaseModel):
     # How many of this agent's tasks its listener runs at once (absent: 2 with isolation
     # ``worktree``, else 1; docs/workers.md). The machine-wide ``max_workers_total`` caps them all.
     max_workers: int | None = Field(default=None, ge=1, le=64)
+    # Where its workers edit (docs/worktrees.md): ``worktree`` (a git worktree and branch of their
+    # own per attempt), ``none`` (the workspace itself), ``auto``: worktree when the workspace is
+    # in a git repository and the level writes files.
+    isolation: Literal["auto", "worktree", "none"] = "auto"
 
     @field_validator("workspace")
     @classmethod
@@ -113,6 +117,9 @@ class BridgeConfig(ConfigPlaces, BaseModel):
     # Workers of all agents running at once on this machine (per runtime directory); a task
     # beyond it is held (``max_workers_total``) until one ends (docs/workers.md).
     max_workers_total: int = Field(default=4, ge=1, le=256)
+    # Kept worktrees (of failed or crashed attempts, kept for inspection until retention) may use
+    # this much disk in all; past it, the oldest go first (their branches stay).
+    kept_worktrees_max_mb: int = Field(default=2048, ge=0, le=10**7)
 
     def permissions(self, agent: str) -> PermissionProfile:
         """The agent's permission profile; ``bridge`` when it declares none."""

@@ -148,6 +148,7 @@ class AgentView:
     workspace: str | None
     prices: PricesView | None
     max_workers: int | None
+    isolation: str = "auto"
 
     @classmethod
     def of(cls, entry: Mapping[str, Any]) -> "AgentView":
@@ -167,6 +168,8 @@ class ConfigView(ConfigPlaces):
     dispatch_max_age_seconds: int
     attempt_retention_days: int
     budget_time_zone: str | None
+
+    kept_worktrees_max_mb: int
     profiles: Mapping[str, ProfileView]  # each agent's, as BridgeConfig.permissions gave it
     max_workers_total: int
 
@@ -186,6 +189,7 @@ class ConfigView(ConfigPlaces):
             attempt_retention_days=document["attempt_retention_days"],
             budget_time_zone=document["budget_time_zone"],
             max_workers_total=document["max_workers_total"],
+            kept_worktrees_max_mb=document["kept_worktrees_max_mb"],
             profiles={agent: ProfileView.of(profile) for agent, profile in profiles.items()},
         )
 
@@ -214,17 +218,23 @@ def budget_day_end(config: DispatchConfig, now: float) -> float:
     return clock.next_local_day_start(now, budget_zone(config.budget_time_zone))
 
 
-def max_workers(agent: AgentRules) -> int:
-    """How many of ``agent``'s tasks may run at once: its ``max_workers``, else 2 when its
-    isolation is ``worktree`` (each worker has a tree of its own) and 1 otherwise (workers
-    sharing one checkout would write over each other)."""
+def use_worktree(declared: str, writes: bool, in_repo: bool) -> bool | None:
+    """Whether an attempt gets a worktree (pure): ``worktree`` always (None: refused, not a
+    repository), ``none`` never, ``auto`` when the workspace is in a repository and the level writes."""
+    if declared == "none":
+        return False
+    if declared == "worktree":
+        return True if in_repo else None
+    return in_repo and writes
+
+
+def max_workers(agent: AgentRules, isolated: bool) -> int:
+    """How many of ``agent``'s tasks may run at once: its ``max_workers``, else 2 when its attempts
+    each get a worktree (``isolated``: ``use_worktree`` said yes) and 1 otherwise (workers sharing
+    one checkout would write over each other)."""
     if agent.max_workers is not None:
         return agent.max_workers
-    # The one place that reads an agent's isolation (issue 29, parts 1-3, adds the ``isolation``
-    # field; until it is merged every agent works in its shared workspace, ``none``). At merge,
-    # read the resolved mode here (``auto`` resolves to ``worktree`` or ``none``).
-    isolation = getattr(agent, "isolation", "none")
-    return 2 if isolation == "worktree" else 1
+    return 2 if isolated else 1
 
 
 class UnknownAgent(BridgeError):

@@ -139,6 +139,9 @@ CODES: dict[str, Code] = _table(
         (ERROR,),
         "set agents.{agent}.workspace in {config} to a project directory (e.g. ~/my-project)",
     ),
+    # the git worktree each attempt of an editing agent runs in (docs/worktrees.md)
+    Code("isolation_ok", (OK,)),
+    Code("isolation_refused", (ERROR,), 'fix the repository, or set agents.{agent}.isolation to "none" in {config}'),
     # each agent's CLI, its credentials and its permissions
     Code("cli_ok", (OK,)),
     Code("cli_not_found", (ERROR,), "install {cli}, or set {binary_env} to its path"),
@@ -244,6 +247,8 @@ CODES: dict[str, Code] = _table(
     ),
     Code("conversation_needs_human", (ERROR,), _DECIDE),
     Code("conversation_blocked", (ERROR,), _DECIDE),
+    Code("orphan_worktree", (WARN,), "rm -rf {path}, then `git worktree prune` in its repository"),
+    Code("orphan_branch", (WARN,), "review it, then `git --git-dir={repository} branch -D {branch}`"),
     Code("unread", (OK,)),
     Code(
         "unread_old",

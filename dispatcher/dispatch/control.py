@@ -13,6 +13,7 @@ from typing import Any
 
 from dispatcher.core import clock
 from dispatcher.core.config_view import budget_day_end, budget_day_start
+from dispatcher.core.diffstat import worktree_summary
 from dispatcher.core.locations import PROJECT_DIR, LocationsLike, is_postgres_url
 from dispatcher.core.private_files import open_private_lock
 from dispatcher.core.processes import age_seconds, flock_holder, this_host
@@ -25,6 +26,7 @@ from dispatcher.store.listeners import listener_holder
 from dispatcher.store.readonly import open_read_only
 from dispatcher.store.store_clock import store_now
 from dispatcher.store.views import LedgerPart, ledger_totals
+from dispatcher.store.worktrees import recent_worktrees
 
 # The status line imports this module: pydantic, the store and systemd helpers are
 # imported inside the functions that need them, to keep that path fast.
@@ -154,7 +156,34 @@ def listener_status(
         "clis": ((trusted or {}).get("environment") or {}).get("clis") if holder is not None else None,
         "totals": _agent_totals(settings, agent) if totals else None,
         "budget": _daily_budget(settings, agent) if totals else None,
+        "worktrees": _worktrees(settings, agent) if totals else None,
     }
+
+
+RECENT_WORKTREES = 10
+
+
+def worktree_rows(conn: Connection, agent: str | None, limit: int = RECENT_WORKTREES) -> list[dict]:
+    """The newest attempts' branches and diffstats (``status`` and ``top``): payload-free."""
+    return [
+        {"message_id": row["message_id"], "agent": row["agent"], "outcome": row["outcome"], **summary}
+        for row in recent_worktrees(conn, agent, limit)
+        if (summary := worktree_summary(row)) is not None
+    ]
+
+
+def _worktrees(settings: LocationsLike, agent: str) -> list[dict] | None:
+    """None when the store cannot tell (missing, older schema, unreadable)."""
+    try:
+        conn = _read_only(settings, named_rows=True)
+        if conn is None:
+            return None
+        try:
+            return worktree_rows(conn, agent)
+        finally:
+            conn.close()
+    except STORE_ERRORS:
+        return None
 
 
 def _listener_elsewhere(settings: LocationsLike, agent: str, conn: Connection | None = None) -> dict | None:

@@ -32,13 +32,14 @@ import sys
 from pathlib import Path
 
 from dispatcher.core import clock, processes
-from dispatcher.core.config_view import ConfigView, max_workers
+from dispatcher.core.config_view import ConfigView, max_workers, use_worktree
 from dispatcher.core.errors import BridgeError, ConfigError, DispatchRefused
 from dispatcher.core.file_events import RECHECK_SECONDS
 from dispatcher.core.locations import PROJECT_DIR, shown
 from dispatcher.core.logs import configure_logging, get_logger
 from dispatcher.core.private_files import open_private_lock
 from dispatcher.core.processes import flock_holder
+from dispatcher.core.protected import git_dirs
 from dispatcher.core.reasons import failure_reason
 from dispatcher.core.settings_view import ListenerSettings
 from dispatcher.dispatch import lease, queue
@@ -59,6 +60,7 @@ from dispatcher.store.connection import prepare_store_dir, shrink_wal
 from dispatcher.store.messages import cap_far_leases
 from dispatcher.store.roles import refuse_another_agents_role
 from dispatcher.store.store_clock import store_now
+from dispatcher.store.worktrees import worktrees_on_disk
 
 # Supervisor exit codes (the listener's only channel from its forked child).
 EXIT_REFUSED, EXIT_STORE = 3, 4
@@ -85,6 +87,7 @@ class Listener:
         self.paths = AgentPaths.of(settings, agent).ensure()
         self.config_path = settings.config_path()
         self.config: ConfigView | None = None
+        self._max_workers = 1  # of the config in use (_workers_allowed)
         self.config_error: str | None = None
         self.workspace_error: str | None = None
         self._config_key: tuple | None = ()
@@ -167,7 +170,16 @@ class Listener:
             self._note_failure(f"config.json could not be checked: {exc.reason}", event="config_check_failed")
             return
         self.config, self.config_error = config, None
+        self._max_workers = self._workers_allowed(config)
         self._set(auto=config.agents[self.agent].auto)
+
+    def _workers_allowed(self, config: ConfigView) -> int:
+        """This agent's ``max_workers``, its default resolved once per config: 2 where its attempts
+        each get a worktree (``auto`` resolved: is the workspace in a repository? read, no git run)."""
+        rules = config.agents[self.agent]
+        workspace = config.workspace(self.agent, self.settings.workspace)
+        in_repo = bool(git_dirs(workspace))
+        return max_workers(rules, use_worktree(rules.isolation, config.permissions(self.agent).writes, in_repo) is True)
 
     # -- main loop ------------------------------------------------------------------------
     def run(self) -> int:
@@ -294,7 +306,7 @@ class Listener:
             return Observation(store_error=str(exc), failures=self._failures, disabled=disabled)
         if not running and self._candidate is None and self._fresh_failure is None:
             self._failures = 0  # nothing pending and nothing failing
-        allowed = max_workers(self.config.agents[self.agent])
+        allowed = self._max_workers
         machine_full = False
         if self._candidate is not None and not starting and len(running) < allowed:
             try:
@@ -321,7 +333,7 @@ class Listener:
         shown = self._supervisors.shown() + [
             {"message_id": m, "sender": None, "supervisor_pid": None, "started_at": None} for m in self._from_before
         ]
-        allowed = max_workers(self.config.agents[self.agent]) if self.config is not None else None
+        allowed = self._max_workers if self.config is not None else None
         self._set(running=shown, current=shown[0] if shown else None, max_workers=allowed)
 
     def _release_slot(self) -> None:
@@ -407,6 +419,16 @@ class Listener:
                     clock.now(),
                     self.config.attempt_retention_days,
                 )
+                if worktrees_on_disk(store.connection(), self.agent):  # (git and its modules load only then)
+                    from dispatcher.dispatch.worktree_retention import prune_kept_worktrees
+
+                    prune_kept_worktrees(
+                        store.connection(),
+                        self.agent,
+                        clock.now(),
+                        self.config.attempt_retention_days,
+                        self.config.kept_worktrees_max_mb,
+                    )
         except (BridgeError, OSError) as exc:  # tried again in an hour; never stops the listener
             log.warning("attempt_prune_failed", agent=self.agent, error=type(exc).__name__)
 

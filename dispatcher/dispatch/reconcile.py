@@ -112,7 +112,12 @@ def reconcile(conn: Connection, paths: AgentPaths) -> list[int]:
         # The same diagnostics as a normal finish (the CLI's result file is still there): the
         # ledger keeps the attempt's cost, and a conversation's cost cap still fires.
         diagnostics = attempt_diagnostics(paths.attempt_dir(attempt["message_id"]), None)
-        settle(conn, attempt["message_id"], fallback=fallback, error_kind=error_kind, diagnostics=diagnostics)
+        # The worker is gone: the commit its supervisor could not make is made now, once.
+        from dispatcher.dispatch.isolation import close_worktree, settle_worktree
+
+        close_worktree(conn, attempt["message_id"])
+        outcome = settle(conn, attempt["message_id"], fallback=fallback, error_kind=error_kind, diagnostics=diagnostics)
+        settle_worktree(conn, attempt["message_id"], outcome)
         recheck_contained(attempt["message_id"], tree)
         remove_request(paths, attempt["message_id"])  # a supervisor killed mid-way could not
     # Every agent's running attempts (that this connection may read): a listener started outside

@@ -71,6 +71,19 @@ def scan(conn: Connection, attempts_root: Path) -> list[AttemptDir]:
     return found
 
 
+def tree_bytes(path: str | Path) -> int:
+    """The bytes of the regular files under ``path`` (links are not followed, nor counted)."""
+    total = 0
+    for root, _dirs, files in os.walk(path, followlinks=False):
+        for name in files:
+            try:
+                st = os.lstat(os.path.join(root, name))  # noqa: PTH118 - os.walk gives str
+            except OSError:
+                continue
+            total += st.st_size if stat.S_ISREG(st.st_mode) else 0
+    return total
+
+
 def _make_writable(function, path, excinfo) -> None:
     """A CLI may leave read-only directories: open them up (never through a link) and retry once."""
     parent = os.path.dirname(path)  # noqa: PTH120 - rmtree's own str (or bytes) path, back to os.lstat

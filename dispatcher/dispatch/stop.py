@@ -36,8 +36,10 @@ def listener_locks(runtime: Path) -> list[Path]:
 
 
 def workers_of(runtime: Path) -> list[int]:
-    """The live processes of the workers started from ``runtime`` (any agent)."""
-    return _with_environment(RUNTIME_ENV, str(runtime.resolve()))
+    """The live processes of the workers started from ``runtime`` (any agent). Never this process
+    or one above it: a shell that exports ``AGENT_BRIDGE_RUNTIME_DIR`` passes it to uninstall too."""
+    mine = {os.getpid(), *ancestors()}
+    return [pid for pid in _with_environment(RUNTIME_ENV, str(runtime.resolve())) if pid not in mine]
 
 
 def _wait(done, seconds: float) -> bool:

@@ -9,13 +9,14 @@ attempt is recorded as soon as the supervisor runs.
 """
 
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dispatcher.core import clock
 from dispatcher.core.logs import get_logger
 from dispatcher.core.processes import start_time
 from dispatcher.core.settings_view import ListenerSettings
-from dispatcher.dispatch.attempts import begin_attempt
+from dispatcher.dispatch.attempts import begin_attempt, get_attempt
 from dispatcher.dispatch.faults import fault_point
 from dispatcher.dispatch.leftovers import remove_request
 from dispatcher.dispatch.paths import AgentPaths
@@ -69,8 +70,18 @@ def _supervise(
     log.info("attempt_recorded", message_id=message_id, agent=agent, sender=message["sender"], manual=manual)
 
     paths = AgentPaths.of(settings, agent).ensure()
-    from dispatcher.dispatch.worker_run import run_worker  # after the barrier (module docstring)
+    from dispatcher.dispatch import isolation  # after the barrier (module docstring), as git is
+    from dispatcher.dispatch.worker_run import run_worker
 
+    try:
+        workspace, git_common_dir = _workspace(conn, settings, config, paths, message)
+    except isolation.IsolationRefused as exc:
+        from dispatcher.dispatch.outcome import settle
+
+        log.warning("isolation_refused", message_id=message_id, agent=agent, kind=exc.code)
+        return settle(conn, message_id, fallback="failed", error_kind=exc.code)
+    fault_point("after_worktree")
+    outcome = "crashed"
     try:
         # The budget runs on the monotonic clock: no step of the wall clock stretches or cuts it.
         outcome = run_worker(
@@ -83,8 +94,30 @@ def _supervise(
             timeout,
             deadline=began + timeout,
             subreaper=subreaper,
+            workspace=workspace,
+            git_common_dir=git_common_dir,
+            after_worker=lambda: isolation.close_worktree(conn, message_id),
         )
     finally:
         remove_request(paths, message_id)
+        isolation.settle_worktree(conn, message_id, outcome)
     fault_point("after_request_removed")
     return outcome
+
+
+def _workspace(
+    conn, settings: ListenerSettings, config: "WorkerConfig", paths: AgentPaths, message
+) -> tuple[Path, Path | None]:
+    """Where the worker runs: its attempt's worktree (and the repository's git directory), or the
+    agent's workspace (docs/worktrees.md)."""
+    from dispatcher.dispatch.isolation import open_worktree
+
+    agent = message["recipient"]
+    workspace = config.workspace(agent, settings.workspace)
+    worktree = open_worktree(
+        conn, paths, message, workspace, config.agents[agent].isolation, config.permissions(agent).writes
+    )
+    if worktree is None:
+        return workspace, None
+    row = get_attempt(conn, message["id"])
+    return worktree, Path(row["worktree_common_dir"]) if row is not None else None

@@ -140,6 +140,7 @@ def worker_env(
     *,
     permissions: ProfileRules,
     protected: tuple[str, ...] = (),
+    git_common_dir: Path | None = None,
 ) -> dict[str, str]:
     """The launcher's environment: resolved values, so the worker's own server agrees with ours.
 
@@ -168,12 +169,21 @@ def worker_env(
         "AGENT_BRIDGE_ATTEMPT_DIR": str(attempt_dir),
         "AGENT_BRIDGE_DIAGNOSTICS_FILE": str(diagnostics),
         "AGENT_BRIDGE_WORKSPACE": str(workspace or settings.workspace),
+        # In a worktree: the user's repository's git directory, which the permission plan keeps read-only.
+        **({"AGENT_BRIDGE_GIT_COMMON_DIR": str(git_common_dir)} if git_common_dir is not None else {}),
         TOKEN_ENV: token,  # marks every process of this worker's tree
     }
 
 
 def _launch(
-    settings: ListenerSettings, config: WorkerConfig, paths: AgentPaths, message, prompt: str, token: str
+    settings: ListenerSettings,
+    config: WorkerConfig,
+    paths: AgentPaths,
+    message,
+    prompt: str,
+    token: str,
+    workspace: Path,
+    git_common_dir: Path | None,
 ) -> Launch:
     agent, message_id = message["recipient"], message["id"]
     attempt_dir = ensure_private_dir(paths.attempt_dir(message_id))
@@ -181,7 +191,6 @@ def _launch(
     diagnostics = attempt_dir / DIAGNOSTICS_NAME
     create_private_file(request, prompt)
     create_private_file(diagnostics, "")  # exists as 0600 before the launcher writes into it
-    workspace = config.workspace(agent, settings.workspace)
     if not workspace.is_dir():
         raise NotADirectoryError(errno.ENOTDIR, "workspace is not a directory", str(workspace))
     if (why := config.unsafe_workspace(agent, settings.workspace, settings)) is not None:
@@ -201,6 +210,7 @@ def _launch(
         workspace,
         permissions=profile,
         protected=protected_paths(config.bridge_places(settings), writable),
+        git_common_dir=git_common_dir,
     )
     log_fd = open_private_append(attempt_dir / "worker.log")
     gate_in, gate_out = os.pipe()
@@ -278,19 +288,27 @@ def _settle(conn, message_id: int, began: float, **verdict) -> str:
 
 
 def run_worker(
-    conn, settings, config: WorkerConfig, paths, message, token: str, timeout: int, deadline: float, subreaper: bool
+    conn,
+    settings,
+    config: WorkerConfig,
+    paths,
+    message,
+    token: str,
+    timeout: int,
+    deadline: float,
+    subreaper: bool,
+    *,
+    workspace: Path,
+    git_common_dir: Path | None = None,
+    after_worker: Callable[[], None] = lambda: None,
 ) -> str:
-    """``deadline``: on the monotonic clock."""
+    """``deadline``: on the monotonic clock. ``workspace``: where the worker runs (the agent's, or
+    its attempt's worktree); ``after_worker`` runs once the worker's tree is gone, before the verdict."""
 
     message_id, began = message["id"], deadline - timeout
     try:
-        prompt = worker_prompt(
-            conn,
-            message,
-            config.permissions(message["recipient"]),
-            config.workspace(message["recipient"], settings.workspace),
-        )
-        launch = _launch(settings, config, paths, message, prompt, token)
+        prompt = worker_prompt(conn, message, config.permissions(message["recipient"]), workspace)
+        launch = _launch(settings, config, paths, message, prompt, token, workspace, git_common_dir)
     except OSError as exc:
         # The path (launcher or workspace) is configuration, not payload: the log names it.
         log.warning(
@@ -337,6 +355,7 @@ def run_worker(
         log.warning("worker_leftovers_killed", message_id=message_id, count=ended, outlived_kill=left)
     # Before the verdict: whoever sees the outcome sees the task text gone from outside the store.
     remove_request(paths, message_id)
+    after_worker()
     exit_code = launch.proc.returncode
     diagnostics = attempt_diagnostics(launch.diagnostics.parent, exit_code)
     over_cap = None if timed_out else ended_over_cap(diagnostics, agent, stopped)

@@ -313,6 +313,41 @@ def show(message_id: int, as_json: bool) -> None:
 
 
 @main.command()
+@click.argument("message_id", type=click.IntRange(1, MAX_MESSAGE_ID))
+def diff(message_id: int) -> None:
+    """Print the changes the attempt at MESSAGE_ID made in its worktree (git diff of its branch)."""
+    from dispatcher.core.locations import Locations
+    from dispatcher.ops.branches import diff as attempt_diff
+
+    click.echo(attempt_diff(Locations.from_env(), message_id), nl=False)
+
+
+@main.command()
+@click.argument("message_id", type=click.IntRange(1, MAX_MESSAGE_ID))
+def apply(message_id: int) -> None:
+    """Cherry-pick the branch of the attempt at MESSAGE_ID onto your current branch, only when clean.
+
+    Refuses a tree with uncommitted changes or an operation under way; on a conflict it aborts and
+    leaves your branch, index and tree as they were (docs/worktrees.md)."""
+    from dispatcher.core.locations import Locations
+    from dispatcher.ops.branches import apply as attempt_apply
+
+    for line in attempt_apply(Locations.from_env(), message_id):
+        click.echo(line)
+
+
+@main.command()
+@click.argument("message_id", type=click.IntRange(1, MAX_MESSAGE_ID))
+def discard(message_id: int) -> None:
+    """Remove the worktree and the branch of the attempt at MESSAGE_ID."""
+    from dispatcher.core.locations import Locations
+    from dispatcher.ops.branches import discard as attempt_discard
+
+    for line in attempt_discard(Locations.from_env(), message_id):
+        click.echo(line)
+
+
+@main.command()
 @click.option("--agent", "agents", multiple=True, help="Only these agents (default: every declared one).")
 def statusline(agents: tuple[str, ...]) -> None:
     """One line for Claude Code's statusLine setting. Always exits 0, reads the store read-only (unread counts), never writes it."""
@@ -432,7 +467,12 @@ def unregister(cli_name: str, agent: str) -> None:
 
 
 @main.command()
-@click.option("--purge", is_flag=True, help="Also delete the store and the runtime directory (attempts, logs).")
+@click.option(
+    "--purge",
+    is_flag=True,
+    help="Also delete the store and the runtime directory (attempts, logs), our worktrees and our branches "
+    "(each unmerged one is listed first).",
+)
 def uninstall(purge: bool) -> None:
     """Stop the listeners, remove the systemd units and every CLI's registration, hooks and status line.
 

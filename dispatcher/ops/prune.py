@@ -89,6 +89,7 @@ class PruneReport:
     messages: int = 0
     attempts: int = 0
     attempt_dirs: int = 0
+    worktrees: int = 0  # kept worktrees removed (their branches stay)
     conversations: int = 0
     transitions: int = 0
     broadcasts: int = 0
@@ -258,6 +259,14 @@ def _prune_attempt_dirs(
     return removed
 
 
+def _prune_worktrees(conn: Connection, now: float, older_than_seconds: float) -> list[int]:
+    """Kept worktrees of attempts settled before the cutoff (every agent's); their branches stay."""
+    from dispatcher.dispatch.retention import DAY_SECONDS
+    from dispatcher.dispatch.worktree_retention import prune_kept_worktrees
+
+    return prune_kept_worktrees(conn, None, now, older_than_seconds / DAY_SECONDS, None)
+
+
 def prune(
     conn: Connection,
     older_than_seconds: float,
@@ -275,6 +284,8 @@ def prune(
     pacer = _Pacer(conn, report, dry_run)
     stored.start_run(conn)
     try:
+        if not dry_run:  # before their attempts' rows go: a worktree no row names is nobody's to remove
+            report.worktrees = len(_prune_worktrees(conn, now, older_than_seconds))
         attempt_ids = _prune_messages(conn, cutoff, now, report, pacer, dry_run)
         _prune_conversations(conn, cutoff, report, pacer, dry_run)
         _prune_broadcasts(conn, cutoff, report, pacer, dry_run)
@@ -290,9 +301,11 @@ def prune(
 
 def run_prune(settings, older_than: str, *, dry_run: bool = False, compact: bool = False) -> dict:
     """The CLI's entry: parse the duration first (nothing is opened on a bad one), then prune."""
+    from dispatcher.ops.branches import log_to_runtime
     from dispatcher.store import open_store
 
     seconds = parse_duration(older_than)
+    log_to_runtime(settings)
     conn = open_store(settings.db)
     try:
         report = prune(

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from dispatcher.core.clock import iso
+from dispatcher.core.diffstat import worktree_line, worktree_summary
 from dispatcher.core.errors import BridgeError
 from dispatcher.core.locations import LocationsLike, shown
 from dispatcher.core.private_files import read_untrusted
@@ -83,6 +84,7 @@ def _attempt(conn: Connection, message_id: int, runtime: Path) -> dict[str, Any]
         "attempt_dir": str(attempt_dir) if attempt_dir.is_dir() else None,
         "reason": failure_reason(row["outcome"], row["error_kind"], row["cli_status"]),
         "launcher_said": launcher_said(attempt_dir, row["error_kind"]),
+        "worktree": worktree_summary(row),
     }
 
 
@@ -161,6 +163,8 @@ def render_report(report: dict[str, Any]) -> str:
         )
         if attempt["attempt_dir"]:
             lines.append(f"  attempt files: {attempt['attempt_dir']}")
+        if attempt["worktree"]:
+            lines.append(f"  worktree: {worktree_line(attempt['worktree'])}")
     lines += ["", report["text"], ""]
     for reply in report["replies"]:
         lines.append(

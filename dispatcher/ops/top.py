@@ -31,7 +31,7 @@ def _rich():
 def snapshot(settings) -> dict:
     """One read of everything ``top`` shows; payload-free."""
     from dispatcher.core.config import ConfigError, load_config
-    from dispatcher.dispatch.control import _read_only, listener_status
+    from dispatcher.dispatch.control import _read_only, listener_status, worktree_rows
     from dispatcher.store import SCHEMA_VERSION, schema_version, views
 
     now = clock.now()
@@ -46,6 +46,7 @@ def snapshot(settings) -> dict:
         "inboxes": {},
         "latest_diagnostics": None,
         "sessions": [],
+        "branches": [],
     }
     config = None
     try:
@@ -119,6 +120,7 @@ def snapshot(settings) -> dict:
             r: {"unread": n, "oldest_age": now - oldest} for r, (n, oldest) in views.unread_by_recipient(conn).items()
         }
         snap["sessions"] = _live_sessions(conn, now)
+        snap["branches"] = worktree_rows(conn, None)
         if config is not None:
             for entry in snap["agents"]:
                 entry["today"] = today_spend(conn, config, entry["agent"], now)
@@ -326,6 +328,22 @@ def render(snap: dict, filter_agent: str | None = None, details: bool = False):
                 _cost(c["max_cost_usd"]),
             )
     parts.append(convs)
+
+    branches = Table(title="Branches (agent-bridge diff / apply / discard ID)", title_justify="left")
+    for col in ("message", "agent", "outcome", "branch", "diffstat", "found", "worktree"):
+        branches.add_column(col)
+    for b in snap.get("branches", []):
+        if keep(b["agent"]):
+            branches.add_row(
+                f"#{b['message_id']}",
+                b["agent"],
+                str(b["outcome"] or "running"),
+                b["branch"] or "(deleted)",
+                b["diffstat"],
+                ",".join(b["findings"]) or "-",
+                "kept" if b["on_disk"] else "-",
+            )
+    parts.append(branches)
 
     live = Table(title="Interactive sessions", title_justify="left")
     for col in ("session", "agent", "client", "since", "idle", "wake paths", "liveness"):

@@ -457,11 +457,18 @@ def uninstall(settings: BridgeSettings, *, purge_store: bool) -> list[str]:
     agents = {name for lock in locks if AGENT_ID_RE.fullmatch(name := lock.name.removesuffix(".lock"))}
     with contextlib.suppress(ConfigError):  # no readable config: the runtime directory's locks name the listeners
         agents |= set(load_config(settings.config_path()).agents)
+    workspaces = []
+    with contextlib.suppress(ConfigError):
+        config = load_config(settings.config_path())
+        workspaces = [config.workspace(agent, settings.workspace) for agent in config.agents]
     lines = stop_everything(settings, agents)
     lines += remove_units(sorted(agents))
     for cli in reg.CLIS:
         lines += unregister(cli, None)
     if purge_store:
+        from dispatcher.ops.branches import purge_branches  # (git loads only for a purge)
+
+        lines += purge_branches(settings, workspaces)  # before the store that knows them goes
         lines += purge(settings)
     else:
         lines.append(f"kept the store {shown(settings.db)} and runtime {runtime}; `--purge` deletes them.")

@@ -176,7 +176,8 @@ def dispatch_summary_row(conn: Connection, message_id: int) -> Row | None:
     row: Row | None = conn.execute(
         "SELECT state, outcome, error_kind, started_at, finished_at, cli_status, cost_usd, input_tokens,"
         " output_tokens, cache_read_tokens, cache_write_tokens, max_cost_usd, cost_overshoot_usd,"
-        " permission_level, denied_tools"
+        " permission_level, denied_tools, worktree_branch, worktree_base, worktree_head, worktree_files,"
+        " worktree_insertions, worktree_deletions, worktree_findings, worktree_state"
         " FROM dispatch_attempts WHERE message_id = ?",
         (message_id,),
     ).fetchone()

@@ -289,6 +289,29 @@ MIGRATIONS: tuple[str | Callable[[sqlite3.Connection], None], ...] = (
     # 18: the PostgreSQL store's write lock as a table lock only its function takes
     # (``postgres_schema``); a SQLite file's write lock is its own file's.
     "",
+    # 19: an attempt in a git worktree of its own (dispatch.isolation): where it is, the git
+    # directory the supervisor recorded for it, its branch, the commits it started from and ended
+    # at, the diffstat, what the supervisor found the worker had done to it, and whether it is still
+    # on disk ('planned', 'present', 'removed'). All NULL for an attempt without isolation.
+    """
+    ALTER TABLE dispatch_attempts ADD COLUMN isolation TEXT;
+    ALTER TABLE dispatch_attempts ADD COLUMN worktree_path TEXT;
+    ALTER TABLE dispatch_attempts ADD COLUMN worktree_git_dir TEXT;
+    ALTER TABLE dispatch_attempts ADD COLUMN worktree_common_dir TEXT;
+    ALTER TABLE dispatch_attempts ADD COLUMN worktree_checkout TEXT;
+    ALTER TABLE dispatch_attempts ADD COLUMN worktree_branch TEXT;
+    ALTER TABLE dispatch_attempts ADD COLUMN worktree_origin TEXT;
+    ALTER TABLE dispatch_attempts ADD COLUMN worktree_base TEXT;
+    ALTER TABLE dispatch_attempts ADD COLUMN worktree_head TEXT;
+    ALTER TABLE dispatch_attempts ADD COLUMN worktree_files INTEGER;
+    ALTER TABLE dispatch_attempts ADD COLUMN worktree_insertions INTEGER;
+    ALTER TABLE dispatch_attempts ADD COLUMN worktree_deletions INTEGER;
+    ALTER TABLE dispatch_attempts ADD COLUMN worktree_findings TEXT;
+    ALTER TABLE dispatch_attempts ADD COLUMN worktree_state TEXT;
+    ALTER TABLE dispatch_attempts ADD COLUMN worktree_removed_at REAL;
+    CREATE INDEX dispatch_attempts_worktrees ON dispatch_attempts (agent, worktree_state)
+        WHERE worktree_state IS NOT NULL;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -350,4 +350,24 @@ MIGRATIONS: tuple[str, ...] = (
     _SCHEMA_16,
     _SCHEMA_17,
     _WRITE_LOCK,
+    # 19: an attempt's git worktree (see the SQLite list).
+    """
+    ALTER TABLE dispatch_attempts ADD COLUMN isolation text;
+    ALTER TABLE dispatch_attempts ADD COLUMN worktree_path text;
+    ALTER TABLE dispatch_attempts ADD COLUMN worktree_git_dir text;
+    ALTER TABLE dispatch_attempts ADD COLUMN worktree_common_dir text;
+    ALTER TABLE dispatch_attempts ADD COLUMN worktree_checkout text;
+    ALTER TABLE dispatch_attempts ADD COLUMN worktree_branch text;
+    ALTER TABLE dispatch_attempts ADD COLUMN worktree_origin text;
+    ALTER TABLE dispatch_attempts ADD COLUMN worktree_base text;
+    ALTER TABLE dispatch_attempts ADD COLUMN worktree_head text;
+    ALTER TABLE dispatch_attempts ADD COLUMN worktree_files bigint;
+    ALTER TABLE dispatch_attempts ADD COLUMN worktree_insertions bigint;
+    ALTER TABLE dispatch_attempts ADD COLUMN worktree_deletions bigint;
+    ALTER TABLE dispatch_attempts ADD COLUMN worktree_findings text;
+    ALTER TABLE dispatch_attempts ADD COLUMN worktree_state text;
+    ALTER TABLE dispatch_attempts ADD COLUMN worktree_removed_at double precision;
+    CREATE INDEX dispatch_attempts_worktrees ON dispatch_attempts (agent, worktree_state)
+        WHERE worktree_state IS NOT NULL;
+    """,
 )

@@ -12,6 +12,7 @@ import sqlite3
 from dispatcher.core.errors import BridgeError
 from dispatcher.store.attempts import LEDGER_COLUMNS
 from dispatcher.store.types import Connection
+from dispatcher.store.worktrees import WORKTREE_COLUMNS
 
 # What an agent's processes read: every table, and the payload-free view of others' unread mail.
 _READS = (
@@ -31,7 +32,7 @@ _READS = (
 # database fills alone (ids: a role choosing the next ids would make every other agent's inserts
 # fail on the key). Updates name their columns: a recipient moves its message's claim and read
 # marks, never its sender, kind, text or reply; a participant moves a conversation's state and
-# turns, never its goal or budget; a supervisor moves its attempt's state and ledger, never the
+# turns, never its goal or budget; a supervisor moves its attempt's state, ledger and worktree, never the
 # message it is for, its agent or its caps. Nothing an agent does deletes a message, a
 # conversation or an attempt (prune does, as the owner).
 _INSERTS: dict[str, tuple[str, ...]] = {  # table: the columns no role inserts
@@ -60,6 +61,7 @@ _UPDATES: dict[str, tuple[str, ...]] = {  # table: the columns a role updates
         "duration_seconds",
         "lease_expires_at",
         *LEDGER_COLUMNS,
+        *WORKTREE_COLUMNS,
     ),
     "sessions": ("client_name", "client_version", "last_call_at", "wake_paths", "renewed_at"),
     "listeners": ("pid", "start_time", "host", "runtime_dir", "started_at", "renewed_at"),

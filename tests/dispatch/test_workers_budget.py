@@ -63,21 +63,17 @@ def test_daily_budget_hold(caps, cost, tokens, running, expected):
 
 
 @pytest.mark.parametrize(
-    ("entry", "isolation", "expected"),
+    ("entry", "isolated", "expected"),
     [
-        ({}, None, 1),  # no isolation field yet: every agent shares its workspace
-        ({}, "none", 1),
-        ({}, "worktree", 2),
-        ({"max_workers": 4}, None, 4),
-        ({"max_workers": 3}, "worktree", 3),
-        ({"max_workers": 1}, "worktree", 1),
+        ({}, False, 1),  # workers sharing one workspace would write over each other
+        ({}, True, 2),  # each in a worktree of its own
+        ({"max_workers": 4}, False, 4),
+        ({"max_workers": 3}, True, 3),
+        ({"max_workers": 1}, True, 1),
     ],
 )
-def test_max_workers_default_follows_isolation(entry, isolation, expected):
-    agent = AgentConfig(launcher="x", **entry)
-    if isolation is not None:  # (the isolation field of issue 29 part 1, as the rule reads it)
-        agent = type("WithIsolation", (), {"max_workers": agent.max_workers, "isolation": isolation})()
-    assert max_workers(agent) == expected
+def test_max_workers_default_follows_isolation(entry, isolated, expected):
+    assert max_workers(AgentConfig(launcher="x", **entry), isolated) == expected
 
 
 def test_max_workers_bounds_are_validated():

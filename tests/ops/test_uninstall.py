@@ -131,6 +131,16 @@ def test_uninstall_on_a_clean_machine_changes_nothing_and_succeeds(env):
     assert not any(target(env, cli).exists() for cli in CLIS)
 
 
+def test_uninstall_run_with_the_runtime_dir_in_its_environment_does_not_stop_itself(env, tmp_path):
+    # A shell that exports AGENT_BRIDGE_RUNTIME_DIR gives it to uninstall too: its own process (and
+    # the shell) carry the variable every worker of that runtime carries, and are not workers.
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    done = bridge({**env, "AGENT_BRIDGE_RUNTIME_DIR": str(runtime)}, "uninstall", "--purge")
+    assert done.returncode == 0, (done.returncode, done.stderr)
+    assert "workers of" not in done.stdout, done.stdout
+
+
 def listen(env: dict, agent: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "dispatcher", "listener", "run", "--agent", agent],

@@ -24,6 +24,7 @@ from dispatcher.bridge import messages
 from dispatcher.store import STORE_ERRORS, open_store, write_transaction
 from dispatcher.store.busy import BUSY_TIMEOUT_MS
 from dispatcher.store.messages import insert_message
+from dispatcher.store.worktrees import WORKTREE_COLUMNS
 
 LOCK_TIMEOUT_SECONDS = BUSY_TIMEOUT_MS / 1000  # the connector's default, as SQLite's busy timeout
 IDLE_IN_TRANSACTION_SECONDS = 30  # the connector's default: well past the lock timeout
@@ -161,11 +162,14 @@ def test_a_role_mapped_before_the_write_lock_migration_keeps_writing(postgres_ur
     owner = open_store(postgres_url)
     kimi_url = agent_role(postgres_url, "kimi")
     try:
+        # A store of schema 17: without the write lock (18) or the worktree columns (19).
         owner.execute("DROP TABLE bridge_write_lock")
+        for column in WORKTREE_COLUMNS:
+            owner.execute(f"ALTER TABLE dispatch_attempts DROP COLUMN {column}")
         owner.execute("UPDATE bridge_schema SET version = 17")
     finally:
         owner.close()
-    open_store(postgres_url).close()  # the owner migrates to 18 again
+    open_store(postgres_url).close()  # the owner migrates to 18 and on again
     kimi = open_store(kimi_url)
     try:
         sent = messages.send_message(

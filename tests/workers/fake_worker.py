@@ -13,10 +13,16 @@ With FAKE_WORKER_LAUNCHES set, it appends its message id to that file first; wit
 FAKE_WORKER_DIAGNOSTICS set, it writes that JSON to the diagnostics file, as a launcher would.
 With FAKE_WORKER_FIFOS set (comma-separated names), it replaces those files of its attempt
 directory by FIFOs that nothing ever writes to, as a hostile worker could.
+With FAKE_WORKER_ENV_FILE set, it writes its AGENT_BRIDGE_GIT_COMMON_DIR there ("-" when unset).
+With FAKE_WORKER_WRITE set (``name=text``), it writes that file in its workspace first; with
+FAKE_WORKER_TAMPER set (comma-separated: git_file, symlink, fifo, rm_workspace), it does that to
+its workspace, as a hostile worker in a worktree could.
 """
 
 import os
+import shutil
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -95,6 +101,30 @@ async def behave() -> None:
         await answer(call, MESSAGE_ID, lambda m: f"done: handled message {m['id']}")
 
 
+def tamper(what: set[str]) -> None:
+    """Planted in the worktree: a .git file pointing at a repository whose fsmonitor and clean
+    filter would run (they write a marker), a symlink out of the tree (to its attempt directory), a FIFO; or the workspace deleted."""
+    here = Path.cwd()
+    if "git_file" in what:
+        evil = Path(os.environ["AGENT_BRIDGE_ATTEMPT_DIR"]) / "evil"
+        subprocess.run(["git", "init", "-q", str(evil)], check=True)  # noqa: S607 - a test's git
+        marker = evil / "fsmonitor-ran"
+        hook = evil / "fsmonitor.sh"
+        hook.write_text(f"#!/bin/sh\ntouch {marker}\n")
+        hook.chmod(0o755)
+        subprocess.run(["git", "-C", str(evil), "config", "core.fsmonitor", str(hook)], check=True)  # noqa: S607
+        # A clean filter the planted config defines, for every file: any git that reads that config runs it.
+        subprocess.run(["git", "-C", str(evil), "config", "filter.evil.clean", f"{hook}; cat"], check=True)  # noqa: S607
+        (here / ".gitattributes").write_text("* filter=evil\n")
+        (here / ".git").write_text(f"gitdir: {evil / '.git'}\n")
+    if "symlink" in what:
+        (here / "escape").symlink_to(os.environ["AGENT_BRIDGE_ATTEMPT_DIR"], target_is_directory=True)
+    if "fifo" in what:
+        os.mkfifo(here / "pipe", 0o600)
+    if "rm_workspace" in what:
+        shutil.rmtree(here)
+
+
 def main() -> int:
     if launches := os.environ.get("FAKE_WORKER_LAUNCHES"):
         with open(launches, "a") as fh:
@@ -106,6 +136,12 @@ def main() -> int:
         planted = Path(os.environ["AGENT_BRIDGE_ATTEMPT_DIR"]) / name
         planted.unlink(missing_ok=True)
         os.mkfifo(planted, 0o600)
+    if seen := os.environ.get("FAKE_WORKER_ENV_FILE"):  # what the supervisor told it about git
+        Path(seen).write_text(os.environ.get("AGENT_BRIDGE_GIT_COMMON_DIR", "-"))
+    if write := os.environ.get("FAKE_WORKER_WRITE"):
+        name, _, text = write.partition("=")
+        Path(name).write_text(text)
+    tamper(set(filter(None, os.environ.get("FAKE_WORKER_TAMPER", "").split(","))))
     if MODE == "noop":
         return 0
     if MODE == "late_noop":

@@ -32,6 +32,7 @@ from dispatcher.ops.doctor.spend import check_spend
 from dispatcher.ops.doctor.stale import check_stale
 from dispatcher.ops.doctor.statusline import check_statusline
 from dispatcher.ops.doctor.store import check_runtime, check_store
+from dispatcher.ops.doctor.worktrees import check_isolation, check_worktrees
 
 ALWAYS, CONFIG, STORE = "always", "config", "store"
 
@@ -73,6 +74,7 @@ CHECKS = (
     ),
     Check(check_launcher_variables, ("launcher_variable_unset",), CONFIG),
     Check(check_workspaces, ("workspace_ok", "workspace_missing", "workspace_unsafe"), CONFIG),
+    Check(check_isolation, ("isolation_ok", "isolation_refused"), CONFIG),
     Check(check_clis, ("cli_ok", "cli_not_found", "cli_version_unknown", "cli_version_untested"), CONFIG),
     Check(check_auth, ("cli_auth_ok", "cli_not_authenticated"), CONFIG),
     Check(check_permissions, ("permissions_ok", "permissions_unenforceable", "permissions_unconfined"), CONFIG),
@@ -112,4 +114,5 @@ CHECKS = (
         ("nothing_stuck", "stale_attempt", "conversation_needs_human", "conversation_blocked", "unread", "unread_old"),
         STORE,
     ),
+    Check(check_worktrees, ("orphan_worktree", "orphan_branch"), STORE),
 )
