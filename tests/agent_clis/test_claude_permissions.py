@@ -424,7 +424,9 @@ def test_level_shell_without_bwrap_or_socat_is_refused_with_exit_78(tmp_path, cl
     assert not (attempt_dir / "claude-result.json").exists()  # Claude never ran
 
 
-def test_at_shell_claude_s_own_read_only_commands_cannot_read_outside_through_a_link(tmp_path, model, claude_bin):
+def test_at_shell_claude_s_own_read_only_commands_cannot_read_outside_through_a_link(
+    tmp_path, tmp_path_factory, model, claude_bin
+):
     """Issue 28 item 2 for Claude: at `shell` Claude Code runs its built-in "read-only"
     commands without an allow rule, with any arguments. `grep -R` and `rg -L` followed the
     workspace's link and printed the secret outside it. The bridge's Bash hook (the rule
@@ -438,8 +440,9 @@ def test_at_shell_claude_s_own_read_only_commands_cannot_read_outside_through_a_
         {"run": f"sed -n 1p -e '1e cat {outside}/secret.txt' notes.txt"},
         {"run": "touch ran.txt"},  # the allowed prefix: runs
     ]
-    root = tmp_path / "bridge"
-    root.mkdir()
+    # A short root, as the module's other runs have: Claude's sandbox makes unix sockets below the
+    # attempt directory, and a socket path over 107 bytes fails ("Failed to create bridge sockets").
+    root = tmp_path_factory.mktemp("ro")
     shell = {"level": "shell", "allow_commands": ["touch"]}
     run = dispatch(root, model, claude_bin, "shell", workspace, outside, actions, shell)
     assert not any(SECRET.strip() in result or "secret.txt" in result for result in run.results), run.results
