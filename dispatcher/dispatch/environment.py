@@ -8,7 +8,6 @@ PATH finds (and a fingerprint of PATH and of where each resolves), says them in 
 """
 
 import os
-import shutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -90,7 +89,7 @@ CLI_BINARIES = {"claude": "CLAUDE_BIN", "kimi": "KIMI_BIN", "codex": "CODEX_BIN"
 def resolved(environ: Mapping[str, str]) -> dict[str, str | None]:
     """Where each CLI's binary resolves on ``environ``'s PATH (None: not found), as a launcher finds it."""
     path = environ.get("PATH", os.defpath)
-    return {cli: shutil.which(environ.get(var) or cli, path=path) for cli, var in CLI_BINARIES.items()}
+    return {cli: _on_path(environ.get(var) or cli, path) for cli, var in CLI_BINARIES.items()}
 
 
 def resolution(environ: Mapping[str, str], salt: str) -> str:
@@ -155,3 +154,15 @@ def _resolution_differs(recorded: dict, environ: Mapping[str, str]) -> list[str]
     if missing := [cli for cli in clis if cli not in here]:
         parts.append(f"its PATH finds {', '.join(missing)}, which this shell's does not")
     return parts or ["its PATH differs (or a CLI resolves to another binary)"]
+
+
+def _on_path(name: str, path: str | None) -> str | None:
+    """Where ``name`` resolves on ``path`` (an executable file), as ``shutil.which`` says; not
+    shutil itself, which brings bz2 and lzma into the listener that records this at start."""
+    if os.sep in name:
+        return name if os.path.isfile(name) and os.access(name, os.X_OK) else None
+    for directory in (path if path is not None else os.environ.get("PATH", os.defpath)).split(os.pathsep):
+        candidate = str(Path(directory or ".") / name)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None

@@ -14,7 +14,6 @@ from pathlib import Path
 from dispatcher.core import clock
 from dispatcher.core.config_view import use_worktree
 from dispatcher.core.errors import BridgeError
-from dispatcher.core.locations import Locations
 from dispatcher.core.logs import get_logger
 from dispatcher.core.private_files import ensure_private_dir
 from dispatcher.dispatch import git_worktree as g
@@ -159,11 +158,10 @@ def close_worktree(conn: Connection, message_id: int) -> None:
 
 def recorded_path_is_ours(row: Row) -> bool:
     """Whether the row's worktree path is where the bridge makes this attempt's worktree
-    (``worktree_path``). On PostgreSQL an agent's role (and so its worker's server) may update the
+    (``worktree_path``: ``.../worktrees/<agent>/<message id>``). On PostgreSQL an agent's role (and so its worker's server) may update the
     worktree columns: a path it moved elsewhere is never committed from, removed or run git in."""
-    return Path(row["worktree_path"]) == worktree_path(
-        AgentPaths.of(Locations.from_env(), row["agent"]), row["message_id"]
-    )
+    path = Path(row["worktree_path"])
+    return path.parts[-3:] == ("worktrees", row["agent"], str(row["message_id"])) and not path.is_symlink()
 
 
 def _commit(row: Row) -> Closed:

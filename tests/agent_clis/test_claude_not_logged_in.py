@@ -42,7 +42,9 @@ def test_a_claude_that_is_not_logged_in_ends_as_auth_error_with_the_fix_shown(lo
     assert done.returncode == 4, (done.stdout, done.stderr)
     assert "task #1: failed (auth_error); error_kind no_evidence" in done.stdout  # the cause leads (issue 30)
     assert "why: auth_error: the agent's CLI is not logged in" in done.stdout
-    last = status(env)["last"]
+    # The listener notes the attempt once it has reaped its supervisor, which may be just after
+    # `send --wait` saw the verdict in the store.
+    last = wait_until(lambda: status(env)["last"], what="the listener's note of the attempt")
     assert (last["cli_status"], last["reason"].split(":")[0]) == ("auth_error", "auth_error")
     assert "/login" in last["reason"] and "agent-bridge doctor" in last["reason"]
     assert Path(last["attempt_dir"]).is_dir() and (Path(last["attempt_dir"]) / "claude-result.json").exists()

@@ -91,6 +91,7 @@ def kimi_perm(tmp_path_factory):
 
 def _agents(workspace: Path, permissions: dict | None) -> dict:
     kimi = {"auto": True, "launcher": str(LAUNCHER), "worker_timeout_seconds": 150, "workspace": str(workspace)}
+    kimi["isolation"] = "none"  # the walls of the workspace itself (worktrees: test_worktree_clis)
     if permissions is not None:
         kimi["permissions"] = permissions
     return {"claude": {"auto": False, "launcher": "launchers/claude_headless.sh"}, "kimi": kimi}

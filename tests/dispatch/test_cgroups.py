@@ -339,7 +339,7 @@ def test_reconciliation_sweeps_a_cgroup_whose_attempt_is_gone_and_keeps_a_runnin
             worker_token=running,
         )
         paths = [_worker_cgroup(HERE, token) for token in (running, gone)]
-        assert reconcile(conn, AgentPaths(tmp_path / "runtime", "claude")) is True  # (its attempt runs)
+        assert len(reconcile(conn, AgentPaths(tmp_path / "runtime", "claude"))) == 1  # (its attempt runs)
         assert paths[0].is_dir() and not paths[1].exists()
     finally:
         conn.close()

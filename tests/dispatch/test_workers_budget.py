@@ -86,7 +86,8 @@ def test_max_workers_bounds_are_validated():
 
 def _config(**kimi) -> BridgeConfig:
     return BridgeConfig(
-        agents={"kimi": AgentConfig(launcher="x", auto=True, **kimi), "claude": AgentConfig(launcher="x")}
+        agents={"kimi": AgentConfig(launcher="x", auto=True, **kimi), "claude": AgentConfig(launcher="x")},
+        budget_time_zone="UTC",  # required once an agent has a daily budget
     )
 
 

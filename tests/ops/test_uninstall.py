@@ -177,7 +177,9 @@ def test_uninstall_purge_stops_a_running_worker_and_its_escaped_grandchild_and_s
         Path(env["AGENT_BRIDGE_CONFIG"]),
         {"claude": {"auto": True, "launcher": str(launcher)}, "kimi": {"auto": False, "launcher": str(launcher)}},
     )
-    env = {**env, "AGENT_BRIDGE_WORKSPACE": str(tmp_path)}
+    workspace = tmp_path / "ws"  # not tmp_path itself: it holds the store, which no workspace may hold
+    workspace.mkdir()
+    env = {**env, "AGENT_BRIDGE_WORKSPACE": str(workspace)}
     runtime = tmp_path / "state" / "runtime"
     listener = listen(env, "claude")
     try:
