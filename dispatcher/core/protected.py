@@ -149,10 +149,30 @@ def git_dirs(directory: str | os.PathLike[str]) -> tuple[Path, ...]:
 def protected_paths(places: Sequence[Place], writable: Iterable[str | os.PathLike[str]]) -> tuple[str, ...]:
     """What no worker may write: the bridge's places and the git directories of the repositories
     its writable directories (workspace, ``extra_dirs``) are in."""
-    found = [str(p.path) for p in places]
+    inner = [real(directory) for directory in writable]
+    found = [entry for p in places for entry in _beside(real(p.path), inner)]
     for directory in writable:
         found.extend(str(d) for d in git_dirs(directory))
     return tuple(dict.fromkeys(found))
+
+
+def _beside(place: Path, writable: Sequence[Path]) -> list[str]:
+    """``place``; or, where it holds a writable directory (an attempt's worktree lies in the
+    runtime directory), every entry beside the way down to it, as it is at launch: the worktree
+    stays writable and nothing else there is."""
+    if not any(w != place and _inside(w, place) for w in writable):
+        return [] if place in writable else [str(place)]
+    try:
+        entries = sorted(place.iterdir())
+    except OSError:
+        return [str(place)]
+    found: list[str] = []
+    for entry in entries:
+        if entry.is_dir() and not entry.is_symlink():
+            found.extend(_beside(entry, writable))
+        else:
+            found.append(str(entry))
+    return found
 
 
 def write_refused(path: str | os.PathLike[str], protected: Sequence[str]) -> str | None:

@@ -175,3 +175,22 @@ def test_a_directory_made_to_look_like_a_bare_repository_is_not_taken_for_one(tm
         check=False,
     )
     assert safe.returncode != 0
+
+
+def test_a_worktree_in_the_runtime_directory_stays_writable_and_nothing_beside_it(tmp_path):
+    """An attempt's worktree lies in the runtime directory (docs/worktrees.md): it is the worker's
+    workspace, so it is left out of what is protected, and every other entry of the runtime
+    directory on the way down to it stays protected."""
+    from dispatcher.core.protected import Place, protected_paths, write_refused
+
+    runtime = tmp_path / "runtime"
+    worktree = runtime / "worktrees" / "claude" / "7"
+    worktree.mkdir(parents=True)
+    (runtime / "worktrees" / "claude" / "6").mkdir()
+    (runtime / "attempts" / "7").mkdir(parents=True)
+    (runtime / "claude.progress.json").write_text("{}")
+    protected = protected_paths([Place("the runtime directory", runtime)], [worktree])
+    assert write_refused(worktree / "app.py", protected) is None
+    for other in ("worktrees/claude/6/app.py", "attempts/7/claude-result.json", "claude.progress.json"):
+        assert write_refused(runtime / other, protected) is not None, other
+    assert write_refused(runtime / "attempts" / "7" / "x", protected_paths([Place("r", runtime)], [])) is not None
