@@ -42,7 +42,7 @@ def _ready(check: Check, ctx: Context) -> bool:
 
     try:
         if check.needs == CONFIG:
-            return read_config(ctx)[0] == "config_ok"
+            return ctx.config is not None or read_config(ctx)[0] == "config_ok"
         if check.needs == STORE:
             read_store(ctx)
             return ctx.conn is not None and ctx.schema_current
@@ -64,6 +64,20 @@ def _safe(check: Check, ctx: Context, failures: set[int]) -> list[Finding]:
     if stray := sorted({f.code for f in found} - {check.name}):
         return [finding("check_failed", f"the {check.name} check reported {', '.join(stray)}, not its own code")]
     return found
+
+
+def shown_while_working(ctx: Context, group: str) -> dict[str, list[str]]:
+    """Per agent, the codes the rows of one ``group`` of the table report that a person must see
+    while working (``surfaces`` beyond doctor): how ``top`` shows what keeps a launcher from running."""
+    from dispatcher.core.findings import STATUSLINE
+
+    shown: dict[str, list[str]] = {}
+    for check in CHECKS:
+        if check.group == group and STATUSLINE in check.code.surfaces and _ready(check, ctx):
+            for f in _safe(check, ctx, set()):
+                if f.agent is not None and f.code == check.name:
+                    shown.setdefault(f.agent, []).append(f.code)
+    return shown
 
 
 def report(findings: list[Finding]) -> dict:
