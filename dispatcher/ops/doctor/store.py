@@ -131,18 +131,18 @@ def store_dir_mode(ctx: Context) -> list[Finding]:
     return [finding("store_dir_mode", said, directory=directory)]
 
 
-def _not_open(code: str):  # one check per way the store can fail to open: the open says which
+def _not_open(code: str, question: str):  # one check per way the store can fail to open: the open says which
     def run(ctx: Context) -> list[Finding]:
         read = read_store(ctx)
         return [finding(code, read.message, variant=read.variant)] if read.state == code else []
 
     run.__name__ = run.__qualname__ = code
-    run.__doc__ = f"Did opening the store read-only find {code}?"
+    run.__doc__ = question
     return check()(run)
 
 
-store_missing = _not_open("store_missing")
-store_not_file = _not_open("store_not_file")
+store_missing = _not_open("store_missing", "Is there no store yet (it is created on first use)?")
+store_not_file = _not_open("store_not_file", "Is the store's path not a regular file?")
 
 
 @check()
@@ -168,9 +168,11 @@ def store_mode(ctx: Context) -> list[Finding]:
     ]
 
 
-store_unreadable = _not_open("store_unreadable")
-store_busy = _not_open("store_busy")
-store_corrupt = _not_open("store_corrupt")
+store_unreadable = _not_open(
+    "store_unreadable", "Can the store not be opened or read (on PostgreSQL: its server not be reached)?"
+)
+store_busy = _not_open("store_busy", "Did the store come into use while doctor read it as idle?")
+store_corrupt = _not_open("store_corrupt", "Is the store not a SQLite database, or does its quick_check fail?")
 
 
 def _where(ctx: Context) -> str:

@@ -29,8 +29,11 @@ from dispatcher.ops.doctor.check import ALWAYS, CONFIG, STORE, Check
 
 __all__ = ["ALWAYS", "CHECKS", "CONFIG", "RUNNER_CODES", "STORE", "Check"]
 
-# The codes the runner itself reports: a setting it cannot read, a check that failed unexpectedly.
-RUNNER_CODES = ("invalid_setting", "check_failed")
+# The codes the runner itself reports, with the question each answers.
+RUNNER_CODES = {
+    "invalid_setting": "Is an AGENT_BRIDGE_* setting one doctor cannot read (a relative path, a bad URL)?",
+    "check_failed": "Did a check fail unexpectedly, or report another code than its own?",
+}
 
 CHECKS: tuple[Check, ...] = (
     # the store (opened read-only once, by the first that asks) and the runtime directory
