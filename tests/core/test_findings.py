@@ -73,3 +73,26 @@ def test_every_cli_init_knows_has_its_sign_in_fix():
     from dispatcher.ops import init
 
     assert set(CODES["cli_not_authenticated"].fixes) == {cli.agent for cli in init.CLIS}
+
+
+# The first word of a fix: an action, or a command to run. "nothing to do" is a fix only for a
+# warning that resolves itself (store_missing, schema_old); {runs_on} is init's table's own words.
+ACTIONS = {
+    "add", "agent-bridge", "check", "chmod", "chown", "decide", "export", "fix", "free", "give", "install",
+    "lower", "make", "mkdir", "move", "raise", "read", "rerun", "retry;", "review", "rm", "run", "see", "set",
+    "systemctl", "upgrade",
+}  # fmt: skip
+
+
+def test_every_fix_says_what_to_do():
+    vague = {}
+    for name, code in CODES.items():
+        for variant, text in code.fixes.items():
+            if not text or text == "{runs_on}":
+                continue
+            first = re.sub(r"^to [^,]+, ", "", text).split()[0]  # "to have them dispatched, set ..."
+            if text.startswith("nothing to do"):
+                assert WARN in code.levels, f"{name}: 'nothing to do' for a code that is not a warning"
+            elif first not in ACTIONS:
+                vague[f"{name}/{variant}" if variant else name] = text
+    assert not vague, f"fixes that do not start with what to do: {vague}"

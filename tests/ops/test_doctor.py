@@ -201,7 +201,7 @@ def test_store_removed_while_doctor_opens_it_is_missing(tmp_path, monkeypatch):
     open_store(db).close()
     monkeypatch.setattr(store, "open_read_only", lambda path: None)  # as if unlinked just before
     ctx = runner.Context(Locations(db=db))
-    found = [f for c in CHECKS if c.run.__module__ == store.__name__ for f in runner._safe(c, ctx, set())]
+    found = [f for c in CHECKS if c.run.__module__ == store.__name__ for f in runner._safe(c, ctx, [])]
     assert "store_missing" in {f.code for f in found} and "check_failed" not in {f.code for f in found}, found
 
 

@@ -18,7 +18,7 @@ def run_checks(checks: tuple[Check, ...] = CHECKS) -> list[Finding]:
     ctx = Context(locations)
     shown: list[Finding] = []
     group: list[Finding] = []  # the findings of the current group, shown agent by agent
-    failures: set[int] = set()  # the exceptions reported: one fact that fails is one check_failed
+    failures: list[Exception] = []  # the exceptions reported (kept: one fact that fails is one check_failed)
     try:
         for index, check in enumerate(checks):
             if _ready(check, ctx):
@@ -51,15 +51,15 @@ def _ready(check: Check, ctx: Context) -> bool:
     return True
 
 
-def _safe(check: Check, ctx: Context, failures: set[int]) -> list[Finding]:
+def _safe(check: Check, ctx: Context, failures: list[Exception]) -> list[Finding]:
     """A check that fails unexpectedly, or reports another code than its own, is one finding, not
     the end of the report (the checks that fail by the same exception, of a fact they share: one)."""
     try:
         found = check(ctx)
     except Exception as exc:  # noqa: BLE001 - a check that fails unexpectedly is one finding, not the end of the report
-        if id(exc) in failures:
+        if any(exc is failed for failed in failures):
             return []
-        failures.add(id(exc))
+        failures.append(exc)
         return [finding("check_failed", f"the {check.name} check failed ({type(exc).__name__}: {one_line(exc)[:160]})")]
     if stray := sorted({f.code for f in found} - {check.name}):
         return [finding("check_failed", f"the {check.name} check reported {', '.join(stray)}, not its own code")]
@@ -74,7 +74,7 @@ def shown_while_working(ctx: Context, group: str) -> dict[str, list[str]]:
     shown: dict[str, list[str]] = {}
     for check in CHECKS:
         if check.group == group and STATUSLINE in check.code.surfaces and _ready(check, ctx):
-            for f in _safe(check, ctx, set()):
+            for f in _safe(check, ctx, []):
                 if f.agent is not None and f.code == check.name:
                     shown.setdefault(f.agent, []).append(f.code)
     return shown
