@@ -176,6 +176,39 @@ def add_worktree(common_dir: Path, path: Path, branch: str, start: str, *, new_b
     return expected_git_dir(path)
 
 
+def add_detached(common_dir: Path, path: Path, commit: str) -> Path:
+    """A worktree at ``path`` with ``commit`` checked out on a detached HEAD (a pool entry: it holds
+    no branch); return its own git directory, read from the ``.git`` file git just wrote."""
+    git("worktree", "add", "--detach", str(path), commit, git_dir=common_dir, kind="worktree_failed")
+    return expected_git_dir(path)
+
+
+def move_worktree(common_dir: Path, path: Path, to: Path) -> None:
+    git("worktree", "move", str(path), str(to), git_dir=common_dir, kind="worktree_failed")
+
+
+def repair_worktree(common_dir: Path, path: Path) -> None:
+    """Tell git the worktree now lives at ``path`` (after it was renamed there: what ``git worktree
+    move`` does after its own rename)."""
+    git("worktree", "repair", str(path), git_dir=common_dir, kind="worktree_failed")
+
+
+def worktree_status(git_dir: Path, path: Path) -> str:
+    """``git status --porcelain=v2 --branch -z`` of the worktree, untracked and ignored files
+    included, through the git directory and work tree we recorded. ``core.trustctime`` is forced
+    on: a file rewritten with its size and mtime put back still shows (nobody can set a ctime)."""
+    return git("-c", "core.trustctime=true", "-c", "core.checkStat=default", "status", "--porcelain=v2", "--branch",
+               "-z", "--untracked-files=all", "--ignored=matching", git_dir=git_dir, work_tree=path, cwd=path,
+               kind="worktree_failed").stdout  # fmt: skip
+
+
+def checkout_branch(git_dir: Path, path: Path, branch: str, start: str, *, new_branch: bool) -> None:
+    """Switch the worktree to ``branch`` (made at ``start`` when ``new_branch``: refused, as ``git
+    worktree add -b`` is, when it exists): git writes only the files that differ."""
+    args = ("checkout", "-q", "-f", "-b", branch, start) if new_branch else ("checkout", "-q", "-f", branch)
+    git(*args, git_dir=git_dir, work_tree=path, cwd=path, kind="worktree_failed")
+
+
 def expected_git_dir(path: Path) -> Path:
     text = (path / ".git").read_text(encoding="utf-8").strip()
     if not text.startswith("gitdir: "):
