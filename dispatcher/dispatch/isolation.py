@@ -242,7 +242,9 @@ def drop_worktree(conn: Connection, row: Row | None, *, branch: str = "if_empty"
 
 
 def settle_worktree(conn: Connection, message_id: int, outcome: str) -> None:
-    """After the verdict: a succeeded attempt's worktree goes at once; any other stays until retention."""
+    """After the verdict: a succeeded attempt's worktree goes at once, and so does one never made
+    ready (its supervisor died making it: no worker ran there); any other stays until retention."""
     close_worktree(conn, message_id)  # (a no-op when the supervisor already committed)
-    if outcome == "succeeded":
-        drop_worktree(conn, get_attempt(conn, message_id))
+    row = get_attempt(conn, message_id)
+    if outcome == "succeeded" or (row is not None and row["worktree_state"] == PLANNED):
+        drop_worktree(conn, row)
