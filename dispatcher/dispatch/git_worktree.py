@@ -204,8 +204,10 @@ def worktree_status(git_dir: Path, path: Path) -> str:
 
 def checkout_branch(git_dir: Path, path: Path, branch: str, start: str, *, new_branch: bool) -> None:
     """Switch the worktree to ``branch`` (made at ``start`` when ``new_branch``: refused, as ``git
-    worktree add -b`` is, when it exists): git writes only the files that differ."""
-    args = ("checkout", "-q", "-f", "-b", branch, start) if new_branch else ("checkout", "-q", "-f", branch)
+    worktree add -b`` is, when it exists): git writes only the files that differ. No ``-f``: the
+    worktree was just found clean (``worktree_status``), and ``-f`` would check every file again;
+    should anything differ, git refuses rather than overwrites."""
+    args = ("checkout", "-q", "-b", branch, start, "--") if new_branch else ("checkout", "-q", branch, "--")
     git(*args, git_dir=git_dir, work_tree=path, cwd=path, kind="worktree_failed")
 
 

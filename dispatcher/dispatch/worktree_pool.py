@@ -4,7 +4,8 @@ Making an attempt's worktree checks out every file of the repository (seconds on
 The pool moves that off the path from send to worker start: ``fill`` (run beside a worker, once it
 has started) checks out up to ``worktree_pool_size`` worktrees of the repository on a detached
 ``HEAD``; ``take`` (when the next attempt's worktree is made) renames one into the attempt's place
-and switches it to the attempt's branch at its start, which writes only the files that differ.
+and checks out the attempt's branch at its start (``git checkout -b``), which writes only the
+files that differ.
 docs/worktrees.md, "A pool of ready worktrees", says it for users.
 
 On disk, under the runtime directory (so no worker may write any of it, core/protected.py)::
@@ -176,8 +177,9 @@ def take(runtime: Path, common_dir: Path, path: Path, branch: str, start: str, *
         except (g.GitFailed, OSError) as exc:
             log.warning("worktree_pool_entry_unusable", reason=str(exc)[:300])
             _discard(common_dir, path)
-            if new_branch and g.branch_head(common_dir, branch) == start:
-                g.delete_branch(common_dir, branch)  # (made by the checkout that then failed: holds nothing)
+            with contextlib.suppress(g.GitFailed):
+                if new_branch and g.branch_head(common_dir, branch) == start:
+                    g.delete_branch(common_dir, branch)  # (made by the checkout that then failed: holds nothing)
             return None
         log.info("worktree_from_pool", path=str(path))
         return git_dir
