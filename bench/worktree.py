@@ -3,7 +3,8 @@ gate opens, on a repository of ``--files`` files (10,000 by default), with a cle
 checkout, three ways side by side:
 
 - ``pool``: the worktree taken from a ready one (``worktree_pool.take``: rename, ``git worktree
-  repair``, the check with ``git status``, ``git checkout -b`` of the files that differ);
+  repair``, the check with ``git status``, then ``git checkout -b`` of the files that differ, or
+  only the branch made where it stands when the start is the ready worktree's commit);
 - ``fresh``: ``git worktree add -b`` (the checkout of every file), the fallback when the pool is
   empty or off;
 - ``plain``: a plain ``git worktree add`` run by hand (the user's git, no setting of ours), for
@@ -31,6 +32,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from dispatcher.core.logs import configure_logging
 from dispatcher.dispatch import git_worktree as g
 from dispatcher.dispatch import worktree_pool as pool
 
@@ -108,7 +110,7 @@ def one_setup(way: str, repo: Path, runtime: Path, name: str) -> dict[str, float
     branch = f"bench/{name}"
     parts: dict[str, float] = {}
     if way == "pool":
-        with _Timed(("repair_worktree", "worktree_status", "checkout_branch")) as timed:
+        with _Timed(("repair_worktree", "worktree_status", "branch_here", "checkout_branch")) as timed:
             taken = pool.take(runtime, found.common_dir, path, branch, start, new_branch=True)
         if taken is None:
             raise SystemExit(f"the pool had no usable entry for {name}: see the log above")
@@ -179,7 +181,7 @@ def table(result: dict) -> str:
         return "" if not got or got["median"] is None else f"{got['median']:,.0f} / {got['p99']:,.0f}"
 
     steps = ("find_repo", "snapshot", "worktree", "take.repair_worktree", "take.worktree_status",
-             "take.checkout_branch", "worktree_cpu", "setup")  # fmt: skip
+             "take.branch_here", "take.checkout_branch", "worktree_cpu", "setup")  # fmt: skip
     head = "| step (ms, p50 / p99) | " + " | ".join(f"{s} {w}" for s in ("clean", "dirty") for w in WAYS) + " |"
     rows = [head, "|" + "---|" * (1 + 2 * len(WAYS))]
     for step in steps:
@@ -200,6 +202,7 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=10_000)
     parser.add_argument("--json", action="store_true", help="print the figures as JSON only")
     args = parser.parse_args()
+    configure_logging()  # warnings only, on stderr: stdout is the figures
     result = measure(args.files, args.runs)
     print(json.dumps(result, indent=2) if args.json else table(result))
 

@@ -211,6 +211,14 @@ def checkout_branch(git_dir: Path, path: Path, branch: str, start: str, *, new_b
     git(*args, git_dir=git_dir, work_tree=path, cwd=path, kind="worktree_failed")
 
 
+def branch_here(git_dir: Path, branch: str, start: str) -> None:
+    """``git checkout -b branch`` where the worktree already is at ``start`` and clean: the branch is
+    made (refused when it exists: the empty old value) and HEAD names it; no file is looked at."""
+    git("update-ref", "-m", f"branch: Created from {start}", f"refs/heads/{branch}", start, "", git_dir=git_dir,
+        kind="worktree_failed")  # fmt: skip
+    git("symbolic-ref", "HEAD", f"refs/heads/{branch}", git_dir=git_dir, kind="worktree_failed")
+
+
 def expected_git_dir(path: Path) -> Path:
     text = (path / ".git").read_text(encoding="utf-8").strip()
     if not text.startswith("gitdir: "):

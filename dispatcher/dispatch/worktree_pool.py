@@ -60,11 +60,21 @@ def repo_key(common_dir: Path) -> str:
 
 
 # -- the rules (pure) ----------------------------------------------------------------------------
+def _headers(status: str) -> dict[str, str]:
+    records = [r for r in status.split("\0") if r]
+    return {r.split(" ")[1]: r.split(" ", 2)[2] for r in records if r.startswith("# ") and r.count(" ") >= 2}
+
+
+def entry_head(status: str) -> str:
+    """The commit a pool entry has checked out, as ``git status --porcelain=v2 --branch`` says."""
+    return _headers(status).get("branch.oid", "")
+
+
 def entry_problem(status: str) -> str | None:
     """Why a pool entry, as ``git status --porcelain=v2 --branch -z`` shows it, may not be used
     (None: it is exactly its commit's tree, on a detached HEAD, with nothing else in it)."""
     records = [r for r in status.split("\0") if r]
-    headers = {r.split(" ")[1]: r.split(" ", 2)[2] for r in records if r.startswith("# ") and r.count(" ") >= 2}
+    headers = _headers(status)
     if headers.get("branch.head") != "(detached)":
         return "not on a detached HEAD"
     oid = headers.get("branch.oid", "")
@@ -172,8 +182,11 @@ def take(runtime: Path, common_dir: Path, path: Path, branch: str, start: str, *
             continue
         fault_point("after_pool_claim")
         try:
-            git_dir = _adopt(common_dir, entry.path.name, path)
-            g.checkout_branch(git_dir, path, branch, start, new_branch=new_branch)
+            git_dir, head = _adopt(common_dir, entry.path.name, path)
+            if new_branch and head == start:  # (nothing to write: the branch is made where it stands)
+                g.branch_here(git_dir, branch, start)
+            else:
+                g.checkout_branch(git_dir, path, branch, start, new_branch=new_branch)
         except (g.GitFailed, OSError) as exc:
             log.warning("worktree_pool_entry_unusable", reason=str(exc)[:300])
             _discard(common_dir, path)
@@ -186,16 +199,17 @@ def take(runtime: Path, common_dir: Path, path: Path, branch: str, start: str, *
     return None
 
 
-def _adopt(common_dir: Path, name: str, path: Path) -> Path:
+def _adopt(common_dir: Path, name: str, path: Path) -> tuple[Path, str]:
     """Check a claimed entry at ``path`` (raises GitFailed ``worktree_pool_unusable`` when it is not
-    exactly what was made) and tell git where it is now; return its git directory."""
+    exactly what was made) and tell git where it is now; return its git directory and commit."""
     git_dir = Path(os.path.realpath(common_dir)) / "worktrees" / name
     if path.is_symlink() or not path.is_dir() or not g.git_file_intact(path, git_dir):
         raise g.GitFailed("worktree_pool_unusable", f"{path} is not the worktree the pool made (its .git changed)")
     g.repair_worktree(common_dir, path)
-    if (why := entry_problem(g.worktree_status(git_dir, path))) is not None:
+    status = g.worktree_status(git_dir, path)
+    if (why := entry_problem(status)) is not None:
         raise g.GitFailed("worktree_pool_unusable", f"{path}: {why}")
-    return git_dir
+    return git_dir, entry_head(status)
 
 
 # -- filling --------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from dispatcher.dispatch.worktree_pool import Entry, entries_to_remove, entry_problem, repo_key
+from dispatcher.dispatch.worktree_pool import Entry, entries_to_remove, entry_head, entry_problem, repo_key
 
 OID = "0123456789abcdef0123456789abcdef01234567"
 CLEAN = f"# branch.oid {OID}\0# branch.head (detached)\0"
@@ -27,6 +27,11 @@ CLEAN = f"# branch.oid {OID}\0# branch.head (detached)\0"
 def test_when_a_ready_entry_may_be_used(status, problem):
     found = entry_problem(status)
     assert (found is None) if problem is None else (found is not None and found.startswith(problem))
+
+
+def test_the_commit_a_ready_entry_has_checked_out():
+    assert entry_head(CLEAN) == OID
+    assert entry_head("# branch.head (detached)\0") == ""
 
 
 def _entries(*ages: float) -> list[Entry]:
