@@ -202,8 +202,14 @@ def take(runtime: Path, common_dir: Path, path: Path, branch: str, start: str, *
 def _adopt(common_dir: Path, name: str, path: Path) -> tuple[Path, str]:
     """Check a claimed entry at ``path`` (raises GitFailed ``worktree_pool_unusable`` when it is not
     exactly what was made) and tell git where it is now; return its git directory and commit."""
-    git_dir = Path(os.path.realpath(common_dir)) / "worktrees" / name
-    if path.is_symlink() or not path.is_dir() or not g.git_file_intact(path, git_dir):
+    ours = Path(os.path.realpath(common_dir)) / "worktrees" / name
+    try:
+        git_dir = g.expected_git_dir(path) if path.is_dir() and not path.is_symlink() else None
+    except (OSError, UnicodeDecodeError, g.GitFailed):
+        git_dir = None
+    # (compared resolved: git may write the path through a link of the repository's; still a
+    # regular .git file that names our entry's own git directory, and nothing else)
+    if git_dir is None or Path(os.path.realpath(git_dir)) != ours or not g.git_file_intact(path, git_dir):
         raise g.GitFailed("worktree_pool_unusable", f"{path} is not the worktree the pool made (its .git changed)")
     g.repair_worktree(common_dir, path)
     status = g.worktree_status(git_dir, path)

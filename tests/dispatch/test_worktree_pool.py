@@ -351,3 +351,16 @@ def test_a_supervisor_killed_between_the_take_and_the_checkout_leaves_nothing(
     assert not Path(row["worktree_path"]).exists()
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1  # git forgot the taken entry
     assert git(repo, "branch", "--list", "agent-bridge/*") == ""
+
+
+def test_a_repository_reached_through_a_link_still_gets_its_ready_worktree(tmp_path):
+    repo, runtime = make_repo(tmp_path), tmp_path / "runtime"
+    link = tmp_path / "link to checkout"
+    link.symlink_to(repo)
+    assert pool.fill(runtime, link, 1) == 1
+    found = g.find_repo(link)
+    assert found is not None
+    path = attempt_path(runtime, 6)
+    taken = pool.take(runtime, found.common_dir, path, "agent-bridge/claude/6", str(found.head), new_branch=True)
+    assert taken is not None
+    assert_is(path, taken, "agent-bridge/claude/6", str(found.head))
