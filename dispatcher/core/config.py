@@ -120,6 +120,9 @@ class BridgeConfig(ConfigPlaces, BaseModel):
     # Kept worktrees (of failed or crashed attempts, kept for inspection until retention) may use
     # this much disk in all; past it, the oldest go first (their branches stay).
     kept_worktrees_max_mb: int = Field(default=2048, ge=0, le=10**7)
+    # Ready worktrees kept checked out per repository, so that an attempt's worktree is a switch of
+    # the files that differ rather than a checkout of every file (docs/worktrees.md); 0: none.
+    worktree_pool_size: int = Field(default=1, ge=0, le=8)
 
     def permissions(self, agent: str) -> PermissionProfile:
         """The agent's permission profile; ``bridge`` when it declares none."""

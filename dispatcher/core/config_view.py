@@ -170,6 +170,7 @@ class ConfigView(ConfigPlaces):
     budget_time_zone: str | None
 
     kept_worktrees_max_mb: int
+    worktree_pool_size: int
     profiles: Mapping[str, ProfileView]  # each agent's, as BridgeConfig.permissions gave it
     max_workers_total: int
 
@@ -190,6 +191,7 @@ class ConfigView(ConfigPlaces):
             budget_time_zone=document["budget_time_zone"],
             max_workers_total=document["max_workers_total"],
             kept_worktrees_max_mb=document["kept_worktrees_max_mb"],
+            worktree_pool_size=document["worktree_pool_size"],
             profiles={agent: ProfileView.of(profile) for agent, profile in profiles.items()},
         )
 

@@ -176,6 +176,49 @@ def add_worktree(common_dir: Path, path: Path, branch: str, start: str, *, new_b
     return expected_git_dir(path)
 
 
+def add_detached(common_dir: Path, path: Path, commit: str) -> Path:
+    """A worktree at ``path`` with ``commit`` checked out on a detached HEAD (a pool entry: it holds
+    no branch); return its own git directory, read from the ``.git`` file git just wrote."""
+    git("worktree", "add", "--detach", str(path), commit, git_dir=common_dir, kind="worktree_failed")
+    return expected_git_dir(path)
+
+
+def move_worktree(common_dir: Path, path: Path, to: Path) -> None:
+    git("worktree", "move", str(path), str(to), git_dir=common_dir, kind="worktree_failed")
+
+
+def repair_worktree(common_dir: Path, path: Path) -> None:
+    """Tell git the worktree now lives at ``path`` (after it was renamed there: what ``git worktree
+    move`` does after its own rename)."""
+    git("worktree", "repair", str(path), git_dir=common_dir, kind="worktree_failed")
+
+
+def worktree_status(git_dir: Path, path: Path) -> str:
+    """``git status --porcelain=v2 --branch -z`` of the worktree, untracked and ignored files
+    included, through the git directory and work tree we recorded. ``core.trustctime`` is forced
+    on: a file rewritten with its size and mtime put back still shows (nobody can set a ctime)."""
+    return git("-c", "core.trustctime=true", "-c", "core.checkStat=default", "status", "--porcelain=v2", "--branch",
+               "-z", "--untracked-files=all", "--ignored=matching", git_dir=git_dir, work_tree=path, cwd=path,
+               kind="worktree_failed").stdout  # fmt: skip
+
+
+def checkout_branch(git_dir: Path, path: Path, branch: str, start: str, *, new_branch: bool) -> None:
+    """Switch the worktree to ``branch`` (made at ``start`` when ``new_branch``: refused, as ``git
+    worktree add -b`` is, when it exists): git writes only the files that differ. No ``-f``: the
+    worktree was just found clean (``worktree_status``), and ``-f`` would check every file again;
+    should anything differ, git refuses rather than overwrites."""
+    args = ("checkout", "-q", "-b", branch, start, "--") if new_branch else ("checkout", "-q", branch, "--")
+    git(*args, git_dir=git_dir, work_tree=path, cwd=path, kind="worktree_failed")
+
+
+def branch_here(git_dir: Path, branch: str, start: str) -> None:
+    """``git checkout -b branch`` where the worktree already is at ``start`` and clean: the branch is
+    made (refused when it exists: the empty old value) and HEAD names it; no file is looked at."""
+    git("update-ref", "-m", f"branch: Created from {start}", f"refs/heads/{branch}", start, "", git_dir=git_dir,
+        kind="worktree_failed")  # fmt: skip
+    git("symbolic-ref", "HEAD", f"refs/heads/{branch}", git_dir=git_dir, kind="worktree_failed")
+
+
 def expected_git_dir(path: Path) -> Path:
     text = (path / ".git").read_text(encoding="utf-8").strip()
     if not text.startswith("gitdir: "):

@@ -17,6 +17,7 @@ from dispatcher.core.errors import BridgeError
 from dispatcher.core.logs import get_logger
 from dispatcher.core.private_files import ensure_private_dir
 from dispatcher.dispatch import git_worktree as g
+from dispatcher.dispatch import worktree_pool as pool
 from dispatcher.dispatch.paths import AgentPaths
 from dispatcher.store import Connection, Row, write_transaction
 from dispatcher.store.attempts import get_attempt
@@ -57,9 +58,17 @@ def worktree_path(paths: AgentPaths, message_id: int) -> Path:
 
 
 def open_worktree(
-    conn: Connection, paths: AgentPaths, message: Row, workspace: Path, declared: str, writes: bool
+    conn: Connection,
+    paths: AgentPaths,
+    message: Row,
+    workspace: Path,
+    declared: str,
+    writes: bool,
+    pool_size: int = 0,
 ) -> Path | None:
-    """The attempt's worktree (None: it runs in ``workspace`` itself). Raises IsolationRefused."""
+    """The attempt's worktree (None: it runs in ``workspace`` itself). Raises IsolationRefused.
+    Taken from the repository's pool of ready worktrees when ``pool_size`` and one is there
+    (``worktree_pool``), else checked out afresh."""
     agent, message_id = message["recipient"], message["id"]
     if (
         not use_worktree(declared, writes, True) or not workspace.is_dir()
@@ -97,19 +106,22 @@ def open_worktree(
         )
     ensure_private_dir(path.parent.parent, "worktrees directory")
     ensure_private_dir(path.parent, "worktrees directory")
+    # (there before any worker starts, so every worker's protected paths hold it: core/protected.py)
+    ensure_private_dir(pool.pool_root(paths.root), "worktree pool directory")
     try:
         if follows and previous is not None:
             drop_worktree(conn, previous, branch="keep")  # its result is on the branch; the branch moves on here
             start = g.branch_head(repo.common_dir, branch)
             if start is None:
                 raise g.GitFailed("worktree_failed", f"the conversation's branch {branch} is gone")
-            git_dir, origin = (
-                g.add_worktree(repo.common_dir, path, branch, start, new_branch=False),
-                previous["worktree_origin"],
-            )
+            origin = previous["worktree_origin"]
         else:
             start = origin = g.snapshot(repo, message_id)
-            git_dir = g.add_worktree(repo.common_dir, path, branch, start, new_branch=True)
+        new_branch = not follows
+        taken = (
+            pool.take(paths.root, repo.common_dir, path, branch, start, new_branch=new_branch) if pool_size else None
+        )
+        git_dir = taken or g.add_worktree(repo.common_dir, path, branch, start, new_branch=new_branch)
     except (g.GitFailed, OSError) as exc:
         kind = exc.kind if isinstance(exc, g.GitFailed) else "worktree_failed"
         log.warning("worktree_failed", message_id=message_id, kind=kind, detail=str(exc)[:300])
@@ -117,7 +129,7 @@ def open_worktree(
         raise IsolationRefused(kind, f"could not make the attempt's worktree: {exc}") from None
     with write_transaction(conn):
         record_worktree_ready(conn, message_id, git_dir=str(git_dir), origin=origin, base=start)
-    log.info("worktree_ready", message_id=message_id, branch=branch, follows=bool(follows))
+    log.info("worktree_ready", message_id=message_id, branch=branch, follows=bool(follows), from_pool=bool(taken))
     return path
 
 
@@ -230,7 +242,9 @@ def drop_worktree(conn: Connection, row: Row | None, *, branch: str = "if_empty"
 
 
 def settle_worktree(conn: Connection, message_id: int, outcome: str) -> None:
-    """After the verdict: a succeeded attempt's worktree goes at once; any other stays until retention."""
+    """After the verdict: a succeeded attempt's worktree goes at once, and so does one never made
+    ready (its supervisor died making it: no worker ran there); any other stays until retention."""
     close_worktree(conn, message_id)  # (a no-op when the supervisor already committed)
-    if outcome == "succeeded":
-        drop_worktree(conn, get_attempt(conn, message_id))
+    row = get_attempt(conn, message_id)
+    if outcome == "succeeded" or (row is not None and row["worktree_state"] == PLANNED):
+        drop_worktree(conn, row)

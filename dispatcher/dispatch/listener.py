@@ -429,6 +429,13 @@ class Listener:
                         self.config.attempt_retention_days,
                         self.config.kept_worktrees_max_mb,
                     )
+                pool_dir = self.paths.root / "worktree-pool"  # (worktree_pool.POOL_DIR; git loads only with one)
+                if pool_dir.is_dir() and any(pool_dir.iterdir()):
+                    from dispatcher.dispatch.retention import DAY_SECONDS
+                    from dispatcher.dispatch.worktree_pool import clear
+
+                    retention = self.config.attempt_retention_days * DAY_SECONDS
+                    clear(self.paths.root, self.config.worktree_pool_size, clock.now() - retention)
         except (BridgeError, OSError) as exc:  # tried again in an hour; never stops the listener
             log.warning("attempt_prune_failed", agent=self.agent, error=type(exc).__name__)
 

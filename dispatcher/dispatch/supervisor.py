@@ -25,6 +25,8 @@ from dispatcher.store import open_store
 from dispatcher.store.store_clock import store_now
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from dispatcher.dispatch.worker_run import WorkerConfig
 
 log = get_logger("agent_bridge.dispatch")
@@ -74,7 +76,7 @@ def _supervise(
     from dispatcher.dispatch.worker_run import run_worker
 
     try:
-        workspace, git_common_dir = _workspace(conn, settings, config, paths, message)
+        workspace, git_common_dir, checkout = _workspace(conn, settings, config, paths, message)
     except isolation.IsolationRefused as exc:
         from dispatcher.dispatch.outcome import settle
 
@@ -97,6 +99,7 @@ def _supervise(
             workspace=workspace,
             git_common_dir=git_common_dir,
             after_worker=lambda: isolation.close_worktree(conn, message_id),
+            beside_worker=_pool_filler(paths, checkout, config.worktree_pool_size),
         )
     finally:
         remove_request(paths, message_id)
@@ -107,17 +110,39 @@ def _supervise(
 
 def _workspace(
     conn, settings: ListenerSettings, config: "WorkerConfig", paths: AgentPaths, message
-) -> tuple[Path, Path | None]:
-    """Where the worker runs: its attempt's worktree (and the repository's git directory), or the
-    agent's workspace (docs/worktrees.md)."""
+) -> tuple[Path, Path | None, Path | None]:
+    """Where the worker runs: its attempt's worktree (with the repository's git directory and the
+    workspace it started from), or the agent's workspace (docs/worktrees.md)."""
     from dispatcher.dispatch.isolation import open_worktree
 
     agent = message["recipient"]
     workspace = config.workspace(agent, settings.workspace)
     worktree = open_worktree(
-        conn, paths, message, workspace, config.agents[agent].isolation, config.permissions(agent).writes
+        conn,
+        paths,
+        message,
+        workspace,
+        config.agents[agent].isolation,
+        config.permissions(agent).writes,
+        pool_size=config.worktree_pool_size,
     )
     if worktree is None:
-        return workspace, None
+        return workspace, None, None
     row = get_attempt(conn, message["id"])
-    return worktree, Path(row["worktree_common_dir"]) if row is not None else None
+    # The pool is filled from the workspace config.json names, never from a path read back from
+    # the store (on PostgreSQL an agent's role may write the attempt's worktree columns).
+    return worktree, Path(row["worktree_common_dir"]) if row is not None else None, workspace
+
+
+def _pool_filler(paths: AgentPaths, checkout: Path | None, size: int) -> "Callable[[], None] | None":
+    """What refills the repository's pool of ready worktrees beside the worker, once it has
+    started (off the path from send to worker start): None without a worktree or a pool."""
+    if checkout is None or size <= 0:
+        return None
+
+    def fill() -> None:
+        from dispatcher.dispatch.worktree_pool import fill
+
+        fill(paths.root, checkout, size)
+
+    return fill

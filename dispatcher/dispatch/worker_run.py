@@ -65,6 +65,8 @@ from dispatcher.store import STORE_ERRORS
 from dispatcher.store.store_clock import store_now
 
 if TYPE_CHECKING:  # only ``agent-bridge dispatch`` passes one: a supervisor never loads pydantic
+    import threading
+
     from dispatcher.core.config import BridgeConfig
 
 # What a supervisor launches its worker from: the listener's view, or the whole config.
@@ -287,6 +289,17 @@ def _settle(conn, message_id: int, began: float, **verdict) -> str:
     return outcome
 
 
+def _start_beside(work: Callable[[], None] | None) -> "threading.Thread | None":
+    """Run ``work`` in a thread of its own (it must never raise: it logs what goes wrong)."""
+    if work is None:
+        return None
+    import threading
+
+    thread = threading.Thread(target=work, name="beside-worker", daemon=True)
+    thread.start()
+    return thread
+
+
 def run_worker(
     conn,
     settings,
@@ -301,9 +314,12 @@ def run_worker(
     workspace: Path,
     git_common_dir: Path | None = None,
     after_worker: Callable[[], None] = lambda: None,
+    beside_worker: Callable[[], None] | None = None,
 ) -> str:
     """``deadline``: on the monotonic clock. ``workspace``: where the worker runs (the agent's, or
-    its attempt's worktree); ``after_worker`` runs once the worker's tree is gone, before the verdict."""
+    its attempt's worktree); ``after_worker`` runs once the worker's tree is gone, before the verdict;
+    ``beside_worker`` runs in a thread once the worker has started (the worktree pool's refill),
+    and is waited for before the worker's tree is ended (which ends every process below us)."""
 
     message_id, began = message["id"], deadline - timeout
     try:
@@ -337,6 +353,7 @@ def run_worker(
     fault_point("after_pid_recorded")
     launch.open_gate()
     log.info("worker_started", message_id=message_id, worker_pid=pid, cgroup=launch.cgroup is not None)
+    beside = _start_beside(beside_worker)
 
     owner = attempt_claim_owner(message["recipient"], message_id)
     agent = config.agents[message["recipient"]]
@@ -349,6 +366,8 @@ def run_worker(
     elif stopped is not None:
         log.warning("worker_over_budget", message_id=message_id, worker_pid=pid, cap=stopped)
         end_worker(launch.proc, KILL_GRACE_SECONDS)
+    if beside is not None:
+        beside.join()  # (its git must not be taken for something the worker left behind)
     # Whatever the worker left behind (in its group or daemonised, adopted by us) ends with it.
     ended, left = contain(tree, KILL_GRACE_SECONDS)
     if ended:

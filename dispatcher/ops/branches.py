@@ -15,6 +15,7 @@ from dispatcher.core.diffstat import diffstat_text
 from dispatcher.core.errors import BridgeError
 from dispatcher.core.locations import LocationsLike, shown
 from dispatcher.dispatch import git_worktree as g
+from dispatcher.dispatch import worktree_pool as pool
 from dispatcher.dispatch.isolation import BRANCH_PREFIX, drop_worktree
 from dispatcher.dispatch.retention import tree_bytes
 from dispatcher.store import Connection, Row, open_store
@@ -150,6 +151,9 @@ def orphans(conn: Connection, runtime: Path, repositories: set[Path]) -> dict[st
     """Worktree directories and ``agent-bridge/`` branches no attempt owns, with their size."""
     paths, owned_branches = owned_worktrees(conn)
     dirs = [{"path": str(p), "bytes": tree_bytes(p)} for p in worktree_dirs(runtime) if str(p) not in paths]
+    # The pool's leftovers (worktree_pool.leftovers): ready entries count as ours while their
+    # repository is there; retention keeps their number and age in bounds.
+    dirs += [{"path": str(left.path), "bytes": tree_bytes(left.path)} for left in pool.leftovers(runtime)]
     branches = []
     for common in sorted(repositories):
         try:
@@ -186,6 +190,7 @@ def purge_branches(settings: LocationsLike, workspaces: list[Path]) -> list[str]
     delete every ``agent-bridge/`` branch. Lines to print."""
     lines: list[str] = []
     log_to_runtime(settings, to_file=False)  # (the runtime directory goes next)
+    pool.clear(settings.private_dir(), keep=0)  # every ready worktree (they hold no branch), store or not
     try:
         conn = open_store(settings.db)
     except (BridgeError, OSError):

@@ -267,6 +267,15 @@ def _prune_worktrees(conn: Connection, now: float, older_than_seconds: float) ->
     return prune_kept_worktrees(conn, None, now, older_than_seconds / DAY_SECONDS, None)
 
 
+def _prune_pool(runtime: Path, cutoff: float) -> int:
+    """Ready worktrees of the pool made before the cutoff, and its leftovers (docs/worktrees.md)."""
+    from dispatcher.dispatch.worktree_pool import clear, pool_root
+
+    if not pool_root(runtime).is_dir():
+        return 0
+    return len(clear(runtime, None, cutoff))
+
+
 def prune(
     conn: Connection,
     older_than_seconds: float,
@@ -290,6 +299,8 @@ def prune(
         _prune_conversations(conn, cutoff, report, pacer, dry_run)
         _prune_broadcasts(conn, cutoff, report, pacer, dry_run)
         report.attempt_dirs = _prune_attempt_dirs(conn, attempts_root, set(attempt_ids), cutoff, dry_run)
+        if attempts_root is not None and not dry_run:
+            report.worktrees += _prune_pool(attempts_root.parent, cutoff)
     finally:
         stored.end_run(conn)
     if compact and not dry_run:

@@ -194,3 +194,25 @@ def test_a_worktree_in_the_runtime_directory_stays_writable_and_nothing_beside_i
     for other in ("worktrees/claude/6/app.py", "attempts/7/claude-result.json", "claude.progress.json"):
         assert write_refused(runtime / other, protected) is not None, other
     assert write_refused(runtime / "attempts" / "7" / "x", protected_paths([Place("r", runtime)], [])) is not None
+
+
+def test_the_worktree_pool_is_never_writable_by_a_worker(tmp_path):
+    """The pool's ready worktrees (docs/worktrees.md) lie in the runtime directory beside the
+    attempts' worktrees: only the attempt's own worktree is carved out, so a worker can write no
+    entry of the pool, not even one made after it started (the pool's directory exists before
+    any worker starts: ``isolation.open_worktree`` makes it)."""
+    from dispatcher.core.protected import Place, protected_paths, write_refused
+
+    runtime = tmp_path / "runtime"
+    worktree = runtime / "worktrees" / "claude" / "7"
+    worktree.mkdir(parents=True)
+    entry = runtime / "worktree-pool" / "0123456789abcdef" / "ready" / "p1"
+    entry.mkdir(parents=True)
+    protected = protected_paths([Place("the runtime directory", runtime)], [worktree])
+    assert write_refused(worktree / "app.py", protected) is None
+    later = runtime / "worktree-pool" / "fedcba9876543210" / "ready" / "p2"  # made once the worker ran
+    for path in (entry / "app.py", entry / ".git", later / "app.py", runtime / "worktree-pool" / "x"):
+        assert write_refused(path, protected) is not None, path
+    # A link the worker plants in its own worktree, pointing into the pool, is refused too.
+    (worktree / "into-pool").symlink_to(entry)
+    assert write_refused(worktree / "into-pool" / "app.py", protected) is not None

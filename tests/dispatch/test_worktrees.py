@@ -43,6 +43,13 @@ def make_repo(root: Path, name: str = "user checkout") -> Path:
     return repo
 
 
+def attempt_worktrees(repo: Path) -> list[str]:
+    """The repository's worktrees other than the user's checkout and the pool's ready ones
+    (docs/worktrees.md, "A pool of ready worktrees": those stay, by design)."""
+    listed = [line.removeprefix("worktree ") for line in git(repo, "worktree", "list", "--porcelain").splitlines()]
+    return [p for p in listed[1:] if p.startswith("/") and "/worktree-pool/" not in p]
+
+
 def checkout_hash(repo: Path) -> str:
     """The user's checkout as bytes: every file of the tree (the .git directory aside), the index, HEAD and refs."""
     digest = hashlib.sha256()
@@ -100,7 +107,7 @@ def test_a_worker_edits_its_worktree_and_the_supervisor_commits_it(env, db_path,
     log = git(repo, "log", "--format=%an <%ae>|%s", f"{row['worktree_base']}..{branch}").splitlines()
     assert log == [f"Agent Bridge <agent-bridge@localhost>|agent-bridge: claude task #{task}"]
     assert git(repo, "show", f"{branch}:feature.py") == "x=1"
-    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+    assert attempt_worktrees(repo) == []
     shown = cli(env, "show", str(task))
     assert "1 file changed, 1 insertion(+), 0 deletions(-)" in shown.stdout and branch in shown.stdout
     top = cli({**env, "COLUMNS": "300"}, "top", "--once")
@@ -184,7 +191,7 @@ def test_a_hostile_worker_cannot_make_the_supervisor_follow_what_it_planted(
     assert "pipe" not in git(repo, "ls-tree", "--name-only", branch)
     assert not Path(row["worktree_path"]).exists() and checkout_hash(repo) == before
     assert (evil.parent / "worker.log").is_file()  # removing the worktree did not follow the link
-    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+    assert attempt_worktrees(repo) == []
 
 
 @pytest.mark.store_agnostic("git's side of a deleted worktree")
@@ -197,7 +204,7 @@ def test_a_worktree_deleted_under_its_attempt_is_reported_and_git_forgets_it(
     _, row = dispatched(env, db_path)
     assert seen.read_text() == str(repo / ".git")  # for the permission plan's read-only rule
     assert row["worktree_findings"] == "worktree_missing" and row["worktree_state"] == "removed"
-    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+    assert attempt_worktrees(repo) == []
 
 
 @pytest.mark.store_agnostic("where the worker runs is decided from config and git, not the store")
@@ -254,7 +261,7 @@ def test_a_failed_attempt_keeps_its_worktree_until_discarded(env, db_path, confi
     cli(env, "discard", str(task))
     after = attempt(db_path, task)
     assert after["worktree_state"] == "removed" and not Path(row["worktree_path"]).exists()
-    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+    assert attempt_worktrees(repo) == []
 
 
 @pytest.mark.store_agnostic(
@@ -327,7 +334,7 @@ def test_kill_9_of_a_supervisor_mid_run_is_settled_with_its_worktree_once(
     assert not Path(row["worktree_path"]).exists()
     log = git(repo, "log", "--format=%s", f"{row['worktree_base']}..{row['worktree_branch']}").splitlines()
     assert log == [f"agent-bridge: claude task #{task}"]
-    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+    assert attempt_worktrees(repo) == []
 
 
 def test_doctor_reports_what_no_attempt_owns_and_purge_removes_ours(env, launchers, tmp_path):
@@ -408,7 +415,7 @@ def test_retention_and_the_disk_cap_remove_kept_worktrees_and_keep_their_branche
     after = attempt(db_path, task)
     assert after["worktree_state"] == "removed" and not Path(row["worktree_path"]).exists()
     assert git(repo, "show", f"{row['worktree_branch']}:half.py") == "1"  # the branch keeps the work
-    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+    assert attempt_worktrees(repo) == []
 
 
 def test_prune_removes_kept_worktrees_before_their_attempts(env, db_path, config_path, launchers, tmp_path):
@@ -424,7 +431,7 @@ def test_prune_removes_kept_worktrees_before_their_attempts(env, db_path, config
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["worktrees"] >= 1
     assert not Path(row["worktree_path"]).exists()
-    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+    assert attempt_worktrees(repo) == []
 
 
 def test_an_agents_own_role_records_its_worktrees(env, db_path, config_path, launchers, tmp_path, request):
