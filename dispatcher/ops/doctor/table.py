@@ -24,7 +24,17 @@ How to add a check:
 4. Give it a passing and a failing case in ``tests/ops/test_doctor_checks.py`` (or the area's test).
 """
 
-from dispatcher.ops.doctor import clis, config, listeners, pointers, spend, stale, statusline, store, units, worktrees
+# Each module by its own name, not through the package (whose __init__ imports the runner, which imports this).
+import dispatcher.ops.doctor.clis as clis
+import dispatcher.ops.doctor.config as config
+import dispatcher.ops.doctor.listeners as listeners
+import dispatcher.ops.doctor.pointers as pointers
+import dispatcher.ops.doctor.spend as spend
+import dispatcher.ops.doctor.stale as stale
+import dispatcher.ops.doctor.statusline as statusline
+import dispatcher.ops.doctor.store as store
+import dispatcher.ops.doctor.units as units
+import dispatcher.ops.doctor.worktrees as worktrees
 from dispatcher.ops.doctor.check import ALWAYS, CONFIG, STORE, Check
 
 __all__ = ["ALWAYS", "CHECKS", "CONFIG", "RUNNER_CODES", "STORE", "Check"]
