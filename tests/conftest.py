@@ -114,10 +114,10 @@ def conn(backend, tmp_path, request):
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "backend" in metafunc.fixturenames and metafunc.definition.get_closest_marker("both_backends"):
-        # A sqlite_only test is parametrised too (with SQLite alone): an unparametrised test would
+        # A sqlite_only or store_agnostic test is parametrised too (with SQLite alone): an unparametrised test would
         # be handed whichever module-scoped store the module made last, the PostgreSQL one included.
-        sqlite_only = metafunc.definition.get_closest_marker("sqlite_only")
-        backends = ["sqlite"] if sqlite_only else ["sqlite", "postgres"]
+        one = any(metafunc.definition.get_closest_marker(m) for m in ("sqlite_only", "store_agnostic"))
+        backends = ["sqlite"] if one else ["sqlite", "postgres"]
         metafunc.parametrize("backend", backends, indirect=True, scope="module")
 
 

@@ -450,7 +450,7 @@ def test_registering_codex_is_one_click_from_the_readme():
 
 def test_the_site_builds_strictly(tmp_path):
     """`mkdocs build --strict`: a broken link, a missing page or a page left out of the nav fails,
-    and the generated reference pages (commands, configuration, tools) are built from the code."""
+    and the generated reference pages (commands, configuration, tools, doctor's checks) are built from the code."""
     import subprocess
     import sys
 
@@ -472,6 +472,11 @@ def test_the_site_builds_strictly(tmp_path):
         "<!-- generated" not in configuration
         and "send_message" in (tmp_path / "site" / "tools" / "index.html").read_text()
     )
+    from dispatcher.ops.doctor.table import CHECKS
+
+    checks = (tmp_path / "site" / "doctor-checks" / "index.html").read_text()
+    missing = [check.name for check in CHECKS if f"<code>{check.name}</code>" not in checks]
+    assert not missing, f"checks missing from the generated doctor reference: {missing}"
 
 
 def test_the_quick_start_says_where_the_program_goes_and_that_it_must_be_on_path():

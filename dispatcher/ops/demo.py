@@ -13,7 +13,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
 
 import anyio
@@ -40,8 +39,9 @@ class _StatusWatcher(threading.Thread):
     def run(self) -> None:
         from dispatcher.dispatch.control import progress_line
 
-        last = None
-        while not self.stop.wait(0.05):
+        last, stopping = None, False
+        while not stopping:
+            stopping = self.stop.wait(0.05)  # once more after the stop: the final line is shown
             line = progress_line(self.settings, "claude")
             if _without_times(line) != last:  # a new stage or message, not a running clock
                 _say("status", line)
@@ -72,7 +72,7 @@ def _environment(root: Path) -> dict[str, str]:
     }
 
 
-async def _script(env: dict[str, str]) -> None:
+async def _script(env: dict[str, str]) -> str:
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
 
@@ -155,11 +155,7 @@ async def _script(env: dict[str, str]) -> None:
         await settled(kimi, follow["id"])
         listener = await call(claude, "claude", "listener", action="progress")
         _say("claude", f"  {listener['line']}")
-        _say(
-            "demo",
-            f"done: 3 tasks dispatched to claude's workers, each answered; conversation #{cid} {done['state']}",
-        )
-        _say("demo", "next: your own machine in five minutes, `agent-bridge init --scripted` (README: Quick start)")
+        return f"done: 3 tasks dispatched to claude's workers, each answered; conversation #{cid} {done['state']}"
 
 
 def run_demo(keep: bool = False) -> None:
@@ -178,8 +174,11 @@ def run_demo(keep: bool = False) -> None:
     watcher = _StatusWatcher(BridgeSettings())
     watcher.start()
     try:
-        anyio.run(_script, env)
-        time.sleep(0.3)  # let the watcher print the final idle line
+        summary = anyio.run(_script, env)
+        watcher.stop.set()
+        watcher.join()  # its last status line comes before the summary
+        _say("demo", summary)
+        _say("demo", "next: your own machine in five minutes, `agent-bridge init --scripted` (README: Quick start)")
     except Exception as exc:
         hint = f"its files are in {root}" if keep else "run it again with --keep to inspect its files"
         raise BridgeError("demo_failed", f"{type(exc).__name__}: {exc}; {hint}.") from exc

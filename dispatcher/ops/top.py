@@ -55,13 +55,14 @@ def snapshot(settings) -> dict:
     except ConfigError as exc:
         names = []
         snap["error"] = f"config_invalid: {exc.reason}"
+    problems = launcher_codes(settings, config)
     for name in names:
         status = listener_status(settings, name, check_config=False, late_results=False, totals=False)
         last = status["last"] if isinstance(status["last"], dict) else None
         snap["agents"].append(
             {
                 "agent": name,
-                "problems": launcher_codes(config, name),
+                "problems": problems.get(name, []),
                 "stage": status["stage"],
                 "running": status["running"],
                 "pid": status["pid"],
@@ -136,13 +137,16 @@ def snapshot(settings) -> dict:
     return snap
 
 
-def launcher_codes(config, agent: str) -> list[str]:
-    """The code of what keeps the agent's launcher from running, as doctor and the status line judge it."""
-    from dispatcher.core.launchers import launcher_problem
-    from dispatcher.core.locations import PROJECT_DIR
+def launcher_codes(settings, config) -> dict[str, list[str]]:
+    """Per agent, the code of what keeps its launcher from running: doctor's launcher checks, rows
+    of its table (the status line judges it by the same rule, ``core.launchers.launcher_problem``)."""
+    from dispatcher.core.locations import Locations
+    from dispatcher.ops.doctor import Context
+    from dispatcher.ops.doctor.runner import shown_while_working
 
-    problem = launcher_problem(config.launcher_path(agent, PROJECT_DIR))
-    return [] if problem is None else [problem[0]]
+    if config is None:
+        return {}
+    return shown_while_working(Context(Locations(db=settings.db, config=settings.config_path()), config), "launcher")
 
 
 def _workers(progress: dict | None) -> dict:

@@ -4,7 +4,9 @@ A page asks for a table with a marker line; the hook replaces it:
 - ``<!-- generated: config -->``: config.json's keys, from the pydantic models and the comment
   written above each field;
 - ``<!-- generated: settings -->``: the ``AGENT_BRIDGE_*`` settings, from ``BridgeSettings``;
-- ``<!-- generated: tools -->``: the MCP tools, from the server's tool table (``mcp_server.TOOLS``).
+- ``<!-- generated: tools -->``: the MCP tools, from the server's tool table (``mcp_server.TOOLS``);
+- ``<!-- generated: doctor -->``: doctor's checks, from its table (``ops.doctor.table.CHECKS``) and
+  the finding codes' levels and fixes (``core.findings.CODES``).
 The command line's reference is mkdocs-click's (docs/commands.md).
 """
 
@@ -135,4 +137,27 @@ def tools_table() -> str:
     return "\n".join(rows) + "\n"
 
 
-TABLES = {"config": config_tables, "settings": settings_table, "tools": tools_table}
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def doctor_table() -> str:
+    """Doctor's checks, in the order they run: each row's code, level(s), question and fix, from
+    its table (``dispatcher.ops.doctor.table.CHECKS``) and the codes' declarations (``core.findings.CODES``)."""
+    from dispatcher.core.findings import CODES, DOCTOR
+    from dispatcher.ops.doctor.table import CHECKS, RUNNER_CODES
+
+    rows = ["| code | level | what it asks | fix | needs | also shown by |", "|---|---|---|---|---|---|"]
+    entries = [(CODES[code], question, "the runner") for code, question in RUNNER_CODES.items()]
+    entries += [(c.code, inspect.cleandoc(c.run.__doc__ or "").split("\n\n")[0], c.needs) for c in CHECKS]
+    for code, question, needs in entries:
+        fixes = (
+            "; ".join(f"{variant}: {text}" if variant else text for variant, text in code.fixes.items() if text) or "—"
+        )
+        shown = ", ".join(sorted(code.surfaces - {DOCTOR})) or "—"
+        levels = " or ".join(code.levels)
+        rows.append(f"| `{code.name}` | {levels} | {_cell(question) or '—'} | {_cell(fixes)} | {needs} | {shown} |")
+    return "\n".join(rows) + "\n"
+
+
+TABLES = {"config": config_tables, "settings": settings_table, "tools": tools_table, "doctor": doctor_table}

@@ -143,7 +143,8 @@ def _check(store, call, *, conversation_id=None, reply_to=None, actor=None) -> s
     return None
 
 
-common = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+# 60 examples a property: the suite's time is bounded (CONTRIBUTING); each example is a fresh store.
+common = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 @common

@@ -59,10 +59,10 @@ def test_restart_gives_the_listener_the_path_that_finds_the_cli(setup):
 
     from dispatcher.core.locations import Locations
     from dispatcher.ops.doctor.context import Context
-    from dispatcher.ops.doctor.listeners import check_listener_clis
+    from dispatcher.ops.doctor.listeners import listener_cli_missing
 
     with environment({**os.environ, **here}):
-        findings = check_listener_clis(Context(Locations.from_env(), _config(env)))
+        findings = listener_cli_missing(Context(Locations.from_env(), _config(env)))
     (found,) = findings
     assert (found.code, found.level) == ("listener_cli_missing", "error")
     assert f"does not find claude on its PATH (this shell finds {bins / 'claude'})" in found.message

@@ -158,7 +158,8 @@ def test_a_listener_of_another_host_shows_where_it_runs_while_it_renews(setup, s
     from dispatcher.core.config import load_config
     from dispatcher.dispatch import lease
     from dispatcher.dispatch.who import render_who, who_report
-    from dispatcher.ops.doctor import Context, check_listeners
+    from dispatcher.ops.doctor import Context
+    from dispatcher.ops.doctor.table import CHECKS
     from dispatcher.store import open_store, write_transaction
     from dispatcher.store.listeners import put_listener, renew_listener
 
@@ -189,7 +190,8 @@ def test_a_listener_of_another_host_shows_where_it_runs_while_it_renews(setup, s
         assert render_who(report).startswith("claude  listener elsewhere (pid 4242 on host host-b)")
         on_its_connection = who_report(conn, ["claude"], where, now)  # as the who tool reads it
         assert on_its_connection["agents"][0]["listener"] == report["agents"][0]["listener"]
-        (finding,) = check_listeners(Context(where, config=load_config(where.config)))
+        ctx = Context(where, config=load_config(where.config))
+        (finding,) = [f for check in CHECKS if check.group == "listener" for f in check(ctx)]
         assert (finding.code, finding.level) == ("listener_ok", "ok") and "on host host-b (pid 4242" in finding.message
         with write_transaction(conn):  # its last renewal, a lease ago
             renew_listener(conn, "claude", pid=4242, host="host-b", now=now - lease.lease_seconds())

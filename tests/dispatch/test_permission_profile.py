@@ -2,6 +2,7 @@
 worker is told, and what the ledger keeps of the denials its CLI reported."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -279,9 +280,13 @@ def _which(missing: set[str]):
     ],
 )
 def test_doctor_says_what_workers_may_do_and_whether_the_cli_can_enforce_it(cli, profile, missing, code, words):
-    from dispatcher.ops.doctor import ERROR, OK, WARN, permission_finding
+    from dispatcher.core.locations import Locations
+    from dispatcher.ops.doctor import ERROR, OK, WARN, Context
+    from dispatcher.ops.doctor.table import CHECKS
 
-    finding = permission_finding("agent", cli, PermissionProfile.from_json(profile), _which(missing))
+    ctx = Context(Locations(db=Path("/nonexistent/bridge.db")))  # what the permission checks read, given
+    ctx.facts["permissions"] = [("agent", cli, PermissionProfile.from_json(profile), _which(missing))]
+    (finding,) = [f for check in CHECKS if check.group == "permissions" for f in check(ctx)]
     assert finding.code == code and words in finding.message and finding.agent == "agent"
     assert (
         finding.level

@@ -5,6 +5,7 @@ checkout (a path with spaces) is checked byte for byte before and after."""
 import hashlib
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -106,6 +107,9 @@ def test_a_worker_edits_its_worktree_and_the_supervisor_commits_it(env, db_path,
     assert branch in top.stdout and "1 file changed" in top.stdout, top.stdout
 
 
+@pytest.mark.store_agnostic(
+    "the refusal comes before any store write beyond the attempt row both backends record elsewhere"
+)
 def test_isolation_worktree_on_a_workspace_outside_git_fails_and_runs_nothing(
     env, db_path, config_path, launchers, tmp_path
 ):
@@ -123,6 +127,7 @@ def test_isolation_worktree_on_a_workspace_outside_git_fails_and_runs_nothing(
     )
 
 
+@pytest.mark.store_agnostic("git's refusals; the attempt's failure row is the same on both backends")
 @pytest.mark.parametrize("case", ["mid_merge", "detached", "bare", "no_commits"])
 def test_a_repository_that_cannot_be_branched_gets_one_clear_error(
     env, db_path, config_path, launchers, tmp_path, case
@@ -182,6 +187,7 @@ def test_a_hostile_worker_cannot_make_the_supervisor_follow_what_it_planted(
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
 
 
+@pytest.mark.store_agnostic("git's side of a deleted worktree")
 def test_a_worktree_deleted_under_its_attempt_is_reported_and_git_forgets_it(
     env, db_path, config_path, launchers, tmp_path
 ):
@@ -194,6 +200,7 @@ def test_a_worktree_deleted_under_its_attempt_is_reported_and_git_forgets_it(
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
 
 
+@pytest.mark.store_agnostic("where the worker runs is decided from config and git, not the store")
 def test_isolation_none_and_read_levels_run_in_the_workspace(env, db_path, config_path, launchers, tmp_path):
     repo = make_repo(tmp_path)
     for isolation, level in (("none", "edit"), ("auto", "read")):
@@ -202,6 +209,7 @@ def test_isolation_none_and_read_levels_run_in_the_workspace(env, db_path, confi
         assert row["outcome"] == "succeeded" and row["isolation"] is None and row["worktree_path"] is None
 
 
+@pytest.mark.store_agnostic("apply is git's cherry-pick in the user's checkout")
 def test_apply_cherry_picks_cleanly_refuses_a_dirty_tree_and_leaves_a_conflict_untouched(
     env, db_path, config_path, launchers, tmp_path
 ):
@@ -249,6 +257,9 @@ def test_a_failed_attempt_keeps_its_worktree_until_discarded(env, db_path, confi
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
 
 
+@pytest.mark.store_agnostic(
+    "the branch a follow-up continues is git's; both backends record worktrees in the other tests"
+)
 def test_a_follow_up_turn_continues_on_the_same_branch(env, db_path, config_path, launchers, tmp_path):
     from dispatcher.bridge.messages import send_message
     from dispatcher.store import open_store
@@ -351,7 +362,7 @@ def test_doctor_reports_what_no_attempt_owns_and_purge_removes_ours(env, launche
     assert codes.count("orphan_branch") == 1 and codes.count("orphan_worktree") == 1, findings
     assert any("agent-bridge/claude/999999" in m for c, m in findings if c == "orphan_branch")
     assert any(str(stray) in m and "4 KiB" in m for c, m in findings if c == "orphan_worktree")
-    assert f"agent-bridge/claude/{task}" not in report.stdout
+    assert not re.search(rf"agent-bridge/claude/{task}\b", report.stdout)  # (a prefix of 999999 when task is 9)
     git(repo, "checkout", "-q", "-b", "elsewhere")
     purged = cli(env, "uninstall", "--purge")
     assert purged.returncode == 0, purged.stderr
@@ -361,6 +372,7 @@ def test_doctor_reports_what_no_attempt_owns_and_purge_removes_ours(env, launche
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
 
 
+@pytest.mark.store_agnostic("git's side: no commit, no branch")
 def test_a_worker_that_changes_nothing_leaves_no_branch(env, db_path, config_path, launchers, tmp_path):
     repo = make_repo(tmp_path)
     use(config_path, launchers, repo)

@@ -95,7 +95,8 @@ def test_kill_supervisor_and_worker_is_settled_as_crashed(slow_config, env, db_p
         done = wait_finished(db_path, task)
         assert (done["outcome"], done["error_kind"]) == ("crashed", "worker_gone")
         assert had_cgroup is (cgroups.delegated_directory()[0] is not None)
-        assert cgroups.find(running["worker_token"]) is None  # its emptied cgroup went with the verdict
+        # Its emptied cgroup goes right after the verdict's commit (the same reconciliation pass).
+        wait_until(lambda: cgroups.find(running["worker_token"]) is None, what="the worker's cgroup removed")
         notices = [m for m in kimi.ok("receive_messages", limit=100)["messages"] if m["reply_to"] == task]
         assert [n["kind"] for n in notices] == ["notice"] and "crashed" in notices[0]["text"]
         assert launch_count(launches, task) == 1

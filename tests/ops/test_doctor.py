@@ -195,11 +195,13 @@ def test_store_removed_while_doctor_opens_it_is_missing(tmp_path, monkeypatch):
     ``store_missing``, not a failed check (found by typing: ``open_read_only`` returns None then)."""
     from dispatcher.core.locations import Locations
     from dispatcher.ops.doctor import runner, store
+    from dispatcher.ops.doctor.table import CHECKS
 
     db = tmp_path / "bridge.db"
     open_store(db).close()
     monkeypatch.setattr(store, "open_read_only", lambda path: None)  # as if unlinked just before
-    found = runner._safe(store.check_store, runner.Context(Locations(db=db)))
+    ctx = runner.Context(Locations(db=db))
+    found = [f for c in CHECKS if c.run.__module__ == store.__name__ for f in runner._safe(c, ctx, [])]
     assert "store_missing" in {f.code for f in found} and "check_failed" not in {f.code for f in found}, found
 
 
@@ -562,10 +564,11 @@ def test_a_kimi_without_credentials_is_a_warning(setup):
         (None, None, None, "cli_not_authenticated"),
     ],
 )
-def test_auth_finding(variable, status_ok, file, code):
-    from dispatcher.ops.doctor import auth_finding
+def test_credentials_by_variable_status_command_or_file(variable, status_ok, file, code):
+    from dispatcher.ops.doctor.clis import credentials
 
-    assert auth_finding("claude", "claude", variable, status_ok, file).code == code
+    said = credentials("claude", variable, status_ok, file)
+    assert (said is not None) == (code == "cli_auth_ok")
 
 
 def test_without_a_user_manager_doctor_says_how_to_run_the_listener_not_systemctl(units):
@@ -621,9 +624,13 @@ def test_a_missing_workspace_is_an_error_whether_or_not_the_listener_runs(setup)
 def test_statusline_speed_is_judged_by_its_own_cpu(seconds, cpu_seconds, code, said):
     """At load 5-7 the status line took 310-420 ms wall-clock but about 165 ms of CPU: judged by
     the wall clock, a quick start on a busy machine warned statusline_slow."""
-    from dispatcher.ops.doctor import statusline_speed
+    from dispatcher.core.locations import Locations
+    from dispatcher.ops.doctor import Context, StatuslineRun, statusline
 
-    finding = statusline_speed(seconds, cpu_seconds)
+    ctx = Context(Locations(db=Path("/nonexistent/bridge.db")))
+    answered = subprocess.CompletedProcess([], 0, "[claude] idle\n", "")
+    ctx.facts["statusline"] = [StatuslineRun(answered, seconds, cpu_seconds)] * statusline.STATUSLINE_RUNS
+    (finding,) = statusline.statusline_ok(ctx) + statusline.statusline_slow(ctx) + statusline.statusline_failed(ctx)
     assert (finding.code, said in finding.message) == (code, True), finding
     assert ("busy" in finding.message) == (code == "statusline_ok" and seconds > 0.2)
 

@@ -1,64 +1,24 @@
-"""Doctor's checks of each agent's listener and its systemd user unit."""
+"""Doctor's checks of each agent's listener: its state as ``listener status`` reads it (once per
+agent per run), each check asking one question of it."""
 
-import subprocess
 from pathlib import Path
 
 from dispatcher.core.findings import Finding, finding
-from dispatcher.ops.doctor.context import CLIS, Context, cli_of, one_line
+from dispatcher.ops.doctor.check import CONFIG, check
+from dispatcher.ops.doctor.context import CLIS, Context, cli_of, listener_state, one_line
+
+ERROR_STAGES = ("error", "unknown", "legacy")
 
 
-def check_listeners(ctx: Context) -> list[Finding]:
-    from dispatcher.dispatch.control import listener_status
-
-    found = []
+def _auto(ctx: Context) -> list[tuple[str, dict]]:
+    """Each agent whose tasks are dispatched (``auto``), with its listener's state."""
     config = ctx.valid_config()
-    for agent in sorted(config.agents):
-        status = listener_status(ctx.locations, agent, late_results=False, totals=False)
-        if not config.agents[agent].auto:
-            found.append(auto_off_finding(agent, status["running"], ctx.locations.config))
-        elif not status["enabled"]:
-            found.append(finding("listener_disabled", f"the listener of {agent} is disabled", agent))
-        elif status["elsewhere"]:
-            away = status["elsewhere"]
-            found.append(
-                finding(
-                    "listener_ok",
-                    f"the listener of {agent} runs on host {away['host']} (pid {away['pid']}, renewed "
-                    f"{away['renewed_seconds_ago']:.0f}s ago)",
-                    agent,
-                )
-            )
-        elif not status["running"]:
-            found.append(
-                finding("listener_not_running", f"the listener of {agent} is not running: its tasks wait", agent)
-            )
-        elif status["stage"] in ("error", "unknown", "legacy"):
-            why = status["config_error"] or (status["progress"] or {}).get("error") or status["progress_state"]
-            found.append(
-                finding(
-                    "listener_error",
-                    f"the listener of {agent} (pid {status['pid']}) is in stage "
-                    f"{status['stage']}: {one_line(why)[:160]}",
-                    agent,
-                )
-            )
-        else:
-            found.append(
-                finding(
-                    "listener_ok", f"the listener of {agent} runs (pid {status['pid']}, stage {status['stage']})", agent
-                )
-            )
-        last = status["last"]
-        if isinstance(last, dict) and last.get("result") not in (None, "succeeded", "blocked"):
-            kind = f" ({last['error_kind']})" if last.get("error_kind") else ""
-            found.append(
-                finding(
-                    "last_attempt_failed",
-                    f"the last attempt of {agent} (message #{last.get('message_id')}) ended {last.get('result')}{kind}",
-                    agent,
-                )
-            )
-    return found
+    return [(agent, listener_state(ctx, agent)) for agent in sorted(config.agents) if config.agents[agent].auto]
+
+
+def _here(ctx: Context) -> list[tuple[str, dict]]:
+    """The auto agents whose listener is enabled and is not running on another host."""
+    return [(agent, status) for agent, status in _auto(ctx) if status["enabled"] and not status["elsewhere"]]
 
 
 def auto_off_finding(agent: str, running: bool, config: Path | None) -> Finding:
@@ -71,97 +31,95 @@ def auto_off_finding(agent: str, running: bool, config: Path | None) -> Finding:
     )
 
 
-def no_manager_finding(agent: str, unit: str, enabled: bool) -> Finding:
-    """No systemd user manager: what to run instead of the units (never a `systemctl` command)."""
-    state = f"{unit} is enabled, but" if enabled else "no unit for it, and"
-    return finding(
-        "unit_no_manager",
-        f"{state} no systemd user manager runs here: start {agent}'s listener with "
-        f"`agent-bridge listener enable --agent {agent}` (detached; again after a reboot)",
-        agent,
-    )
-
-
-def check_units(ctx: Context) -> list[Finding]:
-    from dispatcher.dispatch.systemd_unit import unit_dir, unit_installed, unit_name, user_manager_available
-
-    found = []
-    installed, manager = unit_installed(), user_manager_available()
+@check(CONFIG, "listener")
+def auto_off(ctx: Context) -> list[Finding]:
+    """Whose tasks wait for a person because auto is off?"""
     config = ctx.valid_config()
-    for agent in sorted(config.agents):
-        unit = unit_name(agent)
-        if not config.agents[agent].auto:
-            continue  # auto_off says it: no listener is needed
-        if not manager:
-            linked = installed and (unit_dir() / "default.target.wants" / unit).exists()
-            found.append(no_manager_finding(agent, unit, linked))
-            continue
-        if not installed:
-            found.append(
-                finding(
-                    "unit_not_installed",
-                    f"no systemd user unit for {agent}: its listener does not start at login",
-                    agent,
-                )
+    return [
+        auto_off_finding(agent, listener_state(ctx, agent)["running"], ctx.locations.config)
+        for agent in sorted(config.agents)
+        if not config.agents[agent].auto
+    ]
+
+
+@check(CONFIG, "listener")
+def listener_disabled(ctx: Context) -> list[Finding]:
+    """Is an auto agent's listener disabled?"""
+    return [
+        finding("listener_disabled", f"the listener of {agent} is disabled", agent)
+        for agent, status in _auto(ctx)
+        if not status["enabled"]
+    ]
+
+
+@check(CONFIG, "listener")
+def listener_ok(ctx: Context) -> list[Finding]:
+    """Which auto agents' listeners run, here in a good stage or on another host?"""
+    found = []
+    for agent, status in _auto(ctx):
+        if status["enabled"] and (away := status["elsewhere"]):
+            said = (
+                f"the listener of {agent} runs on host {away['host']} (pid {away['pid']}, renewed "
+                f"{away['renewed_seconds_ago']:.0f}s ago)"
             )
-            continue
-        enabled, why = _systemctl("is-enabled", unit)
-        active, why_active = _systemctl("is-active", unit) if enabled == "enabled" else (None, "")
-        if enabled is None or (enabled == "enabled" and active is None):
-            found.append(
-                finding(
-                    "unit_unknown",
-                    f"`systemctl --user` could not say whether {unit} is "
-                    f"{'enabled' if enabled is None else 'active'}: {why or why_active}",
-                    agent,
-                )
-            )
-        elif enabled != "enabled":
-            found.append(finding("unit_not_enabled", f"{unit} is {enabled}", agent, unit=unit))
-        elif active != "active":
-            found.append(finding("unit_not_active", f"{unit} is enabled but {active}", agent, unit=unit))
-        else:
-            found.append(finding("unit_ok", f"{unit} is enabled and active", agent))
+            found.append(finding("listener_ok", said, agent))
+    for agent, status in _here(ctx):
+        if status["running"] and status["stage"] not in ERROR_STAGES:
+            said = f"the listener of {agent} runs (pid {status['pid']}, stage {status['stage']})"
+            found.append(finding("listener_ok", said, agent))
     return found
 
 
-def _systemctl(verb: str, unit: str) -> tuple[str | None, str]:
-    """systemctl's one-word answer (``enabled``, ``inactive``, ...), or None with the reason it
-    gave none (its first stderr line: e.g. "Failed to connect to bus: No medium found")."""
-    try:
-        done = subprocess.run(  # noqa: S603 - a fixed argv
-            ["systemctl", "--user", verb, unit],  # noqa: S607 - systemctl from PATH, as the user runs it
-            capture_output=True,
-            text=True,
-            timeout=5,
-            stdin=subprocess.DEVNULL,
-        )
-    except FileNotFoundError:
-        return None, "systemctl is not on PATH"
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return None, f"systemctl failed ({type(exc).__name__})"
-    answer = done.stdout.strip().split("\n")[0].strip()
-    if answer:
-        return answer, ""
-    reason = next((line.strip() for line in done.stderr.splitlines() if line.strip()), "")
-    return None, one_line(reason)[:160] or f"no answer (exit {done.returncode})"
+@check(CONFIG, "listener")
+def listener_not_running(ctx: Context) -> list[Finding]:
+    """Is an enabled listener of an auto agent not running anywhere?"""
+    return [
+        finding("listener_not_running", f"the listener of {agent} is not running: its tasks wait", agent)
+        for agent, status in _here(ctx)
+        if not status["running"]
+    ]
 
 
-def check_listener_clis(ctx: Context) -> list[Finding]:
-    """A running listener finds its agent's CLI on its own PATH: one started before the CLI was
-    installed keeps the old PATH, and its workers fail cli_not_found while this shell finds the CLI."""
+@check(CONFIG, "listener")
+def listener_error(ctx: Context) -> list[Finding]:
+    """Is a running listener in a stage that dispatches nothing (error, unknown, legacy)?"""
+    found = []
+    for agent, status in _here(ctx):
+        if status["running"] and status["stage"] in ERROR_STAGES:
+            why = status["config_error"] or (status["progress"] or {}).get("error") or status["progress_state"]
+            said = f"the listener of {agent} (pid {status['pid']}) is in stage {status['stage']}: {one_line(why)[:160]}"
+            found.append(finding("listener_error", said, agent))
+    return found
+
+
+@check(CONFIG, "listener")
+def last_attempt_failed(ctx: Context) -> list[Finding]:
+    """Did an agent's last attempt end other than succeeded or blocked?"""
+    found = []
+    for agent in sorted(ctx.valid_config().agents):
+        last = listener_state(ctx, agent)["last"]
+        if isinstance(last, dict) and last.get("result") not in (None, "succeeded", "blocked"):
+            kind = f" ({last['error_kind']})" if last.get("error_kind") else ""
+            said = f"the last attempt of {agent} (message #{last.get('message_id')}) ended {last.get('result')}{kind}"
+            found.append(finding("last_attempt_failed", said, agent))
+    return found
+
+
+@check(CONFIG)
+def listener_cli_missing(ctx: Context) -> list[Finding]:
+    """Does a running listener not find its agent's CLI on its own PATH? One started before the CLI
+    was installed keeps the old PATH, and its workers fail cli_not_found while this shell finds the CLI."""
     import os
     import shutil
 
     from dispatcher.core.locations import PROJECT_DIR
-    from dispatcher.dispatch.control import listener_status
 
     config, found = ctx.valid_config(), []
     for agent in sorted(config.agents):
         cli = cli_of(config.launcher_path(agent, PROJECT_DIR))
         if cli is None or not config.agents[agent].auto:
             continue
-        status = listener_status(ctx.locations, agent, check_config=False, late_results=False, totals=False)
+        status = listener_state(ctx, agent, check_config=False)
         if isinstance(status["clis"], list) and cli not in status["clis"]:
             here = shutil.which(os.environ.get(CLIS[cli].binary_env) or CLIS[cli].default_binary)
             found.append(

@@ -1,24 +1,35 @@
-"""Doctor's check that every registration, hook, status line and unit setting of ours names the
+"""Doctor's checks that every registration, hook, status line and unit setting of ours names the
 store in use (a registration made in another shell may name another store)."""
 
 from dispatcher.core.findings import Finding, finding
 from dispatcher.core.locations import default_db, redacted, shown
 from dispatcher.ops import store_pointers as sp
+from dispatcher.ops.doctor.check import CONFIG, check
 from dispatcher.ops.doctor.context import Context
 
 
-def check_store_pointers(ctx: Context) -> list[Finding]:
+def _pointers(ctx: Context) -> list[sp.Pointer]:
     agents = sorted(ctx.config.agents) if ctx.config is not None else []
-    pointers = [p for path in sp.registration_files() for p in sp.file_pointers(path)] + sp.unit_pointers(agents)
-    if not pointers:
+    return ctx.fact(
+        "pointers",
+        lambda: [p for path in sp.registration_files() for p in sp.file_pointers(path)] + sp.unit_pointers(agents),
+    )
+
+
+@check(CONFIG)
+def registrations_ok(ctx: Context) -> list[Finding]:
+    """Do all our entries (there being some) name the store in use?"""
+    pointers = _pointers(ctx)
+    if not pointers or not all(sp.points_at(p, ctx.locations.db) for p in pointers):
         return []
+    entries = f"{len(pointers)} {'entry' if len(pointers) == 1 else 'entries'}"
+    return [finding("registrations_ok", f"our registrations, hooks and status line name the store in use ({entries})")]
+
+
+@check(CONFIG)
+def registration_elsewhere(ctx: Context) -> list[Finding]:
+    """Does an entry of ours name another store than the one in use?"""
     store = shown(ctx.locations.db)
-    wrong = [p for p in pointers if not sp.points_at(p, ctx.locations.db)]
-    if not wrong:
-        entries = f"{len(pointers)} {'entry' if len(pointers) == 1 else 'entries'}"
-        return [
-            finding("registrations_ok", f"our registrations, hooks and status line name the store in use ({entries})")
-        ]
     return [
         finding(
             "registration_elsewhere",
@@ -28,7 +39,8 @@ def check_store_pointers(ctx: Context) -> list[Finding]:
             store=store,
             path=p.path,
         )
-        for p in wrong
+        for p in _pointers(ctx)
+        if not sp.points_at(p, ctx.locations.db)
     ]
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from dispatcher.core import clock
 from dispatcher.core.findings import Finding, finding
+from dispatcher.ops.doctor.check import check
 from dispatcher.ops.doctor.context import Context, one_line
 
 STATUSLINE_BUDGET_SECONDS = 0.2
@@ -45,73 +46,132 @@ def _time_statusline() -> StatuslineRun:
     return StatuslineRun(done, clock.monotonic() - began, children_cpu_seconds() - cpu_before)
 
 
-def statusline_speed(seconds: float, cpu_seconds: float) -> Finding:
-    """From the medians of the runs: slow only when the status line's own CPU is over budget. A
-    wall-clock time over budget with little CPU is the machine's other work (said, not warned of)."""
-    took = f"{seconds * 1000:.0f} ms ({cpu_seconds * 1000:.0f} ms CPU), the median of {STATUSLINE_RUNS} runs"
-    if cpu_seconds > STATUSLINE_BUDGET_SECONDS:
-        return finding(
-            "statusline_slow",
-            f"the status line took {took}: over its budget of {STATUSLINE_BUDGET_SECONDS * 1000:.0f} ms CPU",
-        )
-    busy = " (the machine is busy: most of it was waiting for a CPU)" if seconds > STATUSLINE_BUDGET_SECONDS else ""
-    return finding("statusline_ok", f"the status line answers in {took}{busy}")
+def _runs(ctx: Context) -> list[StatuslineRun]:
+    """The status line's timed runs, once per doctor run."""
+    return ctx.fact("statusline", lambda: [_time_statusline() for _ in range(STATUSLINE_RUNS)])
 
 
-def check_statusline(ctx: Context) -> list[Finding]:
-    runs = [_time_statusline() for _ in range(STATUSLINE_RUNS)]
-    answered = [run.done for run in runs if run.done is not None]
-    if len(answered) < STATUSLINE_RUNS / 2:
-        return [
-            finding(
-                "statusline_failed",
-                f"the status line did not answer within {STATUSLINE_TIMEOUT_SECONDS:g} s "
-                f"in {STATUSLINE_RUNS - len(answered)} of {STATUSLINE_RUNS} runs",
-                variant="timeout",
-            )
-        ]
-    done = next((run for run in answered if run.returncode != 0 or not run.stdout.strip()), answered[-1])
-    line = done.stdout.strip()
-    found = []
-    if done.returncode != 0 or not line or "unavailable" in line:
-        found.append(
-            finding(
-                "statusline_failed",
-                f"the status line answered {one_line(line)[:120]!r} (exit {done.returncode})",
-                variant="answer",
-            )
-        )
-    else:
-        found.append(
-            statusline_speed(
-                statistics.median(run.seconds for run in runs), statistics.median(run.cpu_seconds for run in runs)
-            )
-        )
-    found.append(_claude_settings(ctx))
-    return found
+def _timed_out(runs: list[StatuslineRun]) -> bool:
+    return sum(run.done is not None for run in runs) < STATUSLINE_RUNS / 2
 
 
-def _claude_settings(ctx: Context) -> Finding:
-    base = os.environ.get("CLAUDE_CONFIG_DIR")
-    path = (Path(base) if base else Path.home() / ".claude") / "settings.json"
-    agents = sorted(ctx.config.agents) if ctx.config is not None else []
-    agent = "claude" if "claude" in agents or not agents else agents[0]
-    try:
-        settings = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return finding(
-            "statusline_not_configured",
-            f"{path} does not exist: Claude Code shows no bridge status line",
-            claude_agent=agent,
+def _bad_answer(runs: list[StatuslineRun]) -> subprocess.CompletedProcess | None:
+    """The first run that answered badly (an error, nothing, or "unavailable"), None when they all answered well."""
+    for done in (run.done for run in runs if run.done is not None):
+        line = done.stdout.strip()
+        if done.returncode != 0 or not line or "unavailable" in line:
+            return done
+    return None
+
+
+def _medians(ctx: Context) -> tuple[float, float] | None:
+    """The median wall-clock and CPU seconds of the runs, when enough answered, and well."""
+    runs = _runs(ctx)
+    if _timed_out(runs) or _bad_answer(runs) is not None:
+        return None
+    return statistics.median(run.seconds for run in runs), statistics.median(run.cpu_seconds for run in runs)
+
+
+@check()
+def statusline_failed(ctx: Context) -> list[Finding]:
+    """Does the status line not answer within its timeout, or answer an error?"""
+    runs = _runs(ctx)
+    if _timed_out(runs):
+        answered = sum(run.done is not None for run in runs)
+        said = (
+            f"the status line did not answer within {STATUSLINE_TIMEOUT_SECONDS:g} s "
+            f"in {STATUSLINE_RUNS - answered} of {STATUSLINE_RUNS} runs"
         )
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        return finding("claude_settings_unreadable", f"cannot read {path} ({type(exc).__name__})", path=path)
+        return [finding("statusline_failed", said, variant="timeout")]
+    if (done := _bad_answer(runs)) is None:
+        return []
+    said = f"the status line answered {one_line(done.stdout.strip())[:120]!r} (exit {done.returncode})"
+    return [finding("statusline_failed", said, variant="answer")]
+
+
+def _took(seconds: float, cpu_seconds: float) -> str:
+    return f"{seconds * 1000:.0f} ms ({cpu_seconds * 1000:.0f} ms CPU), the median of {STATUSLINE_RUNS} runs"
+
+
+@check()
+def statusline_slow(ctx: Context) -> list[Finding]:
+    """Is the status line's own CPU time over its budget? (A wall-clock time over budget with little
+    CPU is the machine's other work: said by statusline_ok, not warned of.)"""
+    if (medians := _medians(ctx)) is None or medians[1] <= STATUSLINE_BUDGET_SECONDS:
+        return []
+    said = f"the status line took {_took(*medians)}: over its budget of {STATUSLINE_BUDGET_SECONDS * 1000:.0f} ms CPU"
+    return [finding("statusline_slow", said)]
+
+
+@check()
+def statusline_ok(ctx: Context) -> list[Finding]:
+    """Does the status line answer within its CPU budget?"""
+    if (medians := _medians(ctx)) is None or medians[1] > STATUSLINE_BUDGET_SECONDS:
+        return []
+    busy = " (the machine is busy: most of it was waiting for a CPU)" if medians[0] > STATUSLINE_BUDGET_SECONDS else ""
+    return [finding("statusline_ok", f"the status line answers in {_took(*medians)}{busy}")]
+
+
+# --- does Claude Code run the bridge's status line? ------------------------------------------
+
+
+def _settings(ctx: Context) -> tuple[Path, object, str | None]:
+    """Claude Code's settings file, what it holds (None: it does not exist), and why it cannot be read."""
+
+    def read() -> tuple[Path, object, str | None]:
+        base = os.environ.get("CLAUDE_CONFIG_DIR")
+        path = (Path(base) if base else Path.home() / ".claude") / "settings.json"
+        try:
+            return path, json.loads(path.read_text(encoding="utf-8")), None
+        except FileNotFoundError:
+            return path, None, None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            return path, None, type(exc).__name__
+
+    return ctx.fact("claude_settings", read)
+
+
+def _command(settings: object) -> object:
     line = settings.get("statusLine") if isinstance(settings, dict) else None
-    command = line.get("command") if isinstance(line, dict) else None
+    return line.get("command") if isinstance(line, dict) else None
+
+
+@check()
+def statusline_configured(ctx: Context) -> list[Finding]:
+    """Does Claude Code's settings file run the bridge's status line?"""
     from dispatcher.clis.config_files import is_our_statusline
 
-    if not is_our_statusline(command):
-        return finding("statusline_not_configured", f"{path} does not run the bridge's status line", claude_agent=agent)
+    path, settings, _ = _settings(ctx)
+    if not is_our_statusline(command := _command(settings)):
+        return []
     from dispatcher.core.locations import redacted
 
-    return finding("statusline_configured", f"{path} runs {one_line(redacted(str(command)))[-100:]!r}")
+    return [finding("statusline_configured", f"{path} runs {one_line(redacted(str(command)))[-100:]!r}")]
+
+
+@check()
+def statusline_not_configured(ctx: Context) -> list[Finding]:
+    """Does Claude Code's settings file not exist, or run another status line (or none)?"""
+    from dispatcher.clis.config_files import is_our_statusline
+
+    path, settings, unreadable = _settings(ctx)
+    if unreadable is not None or is_our_statusline(_command(settings)):
+        return []
+    agents = sorted(ctx.config.agents) if ctx.config is not None else []
+    agent = "claude" if "claude" in agents or not agents else agents[0]
+    if settings is None:
+        said = f"{path} does not exist: Claude Code shows no bridge status line"
+    else:
+        said = f"{path} does not run the bridge's status line"
+    return [finding("statusline_not_configured", said, claude_agent=agent)]
+
+
+@check()
+def claude_settings_unreadable(ctx: Context) -> list[Finding]:
+    """Can Claude Code's settings file not be read (nor by Claude Code)?"""
+    path, _, unreadable = _settings(ctx)
+    return (
+        []
+        if unreadable is None
+        else [finding("claude_settings_unreadable", f"cannot read {path} ({unreadable})", path=path)]
+    )
