@@ -10,7 +10,7 @@ attempt directory.
 
 Every CLI's diagnostics also carry the ledger's common keys (``LEDGER_KEYS``): ``cli``,
 ``cli_status`` (one word of ``CLI_STATUSES``, decided by a pure ``*_status`` function per
-CLI), ``cost_usd`` (only Claude reports one), and ``input_tokens``, ``output_tokens``,
+CLI), ``cost_usd`` (Claude and opencode report one), and ``input_tokens``, ``output_tokens``,
 ``cache_read_tokens``, ``cache_write_tokens`` (None when the CLI did not say). The
 settle transaction copies them into the attempt's ledger columns.
 
@@ -27,12 +27,14 @@ from pathlib import Path
 from typing import Any
 
 from dispatcher.core.private_files import read_untrusted
+from dispatcher.dispatch.cli_profiles import opencode
 
 CLAUDE_OUTPUT = "claude-result.json"
 KIMI_OUTPUT = "kimi-stream.jsonl"
 KIMI_HOME = "kimi-code-home"
 CODEX_OUTPUT = "codex-events.jsonl"
 GEMINI_OUTPUT = "gemini-result.json"
+OPENCODE_OUTPUT = opencode.OUTPUT
 
 # What the CLI itself said about its run, one word (never the verdict: the store decides that).
 CLI_STATUSES = (
@@ -718,12 +720,17 @@ def _gemini(attempt_dir: Path, exit_code: int | None) -> dict[str, Any]:
     return gemini_diagnostics(text, exit_code)
 
 
+def _opencode(attempt_dir: Path, exit_code: int | None) -> dict[str, Any]:
+    return opencode.diagnostics(_read(attempt_dir, OPENCODE_OUTPUT), exit_code, auth_refused)
+
+
 # The output file a launcher leaves in the attempt directory, and how to read it.
 _PARSERS: dict[str, Callable[[Path, int | None], dict[str, Any]]] = {
     CLAUDE_OUTPUT: _claude,
     KIMI_OUTPUT: _kimi,
     CODEX_OUTPUT: _codex,
     GEMINI_OUTPUT: _gemini,
+    OPENCODE_OUTPUT: _opencode,
 }
 
 

@@ -19,6 +19,7 @@ AUTH_VARIABLES = {
     "kimi": (),
     "codex": ("CODEX_API_KEY", "OPENAI_API_KEY"),
     "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_USE_GCA"),
+    "opencode": (),  # its providers' keys are named in its own config ({env:NAME}) or saved by `opencode auth`
 }
 
 # What the launchers (launchers/*.sh) and the CLIs they start read from the listener's environment
@@ -31,10 +32,15 @@ LAUNCHER_VARIABLES = (
     "AGENT_BRIDGE_CODEX_ENV_KEY",
     "AGENT_BRIDGE_CODEX_MAX_RETRIES",
     "AGENT_BRIDGE_CODEX_OVERRIDES",
+    "AGENT_BRIDGE_OPENCODE_MODEL",
+    "AGENT_BRIDGE_OPENCODE_BASE_URL",
+    "AGENT_BRIDGE_OPENCODE_ENV_KEY",
+    "AGENT_BRIDGE_OPENCODE_PRICE",
     "CLAUDE_BIN",
     "KIMI_BIN",
     "CODEX_BIN",
     "GEMINI_BIN",
+    "OPENCODE_BIN",
     "KIMI_NODE",
     "KIMI_LOOP_MAX_STEPS_PER_TURN",
     "CLAUDE_CONFIG_DIR",
@@ -83,7 +89,13 @@ def fingerprint(environ: Mapping[str, str], salt: str) -> str:
 
 
 # Each agent CLI and the variable that names its binary (the launchers' own rule): how a worker finds it.
-CLI_BINARIES = {"claude": "CLAUDE_BIN", "kimi": "KIMI_BIN", "codex": "CODEX_BIN", "gemini": "GEMINI_BIN"}
+CLI_BINARIES = {
+    "claude": "CLAUDE_BIN",
+    "kimi": "KIMI_BIN",
+    "codex": "CODEX_BIN",
+    "gemini": "GEMINI_BIN",
+    "opencode": "OPENCODE_BIN",
+}
 
 
 def resolved(environ: Mapping[str, str]) -> dict[str, str | None]:

@@ -1,0 +1,445 @@
+"""opencode 1.18.33 (npm ``opencode-ai``) as a worker: its launch plan, its permission rules per
+level, and how its ``--format json`` events read (``launchers/opencode_headless.sh`` runs ``main``).
+
+The launch plan is computed here, as pure functions of the profile and the attempt, and
+``main`` carries it out: it writes the worker's private files into the attempt directory and
+``exec``s opencode with the request file as stdin and the event stream into the attempt
+directory, so the worker's process-group leader is opencode itself.
+
+What enforces each level (checked end to end in tests/agent_clis/test_opencode_permissions.py):
+
+- opencode's own ``permission`` rules, given in ``OPENCODE_PERMISSION``, the configuration
+  layer opencode applies last (nothing the workspace or the user's files say overrides it).
+  ``"*": "deny"`` comes first and the last matching rule wins, so only what is named is
+  allowed. A tool whose last rule is a deny of ``*`` is not even offered to the model.
+- ``bridge``: the bridge's worker tools, by name (``agent_bridge_<tool>``); nothing else.
+- ``read``: also ``read`` (``*.env`` files stay denied, as opencode's defaults have it), and
+  ``glob``/``grep`` when ripgrep is on PATH (without it opencode downloads it from GitHub).
+  ``external_directory`` is denied, so a path outside the workspace (and the ``extra_dirs``)
+  is refused; opencode's check is by the path's text, links are not resolved.
+- ``edit``: also ``edit`` (opencode's ``edit``, ``write`` and ``apply_patch``), except into a
+  ``.git`` directory or a protected path inside the workspace (``core.protected``).
+- ``shell``: **refused (exit 78)**. opencode has no OS sandbox: its ``bash`` rules pick which
+  commands run, but an allowed command writes wherever the user can (``python3 -c`` wrote
+  outside the run directory; see docs/opencode.md).
+- ``project``: the workspace's own ``opencode.json`` and ``.opencode/`` load and decide, as
+  when a person runs ``opencode`` there (its defaults allow every tool; an ``ask`` ends a
+  headless run). Only the two bridge tools no worker may see stay denied.
+
+Below ``project`` the workspace's configuration is not loaded at all
+(``OPENCODE_DISABLE_PROJECT_CONFIG=1``). At every level opencode runs with a private ``HOME``
+and XDG directories in the attempt directory (so the user's ``~/.opencode``, plugins and
+session store stay out), ``--pure`` (no external plugins), its session store in memory, and
+no models-catalogue fetch.
+"""
+
+import json
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dispatcher.core.permissions import NON_WORKER_BRIDGE_TOOLS, WORKER_BRIDGE_TOOLS, PermissionProfile
+
+CLI = "opencode"
+VERSION = "1.18.33"
+BIN_ENV = "OPENCODE_BIN"
+OUTPUT = "opencode-events.jsonl"
+HOME_DIR = "opencode-home"
+TMP_DIR = "tmp"
+BRIDGE_SERVER = "agent_bridge"
+PROVIDER = "agent_bridge_endpoint"  # the provider a base URL given to the launcher becomes
+TITLE = "agent-bridge-worker"  # given, so opencode makes no extra title request with the task text
+READ_TOOLS = ("read",)
+SEARCH_TOOLS = ("glob", "grep")  # need ripgrep
+EDIT_TOOL = "edit"  # covers edit, write and apply_patch
+# What opencode's default agent denies to read, kept at every level that reads.
+ENV_FILE_RULES = {"*.env": "deny", "*.env.*": "deny", "*.env.example": "allow"}
+# The plugin package opencode otherwise installs with npm into each config dir at every start.
+PLUGIN_PACKAGE = "@opencode-ai/plugin"
+
+
+class Unenforceable(ValueError):
+    """A profile opencode cannot enforce (the launcher exits 78 with this message)."""
+
+
+def bridge_tool_names() -> list[str]:
+    """The bridge's worker tools as opencode names them (``<server>_<tool>``)."""
+    return [f"{BRIDGE_SERVER}_{tool}" for tool in WORKER_BRIDGE_TOOLS]
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def _edit_rules(workspace: Path, protected: Sequence[str]) -> dict[str, str]:
+    """``edit`` patterns (opencode matches the path relative to the git worktree root, ``*``
+    spans ``/``): allowed, except a ``.git`` directory anywhere and protected paths inside the
+    workspace (the others are outside it, where ``external_directory`` already refuses)."""
+    rules = {"*": "allow"}
+    for git in (".git", ".git/*", "*/.git", "*/.git/*"):
+        rules[git] = "deny"
+    for raw in protected:
+        path = Path(raw)
+        if _inside(path, workspace) and path != workspace:
+            rel = path.relative_to(workspace).as_posix()
+            for pattern in (rel, f"{rel}/*", f"*/{rel}", f"*/{rel}/*"):
+                rules[pattern] = "deny"
+    return rules
+
+
+def permission_rules(
+    profile: PermissionProfile, workspace: Path, protected: Sequence[str] = (), ripgrep: bool = False
+) -> dict[str, Any]:
+    """``OPENCODE_PERMISSION`` for this level (pure); raises ``Unenforceable`` at ``shell``."""
+    if profile.level == "shell":
+        raise Unenforceable(
+            "opencode 1.18.33 has no OS sandbox, so level shell cannot keep an allowed command inside the "
+            "workspace: use level edit (or another CLI for shell work)"
+        )
+    hidden = {f"{BRIDGE_SERVER}_{tool}": "deny" for tool in NON_WORKER_BRIDGE_TOOLS}
+    if profile.level == "project":
+        return hidden
+    rules: dict[str, Any] = {"*": "deny"}
+    rules.update(dict.fromkeys(bridge_tool_names(), "allow"))
+    if profile.level in ("read", "edit"):
+        rules["read"] = {"*": "allow", **ENV_FILE_RULES}
+        if ripgrep:
+            rules.update(dict.fromkeys(SEARCH_TOOLS, "allow"))
+        extra = {f"{directory.rstrip('/')}/*": "allow" for directory in profile.resolved().extra_dirs}
+        rules["external_directory"] = {"*": "deny", **extra} if extra else "deny"
+    if profile.level == "edit":
+        rules[EDIT_TOOL] = _edit_rules(workspace, protected)
+    rules.update(hidden)
+    return rules
+
+
+def mcp_entry(server: Mapping[str, Any], home: str | None) -> dict[str, Any]:
+    """The bridge as opencode's local MCP server (``worker_mcp.bridge_server``'s entry). It gets
+    opencode's whole environment; ``HOME`` is given back the user's (opencode's is private)."""
+    environment = dict(server["env"])
+    if home:
+        environment["HOME"] = home
+    return {
+        "type": "local",
+        "command": [server["command"], *server["args"]],
+        "environment": environment,
+        "enabled": True,
+        "timeout": 120_000,  # ms: the start wait and each tool call's timeout
+    }
+
+
+def provider_block(base_url: str, model: str, key_env: str | None, price: str | None) -> dict[str, Any]:
+    """An OpenAI-compatible provider for a base URL given to the launcher (pure). ``price``:
+    ``"<input>,<output>"`` USD per million tokens, so opencode reports a cost."""
+    entry: dict[str, Any] = {"name": model, "tool_call": True}
+    if price:
+        try:
+            cost_in, cost_out = (float(part) for part in price.split(","))
+        except ValueError as exc:
+            raise ValueError(
+                f"AGENT_BRIDGE_OPENCODE_PRICE must be '<input>,<output>' USD per million tokens, got {price!r}"
+            ) from exc
+        entry["cost"] = {"input": cost_in, "output": cost_out}
+    options: dict[str, Any] = {"baseURL": base_url}
+    options["apiKey"] = "{env:" + key_env + "}" if key_env else ""
+    return {
+        PROVIDER: {
+            "npm": "@ai-sdk/openai-compatible",
+            "name": "Agent Bridge endpoint",
+            "options": options,
+            "models": {model: entry},
+        }
+    }
+
+
+def user_model_settings(user_config: Any) -> dict[str, Any]:
+    """The keys of the user's own global opencode config the worker keeps: which model and the
+    providers (nothing else: not their MCP servers, permissions, plugins or instructions)."""
+    if not isinstance(user_config, dict):
+        return {}
+    return {key: user_config[key] for key in ("model", "small_model", "provider") if key in user_config}
+
+
+def config_document(
+    profile: PermissionProfile, mcp: Mapping[str, Any], model_settings: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The worker's ``opencode.json`` (its private global config)."""
+    document: dict[str, Any] = {
+        "$schema": "https://opencode.ai/config.json",
+        **model_settings,
+        "mcp": {BRIDGE_SERVER: dict(mcp)},
+        "share": "disabled",
+        "autoupdate": False,
+        "snapshot": False,
+    }
+    if profile.level == "project":  # the workspace's own files may add to it; the rest is ours
+        return document
+    document["instructions"] = []
+    return document
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    argv: list[str]
+    env: dict[str, str]  # set on top of the launcher's environment
+    unset: tuple[str, ...]  # removed from it
+    files: dict[str, str] = field(default_factory=dict)  # attempt-relative path -> content
+
+
+def instruction(agent: str, message_id: str) -> str:
+    """The fixed argv text; opencode appends stdin (the request file, with the task) after it."""
+    return (
+        f"You are the Agent Bridge worker for agent '{agent}', working on message {message_id}. "
+        "The text below is your task: carry it out exactly as it says, using the agent_bridge tools."
+    )
+
+
+def launch_plan(
+    binary: str,
+    profile: PermissionProfile,
+    env: Mapping[str, str],
+    attempt_dir: Path,
+    workspace: Path,
+    *,
+    user_config: Any = None,
+    protected: Sequence[str] = (),
+    ripgrep: bool = False,
+) -> LaunchPlan:
+    """argv, environment and files of one worker run (pure; raises ``Unenforceable``/``ValueError``)."""
+    from dispatcher.dispatch.worker_mcp import bridge_server
+
+    rules = permission_rules(profile, workspace, protected, ripgrep)
+    model = env.get("AGENT_BRIDGE_OPENCODE_MODEL") or ""
+    base_url = env.get("AGENT_BRIDGE_OPENCODE_BASE_URL")
+    if base_url:
+        if not model or "/" in model:
+            raise ValueError("AGENT_BRIDGE_OPENCODE_BASE_URL needs AGENT_BRIDGE_OPENCODE_MODEL, the model id it serves")
+        settings: dict[str, Any] = {
+            "provider": provider_block(
+                base_url, model, env.get("AGENT_BRIDGE_OPENCODE_ENV_KEY"), env.get("AGENT_BRIDGE_OPENCODE_PRICE")
+            ),
+            "model": f"{PROVIDER}/{model}",
+            "small_model": f"{PROVIDER}/{model}",
+        }
+        model = f"{PROVIDER}/{model}"
+    else:
+        settings = user_model_settings(user_config)
+    home = attempt_dir / HOME_DIR
+    mcp = mcp_entry(bridge_server(env), env.get("HOME"))
+    config = config_document(profile, mcp, settings)
+    plugin_dir = f"{HOME_DIR}/.config/opencode"
+    files = {
+        f"{plugin_dir}/opencode.json": json.dumps(config, indent=2) + "\n",
+        # Pre-seeded, so opencode does not npm-install its plugin package at start.
+        f"{plugin_dir}/package.json": json.dumps({"dependencies": {PLUGIN_PACKAGE: "*"}}) + "\n",
+        f"{plugin_dir}/package-lock.json": json.dumps(
+            {"lockfileVersion": 3, "packages": {"": {"dependencies": {PLUGIN_PACKAGE: "*"}}}}
+        )
+        + "\n",
+    }
+    run_env = {
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_DATA_HOME": str(home / ".local/share"),
+        "XDG_STATE_HOME": str(home / ".local/state"),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+        "TMPDIR": str(attempt_dir / TMP_DIR),
+        "OPENCODE_PERMISSION": json.dumps(rules),
+        "OPENCODE_DB": ":memory:",
+        "OPENCODE_DISABLE_MODELS_FETCH": "1",
+        "OPENCODE_DISABLE_AUTOUPDATE": "1",
+        "OPENCODE_DISABLE_CLAUDE_CODE": "1",
+    }
+    unset = ["OPENCODE_CONFIG", "OPENCODE_CONFIG_CONTENT", "OPENCODE_CONFIG_DIR", "OPENCODE_AUTH_CONTENT"]
+    if profile.level == "project":
+        unset.append("OPENCODE_DISABLE_PROJECT_CONFIG")
+    else:
+        run_env["OPENCODE_DISABLE_PROJECT_CONFIG"] = "1"
+    argv = [binary, "run", "--pure", "--format", "json", "--title", TITLE]
+    if model:
+        argv += ["--model", model]
+    argv.append(instruction(env["AGENT_ID"], env["AGENT_BRIDGE_MESSAGE_ID"]))
+    return LaunchPlan(argv=argv, env=run_env, unset=tuple(unset), files=files)
+
+
+# --- Reading the result -------------------------------------------------------------------
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _sum(values: list[int | None]) -> int | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+# opencode's tool result when a permission rule refused the call, or when the run auto-rejected an ask.
+_DENIAL_TEXTS = ("prevents you from using this specific tool call", "rejected permission to use this specific tool")
+
+
+def status(events: str, exit_code: int | None, steps: int, errors: int, auth: bool) -> str:
+    """opencode's own word on its run (pure): an ``error`` event or exit 1 is a failed session."""
+    if events == "missing" or (steps == 0 and errors == 0):
+        return "auth_error" if auth else "no_result"
+    if auth:
+        return "auth_error"
+    if errors:
+        return "api_error" if steps == 0 else "error"
+    return "ok" if exit_code in (0, None) else "error"
+
+
+def diagnostics(text: str | None, exit_code: int | None, auth_refused: Any) -> dict[str, Any]:
+    """From ``opencode run --format json``: counts, usage and cost summed over ``step_finish``,
+    the tools refused (names only). ``auth_refused``: the shared rule on the error's words."""
+    diag: dict[str, Any] = {
+        "events_json": "missing",
+        "exit_code": exit_code,
+        "steps": 0,
+        "error_events": 0,
+        "tool_calls": 0,
+        "failed_tool_calls": 0,
+        "unparsed_lines": 0,
+        "reasoning_tokens": None,
+    }
+    usage: dict[str, list[int | None]] = {k: [] for k in ("input", "output", "reasoning", "read", "write")}
+    costs: list[float] = []
+    denied: set[str] = set()
+    auth = False
+    lines = [line for line in (text or "").splitlines() if line.strip()]
+    for line in lines:
+        try:
+            event = json.loads(line)
+        except (ValueError, RecursionError):
+            event = None
+        if not isinstance(event, dict):
+            diag["unparsed_lines"] += 1
+            continue
+        kind = event.get("type")
+        part = _dict(event.get("part"))
+        if kind == "step_finish":
+            diag["steps"] += 1
+            tokens = _dict(part.get("tokens"))
+            cache = _dict(tokens.get("cache"))
+            usage["input"].append(_count(tokens.get("input")))
+            usage["output"].append(_count(tokens.get("output")))
+            usage["reasoning"].append(_count(tokens.get("reasoning")))
+            usage["read"].append(_count(cache.get("read")))
+            usage["write"].append(_count(cache.get("write")))
+            cost = part.get("cost")
+            if isinstance(cost, int | float) and not isinstance(cost, bool) and cost >= 0:
+                costs.append(float(cost))
+        elif kind == "tool_use":
+            diag["tool_calls"] += 1
+            state = _dict(part.get("state"))
+            if state.get("status") == "error":
+                diag["failed_tool_calls"] += 1
+                error = state.get("error")
+                tool = part.get("tool")
+                if isinstance(error, str) and isinstance(tool, str) and any(t in error for t in _DENIAL_TEXTS):
+                    denied.add(tool[:64])
+        elif kind == "error":
+            diag["error_events"] += 1
+            error = _dict(event.get("error"))
+            data = _dict(error.get("data"))
+            auth = auth or error.get("name") == "ProviderAuthError"
+            auth = auth or auth_refused(data.get("message"), data.get("statusCode"))
+    if lines:
+        diag["events_json"] = "ok" if diag["unparsed_lines"] < len(lines) else "invalid"
+    diag["reasoning_tokens"] = _sum(usage["reasoning"])
+    diag.update(
+        denied_tools=sorted(denied),
+        cli=CLI,
+        cli_status=status(diag["events_json"], exit_code, diag["steps"], diag["error_events"], auth),
+        cost_usd=round(sum(costs), 10) if costs else None,
+        input_tokens=_sum(usage["input"]),
+        output_tokens=_sum(usage["output"]),
+        cache_read_tokens=_sum(usage["read"]),
+        cache_write_tokens=_sum(usage["write"]),
+    )
+    return diag
+
+
+# --- Carrying out the plan (the launcher's exec) ------------------------------------------------
+
+
+def _user_config(env: Mapping[str, str]) -> Any:
+    """The user's own global opencode config (plain JSON), or None."""
+    base = env.get("XDG_CONFIG_HOME") or os.path.join(env.get("HOME") or "/nonexistent", ".config")  # noqa: PTH118
+    for name in ("opencode.json", "config.json"):
+        try:
+            with open(os.path.join(base, "opencode", name), encoding="utf-8") as fh:  # noqa: PTH118, PTH123
+                return json.load(fh)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def _link_credentials(env: Mapping[str, str], data_dir: Path) -> None:
+    """The user's saved provider credentials (``opencode auth login``), linked, never copied."""
+    base = env.get("XDG_DATA_HOME") or os.path.join(env.get("HOME") or "/nonexistent", ".local/share")  # noqa: PTH118
+    auth = Path(base) / "opencode" / "auth.json"
+    if auth.is_file():
+        (data_dir / "opencode").mkdir(mode=0o700, parents=True, exist_ok=True)
+        (data_dir / "opencode" / "auth.json").symlink_to(auth)
+
+
+def main(argv: Sequence[str]) -> int:
+    """``opencode_headless.sh REQUEST_FILE``'s body: plan, write the files, exec opencode."""
+    from dispatcher.core.permissions import ProfileError, profile_from_env
+    from dispatcher.core.private_files import create_private_file
+    from dispatcher.core.protected import git_environment, protected_from_env
+
+    prog = "opencode_headless.sh"
+    request_file, binary, ripgrep = argv[0], argv[1], argv[2] == "1"
+    env = dict(os.environ)
+    attempt_dir = Path(env["AGENT_BRIDGE_ATTEMPT_DIR"])
+    workspace = Path(env.get("AGENT_BRIDGE_WORKSPACE") or Path.cwd()).resolve()
+    try:
+        profile = profile_from_env(env).resolved()
+        plan = launch_plan(
+            binary,
+            profile,
+            env,
+            attempt_dir,
+            workspace,
+            user_config=_user_config(env),
+            protected=protected_from_env(env),
+            ripgrep=ripgrep,
+        )
+    except Unenforceable as exc:
+        print(f"{prog}: permissions unenforceable: {exc}", file=sys.stderr)  # noqa: T201 - the launcher's line
+        return 78
+    except (ProfileError, ValueError) as exc:
+        print(f"{prog}: {' '.join(str(exc).split())}", file=sys.stderr)  # noqa: T201
+        return 2
+    home = attempt_dir / HOME_DIR
+    home.mkdir(mode=0o700)  # must be new: an existing name (a planted link) fails the launch
+    (attempt_dir / TMP_DIR).mkdir(mode=0o700, exist_ok=True)
+    for relative, content in plan.files.items():
+        (attempt_dir / relative).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        create_private_file(attempt_dir / relative, content)
+    (attempt_dir / HOME_DIR / ".config/opencode/node_modules").mkdir(mode=0o700)
+    _link_credentials(env, Path(plan.env["XDG_DATA_HOME"]))
+    run_env = {k: v for k, v in env.items() if k not in plan.unset}
+    run_env.update(plan.env)
+    run_env.update(git_environment())  # every git opencode or its tools run
+    stdin = os.open(request_file, os.O_RDONLY | os.O_NOFOLLOW)
+    stdout = os.open(attempt_dir / OUTPUT, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    os.dup2(stdin, 0)
+    os.dup2(stdout, 1)
+    os.close(stdin)
+    os.close(stdout)
+    os.execve(binary, plan.argv, run_env)  # noqa: S606 - the CLI itself, by the path the launcher resolved
+    return 127  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
