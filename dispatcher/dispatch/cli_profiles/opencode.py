@@ -55,6 +55,11 @@ TITLE = "agent-bridge-worker"  # given, so opencode makes no extra title request
 READ_TOOLS = ("read",)
 SEARCH_TOOLS = ("glob", "grep")  # need ripgrep
 EDIT_TOOL = "edit"  # covers edit, write and apply_patch
+# opencode offers these generic MCP-resource readers whenever ``read`` is allowed (they ask the
+# ``read`` permission with patterns ``mcp:<server>:<uri>``); denied by pattern, they only reach the
+# bridge, which serves no resources.
+MCP_RESOURCE_TOOLS = ("list_mcp_resources", "list_mcp_resource_templates", "read_mcp_resource")
+MCP_RESOURCE_RULES = {"mcp:*": "deny"}
 # What opencode's default agent denies to read, kept at every level that reads.
 ENV_FILE_RULES = {"*.env": "deny", "*.env.*": "deny", "*.env.example": "allow"}
 # The plugin package opencode otherwise installs with npm into each config dir at every start.
@@ -74,26 +79,81 @@ def _inside(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
 
-def _edit_rules(workspace: Path, protected: Sequence[str]) -> dict[str, str]:
+def _edit_rules(workspace: Path, protected: Sequence[str], worktree: Path, links_out: Sequence[str]) -> dict[str, str]:
     """``edit`` patterns (opencode matches the path relative to the git worktree root, ``*``
-    spans ``/``): allowed, except a ``.git`` directory anywhere and protected paths inside the
-    workspace (the others are outside it, where ``external_directory`` already refuses)."""
+    spans ``/``): allowed, except a ``.git`` directory anywhere, protected paths inside the
+    workspace (the others are outside it, where ``external_directory`` already refuses) and
+    the links that lead out of it."""
     rules = {"*": "allow"}
     for git in (".git", ".git/*", "*/.git", "*/.git/*"):
         rules[git] = "deny"
     for raw in protected:
         path = Path(raw)
         if _inside(path, workspace) and path != workspace:
-            rel = path.relative_to(workspace).as_posix()
-            for pattern in (rel, f"{rel}/*", f"*/{rel}", f"*/{rel}/*"):
-                rules[pattern] = "deny"
+            rules.update(dict.fromkeys(_patterns(path, worktree), "deny"))
+    rules.update(dict.fromkeys(_link_patterns(workspace, worktree, links_out), "deny"))
     return rules
 
 
+def _patterns(path: Path, worktree: Path) -> list[str]:
+    """A path and everything under it, as opencode's read and edit rules name them."""
+    rel = os.path.relpath(path, worktree)
+    return [rel, f"{rel}/*"]
+
+
+def _link_patterns(workspace: Path, worktree: Path, links_out: Sequence[str]) -> list[str]:
+    return [pattern for rel in links_out for pattern in _patterns(workspace / rel, worktree)]
+
+
+def worktree_root(workspace: Path) -> Path:
+    """What opencode takes as the project's worktree (its rules' paths are relative to it): the
+    nearest directory up from the workspace that holds a ``.git``, else ``/``."""
+    for directory in (workspace, *workspace.parents):
+        if os.path.lexists(directory / ".git"):
+            return directory
+    return Path("/")
+
+
+MAX_SCANNED = 200_000
+
+
+def links_leading_out(workspace: Path, roots: Sequence[Path]) -> list[str]:
+    """The symlinks in the workspace (``.git`` skipped) whose target, resolved, is outside every
+    root: opencode checks paths by their text, so a file tool would follow them out. Raises
+    ``Unenforceable`` past ``MAX_SCANNED`` entries."""
+    real_roots = [Path(os.path.realpath(root)) for root in roots]
+    found: list[str] = []
+    seen = 0
+    for directory, dirs, files in os.walk(workspace):
+        dirs[:] = [d for d in dirs if d != ".git"]
+        for name in [*dirs, *files]:
+            seen += 1
+            path = Path(directory) / name
+            if path.is_symlink():
+                target = Path(os.path.realpath(path))
+                if not any(_inside(target, root) for root in real_roots):
+                    found.append(path.relative_to(workspace).as_posix())
+        if seen > MAX_SCANNED:
+            raise Unenforceable(
+                f"the workspace holds more than {MAX_SCANNED} entries, too many to find every link that leads "
+                "out of it (opencode would follow one): use a smaller workspace"
+            )
+    return sorted(found)
+
+
 def permission_rules(
-    profile: PermissionProfile, workspace: Path, protected: Sequence[str] = (), ripgrep: bool = False
+    profile: PermissionProfile,
+    workspace: Path,
+    protected: Sequence[str] = (),
+    ripgrep: bool = False,
+    *,
+    worktree: Path | None = None,
+    links_out: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """``OPENCODE_PERMISSION`` for this level (pure); raises ``Unenforceable`` at ``shell``."""
+    """``OPENCODE_PERMISSION`` for this level (pure); raises ``Unenforceable`` at ``shell``.
+    ``links_out``: the workspace's links that lead out of it (``links_leading_out``), denied to
+    the file tools; ``worktree``: what opencode's rule paths are relative to (``worktree_root``)."""
+    worktree = worktree or Path("/")
     if profile.level == "shell":
         raise Unenforceable(
             "opencode 1.18.33 has no OS sandbox, so level shell cannot keep an allowed command inside the "
@@ -105,13 +165,14 @@ def permission_rules(
     rules: dict[str, Any] = {"*": "deny"}
     rules.update(dict.fromkeys(bridge_tool_names(), "allow"))
     if profile.level in ("read", "edit"):
-        rules["read"] = {"*": "allow", **ENV_FILE_RULES}
+        link_rules = dict.fromkeys(_link_patterns(workspace, worktree, links_out), "deny")
+        rules["read"] = {"*": "allow", **ENV_FILE_RULES, **MCP_RESOURCE_RULES, **link_rules}
         if ripgrep:
             rules.update(dict.fromkeys(SEARCH_TOOLS, "allow"))
         extra = {f"{directory.rstrip('/')}/*": "allow" for directory in profile.resolved().extra_dirs}
         rules["external_directory"] = {"*": "deny", **extra} if extra else "deny"
     if profile.level == "edit":
-        rules[EDIT_TOOL] = _edit_rules(workspace, protected)
+        rules[EDIT_TOOL] = _edit_rules(workspace, protected, worktree, links_out)
     rules.update(hidden)
     return rules
 
@@ -207,11 +268,14 @@ def launch_plan(
     user_config: Any = None,
     protected: Sequence[str] = (),
     ripgrep: bool = False,
+    links_out: Sequence[str] = (),
 ) -> LaunchPlan:
     """argv, environment and files of one worker run (pure; raises ``Unenforceable``/``ValueError``)."""
     from dispatcher.dispatch.worker_mcp import bridge_server
 
-    rules = permission_rules(profile, workspace, protected, ripgrep)
+    rules = permission_rules(
+        profile, workspace, protected, ripgrep, worktree=worktree_root(workspace), links_out=links_out
+    )
     model = env.get("AGENT_BRIDGE_OPENCODE_MODEL") or ""
     base_url = env.get("AGENT_BRIDGE_OPENCODE_BASE_URL")
     if base_url:
@@ -413,6 +477,9 @@ def main(argv: Sequence[str]) -> int:
             user_config=_user_config(env),
             protected=protected_from_env(env),
             ripgrep=ripgrep,
+            links_out=links_leading_out(workspace, [workspace, *map(Path, profile.extra_dirs)])
+            if profile.level in ("read", "edit")
+            else (),
         )
     except Unenforceable as exc:
         print(f"{prog}: permissions unenforceable: {exc}", file=sys.stderr)  # noqa: T201 - the launcher's line
