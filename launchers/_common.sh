@@ -46,7 +46,7 @@ read_max_turns() {
 
 # The bridge tools a worker may call, and those it must not even see, are defined once in
 # Python (dispatcher/core/permissions.py: WORKER_BRIDGE_TOOLS, NON_WORKER_BRIDGE_TOOLS); each
-# launcher takes them from there or from its CLI's profile module (dispatcher/dispatch/cli_profiles/),
+# launcher takes them from there or from its CLI's profile module (dispatcher/clis/),
 # never spelling a tool name itself.
 
 # write_bridge_mcp_config FILE [TYPE]: an MCP config with exactly one stdio server,

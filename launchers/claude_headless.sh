@@ -54,7 +54,7 @@ mcp_config=$attempt_dir/claude-mcp-config.json
 write_bridge_mcp_config "$mcp_config" stdio
 
 # The permission flags of the agent's profile (AGENT_BRIDGE_PERMISSIONS; level bridge when
-# unset), from dispatcher/dispatch/cli_profiles/claude.py: written NUL-separated into the
+# unset), from dispatcher/clis/claude/profile.py: written NUL-separated into the
 # attempt dir (a new private name), with the level's --settings file beside it. It exits
 # 2 for an invalid profile and 78 when the level cannot be enforced here (level shell
 # without bwrap/socat, or a bubblewrap that cannot make its namespaces), one line each.
@@ -62,7 +62,7 @@ write_bridge_mcp_config "$mcp_config" stdio
 import os, sys
 
 sys.path.insert(0, os.environ["AGENT_BRIDGE_PROJECT"])
-from dispatcher.dispatch.cli_profiles.claude import launcher_main
+from dispatcher.clis.claude.profile import launcher_main
 
 sys.exit(launcher_main(os.environ, sys.argv[1]))
 PY

@@ -83,7 +83,7 @@ fi
 # apps/plugins/image generation (a ChatGPT login turns those on), no bundled skills.
 # Written by Python so that every string is TOML-escaped; O_EXCL|O_NOFOLLOW, 0600.
 #
-# Permission profile (dispatcher/dispatch/cli_profiles/codex.py says what enforces each level):
+# Permission profile (dispatcher/clis/codex/profile.py says what enforces each level):
 # the same Python reads AGENT_BRIDGE_PERMISSIONS (invalid: exit 2), switches the shell tool
 # on above `bridge`, adds the level's tables, and above `bridge` (except `project`) writes the
 # PreToolUse hook (hooks.json) and the policy it reads (codex-permissions.json in the attempt
@@ -95,7 +95,7 @@ import json, os, sys
 from pathlib import Path
 
 sys.path.insert(0, os.environ["AGENT_BRIDGE_PROJECT"])
-from dispatcher.dispatch.cli_profiles import codex
+from dispatcher.clis.codex import profile as codex
 from dispatcher.dispatch.worker_mcp import bridge_server
 from dispatcher.core.permissions import WORKER_BRIDGE_TOOLS, ProfileError, profile_from_env
 from dispatcher.core.private_files import create_private_file

@@ -20,7 +20,7 @@
 #     worker, e.g. gemini-api-key, oauth-personal, vertex-ai; see "Auth" below);
 #   AGENT_BRIDGE_MAX_TURNS (optional positive integer -> model.maxSessionTurns);
 #   AGENT_BRIDGE_PERMISSIONS (optional: the agent's permission profile as JSON, default level
-#     bridge; dispatcher/dispatch/cli_profiles/gemini.py turns it into Gemini's terms, see
+#     bridge; dispatcher/clis/gemini/profile.py turns it into Gemini's terms, see
 #     "Permission profile" below); AGENT_BRIDGE_WORKSPACE (the workspace, also the cwd).
 # The CLI's -o json output goes to gemini-result.json in the attempt dir (on an error
 # Gemini 0.61.0 writes its JSON to stderr instead, i.e. into the attempt's worker.log).
@@ -81,7 +81,7 @@ settings=$worker_home/.gemini/settings.json
 # Gemini pick the "gateway" type, which headless runs reject with exit 41), else none:
 # Gemini then derives it from GOOGLE_GENAI_USE_VERTEXAI / GOOGLE_GENAI_USE_GCA.
 #
-# Permission profile (dispatcher/dispatch/cli_profiles/gemini.py says what enforces each level):
+# Permission profile (dispatcher/clis/gemini/profile.py says what enforces each level):
 # the generated settings get tools.core (every tool offered, by exact name: the bridge's worker
 # tools, plus read_file & co at read, write_file/replace at edit, run_shell_command(<prefix>)
 # per allowed command at shell; none at project, where the workspace's settings decide) and,
@@ -94,7 +94,7 @@ profile_lines=$("$AGENT_BRIDGE_PYTHON" - "$mcp_config" "$settings" "$user_dir/se
 import json, os, sys
 
 sys.path.insert(0, os.environ["AGENT_BRIDGE_PROJECT"])
-from dispatcher.dispatch.cli_profiles import gemini as profiles
+from dispatcher.clis.gemini import profile as profiles
 from dispatcher.core.permissions import WORKER_BRIDGE_TOOLS, ProfileError, profile_from_env
 from dispatcher.core.private_files import create_private_file
 from dispatcher.core.protected import protected_from_env

@@ -78,7 +78,7 @@ mkdir -m 700 -- "$worker_home"  # must be new: an existing name (say, a planted 
 # --- Permission profile (AGENT_BRIDGE_PERMISSIONS) -------------------------------------
 # In prompt mode Kimi 2.1.0 approves every call it is offered, and [[permission.rules]] in
 # config.toml are parsed but not applied (a deny rule for Read did not stop a Read). What
-# Kimi itself does enforce (dispatcher/dispatch/cli_profiles/kimi.py):
+# Kimi itself does enforce (dispatcher/clis/kimi/profile.py):
 #   - the agent file's `tools:` list: the model is offered exactly these tools, and a call to
 #     any other is answered `Tool "X" not found`. Kimi matches built-in tools by exact name,
 #     so Bash, Write, Edit, FetchURL, Agent, Skill ... are not offered unless listed. The
@@ -88,7 +88,7 @@ mkdir -m 700 -- "$worker_home"  # must be new: an existing name (say, a planted 
 #               opens any file the user can read whose name Kimi does not treat as a secret
 #               (.env*, id_rsa*, credentials* ...); the token files inside credentials/ pass.
 #       read: + Glob, Grep.   edit: + Write, Edit.   shell: + Bash.
-#   - above bridge, a PreToolUse hook in the private config.toml (cli_profiles/kimi_hook.py):
+#   - above bridge, a PreToolUse hook in the private config.toml (clis/kimi/kimi_hook.py):
 #     Kimi runs it before every call and refuses the call when it exits 2. It confines file
 #     paths (symlinks resolved) to the workspace and extra_dirs (Read also: REQUEST_FILE),
 #     and lets Bash run only plain-word commands that start with an allowed command. There is
@@ -102,7 +102,7 @@ agent_file=$attempt_dir/kimi-agent-bridge-worker.md
 import os, sys
 
 sys.path.insert(0, os.environ["AGENT_BRIDGE_PROJECT"])
-from dispatcher.dispatch.cli_profiles import kimi
+from dispatcher.clis.kimi import profile as kimi
 from dispatcher.core.permissions import ProfileError, profile_from_env
 from dispatcher.core.protected import protected_from_env
 from dispatcher.core.private_files import create_private_file
@@ -121,7 +121,7 @@ try:
         existing = open(user_config, encoding="utf-8").read() if os.path.isfile(user_config) else None
         # The cwd (the workspace): Kimi resolves relative paths against it.
         policy = kimi.hook_policy(profile, os.getcwd(), request_file, protected_from_env(os.environ))
-        hook = os.path.join(os.environ["AGENT_BRIDGE_PROJECT"], "dispatcher", "dispatch", "cli_profiles", "kimi_hook.py")
+        hook = os.path.join(os.environ["AGENT_BRIDGE_PROJECT"], "dispatcher", "clis", "kimi", "kimi_hook.py")
         config = kimi.worker_config(existing, kimi.hook_command(os.environ["AGENT_BRIDGE_PYTHON"], hook, policy))
 except kimi.Unenforceable as exc:
     print(f"kimi_headless.sh: permission level {profile.level}: {exc}", file=sys.stderr)

@@ -24,9 +24,9 @@
 #   AGENT_BRIDGE_OPENCODE_MODEL (optional without a base URL: `provider/model` -> --model;
 #     otherwise the user's own global opencode.json decides);
 #   AGENT_BRIDGE_PERMISSIONS (optional: the permission profile as JSON, default level bridge;
-#     dispatcher/dispatch/cli_profiles/opencode.py turns it into opencode's permission rules).
+#     dispatcher/clis/opencode/profile.py turns it into opencode's permission rules).
 # Everything else (the private home, the generated config, the permission rules, argv and
-# environment) is decided in Python (dispatcher/dispatch/cli_profiles/opencode.py:
+# environment) is decided in Python (dispatcher/clis/opencode/profile.py:
 # launch_plan, unit-tested as a pure function), which then execs opencode: the worker's
 # process-group leader is the CLI itself. The --format json events go to
 # opencode-events.jsonl in the attempt dir.
@@ -51,6 +51,10 @@ opencode_bin=$(command -v -- "$opencode_bin")
 ripgrep=0
 if command -v rg >/dev/null 2>&1; then ripgrep=1; fi
 
+# The bridge server's entry, as every launcher writes it (_common.sh); the plan reads it.
+mcp_config=$attempt_dir/opencode-mcp-config.json
+write_bridge_mcp_config "$mcp_config"
+
 exec "$AGENT_BRIDGE_PYTHON" -I -c \
-    'import sys; sys.path.insert(0, sys.argv[1]); from dispatcher.dispatch.cli_profiles.opencode import main; sys.exit(main(sys.argv[2:]))' \
-    "$AGENT_BRIDGE_PROJECT" "$request_file" "$opencode_bin" "$ripgrep"
+    'import sys; sys.path.insert(0, sys.argv[1]); from dispatcher.clis.opencode.profile import main; sys.exit(main(sys.argv[2:]))' \
+    "$AGENT_BRIDGE_PROJECT" "$request_file" "$mcp_config" "$opencode_bin" "$ripgrep"

@@ -1,4 +1,4 @@
-"""The layers of dispatcher/ (core < store < bridge < wake | dispatch < mcp < ops) are kept:
+"""The layers of dispatcher/ (core < store < bridge < clis < wake | dispatch < mcp < ops) are kept:
 import-linter's layers contract in pyproject.toml fails the suite on any import that goes up,
 or between the two independent adapters (wake and dispatch). Its forbidden contract keeps the
 database driver (sqlite3) inside dispatcher/store/, the connector boundary."""
@@ -28,7 +28,7 @@ def _lint_imports() -> str:
 
 def test_imports_only_go_down_the_layers():
     said = _lint_imports()
-    assert "dispatcher layers: ops > mcp > wake | dispatch > bridge > store > core KEPT" in said, (
+    assert "dispatcher layers: ops > mcp > wake | dispatch > clis > bridge > store > core KEPT" in said, (
         f"`uv run lint-imports` found imports that break the layers:\n{said}"
     )
 

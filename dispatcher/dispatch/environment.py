@@ -11,16 +11,11 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from dispatcher.clis import registry
 from dispatcher.core.findings import CODES
 
 # What the CLIs accept as credentials (doctor's authentication check reads the same table).
-AUTH_VARIABLES = {
-    "claude": ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK"),
-    "kimi": (),
-    "codex": ("CODEX_API_KEY", "OPENAI_API_KEY"),
-    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_USE_GCA"),
-    "opencode": (),  # its providers' keys are named in its own config ({env:NAME}) or saved by `opencode auth`
-}
+AUTH_VARIABLES = {cli.name: cli.login.variables for cli in registry.CLIS}
 
 # What the launchers (launchers/*.sh) and the CLIs they start read from the listener's environment
 # and a user sets: the worker command, each CLI's binary, home and options, and the credentials.

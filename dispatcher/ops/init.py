@@ -33,9 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dispatcher.clis import registry
+from dispatcher.clis.base import Discovery
 from dispatcher.core.errors import BridgeError
 from dispatcher.core.locations import Locations
-from dispatcher.core.permissions import DESCRIPTIONS, Level
+from dispatcher.core.permissions import DESCRIPTIONS
 from dispatcher.core.private_files import ensure_private_dir, write_atomically
 from dispatcher.core.protected import CODE, workspace_problem
 
@@ -45,33 +47,8 @@ if TYPE_CHECKING:
 VERSION_TIMEOUT_SECONDS = 5.0
 
 
-@dataclass(frozen=True)
-class Cli:
-    agent: str
-    binary_env: str
-    default_binary: str
-    tested_version: str
-    auto: bool  # False: least privilege is only approximate, so no unattended dispatch by default
-    level: Level  # the permission level init gives it: the most its own sandbox can enforce
-    version_line: str  # its own `--version` line (a whole line), the version as group 1
-    runs_on: str = ""  # what it needs to run, said when it does not
-
-
-CLIS = (
-    Cli("claude", "CLAUDE_BIN", "claude", "2.1.332", True, "edit", r"(\d+\.\d+\.\d+) \(Claude Code\)"),
-    Cli(
-        "kimi",
-        "KIMI_BIN",
-        "kimi",
-        "2.1.0",
-        False,
-        "read",
-        r"(?:kimi,? (?:version )?)?(\d+\.\d+\.\d+)",
-        "Kimi Code needs Node >= 22.19: set KIMI_NODE to such a node binary",
-    ),
-    Cli("codex", "CODEX_BIN", "codex", "0.171.0", True, "edit", r"codex-cli (\d+\.\d+\.\d+)"),
-    Cli("gemini", "GEMINI_BIN", "gemini", "0.61.0", True, "read", r"(\d+\.\d+\.\d+)"),
-)
+Cli = Discovery
+CLIS = tuple(cli.discovery for cli in registry.CLIS)
 CLAUDE = CLIS[0]
 MAX_REASON_CHARS = 160
 

@@ -1,4 +1,4 @@
-"""dispatcher/dispatch/cli_profiles/claude.py: a permission profile as Claude Code 2.1.332's
+"""dispatcher/clis/claude/profile.py: a permission profile as Claude Code 2.1.332's
 flags and --settings document, one case per level, plus the refusals (an invalid profile:
 exit 2; a level this machine cannot enforce: exit 78). What the real CLI does with these
 flags is tests/agent_clis/test_claude_permissions.py."""
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from dispatcher.clis.claude import profile as profiles
 from dispatcher.core.permissions import PERMISSIONS_ENV, PermissionProfile
-from dispatcher.dispatch.cli_profiles import claude as profiles
 from dispatcher.dispatch.outcome import PERMISSIONS_UNENFORCEABLE_EXIT
 
 BRIDGE_ALLOWED = ",".join(

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dispatcher.clis import registry
 from dispatcher.core.findings import Finding, finding
 from dispatcher.dispatch.environment import AUTH_VARIABLES
 from dispatcher.ops import init
@@ -65,22 +66,10 @@ def _cli_finding(agent: str, cli: str) -> Finding:
 
 # --- can each agent's CLI authenticate? (never a model request) ------------------------------
 
-# What each CLI accepts as credentials: environment variables (AUTH_VARIABLES), a credentials file in its home
-# (the launchers link the user's into the worker's), and its own status command where one exists
-# (`claude auth status` exits 1 when not logged in; `codex login status` likewise).
-AUTH_STATUS_COMMANDS = {"claude": ("auth", "status"), "codex": ("login", "status")}
-
 
 def auth_files(cli: str, environ: dict[str, str]) -> list[Path]:
     """The credentials files ``cli`` reads (any one of them present will do)."""
-    home = Path(environ.get("HOME") or Path.home())
-    if cli == "claude":
-        return [Path(environ.get("CLAUDE_CONFIG_DIR") or home / ".claude") / ".credentials.json"]
-    if cli == "kimi":
-        return [Path(environ.get("KIMI_CODE_HOME") or home / ".kimi-code") / "credentials"]
-    if cli == "codex":
-        return [Path(environ.get("CODEX_HOME") or home / ".codex") / "auth.json"]
-    return [home / ".gemini" / "oauth_creds.json"]
+    return registry.BY_NAME[cli].login.files(environ)
 
 
 def auth_finding(agent: str, cli: str, variable: str | None, status_ok: bool | None, file: Path | None) -> Finding:
@@ -88,7 +77,7 @@ def auth_finding(agent: str, cli: str, variable: str | None, status_ok: bool | N
     if variable is not None:
         return finding("cli_auth_ok", f"{cli} has credentials ({variable} is set)", agent)
     if status_ok:
-        command = " ".join((cli, *AUTH_STATUS_COMMANDS[cli]))
+        command = " ".join((cli, *registry.BY_NAME[cli].login.status_command))
         return finding("cli_auth_ok", f"{cli} is logged in (`{command}`)", agent)
     if file is not None:
         return finding("cli_auth_ok", f"{cli} has credentials ({file})", agent)
@@ -102,12 +91,13 @@ def auth_finding(agent: str, cli: str, variable: str | None, status_ok: bool | N
 
 def _auth_status_ok(cli: str) -> bool | None:
     """The CLI's own status command: True (exit 0), False, or None (none, or it did not answer)."""
-    binary = shutil.which(os.environ.get(f"{cli.upper()}_BIN") or cli)
-    if cli not in AUTH_STATUS_COMMANDS or binary is None:
+    login = registry.BY_NAME[cli].login
+    binary = shutil.which(registry.BY_NAME[cli].discovery.binary())
+    if not login.status_command or binary is None:
         return None
     try:
         done = subprocess.run(  # noqa: S603 - the agent's CLI (PATH or its *_BIN), its local status command only
-            [binary, *AUTH_STATUS_COMMANDS[cli]],
+            [binary, *login.status_command],
             capture_output=True,
             timeout=init.VERSION_TIMEOUT_SECONDS * 2,
             stdin=subprocess.DEVNULL,
@@ -121,7 +111,7 @@ def check_auth(ctx: Context) -> list[Finding]:
     """Per declared CLI found on PATH: can it authenticate? Never sends a model request."""
     found, environ = [], dict(os.environ)
     for agent, cli in agent_clis(ctx):
-        if cli is None or shutil.which(environ.get(f"{cli.upper()}_BIN") or cli) is None:
+        if cli is None or shutil.which(registry.BY_NAME[cli].discovery.binary(environ)) is None:
             continue  # no CLI to ask: check_clis reports it
         variable = next((v for v in AUTH_VARIABLES[cli] if environ.get(v)), None)
         status_ok = _auth_status_ok(cli) if variable is None else None
@@ -149,8 +139,9 @@ def permission_finding(
 
     Error: the launcher would refuse every task (exit 78, ``permissions_unenforceable``).
     Warning: it runs, but what the level promises is not fully confined (see docs/permissions.md)."""
+    from dispatcher.clis.claude import profile as claude
+    from dispatcher.clis.gemini import profile as gemini
     from dispatcher.core.permissions import DESCRIPTIONS
-    from dispatcher.dispatch.cli_profiles import claude, gemini
 
     level = profile.level
     needs: list[str] = []

@@ -34,12 +34,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from dispatcher.core.permissions import PermissionProfile
-from dispatcher.core.protected import git_environment, write_refused
-from dispatcher.dispatch.cli_profiles import command_gate
+from dispatcher.clis import command_gate
 
 # The one path rule of the read commands, also for apply_patch's paths.
-from dispatcher.dispatch.cli_profiles.read_shapes import inside as _inside
+from dispatcher.clis.read_shapes import inside as _inside
+from dispatcher.core.permissions import PermissionProfile
+from dispatcher.core.protected import git_environment, write_refused
 
 # Where the launcher puts this run's policy (read by the hook) and its private TMPDIR.
 POLICY_FILE = "codex-permissions.json"

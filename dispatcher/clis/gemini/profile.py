@@ -107,7 +107,7 @@ def hook_command(python: str, project: str, protected: Sequence[str]) -> str:
     """The BeforeTool hook's command line: ``hook_main`` on the run's protected paths."""
     boot = (
         "import sys; sys.path.insert(0, sys.argv[1]); "
-        "from dispatcher.dispatch.cli_profiles.gemini import hook_main; sys.exit(hook_main(sys.argv[2]))"
+        "from dispatcher.clis.gemini.profile import hook_main; sys.exit(hook_main(sys.argv[2]))"
     )
     return shlex.join([python, "-I", "-c", boot, project, json.dumps(list(protected))])
 

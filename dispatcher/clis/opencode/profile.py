@@ -1,5 +1,5 @@
-"""opencode 1.18.33 (npm ``opencode-ai``) as a worker: its launch plan, its permission rules per
-level, and how its ``--format json`` events read (``launchers/opencode_headless.sh`` runs ``main``).
+"""opencode 1.18.33 (npm ``opencode-ai``) as a worker: its launch plan and its permission rules per
+level (``launchers/opencode_headless.sh`` runs ``main``; ``results.py`` reads its events).
 
 The launch plan is computed here, as pure functions of the profile and the attempt, and
 ``main`` carries it out: it writes the worker's private files into the attempt directory and
@@ -46,7 +46,7 @@ from dispatcher.core.permissions import NON_WORKER_BRIDGE_TOOLS, WORKER_BRIDGE_T
 CLI = "opencode"
 VERSION = "1.18.33"
 BIN_ENV = "OPENCODE_BIN"
-OUTPUT = "opencode-events.jsonl"
+OUTPUT = "opencode-events.jsonl"  # the CLI object's OUTPUT_FILE
 HOME_DIR = "opencode-home"
 TMP_DIR = "tmp"
 BRIDGE_SERVER = "agent_bridge"
@@ -264,15 +264,16 @@ def launch_plan(
     env: Mapping[str, str],
     attempt_dir: Path,
     workspace: Path,
+    server: Mapping[str, Any],
     *,
     user_config: Any = None,
     protected: Sequence[str] = (),
     ripgrep: bool = False,
     links_out: Sequence[str] = (),
 ) -> LaunchPlan:
-    """argv, environment and files of one worker run (pure; raises ``Unenforceable``/``ValueError``)."""
-    from dispatcher.dispatch.worker_mcp import bridge_server
-
+    """argv, environment and files of one worker run (pure; raises ``Unenforceable``/``ValueError``).
+    ``server``: the bridge's stdio server entry (``command``, ``args``, ``env``) as every launcher
+    writes it (``write_bridge_mcp_config``, from ``dispatch/worker_mcp.py``)."""
     rules = permission_rules(
         profile, workspace, protected, ripgrep, worktree=worktree_root(workspace), links_out=links_out
     )
@@ -292,7 +293,7 @@ def launch_plan(
     else:
         settings = user_model_settings(user_config)
     home = attempt_dir / HOME_DIR
-    mcp = mcp_entry(bridge_server(env), env.get("HOME"))
+    mcp = mcp_entry(server, env.get("HOME"))
     config = config_document(profile, mcp, settings)
     plugin_dir = f"{HOME_DIR}/.config/opencode"
     files = {
@@ -329,108 +330,6 @@ def launch_plan(
     return LaunchPlan(argv=argv, env=run_env, unset=tuple(unset), files=files)
 
 
-# --- Reading the result -------------------------------------------------------------------
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _count(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
-
-
-def _sum(values: list[int | None]) -> int | None:
-    known = [v for v in values if v is not None]
-    return sum(known) if known else None
-
-
-# opencode's tool result when a permission rule refused the call, or when the run auto-rejected an ask.
-_DENIAL_TEXTS = ("prevents you from using this specific tool call", "rejected permission to use this specific tool")
-
-
-def status(events: str, exit_code: int | None, steps: int, errors: int, auth: bool) -> str:
-    """opencode's own word on its run (pure): an ``error`` event or exit 1 is a failed session."""
-    if events == "missing" or (steps == 0 and errors == 0):
-        return "auth_error" if auth else "no_result"
-    if auth:
-        return "auth_error"
-    if errors:
-        return "api_error" if steps == 0 else "error"
-    return "ok" if exit_code in (0, None) else "error"
-
-
-def diagnostics(text: str | None, exit_code: int | None, auth_refused: Any) -> dict[str, Any]:
-    """From ``opencode run --format json``: counts, usage and cost summed over ``step_finish``,
-    the tools refused (names only). ``auth_refused``: the shared rule on the error's words."""
-    diag: dict[str, Any] = {
-        "events_json": "missing",
-        "exit_code": exit_code,
-        "steps": 0,
-        "error_events": 0,
-        "tool_calls": 0,
-        "failed_tool_calls": 0,
-        "unparsed_lines": 0,
-        "reasoning_tokens": None,
-    }
-    usage: dict[str, list[int | None]] = {k: [] for k in ("input", "output", "reasoning", "read", "write")}
-    costs: list[float] = []
-    denied: set[str] = set()
-    auth = False
-    lines = [line for line in (text or "").splitlines() if line.strip()]
-    for line in lines:
-        try:
-            event = json.loads(line)
-        except (ValueError, RecursionError):
-            event = None
-        if not isinstance(event, dict):
-            diag["unparsed_lines"] += 1
-            continue
-        kind = event.get("type")
-        part = _dict(event.get("part"))
-        if kind == "step_finish":
-            diag["steps"] += 1
-            tokens = _dict(part.get("tokens"))
-            cache = _dict(tokens.get("cache"))
-            usage["input"].append(_count(tokens.get("input")))
-            usage["output"].append(_count(tokens.get("output")))
-            usage["reasoning"].append(_count(tokens.get("reasoning")))
-            usage["read"].append(_count(cache.get("read")))
-            usage["write"].append(_count(cache.get("write")))
-            cost = part.get("cost")
-            if isinstance(cost, int | float) and not isinstance(cost, bool) and cost >= 0:
-                costs.append(float(cost))
-        elif kind == "tool_use":
-            diag["tool_calls"] += 1
-            state = _dict(part.get("state"))
-            if state.get("status") == "error":
-                diag["failed_tool_calls"] += 1
-                error = state.get("error")
-                tool = part.get("tool")
-                if isinstance(error, str) and isinstance(tool, str) and any(t in error for t in _DENIAL_TEXTS):
-                    denied.add(tool[:64])
-        elif kind == "error":
-            diag["error_events"] += 1
-            error = _dict(event.get("error"))
-            data = _dict(error.get("data"))
-            auth = auth or error.get("name") == "ProviderAuthError"
-            auth = auth or auth_refused(data.get("message"), data.get("statusCode"))
-    if lines:
-        diag["events_json"] = "ok" if diag["unparsed_lines"] < len(lines) else "invalid"
-    diag["reasoning_tokens"] = _sum(usage["reasoning"])
-    diag.update(
-        denied_tools=sorted(denied),
-        cli=CLI,
-        cli_status=status(diag["events_json"], exit_code, diag["steps"], diag["error_events"], auth),
-        cost_usd=round(sum(costs), 10) if costs else None,
-        input_tokens=_sum(usage["input"]),
-        output_tokens=_sum(usage["output"]),
-        cache_read_tokens=_sum(usage["read"]),
-        cache_write_tokens=_sum(usage["write"]),
-    )
-    return diag
-
-
 # --- Carrying out the plan (the launcher's exec) ------------------------------------------------
 
 
@@ -456,17 +355,20 @@ def _link_credentials(env: Mapping[str, str], data_dir: Path) -> None:
 
 
 def main(argv: Sequence[str]) -> int:
-    """``opencode_headless.sh REQUEST_FILE``'s body: plan, write the files, exec opencode."""
+    """``opencode_headless.sh REQUEST_FILE``'s body: plan, write the files, exec opencode.
+    ``argv``: the request file, the bridge's MCP config file, the binary, ``1`` if ripgrep is on PATH."""
     from dispatcher.core.permissions import ProfileError, profile_from_env
     from dispatcher.core.private_files import create_private_file
     from dispatcher.core.protected import git_environment, protected_from_env
 
     prog = "opencode_headless.sh"
-    request_file, binary, ripgrep = argv[0], argv[1], argv[2] == "1"
+    request_file, mcp_config, binary, ripgrep = argv[0], argv[1], argv[2], argv[3] == "1"
     env = dict(os.environ)
     attempt_dir = Path(env["AGENT_BRIDGE_ATTEMPT_DIR"])
     workspace = Path(env.get("AGENT_BRIDGE_WORKSPACE") or Path.cwd()).resolve()
     try:
+        with open(mcp_config, encoding="utf-8") as fh:  # noqa: PTH123 - the launcher's own file
+            server = json.load(fh)["mcpServers"][BRIDGE_SERVER]
         profile = profile_from_env(env).resolved()
         plan = launch_plan(
             binary,
@@ -474,6 +376,7 @@ def main(argv: Sequence[str]) -> int:
             env,
             attempt_dir,
             workspace,
+            server,
             user_config=_user_config(env),
             protected=protected_from_env(env),
             ripgrep=ripgrep,

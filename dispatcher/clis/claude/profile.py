@@ -43,6 +43,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from dispatcher.clis import command_gate
 from dispatcher.core.errors import BridgeError
 from dispatcher.core.permissions import (
     NON_WORKER_BRIDGE_TOOLS,
@@ -52,7 +53,6 @@ from dispatcher.core.permissions import (
 )
 from dispatcher.core.private_files import create_private_file
 from dispatcher.core.protected import protected_from_env
-from dispatcher.dispatch.cli_profiles import command_gate
 
 # The built-in tools offered at each level (None: the CLI's default set, for ``project``).
 READ_TOOLS = ("Read", "Grep", "Glob")

@@ -1,0 +1,64 @@
+"""The one interface every agent CLI module implements (``AgentCli``), and its plain parts.
+
+A new CLI is one package under ``dispatcher/clis/`` exporting ``CLI``, an object with these
+attributes and methods, plus one line in ``registry.py``. Nothing else in the dispatcher names it.
+"""
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:  # the listener loads this module: core.permissions stays out of it
+    from dispatcher.core.permissions import Level
+
+
+@dataclass(frozen=True)
+class Discovery:
+    """How ``init`` and ``doctor`` find the CLI and say its version."""
+
+    agent: str  # the CLI's name, also the agent id ``init`` declares for it
+    binary_env: str  # the variable that names another binary (CLAUDE_BIN ...)
+    default_binary: str  # the command looked up on PATH
+    tested_version: str  # the version the launch plan and tests were checked against
+    auto: bool  # False: least privilege is only approximate, so no unattended dispatch by default
+    level: "Level"  # the permission level init gives it: the most its own sandbox can enforce
+    version_line: str  # its own `--version` line (a whole line), the version as group 1
+    runs_on: str = ""  # what it needs to run, said when it does not
+
+    def binary(self, environ: Mapping[str, str] | None = None) -> str:
+        """The binary to run: ``*_BIN`` when set, else the command name."""
+        return (os.environ if environ is None else environ).get(self.binary_env) or self.default_binary
+
+
+@dataclass(frozen=True)
+class Login:
+    """How ``doctor`` tells whether the CLI can authenticate, without a model request."""
+
+    variables: tuple[str, ...]  # credentials it accepts from the environment
+    status_command: tuple[str, ...]  # its own local "am I logged in" command (exit 0: yes); () none
+    fix: str  # what the user does when it has none (doctor's cli_not_authenticated fix)
+    home_variable: str  # the variable naming its home ("" when it has none)
+    home_default: str  # its home under $HOME when that variable is unset
+    credentials_file: str  # the credentials file inside its home
+
+    def files(self, environ: Mapping[str, str]) -> list[Path]:
+        """The credentials files it reads (any one of them present will do)."""
+        home = Path(environ.get("HOME") or Path.home())
+        root = (self.home_variable and environ.get(self.home_variable)) or home / self.home_default
+        return [Path(root) / self.credentials_file]
+
+
+class AgentCli(Protocol):
+    """One agent CLI, as the dispatcher sees it. Each ``dispatcher/clis/<name>/`` package exports one."""
+
+    name: str  # "claude", ...: the config's ``cli`` word and the ledger's ``cli`` key
+    discovery: Discovery
+    login: Login
+    output_file: str  # the file its launch leaves in the attempt directory, read after the run
+    launcher: str  # its worker entry under launchers/
+
+    def diagnostics(self, attempt_dir: Path, exit_code: int | None) -> dict[str, Any]:
+        """Payload-free diagnostics of its run (``results.LEDGER_KEYS`` included), never raising."""
+        ...

@@ -1,0 +1,32 @@
+"""Claude Code (`claude -p`), tested with 2.1.332. Everything the bridge knows about it; see dispatcher/clis/base.py."""
+
+from pathlib import Path
+from typing import Any
+
+from dispatcher.clis.base import Discovery, Login
+
+OUTPUT_FILE = "claude-result.json"  # where its launch leaves its output in the attempt directory
+
+
+class Claude:
+    name = "claude"
+    discovery = Discovery("claude", "CLAUDE_BIN", "claude", "2.1.332", True, "edit", r"(\d+\.\d+\.\d+) \(Claude Code\)")
+    login = Login(
+        variables=("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK"),
+        status_command=("auth", "status"),  # exits 1 when not logged in
+        fix="run `claude` as this user and /login, or set ANTHROPIC_API_KEY where the listener runs",
+        home_variable="CLAUDE_CONFIG_DIR",
+        home_default=".claude",
+        credentials_file=".credentials.json",
+    )
+    output_file = OUTPUT_FILE
+    launcher = "claude_headless.sh"
+
+    def diagnostics(self, attempt_dir: Path, exit_code: int | None) -> dict[str, Any]:
+        from dispatcher.clis.claude import results  # here: only the supervisor reads results
+        from dispatcher.clis.results import read
+
+        return results.claude_diagnostics(read(attempt_dir, OUTPUT_FILE))
+
+
+CLI = Claude()

@@ -1,0 +1,35 @@
+"""opencode (`opencode run`), tested with 1.18.33. Everything the bridge knows about it; see dispatcher/clis/base.py."""
+
+from pathlib import Path
+from typing import Any
+
+from dispatcher.clis.base import Discovery, Login
+
+OUTPUT_FILE = "opencode-events.jsonl"  # where its launch leaves its output in the attempt directory
+
+
+class Opencode:
+    name = "opencode"
+    # Level edit: its permission rules confine the file tools to the workspace (links out denied);
+    # it has no OS sandbox, so level shell is refused (see profile.py).
+    discovery = Discovery("opencode", "OPENCODE_BIN", "opencode", "1.18.33", True, "edit", r"(\d+\.\d+\.\d+)")
+    login = Login(
+        variables=(),  # a provider's key is named in its own config ({env:NAME}), not by a fixed variable
+        status_command=(),
+        fix="run `opencode auth login` as this user, or give the worker a provider of its own "
+        "(AGENT_BRIDGE_OPENCODE_BASE_URL, see docs/opencode.md)",
+        home_variable="XDG_DATA_HOME",
+        home_default=".local/share",
+        credentials_file="opencode/auth.json",
+    )
+    output_file = OUTPUT_FILE
+    launcher = "opencode_headless.sh"
+
+    def diagnostics(self, attempt_dir: Path, exit_code: int | None) -> dict[str, Any]:
+        from dispatcher.clis.opencode import results  # here: only the supervisor reads results
+        from dispatcher.clis.results import read
+
+        return results.diagnostics(read(attempt_dir, OUTPUT_FILE), exit_code)
+
+
+CLI = Opencode()
