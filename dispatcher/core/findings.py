@@ -177,6 +177,7 @@ CODES: dict[str, Code] = _table(
         {
             "sandbox": "install bubblewrap and socat (Debian: apt-get install bubblewrap socat), or lower the level",
             "kimi_project": "give kimi level read, edit or shell in config.json",
+            "opencode_shell": "give opencode level edit (or project) in config.json, or use another CLI for shell work",
         },
     ),
     Code("permissions_unconfined", (WARN,), "lower the level if its tasks do not need that; see docs/permissions.md"),

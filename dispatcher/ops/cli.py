@@ -430,7 +430,7 @@ def db_role(agent: str, role: str | None, revoke: bool, as_json: bool) -> None:
 
 
 @main.command()
-@click.argument("cli_name", metavar="CLI", type=click.Choice(["claude", "kimi", "codex", "gemini"]))
+@click.argument("cli_name", metavar="CLI", type=click.Choice(["claude", "kimi", "codex", "gemini", "opencode"]))
 @agent_option
 @click.option("--dry-run", is_flag=True, help="Print the unified diff of what would change; write nothing.")
 @click.option("--force", is_flag=True, help="Replace an existing agent_bridge entry that points elsewhere.")
@@ -452,7 +452,7 @@ def register(cli_name: str, agent: str, dry_run: bool, force: bool, statusline: 
 
 
 @main.command()
-@click.argument("cli_name", metavar="CLI", type=click.Choice(["claude", "kimi", "codex", "gemini"]))
+@click.argument("cli_name", metavar="CLI", type=click.Choice(["claude", "kimi", "codex", "gemini", "opencode"]))
 @agent_option
 def unregister(cli_name: str, agent: str) -> None:
     """Take AGENT's agent_bridge MCP server, hooks (and Claude's status line) out of CLI's config.

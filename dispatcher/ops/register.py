@@ -37,7 +37,7 @@ from dispatcher.core.private_files import write_atomically
 from dispatcher.wake.hook_wait import TIMEOUT_MARGIN_SECONDS, WAIT_EVENTS
 
 SERVER_NAME = "agent_bridge"
-CLIS = ("claude", "kimi", "codex", "gemini")
+CLIS = ("claude", "kimi", "codex", "gemini", "opencode")
 KIMI_STARTUP_TIMEOUT_MS = 30000
 STATUSLINE_REFRESH_SECONDS = 2
 HOOK_TIMEOUT_SECONDS = 10
@@ -727,6 +727,27 @@ def register_gemini(reg: Registration, dry_run: bool, force: bool) -> list[str]:
     ]
 
 
+def opencode_file() -> Path:
+    """opencode's global config: ``$XDG_CONFIG_HOME/opencode/opencode.json`` (default ``~/.config``)."""
+    base = os.environ.get("XDG_CONFIG_HOME")
+    return (Path(base) if base else _home() / ".config") / "opencode" / "opencode.json"
+
+
+def opencode_entry(reg: Registration) -> dict:
+    """The bridge as opencode's local MCP server (``mcp.agent_bridge``): one argv list, ``environment``."""
+    return {"type": "local", "command": [reg.command, *reg.args], "environment": dict(reg.env), "enabled": True}
+
+
+def register_opencode(reg: Registration, dry_run: bool, force: bool) -> list[str]:
+    path = opencode_file()
+    transform = json_entry_transform(
+        "opencode", path, ["mcp", SERVER_NAME], opencode_entry(reg), ("type", "command", "environment"), force
+    )
+    return [
+        apply_edit(path, transform, dry_run).line("opencode", f"MCP server {SERVER_NAME} (agent {reg.agent})", dry_run)
+    ]
+
+
 # --- Codex: config.toml, edited as text ------------------------------------------------------
 
 
@@ -801,7 +822,13 @@ def register_codex(reg: Registration, dry_run: bool, force: bool) -> list[str]:
     return [outcome.line("codex", f"MCP server {SERVER_NAME} (agent {reg.agent})", dry_run)]
 
 
-WRITERS = {"claude": register_claude, "kimi": register_kimi, "codex": register_codex, "gemini": register_gemini}
+WRITERS = {
+    "claude": register_claude,
+    "kimi": register_kimi,
+    "codex": register_codex,
+    "gemini": register_gemini,
+    "opencode": register_opencode,
+}
 
 
 def register(

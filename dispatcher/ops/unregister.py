@@ -49,7 +49,7 @@ def is_ours_for(command: object, cli: str, agent: str | None) -> bool:
 
 
 def _server_agent(entry: object) -> str | None:
-    env = entry.get("env") if isinstance(entry, dict) else None
+    env = (entry.get("env") or entry.get("environment")) if isinstance(entry, dict) else None  # opencode: environment
     value = env.get("AGENT_ID") if isinstance(env, dict) else None
     return value if isinstance(value, str) else None
 
@@ -64,12 +64,15 @@ def _check_agent(cli: str, path: Path, entry: object, agent: str | None) -> None
         )
 
 
-def json_server_removal(cli: str, path: Path, agent: str | None) -> Callable[[str | None], str | None]:
-    """Take ``mcpServers.agent_bridge`` out of a JSON config (Claude, Kimi Code, Gemini)."""
+def json_server_removal(
+    cli: str, path: Path, agent: str | None, key: str = "mcpServers"
+) -> Callable[[str | None], str | None]:
+    """Take ``<key>.agent_bridge`` out of a JSON config (``mcpServers``: Claude, Kimi Code, Gemini;
+    ``mcp``: opencode)."""
 
     def transform(text: str | None) -> str | None:
         data = reg._load_json_object(path, text)
-        servers = data.get("mcpServers")
+        servers = data.get(key)
         if not isinstance(servers, dict) or reg.SERVER_NAME not in servers:
             return None
         _check_agent(cli, path, servers[reg.SERVER_NAME], agent)
@@ -233,6 +236,9 @@ def unregister(cli: str, agent: str | None) -> list[str]:
             _edit("codex", reg.codex_file(), codex_server_removal(reg.codex_file(), agent), f"MCP server {server}"),
             _edit("codex", reg.codex_hooks_file(), json_hooks_removal("codex", reg.codex_hooks_file(), agent), "hooks"),
         ]
+    if cli == "opencode":
+        path = reg.opencode_file()
+        return [_edit("opencode", path, json_server_removal("opencode", path, agent, "mcp"), f"MCP server {server}")]
     gemini = reg.gemini_file()
     return [
         _edit("gemini", gemini, json_server_removal("gemini", gemini, agent), f"MCP server {server}"),

@@ -270,6 +270,15 @@ def _which(missing: set[str]):
         ("kimi", {"level": "project"}, set(), "permissions_unenforceable", "cannot be enforced by Kimi"),
         ("kimi", {"level": "read"}, set(), "permissions_ok", "level read"),
         (
+            "opencode",
+            {"level": "shell", "allow_commands": ["git status"]},
+            set(),
+            "permissions_unenforceable",
+            "cannot be enforced by opencode",
+        ),
+        ("opencode", {"level": "project"}, set(), "permissions_unconfined", "no OS sandbox"),
+        ("opencode", {"level": "edit"}, {"bwrap", "socat"}, "permissions_ok", "level edit"),
+        (
             "codex",
             {"level": "shell", "allow_commands": ["git status"]},
             {"bwrap", "socat"},

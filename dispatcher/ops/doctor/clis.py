@@ -167,7 +167,15 @@ def permission_finding(
             agent,
             variant="kimi_project",
         )
-    if (cli, level) in (("kimi", "shell"), ("gemini", "project")):
+    if cli == "opencode" and level == "shell":
+        return finding(
+            "permissions_unenforceable",
+            f"{agent}'s level shell cannot be enforced by opencode (it has no OS sandbox to keep an allowed "
+            "command inside the workspace): every task would end failed (permissions_unenforceable)",
+            agent,
+            variant="opencode_shell",
+        )
+    if (cli, level) in (("kimi", "shell"), ("gemini", "project"), ("opencode", "project")):
         return finding(
             "permissions_unconfined",
             f"{agent}'s workers may run commands that nothing confines to "
