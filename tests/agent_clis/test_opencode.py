@@ -104,6 +104,19 @@ def events(env: dict, message_id: int) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "cli_results" / "opencode"
+
+
+def save_fixture(env: dict, message_id: int, name: str) -> None:
+    """With AGENT_BRIDGE_SAVE_CLI_FIXTURES=1: the real event stream, canary replaced, for the
+    ledger's corpus tests (off by default, so a test run leaves the tree clean)."""
+    if os.environ.get("AGENT_BRIDGE_SAVE_CLI_FIXTURES") != "1":
+        return
+    text = (attempt_dir(env, message_id) / "opencode-events.jsonl").read_text()
+    FIXTURES.mkdir(parents=True, exist_ok=True)
+    (FIXTURES / name).write_text(text.replace(CANARY, "CANARY-7f3e"))
+
+
 def finished(db: Path | str, message_id: int) -> dict:
     return wait_finished(db, message_id, deadline=DEADLINE)
 
@@ -138,6 +151,7 @@ def test_a_task_comes_back_as_the_right_result_with_usage_and_cost(opencode_env,
     assert done["output_tokens"] == sum(s["tokens"]["output"] for s in steps) > 0
     expected = (done["input_tokens"] * PRICE[0] + done["output_tokens"] * PRICE[1]) / 1e6
     assert done["cost_usd"] == pytest.approx(expected, rel=1e-6), done
+    save_fixture(opencode_env, task, "captured-1.18.33-succeeded.jsonl")
 
 
 @pytest.mark.sqlite_only(OPENCODE_ONLY)
@@ -149,6 +163,7 @@ def test_a_block_task_ends_blocked(opencode_env, db, kimi, listener):
     assert [r["text"] for r in reply] == ["blocked: the scripted model was told to stop here"]
     message = kimi.ok("get_message", message_id=task)
     assert (message["claim_owner"], message["dispatch"]["outcome"]) == (None, "blocked"), message  # released
+    save_fixture(opencode_env, task, "captured-1.18.33-blocked.jsonl")
 
 
 def test_a_silent_run_fails_no_evidence_with_one_payload_free_notice(opencode_env, db, kimi, listener):
@@ -158,6 +173,7 @@ def test_a_silent_run_fails_no_evidence_with_one_payload_free_notice(opencode_en
     notices = notices_for(db, task)
     assert len(notices) == 1, [dict(n) for n in notices]
     assert CANARY not in notices[0]["text"] and "MODE=silent" not in notices[0]["text"]
+    save_fixture(opencode_env, task, "captured-1.18.33-silent.jsonl")
 
 
 @pytest.mark.sqlite_only(OPENCODE_ONLY)
@@ -176,6 +192,7 @@ def test_an_endpoint_that_refuses_the_key_ends_auth_error_within_seconds(opencod
     notices = notices_for(db, task)
     assert len(notices) == 1 and "auth_error" in notices[0]["text"], [dict(n) for n in notices]
     assert CANARY not in notices[0]["text"]
+    save_fixture(opencode_env, task, "captured-1.18.33-invalid-api-key-401.jsonl")
 
 
 @pytest.mark.sqlite_only(OPENCODE_ONLY)

@@ -49,6 +49,7 @@ PROFILES = {
     "project": {"level": "project"},
 }
 GIT_PROFILES = {"git-edit": {"level": "edit"}}
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "cli_results" / "opencode"
 GIT_REPOS: dict[str, dict] = {}
 
 
@@ -187,6 +188,11 @@ def runs(tmp_path_factory, opencode_bin, model):
             message_id = kimi.ok("send_message", recipient=AGENT, kind="task", text=text)["id"]
             row = wait_finished(world["db"], message_id, deadline=DEADLINE)
             attempt = Path(env["AGENT_BRIDGE_RUNTIME_DIR"]) / "attempts" / str(message_id)
+            events = attempt / "opencode-events.jsonl"
+            if os.environ.get("AGENT_BRIDGE_SAVE_CLI_FIXTURES") == "1" and events.exists():
+                FIXTURES.mkdir(parents=True, exist_ok=True)
+                saved = events.read_text().replace(marker, "CANARY-7f3e").replace(str(root), "/ROOT")
+                (FIXTURES / f"captured-1.18.33-permissions-{name}.jsonl").write_text(saved)
             results[name] = {
                 "row": row,
                 "paths": paths,
