@@ -168,6 +168,8 @@ CODES: dict[str, Code] = _table(
             "kimi": "run `kimi` as this user and /login (it writes ~/.kimi-code/credentials and config.toml)",
             "codex": "run `codex login` as this user, or set CODEX_API_KEY where the listener runs",
             "gemini": "run `gemini` as this user and choose a login, or set GEMINI_API_KEY where the listener runs",
+            "opencode": "run `opencode auth login` as this user, or give the worker a provider of its own "
+            "(AGENT_BRIDGE_OPENCODE_BASE_URL, see docs/opencode.md)",
         },
     ),
     Code("permissions_ok", (OK,)),

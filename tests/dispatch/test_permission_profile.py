@@ -214,6 +214,7 @@ def test_init_gives_edit_only_where_a_sandbox_confines_writes_and_read_elsewhere
         "codex": {"level": "edit"},
         "gemini": {"level": "read"},
         "kimi": {"level": "read"},
+        "opencode": {"level": "read"},
     }
     assert BridgeConfig.model_validate(config).permissions("kimi").level == "read"
     assert build_config([], tmp_path)["agents"]["claude"]["permissions"] == {"level": "edit"}

@@ -10,9 +10,9 @@ OUTPUT_FILE = "opencode-events.jsonl"  # where its launch leaves its output in t
 
 class Opencode:
     name = "opencode"
-    # Level edit: its permission rules confine the file tools to the workspace (links out denied);
-    # it has no OS sandbox, so level shell is refused (see profile.py).
-    discovery = Discovery("opencode", "OPENCODE_BIN", "opencode", "1.18.33", True, "edit", r"(\d+\.\d+\.\d+)")
+    # Level read, as for Gemini and Kimi: no OS sandbox backs its rules (edit is the user's choice;
+    # shell is refused, see profile.py).
+    discovery = Discovery("opencode", "OPENCODE_BIN", "opencode", "1.18.33", True, "read", r"(\d+\.\d+\.\d+)")
     login = Login(
         variables=(),  # a provider's key is named in its own config ({env:NAME}), not by a fixed variable
         status_command=(),

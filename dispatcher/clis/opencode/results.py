@@ -89,7 +89,8 @@ def diagnostics(text: str | None, exit_code: int | None) -> dict[str, Any]:
         denied_tools=sorted(denied)[:MAX_DENIED_TOOLS],
         cli=CLI,
         cli_status=status(diag["events_json"], exit_code, diag["steps"], diag["error_events"], auth),
-        cost_usd=round(sum(costs), 10) if costs else None,
+        # 0 is what a model without a configured price reports: unknown, so the agent's prices apply.
+        cost_usd=round(sum(costs), 10) if sum(costs) > 0 else None,
         input_tokens=sum_known(usage["input"]),
         output_tokens=sum_known(usage["output"]),
         cache_read_tokens=sum_known(usage["read"]),

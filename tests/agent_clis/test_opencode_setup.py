@@ -1,6 +1,7 @@
-"""`agent-bridge register opencode` and `unregister opencode` on real files under a temporary
-HOME, read back by the pinned opencode 1.18.33: `opencode mcp list` starts the registered server
-and reports it connected."""
+"""opencode's setup: `agent-bridge init` finds the pinned opencode 1.18.33 and declares it,
+`doctor` reports its version, credentials and level, and `register opencode` / `unregister
+opencode` edit its config on real files under a temporary HOME, read back by the real binary
+(`opencode mcp list` starts the registered server and reports it connected)."""
 
 import json
 import os
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from cli_harness import require_cli
-from harness import command_here
+from harness import PROJECT, command_here
 from register_harness import backups, mode, register, register_env
 
 USER_CONFIG = {"$schema": "https://opencode.ai/config.json", "theme": "dark", "mcp": {"other": {"type": "remote"}}}
@@ -101,3 +102,59 @@ def test_opencode_mcp_list_connects_the_registered_server(env, tmp_path):
     said = listed.stdout + listed.stderr
     assert listed.returncode == 0, said
     assert any("agent_bridge" in line and "connected" in line for line in said.splitlines()), said
+
+
+@pytest.mark.cli
+def test_init_finds_the_real_opencode_and_doctor_reports_it(tmp_path):
+    """The pinned binary on PATH, nothing else: init declares agent `opencode` (launcher, level
+    read), says the version is the tested one; doctor then says so too, finds no credentials
+    (cli_not_authenticated, with the fix), and what its workers may do."""
+    opencode = require_cli("opencode")
+    bins, work, home = tmp_path / "bin", tmp_path / "work", tmp_path / "home"
+    for directory in (bins, work, home):
+        directory.mkdir()
+    (bins / "opencode").symlink_to(opencode)
+    env = {
+        "PATH": f"{bins}:{Path(sys.executable).parent}:/usr/bin:/bin",
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / "xdg-config"),
+        "XDG_DATA_HOME": str(home / "xdg-data"),
+        "PYTHONPATH": str(PROJECT),
+    }
+
+    def agent_bridge(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "dispatcher", *args],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            stdin=subprocess.DEVNULL,
+        )
+
+    done = agent_bridge("init", "--workspace", str(work))
+    assert done.returncode == 0, done.stderr
+    assert "opencode: " in done.stdout and "1.18.33 (tested)" in done.stdout, done.stdout
+    config = json.loads((home / "xdg-config" / "agent-bridge" / "config.json").read_text())
+    agent = config["agents"]["opencode"]
+    assert (agent["launcher"], agent["permissions"], agent["auto"]) == (
+        "launchers/opencode_headless.sh",
+        {"level": "read"},
+        True,
+    )
+
+    done = agent_bridge("doctor", "--json")
+    findings = [f for f in json.loads(done.stdout)["findings"] if f.get("agent") == "opencode"]
+    codes = {f["code"]: f for f in findings}
+    assert "1.18.33" in codes["cli_ok"]["message"], findings
+    assert "opencode auth login" in codes["cli_not_authenticated"]["fix"], findings
+    assert "level read" in codes["permissions_ok"]["message"], findings
+    # With saved credentials (`opencode auth login` writes this file), doctor sees them.
+    auth = home / "xdg-data" / "opencode" / "auth.json"
+    auth.parent.mkdir(parents=True, exist_ok=True)
+    auth.write_text("{}")
+    findings = [
+        f for f in json.loads(agent_bridge("doctor", "--json").stdout)["findings"] if f.get("agent") == "opencode"
+    ]
+    assert any(f["code"] == "cli_auth_ok" and str(auth) in f["message"] for f in findings), findings
