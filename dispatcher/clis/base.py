@@ -4,6 +4,7 @@ A new CLI is one package under ``dispatcher/clis/`` exporting ``CLI``, an object
 attributes and methods, plus one line in ``registry.py``. Nothing else in the dispatcher names it.
 """
 
+import importlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # the listener loads this module: core.permissions stays out of it
+    from dispatcher.clis.config_files import Registration
     from dispatcher.core.permissions import Level
 
 
@@ -58,7 +60,58 @@ class AgentCli(Protocol):
     login: Login
     output_file: str  # the file its launch leaves in the attempt directory, read after the run
     launcher: str  # its worker entry under launchers/
+    statusline: bool  # whether `register --statusline` has a status line to write for it
 
     def diagnostics(self, attempt_dir: Path, exit_code: int | None) -> dict[str, Any]:
         """Payload-free diagnostics of its run (``results.LEDGER_KEYS`` included), never raising."""
         ...
+
+    def register(self, reg: "Registration", dry_run: bool, force: bool) -> list[str]:
+        """Write the bridge's MCP server entry into its own config; lines to print."""
+        ...
+
+    def register_hooks(self, agent: str, dry_run: bool, force: bool) -> list[str]:
+        """Write its wake hooks (``agent-bridge hook <cli> <event>``); lines to print."""
+        ...
+
+    def register_statusline(self, dry_run: bool, force: bool) -> list[str]:
+        """Write its status line (only when ``statusline``); lines to print."""
+        ...
+
+    def unregister(self, agent: str | None) -> list[str]:
+        """Take out what ``register`` wrote (of ``agent``, or of any agent); lines to print."""
+        ...
+
+    def registration_files(self) -> list[Path]:
+        """The files ``register`` edits (``doctor`` and ``uninstall --purge`` look at them)."""
+        ...
+
+
+class Packaged:
+    """What a CLI package's ``CLI`` object delegates to its sub-modules, loaded only when asked
+    (the listener loads the registry for the credential variables alone)."""
+
+    name: str
+
+    def _part(self, part: str) -> Any:
+        return importlib.import_module(f"dispatcher.clis.{self.name}.{part}")
+
+    def register(self, reg: "Registration", dry_run: bool, force: bool) -> list[str]:
+        lines: list[str] = self._part("registration").register(reg, dry_run, force)
+        return lines
+
+    def register_hooks(self, agent: str, dry_run: bool, force: bool) -> list[str]:
+        lines: list[str] = self._part("registration").register_hooks(agent, dry_run, force)
+        return lines
+
+    def register_statusline(self, dry_run: bool, force: bool) -> list[str]:
+        lines: list[str] = self._part("registration").register_statusline(dry_run, force)
+        return lines
+
+    def unregister(self, agent: str | None) -> list[str]:
+        lines: list[str] = self._part("registration").unregister(agent)
+        return lines
+
+    def registration_files(self) -> list[Path]:
+        found: list[Path] = self._part("registration").files()
+        return found

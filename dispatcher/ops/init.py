@@ -223,8 +223,8 @@ def refuse_unsafe_workspace(config: "BridgeConfig", workspace: Path, path: Path)
 
 
 def run_init(*, force: bool, workspace: Path, echo, scripted: bool = False) -> Path:
+    from dispatcher.clis.config_files import backup_copy
     from dispatcher.core.config import BridgeConfig
-    from dispatcher.ops.register import backup_copy
 
     path = config_path()
     workspace = workspace.expanduser().resolve()

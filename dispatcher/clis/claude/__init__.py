@@ -3,12 +3,17 @@
 from pathlib import Path
 from typing import Any
 
-from dispatcher.clis.base import Discovery, Login
+from dispatcher.clis.base import Discovery, Login, Packaged
 
 OUTPUT_FILE = "claude-result.json"  # where its launch leaves its output in the attempt directory
 
+# The events whose hook may wait for mail (the waiting Stop hook, dispatcher/wake/hook_wait.py),
+# and how much longer than the wait the hook's timeout is, so that the hook always ends first.
+WAIT_EVENTS = ("Stop", "SessionStart")
+WAIT_TIMEOUT_MARGIN_SECONDS = 30
 
-class Claude:
+
+class Claude(Packaged):
     name = "claude"
     discovery = Discovery("claude", "CLAUDE_BIN", "claude", "2.1.332", True, "edit", r"(\d+\.\d+\.\d+) \(Claude Code\)")
     login = Login(
@@ -21,6 +26,7 @@ class Claude:
     )
     output_file = OUTPUT_FILE
     launcher = "claude_headless.sh"
+    statusline = True
 
     def diagnostics(self, attempt_dir: Path, exit_code: int | None) -> dict[str, Any]:
         from dispatcher.clis.claude import results  # here: only the supervisor reads results

@@ -3,12 +3,12 @@
 from pathlib import Path
 from typing import Any
 
-from dispatcher.clis.base import Discovery, Login
+from dispatcher.clis.base import Discovery, Login, Packaged
 
 OUTPUT_FILE = "codex-events.jsonl"  # where its launch leaves its output in the attempt directory
 
 
-class Codex:
+class Codex(Packaged):
     name = "codex"
     discovery = Discovery("codex", "CODEX_BIN", "codex", "0.171.0", True, "edit", r"codex-cli (\d+\.\d+\.\d+)")
     login = Login(
@@ -21,6 +21,7 @@ class Codex:
     )
     output_file = OUTPUT_FILE
     launcher = "codex_headless.sh"
+    statusline = False
 
     def diagnostics(self, attempt_dir: Path, exit_code: int | None) -> dict[str, Any]:
         from dispatcher.clis.codex import results  # here: only the supervisor reads results

@@ -3,12 +3,12 @@
 from pathlib import Path
 from typing import Any
 
-from dispatcher.clis.base import Discovery, Login
+from dispatcher.clis.base import Discovery, Login, Packaged
 
 OUTPUT_FILE = "gemini-result.json"  # where its launch leaves its output in the attempt directory
 
 
-class Gemini:
+class Gemini(Packaged):
     name = "gemini"
     discovery = Discovery("gemini", "GEMINI_BIN", "gemini", "0.61.0", True, "read", r"(\d+\.\d+\.\d+)")
     login = Login(
@@ -21,6 +21,7 @@ class Gemini:
     )
     output_file = OUTPUT_FILE
     launcher = "gemini_headless.sh"
+    statusline = False
 
     def diagnostics(self, attempt_dir: Path, exit_code: int | None) -> dict[str, Any]:
         from dispatcher.clis.gemini import results  # here: only the supervisor reads results

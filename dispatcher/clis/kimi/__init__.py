@@ -4,7 +4,7 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from dispatcher.clis.base import Discovery, Login
+from dispatcher.clis.base import Discovery, Login, Packaged
 
 OUTPUT_FILE = "kimi-stream.jsonl"  # where its launch leaves its output in the attempt directory
 
@@ -24,7 +24,7 @@ def last_wire(attempt_dir: Path) -> str | None:
     return read(attempt_dir, max(wires)[1]) if wires else None
 
 
-class Kimi:
+class Kimi(Packaged):
     name = "kimi"
     discovery = Discovery(
         "kimi",
@@ -46,6 +46,7 @@ class Kimi:
     )
     output_file = OUTPUT_FILE
     launcher = "kimi_headless.sh"
+    statusline = False
 
     def diagnostics(self, attempt_dir: Path, exit_code: int | None) -> dict[str, Any]:
         from dispatcher.clis.kimi import results  # here: only the supervisor reads results

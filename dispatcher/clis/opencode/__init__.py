@@ -3,12 +3,12 @@
 from pathlib import Path
 from typing import Any
 
-from dispatcher.clis.base import Discovery, Login
+from dispatcher.clis.base import Discovery, Login, Packaged
 
 OUTPUT_FILE = "opencode-events.jsonl"  # where its launch leaves its output in the attempt directory
 
 
-class Opencode:
+class Opencode(Packaged):
     name = "opencode"
     # Level read, as for Gemini and Kimi: no OS sandbox backs its rules (edit is the user's choice;
     # shell is refused, see profile.py).
@@ -24,6 +24,7 @@ class Opencode:
     )
     output_file = OUTPUT_FILE
     launcher = "opencode_headless.sh"
+    statusline = False
 
     def diagnostics(self, attempt_dir: Path, exit_code: int | None) -> dict[str, Any]:
         from dispatcher.clis.opencode import results  # here: only the supervisor reads results

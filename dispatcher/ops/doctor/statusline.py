@@ -108,7 +108,7 @@ def _claude_settings(ctx: Context) -> Finding:
         return finding("claude_settings_unreadable", f"cannot read {path} ({type(exc).__name__})", path=path)
     line = settings.get("statusLine") if isinstance(settings, dict) else None
     command = line.get("command") if isinstance(line, dict) else None
-    from dispatcher.ops.register import is_our_statusline
+    from dispatcher.clis.config_files import is_our_statusline
 
     if not is_our_statusline(command):
         return finding("statusline_not_configured", f"{path} does not run the bridge's status line", claude_agent=agent)
