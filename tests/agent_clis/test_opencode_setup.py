@@ -76,7 +76,7 @@ def test_the_users_config_is_kept_a_conflict_refused_until_force_and_unregister_
 def test_hooks_and_a_status_line_are_refused_and_nothing_is_written(env):
     for flag in ("--hooks", "--statusline"):
         done = command_here(env, "register", "opencode", "--agent", "kimi", flag)
-        assert done.returncode == 1 and "usage_error" in done.stderr and flag in done.stderr, done.stderr
+        assert done.returncode == 2 and "usage_error" in done.stderr and flag in done.stderr, done.stderr
         assert not config_file(env).exists()
 
 
