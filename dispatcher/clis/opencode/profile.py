@@ -392,7 +392,7 @@ def main(argv: Sequence[str]) -> int:
         return 2
     home = attempt_dir / HOME_DIR
     home.mkdir(mode=0o700)  # must be new: an existing name (a planted link) fails the launch
-    (attempt_dir / TMP_DIR).mkdir(mode=0o700, exist_ok=True)
+    (attempt_dir / TMP_DIR).mkdir(mode=0o700)  # new too: never a planted link
     for relative, content in plan.files.items():
         (attempt_dir / relative).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         create_private_file(attempt_dir / relative, content)
