@@ -32,6 +32,7 @@ WORKER_TOOLS = set(script.WORKER_TOOLS)
 CANARY = f"opencode-canary-{uuid.uuid4().hex}"
 DEADLINE = 120.0
 PRICE = (3.0, 15.0)  # USD per million input / output tokens, given to opencode's model entry
+TOKEN_CAP = 200_000  # far above what a scripted task uses; the runaway's USAGE= line passes it
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +54,12 @@ def opencode_env(root, opencode_bin, model, backend, request) -> dict[str, str]:
         json.dumps(
             {
                 "agents": {
-                    "opencode": {"auto": True, "launcher": str(LAUNCHER), "worker_timeout_seconds": 90},
+                    "opencode": {
+                        "auto": True,
+                        "launcher": str(LAUNCHER),
+                        "worker_timeout_seconds": 90,
+                        "max_tokens_per_task": TOKEN_CAP,
+                    },
                     "kimi": {"auto": False, "launcher": "launchers/kimi_headless.sh"},
                 }
             }
@@ -327,3 +333,19 @@ def test_launcher_contract_with_a_recording_cli(tmp_path, opencode_env):
         done, attempt = run(f"planted-{planted}", plant=planted)
         assert done.returncode != 0 and not (attempt / "record.json").exists(), planted
         assert list((tmp_path / f"target-planted-{planted}").iterdir()) == [], planted
+
+
+@pytest.mark.sqlite_only(OPENCODE_ONLY)
+def test_a_runaway_worker_past_its_token_cap_is_stopped_mid_run_with_one_notice(
+    opencode_env, db, kimi, listener, model
+):
+    """opencode writes a step_finish (with its usage) after every model request, and the
+    supervisor reads the events file as it grows: the cap stops the run before its loop ends."""
+    before = len(model.chat_requests())
+    task = send_task(kimi, f"Loop.\nMODE=spend\nUSAGE={TOKEN_CAP // 10}")
+    done = finished(db, task)
+    assert (done["outcome"], done["cli_status"]) == ("budget_exceeded", "budget_exceeded"), done
+    assert done["max_tokens"] == TOKEN_CAP and done["token_overshoot"] > 0
+    assert len(model.chat_requests()) - before < script.SPEND_CALLS  # stopped before its loop ended
+    notices = notices_for(db, task)
+    assert len(notices) == 1 and f"max_tokens_per_task {TOKEN_CAP}" in notices[0]["text"], [dict(n) for n in notices]
