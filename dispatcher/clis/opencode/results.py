@@ -9,11 +9,14 @@ configured price); a failed session adds an ``error`` event (``error.name``, ``e
 ``error.data.statusCode``) and exits 1. There is no final summary event.
 """
 
+import math
 from typing import Any
 
 from dispatcher.clis.results import MAX_DENIED_TOOLS, TOOL_NAME, as_dict, auth_refused, parse_json, sum_known, tokens
 
 CLI = "opencode"
+MAX_TOKENS = 10**12  # a larger count is no report of a real run (the ledger's columns are 64-bit)
+MAX_COST_USD = 10**6
 # opencode's tool result when a permission rule refused the call, or when the run auto-rejected an ask.
 DENIAL_TEXTS = ("prevents you from using this specific tool call", "rejected permission to use this specific tool")
 
@@ -31,8 +34,16 @@ def status(events: str, exit_code: int | None, steps: int, errors: int, auth: bo
 
 
 def _cost(part: dict[str, Any]) -> float | None:
+    """The step's cost in USD: a finite, non-negative, plausible number, else None."""
     cost = part.get("cost")
-    return float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) and cost >= 0 else None
+    if not isinstance(cost, int | float) or isinstance(cost, bool):
+        return None
+    return float(cost) if math.isfinite(cost) and 0 <= cost <= MAX_COST_USD else None
+
+
+def _tokens(counts: dict[str, Any], key: str) -> int | None:
+    value = tokens(counts, key)
+    return value if value is not None and value <= MAX_TOKENS else None
 
 
 def diagnostics(text: str | None, exit_code: int | None) -> dict[str, Any]:
@@ -62,9 +73,9 @@ def diagnostics(text: str | None, exit_code: int | None) -> dict[str, Any]:
             diag["steps"] += 1
             counts = as_dict(part.get("tokens"))
             for key in ("input", "output", "reasoning"):
-                usage[key].append(tokens(counts, key))
+                usage[key].append(_tokens(counts, key))
             for key in ("read", "write"):
-                usage[key].append(tokens(as_dict(counts.get("cache")), key))
+                usage[key].append(_tokens(as_dict(counts.get("cache")), key))
             if (cost := _cost(part)) is not None:
                 costs.append(cost)
         elif kind == "tool_use":
