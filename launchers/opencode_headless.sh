@@ -26,35 +26,17 @@
 #   AGENT_BRIDGE_PERMISSIONS (optional: the permission profile as JSON, default level bridge;
 #     dispatcher/clis/opencode/profile.py turns it into opencode's permission rules).
 # Everything else (the private home, the generated config, the permission rules, argv and
-# environment) is decided in Python (dispatcher/clis/opencode/profile.py:
-# launch_plan, unit-tested as a pure function), which then execs opencode: the worker's
-# process-group leader is the CLI itself. The --format json events go to
-# opencode-events.jsonl in the attempt dir.
+# environment) is decided in Python: dispatcher/clis/opencode/launch.py (plan, unit-tested as a
+# pure function, with the rules of dispatcher/clis/opencode/profile.py), carried out by
+# dispatcher/dispatch/launch.py, which execs opencode: the worker's process-group leader is
+# opencode itself. The --format json events go to opencode-events.jsonl in the attempt dir.
 # Exit code: opencode's own (0, or 1 for a failed session); 2 for a bad invocation (an
 # invalid AGENT_BRIDGE_PERMISSIONS included); 127 if the CLI is missing; 78 when the profile
 # cannot be enforced (level shell: opencode has no OS sandbox).
 set -euo pipefail
-umask 077
 
 prog=opencode_headless.sh
 # shellcheck source=SCRIPTDIR/_common.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/_common.sh"
 
-take_request_file "$@"
-
-require_bridge_env
-
-opencode_bin=${OPENCODE_BIN:-opencode}
-require_command "$opencode_bin" "opencode" "install opencode-ai, or set OPENCODE_BIN to its path"
-opencode_bin=$(command -v -- "$opencode_bin")
-# glob and grep need ripgrep; without it on PATH opencode downloads it, so they are not offered.
-ripgrep=0
-if command -v rg >/dev/null 2>&1; then ripgrep=1; fi
-
-# The bridge server's entry, as every launcher writes it (_common.sh); the plan reads it.
-mcp_config=$attempt_dir/opencode-mcp-config.json
-write_bridge_mcp_config "$mcp_config"
-
-exec "$AGENT_BRIDGE_PYTHON" -I -c \
-    'import sys; sys.path.insert(0, sys.argv[1]); from dispatcher.clis.opencode.profile import main; sys.exit(main(sys.argv[2:]))' \
-    "$AGENT_BRIDGE_PROJECT" "$request_file" "$mcp_config" "$opencode_bin" "$ripgrep"
+launch_cli opencode "$@"

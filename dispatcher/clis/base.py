@@ -5,15 +5,17 @@ attributes and methods, plus one line in ``registry.py``. Nothing else in the di
 """
 
 import importlib
+import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # the listener loads this module: core.permissions stays out of it
     from dispatcher.clis.config_files import Registration
-    from dispatcher.core.permissions import Level
+    from dispatcher.clis.launch import Attempt, LaunchPlan
+    from dispatcher.core.permissions import Level, PermissionProfile
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,9 @@ class Discovery:
     level: "Level"  # the permission level init gives it: the most its own sandbox can enforce
     version_line: str  # its own `--version` line (a whole line), the version as group 1
     runs_on: str = ""  # what it needs to run, said when it does not
+    display: str = ""  # how the launcher names it when it is not found ("Claude Code CLI")
+    install: str = ""  # how to get it, said then
+    runner_env: str = ""  # a variable naming an interpreter to run the binary with (its launch does too)
 
     def binary(self, environ: Mapping[str, str] | None = None) -> str:
         """The binary to run: ``*_BIN`` when set, else the command name."""
@@ -52,6 +57,35 @@ class Login:
         return [Path(root) / self.credentials_file]
 
 
+@dataclass(frozen=True)
+class Enforcement:
+    """What ``doctor`` says about a level this CLI cannot fully enforce here (``permission_finding``)."""
+
+    kind: str  # "needs": its sandbox's programs are missing; "refused": it never can; "unconfined": it runs, unconfined
+    needs: tuple[str, ...] = ()  # the missing programs ("needs")
+    why: str = ""  # why it never can ("refused")
+    fix: str = ""  # what to do instead ("refused")
+
+
+@dataclass(frozen=True)
+class HookAnswer:
+    """What a hook prints and exits with, in the form the CLI honours (``dispatcher/wake/hooks.py``)."""
+
+    stdout: str = ""
+    stderr: str = ""
+    exit_code: int = 0
+
+
+SILENT = HookAnswer()
+
+
+def context_answer(event: str, line: str) -> HookAnswer:
+    """``hookSpecificOutput.additionalContext``: the line put in front of the model (Claude, Codex, Gemini)."""
+    return HookAnswer(
+        stdout=json.dumps({"hookSpecificOutput": {"hookEventName": event, "additionalContext": line}}) + "\n"
+    )
+
+
 class AgentCli(Protocol):
     """One agent CLI, as the dispatcher sees it. Each ``dispatcher/clis/<name>/`` package exports one."""
 
@@ -61,9 +95,34 @@ class AgentCli(Protocol):
     output_file: str  # the file its launch leaves in the attempt directory, read after the run
     launcher: str  # its worker entry under launchers/
     statusline: bool  # whether `register --statusline` has a status line to write for it
+    hook_events: tuple[str, ...]  # the events `register --hooks` writes (`agent-bridge hook <cli> <event>`)
+    wait_events: tuple[str, ...]  # those whose hook may wait for mail in the background (hook_wait.py)
+    launch_variables: tuple[str, ...]  # what its launch reads from the listener's environment (binary, home, options)
+    reports_cost: bool  # whether its result says what a run cost (else only an agent's prices can)
 
     def diagnostics(self, attempt_dir: Path, exit_code: int | None) -> dict[str, Any]:
         """Payload-free diagnostics of its run (``results.LEDGER_KEYS`` included), never raising."""
+        ...
+
+    def launch_plan(self, attempt: "Attempt") -> "LaunchPlan":
+        """One worker run (pure): argv, environment, files for the attempt directory, stdin/stdout.
+        Raises ``launch.Unenforceable`` (exit 78) or ValueError (a bad setting: exit 2)."""
+        ...
+
+    def launch_check(self, attempt: "Attempt", plan: "LaunchPlan") -> str | None:
+        """Why the plan's level cannot be enforced on this host (a sandbox probe), or None."""
+        ...
+
+    def hook_answer(self, event: str, line: str, block: bool) -> HookAnswer:
+        """The wake hook's answer for ``event`` (``block``: a Stop that should go on with the mail)."""
+        ...
+
+    def rule_event(self, event: str) -> str:
+        """The hook rules' name for ``event`` (UserPromptSubmit, PostToolUse, Stop, SessionStart)."""
+        ...
+
+    def enforcement(self, profile: "PermissionProfile", which: Callable[[str], str | None]) -> Enforcement | None:
+        """What stops it enforcing ``profile`` here (None: it does), for ``doctor``."""
         ...
 
     def register(self, reg: "Registration", dry_run: bool, force: bool) -> list[str]:
@@ -95,6 +154,21 @@ class Packaged:
 
     def _part(self, part: str) -> Any:
         return importlib.import_module(f"dispatcher.clis.{self.name}.{part}")
+
+    def launch_plan(self, attempt: "Attempt") -> "LaunchPlan":
+        plan: LaunchPlan = self._part("launch").plan(attempt)
+        return plan
+
+    def launch_check(self, attempt: "Attempt", plan: "LaunchPlan") -> str | None:
+        problem: str | None = self._part("launch").check(attempt, plan)
+        return problem
+
+    def rule_event(self, event: str) -> str:
+        return event
+
+    def enforcement(self, profile: "PermissionProfile", which: Callable[[str], str | None]) -> Enforcement | None:
+        found: Enforcement | None = self._part("profile").enforcement(profile, which)
+        return found
 
     def register(self, reg: "Registration", dry_run: bool, force: bool) -> list[str]:
         lines: list[str] = self._part("registration").register(reg, dry_run, force)

@@ -163,14 +163,7 @@ CODES: dict[str, Code] = _table(
     Code(
         "cli_not_authenticated",
         (WARN,),
-        {  # by CLI
-            "claude": "run `claude` as this user and /login, or set ANTHROPIC_API_KEY where the listener runs",
-            "kimi": "run `kimi` as this user and /login (it writes ~/.kimi-code/credentials and config.toml)",
-            "codex": "run `codex login` as this user, or set CODEX_API_KEY where the listener runs",
-            "gemini": "run `gemini` as this user and choose a login, or set GEMINI_API_KEY where the listener runs",
-            "opencode": "run `opencode auth login` as this user, or give the worker a provider of its own "
-            "(AGENT_BRIDGE_OPENCODE_BASE_URL, see docs/opencode.md)",
-        },
+        "{fix}",  # the CLI module's own (dispatcher/clis/<cli>/__init__.py: login.fix)
     ),
     Code("permissions_ok", (OK,)),
     Code(
@@ -178,8 +171,7 @@ CODES: dict[str, Code] = _table(
         (ERROR,),
         {
             "sandbox": "install bubblewrap and socat (Debian: apt-get install bubblewrap socat), or lower the level",
-            "kimi_project": "give kimi level read, edit or shell in config.json",
-            "opencode_shell": "give opencode level edit (or project) in config.json, or use another CLI for shell work",
+            "level": "{fix}",  # the CLI module's own fix (dispatcher/clis/<cli>/profile.py enforcement)
         },
     ),
     Code("permissions_unconfined", (WARN,), "lower the level if its tasks do not need that; see docs/permissions.md"),

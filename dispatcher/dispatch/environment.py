@@ -22,26 +22,7 @@ AUTH_VARIABLES = {cli.name: cli.login.variables for cli in registry.CLIS}
 LAUNCHER_VARIABLES = (
     "AGENT_BRIDGE_WORKER_COMMAND",
     "AGENT_BRIDGE_MAX_TURNS",
-    "AGENT_BRIDGE_CODEX_MODEL",
-    "AGENT_BRIDGE_CODEX_BASE_URL",
-    "AGENT_BRIDGE_CODEX_ENV_KEY",
-    "AGENT_BRIDGE_CODEX_MAX_RETRIES",
-    "AGENT_BRIDGE_CODEX_OVERRIDES",
-    "AGENT_BRIDGE_OPENCODE_MODEL",
-    "AGENT_BRIDGE_OPENCODE_BASE_URL",
-    "AGENT_BRIDGE_OPENCODE_ENV_KEY",
-    "AGENT_BRIDGE_OPENCODE_PRICE",
-    "CLAUDE_BIN",
-    "KIMI_BIN",
-    "CODEX_BIN",
-    "GEMINI_BIN",
-    "OPENCODE_BIN",
-    "KIMI_NODE",
-    "KIMI_LOOP_MAX_STEPS_PER_TURN",
-    "CLAUDE_CONFIG_DIR",
-    "KIMI_CODE_HOME",
-    "CODEX_HOME",
-    "GEMINI_CLI_HOME",
+    *(name for cli in registry.CLIS for name in cli.launch_variables),
     *(name for names in AUTH_VARIABLES.values() for name in names),
 )
 
@@ -84,13 +65,7 @@ def fingerprint(environ: Mapping[str, str], salt: str) -> str:
 
 
 # Each agent CLI and the variable that names its binary (the launchers' own rule): how a worker finds it.
-CLI_BINARIES = {
-    "claude": "CLAUDE_BIN",
-    "kimi": "KIMI_BIN",
-    "codex": "CODEX_BIN",
-    "gemini": "GEMINI_BIN",
-    "opencode": "OPENCODE_BIN",
-}
+CLI_BINARIES = {cli.name: cli.discovery.binary_env for cli in registry.CLIS}
 
 
 def resolved(environ: Mapping[str, str]) -> dict[str, str | None]:

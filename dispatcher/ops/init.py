@@ -49,7 +49,7 @@ VERSION_TIMEOUT_SECONDS = 5.0
 
 Cli = Discovery
 CLIS = tuple(cli.discovery for cli in registry.CLIS)
-CLAUDE = CLIS[0]
+DEFAULT = CLIS[0]  # declared with auto off when no CLI is found, and the scripted quick start's agent
 MAX_REASON_CHARS = 160
 
 
@@ -128,7 +128,7 @@ def read_version(cli: Cli, returncode: int | None, stdout: str, stderr: str) -> 
 
 def version_command(cli: Cli, path: str) -> list[str]:
     """How to ask ``cli`` its version: Kimi under ``KIMI_NODE`` when set, as its launcher runs it."""
-    node = os.environ.get("KIMI_NODE") if cli.agent == "kimi" else None
+    node = os.environ.get(cli.runner_env) if cli.runner_env else None
     return [node, path, "--version"] if node else [path, "--version"]
 
 
@@ -164,7 +164,7 @@ def find_clis() -> list[Found]:
 
 
 def build_config(found: list[Found], workspace: Path) -> dict:
-    declared = [(f.cli.agent, f.cli.auto, f.cli.level) for f in found] or [("claude", False, CLAUDE.level)]
+    declared = [(f.cli.agent, f.cli.auto, f.cli.level) for f in found] or [(DEFAULT.agent, False, DEFAULT.level)]
     agents = {
         agent: {
             "auto": auto,
@@ -196,7 +196,7 @@ def scripted_config(workspace: Path) -> dict:
             "permissions": {"level": "bridge"},
         }
 
-    return {"agents": {"claude": agent(True), HUMAN_AGENT: agent(False)}, "dispatch_max_age_seconds": 86400}
+    return {"agents": {DEFAULT.agent: agent(True), HUMAN_AGENT: agent(False)}, "dispatch_max_age_seconds": 86400}
 
 
 def _say_scripted(echo) -> None:

@@ -71,6 +71,7 @@ def test_a_finding_takes_its_fix_from_the_table_and_only_a_declared_level():
 
 
 def test_every_cli_init_knows_has_its_sign_in_fix():
-    from dispatcher.ops import init
+    from dispatcher.clis import registry
 
-    assert set(CODES["cli_not_authenticated"].fixes) == {cli.agent for cli in init.CLIS}
+    assert all(cli.login.fix.startswith("run `") for cli in registry.CLIS)  # each module's own
+    assert CODES["cli_not_authenticated"].fix_text(fix="run `x login`") == "run `x login`"

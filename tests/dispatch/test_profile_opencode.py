@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from dispatcher.clis.launch import Attempt, Dir, File, Link, Unenforceable
+from dispatcher.clis.opencode import launch
 from dispatcher.clis.opencode import profile as opencode
 from dispatcher.core.permissions import WORKER_BRIDGE_TOOLS, PermissionProfile
 
@@ -56,7 +58,7 @@ def test_the_rules_of_each_level(profile, rules):
 
 
 def test_shell_is_unenforceable_without_an_os_sandbox():
-    with pytest.raises(opencode.Unenforceable, match="no OS sandbox"):
+    with pytest.raises(Unenforceable, match="no OS sandbox"):
         opencode.permission_rules(PermissionProfile(level="shell", allow_commands=("git status",)), WS)
 
 
@@ -98,14 +100,31 @@ def test_the_worktree_is_the_nearest_directory_with_a_git_entry(tmp_path):
     assert opencode.worktree_root(Path("/")) == Path("/")
 
 
-def _plan(level: str = "bridge", **env: str) -> opencode.LaunchPlan:
-    profile = PermissionProfile(level=level)  # type: ignore[arg-type]
-    return opencode.launch_plan("/bin/opencode", profile, {**ENV, **env}, ATTEMPT, WS, SERVER)
+def _attempt(
+    level: str = "bridge", user_config: str | None = None, auth: bool = False, profile=None, **env: str
+) -> Attempt:
+    user = {Path("/home/u/.config/opencode/opencode.json"): user_config}
+    return Attempt(
+        env={**ENV, "PATH": "/usr/bin", **env},
+        attempt_dir=ATTEMPT,
+        request_file=ATTEMPT / "request.md",
+        workspace=WS,
+        cwd=Path("/nonexistent-ws"),  # nothing to walk: no links out
+        profile=profile or PermissionProfile(level=level),  # type: ignore[arg-type]
+        server=SERVER,
+        binary="/bin/opencode",
+        exists=lambda path: auth and path == Path("/home/u/.local/share/opencode/auth.json"),
+        read=lambda path: user.get(path),
+    )
+
+
+def _files(plan) -> dict[str, str]:
+    return {str(step.path.relative_to(ATTEMPT)): step.text for step in plan.steps if isinstance(step, File)}
 
 
 def test_the_launch_plan_at_bridge():
-    plan = _plan()
-    assert plan.argv == [
+    plan = launch.plan(_attempt())
+    assert plan.argv == (
         "/bin/opencode",
         "run",
         "--pure",
@@ -113,8 +132,9 @@ def test_the_launch_plan_at_bridge():
         "json",
         "--title",
         "agent-bridge-worker",
-        opencode.instruction("oc", "7"),
-    ]
+        launch.instruction("oc", "7"),
+    )
+    assert (plan.stdin, plan.stdout) == (ATTEMPT / "request.md", ATTEMPT / "opencode-events.jsonl")
     home = str(ATTEMPT / "opencode-home")
     assert plan.env == {
         "HOME": home,
@@ -136,7 +156,8 @@ def test_the_launch_plan_at_bridge():
         "OPENCODE_CONFIG_DIR",
         "OPENCODE_AUTH_CONTENT",
     }
-    config = json.loads(plan.files["opencode-home/.config/opencode/opencode.json"])
+    files = _files(plan)
+    config = json.loads(files["opencode-home/.config/opencode/opencode.json"])
     assert config["mcp"] == {
         "agent_bridge": {
             "type": "local",
@@ -152,26 +173,43 @@ def test_the_launch_plan_at_bridge():
         False,
         [],
     )
-    assert "provider" not in config and "model" not in config  # the user's own config decides
-    assert "@opencode-ai/plugin" in plan.files["opencode-home/.config/opencode/package-lock.json"]
+    assert "provider" not in config and "model" not in config  # no user config, no endpoint: opencode's own
+    assert "@opencode-ai/plugin" in files["opencode-home/.config/opencode/package-lock.json"]
+    assert not [step for step in plan.steps if isinstance(step, Link)]  # no saved credentials to link
+    # Every directory is made before anything in it (the launch creates them in order, new).
+    made: set[Path] = {ATTEMPT}
+    for step in plan.steps:
+        assert step.path.parent in made, step
+        if isinstance(step, Dir):
+            made.add(step.path)
+
+
+def test_saved_credentials_are_linked_never_copied():
+    plan = launch.plan(_attempt(auth=True))
+    [link] = [step for step in plan.steps if isinstance(step, Link)]
+    assert link == Link(
+        ATTEMPT / "opencode-home/.local/share/opencode/auth.json", Path("/home/u/.local/share/opencode/auth.json")
+    )
 
 
 def test_at_project_the_workspace_config_loads():
-    plan = _plan("project")
+    plan = launch.plan(_attempt("project"))
     assert "OPENCODE_DISABLE_PROJECT_CONFIG" not in plan.env and "OPENCODE_DISABLE_PROJECT_CONFIG" in plan.unset
     assert json.loads(plan.env["OPENCODE_PERMISSION"]) == HIDDEN
-    assert "instructions" not in json.loads(plan.files["opencode-home/.config/opencode/opencode.json"])
+    assert "instructions" not in json.loads(_files(plan)["opencode-home/.config/opencode/opencode.json"])
 
 
 def test_a_base_url_becomes_a_provider_of_its_own():
-    plan = _plan(
-        AGENT_BRIDGE_OPENCODE_BASE_URL="http://127.0.0.1:9/v1",
-        AGENT_BRIDGE_OPENCODE_MODEL="m1",
-        AGENT_BRIDGE_OPENCODE_ENV_KEY="MY_KEY",
-        AGENT_BRIDGE_OPENCODE_PRICE="3,15",
+    plan = launch.plan(
+        _attempt(
+            AGENT_BRIDGE_OPENCODE_BASE_URL="http://127.0.0.1:9/v1",
+            AGENT_BRIDGE_OPENCODE_MODEL="m1",
+            AGENT_BRIDGE_OPENCODE_ENV_KEY="MY_KEY",
+            AGENT_BRIDGE_OPENCODE_PRICE="3,15",
+        )
     )
-    assert plan.argv[7:9] == ["--model", "agent_bridge_endpoint/m1"]
-    config = json.loads(plan.files["opencode-home/.config/opencode/opencode.json"])
+    assert plan.argv[7:9] == ("--model", "agent_bridge_endpoint/m1")
+    config = json.loads(_files(plan)["opencode-home/.config/opencode/opencode.json"])
     assert config["model"] == config["small_model"] == "agent_bridge_endpoint/m1"
     provider = config["provider"]["agent_bridge_endpoint"]
     assert provider["npm"] == "@ai-sdk/openai-compatible"
@@ -193,15 +231,28 @@ def test_a_base_url_becomes_a_provider_of_its_own():
 )
 def test_bad_endpoint_settings_are_refused_with_the_fix(env):
     with pytest.raises(ValueError, match="AGENT_BRIDGE_OPENCODE_"):
-        _plan(**env)
+        launch.plan(_attempt(**env))
+
+
+def test_shell_is_refused_by_the_plan():
+    with pytest.raises(Unenforceable, match="no OS sandbox"):
+        launch.plan(_attempt(profile=PermissionProfile(level="shell", allow_commands=("git status",))))
 
 
 def test_without_a_base_url_the_users_model_and_providers_are_kept_and_nothing_else():
     user = {"model": "anthropic/x", "provider": {"p": {}}, "mcp": {"mine": {}}, "permission": "allow", "plugin": ["a"]}
     assert opencode.user_model_settings(user) == {"model": "anthropic/x", "provider": {"p": {}}}
     assert opencode.user_model_settings(["not", "a", "dict"]) == {}
-    plan = opencode.launch_plan(
-        "/bin/opencode", PermissionProfile(level="bridge"), ENV, ATTEMPT, WS, SERVER, user_config=user
-    )
-    config = json.loads(plan.files["opencode-home/.config/opencode/opencode.json"])
+    plan = launch.plan(_attempt(user_config=json.dumps(user)))
+    config = json.loads(_files(plan)["opencode-home/.config/opencode/opencode.json"])
     assert config["model"] == "anthropic/x" and set(config["mcp"]) == {"agent_bridge"} and "permission" not in config
+    jsonc = launch.plan(_attempt(user_config='{"model": "a/b", // mine\n}'))  # JSONC: skipped
+    assert "model" not in json.loads(_files(jsonc)["opencode-home/.config/opencode/opencode.json"])
+
+
+def test_doctor_is_told_shell_is_refused_and_project_unconfined():
+    shell = opencode.enforcement(PermissionProfile(level="shell", allow_commands=("git status",)), lambda _: None)
+    assert shell is not None and shell.kind == "refused" and "no OS sandbox" in shell.why and "level edit" in shell.fix
+    project = opencode.enforcement(PermissionProfile(level="project"), lambda _: None)
+    assert project is not None and project.kind == "unconfined"
+    assert opencode.enforcement(PermissionProfile(level="edit"), lambda _: None) is None

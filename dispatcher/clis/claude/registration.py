@@ -36,7 +36,7 @@ from dispatcher.clis.config_files import (
 )
 from dispatcher.core.errors import BridgeError
 
-HOOK_EVENTS = ("UserPromptSubmit", "PostToolUse", "Stop", "SessionStart")
+HOOK_EVENTS = claude.CLI.hook_events
 
 
 def state_file() -> Path:

@@ -6,6 +6,7 @@ import json
 import os
 from pathlib import Path
 
+from dispatcher.clis import codex
 from dispatcher.clis.config_files import (
     HOOK_TIMEOUT_SECONDS,
     SERVER_NAME,
@@ -31,7 +32,7 @@ from dispatcher.clis.config_files import (
 )
 from dispatcher.core.errors import BridgeError
 
-HOOK_EVENTS = ("UserPromptSubmit", "Stop")
+HOOK_EVENTS = codex.CLI.hook_events
 HEADER = f"mcp_servers.{SERVER_NAME}"
 
 

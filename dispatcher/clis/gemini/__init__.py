@@ -1,16 +1,27 @@
 """Gemini CLI (`gemini -p`), tested with 0.61.0. Everything the bridge knows about it; see dispatcher/clis/base.py."""
 
+import json
 from pathlib import Path
 from typing import Any
 
-from dispatcher.clis.base import Discovery, Login, Packaged
+from dispatcher.clis.base import SILENT, Discovery, HookAnswer, Login, Packaged, context_answer
 
 OUTPUT_FILE = "gemini-result.json"  # where its launch leaves its output in the attempt directory
 
 
 class Gemini(Packaged):
     name = "gemini"
-    discovery = Discovery("gemini", "GEMINI_BIN", "gemini", "0.61.0", True, "read", r"(\d+\.\d+\.\d+)")
+    discovery = Discovery(
+        "gemini",
+        "GEMINI_BIN",
+        "gemini",
+        "0.61.0",
+        True,
+        "read",
+        r"(\d+\.\d+\.\d+)",
+        display="Gemini CLI",
+        install="install @google/gemini-cli, or set GEMINI_BIN to its path",
+    )
     login = Login(
         variables=("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_USE_GCA"),
         status_command=(),
@@ -22,6 +33,20 @@ class Gemini(Packaged):
     output_file = OUTPUT_FILE
     launcher = "gemini_headless.sh"
     statusline = False
+    hook_events: tuple[str, ...] = ("BeforeAgent", "AfterAgent")
+    wait_events: tuple[str, ...] = ()
+    reports_cost = False
+    launch_variables: tuple[str, ...] = ("GEMINI_BIN", "GEMINI_CLI_HOME")
+
+    def hook_answer(self, event: str, line: str, block: bool) -> HookAnswer:
+        """AfterAgent: ``decision: block`` with the line as the reason (the next prompt); BeforeAgent:
+        additionalContext."""
+        if event == "AfterAgent":
+            return HookAnswer(stdout=json.dumps({"decision": "block", "reason": line}) + "\n") if block else SILENT
+        return context_answer(event, line)
+
+    def rule_event(self, event: str) -> str:
+        return {"BeforeAgent": "UserPromptSubmit", "AfterAgent": "Stop"}.get(event, event)  # the same moments
 
     def diagnostics(self, attempt_dir: Path, exit_code: int | None) -> dict[str, Any]:
         from dispatcher.clis.gemini import results  # here: only the supervisor reads results

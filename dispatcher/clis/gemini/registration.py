@@ -3,6 +3,7 @@
 import os
 from pathlib import Path
 
+from dispatcher.clis import gemini
 from dispatcher.clis.config_files import (
     HOOK_TIMEOUT_SECONDS,
     SERVER_NAME,
@@ -17,7 +18,7 @@ from dispatcher.clis.config_files import (
     removal_line,
 )
 
-HOOK_EVENTS = ("BeforeAgent", "AfterAgent")
+HOOK_EVENTS = gemini.CLI.hook_events
 
 
 def settings_file() -> Path:

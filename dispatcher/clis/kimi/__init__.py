@@ -1,10 +1,11 @@
 """Kimi Code (`kimi --print`), tested with 2.1.0. Everything the bridge knows about it; see dispatcher/clis/base.py."""
 
 import contextlib
+import json
 from pathlib import Path
 from typing import Any
 
-from dispatcher.clis.base import Discovery, Login, Packaged
+from dispatcher.clis.base import Discovery, HookAnswer, Login, Packaged
 
 OUTPUT_FILE = "kimi-stream.jsonl"  # where its launch leaves its output in the attempt directory
 
@@ -35,6 +36,9 @@ class Kimi(Packaged):
         "read",
         r"(?:kimi,? (?:version )?)?(\d+\.\d+\.\d+)",
         "Kimi Code needs Node >= 22.19: set KIMI_NODE to such a node binary",
+        display="Kimi Code CLI",
+        install="install @moonshot-ai/kimi-code, or set KIMI_BIN to its path",
+        runner_env="KIMI_NODE",
     )
     login = Login(
         variables=(),
@@ -47,6 +51,14 @@ class Kimi(Packaged):
     output_file = OUTPUT_FILE
     launcher = "kimi_headless.sh"
     statusline = False
+    hook_events: tuple[str, ...] = ("UserPromptSubmit",)
+    wait_events: tuple[str, ...] = ()
+    reports_cost = False
+    launch_variables: tuple[str, ...] = ("KIMI_BIN", "KIMI_NODE", "KIMI_LOOP_MAX_STEPS_PER_TURN", "KIMI_CODE_HOME")
+
+    def hook_answer(self, event: str, line: str, block: bool) -> HookAnswer:
+        """UserPromptSubmit: ``{"message": line}`` (Kimi puts it before the prompt)."""
+        return HookAnswer(stdout=json.dumps({"message": line}) + "\n")
 
     def diagnostics(self, attempt_dir: Path, exit_code: int | None) -> dict[str, Any]:
         from dispatcher.clis.kimi import results  # here: only the supervisor reads results

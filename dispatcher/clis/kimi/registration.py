@@ -5,6 +5,7 @@ replaces a different hook of ours, ``unregister`` takes ours out)."""
 import os
 from pathlib import Path
 
+from dispatcher.clis import kimi
 from dispatcher.clis.config_files import (
     HOOK_TIMEOUT_SECONDS,
     SERVER_NAME,
@@ -28,7 +29,7 @@ from dispatcher.clis.config_files import (
 )
 from dispatcher.core.errors import BridgeError
 
-HOOK_EVENTS = ("UserPromptSubmit",)
+HOOK_EVENTS = kimi.CLI.hook_events
 STARTUP_TIMEOUT_MS = 30000
 
 

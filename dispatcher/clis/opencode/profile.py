@@ -1,10 +1,5 @@
-"""opencode 1.18.33 (npm ``opencode-ai``) as a worker: its launch plan and its permission rules per
-level (``launchers/opencode_headless.sh`` runs ``main``; ``results.py`` reads its events).
-
-The launch plan is computed here, as pure functions of the profile and the attempt, and
-``main`` carries it out: it writes the worker's private files into the attempt directory and
-``exec``s opencode with the request file as stdin and the event stream into the attempt
-directory, so the worker's process-group leader is opencode itself.
+"""opencode 1.18.33 (npm ``opencode-ai``): its permission rules per level and the pieces of its
+worker configuration (``launch.py`` builds the run from them; ``results.py`` reads its events).
 
 What enforces each level (checked end to end in tests/agent_clis/test_opencode_permissions.py):
 
@@ -33,20 +28,18 @@ session store stay out), ``--pure`` (no external plugins), its session store in 
 no models-catalogue fetch.
 """
 
-import json
 import os
-import sys
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from dispatcher.clis.base import Enforcement
+from dispatcher.clis.launch import Unenforceable
 from dispatcher.core.permissions import NON_WORKER_BRIDGE_TOOLS, WORKER_BRIDGE_TOOLS, PermissionProfile
 
 CLI = "opencode"
 VERSION = "1.18.33"
 BIN_ENV = "OPENCODE_BIN"
-OUTPUT = "opencode-events.jsonl"  # the CLI object's OUTPUT_FILE
 HOME_DIR = "opencode-home"
 TMP_DIR = "tmp"
 BRIDGE_SERVER = "agent_bridge"
@@ -64,10 +57,6 @@ MCP_RESOURCE_RULES = {"mcp:*": "deny"}
 ENV_FILE_RULES = {"*.env": "deny", "*.env.*": "deny", "*.env.example": "allow"}
 # The plugin package opencode otherwise installs with npm into each config dir at every start.
 PLUGIN_PACKAGE = "@opencode-ai/plugin"
-
-
-class Unenforceable(ValueError):
-    """A profile opencode cannot enforce (the launcher exits 78 with this message)."""
 
 
 def bridge_tool_names() -> list[str]:
@@ -155,10 +144,7 @@ def permission_rules(
     the file tools; ``worktree``: what opencode's rule paths are relative to (``worktree_root``)."""
     worktree = worktree or Path("/")
     if profile.level == "shell":
-        raise Unenforceable(
-            "opencode 1.18.33 has no OS sandbox, so level shell cannot keep an allowed command inside the "
-            "workspace: use level edit (or another CLI for shell work)"
-        )
+        raise Unenforceable(f"{SHELL_REFUSAL}: use level edit (or another CLI for shell work)")
     hidden = {f"{BRIDGE_SERVER}_{tool}": "deny" for tool in NON_WORKER_BRIDGE_TOOLS}
     if profile.level == "project":
         return hidden
@@ -242,174 +228,16 @@ def config_document(
     return document
 
 
-@dataclass(frozen=True)
-class LaunchPlan:
-    argv: list[str]
-    env: dict[str, str]  # set on top of the launcher's environment
-    unset: tuple[str, ...]  # removed from it
-    files: dict[str, str] = field(default_factory=dict)  # attempt-relative path -> content
+SHELL_REFUSAL = "opencode 1.18.33 has no OS sandbox, so level shell cannot keep an allowed command inside the workspace"
 
 
-def instruction(agent: str, message_id: str) -> str:
-    """The fixed argv text; opencode appends stdin (the request file, with the task) after it."""
-    return (
-        f"You are the Agent Bridge worker for agent '{agent}', working on message {message_id}. "
-        "The text below is your task: carry it out exactly as it says, using the agent_bridge tools."
-    )
-
-
-def launch_plan(
-    binary: str,
-    profile: PermissionProfile,
-    env: Mapping[str, str],
-    attempt_dir: Path,
-    workspace: Path,
-    server: Mapping[str, Any],
-    *,
-    user_config: Any = None,
-    protected: Sequence[str] = (),
-    ripgrep: bool = False,
-    links_out: Sequence[str] = (),
-) -> LaunchPlan:
-    """argv, environment and files of one worker run (pure; raises ``Unenforceable``/``ValueError``).
-    ``server``: the bridge's stdio server entry (``command``, ``args``, ``env``) as every launcher
-    writes it (``write_bridge_mcp_config``, from ``dispatch/worker_mcp.py``)."""
-    rules = permission_rules(
-        profile, workspace, protected, ripgrep, worktree=worktree_root(workspace), links_out=links_out
-    )
-    model = env.get("AGENT_BRIDGE_OPENCODE_MODEL") or ""
-    base_url = env.get("AGENT_BRIDGE_OPENCODE_BASE_URL")
-    if base_url:
-        if not model or "/" in model:
-            raise ValueError("AGENT_BRIDGE_OPENCODE_BASE_URL needs AGENT_BRIDGE_OPENCODE_MODEL, the model id it serves")
-        settings: dict[str, Any] = {
-            "provider": provider_block(
-                base_url, model, env.get("AGENT_BRIDGE_OPENCODE_ENV_KEY"), env.get("AGENT_BRIDGE_OPENCODE_PRICE")
-            ),
-            "model": f"{PROVIDER}/{model}",
-            "small_model": f"{PROVIDER}/{model}",
-        }
-        model = f"{PROVIDER}/{model}"
-    else:
-        settings = user_model_settings(user_config)
-    home = attempt_dir / HOME_DIR
-    mcp = mcp_entry(server, env.get("HOME"))
-    config = config_document(profile, mcp, settings)
-    plugin_dir = f"{HOME_DIR}/.config/opencode"
-    files = {
-        f"{plugin_dir}/opencode.json": json.dumps(config, indent=2) + "\n",
-        # Pre-seeded, so opencode does not npm-install its plugin package at start.
-        f"{plugin_dir}/package.json": json.dumps({"dependencies": {PLUGIN_PACKAGE: "*"}}) + "\n",
-        f"{plugin_dir}/package-lock.json": json.dumps(
-            {"lockfileVersion": 3, "packages": {"": {"dependencies": {PLUGIN_PACKAGE: "*"}}}}
+def enforcement(profile: PermissionProfile, which: Callable[[str], str | None]) -> Enforcement | None:
+    """Doctor's view: ``shell`` never (no OS sandbox); ``project`` runs what the workspace's
+    configuration allows, unconfined."""
+    if profile.level == "shell":
+        return Enforcement(
+            "refused",
+            why="it has no OS sandbox to keep an allowed command inside the workspace",
+            fix="give opencode level edit (or project) in config.json, or use another CLI for shell work",
         )
-        + "\n",
-    }
-    run_env = {
-        "HOME": str(home),
-        "XDG_CONFIG_HOME": str(home / ".config"),
-        "XDG_DATA_HOME": str(home / ".local/share"),
-        "XDG_STATE_HOME": str(home / ".local/state"),
-        "XDG_CACHE_HOME": str(home / ".cache"),
-        "TMPDIR": str(attempt_dir / TMP_DIR),
-        "OPENCODE_PERMISSION": json.dumps(rules),
-        "OPENCODE_DB": ":memory:",
-        "OPENCODE_DISABLE_MODELS_FETCH": "1",
-        "OPENCODE_DISABLE_AUTOUPDATE": "1",
-        "OPENCODE_DISABLE_CLAUDE_CODE": "1",
-    }
-    unset = ["OPENCODE_CONFIG", "OPENCODE_CONFIG_CONTENT", "OPENCODE_CONFIG_DIR", "OPENCODE_AUTH_CONTENT"]
-    if profile.level == "project":
-        unset.append("OPENCODE_DISABLE_PROJECT_CONFIG")
-    else:
-        run_env["OPENCODE_DISABLE_PROJECT_CONFIG"] = "1"
-    argv = [binary, "run", "--pure", "--format", "json", "--title", TITLE]
-    if model:
-        argv += ["--model", model]
-    argv.append(instruction(env["AGENT_ID"], env["AGENT_BRIDGE_MESSAGE_ID"]))
-    return LaunchPlan(argv=argv, env=run_env, unset=tuple(unset), files=files)
-
-
-# --- Carrying out the plan (the launcher's exec) ------------------------------------------------
-
-
-def _user_config(env: Mapping[str, str]) -> Any:
-    """The user's own global opencode config (plain JSON), or None."""
-    base = env.get("XDG_CONFIG_HOME") or os.path.join(env.get("HOME") or "/nonexistent", ".config")  # noqa: PTH118
-    for name in ("opencode.json", "config.json"):
-        try:
-            with open(os.path.join(base, "opencode", name), encoding="utf-8") as fh:  # noqa: PTH118, PTH123
-                return json.load(fh)
-        except (OSError, ValueError):
-            continue
-    return None
-
-
-def _link_credentials(env: Mapping[str, str], data_dir: Path) -> None:
-    """The user's saved provider credentials (``opencode auth login``), linked, never copied."""
-    base = env.get("XDG_DATA_HOME") or os.path.join(env.get("HOME") or "/nonexistent", ".local/share")  # noqa: PTH118
-    auth = Path(base) / "opencode" / "auth.json"
-    if auth.is_file():
-        (data_dir / "opencode").mkdir(mode=0o700, parents=True, exist_ok=True)
-        (data_dir / "opencode" / "auth.json").symlink_to(auth)
-
-
-def main(argv: Sequence[str]) -> int:
-    """``opencode_headless.sh REQUEST_FILE``'s body: plan, write the files, exec opencode.
-    ``argv``: the request file, the bridge's MCP config file, the binary, ``1`` if ripgrep is on PATH."""
-    from dispatcher.core.permissions import ProfileError, profile_from_env
-    from dispatcher.core.private_files import create_private_file
-    from dispatcher.core.protected import git_environment, protected_from_env
-
-    prog = "opencode_headless.sh"
-    request_file, mcp_config, binary, ripgrep = argv[0], argv[1], argv[2], argv[3] == "1"
-    env = dict(os.environ)
-    attempt_dir = Path(env["AGENT_BRIDGE_ATTEMPT_DIR"])
-    workspace = Path(env.get("AGENT_BRIDGE_WORKSPACE") or Path.cwd()).resolve()
-    try:
-        with open(mcp_config, encoding="utf-8") as fh:  # noqa: PTH123 - the launcher's own file
-            server = json.load(fh)["mcpServers"][BRIDGE_SERVER]
-        profile = profile_from_env(env).resolved()
-        plan = launch_plan(
-            binary,
-            profile,
-            env,
-            attempt_dir,
-            workspace,
-            server,
-            user_config=_user_config(env),
-            protected=protected_from_env(env),
-            ripgrep=ripgrep,
-            links_out=links_leading_out(workspace, [workspace, *map(Path, profile.extra_dirs)])
-            if profile.level in ("read", "edit")
-            else (),
-        )
-    except Unenforceable as exc:
-        print(f"{prog}: permissions unenforceable: {exc}", file=sys.stderr)  # noqa: T201 - the launcher's line
-        return 78
-    except (ProfileError, ValueError) as exc:
-        print(f"{prog}: {' '.join(str(exc).split())}", file=sys.stderr)  # noqa: T201
-        return 2
-    home = attempt_dir / HOME_DIR
-    home.mkdir(mode=0o700)  # must be new: an existing name (a planted link) fails the launch
-    (attempt_dir / TMP_DIR).mkdir(mode=0o700)  # new too: never a planted link
-    for relative, content in plan.files.items():
-        (attempt_dir / relative).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        create_private_file(attempt_dir / relative, content)
-    (attempt_dir / HOME_DIR / ".config/opencode/node_modules").mkdir(mode=0o700)
-    _link_credentials(env, Path(plan.env["XDG_DATA_HOME"]))
-    run_env = {k: v for k, v in env.items() if k not in plan.unset}
-    run_env.update(plan.env)
-    run_env.update(git_environment())  # every git opencode or its tools run
-    stdin = os.open(request_file, os.O_RDONLY | os.O_NOFOLLOW)
-    stdout = os.open(attempt_dir / OUTPUT, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    os.dup2(stdin, 0)
-    os.dup2(stdout, 1)
-    os.close(stdin)
-    os.close(stdout)
-    os.execve(binary, plan.argv, run_env)  # noqa: S606 - the CLI itself, by the path the launcher resolved
-    return 127  # not reached
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    return Enforcement("unconfined") if profile.level == "project" else None

@@ -85,7 +85,7 @@ def auth_finding(agent: str, cli: str, variable: str | None, status_ok: bool | N
         "cli_not_authenticated",
         f"{cli} has no credentials doctor can see: every task for {agent} would end auth_error",
         agent,
-        variant=cli,
+        fix=registry.BY_NAME[cli].login.fix,
     )
 
 
@@ -139,17 +139,12 @@ def permission_finding(
 
     Error: the launcher would refuse every task (exit 78, ``permissions_unenforceable``).
     Warning: it runs, but what the level promises is not fully confined (see docs/permissions.md)."""
-    from dispatcher.clis.claude import profile as claude
-    from dispatcher.clis.gemini import profile as gemini
     from dispatcher.core.permissions import DESCRIPTIONS
 
     level = profile.level
-    needs: list[str] = []
-    if cli == "claude":
-        needs = claude.missing_sandbox_binaries(which, profile)
-    elif cli == "gemini" and gemini.sandboxed(profile):
-        needs = [name for name in ("bwrap",) if which(name) is None]
-    if needs:
+    found = registry.BY_NAME[cli].enforcement(profile, which)
+    if found is not None and found.kind == "needs":
+        needs = found.needs
         return finding(
             "permissions_unenforceable",
             f"{agent}'s level {level} needs {cli}'s sandbox, but "
@@ -158,24 +153,16 @@ def permission_finding(
             agent,
             variant="sandbox",
         )
-    if cli == "kimi" and level == "project":
+    if found is not None and found.kind == "refused":
         return finding(
             "permissions_unenforceable",
-            f"{agent}'s level project cannot be enforced by Kimi "
-            "(prompt mode applies no workspace permission settings): every task would end failed "
-            "(permissions_unenforceable)",
+            f"{agent}'s level {level} cannot be enforced by {registry.BY_NAME[cli].discovery.display} "
+            f"({found.why}): every task would end failed (permissions_unenforceable)",
             agent,
-            variant="kimi_project",
+            variant="level",
+            fix=found.fix,
         )
-    if cli == "opencode" and level == "shell":
-        return finding(
-            "permissions_unenforceable",
-            f"{agent}'s level shell cannot be enforced by opencode (it has no OS sandbox to keep an allowed "
-            "command inside the workspace): every task would end failed (permissions_unenforceable)",
-            agent,
-            variant="opencode_shell",
-        )
-    if (cli, level) in (("kimi", "shell"), ("gemini", "project"), ("opencode", "project")):
+    if found is not None and found.kind == "unconfined":
         return finding(
             "permissions_unconfined",
             f"{agent}'s workers may run commands that nothing confines to "

@@ -2,6 +2,7 @@
 
 from typing import TYPE_CHECKING
 
+from dispatcher.clis import registry
 from dispatcher.core import clock
 from dispatcher.core.findings import CODES, OK, WARN, Finding, finding
 from dispatcher.ops.doctor.context import Context, agent_clis
@@ -17,8 +18,9 @@ def check_spend(ctx: Context) -> list[Finding]:
     config, found = ctx.valid_config(), []
     for agent, cli in agent_clis(ctx):
         entry = config.agents[agent]
-        if knows_cost(cli, entry):
-            source = "its CLI reports it" if cli == "claude" else "estimated from its prices"
+        reports = cli is not None and registry.BY_NAME[cli].reports_cost
+        if knows_cost(reports, entry):
+            source = "its CLI reports it" if reports else "estimated from its prices"
             found.append(finding("cost_known", f"cost: {source}", agent))
             continue
         capped = entry.max_cost_usd_per_task is not None or entry.max_cost_usd_per_day is not None
