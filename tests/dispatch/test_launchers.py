@@ -323,7 +323,6 @@ def test_optional_worker_settings_are_left_out_when_unset(ctx):
         (GEMINI, "gemini-result.json"),
         (GEMINI, "tmp"),
         (OPENCODE, "opencode-home"),
-        (OPENCODE, "opencode-mcp-config.json"),
         (OPENCODE, "opencode-events.jsonl"),
         (OPENCODE, "tmp"),
     ],
