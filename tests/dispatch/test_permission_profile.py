@@ -215,6 +215,7 @@ def test_init_gives_edit_only_where_a_sandbox_confines_writes_and_read_elsewhere
         "codex": {"level": "edit"},
         "gemini": {"level": "read"},
         "kimi": {"level": "read"},
+        "opencode": {"level": "read"},
     }
     assert BridgeConfig.model_validate(config).permissions("kimi").level == "read"
     assert build_config([], tmp_path)["agents"]["claude"]["permissions"] == {"level": "edit"}
@@ -270,6 +271,15 @@ def _which(missing: set[str]):
         ),
         ("kimi", {"level": "project"}, set(), "permissions_unenforceable", "cannot be enforced by Kimi"),
         ("kimi", {"level": "read"}, set(), "permissions_ok", "level read"),
+        (
+            "opencode",
+            {"level": "shell", "allow_commands": ["git status"]},
+            set(),
+            "permissions_unenforceable",
+            "cannot be enforced by opencode",
+        ),
+        ("opencode", {"level": "project"}, set(), "permissions_unconfined", "no OS sandbox"),
+        ("opencode", {"level": "edit"}, {"bwrap", "socat"}, "permissions_ok", "level edit"),
         (
             "codex",
             {"level": "shell", "allow_commands": ["git status"]},

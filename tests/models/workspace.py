@@ -25,7 +25,7 @@ _TOOLKIT = re.compile(r"^TOOLKIT=(\w+)\s*$", re.MULTILINE)
 _DENIED = re.compile(
     r"denied|haven't granted|not allowed|read-only file system|not in workspace|outside (of )?the (workspace|project)"
     r"|forbidden|rejected|operation not permitted|permission denied|blocked by policy|not permitted"
-    r"|access is blocked|blocked by PreToolUse hook|failed to write file",
+    r"|access is blocked|blocked by PreToolUse hook|failed to write file|prevents you from using this specific tool",
     re.IGNORECASE,
 )
 
@@ -112,11 +112,27 @@ def codex(action: dict, turn) -> Mapped:
     return name, args if _offered(turn, name) else None
 
 
+def opencode(action: dict, turn) -> Mapped:
+    """opencode 1.18.33: read{filePath}, edit{filePath,oldString,newString}, write{filePath,content},
+    bash{command,description} (absolute paths). A permission rule's refusal reads "The user has
+    specified a rule which prevents you from using this specific tool call"."""
+    if "read" in action:
+        name, args = "read", {"filePath": action["read"]}
+    elif "edit" in action:
+        name, args = "edit", {"filePath": action["edit"], "oldString": action["old"], "newString": action["new"]}
+    elif "write" in action:
+        name, args = "write", {"filePath": action["write"], "content": action["content"]}
+    else:
+        name, args = "bash", {"command": action["run"], "description": "run the task's command"}
+    return name, args if _offered(turn, name) else None
+
+
 TOOLKITS: dict[str, Callable[[dict, object], Mapped]] = {
     "claude": claude,
     "kimi": kimi,
     "gemini": gemini,
     "codex": codex,
+    "opencode": opencode,
 }
 
 

@@ -1,0 +1,144 @@
+"""opencode's launch plan (1.18.33): ``opencode run --pure --format json --title agent-bridge-worker
+[--model M] INSTRUCTION`` with the task on stdin (opencode appends stdin after the argv text),
+its events into ``opencode-events.jsonl``, and a private ``HOME`` with XDG directories in the
+attempt directory.
+
+The private home's ``.config/opencode/opencode.json``: the bridge as a ``local`` MCP server,
+sharing, auto-update and snapshots off, no instructions, and the model: an endpoint of the
+worker's own (``AGENT_BRIDGE_OPENCODE_BASE_URL``) or the ``model``/``small_model``/``provider``
+keys of the user's global config. The plugin package is pre-seeded there so opencode does not
+npm-install it. The user's saved credentials (``auth.json``) are linked, never copied. The
+level's rules go in ``OPENCODE_PERMISSION`` (profile.py). Pure but for reading the user's config
+and walking the workspace for links that lead out of it (at ``read`` and ``edit``).
+"""
+
+import json
+from pathlib import Path
+from typing import Any
+
+from dispatcher.clis import opencode
+from dispatcher.clis.launch import Attempt, Dir, File, LaunchPlan, Link, Step
+from dispatcher.clis.opencode import profile as profiles
+from dispatcher.core.protected import protected_from_env
+
+UNSET = ("OPENCODE_CONFIG", "OPENCODE_CONFIG_CONTENT", "OPENCODE_CONFIG_DIR", "OPENCODE_AUTH_CONTENT")
+
+
+def instruction(agent: str, message_id: str) -> str:
+    """The fixed argv text; opencode appends stdin (the request file, with the task) after it."""
+    return (
+        f"You are the Agent Bridge worker for agent '{agent}', working on message {message_id}. "
+        "The text below is your task: carry it out exactly as it says, using the agent_bridge tools."
+    )
+
+
+def _user_dirs(env: Any) -> tuple[Path, Path]:
+    """The user's opencode config and data directories (XDG, else under HOME)."""
+    home = Path(env.get("HOME") or "/nonexistent")
+    config = Path(env.get("XDG_CONFIG_HOME") or home / ".config") / "opencode"
+    data = Path(env.get("XDG_DATA_HOME") or home / ".local" / "share") / "opencode"
+    return config, data
+
+
+def _user_config(attempt: Attempt, config_dir: Path) -> Any:
+    """The user's global opencode config (plain JSON), or None."""
+    for name in ("opencode.json", "config.json"):
+        try:
+            return json.loads(attempt.read(config_dir / name) or "")
+        except ValueError:
+            continue
+    return None
+
+
+def model_settings(attempt: Attempt, config_dir: Path) -> tuple[dict[str, Any], str]:
+    """The config's model keys and the ``--model`` value ("" for none); ValueError on a bad setting."""
+    env = attempt.env
+    model = env.get("AGENT_BRIDGE_OPENCODE_MODEL") or ""
+    base_url = env.get("AGENT_BRIDGE_OPENCODE_BASE_URL")
+    if not base_url:
+        return profiles.user_model_settings(_user_config(attempt, config_dir)), model
+    if not model or "/" in model:
+        raise ValueError("AGENT_BRIDGE_OPENCODE_BASE_URL needs AGENT_BRIDGE_OPENCODE_MODEL, the model id it serves")
+    provider = profiles.provider_block(
+        base_url, model, env.get("AGENT_BRIDGE_OPENCODE_ENV_KEY"), env.get("AGENT_BRIDGE_OPENCODE_PRICE")
+    )
+    chosen = f"{profiles.PROVIDER}/{model}"
+    return {"provider": provider, "model": chosen, "small_model": chosen}, chosen
+
+
+def ripgrep_on_path(attempt: Attempt) -> bool:
+    """glob and grep need ``rg``; without it on PATH opencode downloads it, so they are not offered."""
+    return any(attempt.exists(Path(d or ".") / "rg") for d in (attempt.env.get("PATH") or "").split(":"))
+
+
+def plan(attempt: Attempt) -> LaunchPlan:
+    env, attempt_dir = attempt.env, attempt.attempt_dir
+    profile = attempt.profile.resolved()
+    workspace = Path(attempt.cwd).resolve()
+    links_out: list[str] = []
+    if profile.level in ("read", "edit"):
+        links_out = profiles.links_leading_out(workspace, [workspace, *map(Path, profile.extra_dirs)])
+    rules = profiles.permission_rules(  # Unenforceable: 78
+        profile,
+        workspace,
+        protected_from_env(env),
+        ripgrep_on_path(attempt),
+        worktree=profiles.worktree_root(workspace),
+        links_out=links_out,
+    )
+    user_config_dir, user_data_dir = _user_dirs(env)
+    settings, model = model_settings(attempt, user_config_dir)
+    home = attempt_dir / profiles.HOME_DIR
+    config_dir = home / ".config" / "opencode"
+    data_dir = home / ".local" / "share"
+    document = profiles.config_document(profile, profiles.mcp_entry(attempt.server, env.get("HOME")), settings)
+    plugin = {"dependencies": {profiles.PLUGIN_PACKAGE: "*"}}
+    steps: list[Step] = [
+        Dir(home),
+        Dir(home / ".config"),
+        Dir(config_dir),
+        File(config_dir / "opencode.json", json.dumps(document, indent=2) + "\n"),
+        # Pre-seeded, so opencode does not npm-install its plugin package at start.
+        File(config_dir / "package.json", json.dumps(plugin) + "\n"),
+        File(config_dir / "package-lock.json", json.dumps({"lockfileVersion": 3, "packages": {"": plugin}}) + "\n"),
+        Dir(config_dir / "node_modules"),
+        Dir(home / ".local"),
+        Dir(data_dir),
+        Dir(attempt_dir / profiles.TMP_DIR),
+    ]
+    if attempt.exists(user_data_dir / "auth.json"):  # `opencode auth login`: linked, never copied
+        steps += [Dir(data_dir / "opencode"), Link(data_dir / "opencode" / "auth.json", user_data_dir / "auth.json")]
+    run_env = {
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_DATA_HOME": str(data_dir),
+        "XDG_STATE_HOME": str(home / ".local" / "state"),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+        "TMPDIR": str(attempt_dir / profiles.TMP_DIR),
+        "OPENCODE_PERMISSION": json.dumps(rules),
+        "OPENCODE_DB": ":memory:",
+        "OPENCODE_DISABLE_MODELS_FETCH": "1",
+        "OPENCODE_DISABLE_AUTOUPDATE": "1",
+        "OPENCODE_DISABLE_CLAUDE_CODE": "1",
+    }
+    unset: tuple[str, ...] = UNSET
+    if profile.level == "project":
+        unset += ("OPENCODE_DISABLE_PROJECT_CONFIG",)
+    else:
+        run_env["OPENCODE_DISABLE_PROJECT_CONFIG"] = "1"
+    argv: tuple[str, ...] = (attempt.binary, "run", "--pure", "--format", "json", "--title", profiles.TITLE)
+    if model:
+        argv += ("--model", model)
+    return LaunchPlan(
+        argv=(*argv, instruction(env["AGENT_ID"], env["AGENT_BRIDGE_MESSAGE_ID"])),
+        env=run_env,
+        unset=unset,
+        steps=tuple(steps),
+        stdin=attempt.request_file,
+        stdout=attempt_dir / opencode.OUTPUT_FILE,
+    )
+
+
+def check(attempt: Attempt, plan: LaunchPlan) -> str | None:
+    """Nothing to probe: opencode has no sandbox (level shell is refused by the plan itself)."""
+    return None
