@@ -26,6 +26,10 @@ from dispatcher.core.spend import has_daily_cap
 from dispatcher.core.validation import AGENT_ID_PATTERN
 
 AgentId = Annotated[str, StringConstraints(pattern=f"^{AGENT_ID_PATTERN}$")]
+# A command as its argv (no shell): the program, then its arguments (docs/notices.md).
+NotifyCommand = Annotated[
+    list[Annotated[str, StringConstraints(min_length=1, max_length=4096)]], Field(min_length=1, max_length=64)
+]
 
 
 class Prices(BaseModel):
@@ -73,6 +77,9 @@ class AgentConfig(BaseModel):
     # own per attempt), ``none`` (the workspace itself), ``auto``: worktree when the workspace is
     # in a git repository and the level writes files.
     isolation: Literal["auto", "worktree", "none"] = "auto"
+    # Run on the events a person should hear of (docs/notices.md), instead of the global
+    # ``notify_command``: its argv, given payload-free fields only, never task text or tool input.
+    notify_command: NotifyCommand | None = None
 
     @field_validator("workspace")
     @classmethod
@@ -120,6 +127,12 @@ class BridgeConfig(ConfigPlaces, BaseModel):
     # Kept worktrees (of failed or crashed attempts, kept for inspection until retention) may use
     # this much disk in all; past it, the oldest go first (their branches stay).
     kept_worktrees_max_mb: int = Field(default=2048, ge=0, le=10**7)
+    # Run on the events a person should hear of (an attempt failed, timed out or crashed, a budget
+    # was reached, a listener stopped on an error): its argv, with payload-free fields only, in the
+    # background, ended after ``notify_timeout_seconds`` (docs/notices.md). An agent's own wins.
+    notify_command: NotifyCommand | None = None
+    # How long a notify_command may run; then its process group is killed and the notice logged failed.
+    notify_timeout_seconds: int = Field(default=10, ge=1, le=600)
 
     def permissions(self, agent: str) -> PermissionProfile:
         """The agent's permission profile; ``bridge`` when it declares none."""
