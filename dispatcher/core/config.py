@@ -80,6 +80,9 @@ class AgentConfig(BaseModel):
     # Run on the events a person should hear of (docs/notices.md), instead of the global
     # ``notify_command``: its argv, given payload-free fields only, never task text or tool input.
     notify_command: NotifyCommand | None = None
+    # How long a worker's request for approval (its profile's ``ask``) waits for a person; then it
+    # is denied. Never past the worker's own timeout (docs/approvals.md).
+    approval_timeout_seconds: int = Field(default=600, ge=1, le=86400)
 
     @field_validator("workspace")
     @classmethod

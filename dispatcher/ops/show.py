@@ -9,13 +9,15 @@ import re
 from pathlib import Path
 from typing import Any
 
-from dispatcher.core.clock import iso
+from dispatcher.bridge.approvals import state as approval_state
+from dispatcher.core.clock import iso, now
 from dispatcher.core.diffstat import worktree_line, worktree_summary
 from dispatcher.core.errors import BridgeError
 from dispatcher.core.locations import LocationsLike, shown
 from dispatcher.core.private_files import read_untrusted
 from dispatcher.core.reasons import failure_reason, reason_code
 from dispatcher.store import Connection, Row
+from dispatcher.store import approvals as approval_rows
 from dispatcher.store.attempts import get_attempt
 from dispatcher.store.messages import fetch_message
 from dispatcher.store.readonly import open_read_only
@@ -85,6 +87,17 @@ def _attempt(conn: Connection, message_id: int, runtime: Path) -> dict[str, Any]
         "reason": failure_reason(row["outcome"], row["error_kind"], row["cli_status"]),
         "launcher_said": launcher_said(attempt_dir, row["error_kind"]),
         "worktree": worktree_summary(row),
+        "approvals": [
+            {
+                "id": a["id"],
+                "tool": a["tool"],
+                "decision": approval_state(a, now()),
+                "decided_by": a["decided_by"],
+                "decided_at": iso(a["decided_at"]),
+                "requested_at": iso(a["requested_at"]),
+            }
+            for a in approval_rows.of_attempt(conn, message_id)
+        ],
     }
 
 
@@ -165,6 +178,9 @@ def render_report(report: dict[str, Any]) -> str:
             lines.append(f"  attempt files: {attempt['attempt_dir']}")
         if attempt["worktree"]:
             lines.append(f"  worktree: {worktree_line(attempt['worktree'])}")
+        for asked in attempt.get("approvals", ()):
+            by = f" by {asked['decided_by']} at {asked['decided_at']}" if asked["decided_by"] else ""
+            lines.append(f"  approval #{asked['id']} {asked['tool']}: {asked['decision']}{by}")
     lines += ["", report["text"], ""]
     for reply in report["replies"]:
         lines.append(
