@@ -5,6 +5,7 @@ its docstring (the description the model reads) and its one call into the domain
 object; every refusal is a tool error whose text starts with a stable code: ``code: message``.
 """
 
+import json
 import os
 import secrets
 from collections.abc import Callable
@@ -135,7 +136,7 @@ class BridgeTools:
 
     async def approval_prompt(
         self, tool_name: StrictStr, input: dict[str, Any], tool_use_id: StrictStr | None = None
-    ) -> dict[str, Any]:
+    ) -> str:
         """Claude Code's permission prompt (--permission-prompt-tool): ask a person whether this
         worker may run tool_name with input, and wait for the answer. Not for the model to call.
         """
@@ -155,7 +156,8 @@ class BridgeTools:
             self._notify(Notice("approval_waiting", self.agent, approval_id), spawn_notice)
             outcome = await self._decision(approval_id)
         log.info("approval_answered", agent=self.agent, approval_id=approval_id, tool=tool_name, outcome=outcome)
-        return approvals.prompt_answer(outcome or "expired", tool_name, input)
+        # One text block holding the JSON: what Claude Code reads (a structured result it refuses).
+        return json.dumps(approvals.prompt_answer(outcome or "expired", tool_name, input))
 
     async def _decision(self, approval_id: int) -> str:
         """The request's decision once a person took one, or ``expired`` once it expired."""

@@ -72,7 +72,8 @@ def _request(db_path, message_id: int, count: int = 1) -> int:
 def _answer(future) -> dict:
     result = McpAgent._convert(future.result(120))
     assert not result.is_error, result.text
-    return json.loads(result.text) if result.data is None else result.data
+    assert result.data is None  # one text block, no structured result: what Claude Code reads
+    return json.loads(result.text)
 
 
 def test_only_a_worker_that_may_ask_is_offered_the_prompt_and_no_tool_decides(env, bridge_root, task, claude):
