@@ -39,10 +39,12 @@ def waiting(conn: Connection, now: float) -> list[Row]:
     ).fetchall()
 
 
-def waiting_count(conn: Connection, now: float) -> int:
-    return int(
-        conn.execute("SELECT count(*) FROM approvals WHERE decision IS NULL AND expires_at > ?", (now,)).fetchone()[0]
-    )
+def waiting_by_agent(conn: Connection, now: float) -> dict[str, int]:
+    """How many requests wait for a person, per agent (the status line)."""
+    rows = conn.execute(
+        "SELECT agent, count(*) FROM approvals WHERE decision IS NULL AND expires_at > ? GROUP BY agent", (now,)
+    ).fetchall()
+    return {str(agent): int(count) for agent, count in rows}
 
 
 def of_attempt(conn: Connection, message_id: int) -> list[Row]:

@@ -118,6 +118,8 @@ def test_approved_once_then_for_the_attempt_then_denied(env, bridge_root, db_pat
             "waiting",
         )
         assert CANARY not in listed.stdout  # the list never shows the input
+        line = cli(env, "statusline").stdout
+        assert "[claude]" in line and "1 approval waiting: agent-bridge approvals" in line and CANARY not in line
         shown = cli(env, "approvals", "show", str(first))
         assert json.loads(shown.stdout)["input"] == edit  # `show` does
         assert cli(env, "approve", str(first)).returncode == 0
