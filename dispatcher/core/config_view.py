@@ -65,6 +65,7 @@ class AttemptConfig(DispatchConfig, Protocol):
     """What the barrier (``dispatch.attempts.begin_attempt``) reads of config.json."""
 
     def permission_level(self, agent: str) -> str: ...
+    def permissions(self, agent: str) -> Any: ...
 
 
 class ConfigPlaces:

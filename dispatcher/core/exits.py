@@ -41,6 +41,7 @@ USAGE_CODES = frozenset(
         "invalid_duration",
         "message_not_found",
         "approval_unknown",
+        "invalid_grant",
     }
 )
 

@@ -17,7 +17,7 @@ from dispatcher.store import open_store, store_errors
 from dispatcher.store.store_clock import store_now
 
 
-def _person() -> str:
+def person() -> str:
     """Who decides: this process's OS user (recorded on the request)."""
     try:
         return pwd.getpwuid(os.getuid()).pw_name
@@ -71,7 +71,7 @@ def decide(settings: LocationsLike, approval_id: int, decision: str) -> dict[str
         conn = open_store(settings.db)
         try:
             now = store_now(conn)
-            row = approvals.decide(conn, approval_id, decision, _person(), now)
+            row = approvals.decide(conn, approval_id, decision, person(), now)
             decided = rows.get_request(conn, approval_id)
         finally:
             conn.close()

@@ -350,6 +350,24 @@ def approve(approval_id: int, for_attempt: bool) -> None:
 
 
 @main.command()
+@click.argument("message_id", type=click.IntRange(1, MAX_MESSAGE_ID))
+@click.option(
+    "--allow",
+    "grants",
+    multiple=True,
+    required=True,
+    help="A grant for this task alone: 'Bash(<command prefix>)' or 'Edit'. Repeat for several.",
+)
+def retry(message_id: int, grants: tuple[str, ...]) -> None:
+    """Send the finished task MESSAGE_ID again as a new message, linked to it, with a grant for
+    that new task alone (the agent's profile is unchanged; the old task keeps its verdict)."""
+    from dispatcher.core.locations import Locations
+    from dispatcher.ops.retry import retry as send_again
+
+    _print_json(send_again(Locations.from_env(), message_id, list(grants)))
+
+
+@main.command()
 @click.argument("approval_id", type=click.IntRange(1, MAX_MESSAGE_ID))
 def deny(approval_id: int) -> None:
     """Deny the waiting request APPROVAL_ID: its worker is told, and answers blocked."""

@@ -19,6 +19,7 @@ from dispatcher.core.reasons import failure_reason, reason_code
 from dispatcher.store import Connection, Row
 from dispatcher.store import approvals as approval_rows
 from dispatcher.store.attempts import get_attempt
+from dispatcher.store.grants import grant_row
 from dispatcher.store.messages import fetch_message
 from dispatcher.store.readonly import open_read_only
 from dispatcher.store.views import replies_to
@@ -101,6 +102,21 @@ def _attempt(conn: Connection, message_id: int, runtime: Path) -> dict[str, Any]
     }
 
 
+def _grant(conn: Connection, message_id: int) -> dict[str, Any] | None:
+    """A person's grant for this task (``retry --allow``): what, by whom, when, and the task it retries."""
+    import json
+
+    row = grant_row(conn, message_id)
+    if row is None:
+        return None
+    return {
+        "retry_of": row["retry_of"],
+        "grants": json.loads(row["grants"]),
+        "granted_by": row["granted_by"],
+        "granted_at": iso(row["granted_at"]),
+    }
+
+
 def message_fields(row: Row) -> dict[str, Any]:
     """One message as a person reads it (``show``, ``inbox``): who, what kind, when, the text."""
     return {
@@ -133,6 +149,7 @@ def message_report(settings: LocationsLike, message_id: int) -> dict[str, Any]:
             **message_fields(row),
             "replies": _replies(conn, message_id),
             "dispatch": _attempt(conn, message_id, settings.private_dir()),
+            "grant": _grant(conn, message_id),
         }
     finally:
         conn.close()
@@ -159,6 +176,11 @@ def render_report(report: dict[str, Any]) -> str:
         + f", sent {report['created_at']}, "
         + (f"acknowledged {report['acknowledged_at']}" if report["acknowledged_at"] else "not acknowledged")
     ]
+    if (grant := report.get("grant")) is not None:
+        lines.append(
+            f"retry of #{grant['retry_of']}, granted {', '.join(grant['grants'])} for this task alone"
+            f" by {grant['granted_by']} at {grant['granted_at']}"
+        )
     attempt = report["dispatch"]
     if attempt is None:
         lines.append("dispatch: none (no headless worker was started for it)")

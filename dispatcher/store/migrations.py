@@ -333,6 +333,18 @@ MIGRATIONS: tuple[str | Callable[[sqlite3.Connection], None], ...] = (
     CREATE INDEX approvals_by_attempt ON approvals (message_id);
     CREATE INDEX approvals_waiting ON approvals (expires_at) WHERE decision IS NULL;
     """,
+    # 21: a grant for one task (``agent-bridge retry ID --allow ...``): the new message it was sent
+    # as, the message it retries, the grants (JSON list), who gave them and when.
+    """
+    CREATE TABLE task_grants (
+        message_id INTEGER PRIMARY KEY,
+        retry_of INTEGER NOT NULL,
+        grants TEXT NOT NULL,
+        granted_by TEXT NOT NULL,
+        granted_at REAL NOT NULL
+    );
+    CREATE INDEX task_grants_by_retry ON task_grants (retry_of);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

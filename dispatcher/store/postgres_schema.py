@@ -355,6 +355,21 @@ CREATE POLICY ask_as_own_attempt ON approvals FOR INSERT
                 AND decided_at IS NULL AND bridge_own_attempt(message_id));
 """
 
+# 21: a grant for one task (see the SQLite list). An agent's role reads the grants of the messages
+# it is party to (its worker's supervisor runs with them) and writes none: a person's `retry` does.
+_TASK_GRANTS = """
+CREATE TABLE task_grants (
+    message_id bigint PRIMARY KEY,
+    retry_of bigint NOT NULL,
+    grants text NOT NULL,
+    granted_by text NOT NULL,
+    granted_at double precision NOT NULL
+);
+CREATE INDEX task_grants_by_retry ON task_grants (retry_of);
+ALTER TABLE task_grants ENABLE ROW LEVEL SECURITY;
+CREATE POLICY party_to ON task_grants FOR SELECT USING (bridge_party_to(message_id));
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     *("",) * 11,
     _SCHEMA_12,
@@ -397,4 +412,5 @@ MIGRATIONS: tuple[str, ...] = (
         WHERE worktree_state IS NOT NULL;
     """,
     _APPROVALS,
+    _TASK_GRANTS,
 )

@@ -28,6 +28,7 @@ _READS = (
     "session_watches",
     "listeners",
     "approvals",
+    "task_grants",
 )
 # What they write; the policies decide which rows. Inserts may set every column but those the
 # database fills alone (ids: a role choosing the next ids would make every other agent's inserts
