@@ -6,6 +6,8 @@ nobody decided yet, before its ``expires_at``. On PostgreSQL an agent's role can
 all (no UPDATE privilege on the table): only the store's owner decides.
 """
 
+from typing import Any
+
 from dispatcher.store.types import Connection, Row
 
 DECISIONS = ("allow_once", "allow_attempt", "deny")
@@ -37,6 +39,16 @@ def waiting(conn: Connection, now: float) -> list[Row]:
         f"SELECT {_LISTED} FROM approvals WHERE decision IS NULL AND expires_at > ? ORDER BY id",  # noqa: S608 - constant column list
         (now,),
     ).fetchall()
+
+
+def waiting_summary(conn: Connection, now: float) -> list[dict[str, Any]]:
+    """``waiting`` as plain dicts, whatever the connection's row factory (``top``'s read-only one)."""
+    rows = conn.execute(
+        "SELECT id, agent, message_id, tool, requested_at FROM approvals"
+        " WHERE decision IS NULL AND expires_at > ? ORDER BY id",
+        (now,),
+    ).fetchall()
+    return [{"id": row[0], "agent": row[1], "task_id": row[2], "tool": row[3], "requested_at": row[4]} for row in rows]
 
 
 def waiting_by_agent(conn: Connection, now: float) -> dict[str, int]:
