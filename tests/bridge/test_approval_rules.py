@@ -57,7 +57,7 @@ def test_an_oversized_input_is_refused():
 
 def test_only_the_persons_command_calls_the_decision():
     """No MCP module (any role's tools), no hook, no worker code calls ``decide``: the commands
-    (``cli`` and ``ops.approvals``) are the one caller (and ``bridge.approvals`` calls the store's)."""
+    (``cli``, ``top``'s keys and ``ops.approvals``) are the one caller (and ``bridge.approvals`` calls the store's)."""
     callers = set()
     for path in (PROJECT / "dispatcher").rglob("*.py"):
         tree = ast.parse(path.read_text())
@@ -77,5 +77,10 @@ def test_only_the_persons_command_calls_the_decision():
                 getattr(node.func, "id", None),
             ):
                 callers.add(str(path.relative_to(PROJECT)))
-    assert callers == {"dispatcher/ops/cli.py", "dispatcher/ops/approvals.py", "dispatcher/bridge/approvals.py"}
+    assert callers == {
+        "dispatcher/ops/cli.py",  # approve, deny
+        "dispatcher/ops/top.py",  # a person's key
+        "dispatcher/ops/approvals.py",
+        "dispatcher/bridge/approvals.py",
+    }
     assert not [c for c in callers if c.startswith(("dispatcher/mcp/", "dispatcher/wake/", "dispatcher/dispatch/"))]
