@@ -1,9 +1,10 @@
-"""The layers of dispatcher/ (core < store < bridge < wake | dispatch < mcp < ops) are kept:
+"""The layers of dispatcher/ (core < store < bridge < clis < wake | dispatch < mcp < ops) are kept:
 import-linter's layers contract in pyproject.toml fails the suite on any import that goes up,
 or between the two independent adapters (wake and dispatch). Its forbidden contract keeps the
 database driver (sqlite3) inside dispatcher/store/, the connector boundary."""
 
 import functools
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -28,7 +29,7 @@ def _lint_imports() -> str:
 
 def test_imports_only_go_down_the_layers():
     said = _lint_imports()
-    assert "dispatcher layers: ops > mcp > wake | dispatch > bridge > store > core KEPT" in said, (
+    assert "dispatcher layers: ops > mcp > wake | dispatch > clis > bridge > store > core KEPT" in said, (
         f"`uv run lint-imports` found imports that break the layers:\n{said}"
     )
 
@@ -87,3 +88,74 @@ def test_each_layer_says_in_three_lines_what_lives_there_and_what_it_may_import(
     for init in sorted((PROJECT / "dispatcher").glob("*/__init__.py")):
         doc = ast.get_docstring(ast.parse(init.read_text())) or ""
         assert 0 < len(doc.splitlines()) <= 3 and "import" in doc, f"{init.relative_to(PROJECT)}: {doc!r}"
+
+
+# --- each agent CLI is named only in its own module -----------------------------------------
+
+CLI_NAME = re.compile(r"(?i)claude|codex|gemini|kimi")
+# What may still name a CLI outside dispatcher/clis/, and why; each entry must still need it
+# (a stale one fails), so the list only shrinks. TODO.md lists moving them.
+NAMED_OUTSIDE_CLIS = {
+    "dispatcher/wake/hook_wait.py": "Claude's waiting Stop/SessionStart hook (its process tree, asyncRewake): not moved yet",
+    "dispatcher/mcp/wake_mcp.py": "Claude's channel (notifications/claude/channel), an MCP-side wake path: not moved yet",
+    "dispatcher/mcp/mcp_server.py": "offers the Claude channel capability (wake_mcp.py)",
+    "dispatcher/core/settings.py": "AGENT_BRIDGE_CLAUDE_CHANNEL, the channel's setting",
+    "dispatcher/ops/doctor/statusline.py": "doctor's check of Claude's status line (doctor is being turned into a table)",
+    "dispatcher/ops/doctor/table.py": "the status line check's code (claude_settings_unreadable)",
+    "dispatcher/core/findings.py": "the status line findings' codes and fix texts (claude_settings_unreadable)",
+    "dispatcher/ops/demo.py": "the demo's agent ids (claude, kimi) and the launcher it names: data of the demo",
+}
+
+
+def _cli_mentions(path: Path) -> list[tuple[int, str]]:
+    """Where a module names a CLI in code: an identifier (a name, attribute, function, class,
+    argument, keyword or import) or a string that is a word or path (a dict key, a compared
+    value, a file name), never a docstring, a comment or a sentence of a message."""
+    import ast
+
+    tree = ast.parse(path.read_text())
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    found = []
+    for node in ast.walk(tree):
+        words: list[str] = []
+        if isinstance(node, ast.Name):
+            words = [node.id]
+        elif isinstance(node, ast.Attribute):
+            words = [node.attr]
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            words = [node.name]
+        elif isinstance(node, ast.arg):
+            words = [node.arg]
+        elif isinstance(node, ast.keyword):
+            words = [node.arg or ""]
+        elif isinstance(node, ast.alias):
+            words = [node.name, node.asname or ""]
+        elif isinstance(node, ast.ImportFrom):
+            words = [node.module or ""]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            words = [node.value] if re.fullmatch(r"[A-Za-z0-9_.:/-]+", node.value) else []
+        found += [(node.lineno, word) for word in words if CLI_NAME.search(word)]
+    return found
+
+
+def test_no_module_outside_dispatcher_clis_names_an_agent_cli_in_code():
+    """Adding or upgrading a CLI touches its own package under dispatcher/clis/ (and its tests):
+    everything else asks the registry. Prose (docstrings, comments, messages) may name one."""
+    named = {}
+    for path in sorted((PROJECT / "dispatcher").rglob("*.py")):
+        relative = str(path.relative_to(PROJECT))
+        if relative.startswith("dispatcher/clis/"):
+            continue
+        if mentions := _cli_mentions(path):
+            named[relative] = mentions
+    unexpected = {path: found[:5] for path, found in named.items() if path not in NAMED_OUTSIDE_CLIS}
+    assert unexpected == {}, f"ask dispatcher/clis/registry.py instead of naming a CLI: {unexpected}"
+    stale = sorted(set(NAMED_OUTSIDE_CLIS) - set(named))
+    assert stale == [], f"these no longer name a CLI: take them out of NAMED_OUTSIDE_CLIS: {stale}"

@@ -44,10 +44,54 @@ class Prices(BaseModel):
     cache_write: float = Field(default=0.0, ge=0, le=100000, allow_inf_nan=False)
 
 
+DECLARED_PLACEHOLDERS = ("{request_file}", "{mcp_config}", "{attempt_dir}", "{workspace}", "{agent}", "{message_id}")
+BRIDGE_SERVER_PLACEHOLDER = "{bridge_server}"
+
+
+class DeclaredMcpConfig(BaseModel):
+    """The MCP config file a declared CLI reads: written into the attempt directory as ``file``
+    from ``template``, a JSON object in which the string ``"{bridge_server}"`` stands for the
+    bridge's own server entry (``command``, ``args``, ``env``)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    file: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+    template: dict[str, Any]
+
+
+class DeclaredCli(BaseModel):
+    """An agent CLI the user declares instead of one the bridge knows (docs/agent-clis.md, "Add
+    your own CLI"). ``argv``: the command, with placeholders (``DECLARED_PLACEHOLDERS``); ``prompt``:
+    how the task reaches it (``stdin``, or ``file``: its path through ``{request_file}``);
+    ``max_level``: the highest permission level it enforces, at most ``bridge`` unless ``sandbox``
+    names what confines its tools (the user's word: the bridge cannot check it)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    argv: list[Annotated[str, StringConstraints(min_length=1)]] = Field(min_length=1)
+    prompt: Literal["stdin", "file"] = "stdin"
+    mcp_config: DeclaredMcpConfig | None = None
+    max_level: Literal["bridge", "read", "edit", "shell", "project"] = "bridge"
+    sandbox: str | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "DeclaredCli":
+        words = " ".join(self.argv)
+        if self.max_level != "bridge" and self.sandbox is None:
+            raise ValueError(
+                f"max_level {self.max_level} needs sandbox: name what confines this CLI's tools, or use max_level bridge"
+            )
+        if self.prompt == "file" and "{request_file}" not in words:
+            raise ValueError('prompt "file" needs {request_file} in argv, where the CLI takes the task file')
+        if self.mcp_config is not None and "{mcp_config}" not in words:
+            raise ValueError("mcp_config needs {mcp_config} in argv, where the CLI takes its MCP config file")
+        return self
+
+
 class AgentConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     launcher: str = Field(min_length=1)
+    # An agent CLI of the user's own, run by launchers/declared_headless.sh (DeclaredCli).
+    cli: DeclaredCli | None = None
     auto: bool = False
     worker_timeout_seconds: int = Field(default=1800, ge=1, le=86400)
     # Passed to the launcher as AGENT_BRIDGE_MAX_COST_USD (Claude: --max-budget-usd). Claude
@@ -151,7 +195,11 @@ def did_you_mean(error: Any) -> str:
 
     if error.get("type") != "extra_forbidden" or not error.get("loc"):
         return ""
-    known = {name for model in (BridgeConfig, AgentConfig, Prices, PermissionProfile) for name in model.model_fields}
+    known = {
+        name
+        for model in (BridgeConfig, AgentConfig, Prices, PermissionProfile, DeclaredCli, DeclaredMcpConfig)
+        for name in model.model_fields
+    }
     close = difflib.get_close_matches(str(error["loc"][-1]), sorted(known), n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
 

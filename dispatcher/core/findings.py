@@ -163,12 +163,7 @@ CODES: dict[str, Code] = _table(
     Code(
         "cli_not_authenticated",
         (WARN,),
-        {  # by CLI
-            "claude": "run `claude` as this user and /login, or set ANTHROPIC_API_KEY where the listener runs",
-            "kimi": "run `kimi` as this user and /login (it writes ~/.kimi-code/credentials and config.toml)",
-            "codex": "run `codex login` as this user, or set CODEX_API_KEY where the listener runs",
-            "gemini": "run `gemini` as this user and choose a login, or set GEMINI_API_KEY where the listener runs",
-        },
+        "{fix}",  # the CLI module's own (dispatcher/clis/<cli>/__init__.py: login.fix)
     ),
     Code("permissions_ok", (OK,)),
     Code(
@@ -176,7 +171,7 @@ CODES: dict[str, Code] = _table(
         (ERROR,),
         {
             "sandbox": "install bubblewrap and socat (Debian: apt-get install bubblewrap socat), or lower the level",
-            "kimi_project": "give kimi level read, edit or shell in config.json",
+            "level": "{fix}",  # the CLI module's own fix (dispatcher/clis/<cli>/profile.py enforcement)
         },
     ),
     Code("permissions_unconfined", (WARN,), "lower the level if its tasks do not need that; see docs/permissions.md"),

@@ -36,7 +36,7 @@ Level = Literal["bridge", "read", "edit", "shell", "project"]
 # release, conversation moves) plus reading messages. Not `listener` (a task text must not
 # be able to switch dispatching off) and not `start_conversation` (an unattended worker
 # answers its task; it does not open new threads to other agents). Every launcher offers
-# exactly these, by name (dispatcher/dispatch/cli_profiles).
+# exactly these, by name (dispatcher/clis/).
 WORKER_BRIDGE_TOOLS = (
     "send_message",
     "receive_messages",

@@ -75,9 +75,9 @@ def priced(usage: Mapping[str, Any], prices: Rates | None) -> tuple[float | None
     return (estimate, "estimated") if estimate is not None else (None, None)
 
 
-def knows_cost(cli: str | None, agent: TaskCaps) -> bool:
+def knows_cost(cli_reports_cost: bool, agent: TaskCaps) -> bool:
     """Whether an attempt of this agent can have a cost: its CLI reports one, or it has prices."""
-    return cli == "claude" or agent.prices is not None
+    return cli_reports_cost or agent.prices is not None
 
 
 def cap_passed(usage: Mapping[str, Any], agent: TaskCaps) -> str | None:

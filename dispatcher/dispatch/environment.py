@@ -11,36 +11,18 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from dispatcher.clis import registry
 from dispatcher.core.findings import CODES
 
 # What the CLIs accept as credentials (doctor's authentication check reads the same table).
-AUTH_VARIABLES = {
-    "claude": ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK"),
-    "kimi": (),
-    "codex": ("CODEX_API_KEY", "OPENAI_API_KEY"),
-    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_USE_GCA"),
-}
+AUTH_VARIABLES = {cli.name: cli.login.variables for cli in registry.CLIS}
 
 # What the launchers (launchers/*.sh) and the CLIs they start read from the listener's environment
 # and a user sets: the worker command, each CLI's binary, home and options, and the credentials.
 LAUNCHER_VARIABLES = (
     "AGENT_BRIDGE_WORKER_COMMAND",
     "AGENT_BRIDGE_MAX_TURNS",
-    "AGENT_BRIDGE_CODEX_MODEL",
-    "AGENT_BRIDGE_CODEX_BASE_URL",
-    "AGENT_BRIDGE_CODEX_ENV_KEY",
-    "AGENT_BRIDGE_CODEX_MAX_RETRIES",
-    "AGENT_BRIDGE_CODEX_OVERRIDES",
-    "CLAUDE_BIN",
-    "KIMI_BIN",
-    "CODEX_BIN",
-    "GEMINI_BIN",
-    "KIMI_NODE",
-    "KIMI_LOOP_MAX_STEPS_PER_TURN",
-    "CLAUDE_CONFIG_DIR",
-    "KIMI_CODE_HOME",
-    "CODEX_HOME",
-    "GEMINI_CLI_HOME",
+    *(name for cli in registry.CLIS for name in cli.launch_variables),
     *(name for names in AUTH_VARIABLES.values() for name in names),
 )
 
@@ -83,7 +65,7 @@ def fingerprint(environ: Mapping[str, str], salt: str) -> str:
 
 
 # Each agent CLI and the variable that names its binary (the launchers' own rule): how a worker finds it.
-CLI_BINARIES = {"claude": "CLAUDE_BIN", "kimi": "KIMI_BIN", "codex": "CODEX_BIN", "gemini": "GEMINI_BIN"}
+CLI_BINARIES = {cli.name: cli.discovery.binary_env for cli in registry.CLIS}
 
 
 def resolved(environ: Mapping[str, str]) -> dict[str, str | None]:

@@ -15,6 +15,7 @@ import time
 
 import click
 
+from dispatcher.clis import registry
 from dispatcher.core.errors import BridgeError
 from dispatcher.core.exits import EXIT_USAGE, finish
 from dispatcher.core.locations import shown
@@ -495,7 +496,7 @@ def db_role(agent: str, role: str | None, revoke: bool, as_json: bool) -> None:
 
 
 @main.command()
-@click.argument("cli_name", metavar="CLI", type=click.Choice(["claude", "kimi", "codex", "gemini"]))
+@click.argument("cli_name", metavar="CLI", type=click.Choice(list(registry.NAMES)))
 @agent_option
 @click.option("--dry-run", is_flag=True, help="Print the unified diff of what would change; write nothing.")
 @click.option("--force", is_flag=True, help="Replace an existing agent_bridge entry that points elsewhere.")
@@ -517,7 +518,7 @@ def register(cli_name: str, agent: str, dry_run: bool, force: bool, statusline: 
 
 
 @main.command()
-@click.argument("cli_name", metavar="CLI", type=click.Choice(["claude", "kimi", "codex", "gemini"]))
+@click.argument("cli_name", metavar="CLI", type=click.Choice(list(registry.NAMES)))
 @agent_option
 def unregister(cli_name: str, agent: str) -> None:
     """Take AGENT's agent_bridge MCP server, hooks (and Claude's status line) out of CLI's config.
@@ -684,13 +685,13 @@ def _hook_command(cli_name: str, events: tuple[str, ...]):
         "--wait",
         default=None,
         metavar="SECONDS",
-        help="claude Stop and SessionStart only: in the background (asyncRewake), wait up to SECONDS for new mail.",
+        help="the waiting events only (claude: Stop, SessionStart): in the background, wait up to SECONDS for new mail.",
     )
     @click.pass_context
     def run(ctx, event: str, agent: str | None, wait: str | None) -> None:
         # Imported here, not at the top: a hook's start-up must stay fast (no click-time imports).
         waits = wait is not None and event == "Stop"
-        if cli_name == "claude" and (waits or event == "SessionStart"):
+        if event in registry.BY_NAME[cli_name].wait_events and (waits or event != "Stop"):
             # the waiting hook (a Stop answers the Stop first; SessionStart has only the wait)
             from dispatcher.wake.hook_wait import main_wait
 
@@ -702,10 +703,8 @@ def _hook_command(cli_name: str, events: tuple[str, ...]):
     return run
 
 
-_hook_command("claude", ("UserPromptSubmit", "PostToolUse", "Stop", "SessionStart"))
-_hook_command("kimi", ("UserPromptSubmit",))
-_hook_command("codex", ("UserPromptSubmit", "Stop"))
-_hook_command("gemini", ("BeforeAgent", "AfterAgent"))
+for _cli in registry.CLIS:
+    _hook_command(_cli.name, _cli.hook_events)
 
 
 @main.command()

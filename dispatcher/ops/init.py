@@ -33,9 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dispatcher.clis import registry
+from dispatcher.clis.base import Discovery
 from dispatcher.core.errors import BridgeError
 from dispatcher.core.locations import Locations
-from dispatcher.core.permissions import DESCRIPTIONS, Level
+from dispatcher.core.permissions import DESCRIPTIONS
 from dispatcher.core.private_files import ensure_private_dir, write_atomically
 from dispatcher.core.protected import CODE, workspace_problem
 
@@ -45,34 +47,9 @@ if TYPE_CHECKING:
 VERSION_TIMEOUT_SECONDS = 5.0
 
 
-@dataclass(frozen=True)
-class Cli:
-    agent: str
-    binary_env: str
-    default_binary: str
-    tested_version: str
-    auto: bool  # False: least privilege is only approximate, so no unattended dispatch by default
-    level: Level  # the permission level init gives it: the most its own sandbox can enforce
-    version_line: str  # its own `--version` line (a whole line), the version as group 1
-    runs_on: str = ""  # what it needs to run, said when it does not
-
-
-CLIS = (
-    Cli("claude", "CLAUDE_BIN", "claude", "2.1.332", True, "edit", r"(\d+\.\d+\.\d+) \(Claude Code\)"),
-    Cli(
-        "kimi",
-        "KIMI_BIN",
-        "kimi",
-        "2.1.0",
-        False,
-        "read",
-        r"(?:kimi,? (?:version )?)?(\d+\.\d+\.\d+)",
-        "Kimi Code needs Node >= 22.19: set KIMI_NODE to such a node binary",
-    ),
-    Cli("codex", "CODEX_BIN", "codex", "0.171.0", True, "edit", r"codex-cli (\d+\.\d+\.\d+)"),
-    Cli("gemini", "GEMINI_BIN", "gemini", "0.61.0", True, "read", r"(\d+\.\d+\.\d+)"),
-)
-CLAUDE = CLIS[0]
+Cli = Discovery
+CLIS = tuple(cli.discovery for cli in registry.CLIS)
+DEFAULT = CLIS[0]  # declared with auto off when no CLI is found, and the scripted quick start's agent
 MAX_REASON_CHARS = 160
 
 
@@ -151,7 +128,7 @@ def read_version(cli: Cli, returncode: int | None, stdout: str, stderr: str) -> 
 
 def version_command(cli: Cli, path: str) -> list[str]:
     """How to ask ``cli`` its version: Kimi under ``KIMI_NODE`` when set, as its launcher runs it."""
-    node = os.environ.get("KIMI_NODE") if cli.agent == "kimi" else None
+    node = os.environ.get(cli.runner_env) if cli.runner_env else None
     return [node, path, "--version"] if node else [path, "--version"]
 
 
@@ -187,7 +164,7 @@ def find_clis() -> list[Found]:
 
 
 def build_config(found: list[Found], workspace: Path) -> dict:
-    declared = [(f.cli.agent, f.cli.auto, f.cli.level) for f in found] or [("claude", False, CLAUDE.level)]
+    declared = [(f.cli.agent, f.cli.auto, f.cli.level) for f in found] or [(DEFAULT.agent, False, DEFAULT.level)]
     agents = {
         agent: {
             "auto": auto,
@@ -219,7 +196,7 @@ def scripted_config(workspace: Path) -> dict:
             "permissions": {"level": "bridge"},
         }
 
-    return {"agents": {"claude": agent(True), HUMAN_AGENT: agent(False)}, "dispatch_max_age_seconds": 86400}
+    return {"agents": {DEFAULT.agent: agent(True), HUMAN_AGENT: agent(False)}, "dispatch_max_age_seconds": 86400}
 
 
 def _say_scripted(echo) -> None:
@@ -246,8 +223,8 @@ def refuse_unsafe_workspace(config: "BridgeConfig", workspace: Path, path: Path)
 
 
 def run_init(*, force: bool, workspace: Path, echo, scripted: bool = False) -> Path:
+    from dispatcher.clis.config_files import backup_copy
     from dispatcher.core.config import BridgeConfig
-    from dispatcher.ops.register import backup_copy
 
     path = config_path()
     workspace = workspace.expanduser().resolve()

@@ -1,7 +1,7 @@
 """Which store each of our registrations, hooks, status line and unit settings points at.
 
 ``register`` writes ``AGENT_BRIDGE_DB`` into every CLI's MCP server entry, hook command and
-Claude's status line, and a user writes it into the systemd unit's environment files. A session
+the status line, and a user writes it into the systemd unit's environment files. A session
 of a CLI whose entry names another store talks to that store while the listener works on this
 one: doctor names every such entry (``check_store_pointers``)."""
 
@@ -13,8 +13,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from dispatcher.clis import registry
+from dispatcher.clis.config_files import SERVER_NAME, is_our_hook, is_our_statusline
 from dispatcher.core.locations import StoreLocation, default_db, store_location, store_path
-from dispatcher.ops import register as reg
 
 
 @dataclass(frozen=True)
@@ -28,15 +29,7 @@ class Pointer:
 
 def registration_files() -> list[Path]:
     """Every file ``register`` writes."""
-    return [
-        reg.claude_state_file(),
-        reg.claude_settings_file(),
-        reg.kimi_file(),
-        reg.kimi_config_file(),
-        reg.codex_file(),
-        reg.codex_hooks_file(),
-        reg.gemini_file(),
-    ]
+    return [path for cli in registry.CLIS for path in cli.registration_files()]
 
 
 def _command_store(command: str) -> str | None:
@@ -49,7 +42,7 @@ def _command_store(command: str) -> str | None:
 
 def _our_command(command: object) -> bool:
     return isinstance(command, str) and (
-        reg.is_our_statusline(command) or any(reg.is_our_hook(command, cli) for cli in reg.CLIS)
+        is_our_statusline(command) or any(is_our_hook(command, cli.name) for cli in registry.CLIS)
     )
 
 
@@ -59,7 +52,7 @@ _HOOK_EVENT = re.compile(r"\shook\s+\S+\s+(\S+)")
 def _walk(path: Path, value: object, where: str) -> Iterator[Pointer]:
     if isinstance(value, dict):
         for key, item in value.items():
-            if key == reg.SERVER_NAME and where.endswith(("mcpServers", "mcp_servers")) and isinstance(item, dict):
+            if key == SERVER_NAME and where.endswith(("mcpServers", "mcp_servers")) and isinstance(item, dict):
                 env = item.get("env")
                 named = env.get("AGENT_BRIDGE_DB") if isinstance(env, dict) else None
                 yield Pointer(path, "MCP server entry", named if isinstance(named, str) else None)
@@ -70,7 +63,7 @@ def _walk(path: Path, value: object, where: str) -> Iterator[Pointer]:
             yield from _walk(path, item, where)
     elif _our_command(value):
         event = _HOOK_EVENT.search(str(value))
-        what = "status line" if reg.is_our_statusline(value) else f"hook {event.group(1) if event else ''}".strip()
+        what = "status line" if is_our_statusline(value) else f"hook {event.group(1) if event else ''}".strip()
         yield Pointer(path, what, _command_store(str(value)))
 
 

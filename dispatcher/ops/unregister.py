@@ -1,13 +1,13 @@
 """`agent-bridge unregister CLI --agent ID` and `agent-bridge uninstall [--purge]`: undo what
 `register`, `systemd install` and `listener enable` did.
 
-Each CLI's file is edited by the same ``register.apply_edit`` (backup first, atomic replace, a
-file left alone when nothing of ours is in it): the ``agent_bridge`` MCP server entry, this
-installation's hooks (``agent-bridge hook <cli>`` commands) and Claude's status line
-(``agent-bridge-statusline``) are taken out; every other byte the user wrote stays. TOML files are
-edited as text and parsed back: the result must equal the old document without our entries, or
-nothing is written. ``[features] hooks = true`` in Codex's config.toml is the user's setting once
-written, and is kept.
+Each CLI's module takes out what its ``register`` wrote (``dispatcher/clis/<cli>/registration.py``),
+through the same ``config_files.apply_edit`` (backup first, atomic replace, a file left alone when
+nothing of ours is in it): the ``agent_bridge`` MCP server entry, this installation's hooks
+(``agent-bridge hook <cli>`` commands) and the status line (``agent-bridge-statusline``); every
+other byte the user wrote stays. TOML files are edited with tomlkit and parsed back: the result
+must equal the old document without our entries, or nothing is written. A setting the user's CLI
+needs for hooks (Codex's ``[features] hooks = true``) is the user's once written, and is kept.
 
 ``uninstall`` also stops every listener (the disable marker, then SIGTERM to the lock holder if it
 has not exited within a grace period), disables and deletes the systemd units, and with ``purge``
@@ -17,227 +17,27 @@ deletes the store and the runtime directory. config.json is kept: it is the user
 import contextlib
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
 import time
 import tomllib
-from collections.abc import Callable
 from pathlib import Path
 
+from dispatcher.clis import registry
 from dispatcher.core import clock
 from dispatcher.core.errors import BridgeError
 from dispatcher.core.locations import Locations, LocationsLike, StoreUrl, shown
 from dispatcher.core.settings import BridgeSettings
-from dispatcher.ops import register as reg
 
 LISTENER_EXIT_SECONDS = 10.0  # after the disable marker: a listener between tasks exits at once
 LISTENER_TERM_SECONDS = 20.0  # after SIGTERM: the listener stops its worker and exits
-_HOOK_AGENT = re.compile(r"\s--agent\s+(\S+)")
-
-
-def hook_agent(command: str) -> str | None:
-    """The ``--agent`` a hook command of ours runs for."""
-    found = _HOOK_AGENT.search(command)
-    return found.group(1) if found else None
-
-
-def is_ours_for(command: object, cli: str, agent: str | None) -> bool:
-    """A hook of this installation for ``cli`` (and ``agent``, unless None: every agent)."""
-    return reg.is_our_hook(command, cli) and (agent is None or hook_agent(str(command)) == agent)
-
-
-def _server_agent(entry: object) -> str | None:
-    env = entry.get("env") if isinstance(entry, dict) else None
-    value = env.get("AGENT_ID") if isinstance(env, dict) else None
-    return value if isinstance(value, str) else None
-
-
-def _check_agent(cli: str, path: Path, entry: object, agent: str | None) -> None:
-    registered = _server_agent(entry)
-    if agent is not None and registered is not None and registered != agent:
-        raise BridgeError(
-            "registration_conflict",
-            f"{path} registers {reg.SERVER_NAME} as agent {registered}, not {agent}; nothing was changed. "
-            f"Run `agent-bridge unregister {cli} --agent {registered}`, or `agent-bridge uninstall` to remove every one.",
-        )
-
-
-def json_server_removal(cli: str, path: Path, agent: str | None) -> Callable[[str | None], str | None]:
-    """Take ``mcpServers.agent_bridge`` out of a JSON config (Claude, Kimi Code, Gemini)."""
-
-    def transform(text: str | None) -> str | None:
-        data = reg._load_json_object(path, text)
-        servers = data.get("mcpServers")
-        if not isinstance(servers, dict) or reg.SERVER_NAME not in servers:
-            return None
-        _check_agent(cli, path, servers[reg.SERVER_NAME], agent)
-        del servers[reg.SERVER_NAME]
-        return reg._json_dump(data)
-
-    return transform
-
-
-def json_hooks_removal(cli: str, path: Path, agent: str | None) -> Callable[[str | None], str | None]:
-    """Take this installation's command hooks out of ``hooks.<Event>`` (Claude's settings.json,
-    Codex's hooks.json, Gemini's settings.json); a group or event left empty by that goes too."""
-
-    def transform(text: str | None) -> str | None:
-        data = reg._load_json_object(path, text)
-        hooks = data.get("hooks")
-        if not isinstance(hooks, dict):
-            return None
-        changed = False
-        for event, groups in list(hooks.items()):
-            if not isinstance(groups, list):
-                continue
-            kept_groups = []
-            for group in groups:
-                entries = group.get("hooks") if isinstance(group, dict) else None
-                kept = [
-                    h for h in entries or [] if not (isinstance(h, dict) and is_ours_for(h.get("command"), cli, agent))
-                ]
-                if not isinstance(entries, list) or len(kept) == len(entries):
-                    kept_groups.append(group)
-                    continue
-                changed = True
-                if kept:
-                    kept_groups.append({**group, "hooks": kept})
-            groups[:] = kept_groups
-            if not groups:
-                del hooks[event]
-        if not changed:
-            return None
-        if not hooks:
-            del data["hooks"]
-        return reg._json_dump(data)
-
-    return transform
-
-
-def statusline_removal(path: Path) -> Callable[[str | None], str | None]:
-    """Take Claude's ``statusLine`` out when it runs this package's ``agent-bridge-statusline``."""
-
-    def transform(text: str | None) -> str | None:
-        data = reg._load_json_object(path, text)
-        line = data.get("statusLine")
-        command = line.get("command") if isinstance(line, dict) else None
-        if not reg.is_our_statusline(command):
-            return None
-        del data["statusLine"]
-        return reg._json_dump(data)
-
-    return transform
-
-
-def codex_server_removal(path: Path, agent: str | None) -> Callable[[str | None], str | None]:
-    """Cut the ``[mcp_servers.agent_bridge]`` table (and its sub-tables) out of Codex's config.toml."""
-
-    def transform(text: str | None) -> str | None:
-        doc = reg.parse_toml(path, text or "")
-        servers = doc.get("mcp_servers")
-        if not isinstance(servers, dict) or reg.SERVER_NAME not in servers:
-            return None
-        _check_agent("codex", path, servers[reg.SERVER_NAME], agent)
-        expected = {**doc, "mcp_servers": {k: v for k, v in servers.items() if k != reg.SERVER_NAME}}
-        if not expected["mcp_servers"]:
-            del expected["mcp_servers"]
-        return reg.checked_toml(
-            path,
-            reg._cut_our_tables(text or ""),
-            expected,
-            f"[mcp_servers.{reg.SERVER_NAME}] (inline or dotted keys)",
-            "Remove it by hand.",
-        )
-
-    return transform
-
-
-def _toml_blocks(text: str) -> list[str]:
-    """The text split before every table header (the first block: the top-level keys)."""
-    blocks: list[str] = [""]
-    for line in text.splitlines(keepends=True):
-        if reg._HEADER.match(line):
-            blocks.append("")
-        blocks[-1] += line
-    return blocks
-
-
-def kimi_hooks_removal(path: Path, agent: str | None) -> Callable[[str | None], str | None]:
-    """Cut this installation's ``[[hooks]]`` tables out of Kimi Code's config.toml."""
-
-    def ours(block: str) -> bool:
-        if not re.match(r"\s*\[\[\s*hooks\s*\]\]", block):
-            return False
-        try:
-            [table] = tomllib.loads(block)["hooks"]
-        except (tomllib.TOMLDecodeError, KeyError, ValueError):
-            return False
-        return isinstance(table, dict) and is_ours_for(table.get("command"), "kimi", agent)
-
-    def transform(text: str | None) -> str | None:
-        doc = reg.parse_toml(path, text or "")
-        hooks = doc.get("hooks")
-        if not isinstance(hooks, list):
-            return None
-        kept_hooks = [h for h in hooks if not (isinstance(h, dict) and is_ours_for(h.get("command"), "kimi", agent))]
-        if len(kept_hooks) == len(hooks):
-            return None
-        expected = {**doc, "hooks": kept_hooks} if kept_hooks else {k: v for k, v in doc.items() if k != "hooks"}
-        new = "".join(block for block in _toml_blocks(text or "") if not ours(block))
-        return reg.checked_toml(path, new, expected, "its [[hooks]] (inline or dotted keys)", "Remove it by hand.")
-
-    return transform
-
-
-def _edit(cli: str, path: Path, transform: Callable[[str | None], str | None], what: str) -> str:
-    outcome = reg.apply_edit(path, transform, dry_run=False)
-    if not outcome.changed:
-        return f"{cli}: no {what} of agent-bridge in {outcome.path}; nothing changed."
-    return f"{cli}: removed {what} from {outcome.path} (backup {outcome.backup})."
-
-
-def _claude_server(agent: str | None) -> str:
-    path = reg.claude_state_file()
-    transform = json_server_removal("claude", path, agent)
-    binary = reg.claude_binary()
-    real = Path(os.path.realpath(path))
-    old = reg._read(real)
-    if binary is None or transform(old) is None:
-        return _edit("claude", path, transform, f"MCP server {reg.SERVER_NAME}")
-    # The claude binary owns its state file: it does the edit, after the same checks and backup.
-    backup = reg.backup_copy(real, old or "")
-    reg._run_claude(binary, ["mcp", "remove", reg.SERVER_NAME, "-s", "user"], backup)
-    return f"claude: removed MCP server {reg.SERVER_NAME} from {real} via {binary} (backup {backup})."
 
 
 def unregister(cli: str, agent: str | None) -> list[str]:
-    """Take ``cli``'s registration, hooks (and for Claude the status line) out of its config files;
-    ``agent`` None: whichever agent they name. Lines to print."""
-    server = reg.SERVER_NAME
-    if cli == "claude":
-        settings = reg.claude_settings_file()
-        return [
-            _claude_server(agent),
-            _edit("claude", settings, json_hooks_removal("claude", settings, agent), "hooks"),
-            _edit("claude", settings, statusline_removal(settings), "statusLine"),
-        ]
-    if cli == "kimi":
-        return [
-            _edit("kimi", reg.kimi_file(), json_server_removal("kimi", reg.kimi_file(), agent), f"MCP server {server}"),
-            _edit("kimi", reg.kimi_config_file(), kimi_hooks_removal(reg.kimi_config_file(), agent), "hooks"),
-        ]
-    if cli == "codex":
-        return [
-            _edit("codex", reg.codex_file(), codex_server_removal(reg.codex_file(), agent), f"MCP server {server}"),
-            _edit("codex", reg.codex_hooks_file(), json_hooks_removal("codex", reg.codex_hooks_file(), agent), "hooks"),
-        ]
-    gemini = reg.gemini_file()
-    return [
-        _edit("gemini", gemini, json_server_removal("gemini", gemini, agent), f"MCP server {server}"),
-        _edit("gemini", gemini, json_hooks_removal("gemini", gemini, agent), "hooks"),
-    ]
+    """Take ``cli``'s registration, hooks (and status line) out of its config files; ``agent``
+    None: whichever agent they name. Lines to print."""
+    return registry.BY_NAME[cli].unregister(agent)
 
 
 # --- uninstall: listeners, units, registrations, and with purge the store -------------------
@@ -463,8 +263,8 @@ def uninstall(settings: BridgeSettings, *, purge_store: bool) -> list[str]:
         workspaces = [config.workspace(agent, settings.workspace) for agent in config.agents]
     lines = stop_everything(settings, agents)
     lines += remove_units(sorted(agents))
-    for cli in reg.CLIS:
-        lines += unregister(cli, None)
+    for cli in registry.CLIS:
+        lines += cli.unregister(None)
     if purge_store:
         from dispatcher.ops.branches import purge_branches  # (git loads only for a purge)
 

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dispatcher.bridge.hook_rules import Verdict, decide_wait, release_wait
+from dispatcher.clis import claude
 from dispatcher.core import clock, processes
 from dispatcher.core.file_events import RECHECK_SECONDS
 from dispatcher.core.locations import StoreLocation
@@ -62,11 +63,11 @@ if TYPE_CHECKING:
 WAIT_DEFAULT_SECONDS = 3600
 WAIT_MIN_SECONDS = 1
 WAIT_MAX_SECONDS = 86400
-TIMEOUT_MARGIN_SECONDS = 30
+TIMEOUT_MARGIN_SECONDS = claude.WAIT_TIMEOUT_MARGIN_SECONDS
 GAP_POLL_SECONDS = 0.25  # while a wake waits out the gap between notices: a look this often
 PARENT_CHECK_SECONDS = 1.0  # how often Claude is looked for when no pidfd tells of its end
 MARK_WITHIN_SECONDS = 120.0  # how long a SessionStart waiter looks for its session's MCP server
-WAIT_EVENTS = ("Stop", "SessionStart")  # the Claude events whose hook may wait
+WAIT_EVENTS = claude.WAIT_EVENTS  # the Claude events whose hook may wait
 CLAUDE_MAX_DEPTH = 8  # how far above the hook Claude may be (a shell or two between)
 _SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 

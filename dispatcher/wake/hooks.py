@@ -38,33 +38,22 @@ import os
 import re
 import sys
 from collections.abc import Collection
-from dataclasses import dataclass
 from pathlib import Path
 
 from dispatcher.bridge.hook_rules import SessionState, decide
+from dispatcher.clis import registry
+from dispatcher.clis.base import SILENT, HookAnswer
 from dispatcher.core import clock
 
-CLI_EVENTS = {
-    "claude": ("UserPromptSubmit", "PostToolUse", "Stop", "SessionStart"),
-    "kimi": ("UserPromptSubmit",),
-    "codex": ("UserPromptSubmit", "Stop"),
-    "gemini": ("BeforeAgent", "AfterAgent"),
-}
-RULE_EVENT = {"BeforeAgent": "UserPromptSubmit", "AfterAgent": "Stop"}  # Gemini's names for the same moments
+CLI_EVENTS = {cli.name: cli.hook_events for cli in registry.CLIS}
 MAX_STDIN_BYTES = 1 << 20
 STATE_KEEP_SECONDS = 7 * 86400
 LOG_NAME = "hooks.log"
 _AGENT = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
 
 
-@dataclass(frozen=True)
-class HookAnswer:
-    stdout: str = ""
-    stderr: str = ""
-    exit_code: int = 0
-
-
-SILENT = HookAnswer()
+# The answer types live with the CLIs, each of which says how its hooks answer (AgentCli.hook_answer).
+__all__ = ["SILENT", "HookAnswer"]
 
 
 def session_key(session_id: object) -> str:
@@ -83,20 +72,8 @@ def parse_stdin(raw: bytes) -> dict | None:
 
 
 def render(cli: str, event: str, line: str, block: bool) -> HookAnswer:
-    """The answer the pinned CLI honours for ``event`` (see the module docstring)."""
-    if cli == "gemini" and event == "AfterAgent":
-        return HookAnswer(stdout=json.dumps({"decision": "block", "reason": line}) + "\n") if block else SILENT
-    if cli == "gemini":
-        return HookAnswer(
-            stdout=json.dumps({"hookSpecificOutput": {"hookEventName": event, "additionalContext": line}}) + "\n"
-        )
-    if cli in ("claude", "codex") and event == "Stop":
-        return HookAnswer(stderr=line + "\n", exit_code=2) if block else SILENT
-    if cli in ("claude", "codex"):
-        return HookAnswer(
-            stdout=json.dumps({"hookSpecificOutput": {"hookEventName": event, "additionalContext": line}}) + "\n"
-        )
-    return HookAnswer(stdout=json.dumps({"message": line}) + "\n")
+    """The answer the pinned CLI honours for ``event`` (its module's ``hook_answer``)."""
+    return registry.BY_NAME[cli].hook_answer(event, line, block)
 
 
 def notice(line: str) -> str:
@@ -155,7 +132,7 @@ def _answer(
     waiting = tuple(w.id for w in summary.first) + ((summary.newest_id,) if summary.newest_id else ())
     active = hook_input.get("stop_hook_active") is True
     verdict = _decide_with_state(
-        locations.private_dir(), agent, key, RULE_EVENT.get(event, event), waiting, now, active
+        locations.private_dir(), agent, key, registry.BY_NAME[cli].rule_event(event), waiting, now, active
     )
     if not verdict.announce:
         return SILENT, verdict.why

@@ -10,7 +10,7 @@ settings a task author could plant there (``.kimi-code/local.toml``, ``.kimi-cod
 ``.mcp.json``). Afterwards the filesystem must show exactly what the level allows, the recorded
 model requests exactly the tools it offers, and the ledger the tools Kimi refused.
 
-What Kimi enforces (dispatcher/dispatch/cli_profiles/kimi.py): the agent file's tool list, and
+What Kimi enforces (dispatcher/clis/kimi/profile.py): the agent file's tool list, and
 above ``bridge`` a PreToolUse hook. ``bridge`` keeps today's unconfined ``Read`` (the outside
 canary IS read there: asserted below); ``project`` is refused with exit 78.
 """
@@ -29,8 +29,8 @@ from harness import PROJECT, McpAgent, bridge_env, write_config
 from models.anthropic import offered_tools, to_turn
 from models.kimi import KimiModel
 
+from dispatcher.clis.kimi.profile import LEVEL_TOOLS
 from dispatcher.core.permissions import WORKER_BRIDGE_TOOLS
-from dispatcher.dispatch.cli_profiles.kimi import LEVEL_TOOLS
 
 pytestmark = pytest.mark.cli
 

@@ -70,13 +70,28 @@ def test_a_finding_takes_its_fix_from_the_table_and_only_a_declared_level():
 
 
 def test_every_cli_init_knows_has_its_sign_in_fix():
-    from dispatcher.ops import init
+    from dispatcher.clis import registry
 
-    assert set(CODES["cli_not_authenticated"].fixes) == {cli.agent for cli in init.CLIS}
+    assert all(cli.login.fix.startswith("run `") for cli in registry.CLIS)  # each module's own
+    assert CODES["cli_not_authenticated"].fix_text(fix="run `x login`") == "run `x login`"
+
+
+def test_every_cli_modules_own_fix_says_what_to_do():
+    from dispatcher.clis import registry
+    from dispatcher.core.permissions import PermissionProfile
+
+    fixes = [cli.login.fix for cli in registry.CLIS]
+    for cli in registry.CLIS:
+        for level in ("read", "edit", "project"):
+            found = cli.enforcement(PermissionProfile.from_json({"level": level}), lambda name: None)
+            fixes += [found.fix] if found is not None and found.kind == "refused" else []
+    assert len(fixes) > len(registry.CLIS)  # a refusal's fix among them (Kimi at project)
+    assert all(fix.split()[0] in ACTIONS for fix in fixes), fixes
 
 
 # The first word of a fix: an action, or a command to run. "nothing to do" is a fix only for a
-# warning that resolves itself (store_missing, schema_old); {runs_on} is init's table's own words.
+# warning that resolves itself (store_missing, schema_old); {runs_on} is init's table's own words,
+# {fix} a CLI module's own (its login's fix, its enforcement's fix: checked below).
 ACTIONS = {
     "add", "agent-bridge", "check", "chmod", "chown", "decide", "export", "fix", "free", "give", "install",
     "lower", "make", "mkdir", "move", "raise", "read", "rerun", "retry;", "review", "rm", "run", "see", "set",
@@ -88,7 +103,7 @@ def test_every_fix_says_what_to_do():
     vague = {}
     for name, code in CODES.items():
         for variant, text in code.fixes.items():
-            if not text or text == "{runs_on}":
+            if not text or text in ("{runs_on}", "{fix}"):
                 continue
             first = re.sub(r"^to [^,]+, ", "", text).split()[0]  # "to have them dispatched, set ..."
             if text.startswith("nothing to do"):

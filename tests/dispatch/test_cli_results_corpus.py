@@ -8,22 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from dispatcher.dispatch import cli_results
+from dispatcher.clis import results as cli_results
+from dispatcher.clis.claude import OUTPUT_FILE as CLAUDE_OUTPUT
+from dispatcher.clis.claude.results import claude_status
+from dispatcher.clis.codex import OUTPUT_FILE as CODEX_OUTPUT
+from dispatcher.clis.codex.results import codex_status
+from dispatcher.clis.gemini import OUTPUT_FILE as GEMINI_OUTPUT
+from dispatcher.clis.gemini.results import gemini_status
+from dispatcher.clis.kimi import KIMI_HOME
+from dispatcher.clis.kimi import OUTPUT_FILE as KIMI_OUTPUT
+from dispatcher.clis.kimi.results import kimi_status
+from dispatcher.clis.results import CLI_STATUSES, LEDGER_KEYS
 from dispatcher.dispatch.attempts import clean_diagnostics, ledger_fields
-from dispatcher.dispatch.cli_results import (
-    CLAUDE_OUTPUT,
-    CLI_STATUSES,
-    CODEX_OUTPUT,
-    GEMINI_OUTPUT,
-    KIMI_HOME,
-    KIMI_OUTPUT,
-    LEDGER_KEYS,
-    claude_status,
-    cli_diagnostics,
-    codex_status,
-    gemini_status,
-    kimi_status,
-)
+from dispatcher.dispatch.cli_results import cli_diagnostics
 
 CORPUS = Path(__file__).parents[1] / "fixtures" / "cli_results"
 EXPECTED = json.loads((CORPUS / "expected.json").read_text())
@@ -78,9 +75,9 @@ def test_every_run_in_the_corpus_is_classified_payload_free(tmp_path, run):
     assert clean_diagnostics(diag) == diag  # all of it survives what the supervisor keeps (32 keys, scalars)
     for key, value in diag.items():
         if isinstance(value, list):  # denied_tools: tool names only
-            assert all(isinstance(v, str) and cli_results._ENUM.fullmatch(v) for v in value), key
+            assert all(isinstance(v, str) and cli_results.ENUM.fullmatch(v) for v in value), key
             continue
-        assert value is None or isinstance(value, bool | int | float) or cli_results._ENUM.fullmatch(value), key
+        assert value is None or isinstance(value, bool | int | float) or cli_results.ENUM.fullmatch(value), key
     assert CANARY not in json.dumps(diag)
 
 

@@ -3,7 +3,10 @@
 import json
 import os
 
-from dispatcher.dispatch.cli_results import CLAUDE_OUTPUT, KIMI_OUTPUT, cli_diagnostics, kimi_diagnostics
+from dispatcher.clis.claude import OUTPUT_FILE as CLAUDE_OUTPUT
+from dispatcher.clis.kimi import OUTPUT_FILE as KIMI_OUTPUT
+from dispatcher.clis.kimi.results import kimi_diagnostics
+from dispatcher.dispatch.cli_results import cli_diagnostics
 
 SECRET = "MODEL-TEXT-SECRET"
 

@@ -28,6 +28,7 @@ LISTENER_NEVER = (
     "bz2",
     "lzma",
     "dispatcher.dispatch.cli_results",
+    "dispatcher.clis.results",
     "dispatcher.dispatch.outcome",
     "dispatcher.dispatch.evidence",
 )

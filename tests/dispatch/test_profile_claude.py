@@ -1,4 +1,4 @@
-"""dispatcher/dispatch/cli_profiles/claude.py: a permission profile as Claude Code 2.1.332's
+"""dispatcher/clis/claude/profile.py: a permission profile as Claude Code 2.1.332's
 flags and --settings document, one case per level, plus the refusals (an invalid profile:
 exit 2; a level this machine cannot enforce: exit 78). What the real CLI does with these
 flags is tests/agent_clis/test_claude_permissions.py."""
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from dispatcher.clis.claude import profile as profiles
 from dispatcher.core.permissions import PERMISSIONS_ENV, PermissionProfile
-from dispatcher.dispatch.cli_profiles import claude as profiles
 from dispatcher.dispatch.outcome import PERMISSIONS_UNENFORCEABLE_EXIT
 
 BRIDGE_ALLOWED = ",".join(
@@ -279,18 +279,38 @@ def test_shell_with_a_bubblewrap_that_cannot_make_namespaces_is_refused(tmp_path
         profiles.prepare(env, tmp_path, which=all_on_path, probe=lambda _: False)
 
 
-def test_launcher_main_exit_codes_and_one_line(tmp_path, capsys):
-    assert profiles.launcher_main({PERMISSIONS_ENV: '{"level": "root"}'}, str(tmp_path)) == 2
+def test_the_launch_exit_codes_and_one_line(tmp_path, capsys, monkeypatch):
+    """dispatcher/dispatch/launch.py: 2 for an invalid profile, 78 for a level Claude cannot
+    enforce, each with one line; a second launch into the same attempt dir finds the names taken."""
+    from dispatcher.dispatch import launch
+
+    fake = tmp_path / "claude"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o700)
+    request = tmp_path / "request"
+    request.write_text("task\n")
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "CLAUDE_BIN": str(fake),
+        "AGENT_ID": "claude",
+        "AGENT_BRIDGE_MESSAGE_ID": "1",
+        "AGENT_BRIDGE_DB": str(tmp_path / "db"),
+        "AGENT_BRIDGE_CONFIG": str(tmp_path / "config.json"),
+        "AGENT_BRIDGE_PROJECT": str(profiles.PROJECT_ROOT),
+        "AGENT_BRIDGE_PYTHON": "/usr/bin/python3",
+        "AGENT_BRIDGE_ATTEMPT_DIR": str(tmp_path),
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv(PERMISSIONS_ENV, '{"level": "root"}')
+    assert launch.main("claude", str(request), "claude_headless.sh") == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("claude_headless.sh: AGENT_BRIDGE_PERMISSIONS")
-    env = {PERMISSIONS_ENV: profile("edit", extra_dirs=["/x/*"]).to_env()}
-    assert profiles.launcher_main(env, str(tmp_path)) == PERMISSIONS_UNENFORCEABLE_EXIT == 78
+    monkeypatch.setenv(PERMISSIONS_ENV, profile("edit", extra_dirs=["/x/*"]).to_env())
+    assert launch.main("claude", str(request), "claude_headless.sh") == PERMISSIONS_UNENFORCEABLE_EXIT == 78
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "cannot be enforced" in err
-    assert profiles.launcher_main({PERMISSIONS_ENV: profile("read").to_env()}, str(tmp_path)) == 0
-    written = (tmp_path / profiles.ARGS_FILE).read_text().split("\0")
-    assert written[-1] == "" and written[:-1] == profiles.claude_args(
-        profile("read"), tmp_path / "claude-settings.json"
-    )
-    # a second run into the same attempt dir finds the names taken: never written through
-    assert profiles.launcher_main({PERMISSIONS_ENV: profile("read").to_env()}, str(tmp_path)) == 2
+    (tmp_path / "claude-mcp-config.json").write_text("planted")
+    monkeypatch.setenv(PERMISSIONS_ENV, profile("read").to_env())
+    assert launch.main("claude", str(request), "claude_headless.sh") == 2
+    assert (tmp_path / "claude-mcp-config.json").read_text() == "planted"

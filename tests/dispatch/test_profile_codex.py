@@ -1,4 +1,4 @@
-"""dispatcher/dispatch/cli_profiles/codex.py: a permission profile in Codex 0.171.0's terms (pure
+"""dispatcher/clis/codex/profile.py: a permission profile in Codex 0.171.0's terms (pure
 functions: flags, config, the PreToolUse hook's decisions), one case per level plus refusals."""
 
 import json
@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from dispatcher.clis import command_gate
+from dispatcher.clis.codex import profile as codex
 from dispatcher.core.permissions import PermissionProfile
-from dispatcher.dispatch.cli_profiles import codex, command_gate
 
 BASE = ["--json", "--ephemeral", "--skip-git-repo-check"]
 from harness import PROJECT

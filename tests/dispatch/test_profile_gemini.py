@@ -1,4 +1,4 @@
-"""dispatcher/dispatch/cli_profiles/gemini.py: a permission profile in Gemini CLI's terms, one
+"""dispatcher/clis/gemini/profile.py: a permission profile in Gemini CLI's terms, one
 case per level and the refusals (pure functions; the real CLI is in tests/agent_clis/test_gemini_permissions.py)."""
 
 import json
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from harness import PROJECT
 
+from dispatcher.clis.gemini import profile as gemini
 from dispatcher.core.permissions import WORKER_BRIDGE_TOOLS, PermissionProfile
-from dispatcher.dispatch.cli_profiles import gemini
 
 BRIDGE = [f"mcp_agent_bridge_{tool}" for tool in WORKER_BRIDGE_TOOLS]
 READ = ["read_file", "list_directory", "glob", "grep_search"]

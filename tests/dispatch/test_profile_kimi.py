@@ -1,4 +1,4 @@
-"""dispatcher/dispatch/cli_profiles/kimi.py: a permission profile in Kimi Code 2.1.0's terms (the
+"""dispatcher/clis/kimi/profile.py: a permission profile in Kimi Code 2.1.0's terms (the
 agent file's tools, the worker's config.toml with the PreToolUse hook) and the hook's decision,
 one case per level plus the refusals. The real CLI runs in tests/agent_clis/test_kimi_permissions.py."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from dispatcher.clis.kimi import profile as kimi
 from dispatcher.core.permissions import BRIDGE_ONLY, WORKER_BRIDGE_TOOLS, PermissionProfile
-from dispatcher.dispatch.cli_profiles import kimi
 
 BRIDGE = [f"mcp__agent_bridge__{tool}" for tool in WORKER_BRIDGE_TOOLS]
 HOOK = Path(kimi.__file__).with_name("kimi_hook.py")

@@ -1,4 +1,4 @@
-"""dispatcher/dispatch/cli_profiles/read_shapes.py: the read-only commands a worker's hook lets
+"""dispatcher/clis/read_shapes.py: the read-only commands a worker's hook lets
 run, as exact argument shapes. One table of reads that must pass and one hostile corpus that
 must be denied, over every allowed program, at every level that has the hook (through
 ``codex.hook_decision``, as Codex's PreToolUse hook decides). A few rows also run for real:
@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from dispatcher.clis import command_gate, read_shapes
+from dispatcher.clis.codex import profile as codex
 from dispatcher.core.permissions import PermissionProfile
-from dispatcher.dispatch.cli_profiles import codex, command_gate, read_shapes
 
 # Reads a worker needs; each must pass at read, edit and shell. "{ws}" is the workspace.
 LEGITIMATE = [

@@ -274,7 +274,7 @@ def test_no_daily_cap_means_no_spend_query(conn, monkeypatch):
 
 
 def test_claude_stream_usage_counts_each_api_message_once_until_the_result():
-    from dispatcher.dispatch.cli_results import claude_diagnostics
+    from dispatcher.clis.claude.results import claude_diagnostics
 
     def assistant(mid: str, tokens_in: int, tokens_out: int) -> str:
         usage = {"input_tokens": tokens_in, "output_tokens": tokens_out, "cache_read_input_tokens": 2}

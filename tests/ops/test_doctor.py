@@ -62,7 +62,7 @@ def setup(tmp_path) -> dict:
 
 def configure_statusline(env: dict) -> None:
     """Claude's status line as `register claude --statusline` writes it for ``env``'s store."""
-    from dispatcher.ops.register import statusline_command
+    from dispatcher.clis.config_files import statusline_command
 
     command = statusline_command(env)
     (Path(env["CLAUDE_CONFIG_DIR"]) / "settings.json").write_text(
@@ -785,7 +785,7 @@ def test_a_postgresql_server_that_cannot_be_reached_is_one_error_without_the_pas
 def test_an_entry_of_ours_naming_another_store_is_an_error_that_names_it(setup):
     """Issue 30, item 1: the status line and a hook registered for a PostgreSQL store while doctor
     runs on the SQLite one (or a store turned into ``<cwd>/postgresql:/...``): each is named."""
-    from dispatcher.ops import register as reg
+    from dispatcher.clis import config_files as reg
 
     url = "postgresql://postgres:secret@127.0.0.1:5432/elsewhere"
     elsewhere = {"AGENT_BRIDGE_DB": url}
@@ -807,7 +807,7 @@ def test_an_entry_of_ours_naming_another_store_is_an_error_that_names_it(setup):
 
 
 def test_entries_naming_the_store_in_use_are_ok(setup):
-    from dispatcher.ops import register as reg
+    from dispatcher.clis import config_files as reg
 
     settings = {"statusLine": {"type": "command", "command": reg.statusline_command(setup["env"])}}
     (setup["root"] / "claude-config" / "settings.json").write_text(json.dumps(settings))

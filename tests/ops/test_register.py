@@ -257,6 +257,6 @@ def test_codex_entries_in_a_form_it_does_not_edit_are_left_for_the_user(env):
 def test_our_status_line_is_recognised_after_its_settings(command, ours):
     """Unregister and doctor take a statusLine for ours by this one rule: the program after any
     ``NAME=value`` words ``register`` put before it."""
-    from dispatcher.ops.register import is_our_statusline
+    from dispatcher.clis.config_files import is_our_statusline
 
     assert is_our_statusline(command) is ours

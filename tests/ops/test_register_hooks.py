@@ -135,13 +135,26 @@ def test_kimi_hook_is_appended_to_config_toml_keeping_every_other_byte(env):
     assert kimi_config(env).read_text() == text
 
 
-def test_a_different_kimi_hook_of_ours_is_refused_even_with_force(env):
+def test_a_different_kimi_hook_of_ours_is_refused_until_force_cuts_it_out_of_config_toml(env):
+    """tomlkit takes our own [[hooks]] table out of config.toml: --force replaces it, the user's
+    comments and hooks around it stay byte for byte."""
+    kimi_config(env).parent.mkdir(parents=True)
+    mine = '# my kimi settings\ndefault_model = "k2"\n\n[[hooks]]\nevent = "Stop"\ncommand = "say done"  # mine\n'
+    kimi_config(env).write_text(mine)
     assert register_here(env, "kimi", "--agent", "kimi", "--hooks").returncode == 0
     before = kimi_config(env).read_text(), (Path(env["KIMI_CODE_HOME"]) / "mcp.json").read_text()
-    done = register_here(env, "kimi", "--agent", "claude", "--hooks", "--force")
-    assert done.returncode != 0 and "registration_conflict" in done.stderr and "by hand" in done.stderr
-    # refused before anything was written: the MCP entry --force would have replaced is untouched too
+    done = register_here(env, "kimi", "--agent", "claude", "--hooks")
+    assert done.returncode != 0 and "registration_conflict" in done.stderr and "--force" in done.stderr
+    # refused before anything was written: the MCP entry is untouched too
     assert (kimi_config(env).read_text(), (Path(env["KIMI_CODE_HOME"]) / "mcp.json").read_text()) == before
+
+    forced = register_here(env, "kimi", "--agent", "claude", "--hooks", "--force")
+    assert forced.returncode == 0, forced.stderr
+    text = kimi_config(env).read_text()
+    assert text.startswith(mine) and text.count("[[hooks]]") == 2
+    hooks = tomllib.loads(text)["hooks"]
+    assert hooks[0] == {"event": "Stop", "command": "say done"}
+    assert hooks[1]["command"].endswith("/agent-bridge hook kimi UserPromptSubmit --agent claude")
 
 
 def test_kimi_hooks_in_a_form_it_does_not_edit_are_left_for_the_user(env):
@@ -179,7 +192,7 @@ def test_codex_hooks_go_to_hooks_json_and_features_hooks_is_turned_on(codex_env)
             entry["command"].endswith(f"/agent-bridge hook codex {event} --agent codex") and "asyncRewake" not in entry
         )
     text = config.read_text()
-    assert "[features]\nhooks = true\n# keep this comment\nother = true\n" in text
+    assert "[features]\n# keep this comment\nother = true\nhooks = true\n" in text  # tomlkit: added last
     parsed = tomllib.loads(text)
     assert parsed["features"] == {"hooks": True, "other": True} and parsed["mcp_servers"]["agent_bridge"]
     again = register_here(codex_env, "codex", "--agent", "codex", "--hooks")
@@ -203,7 +216,7 @@ def test_codex_hooks_turned_off_by_the_user_are_refused_before_any_write(codex_e
 
 
 def _plain_stop(env: dict, agent: str = "claude", **extra) -> dict:
-    from dispatcher.ops.register import hook_command
+    from dispatcher.clis.config_files import hook_command
 
     """The Stop hook as `register --hooks` wrote it before --wait (this venv's agent-bridge, env's store)."""
     return {

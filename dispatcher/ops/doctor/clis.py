@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dispatcher.clis import registry
 from dispatcher.core.findings import Finding, finding
 from dispatcher.dispatch.environment import AUTH_VARIABLES
 from dispatcher.ops import init
@@ -98,22 +99,10 @@ def cli_ok(ctx: Context) -> list[Finding]:
 
 # --- can each agent's CLI authenticate? (never a model request) ------------------------------
 
-# What each CLI accepts as credentials: environment variables (AUTH_VARIABLES), a credentials file in its home
-# (the launchers link the user's into the worker's), and its own status command where one exists
-# (`claude auth status` exits 1 when not logged in; `codex login status` likewise).
-AUTH_STATUS_COMMANDS = {"claude": ("auth", "status"), "codex": ("login", "status")}
-
 
 def auth_files(cli: str, environ: dict[str, str]) -> list[Path]:
-    """The credentials files ``cli`` reads (any one of them present will do)."""
-    home = Path(environ.get("HOME") or Path.home())
-    if cli == "claude":
-        return [Path(environ.get("CLAUDE_CONFIG_DIR") or home / ".claude") / ".credentials.json"]
-    if cli == "kimi":
-        return [Path(environ.get("KIMI_CODE_HOME") or home / ".kimi-code") / "credentials"]
-    if cli == "codex":
-        return [Path(environ.get("CODEX_HOME") or home / ".codex") / "auth.json"]
-    return [home / ".gemini" / "oauth_creds.json"]
+    """The credentials files ``cli`` reads (any one of them present will do): its module's ``login``."""
+    return registry.BY_NAME[cli].login.files(environ)
 
 
 def credentials(cli: str, variable: str | None, status_ok: bool | None, file: Path | None) -> str | None:
@@ -121,7 +110,7 @@ def credentials(cli: str, variable: str | None, status_ok: bool | None, file: Pa
     if variable is not None:
         return f"{cli} has credentials ({variable} is set)"
     if status_ok:
-        return f"{cli} is logged in (`{' '.join((cli, *AUTH_STATUS_COMMANDS[cli]))}`)"
+        return f"{cli} is logged in (`{' '.join((cli, *registry.BY_NAME[cli].login.status_command))}`)"
     if file is not None:
         return f"{cli} has credentials ({file})"
     return None
@@ -129,12 +118,13 @@ def credentials(cli: str, variable: str | None, status_ok: bool | None, file: Pa
 
 def _auth_status_ok(cli: str) -> bool | None:
     """The CLI's own status command: True (exit 0), False, or None (none, or it did not answer)."""
-    binary = shutil.which(os.environ.get(f"{cli.upper()}_BIN") or cli)
-    if cli not in AUTH_STATUS_COMMANDS or binary is None:
+    login = registry.BY_NAME[cli].login
+    binary = shutil.which(registry.BY_NAME[cli].discovery.binary())
+    if not login.status_command or binary is None:
         return None
     try:
         done = subprocess.run(  # noqa: S603 - the agent's CLI (PATH or its *_BIN), its local status command only
-            [binary, *AUTH_STATUS_COMMANDS[cli]],
+            [binary, *login.status_command],
             capture_output=True,
             timeout=init.VERSION_TIMEOUT_SECONDS * 2,
             stdin=subprocess.DEVNULL,
@@ -150,7 +140,7 @@ def _auth(ctx: Context) -> list[tuple[str, str, str | None]]:
     def read() -> list[tuple[str, str, str | None]]:
         answers, environ = [], dict(os.environ)
         for agent, cli in agent_clis(ctx):
-            if cli is None or shutil.which(environ.get(f"{cli.upper()}_BIN") or cli) is None:
+            if cli is None or shutil.which(registry.BY_NAME[cli].discovery.binary(environ)) is None:
                 continue
             variable = next((v for v in AUTH_VARIABLES[cli] if environ.get(v)), None)
             status_ok = _auth_status_ok(cli) if variable is None else None
@@ -172,7 +162,7 @@ def cli_not_authenticated(ctx: Context) -> list[Finding]:
     """Does a found CLI have no credentials doctor can see?"""
     said = "{cli} has no credentials doctor can see: every task for {agent} would end auth_error"
     return [
-        finding("cli_not_authenticated", said.format(cli=cli, agent=agent), agent, variant=cli)
+        finding("cli_not_authenticated", said.format(cli=cli, agent=agent), agent, fix=registry.BY_NAME[cli].login.fix)
         for agent, cli, words in _auth(ctx)
         if words is None
     ]
@@ -181,34 +171,34 @@ def cli_not_authenticated(ctx: Context) -> list[Finding]:
 # --- what each agent's workers may do, and whether its CLI can enforce it --------------------
 
 
-def unenforceable(agent: str, cli: str, profile: "PermissionProfile", which: Callable[[str], str | None]):
-    """Why the launcher would refuse every task of the agent's level (exit 78), with the fix's variant; None: it would not."""
-    from dispatcher.dispatch.cli_profiles import claude, gemini
-
-    needs: list[str] = []
-    if cli == "claude":
-        needs = claude.missing_sandbox_binaries(which, profile)
-    elif cli == "gemini" and gemini.sandboxed(profile):
-        needs = [name for name in ("bwrap",) if which(name) is None]
-    if needs:
-        verb = "is" if len(needs) == 1 else "are"
+def unenforceable(
+    agent: str, cli: str, profile: "PermissionProfile", which: Callable[[str], str | None]
+) -> tuple[str, str, dict[str, str]] | None:
+    """Why the launcher would refuse every task of the agent's level (exit 78), with the fix's variant
+    and its values; None: it would not. The CLI's module says what stops it (``enforcement``)."""
+    found = registry.BY_NAME[cli].enforcement(profile, which)
+    if found is not None and found.kind == "needs":
+        verb = "is" if len(found.needs) == 1 else "are"
         return (
-            f"{agent}'s level {profile.level} needs {cli}'s sandbox, but {' and '.join(needs)} {verb} not on PATH: "
-            "every task would end failed (permissions_unenforceable)",
+            f"{agent}'s level {profile.level} needs {cli}'s sandbox, but {' and '.join(found.needs)} {verb} not on "
+            "PATH: every task would end failed (permissions_unenforceable)",
             "sandbox",
+            {},
         )
-    if cli == "kimi" and profile.level == "project":
+    if found is not None and found.kind == "refused":
         return (
-            f"{agent}'s level project cannot be enforced by Kimi (prompt mode applies no workspace permission "
-            "settings): every task would end failed (permissions_unenforceable)",
-            "kimi_project",
+            f"{agent}'s level {profile.level} cannot be enforced by {registry.BY_NAME[cli].discovery.display} "
+            f"({found.why}): every task would end failed (permissions_unenforceable)",
+            "level",
+            {"fix": found.fix},
         )
     return None
 
 
-def unconfined(cli: str, level: str) -> bool:
+def unconfined(cli: str, profile: "PermissionProfile") -> bool:
     """Whether the CLI at this level runs commands no OS sandbox confines to the workspace (docs/permissions.md)."""
-    return (cli, level) in (("kimi", "shell"), ("gemini", "project"))
+    found = registry.BY_NAME[cli].enforcement(profile, lambda name: name)
+    return found is not None and found.kind == "unconfined"
 
 
 def _profiles(ctx: Context) -> list[tuple[str, str, "PermissionProfile", Callable[[str], str | None]]]:
@@ -229,7 +219,7 @@ def permissions_unenforceable(ctx: Context) -> list[Finding]:
     found = []
     for agent, cli, profile, which in _profiles(ctx):
         if (why := unenforceable(agent, cli, profile, which)) is not None:
-            found.append(finding("permissions_unenforceable", why[0], agent, variant=why[1]))
+            found.append(finding("permissions_unenforceable", why[0], agent, variant=why[1], **why[2]))
     return found
 
 
@@ -244,7 +234,7 @@ def permissions_unconfined(ctx: Context) -> list[Finding]:
             agent,
         )
         for agent, cli, profile, which in _profiles(ctx)
-        if unconfined(cli, profile.level) and unenforceable(agent, cli, profile, which) is None
+        if unconfined(cli, profile) and unenforceable(agent, cli, profile, which) is None
     ]
 
 
@@ -256,5 +246,5 @@ def permissions_ok(ctx: Context) -> list[Finding]:
     return [
         finding("permissions_ok", f"{agent}'s workers may {DESCRIPTIONS[profile.level]} (level {profile.level})", agent)
         for agent, cli, profile, which in _profiles(ctx)
-        if not unconfined(cli, profile.level) and unenforceable(agent, cli, profile, which) is None
+        if not unconfined(cli, profile) and unenforceable(agent, cli, profile, which) is None
     ]

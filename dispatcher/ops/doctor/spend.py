@@ -1,5 +1,6 @@
 """Doctor's checks of spend: what each agent's cost is known from, and the daily budgets reached."""
 
+from dispatcher.clis import registry
 from dispatcher.core import clock
 from dispatcher.core.findings import CODES, OK, WARN, Finding, finding
 from dispatcher.ops.doctor.check import CONFIG, check
@@ -11,16 +12,19 @@ def _costs(ctx: Context) -> list[tuple[str, str | None, bool]]:
     from dispatcher.core.spend import knows_cost
 
     config = ctx.valid_config()
-    return [(agent, cli, knows_cost(cli, config.agents[agent])) for agent, cli in agent_clis(ctx)]
+    return [(agent, cli, knows_cost(_reports(cli), config.agents[agent])) for agent, cli in agent_clis(ctx)]
+
+
+def _reports(cli: str | None) -> bool:
+    """Whether the CLI's own result says what a run cost (its module's ``reports_cost``)."""
+    return cli is not None and registry.BY_NAME[cli].reports_cost
 
 
 @check(CONFIG, "cost")
 def cost_known(ctx: Context) -> list[Finding]:
     """Whose cost is known, and from what?"""
     return [
-        finding(
-            "cost_known", f"cost: {'its CLI reports it' if cli == 'claude' else 'estimated from its prices'}", agent
-        )
+        finding("cost_known", f"cost: {'its CLI reports it' if _reports(cli) else 'estimated from its prices'}", agent)
         for agent, cli, known in _costs(ctx)
         if known
     ]

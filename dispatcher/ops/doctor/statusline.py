@@ -139,7 +139,7 @@ def _command(settings: object) -> object:
 @check()
 def statusline_configured(ctx: Context) -> list[Finding]:
     """Does Claude Code's settings file run the bridge's status line?"""
-    from dispatcher.ops.register import is_our_statusline
+    from dispatcher.clis.config_files import is_our_statusline
 
     path, settings, _ = _settings(ctx)
     if not is_our_statusline(command := _command(settings)):
@@ -152,7 +152,7 @@ def statusline_configured(ctx: Context) -> list[Finding]:
 @check()
 def statusline_not_configured(ctx: Context) -> list[Finding]:
     """Does Claude Code's settings file not exist, or run another status line (or none)?"""
-    from dispatcher.ops.register import is_our_statusline
+    from dispatcher.clis.config_files import is_our_statusline
 
     path, settings, unreadable = _settings(ctx)
     if unreadable is not None or is_our_statusline(_command(settings)):

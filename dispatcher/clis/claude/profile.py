@@ -49,7 +49,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from dispatcher.core.errors import BridgeError
+from dispatcher.clis import command_gate, launch
+from dispatcher.clis.base import Enforcement
+from dispatcher.clis.launch import File
 from dispatcher.core.permissions import (
     NON_WORKER_BRIDGE_TOOLS,
     WORKER_BRIDGE_TOOLS,
@@ -58,7 +60,6 @@ from dispatcher.core.permissions import (
 )
 from dispatcher.core.private_files import create_private_file
 from dispatcher.core.protected import protected_from_env
-from dispatcher.dispatch.cli_profiles import command_gate
 
 # The built-in tools offered at each level (None: the CLI's default set, for ``project``).
 READ_TOOLS = ("Read", "Grep", "Glob")
@@ -87,14 +88,12 @@ SETTINGS_FILE = "claude-settings.json"
 POLICY_FILE = "claude-permissions.json"  # what the Bash hook reads (shell)
 HOOK_TIMEOUT_SECONDS = 60
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
-ARGS_FILE = "claude-profile-args"
 # A directory name that Claude's rules would read as a pattern (gitignore-style globs, the
 # rule's own parentheses) or that the argv file cannot carry.
 _UNSAFE_IN_RULE = frozenset("*?[]{}()!\\\n\r\0")
-UNENFORCEABLE = 78  # dispatcher/dispatch/outcome.py PERMISSIONS_UNENFORCEABLE_EXIT
 
 
-class Unenforceable(Exception):
+class Unenforceable(launch.Unenforceable):
     """The profile cannot be enforced by Claude Code on this machine (the launcher exits 78)."""
 
 
@@ -256,6 +255,44 @@ def _sandbox_works(bwrap: str) -> bool:
     return done.returncode == 0
 
 
+def permission_plan(
+    profile: PermissionProfile, attempt_dir: Path, workspace: Path, protected: Sequence[str]
+) -> tuple[list[File], list[str]]:
+    """The level's files for the attempt directory (the ``--settings`` document, at ``shell`` the
+    Bash hook's policy) and its flags (pure). Raises ``Unenforceable`` (an extra dir no rule can name)."""
+    files, hook = [], None
+    if uses_sandbox(profile):
+        policy = attempt_dir / POLICY_FILE
+        files.append(File(policy, json.dumps(command_gate.policy_document(profile, workspace)) + "\n"))
+        hook = hook_command(policy)
+    doc = settings(profile, protected, hook)
+    settings_file = None
+    if doc is not None:
+        settings_file = attempt_dir / SETTINGS_FILE
+        files.append(File(settings_file, json.dumps(doc, indent=2) + "\n"))
+    return files, claude_args(profile, settings_file)
+
+
+def sandbox_problem(
+    profile: PermissionProfile,
+    which: Callable[[str], str | None] = shutil.which,
+    probe: Callable[[str], bool] = _sandbox_works,
+) -> str | None:
+    """Why the level's sandbox cannot work here (the launch's host check), or None."""
+    missing = missing_sandbox_binaries(which, profile)
+    if missing:
+        return (
+            f"level {profile.level} needs Claude Code's sandbox, which needs {' and '.join(missing)} "
+            "on PATH: install them (Debian/Ubuntu: apt-get install bubblewrap socat)"
+        )
+    if uses_sandbox(profile) and not probe(which("bwrap") or "bwrap"):
+        return (
+            f"level {profile.level} needs Claude Code's sandbox, but bubblewrap cannot create "
+            "its namespaces here (user namespaces off, or a container without them)"
+        )
+    return None
+
+
 def prepare(
     env: Mapping[str, str],
     attempt_dir: Path,
@@ -263,45 +300,20 @@ def prepare(
     probe: Callable[[str], bool] = _sandbox_works,
     workspace: Path | None = None,
 ) -> list[str]:
-    """The launcher's step: the profile from ``AGENT_BRIDGE_PERMISSIONS``, its settings file
-    (and at ``shell`` the Bash hook's policy) written (private, new names) into the attempt
-    directory, and the flags. ``workspace``: the cwd, as the launcher runs it. Raises
-    ``ProfileError`` (invalid profile) or ``Unenforceable`` (not here)."""
+    """The profile from ``AGENT_BRIDGE_PERMISSIONS`` checked on this host, its files written
+    (private, new names) into the attempt directory, and the flags. ``workspace``: the cwd.
+    Raises ``ProfileError`` (invalid profile) or ``Unenforceable`` (not here)."""
     profile = profile_from_env(env)
-    missing = missing_sandbox_binaries(which, profile)
-    if missing:
-        raise Unenforceable(
-            f"level {profile.level} needs Claude Code's sandbox, which needs {' and '.join(missing)} "
-            "on PATH: install them (Debian/Ubuntu: apt-get install bubblewrap socat)"
-        )
-    if uses_sandbox(profile) and not probe(which("bwrap") or "bwrap"):
-        raise Unenforceable(
-            f"level {profile.level} needs Claude Code's sandbox, but bubblewrap cannot create "
-            "its namespaces here (user namespaces off, or a container without them)"
-        )
-    hook = None
-    if uses_sandbox(profile):
-        policy = attempt_dir / POLICY_FILE
-        document = command_gate.policy_document(profile, workspace or Path.cwd())
-        create_private_file(policy, json.dumps(document) + "\n")
-        hook = hook_command(policy)
-    doc = settings(profile, protected_from_env(env), hook)
-    settings_file = None
-    if doc is not None:
-        settings_file = attempt_dir / SETTINGS_FILE
-        create_private_file(settings_file, json.dumps(doc, indent=2) + "\n")
-    return claude_args(profile, settings_file)
+    problem = sandbox_problem(profile, which, probe)
+    if problem is not None:
+        raise Unenforceable(problem)
+    files, args = permission_plan(profile, attempt_dir, workspace or Path.cwd(), protected_from_env(env))
+    for file in files:
+        create_private_file(file.path, file.text)
+    return args
 
 
-def launcher_main(env: Mapping[str, str], attempt_dir: str, prog: str = "claude_headless.sh") -> int:
-    """Write the flags NUL-separated to ``ARGS_FILE`` in the attempt dir; 0, 2 or 78 with one line."""
-    try:
-        args = prepare(env, Path(attempt_dir))
-        create_private_file(Path(attempt_dir) / ARGS_FILE, "".join(f"{a}\0" for a in args))
-    except (ValueError, BridgeError) as exc:  # ProfileError, or a malformed AGENT_BRIDGE_PROTECTED
-        print(f"{prog}: " + " ".join(str(exc).split()), file=sys.stderr)  # noqa: T201 - the launcher's one line
-        return 2
-    except Unenforceable as exc:
-        print(f"{prog}: permissions cannot be enforced: {exc}", file=sys.stderr)  # noqa: T201 - the launcher's one line
-        return UNENFORCEABLE
-    return 0
+def enforcement(profile: PermissionProfile, which: Callable[[str], str | None]) -> Enforcement | None:
+    """Doctor's view: the sandbox's helpers missing for a level that needs them."""
+    needs = missing_sandbox_binaries(which, profile)
+    return Enforcement("needs", tuple(needs)) if needs else None

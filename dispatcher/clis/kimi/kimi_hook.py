@@ -12,7 +12,7 @@ from pathlib import Path
 def main() -> int:
     try:
         sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the project, before anything else
-        from dispatcher.dispatch.cli_profiles.kimi import hook_main
+        from dispatcher.clis.kimi.profile import hook_main
 
         code, line = hook_main(sys.argv[1], sys.stdin.read())
     except BaseException:  # noqa: BLE001 - fail closed: an unreadable call or policy is refused

@@ -33,10 +33,12 @@ import json
 import os
 import shlex
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from dispatcher.clis import launch
+from dispatcher.clis.base import Enforcement
 from dispatcher.core.permissions import WORKER_BRIDGE_TOOLS, PermissionProfile
 from dispatcher.core.protected import write_refused
 
@@ -51,7 +53,7 @@ BRIDGE_SERVER = "agent_bridge"
 TRUST_ENV = "GEMINI_CLI_TRUST_WORKSPACE"
 
 
-class Unenforceable(ValueError):
+class Unenforceable(launch.Unenforceable):
     """A profile Gemini cannot express (the launcher exits 78 with this message)."""
 
 
@@ -107,7 +109,7 @@ def hook_command(python: str, project: str, protected: Sequence[str]) -> str:
     """The BeforeTool hook's command line: ``hook_main`` on the run's protected paths."""
     boot = (
         "import sys; sys.path.insert(0, sys.argv[1]); "
-        "from dispatcher.dispatch.cli_profiles.gemini import hook_main; sys.exit(hook_main(sys.argv[2]))"
+        "from dispatcher.clis.gemini.profile import hook_main; sys.exit(hook_main(sys.argv[2]))"
     )
     return shlex.join([python, "-I", "-c", boot, project, json.dumps(list(protected))])
 
@@ -165,3 +167,11 @@ def cli_args(profile: PermissionProfile) -> list[str]:
 def trusts_workspace_settings(profile: PermissionProfile) -> bool:
     """Whether Gemini may load the workspace's own ``.gemini/settings.json`` (only at ``project``)."""
     return profile.level == "project"
+
+
+def enforcement(profile: PermissionProfile, which: Callable[[str], str | None]) -> Enforcement | None:
+    """Doctor's view: bubblewrap missing for a sandboxed level; ``project`` runs unconfined."""
+    needs = [name for name in ("bwrap",) if which(name) is None] if sandboxed(profile) else []
+    if needs:
+        return Enforcement("needs", tuple(needs))
+    return Enforcement("unconfined") if profile.level == "project" else None

@@ -30,16 +30,17 @@ user's own ``~/.codex/config.toml`` is not loaded at any level.
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from dispatcher.core.permissions import PermissionProfile
-from dispatcher.core.protected import git_environment, write_refused
-from dispatcher.dispatch.cli_profiles import command_gate
+from dispatcher.clis import command_gate
+from dispatcher.clis.base import Enforcement
 
 # The one path rule of the read commands, also for apply_patch's paths.
-from dispatcher.dispatch.cli_profiles.read_shapes import inside as _inside
+from dispatcher.clis.read_shapes import inside as _inside
+from dispatcher.core.permissions import PermissionProfile
+from dispatcher.core.protected import git_environment, write_refused
 
 # Where the launcher puts this run's policy (read by the hook) and its private TMPDIR.
 POLICY_FILE = "codex-permissions.json"
@@ -168,3 +169,8 @@ def hook_decision(policy: Mapping[str, Any], event: Mapping[str, Any]) -> str | 
 def hook_main(policy_path: str) -> int:
     """The hook itself (``command_gate.hook_main``): it denies on any error."""
     return command_gate.hook_main(hook_decision, policy_path)
+
+
+def enforcement(profile: PermissionProfile, which: Callable[[str], str | None]) -> Enforcement | None:
+    """Doctor's view: nothing to say before a launch (its sandbox is probed by the launch itself)."""
+    return None

@@ -40,10 +40,12 @@ import os
 import re
 import shlex
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from dispatcher.clis import launch
+from dispatcher.clis.base import Enforcement
 from dispatcher.core.permissions import WORKER_BRIDGE_TOOLS, PermissionProfile, command_allowed
 from dispatcher.core.protected import write_refused
 
@@ -84,7 +86,7 @@ report results and problems through the agent_bridge tools.
 """
 
 
-class Unenforceable(ValueError):
+class Unenforceable(launch.Unenforceable):
     """This profile cannot be enforced by Kimi Code here: the launcher exits 78 with the message."""
 
 
@@ -284,3 +286,15 @@ def hook_main(policy_json: str, event_json: str) -> tuple[int, str]:
     reason = check_call(policy, tool, arguments)
     name = tool if _TOOL_NAME.fullmatch(tool) else "unknown"
     return (0, "") if reason is None else (2, denial_text(policy, name, reason))
+
+
+def enforcement(profile: PermissionProfile, which: Callable[[str], str | None]) -> Enforcement | None:
+    """Doctor's view: ``project`` never (prompt mode applies no workspace permission settings);
+    ``shell`` runs commands no OS sandbox confines."""
+    if profile.level == "project":
+        return Enforcement(
+            "refused",
+            why="prompt mode applies no workspace permission settings",
+            fix="give kimi level read, edit or shell in config.json",
+        )
+    return Enforcement("unconfined") if profile.level == "shell" else None

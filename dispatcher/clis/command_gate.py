@@ -21,8 +21,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from dispatcher.clis.read_shapes import read_command
 from dispatcher.core.permissions import PermissionProfile
-from dispatcher.dispatch.cli_profiles.read_shapes import read_command
 
 # One shell word the hook accepts: plain characters, '...' or "..." without expansions.
 _SEGMENT = r"""[A-Za-z0-9_./=:@+,%-]+|'[^']*'|"[^"$`\\!]*\""""

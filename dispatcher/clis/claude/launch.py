@@ -1,0 +1,79 @@
+"""Claude Code's launch plan (2.1.332): ``claude -p`` with the task on stdin, the bridge as its
+only MCP server, the permission flags and settings of the profile's level.
+
+Why each flag:
+  -p                          non-interactive; the prompt is read from stdin (no positional).
+  --output-format stream-json one JSON event a line as the run goes (--verbose is required with
+                              -p): each assistant message's usage, which the supervisor follows
+                              for max_tokens_per_task, then the result object at the end.
+  --mcp-config FILE           load the bridge server from the generated file ...
+  --strict-mcp-config         ... and ignore every other MCP configuration.
+  --no-session-persistence    no transcript (task text included) under $CLAUDE_CONFIG_DIR/projects/.
+  the profile's flags         --tools, --allowedTools, --disallowedTools, --setting-sources user,
+                              --add-dir, --settings FILE, --permission-mode dontAsk,
+                              --permission-prompts none (profile.py; docs/launchers.md per level).
+  --max-turns N               AGENT_BRIDGE_MAX_TURNS, when set.
+  --max-budget-usd X          AGENT_BRIDGE_MAX_COST_USD, when set.
+Not used: acceptEdits, bypassPermissions / --dangerously-skip-permissions. The variadic flags
+are each followed by another option, and there is no positional prompt for them to swallow.
+Environment: ENABLE_TOOL_SEARCH=false (2.1.332 otherwise hides MCP tools behind ToolSearch),
+CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 (no telemetry, feature-flag or preflight calls).
+"""
+
+import json
+import re
+
+from dispatcher.clis import claude
+from dispatcher.clis.claude import profile as profiles
+from dispatcher.clis.launch import Attempt, File, LaunchPlan
+from dispatcher.core.protected import protected_from_env
+
+MCP_CONFIG = "claude-mcp-config.json"
+_COST = re.compile(r"[0-9]*\.?[0-9]+")
+
+
+def max_cost(raw: str | None) -> str | None:
+    """AGENT_BRIDGE_MAX_COST_USD as given, when it is a number greater than 0; ValueError otherwise."""
+    if not raw:
+        return None
+    if not _COST.fullmatch(raw) or set(raw) <= {"0", "."}:
+        raise ValueError(f"AGENT_BRIDGE_MAX_COST_USD must be a number greater than 0, got: {raw}")
+    return raw
+
+
+def plan(attempt: Attempt) -> LaunchPlan:
+    """The run (pure): given the attempt and its profile, this argv, env and these files."""
+    cost = max_cost(attempt.env.get("AGENT_BRIDGE_MAX_COST_USD"))
+    mcp_config = attempt.attempt_dir / MCP_CONFIG
+    server = {"type": "stdio", **attempt.server}
+    files, profile_args = profiles.permission_plan(
+        attempt.profile, attempt.attempt_dir, attempt.cwd, protected_from_env(attempt.env)
+    )
+    argv = [
+        attempt.binary,
+        "-p",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--mcp-config",
+        str(mcp_config),
+        "--strict-mcp-config",
+        "--no-session-persistence",
+        *profile_args,
+    ]
+    if attempt.max_turns is not None:
+        argv += ["--max-turns", str(attempt.max_turns)]
+    if cost is not None:
+        argv += ["--max-budget-usd", cost]
+    return LaunchPlan(
+        argv=tuple(argv),
+        env={"ENABLE_TOOL_SEARCH": "false", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"},
+        steps=(File(mcp_config, json.dumps({"mcpServers": {"agent_bridge": server}}, indent=2) + "\n"), *files),
+        stdin=attempt.request_file,
+        stdout=attempt.attempt_dir / claude.OUTPUT_FILE,
+    )
+
+
+def check(attempt: Attempt, plan: LaunchPlan) -> str | None:
+    """The host check: the level's sandbox (bubblewrap and socat, namespaces) works here."""
+    return profiles.sandbox_problem(attempt.profile)

@@ -1,0 +1,635 @@
+"""Each CLI module's launch plan, one row per level (issue 32 item 2): given a profile and an
+attempt, this argv, this environment, these files in the attempt directory, this stdin and
+stdout. Pure: no process runs, nothing is written. A CLI upgrade (a new flag, another file)
+shows up as a diff of this table; what the real pinned CLIs do with it is tests/agent_clis/."""
+
+from pathlib import Path
+
+import pytest
+
+from dispatcher.clis import registry
+from dispatcher.clis.launch import Unenforceable
+
+LEVELS = ("bridge", "read", "edit", "shell", "project")
+ATTEMPT_DIR = Path("/attempt")
+
+
+def attempt(level: str):
+    from dispatcher.clis.launch import Attempt
+    from dispatcher.core.permissions import BRIDGE_ONLY, PermissionProfile
+
+    extra = {"allow_commands": ["git status"]} if level == "shell" else {}
+    profile = BRIDGE_ONLY if level == "bridge" else PermissionProfile.from_json({"level": level, **extra})
+    env = {
+        "AGENT_ID": "w",
+        "AGENT_BRIDGE_MESSAGE_ID": "7",
+        "HOME": "/home/u",
+        "AGENT_BRIDGE_PYTHON": "/py",
+        "AGENT_BRIDGE_PROJECT": "/proj",
+    }
+    return Attempt(
+        env=env,
+        attempt_dir=ATTEMPT_DIR,
+        request_file=ATTEMPT_DIR / "request",
+        workspace=Path("/ws"),
+        cwd=Path("/ws"),
+        profile=profile,
+        server={"command": "/py", "args": ["/proj/server.py"], "env": {"AGENT_ID": "w"}},
+        binary="/bin/cli",
+        exists=lambda path: False,
+        read=lambda path: None,
+    )
+
+
+def shown(plan) -> dict:
+    """The plan as a table row: argv after the binary (a long word cut to its start), env, unset,
+    the steps (kind and path in the attempt dir), where stdin comes from and stdout goes."""
+    return {
+        "argv": [word if len(word) <= 60 else word[:24] + "..." for word in plan.argv[1:]],
+        "env": {k: v.replace(str(ATTEMPT_DIR), "$A") for k, v in plan.env.items()},
+        "unset": list(plan.unset),
+        "steps": [f"{type(step).__name__} {step.path.relative_to(ATTEMPT_DIR)}" for step in plan.steps],
+        "stdin": None if plan.stdin is None else plan.stdin.name,
+        "stdout": None if plan.stdout is None else plan.stdout.name,
+    }
+
+
+TABLE = [
+    (
+        "claude",
+        "bridge",
+        {
+            "argv": [
+                "-p",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--mcp-config",
+                "/attempt/claude-mcp-config.json",
+                "--strict-mcp-config",
+                "--no-session-persistence",
+                "--tools",
+                "",
+                "--allowedTools",
+                "mcp__agent_bridge__send_...",
+                "--disallowedTools",
+                "mcp__agent_bridge__start...",
+                "--setting-sources",
+                "user",
+                "--permission-mode",
+                "dontAsk",
+                "--permission-prompts",
+                "none",
+            ],
+            "env": {"ENABLE_TOOL_SEARCH": "false", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"},
+            "unset": [],
+            "steps": ["File claude-mcp-config.json"],
+            "stdin": "request",
+            "stdout": "claude-result.json",
+        },
+    ),
+    (
+        "claude",
+        "read",
+        {
+            "argv": [
+                "-p",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--mcp-config",
+                "/attempt/claude-mcp-config.json",
+                "--strict-mcp-config",
+                "--no-session-persistence",
+                "--tools",
+                "Read,Grep,Glob,Edit,Write",
+                "--allowedTools",
+                "mcp__agent_bridge__send_...",
+                "--disallowedTools",
+                "mcp__agent_bridge__start...",
+                "--setting-sources",
+                "user",
+                "--settings",
+                "/attempt/claude-settings.json",
+                "--permission-mode",
+                "dontAsk",
+                "--permission-prompts",
+                "none",
+            ],
+            "env": {"ENABLE_TOOL_SEARCH": "false", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"},
+            "unset": [],
+            "steps": ["File claude-mcp-config.json", "File claude-settings.json"],
+            "stdin": "request",
+            "stdout": "claude-result.json",
+        },
+    ),
+    (
+        "claude",
+        "edit",
+        {
+            "argv": [
+                "-p",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--mcp-config",
+                "/attempt/claude-mcp-config.json",
+                "--strict-mcp-config",
+                "--no-session-persistence",
+                "--tools",
+                "Read,Grep,Glob,Edit,Write",
+                "--allowedTools",
+                "mcp__agent_bridge__send_...",
+                "--disallowedTools",
+                "mcp__agent_bridge__start...",
+                "--setting-sources",
+                "user",
+                "--settings",
+                "/attempt/claude-settings.json",
+                "--permission-mode",
+                "dontAsk",
+                "--permission-prompts",
+                "none",
+            ],
+            "env": {"ENABLE_TOOL_SEARCH": "false", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"},
+            "unset": [],
+            "steps": ["File claude-mcp-config.json", "File claude-settings.json"],
+            "stdin": "request",
+            "stdout": "claude-result.json",
+        },
+    ),
+    (
+        "claude",
+        "shell",
+        {
+            "argv": [
+                "-p",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--mcp-config",
+                "/attempt/claude-mcp-config.json",
+                "--strict-mcp-config",
+                "--no-session-persistence",
+                "--tools",
+                "Read,Grep,Glob,Edit,Write,Bash",
+                "--allowedTools",
+                "mcp__agent_bridge__send_...",
+                "--disallowedTools",
+                "mcp__agent_bridge__start...",
+                "--setting-sources",
+                "user",
+                "--settings",
+                "/attempt/claude-settings.json",
+                "--permission-mode",
+                "dontAsk",
+                "--permission-prompts",
+                "none",
+            ],
+            "env": {"ENABLE_TOOL_SEARCH": "false", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"},
+            "unset": [],
+            "steps": ["File claude-mcp-config.json", "File claude-permissions.json", "File claude-settings.json"],
+            "stdin": "request",
+            "stdout": "claude-result.json",
+        },
+    ),
+    (
+        "claude",
+        "project",
+        {
+            "argv": [
+                "-p",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--mcp-config",
+                "/attempt/claude-mcp-config.json",
+                "--strict-mcp-config",
+                "--no-session-persistence",
+                "--allowedTools",
+                "mcp__agent_bridge__send_...",
+                "--disallowedTools",
+                "mcp__agent_bridge__start...",
+                "--settings",
+                "/attempt/claude-settings.json",
+                "--permission-mode",
+                "dontAsk",
+                "--permission-prompts",
+                "none",
+            ],
+            "env": {"ENABLE_TOOL_SEARCH": "false", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"},
+            "unset": [],
+            "steps": ["File claude-mcp-config.json", "File claude-settings.json"],
+            "stdin": "request",
+            "stdout": "claude-result.json",
+        },
+    ),
+    (
+        "kimi",
+        "bridge",
+        {
+            "argv": [
+                "--agent-file",
+                "/attempt/kimi-agent-bridge-worker.md",
+                "--output-format",
+                "stream-json",
+                "-p",
+                "You are the Agent Bridge...",
+            ],
+            "env": {
+                "KIMI_CODE_HOME": "$A/kimi-code-home",
+                "KIMI_DISABLE_TELEMETRY": "1",
+                "KIMI_CODE_NO_AUTO_UPDATE": "1",
+            },
+            "unset": [],
+            "steps": ["Dir kimi-code-home", "File kimi-agent-bridge-worker.md", "File kimi-code-home/mcp.json"],
+            "stdin": None,
+            "stdout": "kimi-stream.jsonl",
+        },
+    ),
+    (
+        "kimi",
+        "read",
+        {
+            "argv": [
+                "--agent-file",
+                "/attempt/kimi-agent-bridge-worker.md",
+                "--output-format",
+                "stream-json",
+                "-p",
+                "You are the Agent Bridge...",
+            ],
+            "env": {
+                "KIMI_CODE_HOME": "$A/kimi-code-home",
+                "KIMI_DISABLE_TELEMETRY": "1",
+                "KIMI_CODE_NO_AUTO_UPDATE": "1",
+            },
+            "unset": [],
+            "steps": [
+                "Dir kimi-code-home",
+                "File kimi-agent-bridge-worker.md",
+                "File kimi-code-home/config.toml",
+                "File kimi-code-home/mcp.json",
+            ],
+            "stdin": None,
+            "stdout": "kimi-stream.jsonl",
+        },
+    ),
+    (
+        "kimi",
+        "edit",
+        {
+            "argv": [
+                "--agent-file",
+                "/attempt/kimi-agent-bridge-worker.md",
+                "--output-format",
+                "stream-json",
+                "-p",
+                "You are the Agent Bridge...",
+            ],
+            "env": {
+                "KIMI_CODE_HOME": "$A/kimi-code-home",
+                "KIMI_DISABLE_TELEMETRY": "1",
+                "KIMI_CODE_NO_AUTO_UPDATE": "1",
+            },
+            "unset": [],
+            "steps": [
+                "Dir kimi-code-home",
+                "File kimi-agent-bridge-worker.md",
+                "File kimi-code-home/config.toml",
+                "File kimi-code-home/mcp.json",
+            ],
+            "stdin": None,
+            "stdout": "kimi-stream.jsonl",
+        },
+    ),
+    (
+        "kimi",
+        "shell",
+        {
+            "argv": [
+                "--agent-file",
+                "/attempt/kimi-agent-bridge-worker.md",
+                "--output-format",
+                "stream-json",
+                "-p",
+                "You are the Agent Bridge...",
+            ],
+            "env": {
+                "KIMI_CODE_HOME": "$A/kimi-code-home",
+                "KIMI_DISABLE_TELEMETRY": "1",
+                "KIMI_CODE_NO_AUTO_UPDATE": "1",
+            },
+            "unset": [],
+            "steps": [
+                "Dir kimi-code-home",
+                "File kimi-agent-bridge-worker.md",
+                "File kimi-code-home/config.toml",
+                "File kimi-code-home/mcp.json",
+            ],
+            "stdin": None,
+            "stdout": "kimi-stream.jsonl",
+        },
+    ),
+    ("kimi", "project", None),
+    (
+        "codex",
+        "bridge",
+        {
+            "argv": ["exec", "--json", "--ephemeral", "--skip-git-repo-check", "--ignore-rules", "-"],
+            "env": {"CODEX_HOME": "$A/codex-home"},
+            "unset": [],
+            "steps": ["Dir codex-home", "File codex-home/config.toml"],
+            "stdin": "request",
+            "stdout": "codex-events.jsonl",
+        },
+    ),
+    (
+        "codex",
+        "read",
+        {
+            "argv": [
+                "exec",
+                "--json",
+                "--ephemeral",
+                "--skip-git-repo-check",
+                "--ignore-rules",
+                "--sandbox",
+                "read-only",
+                "--dangerously-bypass-hook-trust",
+                "-",
+            ],
+            "env": {"CODEX_HOME": "$A/codex-home", "TMPDIR": "$A/tmp"},
+            "unset": [],
+            "steps": [
+                "Dir codex-home",
+                "File codex-home/config.toml",
+                "File codex-permissions.json",
+                "File codex-home/hooks.json",
+                "Dir tmp",
+            ],
+            "stdin": "request",
+            "stdout": "codex-events.jsonl",
+        },
+    ),
+    (
+        "codex",
+        "edit",
+        {
+            "argv": [
+                "exec",
+                "--json",
+                "--ephemeral",
+                "--skip-git-repo-check",
+                "--ignore-rules",
+                "--sandbox",
+                "workspace-write",
+                "--dangerously-bypass-hook-trust",
+                "-",
+            ],
+            "env": {"CODEX_HOME": "$A/codex-home", "TMPDIR": "$A/tmp"},
+            "unset": [],
+            "steps": [
+                "Dir codex-home",
+                "File codex-home/config.toml",
+                "File codex-permissions.json",
+                "File codex-home/hooks.json",
+                "Dir tmp",
+            ],
+            "stdin": "request",
+            "stdout": "codex-events.jsonl",
+        },
+    ),
+    (
+        "codex",
+        "shell",
+        {
+            "argv": [
+                "exec",
+                "--json",
+                "--ephemeral",
+                "--skip-git-repo-check",
+                "--ignore-rules",
+                "--sandbox",
+                "workspace-write",
+                "--dangerously-bypass-hook-trust",
+                "-",
+            ],
+            "env": {"CODEX_HOME": "$A/codex-home", "TMPDIR": "$A/tmp"},
+            "unset": [],
+            "steps": [
+                "Dir codex-home",
+                "File codex-home/config.toml",
+                "File codex-permissions.json",
+                "File codex-home/hooks.json",
+                "Dir tmp",
+            ],
+            "stdin": "request",
+            "stdout": "codex-events.jsonl",
+        },
+    ),
+    (
+        "codex",
+        "project",
+        {
+            "argv": ["exec", "--json", "--ephemeral", "--skip-git-repo-check", "-"],
+            "env": {"CODEX_HOME": "$A/codex-home", "TMPDIR": "$A/tmp"},
+            "unset": [],
+            "steps": ["Dir codex-home", "File codex-home/config.toml", "Dir tmp"],
+            "stdin": "request",
+            "stdout": "codex-events.jsonl",
+        },
+    ),
+    (
+        "gemini",
+        "bridge",
+        {
+            "argv": [
+                "--skip-trust",
+                "--allowed-mcp-server-names",
+                "agent_bridge",
+                "-o",
+                "json",
+                "-p",
+                "You are the Agent Bridge...",
+            ],
+            "env": {"GEMINI_CLI_HOME": "$A/gemini-home", "TMPDIR": "$A/tmp", "GEMINI_CLI_NO_RELAUNCH": "true"},
+            "unset": ["GEMINI_CLI_TRUST_WORKSPACE"],
+            "steps": [
+                "Dir gemini-home",
+                "Dir gemini-home/.gemini",
+                "File gemini-mcp-config.json",
+                "Dir tmp",
+                "File gemini-home/.gemini/settings.json",
+            ],
+            "stdin": "request",
+            "stdout": "gemini-result.json",
+        },
+    ),
+    (
+        "gemini",
+        "read",
+        {
+            "argv": [
+                "--skip-trust",
+                "--allowed-mcp-server-names",
+                "agent_bridge",
+                "--approval-mode",
+                "default",
+                "-o",
+                "json",
+                "-p",
+                "You are the Agent Bridge...",
+            ],
+            "env": {"GEMINI_CLI_HOME": "$A/gemini-home", "TMPDIR": "$A/tmp", "GEMINI_CLI_NO_RELAUNCH": "true"},
+            "unset": ["GEMINI_CLI_TRUST_WORKSPACE"],
+            "steps": [
+                "Dir gemini-home",
+                "Dir gemini-home/.gemini",
+                "File gemini-mcp-config.json",
+                "Dir tmp",
+                "File gemini-home/.gemini/settings.json",
+            ],
+            "stdin": "request",
+            "stdout": "gemini-result.json",
+        },
+    ),
+    (
+        "gemini",
+        "edit",
+        {
+            "argv": [
+                "--skip-trust",
+                "--allowed-mcp-server-names",
+                "agent_bridge",
+                "--approval-mode",
+                "auto_edit",
+                "-o",
+                "json",
+                "-p",
+                "You are the Agent Bridge...",
+            ],
+            "env": {"GEMINI_CLI_HOME": "$A/gemini-home", "TMPDIR": "$A/tmp", "GEMINI_CLI_NO_RELAUNCH": "true"},
+            "unset": ["GEMINI_CLI_TRUST_WORKSPACE"],
+            "steps": [
+                "Dir gemini-home",
+                "Dir gemini-home/.gemini",
+                "File gemini-mcp-config.json",
+                "Dir tmp",
+                "File gemini-home/.gemini/settings.json",
+            ],
+            "stdin": "request",
+            "stdout": "gemini-result.json",
+        },
+    ),
+    (
+        "gemini",
+        "shell",
+        {
+            "argv": [
+                "--skip-trust",
+                "--allowed-mcp-server-names",
+                "agent_bridge",
+                "--approval-mode",
+                "auto_edit",
+                "-o",
+                "json",
+                "-p",
+                "You are the Agent Bridge...",
+            ],
+            "env": {"GEMINI_CLI_HOME": "$A/gemini-home", "TMPDIR": "$A/tmp", "GEMINI_CLI_NO_RELAUNCH": "true"},
+            "unset": ["GEMINI_CLI_TRUST_WORKSPACE"],
+            "steps": [
+                "Dir gemini-home",
+                "Dir gemini-home/.gemini",
+                "File gemini-mcp-config.json",
+                "Dir tmp",
+                "File gemini-home/.gemini/settings.json",
+            ],
+            "stdin": "request",
+            "stdout": "gemini-result.json",
+        },
+    ),
+    (
+        "gemini",
+        "project",
+        {
+            "argv": [
+                "--skip-trust",
+                "--allowed-mcp-server-names",
+                "agent_bridge",
+                "-o",
+                "json",
+                "-p",
+                "You are the Agent Bridge...",
+            ],
+            "env": {
+                "GEMINI_CLI_HOME": "$A/gemini-home",
+                "TMPDIR": "$A/tmp",
+                "GEMINI_CLI_NO_RELAUNCH": "true",
+                "GEMINI_CLI_TRUST_WORKSPACE": "true",
+            },
+            "unset": [],
+            "steps": [
+                "Dir gemini-home",
+                "Dir gemini-home/.gemini",
+                "File gemini-mcp-config.json",
+                "Dir tmp",
+                "File gemini-home/.gemini/settings.json",
+            ],
+            "stdin": "request",
+            "stdout": "gemini-result.json",
+        },
+    ),
+]
+
+
+@pytest.mark.parametrize(("cli", "level", "expected"), TABLE, ids=[f"{c}-{lvl}" for c, lvl, _ in TABLE])
+def test_the_launch_plan_per_cli_and_level(cli, level, expected):
+    if expected is None:
+        with pytest.raises(Unenforceable):
+            registry.BY_NAME[cli].launch_plan(attempt(level))
+        return
+    assert shown(registry.BY_NAME[cli].launch_plan(attempt(level))) == expected
+
+
+def test_every_cli_has_a_row_per_level():
+    assert {(cli, level) for cli, level, _ in TABLE} == {(c, lvl) for c in registry.NAMES for lvl in LEVELS}
+
+
+@pytest.mark.parametrize("cli", registry.NAMES)
+def test_the_task_text_is_never_in_argv_or_env(cli):
+    """The request file's path may be named; its text is never read into the plan."""
+    plan = registry.BY_NAME[cli].launch_plan(attempt("bridge"))
+    assert plan.stdin in (None, ATTEMPT_DIR / "request")
+    assert plan.stdout == ATTEMPT_DIR / registry.BY_NAME[cli].output_file
+    assert all(step.path.is_relative_to(ATTEMPT_DIR) for step in plan.steps)
+
+
+def test_the_users_files_are_linked_when_there_and_never_copied():
+    there = attempt("read")
+    from dataclasses import replace
+
+    linked = replace(there, exists=lambda path: path.name in ("auth.json", "credentials", "oauth_creds.json"))
+    for cli, name in (("codex", "auth.json"), ("kimi", "credentials"), ("gemini", "oauth_creds.json")):
+        plan = registry.BY_NAME[cli].launch_plan(linked)
+        links = [step for step in plan.steps if type(step).__name__ == "Link"]
+        assert [link.target.name for link in links] == [name], cli
+        assert not any(type(step).__name__ == "File" and step.path.name == name for step in plan.steps)
+
+
+@pytest.mark.parametrize(
+    ("cli", "variable", "value", "said"),
+    [
+        ("claude", "AGENT_BRIDGE_MAX_COST_USD", "0", "greater than 0"),
+        ("codex", "AGENT_BRIDGE_CODEX_MAX_RETRIES", "many", "small non-negative integer"),
+        ("codex", "AGENT_BRIDGE_CODEX_ENV_KEY", "no key", "environment variable name"),
+        ("codex", "AGENT_BRIDGE_CODEX_OVERRIDES", "not an override", "key=value"),
+    ],
+)
+def test_a_malformed_setting_is_one_clear_error(cli, variable, value, said):
+    from dataclasses import replace
+
+    bad = replace(attempt("bridge"), env={**attempt("bridge").env, variable: value})
+    with pytest.raises(ValueError, match=said):
+        registry.BY_NAME[cli].launch_plan(bad)
