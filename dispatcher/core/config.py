@@ -26,6 +26,10 @@ from dispatcher.core.spend import has_daily_cap
 from dispatcher.core.validation import AGENT_ID_PATTERN
 
 AgentId = Annotated[str, StringConstraints(pattern=f"^{AGENT_ID_PATTERN}$")]
+# A command as its argv (no shell): the program, then its arguments (docs/notices.md).
+NotifyCommand = Annotated[
+    list[Annotated[str, StringConstraints(min_length=1, max_length=4096)]], Field(min_length=1, max_length=64)
+]
 
 
 class Prices(BaseModel):
@@ -117,6 +121,12 @@ class AgentConfig(BaseModel):
     # own per attempt), ``none`` (the workspace itself), ``auto``: worktree when the workspace is
     # in a git repository and the level writes files.
     isolation: Literal["auto", "worktree", "none"] = "auto"
+    # Run on the events a person should hear of (docs/notices.md), instead of the global
+    # ``notify_command``: its argv, given payload-free fields only, never task text or tool input.
+    notify_command: NotifyCommand | None = None
+    # How long a worker's request for approval (its profile's ``ask``) waits for a person; then it
+    # is denied. Never past the worker's own timeout (docs/approvals.md).
+    approval_timeout_seconds: int = Field(default=600, ge=1, le=86400)
 
     @field_validator("workspace")
     @classmethod
@@ -167,6 +177,12 @@ class BridgeConfig(ConfigPlaces, BaseModel):
     # Ready worktrees kept checked out per repository, so that an attempt's worktree is a switch of
     # the files that differ rather than a checkout of every file (docs/worktrees.md); 0: none.
     worktree_pool_size: int = Field(default=1, ge=0, le=8)
+    # Run on the events a person should hear of (an attempt failed, timed out or crashed, a budget
+    # was reached, a listener stopped on an error): its argv, with payload-free fields only, in the
+    # background, ended after ``notify_timeout_seconds`` (docs/notices.md). An agent's own wins.
+    notify_command: NotifyCommand | None = None
+    # How long a notify_command may run; then its process group is killed and the notice logged failed.
+    notify_timeout_seconds: int = Field(default=10, ge=1, le=600)
 
     def permissions(self, agent: str) -> PermissionProfile:
         """The agent's permission profile; ``bridge`` when it declares none."""

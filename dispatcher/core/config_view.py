@@ -65,12 +65,21 @@ class AttemptConfig(DispatchConfig, Protocol):
     """What the barrier (``dispatch.attempts.begin_attempt``) reads of config.json."""
 
     def permission_level(self, agent: str) -> str: ...
+    def permissions(self, agent: str) -> Any: ...
 
 
 class ConfigPlaces:
     """Where an agent's launcher and workspace are, on a validated config.json."""
 
     agents: Mapping[str, Any]
+    notify_command: Any
+
+    def notify_command_of(self, agent: str) -> list[str] | None:
+        """The command that tells a person of ``agent``'s events (docs/notices.md): the agent's
+        own ``notify_command``, else the global one; None: no one is told."""
+        own = self.agents[agent].notify_command
+        chosen = own if own is not None else self.notify_command
+        return list(chosen) if chosen is not None else None
 
     if TYPE_CHECKING:  # a method of both (not an annotation: pydantic would make it a field)
 
@@ -149,11 +158,14 @@ class AgentView:
     prices: PricesView | None
     max_workers: int | None
     isolation: str = "auto"
+    notify_command: tuple[str, ...] | None = None
 
     @classmethod
     def of(cls, entry: Mapping[str, Any]) -> "AgentView":
         """``entry``: an agent's, in what ``BridgeConfig.model_dump()`` gave."""
         kept = {k: v for k, v in entry.items() if k in _AGENT_FIELDS}
+        if kept.get("notify_command") is not None:
+            kept["notify_command"] = tuple(kept["notify_command"])
         return cls(**{**kept, "prices": PricesView(**entry["prices"]) if entry["prices"] is not None else None})
 
 
@@ -173,6 +185,8 @@ class ConfigView(ConfigPlaces):
     worktree_pool_size: int
     profiles: Mapping[str, ProfileView]  # each agent's, as BridgeConfig.permissions gave it
     max_workers_total: int
+    notify_command: tuple[str, ...] | None = None
+    notify_timeout_seconds: int = 10
 
     def permissions(self, agent: str) -> ProfileView:
         return self.profiles[agent]
@@ -192,6 +206,8 @@ class ConfigView(ConfigPlaces):
             max_workers_total=document["max_workers_total"],
             kept_worktrees_max_mb=document["kept_worktrees_max_mb"],
             worktree_pool_size=document["worktree_pool_size"],
+            notify_command=tuple(document["notify_command"]) if document.get("notify_command") else None,
+            notify_timeout_seconds=document.get("notify_timeout_seconds", 10),
             profiles={agent: ProfileView.of(profile) for agent, profile in profiles.items()},
         )
 

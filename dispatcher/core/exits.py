@@ -40,6 +40,8 @@ USAGE_CODES = frozenset(
         "workspace_unsafe",
         "invalid_duration",
         "message_not_found",
+        "approval_unknown",
+        "invalid_grant",
     }
 )
 

@@ -67,6 +67,9 @@ class PermissionProfile(ProfileRules, BaseModel):
     level: Level
     allow_commands: tuple[str, ...] = Field(default=(), max_length=MAX_ALLOW_COMMANDS)
     extra_dirs: tuple[str, ...] = Field(default=(), max_length=MAX_EXTRA_DIRS)
+    # A worker that needs a tool its level does not give asks a person (docs/approvals.md) and
+    # waits up to the agent's approval_timeout_seconds; false: it is denied at once, as before.
+    ask: bool = False
 
     @field_validator("allow_commands", mode="before")
     @classmethod

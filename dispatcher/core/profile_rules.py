@@ -58,6 +58,7 @@ class ProfileRules:
             "level": self.level,
             "allow_commands": list(self.allow_commands),
             "extra_dirs": list(self.resolved_extra_dirs()),
+            **({"ask": True} if getattr(self, "ask", False) else {}),  # (docs/approvals.md)
         }
         return json.dumps(document, separators=(",", ":"))
 
@@ -69,8 +70,14 @@ class ProfileView(ProfileRules):
     level: str
     allow_commands: tuple[str, ...] = ()
     extra_dirs: tuple[str, ...] = ()
+    ask: bool = False
 
     @classmethod
     def of(cls, document: Mapping[str, Any]) -> "ProfileView":
         """``document``: what ``PermissionProfile.model_dump(mode="json")`` gave (lists for tuples)."""
-        return cls(document["level"], tuple(document["allow_commands"]), tuple(document["extra_dirs"]))
+        return cls(
+            document["level"],
+            tuple(document["allow_commands"]),
+            tuple(document["extra_dirs"]),
+            bool(document.get("ask", False)),
+        )

@@ -15,6 +15,7 @@ from dispatcher.bridge.worker_scope import attempt_claim_owner
 from dispatcher.core import clock
 from dispatcher.core.config_view import AttemptConfig
 from dispatcher.core.errors import AlreadyAttempted, DispatchRefused
+from dispatcher.core.grants import widened
 from dispatcher.core.lifecycle import FAILURE_OUTCOMES
 from dispatcher.core.processes import this_host
 from dispatcher.core.spend import total_tokens
@@ -30,6 +31,7 @@ from dispatcher.store.attempts import (
     unsettled_attempts,
 )
 from dispatcher.store.claims import take_claim
+from dispatcher.store.grants import grants_of
 from dispatcher.store.messages import fetch_existing_message
 
 # The attempt record's vocabulary and reads live in the store; callers keep importing them here.
@@ -86,7 +88,8 @@ def begin_attempt(
             deadline=deadline,
             worker_token=worker_token,
             max_cost_usd=config.agents[agent].max_cost_usd_per_task,
-            permission_level=config.permission_level(agent),
+            # The level this task runs at: the agent's, widened by a person's grant for it (``retry --allow``).
+            permission_level=widened(config.permissions(agent), grants_of(conn, message_id)).level,
             max_tokens=config.agents[agent].max_tokens_per_task,
             host=this_host(),
             lease_expires_at=now + attempt_lease_seconds(),

@@ -37,12 +37,13 @@ from dispatcher.core.errors import BridgeError, ConfigError, DispatchRefused
 from dispatcher.core.file_events import RECHECK_SECONDS
 from dispatcher.core.locations import PROJECT_DIR, shown
 from dispatcher.core.logs import configure_logging, get_logger
+from dispatcher.core.notices import Notice, attempt_notice
 from dispatcher.core.private_files import open_private_lock
 from dispatcher.core.processes import flock_holder
 from dispatcher.core.protected import git_dirs
 from dispatcher.core.reasons import failure_reason
 from dispatcher.core.settings_view import ListenerSettings
-from dispatcher.dispatch import lease, queue
+from dispatcher.dispatch import lease, notify, queue
 from dispatcher.dispatch.attempts import get_attempt
 from dispatcher.dispatch.checked import CheckFailed, checked_config, environment_record
 from dispatcher.dispatch.leftovers import remove_request
@@ -119,6 +120,7 @@ class Listener:
         self._ended: list[tuple[Supervisor, int]] = []  # reaped, their attempts not looked at yet
         self._slot: int | None = None  # a machine slot taken for the dispatch this round decides
         self._from_before: list[int] = []  # attempts running that no supervisor of ours runs
+        self._notices: list[int] = []  # notice runners started and not yet reaped (dispatch.notify)
 
     def _request_stop(self, signum, frame) -> None:
         self._stop_requested = True  # only a flag: the loop stops at its next check
@@ -215,6 +217,9 @@ class Listener:
             self._loop(store)
         except _AlreadyRunning as exc:
             other = exc
+        except Exception as exc:
+            self._notify(Notice("listener_stopped", self.agent, error_kind=type(exc).__name__))
+            raise
         finally:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
@@ -274,6 +279,7 @@ class Listener:
         self._release_slot()  # (each round takes the one it dispatches with)
         self._supervisors.kill_overdue()
         self._ended += self._supervisors.reap()
+        self._notices = notify.reap(self._notices)
         ours = self._supervisors.message_ids()
         try:
             with store_errors():
@@ -548,6 +554,21 @@ class Listener:
                 }
             )
             self._say(render_line(self.agent, "finished", {"last": self._progress["last"]}))
+            # Once per attempt: a supervisor is reaped, and its attempt looked at, once.
+            if (
+                notice := attempt_notice(self.agent, message_id, attempt["outcome"], attempt["error_kind"])
+            ) is not None:
+                self._notify(notice)
+
+    def _notify(self, notice: Notice) -> None:
+        """Start the agent's ``notify_command`` for ``notice`` in the background (docs/notices.md)."""
+        command = self.config.notify_command_of(self.agent) if self.config is not None else None
+        if command is None:
+            return
+        timeout = self.config.notify_timeout_seconds if self.config is not None else 10
+        log.info("notice", agent=self.agent, notice_event=notice.event, message_id=notice.message_id)
+        if (pid := notify.spawn_notice(command, notice, timeout, self.paths.log)) is not None:
+            self._notices.append(pid)
 
     def _why(self, attempt) -> dict:
         """The CLI's status, and for a failure the one-line reason and where its files are."""

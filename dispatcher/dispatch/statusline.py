@@ -57,6 +57,11 @@ def _count(unread: int | None) -> str:
     return f" · {unread} unread" if unread else ""
 
 
+def approvals_said(waiting: int) -> str:
+    """The status line's words for an agent's requests waiting for a person (docs/approvals.md)."""
+    return f"{waiting} approval{'s' if waiting != 1 else ''} waiting: agent-bridge approvals"
+
+
 def _notes(said: list[str]) -> str:
     """The findings a person must see while working, in the words the table gives them."""
     return "".join(f" · {words}" for words in said)
@@ -153,6 +158,7 @@ def _read_counts(locations: Locations, agents: list[str], declared: dict, zone: 
     host, on one read-only connection; all empty when there is no store or it cannot be read."""
     from dispatcher.dispatch.control import _listener_elsewhere
     from dispatcher.store import STORE_ERRORS
+    from dispatcher.store.approvals import waiting_by_agent
     from dispatcher.store.messages import waiting_count
     from dispatcher.store.readonly import open_read_only
     from dispatcher.store.views import limit_busy_wait
@@ -166,7 +172,11 @@ def _read_counts(locations: Locations, agents: list[str], declared: dict, zone: 
             now = clock.now()
             unread = {agent: waiting_count(conn, agent, now)[0] for agent in agents}
             elsewhere = {agent: _listener_elsewhere(locations, agent, conn) for agent in agents}
-            return unread, _held_budget(conn, agents, declared, zone, now), elsewhere
+            notes = _held_budget(conn, agents, declared, zone, now)
+            for agent, waiting in waiting_by_agent(conn, now).items():
+                if agent in agents:  # (said with the findings: a person must see it while working)
+                    notes.setdefault(agent, []).append(approvals_said(waiting))
+            return unread, notes, elsewhere
         finally:
             conn.close()
     except STORE_ERRORS:  # a locked, damaged or foreign file: the line still shows the listeners

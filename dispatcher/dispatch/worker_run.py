@@ -26,6 +26,7 @@ from dispatcher.bridge.worker_scope import attempt_claim_owner
 from dispatcher.core import clock
 from dispatcher.core.config_view import ConfigView
 from dispatcher.core.errors import BridgeError
+from dispatcher.core.grants import widened
 from dispatcher.core.locations import PROJECT_DIR
 from dispatcher.core.logs import get_logger
 from dispatcher.core.private_files import (
@@ -62,6 +63,7 @@ from dispatcher.dispatch.renewal import (
     renew_worker_claim,
 )
 from dispatcher.store import STORE_ERRORS
+from dispatcher.store.grants import grants_of
 from dispatcher.store.store_clock import store_now
 
 if TYPE_CHECKING:  # only ``agent-bridge dispatch`` passes one: a supervisor never loads pydantic
@@ -186,6 +188,7 @@ def _launch(
     token: str,
     workspace: Path,
     git_common_dir: Path | None,
+    profile: ProfileRules,
 ) -> Launch:
     agent, message_id = message["recipient"], message["id"]
     attempt_dir = ensure_private_dir(paths.attempt_dir(message_id))
@@ -199,7 +202,6 @@ def _launch(
         raise UnsafeWorkspace(why)
     launcher = config.launcher_path(agent, PROJECT_DIR)
     _check_launcher(launcher)
-    profile = config.permissions(agent)
     writable: list[str | Path] = [workspace, *profile.resolved_extra_dirs()]
     env = worker_env(
         settings,
@@ -323,8 +325,10 @@ def run_worker(
 
     message_id, began = message["id"], deadline - timeout
     try:
-        prompt = worker_prompt(conn, message, config.permissions(message["recipient"]), workspace)
-        launch = _launch(settings, config, paths, message, prompt, token, workspace, git_common_dir)
+        # The agent's profile, widened for this task alone by a person's grant (``retry --allow``).
+        profile = widened(config.permissions(message["recipient"]), grants_of(conn, message_id))
+        prompt = worker_prompt(conn, message, profile, workspace)
+        launch = _launch(settings, config, paths, message, prompt, token, workspace, git_common_dir, profile)
     except OSError as exc:
         # The path (launcher or workspace) is configuration, not payload: the log names it.
         log.warning(

@@ -151,6 +151,8 @@ def build_server(
     for spec in TOOLS:
         if settings.role in spec.roles:
             mcp.add_strict_tool(MethodType(spec.method, tools))
+    if tools.ask:  # a worker whose profile sets ask: Claude's --permission-prompt-tool (docs/approvals.md)
+        mcp.add_tool(MethodType(BridgeTools.approval_prompt, tools), structured_output=False)
 
     from dispatcher.mcp.wake_mcp import install as install_wake
 

@@ -5,6 +5,7 @@ its docstring (the description the model reads) and its one call into the domain
 object; every refusal is a tool error whose text starts with a stable code: ``code: message``.
 """
 
+import json
 import os
 import secrets
 from collections.abc import Callable
@@ -15,18 +16,21 @@ import anyio
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import StrictFloat, StrictInt, StrictStr
 
-from dispatcher.bridge import claims, conversations, messages
+from dispatcher.bridge import approvals, claims, conversations, messages
 from dispatcher.bridge.worker_scope import WorkerScope
 from dispatcher.core import clock
 from dispatcher.core.config import BridgeConfig
 from dispatcher.core.errors import BridgeError, StoreUnavailable
 from dispatcher.core.file_events import RECHECK_SECONDS
 from dispatcher.core.logs import get_logger
+from dispatcher.core.notices import Notice
 from dispatcher.core.settings import BridgeSettings
 from dispatcher.store import StoreHandle, data_version, store_errors
+from dispatcher.store import approvals as approval_rows
 from dispatcher.store.changes import StoreChanges
 
 MAX_WAIT_SECONDS = 30
+APPROVAL_POLL_SECONDS = 0.5
 
 log = get_logger("agent_bridge.mcp")
 
@@ -46,8 +50,12 @@ class BridgeTools:
             self.worker_id = self.scope.claim_owner
         self.store = store
         self.agents = frozenset(config.agents)
+        self.config = config
         self.settings = settings
         self.max_body_bytes = settings.max_body_bytes
+        # A worker whose profile sets ``ask`` is offered ``approval_prompt`` (mcp_server.build_server).
+        self.ask = self.scope is not None and config.permissions(agent).ask
+        self.approval_timeout = config.agents[agent].approval_timeout_seconds
 
     def _call(self, tool: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
         return self._guarded(tool, lambda: fn(self.store.connection(), **kwargs))
@@ -125,6 +133,50 @@ class BridgeTools:
                 attempt=attempt,
             ),
         )
+
+    async def approval_prompt(
+        self, tool_name: StrictStr, input: dict[str, Any], tool_use_id: StrictStr | None = None
+    ) -> str:
+        """Claude Code's permission prompt (--permission-prompt-tool): ask a person whether this
+        worker may run tool_name with input, and wait for the answer. Not for the model to call.
+        """
+        del tool_use_id  # (Claude's id of the call; the request is recorded by its own id)
+        if self.scope is None or not self.ask:
+            raise ToolError("worker_scope: only a worker whose profile sets ask may ask for approval.")
+        scope = self.scope
+        asked = self._guarded(
+            "approval_prompt",
+            lambda: approvals.ask(self.store.connection(), scope, tool_name, input, clock.now(), self.approval_timeout),
+        )
+        approval_id, outcome = asked
+        if approval_id is not None:
+            from dispatcher.dispatch.notify import spawn_notice  # noqa: PLC0415 - only when a request waits
+
+            log.info("approval_waiting", agent=self.agent, approval_id=approval_id, tool=tool_name)
+            self._notify(Notice("approval_waiting", self.agent, approval_id), spawn_notice)
+            outcome = await self._decision(approval_id)
+        log.info("approval_answered", agent=self.agent, approval_id=approval_id, tool=tool_name, outcome=outcome)
+        # One text block holding the JSON: what Claude Code reads (a structured result it refuses).
+        return json.dumps(approvals.prompt_answer(outcome or "expired", tool_name, input))
+
+    async def _decision(self, approval_id: int) -> str:
+        """The request's decision once a person took one, or ``expired`` once it expired."""
+        while True:
+            row = self._guarded(
+                "approval_prompt", lambda: approval_rows.get_request(self.store.connection(), approval_id)
+            )
+            now = clock.now()
+            if row is None:
+                return "expired"
+            if (outcome := approvals.state(row, now)) != "waiting":
+                return outcome
+            await anyio.sleep(min(APPROVAL_POLL_SECONDS, max(0.0, row["expires_at"] - now)))
+
+    def _notify(self, notice: "Notice", spawn: Callable[..., int | None]) -> None:
+        """The agent's notify_command for ``notice``, in the background (docs/notices.md)."""
+        command = self.config.notify_command_of(self.agent)
+        if command is not None:
+            spawn(command, notice, self.config.notify_timeout_seconds, None)
 
     async def receive_messages(self, limit: StrictInt = 20, wait_seconds: StrictFloat = 0) -> dict[str, Any]:
         """Return your unacknowledged messages, oldest first (limit 1..100).

@@ -313,6 +313,71 @@ def show(message_id: int, as_json: bool) -> None:
         click.echo(render_report(report))
 
 
+@main.group(invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+@click.pass_context
+def approvals(ctx, as_json: bool) -> None:
+    """The workers' requests for a tool beyond their level that wait for a person: id, agent,
+    task id, tool, age (docs/approvals.md). `approvals show ID` shows one with its input."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from dispatcher.core.locations import Locations
+    from dispatcher.ops.approvals import render, waiting
+
+    listed = waiting(Locations.from_env())
+    click.echo(json.dumps(listed, indent=2, sort_keys=True) if as_json else render(listed))
+
+
+@approvals.command("show")
+@click.argument("approval_id", type=click.IntRange(1, MAX_MESSAGE_ID))
+def approvals_show(approval_id: int) -> None:
+    """One request, with the tool's input as the worker's CLI gave it (kept in the store only)."""
+    from dispatcher.core.locations import Locations
+    from dispatcher.ops.approvals import one
+
+    _print_json(one(Locations.from_env(), approval_id))
+
+
+@main.command()
+@click.argument("approval_id", type=click.IntRange(1, MAX_MESSAGE_ID))
+@click.option("--for-attempt", is_flag=True, help="Allow this tool for the rest of the worker's attempt, not once.")
+def approve(approval_id: int, for_attempt: bool) -> None:
+    """Allow the waiting request APPROVAL_ID: once, or with --for-attempt for the rest of its
+    attempt. Recorded on the attempt with who and when (`agent-bridge show TASK_ID`)."""
+    from dispatcher.core.locations import Locations
+    from dispatcher.ops.approvals import decide
+
+    _print_json(decide(Locations.from_env(), approval_id, "allow_attempt" if for_attempt else "allow_once"))
+
+
+@main.command()
+@click.argument("message_id", type=click.IntRange(1, MAX_MESSAGE_ID))
+@click.option(
+    "--allow",
+    "grants",
+    multiple=True,
+    required=True,
+    help="A grant for this task alone: 'Bash(<command prefix>)' or 'Edit'. Repeat for several.",
+)
+def retry(message_id: int, grants: tuple[str, ...]) -> None:
+    """Send the finished task MESSAGE_ID again as a new message, linked to it, with a grant for
+    that new task alone (the agent's profile is unchanged; the old task keeps its verdict)."""
+    from dispatcher.core.locations import Locations
+    from dispatcher.ops.retry import retry as send_again
+
+    _print_json(send_again(Locations.from_env(), message_id, list(grants)))
+
+
+@main.command()
+@click.argument("approval_id", type=click.IntRange(1, MAX_MESSAGE_ID))
+def deny(approval_id: int) -> None:
+    """Deny the waiting request APPROVAL_ID: its worker is told, and answers blocked."""
+    from dispatcher.core.locations import Locations
+    from dispatcher.ops.approvals import decide
+
+    _print_json(decide(Locations.from_env(), approval_id, "deny"))
+
+
 @main.command()
 @click.argument("message_id", type=click.IntRange(1, MAX_MESSAGE_ID))
 def diff(message_id: int) -> None:

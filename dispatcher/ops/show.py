@@ -9,14 +9,17 @@ import re
 from pathlib import Path
 from typing import Any
 
-from dispatcher.core.clock import iso
+from dispatcher.bridge.approvals import state as approval_state
+from dispatcher.core.clock import iso, now
 from dispatcher.core.diffstat import worktree_line, worktree_summary
 from dispatcher.core.errors import BridgeError
 from dispatcher.core.locations import LocationsLike, shown
 from dispatcher.core.private_files import read_untrusted
 from dispatcher.core.reasons import failure_reason, reason_code
 from dispatcher.store import Connection, Row
+from dispatcher.store import approvals as approval_rows
 from dispatcher.store.attempts import get_attempt
+from dispatcher.store.grants import grant_row
 from dispatcher.store.messages import fetch_message
 from dispatcher.store.readonly import open_read_only
 from dispatcher.store.views import replies_to
@@ -85,6 +88,32 @@ def _attempt(conn: Connection, message_id: int, runtime: Path) -> dict[str, Any]
         "reason": failure_reason(row["outcome"], row["error_kind"], row["cli_status"]),
         "launcher_said": launcher_said(attempt_dir, row["error_kind"]),
         "worktree": worktree_summary(row),
+        "approvals": [
+            {
+                "id": a["id"],
+                "tool": a["tool"],
+                "decision": approval_state(a, now()),
+                "decided_by": a["decided_by"],
+                "decided_at": iso(a["decided_at"]),
+                "requested_at": iso(a["requested_at"]),
+            }
+            for a in approval_rows.of_attempt(conn, message_id)
+        ],
+    }
+
+
+def _grant(conn: Connection, message_id: int) -> dict[str, Any] | None:
+    """A person's grant for this task (``retry --allow``): what, by whom, when, and the task it retries."""
+    import json
+
+    row = grant_row(conn, message_id)
+    if row is None:
+        return None
+    return {
+        "retry_of": row["retry_of"],
+        "grants": json.loads(row["grants"]),
+        "granted_by": row["granted_by"],
+        "granted_at": iso(row["granted_at"]),
     }
 
 
@@ -120,6 +149,7 @@ def message_report(settings: LocationsLike, message_id: int) -> dict[str, Any]:
             **message_fields(row),
             "replies": _replies(conn, message_id),
             "dispatch": _attempt(conn, message_id, settings.private_dir()),
+            "grant": _grant(conn, message_id),
         }
     finally:
         conn.close()
@@ -146,6 +176,11 @@ def render_report(report: dict[str, Any]) -> str:
         + f", sent {report['created_at']}, "
         + (f"acknowledged {report['acknowledged_at']}" if report["acknowledged_at"] else "not acknowledged")
     ]
+    if (grant := report.get("grant")) is not None:
+        lines.append(
+            f"retry of #{grant['retry_of']}, granted {', '.join(grant['grants'])} for this task alone"
+            f" by {grant['granted_by']} at {grant['granted_at']}"
+        )
     attempt = report["dispatch"]
     if attempt is None:
         lines.append("dispatch: none (no headless worker was started for it)")
@@ -165,6 +200,9 @@ def render_report(report: dict[str, Any]) -> str:
             lines.append(f"  attempt files: {attempt['attempt_dir']}")
         if attempt["worktree"]:
             lines.append(f"  worktree: {worktree_line(attempt['worktree'])}")
+        for asked in attempt.get("approvals", ()):
+            by = f" by {asked['decided_by']} at {asked['decided_at']}" if asked["decided_by"] else ""
+            lines.append(f"  approval #{asked['id']} {asked['tool']}: {asked['decision']}{by}")
     lines += ["", report["text"], ""]
     for reply in report["replies"]:
         lines.append(

@@ -6,6 +6,7 @@ status) and returns plain data: ids, enums, numbers and agent names, never a mes
 it is imported only here, so the server and the status line never load it.
 """
 
+import contextlib
 import json
 import sys
 import time
@@ -16,6 +17,7 @@ from dispatcher.core.errors import BridgeError, missing_extra
 from dispatcher.core.findings import CODES
 from dispatcher.core.locations import shown
 from dispatcher.core.reasons import reason_code
+from dispatcher.store import approvals as approval_rows
 
 RECENT = 10
 REFRESH_SECONDS = 0.5
@@ -47,6 +49,7 @@ def snapshot(settings) -> dict:
         "latest_diagnostics": None,
         "sessions": [],
         "branches": [],
+        "approvals": [],
     }
     config = None
     try:
@@ -121,6 +124,9 @@ def snapshot(settings) -> dict:
             r: {"unread": n, "oldest_age": now - oldest} for r, (n, oldest) in views.unread_by_recipient(conn).items()
         }
         snap["sessions"] = _live_sessions(conn, now)
+        snap["approvals"] = [  # never their input (`agent-bridge approvals show ID` has it)
+            {**a, "age": now - float(a.pop("requested_at"))} for a in approval_rows.waiting_summary(conn, now)
+        ]
         snap["branches"] = worktree_rows(conn, None)
         if config is not None:
             for entry in snap["agents"]:
@@ -243,7 +249,14 @@ def render(snap: dict, filter_agent: str | None = None, details: bool = False):
         f"store {snap['store']}  filter: {filter_agent or 'all'}",
         style="bold",
     )
-    parts: list[RenderableType] = [header, Text(f"keys: a cycle agent, 0 all, {keys}  d details  q quit", style="dim")]
+    parts: list[RenderableType] = [
+        header,
+        Text(
+            f"keys: a cycle agent, 0 all, {keys}  d details  "
+            "y allow the oldest approval once, Y for its attempt, n deny it  q quit",
+            style="dim",
+        ),
+    ]
     if snap["error"]:
         parts.append(Text(f"error: {snap['error']}", style="bold red"))
 
@@ -349,6 +362,14 @@ def render(snap: dict, filter_agent: str | None = None, details: bool = False):
             )
     parts.append(branches)
 
+    waiting = Table(title="Approvals waiting (oldest first: y / Y / n answer it)", title_justify="left")
+    for col in ("approval", "agent", "task", "tool", "age"):
+        waiting.add_column(col)
+    for a in snap.get("approvals", []):
+        if keep(a["agent"]):
+            waiting.add_row(f"#{a['id']}", a["agent"], f"#{a['task_id']}", a["tool"], _age(a["age"]))
+    parts.append(waiting)
+
     live = Table(title="Interactive sessions", title_justify="left")
     for col in ("session", "agent", "client", "since", "idle", "wake paths", "liveness"):
         live.add_column(col)
@@ -378,6 +399,18 @@ def render(snap: dict, filter_agent: str | None = None, details: bool = False):
         )
         parts.append(Text("Latest attempt's diagnostics (d to close)\n" + body))
     return Group(*parts)
+
+
+APPROVAL_KEYS = {"y": "allow_once", "Y": "allow_attempt", "n": "deny"}
+
+
+def approval_action(key: str | None, waiting: list[dict], filter_agent: str | None) -> tuple[int, str] | None:
+    """(approval id, decision) a key answers (pure): the oldest waiting request shown (of the
+    filtered agent), allowed once (y), for its attempt (Y) or denied (n); None for another key."""
+    if key not in APPROVAL_KEYS:
+        return None
+    shown = [a for a in waiting if filter_agent is None or a["agent"] == filter_agent]
+    return (shown[0]["id"], APPROVAL_KEYS[key]) if shown else None
 
 
 def _next_filter(current: str | None, names: list[str], key: str) -> str | None:
@@ -422,6 +455,11 @@ def run_top(settings, filter_agent: str | None = None, once: bool = False) -> No
                 key = _read_key(stdin, REFRESH_SECONDS) if tty_state is not None else _sleep(REFRESH_SECONDS)
                 if key == "q":
                     return
+                if (answer := approval_action(key, snap["approvals"], filter_agent)) is not None:
+                    from dispatcher.ops.approvals import decide  # a person's key: the same decision as `approve`
+
+                    with contextlib.suppress(BridgeError):  # decided or expired meanwhile: the next frame shows it
+                        decide(settings, *answer)
                 if key == "d":
                     details = not details
                 elif key and (key == "a" or key.isdigit()):

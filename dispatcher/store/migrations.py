@@ -312,6 +312,39 @@ MIGRATIONS: tuple[str | Callable[[sqlite3.Connection], None], ...] = (
     CREATE INDEX dispatch_attempts_worktrees ON dispatch_attempts (agent, worktree_state)
         WHERE worktree_state IS NOT NULL;
     """,
+    # 20: approvals (docs/approvals.md). A worker whose profile sets ``ask`` asks for a tool its
+    # level does not give: the attempt (its message id), its agent, the tool and the tool's input
+    # (kept here only: never in a log, progress or notice), until when it waits; a person's
+    # decision ('allow_once', 'allow_attempt', 'deny'), who took it and when. A request nobody
+    # decided before ``expires_at`` was denied by its worker.
+    """
+    CREATE TABLE approvals (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        message_id INTEGER NOT NULL,
+        agent TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        input TEXT NOT NULL,
+        requested_at REAL NOT NULL,
+        expires_at REAL NOT NULL,
+        decision TEXT CHECK (decision IN ('allow_once', 'allow_attempt', 'deny')),
+        decided_by TEXT,
+        decided_at REAL
+    );
+    CREATE INDEX approvals_by_attempt ON approvals (message_id);
+    CREATE INDEX approvals_waiting ON approvals (expires_at) WHERE decision IS NULL;
+    """,
+    # 21: a grant for one task (``agent-bridge retry ID --allow ...``): the new message it was sent
+    # as, the message it retries, the grants (JSON list), who gave them and when.
+    """
+    CREATE TABLE task_grants (
+        message_id INTEGER PRIMARY KEY,
+        retry_of INTEGER NOT NULL,
+        grants TEXT NOT NULL,
+        granted_by TEXT NOT NULL,
+        granted_at REAL NOT NULL
+    );
+    CREATE INDEX task_grants_by_retry ON task_grants (retry_of);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

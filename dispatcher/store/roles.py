@@ -27,6 +27,8 @@ _READS = (
     "sessions",
     "session_watches",
     "listeners",
+    "approvals",
+    "task_grants",
 )
 # What they write; the policies decide which rows. Inserts may set every column but those the
 # database fills alone (ids: a role choosing the next ids would make every other agent's inserts
@@ -44,6 +46,8 @@ _INSERTS: dict[str, tuple[str, ...]] = {  # table: the columns no role inserts
     "sessions": ("id",),
     "session_watches": ("id",),
     "listeners": (),
+    # A request, never its decision: only the store's owner decides (no UPDATE below either).
+    "approvals": ("id", "decision", "decided_by", "decided_at"),
 }
 _UPDATES: dict[str, tuple[str, ...]] = {  # table: the columns a role updates
     "messages": ("claim_owner", "claim_expires_at", "delivered_at", "acknowledged_at"),

@@ -70,6 +70,28 @@ def test_read_offers_read_search_list_and_denies_every_edit():
     assert "Bash" not in flag(args, "--tools") and "--add-dir" not in args
 
 
+@pytest.mark.parametrize("level", ["bridge", "read", "edit", "shell"])
+def test_ask_sends_what_no_rule_decides_to_the_approval_prompt(level):
+    """Issue 33: with ``ask`` the no-prompt policy gives way to the bridge's permission prompt tool."""
+    fields = {"allow_commands": ("git status",)} if level == "shell" else {}
+    asking = PermissionProfile(level=level, ask=True, **fields)
+    args = profiles.claude_args(asking, None)
+    assert args[-4:] == [
+        "--permission-mode",
+        "default",
+        "--permission-prompt-tool",
+        "mcp__agent_bridge__approval_prompt",
+    ]
+    assert "--permission-prompts" not in args and "dontAsk" not in args
+    assert args[:-4] == profiles.claude_args(PermissionProfile(level=level, **fields), None)[:-4]
+
+
+def test_ask_at_read_asks_for_edits_but_never_for_protected_paths():
+    rules = profiles.settings(PermissionProfile(level="read", ask=True), protected=("/bridge/store",))
+    assert rules == {"permissions": {"deny": [*GIT_DENY, "Edit(//bridge/store)", "Edit(//bridge/store/**)"]}}
+    assert "Edit(//**)" not in rules["permissions"]["deny"]
+
+
 def test_edit_allows_edits_inside_the_workspace_only():
     p = profile("edit")
     assert flag(profiles.claude_args(p, Path("/s")), "--tools") == "Read,Grep,Glob,Edit,Write"

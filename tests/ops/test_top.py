@@ -321,3 +321,53 @@ def test_the_agents_table_shows_every_running_attempt_and_the_hold():
     assert _workers_text(_workers(progress)) == "2/2 #44 #45 held: max_workers"
     assert _workers_text(_workers({"running": [], "max_workers": 1, "held": None})) == "0/1"
     assert _workers_text(_workers(None)) == _workers_text(_workers({"running": "junk"})) == "-"
+
+
+@pytest.mark.parametrize(
+    ("key", "agent", "answer"),
+    [
+        ("y", None, (3, "allow_once")),
+        ("Y", None, (3, "allow_attempt")),
+        ("n", None, (3, "deny")),
+        ("n", "kimi", (5, "deny")),  # the oldest of the agent shown
+        ("n", "codex", None),  # nothing shown: nothing answered
+        ("q", None, None),
+        (None, None, None),
+    ],
+)
+def test_a_key_answers_the_oldest_approval_shown(key, agent, answer):
+    """Issue 33: y allows the oldest waiting request once, Y for its attempt, n denies it."""
+    from dispatcher.ops.top import approval_action
+
+    waiting = [{"id": 3, "agent": "claude"}, {"id": 5, "agent": "kimi"}]
+    assert approval_action(key, waiting, agent) == answer
+
+
+def test_top_shows_the_waiting_approvals_never_their_input_and_a_key_decides(own_store):
+    from dispatcher.ops.top import approval_action, render, snapshot
+    from dispatcher.store import approvals as rows
+    from dispatcher.store import open_store
+
+    settings, db = own_store
+    conn = open_store(db)
+    try:
+        now = time.time()
+        waiting = rows.insert_request(
+            conn,
+            message_id=7,
+            agent="claude",
+            tool="Bash",
+            tool_input='{"command": "secret-input"}',
+            now=now,
+            expires_at=now + 600,
+        )
+    finally:
+        conn.close()
+    snap = snapshot(settings)
+    assert [(a["id"], a["tool"], a["task_id"]) for a in snap["approvals"]] == [(waiting, "Bash", 7)]
+    text = _text(render(snap))
+    assert "Approvals waiting" in text and f"#{waiting}" in text and "secret-input" not in text
+    from dispatcher.ops.approvals import decide
+
+    decide(settings, *approval_action("n", snap["approvals"], None))
+    assert snapshot(settings)["approvals"] == []

@@ -31,6 +31,12 @@ What enforces each level (observed with the pinned binary, as root; docs/launche
 - ``project``: the CLI's default tools and every settings source: the workspace's settings
   decide what is allowed (``dontAsk`` still denies the rest).
 
+With ``ask: true`` (docs/approvals.md) the no-prompt policy is replaced: ``--permission-mode
+default`` with ``--permission-prompt-tool mcp__agent_bridge__approval_prompt``, so what no rule
+allows or denies is asked of a person through the worker's bridge server; at ``read`` the blanket
+``Edit(//**)`` deny gives way to the protected paths' deny rules, so an edit is asked for. At
+``shell`` the Bash hook still denies a command outside the allow list before any prompt.
+
 ``extra_dirs`` become ``--add-dir`` (readable, and writable by sandboxed commands), plus an
 ``Edit(//dir/**)`` allow rule at ``edit`` and above.
 """
@@ -65,6 +71,9 @@ TOOLS: dict[str, tuple[str, ...] | None] = {
     "shell": (*READ_TOOLS, *EDIT_TOOLS, "Bash"),
     "project": None,
 }
+# With the profile's ``ask``: Claude's permission prompts go to the worker's bridge server, which
+# records a request and waits for a person (dispatcher/bridge/approvals.py).
+APPROVAL_PROMPT_TOOL = "mcp__agent_bridge__approval_prompt"
 DENY_ALL_EDITS = "Edit(//**)"  # every absolute path; Claude applies Edit rules to Write too
 WORKSPACE_EDITS = "Edit(./**)"  # relative to the workspace (the cwd)
 DENY_GIT_EDITS = ("Edit(**/.git)", "Edit(**/.git/**)")  # a .git file or directory at any depth
@@ -124,7 +133,9 @@ def permission_rules(profile: PermissionProfile, protected: Sequence[str] = ()) 
     profile = profile.resolved()
     allow: list[str] = []
     deny: list[str] = []
-    if profile.level == "read":
+    if profile.level == "read" and profile.ask:
+        deny.extend(protected_rules(protected))  # edits are asked for (a person decides), never these
+    elif profile.level == "read":
         deny.append(DENY_ALL_EDITS)
     if profile.level in ("edit", "shell"):
         allow.append(WORKSPACE_EDITS)
@@ -210,7 +221,10 @@ def claude_args(profile: PermissionProfile, settings_file: Path | None) -> list[
         args += ["--add-dir", directory]
     if settings_file is not None:
         args += ["--settings", str(settings_file)]
-    args += ["--permission-mode", "dontAsk", "--permission-prompts", "none"]
+    if profile.ask:  # what no rule decides goes to a person (docs/approvals.md), never to the model's say
+        args += ["--permission-mode", "default", "--permission-prompt-tool", APPROVAL_PROMPT_TOOL]
+    else:
+        args += ["--permission-mode", "dontAsk", "--permission-prompts", "none"]
     return args
 
 

@@ -1,0 +1,176 @@
+"""Issue 33, items 1 and 2: a worker whose profile sets ``ask`` asks a person through its bridge
+server's ``approval_prompt`` (Claude Code's --permission-prompt-tool); only a person decides, with
+``agent-bridge approve`` / ``deny``; a request nobody answers is denied. Over real MCP stdio
+against real server.py processes, the commands as real processes, on both backends."""
+
+import json
+import secrets
+from pathlib import Path
+
+import pytest
+from dispatch_harness import cli, record_attempt, wait_until
+from harness import McpAgent, sql, write_config
+
+from dispatcher.core.config import load_config
+from dispatcher.store import open_store
+
+pytestmark = pytest.mark.both_backends
+
+CANARY = "canary-input-9d1c-never-in-a-notice"
+
+
+def _agents(ask: bool, approval_timeout: int = 600, notify: list[str] | None = None) -> dict:
+    claude = {
+        "auto": True,
+        "launcher": "launchers/claude_headless.sh",
+        "permissions": {"level": "read", "ask": ask},
+        "approval_timeout_seconds": approval_timeout,
+        **({"notify_command": notify} if notify else {}),
+    }
+    return {"claude": claude, "kimi": {"auto": False, "launcher": "launchers/kimi_headless.sh"}}
+
+
+@pytest.fixture
+def task(env, db_path, config_path, kimi):
+    """A task to claude with its attempt recorded; yields (message id, token)."""
+
+    def make(**config) -> tuple[int, str]:
+        write_config(config_path, _agents(**config))
+        message_id = kimi.ok("send_message", recipient="claude", text="please edit", kind="task")["id"]
+        token = secrets.token_hex(16)
+        conn = open_store(db_path)
+        try:
+            record_attempt(conn, message_id, load_config(config_path), token)
+        finally:
+            conn.close()
+        return message_id, token
+
+    return make
+
+
+def _worker(env, bridge_root, message_id: int, token: str) -> McpAgent:
+    bound = {
+        "AGENT_BRIDGE_ROLE": "worker",
+        "AGENT_BRIDGE_MESSAGE_ID": str(message_id),
+        "AGENT_BRIDGE_WORKER_TOKEN": token,
+    }
+    return McpAgent("claude", {**env, **bound}, bridge_root / "worker.stderr")
+
+
+def _request(db_path, message_id: int, count: int = 1) -> int:
+    rows = wait_until(
+        lambda: (
+            (r := sql(db_path, "SELECT id FROM approvals WHERE message_id = ? ORDER BY id", (message_id,)))
+            and len(r) >= count
+            and r
+        ),
+        what="the approval request",
+    )
+    return int(rows[-1][0])
+
+
+def _answer(future) -> dict:
+    result = McpAgent._convert(future.result(120))
+    assert not result.is_error, result.text
+    assert result.data is None  # one text block, no structured result: what Claude Code reads
+    return json.loads(result.text)
+
+
+def test_only_a_worker_that_may_ask_is_offered_the_prompt_and_no_tool_decides(env, bridge_root, task, claude):
+    session_tools = {t.name for t in claude.list_tools()}
+    plain = _worker(env, bridge_root, *task(ask=False))
+    try:
+        plain_tools = {t.name for t in plain.list_tools()}
+    finally:
+        plain.close()
+    asking = _worker(env, bridge_root, *task(ask=True))
+    try:
+        asking_tools = {t.name for t in asking.list_tools()}
+    finally:
+        asking.close()
+    assert "approval_prompt" not in session_tools | plain_tools
+    assert asking_tools - plain_tools == {"approval_prompt"}
+    # No tool of any role decides: none is named so, and (tests/test_layers.py) no MCP module calls the decision.
+    for name in session_tools | asking_tools:
+        assert not any(word in name for word in ("approve", "deny", "decide", "decision")), name
+
+
+def test_approved_once_then_for_the_attempt_then_denied(env, bridge_root, db_path, task, tmp_path):
+    message_id, token = task(ask=True)
+    record = tmp_path / "notices"
+    record.mkdir()
+    script = tmp_path / "record.sh"
+    script.write_text(f'#!/bin/sh\nf={record}/$$; printf "%s\\n" "$@" > $f.args; env > $f.env\n')
+    script.chmod(0o755)
+    write_config(Path(env["AGENT_BRIDGE_CONFIG"]), _agents(ask=True, notify=[str(script), "{summary}"]))
+    worker = _worker(env, bridge_root, message_id, token)
+    try:
+        edit = {"file_path": "/w/a.txt", "old_string": "a", "new_string": CANARY}
+        pending = worker.call_async("approval_prompt", tool_name="Edit", input=edit, tool_use_id="toolu_1")
+        first = _request(db_path, message_id)
+        listed = cli(env, "approvals", "--json")
+        assert listed.returncode == 0, listed.stderr
+        (item,) = [i for i in json.loads(listed.stdout) if i["id"] == first]
+        assert (item["agent"], item["task_id"], item["tool"], item["state"]) == (
+            "claude",
+            message_id,
+            "Edit",
+            "waiting",
+        )
+        assert CANARY not in listed.stdout  # the list never shows the input
+        line = cli(env, "statusline").stdout
+        assert "[claude]" in line and "1 approval waiting: agent-bridge approvals" in line and CANARY not in line
+        shown = cli(env, "approvals", "show", str(first))
+        assert json.loads(shown.stdout)["input"] == edit  # `show` does
+        assert cli(env, "approve", str(first)).returncode == 0
+        assert _answer(pending) == {"behavior": "allow", "updatedInput": edit}
+        # A second approve of the same request changes nothing.
+        again = cli(env, "approve", str(first))
+        assert again.returncode != 0 and "approval_closed" in again.stderr
+        # Once means once: the same tool asks again; allowed for the attempt, it asks no more.
+        pending = worker.call_async("approval_prompt", tool_name="Edit", input=edit)
+        second = _request(db_path, message_id, 2)
+        assert cli(env, "approve", str(second), "--for-attempt").returncode == 0
+        assert _answer(pending)["behavior"] == "allow"
+        assert _answer(worker.call_async("approval_prompt", tool_name="Edit", input=edit))["behavior"] == "allow"
+        assert len(sql(db_path, "SELECT id FROM approvals WHERE message_id = ?", (message_id,))) == 2
+        # Another tool is asked for on its own, and denied.
+        pending = worker.call_async("approval_prompt", tool_name="Bash", input={"command": "uv run pytest"})
+        third = _request(db_path, message_id, 3)
+        assert cli(env, "deny", str(third)).returncode == 0
+        denied = _answer(pending)
+        assert denied["behavior"] == "deny" and "blocked: denied Bash" in denied["message"]
+    finally:
+        worker.close()
+    # Every decision is on the attempt: who, when, what.
+    report = cli(env, "show", str(message_id), "--json")
+    decided = json.loads(report.stdout)["dispatch"]["approvals"]
+    assert [(a["tool"], a["decision"]) for a in decided] == [
+        ("Edit", "allow_once"),
+        ("Edit", "allow_attempt"),
+        ("Bash", "deny"),
+    ]
+    assert all(a["decided_by"] and a["decided_at"] for a in decided)
+    assert f"approval #{third} Bash: deny by " in cli(env, "show", str(message_id)).stdout
+    # The notices (one per request) said that an approval waits, and nothing of the input.
+    wait_until(lambda: len(list(record.glob("*.env"))) == 3, what="three notices")
+    seen = "".join(p.read_text() for p in record.iterdir())
+    assert "AGENT_BRIDGE_NOTICE_EVENT=approval_waiting" in seen
+    assert f"agent-bridge approvals show {first}" in seen
+    assert CANARY not in seen and "uv run pytest" not in seen
+
+
+def test_a_request_nobody_answers_is_denied(env, bridge_root, db_path, task):
+    message_id, token = task(ask=True, approval_timeout=1)
+    worker = _worker(env, bridge_root, message_id, token)
+    try:
+        answer = _answer(worker.call_async("approval_prompt", tool_name="Write", input={"file_path": "/w/b"}))
+    finally:
+        worker.close()
+    assert answer["behavior"] == "deny" and "no person answered" in answer["message"]
+    (approval_id,) = sql(db_path, "SELECT id FROM approvals WHERE message_id = ?", (message_id,))[0]
+    late = cli(env, "approve", str(approval_id))
+    assert late.returncode != 0 and "approval_closed" in late.stderr and "expired" in late.stderr
+    assert cli(env, "approvals", "--json").stdout.strip() == "[]"
+    unknown = cli(env, "deny", "999999")
+    assert unknown.returncode != 0 and "approval_unknown" in unknown.stderr
