@@ -1,7 +1,7 @@
 """The one interface every agent CLI module implements (``AgentCli``), and its plain parts.
 
 A new CLI is one package under ``dispatcher/clis/`` exporting ``CLI``, an object with these
-attributes and methods, plus one line in ``registry.py``. Nothing else in the dispatcher names it.
+attributes and methods; ``registry.py`` finds it. Nothing else in the dispatcher names it.
 """
 
 import importlib
