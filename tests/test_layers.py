@@ -100,9 +100,6 @@ NAMED_OUTSIDE_CLIS = {
     "dispatcher/mcp/wake_mcp.py": "Claude's channel (notifications/claude/channel), an MCP-side wake path: not moved yet",
     "dispatcher/mcp/mcp_server.py": "offers the Claude channel capability (wake_mcp.py)",
     "dispatcher/core/settings.py": "AGENT_BRIDGE_CLAUDE_CHANNEL, the channel's setting",
-    "dispatcher/ops/doctor/statusline.py": "doctor's check of Claude's status line (doctor is being turned into a table)",
-    "dispatcher/ops/doctor/table.py": "the status line check's code (claude_settings_unreadable)",
-    "dispatcher/core/findings.py": "the status line findings' codes and fix texts (claude_settings_unreadable)",
     "dispatcher/ops/demo.py": "the demo's agent ids (claude, kimi) and the launcher it names: data of the demo",
 }
 

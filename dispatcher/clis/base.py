@@ -68,6 +68,16 @@ class Enforcement:
 
 
 @dataclass(frozen=True)
+class StatuslineSetting:
+    """What a CLI's settings file says about its status line (doctor's ``statusline_*`` checks)."""
+
+    path: Path  # the settings file that holds the status line
+    exists: bool  # whether that file exists
+    command: object = None  # the command its status line runs (None: none)
+    unreadable: str | None = None  # why the file cannot be read (None: it can, or it does not exist)
+
+
+@dataclass(frozen=True)
 class HookAnswer:
     """What a hook prints and exits with, in the form the CLI honours (``dispatcher/wake/hooks.py``)."""
 
@@ -137,6 +147,10 @@ class AgentCli(Protocol):
         """Write its status line (only when ``statusline``); lines to print."""
         ...
 
+    def statusline_setting(self) -> StatuslineSetting:
+        """What its settings say about its status line (only when ``statusline``), never raising."""
+        ...
+
     def unregister(self, agent: str | None) -> list[str]:
         """Take out what ``register`` wrote (of ``agent``, or of any agent); lines to print."""
         ...
@@ -181,6 +195,10 @@ class Packaged:
     def register_statusline(self, dry_run: bool, force: bool) -> list[str]:
         lines: list[str] = self._part("registration").register_statusline(dry_run, force)
         return lines
+
+    def statusline_setting(self) -> StatuslineSetting:
+        setting: StatuslineSetting = self._part("registration").statusline_setting()
+        return setting
 
     def unregister(self, agent: str | None) -> list[str]:
         lines: list[str] = self._part("registration").unregister(agent)
