@@ -97,9 +97,8 @@ CLI_NAME = re.compile(r"(?i)claude|codex|gemini|kimi")
 # (a stale one fails), so the list only shrinks. TODO.md lists moving them.
 NAMED_OUTSIDE_CLIS = {
     "dispatcher/wake/hook_wait.py": "Claude's waiting Stop/SessionStart hook (its process tree, asyncRewake): not moved yet",
-    "dispatcher/mcp/wake_mcp.py": "Claude's channel (notifications/claude/channel), an MCP-side wake path: not moved yet",
-    "dispatcher/mcp/mcp_server.py": "offers the Claude channel capability (wake_mcp.py)",
-    "dispatcher/core/settings.py": "AGENT_BRIDGE_CLAUDE_CHANNEL, the channel's setting",
+    "dispatcher/core/settings.py": "AGENT_BRIDGE_CLAUDE_CHANNEL (field claude_channel), the name users set: kept for "
+    "compatibility, as data; clis/claude/ declares it as its Channel.setting",
     "dispatcher/ops/demo.py": "the demo's agent ids (claude, kimi) and the launcher it names: data of the demo",
 }
 

@@ -78,6 +78,16 @@ class StatuslineSetting:
 
 
 @dataclass(frozen=True)
+class Channel:
+    """A wake path a CLI offers its MCP servers: an experimental capability the bridge's server
+    declares, and the notification it sends when mail arrives (``dispatcher/mcp/wake_mcp.py``)."""
+
+    capability: str  # the experimental capability's name
+    method: str  # the notification's method
+    setting: str  # the ``BridgeSettings`` field that turns it on (opt-in, interactive sessions only)
+
+
+@dataclass(frozen=True)
 class HookAnswer:
     """What a hook prints and exits with, in the form the CLI honours (``dispatcher/wake/hooks.py``)."""
 
@@ -109,6 +119,7 @@ class AgentCli(Protocol):
     wait_events: tuple[str, ...]  # those whose hook may wait for mail in the background (hook_wait.py)
     launch_variables: tuple[str, ...]  # what its launch reads from the listener's environment (binary, home, options)
     reports_cost: bool  # whether its result says what a run cost (else only an agent's prices can)
+    channel: Channel | None  # its MCP channel wake path, if it has one (wake_mcp.py)
 
     def diagnostics(self, attempt_dir: Path, exit_code: int | None) -> dict[str, Any]:
         """Payload-free diagnostics of its run (``results.LEDGER_KEYS`` included), never raising."""
@@ -165,6 +176,7 @@ class Packaged:
     (the listener loads the registry for the credential variables alone)."""
 
     name: str
+    channel: Channel | None = None
 
     def _part(self, part: str) -> Any:
         return importlib.import_module(f"dispatcher.clis.{self.name}.{part}")

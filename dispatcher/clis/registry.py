@@ -7,7 +7,7 @@ import pkgutil
 from pathlib import Path
 from typing import Any
 
-from dispatcher.clis.base import AgentCli
+from dispatcher.clis.base import AgentCli, Channel
 
 PACKAGE = "dispatcher.clis"
 
@@ -36,6 +36,15 @@ def discover(package: str = PACKAGE) -> tuple[AgentCli, ...]:
 CLIS: tuple[AgentCli, ...] = discover()
 BY_NAME: dict[str, AgentCli] = {cli.name: cli for cli in CLIS}
 NAMES: tuple[str, ...] = tuple(BY_NAME)
+
+
+def channel() -> Channel | None:
+    """The MCP channel wake path (``wake_mcp.py``): the one a CLI declares; None when none does.
+    Raises ValueError when two CLIs declare one (the server offers one channel)."""
+    found = [cli.channel for cli in CLIS if cli.channel is not None]
+    if len(found) > 1:
+        raise ValueError(f"{len(found)} CLIs declare an MCP channel; the bridge's server offers one")
+    return found[0] if found else None
 
 
 def get(name: str) -> AgentCli | None:

@@ -152,13 +152,14 @@ def build_server(
         if settings.role in spec.roles:
             mcp.add_strict_tool(MethodType(spec.method, tools))
 
+    from dispatcher.mcp.wake_mcp import channel_setting
     from dispatcher.mcp.wake_mcp import install as install_wake
 
     install_wake(
         mcp,
         agent,
         settings.db,
-        claude_channel=settings.claude_channel,
+        channel=channel_setting(settings),
         role=settings.role,
         on_armed=None if presence is None else presence.wake_path,
     )

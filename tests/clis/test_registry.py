@@ -60,3 +60,25 @@ def test_the_real_registry_lists_each_package_under_dispatcher_clis_that_exports
     assert registry.discover() == registry.CLIS
     assert len(packages) >= 5
     assert all(registry.get(name) is registry.BY_NAME[name] for name in registry.NAMES)
+
+
+def test_the_channel_wake_path_is_the_one_a_CLI_declares():
+    from dispatcher.core.settings import BridgeSettings
+
+    declaring = [cli for cli in registry.CLIS if cli.channel is not None]
+    assert [cli.name for cli in declaring] == ["claude"]
+    channel = registry.channel()
+    assert channel is declaring[0].channel
+    assert channel.setting in BridgeSettings.model_fields  # the setting that turns it on exists
+
+
+def test_two_CLIs_declaring_a_channel_are_refused(monkeypatch):
+    from dispatcher.clis.base import Channel
+
+    class _Cli:
+        def __init__(self, name: str) -> None:
+            self.name, self.channel = name, Channel("x/channel", f"notifications/{name}", "x")
+
+    monkeypatch.setattr(registry, "CLIS", (_Cli("a"), _Cli("b")))
+    with pytest.raises(ValueError, match="2 CLIs declare an MCP channel"):
+        registry.channel()
