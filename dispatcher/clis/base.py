@@ -1,7 +1,7 @@
 """The one interface every agent CLI module implements (``AgentCli``), and its plain parts.
 
 A new CLI is one package under ``dispatcher/clis/`` exporting ``CLI``, an object with these
-attributes and methods, plus one line in ``registry.py``. Nothing else in the dispatcher names it.
+attributes and methods; ``registry.py`` finds it. Nothing else in the dispatcher names it.
 """
 
 import importlib
@@ -68,6 +68,26 @@ class Enforcement:
 
 
 @dataclass(frozen=True)
+class StatuslineSetting:
+    """What a CLI's settings file says about its status line (doctor's ``statusline_*`` checks)."""
+
+    path: Path  # the settings file that holds the status line
+    exists: bool  # whether that file exists
+    command: object = None  # the command its status line runs (None: none)
+    unreadable: str | None = None  # why the file cannot be read (None: it can, or it does not exist)
+
+
+@dataclass(frozen=True)
+class Channel:
+    """A wake path a CLI offers its MCP servers: an experimental capability the bridge's server
+    declares, and the notification it sends when mail arrives (``dispatcher/mcp/wake_mcp.py``)."""
+
+    capability: str  # the experimental capability's name
+    method: str  # the notification's method
+    setting: str  # the ``BridgeSettings`` field that turns it on (opt-in, interactive sessions only)
+
+
+@dataclass(frozen=True)
 class HookAnswer:
     """What a hook prints and exits with, in the form the CLI honours (``dispatcher/wake/hooks.py``)."""
 
@@ -99,6 +119,7 @@ class AgentCli(Protocol):
     wait_events: tuple[str, ...]  # those whose hook may wait for mail in the background (hook_wait.py)
     launch_variables: tuple[str, ...]  # what its launch reads from the listener's environment (binary, home, options)
     reports_cost: bool  # whether its result says what a run cost (else only an agent's prices can)
+    channel: Channel | None  # its MCP channel wake path, if it has one (wake_mcp.py)
 
     def diagnostics(self, attempt_dir: Path, exit_code: int | None) -> dict[str, Any]:
         """Payload-free diagnostics of its run (``results.LEDGER_KEYS`` included), never raising."""
@@ -137,6 +158,10 @@ class AgentCli(Protocol):
         """Write its status line (only when ``statusline``); lines to print."""
         ...
 
+    def statusline_setting(self) -> StatuslineSetting:
+        """What its settings say about its status line (only when ``statusline``), never raising."""
+        ...
+
     def unregister(self, agent: str | None) -> list[str]:
         """Take out what ``register`` wrote (of ``agent``, or of any agent); lines to print."""
         ...
@@ -151,6 +176,7 @@ class Packaged:
     (the listener loads the registry for the credential variables alone)."""
 
     name: str
+    channel: Channel | None = None
 
     def _part(self, part: str) -> Any:
         return importlib.import_module(f"dispatcher.clis.{self.name}.{part}")
@@ -181,6 +207,10 @@ class Packaged:
     def register_statusline(self, dry_run: bool, force: bool) -> list[str]:
         lines: list[str] = self._part("registration").register_statusline(dry_run, force)
         return lines
+
+    def statusline_setting(self) -> StatuslineSetting:
+        setting: StatuslineSetting = self._part("registration").statusline_setting()
+        return setting
 
     def unregister(self, agent: str | None) -> list[str]:
         lines: list[str] = self._part("registration").unregister(agent)

@@ -208,7 +208,7 @@ CODES: dict[str, Code] = _table(
     ),
     Code("unit_not_enabled", (WARN,), "systemctl --user enable --now {unit}"),
     Code("unit_not_active", (WARN,), "systemctl --user start {unit}; journalctl --user -u {unit}"),
-    # the status line and Claude Code's settings
+    # the status line and the settings of each CLI that has one
     Code("statusline_ok", (OK,)),
     Code(
         "statusline_slow",
@@ -222,8 +222,8 @@ CODES: dict[str, Code] = _table(
         {"timeout": _STATUSLINE_BY_HAND + " and see what it waits for", "answer": _STATUSLINE_BY_HAND},
     ),
     Code("statusline_configured", (OK,)),
-    Code("statusline_not_configured", (WARN,), "agent-bridge register claude --agent {claude_agent} --statusline"),
-    Code("claude_settings_unreadable", (WARN,), "fix {path}: Claude Code cannot read it either"),
+    Code("statusline_not_configured", (WARN,), "agent-bridge register {cli} --agent {cli_agent} --statusline"),
+    Code("statusline_settings_unreadable", (WARN,), "fix {path}: {cli} cannot read it either"),
     # what our registrations, hooks, status line and units name as the store
     Code("registrations_ok", (OK,)),
     Code(

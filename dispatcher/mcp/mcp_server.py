@@ -154,13 +154,14 @@ def build_server(
     if tools.ask:  # a worker whose profile sets ask: Claude's --permission-prompt-tool (docs/approvals.md)
         mcp.add_tool(MethodType(BridgeTools.approval_prompt, tools), structured_output=False)
 
+    from dispatcher.mcp.wake_mcp import channel_setting
     from dispatcher.mcp.wake_mcp import install as install_wake
 
     install_wake(
         mcp,
         agent,
         settings.db,
-        claude_channel=settings.claude_channel,
+        channel=channel_setting(settings),
         role=settings.role,
         on_armed=None if presence is None else presence.wake_path,
     )

@@ -26,7 +26,7 @@ nothing to stdout but protocol messages.
 
 import json
 from collections.abc import Callable
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 import mcp_types as types
 from mcp.server.mcpserver import MCPServer
@@ -35,6 +35,8 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ResourceUpdated
 
 from dispatcher.bridge.inbox import InboxSummary, wake_line
+from dispatcher.clis import registry
+from dispatcher.clis.base import Channel
 from dispatcher.core.clock import now as clock_now
 from dispatcher.core.file_events import RECHECK_SECONDS
 from dispatcher.core.locations import StoreLocation
@@ -45,20 +47,27 @@ from dispatcher.store.changes import StoreChanges
 from dispatcher.wake.inbox_watch import InboxReader
 
 RESOURCE_URI = "bridge://inbox"
-CHANNEL_CAPABILITY = "claude/channel"
-CHANNEL_METHOD: Final = "notifications/claude/channel"
+# The channel a CLI declares (its AgentCli.channel, today Claude Code's), or none.
+CHANNEL: Final[Channel | None] = registry.channel()
+CHANNEL_CAPABILITY: Final = CHANNEL.capability if CHANNEL else ""
+CHANNEL_METHOD: Final = CHANNEL.method if CHANNEL else ""
 
 log = get_logger("agent_bridge.wake")
 
 
-class _ChannelNotification(types.Notification[dict[str, Any], Literal["notifications/claude/channel"]]):
-    method: Literal["notifications/claude/channel"] = CHANNEL_METHOD
+class _ChannelNotification(types.Notification[dict[str, Any], str]):
+    method: str = CHANNEL_METHOD
 
 
-def channel_enabled(claude_channel: bool, role: str) -> bool:
+def channel_setting(settings: object) -> bool:
+    """Whether the channel's own setting (``Channel.setting``, a ``BridgeSettings`` field) is on."""
+    return CHANNEL is not None and bool(getattr(settings, CHANNEL.setting, False))
+
+
+def channel_enabled(channel: bool, role: str) -> bool:
     """The channel ping is opt-in, and only for an interactive session's server (a headless
-    worker runs ``claude -p``, where channels never load)."""
-    return bool(claude_channel) and role == "session"
+    worker runs its CLI non-interactively, where channels never load)."""
+    return bool(channel) and role == "session"
 
 
 def resource_signature(summary: InboxSummary) -> tuple:
@@ -231,13 +240,13 @@ def install(
     agent: str,
     db: StoreLocation,
     *,
-    claude_channel: bool,
+    channel: bool,
     role: str,
     on_armed: Callable[[str], None] | None = None,
 ) -> InboxWake:
-    """Add ``bridge://inbox`` (+ subscribe) and, when enabled, the Claude channel to ``mcp``."""
+    """Add ``bridge://inbox`` (+ subscribe) and, when ``channel`` (``channel_setting``), the channel to ``mcp``."""
     wake = InboxWake(
-        db, agent, channel=channel_enabled(claude_channel, role), bus=resource_subscriptions(mcp), on_armed=on_armed
+        db, agent, channel=channel_enabled(channel, role), bus=resource_subscriptions(mcp), on_armed=on_armed
     )
     low = lowlevel_server(mcp)
 

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from dispatcher.clis.base import StatuslineSetting
 from dispatcher.core.findings import CODES, OK
 from dispatcher.core.locations import Locations
 from dispatcher.core.permissions import PermissionProfile
@@ -28,6 +29,7 @@ from dispatcher.ops.store_pointers import Pointer
 from dispatcher.store import open_store
 
 AGENTS = ("claude", "kimi")
+CLAUDE_STATUSLINE = ("statusline_setting", "claude")  # the fact doctor reads Claude Code's status line from
 CLI = {cli.agent: cli for cli in init.CLIS}
 
 
@@ -78,7 +80,7 @@ class Scene:
         self.facts["systemd"] = (True, True)
         self.facts["statusline"] = [self.run(0.05)] * STATUSLINE_RUNS
         settings = self.root / "claude" / "settings.json"
-        self.facts["claude_settings"] = (settings, {"statusLine": {"command": "agent-bridge-statusline"}}, None)
+        self.facts[CLAUDE_STATUSLINE] = StatuslineSetting(settings, True, "agent-bridge-statusline")
         self.facts["pointers"] = [Pointer(settings, "status line", str(self.db))]
         self.facts["isolation"] = []
         self.facts["orphans"] = {"worktrees": [], "branches": []}
@@ -267,9 +269,11 @@ SPOIL = {
     "statusline_failed": lambda s, mp: s.facts.update(statusline=[s.run(0.05, "agent-bridge: unavailable")] * 5),
     "statusline_slow": lambda s, mp: s.facts.update(statusline=[s.run(0.5)] * STATUSLINE_RUNS),
     "statusline_ok": lambda s, mp: s.facts.update(statusline=[s.run(0.5)] * STATUSLINE_RUNS),
-    "statusline_configured": lambda s, mp: s.facts.update(claude_settings=(s.root, {}, None)),
-    "statusline_not_configured": lambda s, mp: s.facts.update(claude_settings=(s.root, None, None)),
-    "claude_settings_unreadable": lambda s, mp: s.facts.update(claude_settings=(s.root, None, "JSONDecodeError")),
+    "statusline_configured": lambda s, mp: s.facts.update({CLAUDE_STATUSLINE: StatuslineSetting(s.root, True)}),
+    "statusline_not_configured": lambda s, mp: s.facts.update({CLAUDE_STATUSLINE: StatuslineSetting(s.root, False)}),
+    "statusline_settings_unreadable": lambda s, mp: s.facts.update(
+        {CLAUDE_STATUSLINE: StatuslineSetting(s.root, True, unreadable="JSONDecodeError")}
+    ),
     "stale_attempt": lambda s, mp: s.stale_attempt(),
     "conversation_needs_human": lambda s, mp: s.conversation("needs_human"),
     "conversation_blocked": lambda s, mp: s.conversation("blocked"),

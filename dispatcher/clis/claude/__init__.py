@@ -3,7 +3,7 @@
 from pathlib import Path
 from typing import Any
 
-from dispatcher.clis.base import SILENT, Discovery, HookAnswer, Login, Packaged, context_answer
+from dispatcher.clis.base import SILENT, Channel, Discovery, HookAnswer, Login, Packaged, context_answer
 
 OUTPUT_FILE = "claude-result.json"  # where its launch leaves its output in the attempt directory
 
@@ -40,6 +40,9 @@ class Claude(Packaged):
     hook_events: tuple[str, ...] = ("UserPromptSubmit", "PostToolUse", "Stop", "SessionStart")
     wait_events: tuple[str, ...] = WAIT_EVENTS
     reports_cost = True
+    # Its channel: shown only in sessions started with
+    # `--dangerously-load-development-channels server:agent_bridge` (AGENT_BRIDGE_CLAUDE_CHANNEL=1).
+    channel = Channel("claude/channel", "notifications/claude/channel", "claude_channel")
     launch_variables: tuple[str, ...] = ("CLAUDE_BIN", "CLAUDE_CONFIG_DIR")
 
     def hook_answer(self, event: str, line: str, block: bool) -> HookAnswer:

@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 from dispatcher.clis import claude
+from dispatcher.clis.base import StatuslineSetting
 from dispatcher.clis.config_files import (
     HOOK_TIMEOUT_SECONDS,
     SERVER_NAME,
@@ -129,6 +130,19 @@ def register_statusline(dry_run: bool, force: bool) -> list[str]:
         "claude", path, ["statusLine"], wanted, ("type", "command", "refreshInterval"), force
     )
     return [apply_edit(path, transform, dry_run).line("claude", "statusLine", dry_run)]
+
+
+def statusline_setting() -> StatuslineSetting:
+    """settings.json's ``statusLine.command``, whether the file exists, and why it cannot be read."""
+    path = settings_file()
+    try:
+        settings = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return StatuslineSetting(path, exists=False)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return StatuslineSetting(path, exists=True, unreadable=type(exc).__name__)
+    line = settings.get("statusLine") if isinstance(settings, dict) else None
+    return StatuslineSetting(path, exists=True, command=line.get("command") if isinstance(line, dict) else None)
 
 
 def wait_seconds() -> int:

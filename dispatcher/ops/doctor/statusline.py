@@ -1,13 +1,11 @@
-"""Doctor's checks of the status line: it answers, within its CPU budget, and Claude Code runs it."""
+"""Doctor's checks of the status line: it answers, within its CPU budget, and each CLI that has one runs it."""
 
-import json
-import os
 import statistics
 import subprocess
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
+from dispatcher.clis.base import AgentCli, StatuslineSetting
 from dispatcher.core import clock
 from dispatcher.core.findings import Finding, finding
 from dispatcher.ops.doctor.check import check
@@ -21,7 +19,7 @@ STATUSLINE_TIMEOUT_SECONDS = 5.0
 @dataclass(frozen=True)
 class StatuslineRun:
     done: subprocess.CompletedProcess | None  # None: no answer within the timeout
-    seconds: float  # wall-clock, what Claude Code waits
+    seconds: float  # wall-clock, what the CLI waits
     cpu_seconds: float  # user + system: what the status line itself costs, whatever else runs
 
 
@@ -112,66 +110,67 @@ def statusline_ok(ctx: Context) -> list[Finding]:
     return [finding("statusline_ok", f"the status line answers in {_took(*medians)}{busy}")]
 
 
-# --- does Claude Code run the bridge's status line? ------------------------------------------
+# --- does each CLI with a status line run the bridge's? ---------------------------------------
 
 
-def _settings(ctx: Context) -> tuple[Path, object, str | None]:
-    """Claude Code's settings file, what it holds (None: it does not exist), and why it cannot be read."""
-
-    def read() -> tuple[Path, object, str | None]:
-        base = os.environ.get("CLAUDE_CONFIG_DIR")
-        path = (Path(base) if base else Path.home() / ".claude") / "settings.json"
-        try:
-            return path, json.loads(path.read_text(encoding="utf-8")), None
-        except FileNotFoundError:
-            return path, None, None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            return path, None, type(exc).__name__
-
-    return ctx.fact("claude_settings", read)
+def _setting(ctx: Context, cli: AgentCli) -> StatuslineSetting:
+    """What ``cli``'s settings say about its status line, read once per doctor run."""
+    return ctx.fact(("statusline_setting", cli.name), cli.statusline_setting)
 
 
-def _command(settings: object) -> object:
-    line = settings.get("statusLine") if isinstance(settings, dict) else None
-    return line.get("command") if isinstance(line, dict) else None
+def _statusline_clis() -> list[AgentCli]:
+    """The CLIs that have a status line (``AgentCli.statusline``), in the registry's order."""
+    from dispatcher.clis.registry import CLIS
+
+    return [cli for cli in CLIS if cli.statusline]
+
+
+def _shown(cli: AgentCli) -> str:
+    return cli.discovery.display or cli.name
 
 
 @check()
 def statusline_configured(ctx: Context) -> list[Finding]:
-    """Does Claude Code's settings file run the bridge's status line?"""
+    """Does each CLI's settings file run the bridge's status line?"""
     from dispatcher.clis.config_files import is_our_statusline
-
-    path, settings, _ = _settings(ctx)
-    if not is_our_statusline(command := _command(settings)):
-        return []
     from dispatcher.core.locations import redacted
 
-    return [finding("statusline_configured", f"{path} runs {one_line(redacted(str(command)))[-100:]!r}")]
+    found = []
+    for cli in _statusline_clis():
+        setting = _setting(ctx, cli)
+        if is_our_statusline(setting.command):
+            said = f"{setting.path} runs {one_line(redacted(str(setting.command)))[-100:]!r}"
+            found.append(finding("statusline_configured", said))
+    return found
 
 
 @check()
 def statusline_not_configured(ctx: Context) -> list[Finding]:
-    """Does Claude Code's settings file not exist, or run another status line (or none)?"""
+    """Does a CLI's settings file not exist, or run another status line (or none)?"""
     from dispatcher.clis.config_files import is_our_statusline
 
-    path, settings, unreadable = _settings(ctx)
-    if unreadable is not None or is_our_statusline(_command(settings)):
-        return []
     agents = sorted(ctx.config.agents) if ctx.config is not None else []
-    agent = "claude" if "claude" in agents or not agents else agents[0]
-    if settings is None:
-        said = f"{path} does not exist: Claude Code shows no bridge status line"
-    else:
-        said = f"{path} does not run the bridge's status line"
-    return [finding("statusline_not_configured", said, claude_agent=agent)]
+    found = []
+    for cli in _statusline_clis():
+        setting = _setting(ctx, cli)
+        if setting.unreadable is not None or is_our_statusline(setting.command):
+            continue
+        agent = cli.name if cli.name in agents or not agents else agents[0]
+        if not setting.exists:
+            said = f"{setting.path} does not exist: {_shown(cli)} shows no bridge status line"
+        else:
+            said = f"{setting.path} does not run the bridge's status line"
+        found.append(finding("statusline_not_configured", said, cli=cli.name, cli_agent=agent))
+    return found
 
 
 @check()
-def claude_settings_unreadable(ctx: Context) -> list[Finding]:
-    """Can Claude Code's settings file not be read (nor by Claude Code)?"""
-    path, _, unreadable = _settings(ctx)
-    return (
-        []
-        if unreadable is None
-        else [finding("claude_settings_unreadable", f"cannot read {path} ({unreadable})", path=path)]
-    )
+def statusline_settings_unreadable(ctx: Context) -> list[Finding]:
+    """Can a CLI's settings file that holds its status line not be read (nor by that CLI)?"""
+    found = []
+    for cli in _statusline_clis():
+        setting = _setting(ctx, cli)
+        if setting.unreadable is not None:
+            said = f"cannot read {setting.path} ({setting.unreadable})"
+            found.append(finding("statusline_settings_unreadable", said, path=setting.path, cli=_shown(cli)))
+    return found

@@ -107,13 +107,13 @@ CHECKS: tuple[Check, ...] = (
     # what our registrations, hooks, status line and units name as the store
     pointers.registrations_ok,
     pointers.registration_elsewhere,
-    # the status line and Claude Code's settings
+    # the status line and the settings of each CLI that has one
     statusline.statusline_failed,
     statusline.statusline_slow,
     statusline.statusline_ok,
     statusline.statusline_configured,
     statusline.statusline_not_configured,
-    statusline.claude_settings_unreadable,
+    statusline.statusline_settings_unreadable,
     # what is stuck
     stale.stale_attempt,
     stale.conversation_needs_human,
