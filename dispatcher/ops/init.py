@@ -44,7 +44,9 @@ from dispatcher.core.protected import CODE, workspace_problem
 if TYPE_CHECKING:
     from dispatcher.core.config import BridgeConfig
 
-VERSION_TIMEOUT_SECONDS = 5.0
+# A CLI's first start can be slow (opencode is a 185 MB binary read cold from disk; a busy machine):
+# --version is given this long before the CLI is called one that does not run.
+VERSION_TIMEOUT_SECONDS = 15.0
 
 
 Cli = Discovery
