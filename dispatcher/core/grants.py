@@ -12,7 +12,7 @@ import dataclasses
 import re
 from typing import Any
 
-from dispatcher.core.permissions import COMMAND_PATTERN, LEVELS
+from dispatcher.core.profile_rules import COMMAND_PATTERN, LEVELS  # (plain: the listener loads this)
 
 _BASH = re.compile(r"^Bash\((.+)\)$")
 

@@ -15,21 +15,22 @@ The supervisor hands the profile to the launcher as one JSON value (``PERMISSION
 """
 
 import json
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from dispatcher.core.profile_rules import COMMAND_PATTERN as COMMAND_PATTERN
+
 # The rules on a valid profile live with its plain form (what a supervisor keeps); callers import
 # them from here too: explicit re-exports.
 from dispatcher.core.profile_rules import DESCRIPTIONS as DESCRIPTIONS
+from dispatcher.core.profile_rules import LEVELS as LEVELS
 from dispatcher.core.profile_rules import PERMISSIONS_ENV as PERMISSIONS_ENV
 from dispatcher.core.profile_rules import ProfileRules
 from dispatcher.core.profile_rules import command_allowed as command_allowed
 
-LEVELS = ("bridge", "read", "edit", "shell", "project")
 Level = Literal["bridge", "read", "edit", "shell", "project"]
 
 # The bridge tools a worker may call: what its prompts use (claim, result, acknowledge,
@@ -50,11 +51,6 @@ WORKER_BRIDGE_TOOLS = (
 # these denied by name, so the model is never offered them).
 NON_WORKER_BRIDGE_TOOLS = ("start_conversation", "listener")
 
-# One allowed command: words of plain characters (no shell syntax, quotes, globs or
-# parentheses), optionally ending in `*`. Every CLI matches it as a prefix of words: the
-# command must start with exactly these words; a trailing `*` says so and changes nothing.
-_WORD = r"[A-Za-z0-9_./=:@+,%-]+"
-COMMAND_PATTERN = re.compile(rf"{_WORD}(?: {_WORD})*(?: ?\*)?")
 MAX_ALLOW_COMMANDS = 64
 MAX_EXTRA_DIRS = 16
 

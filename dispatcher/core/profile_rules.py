@@ -7,10 +7,19 @@ footprint"). Both read the profile through ``ProfileRules``, so each rule is wri
 """
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+LEVELS = ("bridge", "read", "edit", "shell", "project")
+
+# One allowed command: words of plain characters (no shell syntax, quotes, globs or
+# parentheses), optionally ending in `*`. Every CLI matches it as a prefix of words: the
+# command must start with exactly these words; a trailing `*` says so and changes nothing.
+_WORD = r"[A-Za-z0-9_./=:@+,%-]+"
+COMMAND_PATTERN = re.compile(rf"{_WORD}(?: {_WORD})*(?: ?\*)?")
 
 PERMISSIONS_ENV = "AGENT_BRIDGE_PERMISSIONS"
 

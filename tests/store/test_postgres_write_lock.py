@@ -162,8 +162,11 @@ def test_a_role_mapped_before_the_write_lock_migration_keeps_writing(postgres_ur
     owner = open_store(postgres_url)
     kimi_url = agent_role(postgres_url, "kimi")
     try:
-        # A store of schema 17: without the write lock (18) or the worktree columns (19).
+        # A store of schema 17: without the write lock (18), the worktree columns (19), approvals (20)
+        # or task grants (21).
         owner.execute("DROP TABLE bridge_write_lock")
+        owner.execute("DROP TABLE approvals")
+        owner.execute("DROP TABLE task_grants")
         for column in WORKTREE_COLUMNS:
             owner.execute(f"ALTER TABLE dispatch_attempts DROP COLUMN {column}")
         owner.execute("UPDATE bridge_schema SET version = 17")
