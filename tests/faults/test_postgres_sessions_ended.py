@@ -72,7 +72,9 @@ def test_a_waiting_receive_whose_sessions_are_ended_answers_once_then_reconnects
     try:
         waiting = claude.call_async("receive_messages", wait_seconds=30)
         wait_until(lambda: _waiting(url), what="the receive to sleep in its wait")
-        assert len(end_sessions(url)) == 2  # the server's store connection and its LISTEN one
+        # The server's store connection and its LISTEN one; on a loaded machine also the backend of
+        # a connection just closed (the readiness probe's) that has not exited yet.
+        assert len(end_sessions(url)) >= 2
         ended = McpAgent._convert(waiting.result(DEADLINE))
         assert ended.code == "store_unavailable", ended.text
         task = post_task(url, "after the sessions ended")
