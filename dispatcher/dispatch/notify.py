@@ -14,9 +14,13 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dispatcher.core.logs import get_logger
 from dispatcher.core.notices import ENV_PREFIX, Notice, notice_argv, notice_environment
+
+if TYPE_CHECKING:
+    from dispatcher.core.config import BridgeConfig
 
 log = get_logger("agent_bridge.notify")
 
@@ -54,6 +58,14 @@ def spawn_notice(command: list[str], notice: Notice, timeout_seconds: int, log_f
             "notice_failed", notice_event=notice.event, agent=notice.agent, reason=f"cannot start: {exc.strerror}"
         )
         return None
+
+
+def notify_agent(config: "BridgeConfig", notice: Notice) -> int | None:
+    """``notice`` to its agent's ``notify_command`` (its own, else the global one), when it has
+    one: the runner's pid, never reaped by the caller (a worker's server or hook; init reaps it
+    once the caller is gone). No log file: the caller has none."""
+    command = config.notify_command_of(notice.agent)
+    return None if command is None else spawn_notice(command, notice, config.notify_timeout_seconds, None)
 
 
 def reap(pids: list[int]) -> list[int]:
