@@ -114,24 +114,37 @@ def config_tables(profile: PermissionProfile, workspace: Path) -> list[str]:
     return tables
 
 
-def hook_command(python: str, project: str, policy: Path) -> str:
-    """The PreToolUse hook's command line: this module's ``hook_main`` on the run's policy file."""
-    return command_gate.hook_command(python, project, policy, __name__)
+# The hook that asks a person (``ask`` at ``shell``): a module of the dispatch layer, named here
+# only as the hook's entry point (it records the request and sends the notice).
+ASKING_HOOK = ("dispatcher.dispatch.shell_approval", "codex_hook")
 
 
-def hooks_json(command: str) -> dict[str, Any]:
-    """Codex's hooks.json: the hook before every tool call (it lets non-workspace tools through)."""
-    return {
-        "hooks": {"PreToolUse": [{"matcher": ".*", "hooks": [{"type": "command", "command": command, "timeout": 60}]}]}
-    }
+def hook_command(python: str, project: str, policy: Path, profile: PermissionProfile | None = None) -> str:
+    """The PreToolUse hook's command line: this module's ``hook_main`` on the run's policy file
+    (the asking hook when ``profile`` asks, ``command_gate.asks``)."""
+    module, function = ASKING_HOOK if profile is not None and command_gate.asks(profile) else (__name__, "hook_main")
+    return command_gate.hook_command(python, project, policy, module, function)
+
+
+def hooks_json(command: str, timeout: int = command_gate.HOOK_TIMEOUT_SECONDS) -> dict[str, Any]:
+    """Codex's hooks.json: the hook before every tool call (it lets non-workspace tools through);
+    ``timeout`` in seconds (``command_gate.hook_timeout``)."""
+    entry = {"type": "command", "command": command, "timeout": timeout}
+    return {"hooks": {"PreToolUse": [{"matcher": ".*", "hooks": [entry]}]}}
 
 
 def policy_document(
-    profile: PermissionProfile, workspace: Path, tmp_dir: Path, protected: Sequence[str] = ()
+    profile: PermissionProfile,
+    workspace: Path,
+    tmp_dir: Path,
+    protected: Sequence[str] = (),
+    asker: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """What the hook needs: the profile, the roots it may read and write, and what no patch may
-    touch (``core.protected``: the bridge's files, the repository's git directory)."""
-    return {**command_gate.policy_document(profile, workspace), "tmp_dir": str(tmp_dir), "protected": list(protected)}
+    touch (``core.protected``: the bridge's files, the repository's git directory); ``asker``:
+    the worker server's settings, for a hook that asks (``command_gate.policy_document``)."""
+    document = command_gate.policy_document(profile, workspace, asker)
+    return {**document, "tmp_dir": str(tmp_dir), "protected": list(protected)}
 
 
 def _object(value: Any) -> dict[str, Any]:
