@@ -2,7 +2,7 @@
 (docs/approvals.md). The table is ``store.approvals``.
 
 - A request is made for a worker only, by its server (``approval_prompt``) or by its CLI's shell
-  hook (``dispatch.shell_approval``), each with the attempt proven (``WorkerScope``: the attempt's
+  hook (``clis.shell_approval``), each with the attempt proven (``WorkerScope``: the attempt's
   token), for its own attempt, and only when its agent's profile sets ``ask``. A call a person
   already allowed for the rest of the attempt (``covers``) is allowed at once, without a new request.
 - It waits until ``waits_until``: the agent's ``approval_timeout_seconds``, never past the

@@ -14,7 +14,7 @@ as JSON on stdout (``hook_main``).
 
 With the profile's ``ask`` at ``shell`` (docs/approvals.md), a command refused only because no
 ``allow_commands`` entry starts it (plain words, naming no protected place: ``askable``) is
-asked of a person instead (``dispatch.shell_approval``): the hook records the request, waits for
+asked of a person instead (``shell_approval``): the hook records the request, waits for
 the answer, and allows the call or denies it with why. Every other refusal stays a denial.
 """
 

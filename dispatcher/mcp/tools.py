@@ -149,7 +149,7 @@ class BridgeTools:
         )
         approval_id, outcome = asked
         if approval_id is not None:
-            from dispatcher.dispatch.notify import notify_agent  # noqa: PLC0415 - only when a request waits
+            from dispatcher.core.notice_spawn import notify_agent  # noqa: PLC0415 - only when a request waits
 
             log.info("approval_waiting", agent=self.agent, approval_id=approval_id, tool=tool_name)
             notify_agent(self.config, Notice("approval_waiting", self.agent, approval_id))

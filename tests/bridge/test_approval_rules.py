@@ -126,7 +126,11 @@ def test_only_the_persons_command_calls_the_decision():
         "dispatcher/ops/approvals.py",
         "dispatcher/bridge/approvals.py",
     }
-    assert not [c for c in callers if c.startswith(("dispatcher/mcp/", "dispatcher/wake/", "dispatcher/dispatch/"))]
-    # The shell hook that asks (dispatch.shell_approval) is among the modules looked at, and records only.
-    hook = (PROJECT / "dispatcher" / "dispatch" / "shell_approval.py").read_text()
+    assert not [
+        c
+        for c in callers
+        if c.startswith(("dispatcher/mcp/", "dispatcher/wake/", "dispatcher/dispatch/", "dispatcher/clis/"))
+    ]
+    # The shell hook that asks (clis.shell_approval) is among the modules looked at, and records only.
+    hook = (PROJECT / "dispatcher" / "clis" / "shell_approval.py").read_text()
     assert "bridge import approvals" in hook and ".decide(" not in hook

@@ -60,8 +60,8 @@ def test_the_hook_asks_only_at_ask_and_gets_the_longest_wait_as_its_timeout(tmp_
     plain = PermissionProfile(level="shell", allow_commands=("git status",))
     assert command_gate.hook_timeout(asks) == MAX_APPROVAL_TIMEOUT_SECONDS + 60
     assert command_gate.hook_timeout(plain) == command_gate.HOOK_TIMEOUT_SECONDS
-    assert "dispatcher.dispatch.shell_approval" in claude.hook_command(tmp_path / "p.json", asks)
-    assert "dispatcher.dispatch.shell_approval" not in claude.hook_command(tmp_path / "p.json", plain)
+    assert "asking_hook_main" in claude.hook_command(tmp_path / "p.json", asks)
+    assert "asking_hook_main" not in claude.hook_command(tmp_path / "p.json", plain)
     entry = claude.settings(asks, hook="HOOK")["hooks"]["PreToolUse"][0]["hooks"][0]  # type: ignore[index]
     assert entry["timeout"] == MAX_APPROVAL_TIMEOUT_SECONDS + 60
     asker = {name: "x" for name in command_gate.ASKER_SETTINGS} | {"PATH": "/bin"}

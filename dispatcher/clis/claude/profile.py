@@ -36,7 +36,7 @@ default`` with ``--permission-prompt-tool mcp__agent_bridge__approval_prompt``, 
 allows or denies is asked of a person through the worker's bridge server; at ``read`` the blanket
 ``Edit(//**)`` deny gives way to the protected paths' deny rules, so an edit is asked for. At
 ``shell`` the Bash hook asks a person itself for a plain command outside the allow list
-(``command_gate.askable``; ``dispatch.shell_approval``), waits, and answers allow or deny: Claude's
+(``command_gate.askable``; ``shell_approval``), waits, and answers allow or deny: Claude's
 own prompt never sees a Bash call the hook refused.
 
 ``extra_dirs`` become ``--add-dir`` (readable, and writable by sandboxed commands), plus an
@@ -48,10 +48,11 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from dispatcher.clis import command_gate, launch
+from dispatcher.clis import command_gate, launch, shell_approval
 from dispatcher.clis.base import Enforcement
 from dispatcher.clis.launch import File
 from dispatcher.core.permissions import (
@@ -169,16 +170,12 @@ def settings(
     return doc or None
 
 
-# The hook that asks a person (``ask`` at ``shell``): a module of the dispatch layer, named here
-# only as the hook's entry point (it records the request and sends the notice).
-ASKING_HOOK = ("dispatcher.dispatch.shell_approval", "claude_hook")
-
-
 def hook_command(policy: Path, profile: PermissionProfile | None = None) -> str:
     """The Bash hook's command line: this module's ``hook_main`` on the run's policy file (the
     asking hook when ``profile`` asks), in the launcher's own Python (the one running this)."""
-    module, function = ASKING_HOOK if profile is not None and command_gate.asks(profile) else (__name__, "hook_main")
-    return command_gate.hook_command(sys.executable, str(PROJECT_ROOT), policy, module, function)
+    asks = profile is not None and command_gate.asks(profile)
+    function = "asking_hook_main" if asks else "hook_main"
+    return command_gate.hook_command(sys.executable, str(PROJECT_ROOT), policy, __name__, function)
 
 
 def hook_decision(policy: Mapping[str, Any], event: Mapping[str, Any]) -> str | None:
@@ -194,6 +191,13 @@ def hook_decision(policy: Mapping[str, Any], event: Mapping[str, Any]) -> str | 
 def hook_main(policy_path: str) -> int:
     """The hook itself (``command_gate.hook_main``): it denies on any error."""
     return command_gate.hook_main(hook_decision, policy_path)
+
+
+def asking_hook_main(policy_path: str) -> int:
+    """The hook with ``ask`` at ``shell``: a command refused only for the allow list is asked of a
+    person (``shell_approval.ask``). An allowed call gets an explicit allow (else Claude's own
+    rules would prompt again, through ``approval_prompt``)."""
+    return command_gate.hook_main(hook_decision, policy_path, partial(shell_approval.ask, "Bash"), allow=True)
 
 
 def uses_sandbox(profile: PermissionProfile) -> bool:

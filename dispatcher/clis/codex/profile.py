@@ -31,10 +31,11 @@ user's own ``~/.codex/config.toml`` is not loaded at any level.
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from dispatcher.clis import command_gate
+from dispatcher.clis import command_gate, shell_approval
 from dispatcher.clis.base import Enforcement
 
 # The one path rule of the read commands, also for apply_patch's paths.
@@ -114,16 +115,11 @@ def config_tables(profile: PermissionProfile, workspace: Path) -> list[str]:
     return tables
 
 
-# The hook that asks a person (``ask`` at ``shell``): a module of the dispatch layer, named here
-# only as the hook's entry point (it records the request and sends the notice).
-ASKING_HOOK = ("dispatcher.dispatch.shell_approval", "codex_hook")
-
-
 def hook_command(python: str, project: str, policy: Path, profile: PermissionProfile | None = None) -> str:
     """The PreToolUse hook's command line: this module's ``hook_main`` on the run's policy file
     (the asking hook when ``profile`` asks, ``command_gate.asks``)."""
-    module, function = ASKING_HOOK if profile is not None and command_gate.asks(profile) else (__name__, "hook_main")
-    return command_gate.hook_command(python, project, policy, module, function)
+    function = "asking_hook_main" if profile is not None and command_gate.asks(profile) else "hook_main"
+    return command_gate.hook_command(python, project, policy, __name__, function)
 
 
 def hooks_json(command: str, timeout: int = command_gate.HOOK_TIMEOUT_SECONDS) -> dict[str, Any]:
@@ -182,6 +178,13 @@ def hook_decision(policy: Mapping[str, Any], event: Mapping[str, Any]) -> str | 
 def hook_main(policy_path: str) -> int:
     """The hook itself (``command_gate.hook_main``): it denies on any error."""
     return command_gate.hook_main(hook_decision, policy_path)
+
+
+def asking_hook_main(policy_path: str) -> int:
+    """The hook with ``ask`` at ``shell``: a command refused only for the allow list is asked of a
+    person (``shell_approval.ask``, recorded as the shell tool ``exec_command``); allowed, the call
+    goes on with no decision (into Codex's sandbox, as an allowed command does)."""
+    return command_gate.hook_main(hook_decision, policy_path, partial(shell_approval.ask, SHELL_TOOL))
 
 
 def enforcement(profile: PermissionProfile, which: Callable[[str], str | None]) -> Enforcement | None:

@@ -1,7 +1,7 @@
 """A worker's shell hook asks a person for a command outside its allow list (docs/approvals.md).
 
-With ``ask`` at ``shell``, the CLI's PreToolUse hook on the shell tool is this module's
-``claude_hook`` / ``codex_hook``: the one gate (``clis.command_gate``) decides as always, and a
+With ``ask`` at ``shell``, the CLI's PreToolUse hook on the shell tool is its profile's
+``asking_hook_main``: the one gate (``clis.command_gate``) decides as always, and a
 command it refuses only for not being on the allow list (``command_gate.askable``) is asked of a
 person here, as the worker: the request is recorded in the store for the worker's own attempt
 (``bridge.approvals.ask``, the attempt proven by its token, as the worker's bridge server proves
@@ -12,7 +12,8 @@ the call runs. Denied or unanswered: the hook denies it with the reason the work
 (answer ``blocked: denied <tool>``).
 
 The hook records a request and reads its decision; it never decides one (no import of a
-decision here: only a person's command does, ``ops.approvals``). The command's input (its text)
+decision here: only a person's command does, ``ops.approvals``). Everything it needs beyond the
+gate is imported only once a person is to be asked: an allowed command's hook stays light. The command's input (its text)
 stays in the store: never in a log line or the notice.
 """
 
@@ -21,10 +22,6 @@ from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
-
-from dispatcher.clis import command_gate
-from dispatcher.clis.claude import profile as claude
-from dispatcher.clis.codex import profile as codex
 
 
 def ask(tool: str, policy: Mapping[str, Any], event: Mapping[str, Any]) -> str | None:
@@ -37,8 +34,8 @@ def ask(tool: str, policy: Mapping[str, Any], event: Mapping[str, Any]) -> str |
     from dispatcher.core import clock
     from dispatcher.core.config import load_config
     from dispatcher.core.logs import configure_logging
+    from dispatcher.core.notice_spawn import notify_agent
     from dispatcher.core.notices import Notice
-    from dispatcher.dispatch.notify import notify_agent
     from dispatcher.store import approvals as rows
     from dispatcher.store import open_store
 
@@ -62,14 +59,3 @@ def ask(tool: str, policy: Mapping[str, Any], event: Mapping[str, Any]) -> str |
         conn.close()
     answer = approvals.prompt_answer(outcome or "expired", tool, tool_input)
     return None if answer["behavior"] == "allow" else str(answer["message"])
-
-
-def claude_hook(policy_path: str) -> int:
-    """Claude Code's Bash hook that asks: an allowed call gets an explicit allow (else Claude's
-    own rules would prompt again, through ``approval_prompt``)."""
-    return command_gate.hook_main(claude.hook_decision, policy_path, partial(ask, "Bash"), allow=True)
-
-
-def codex_hook(policy_path: str) -> int:
-    """Codex's PreToolUse hook that asks (its shell tool, ``exec_command``)."""
-    return command_gate.hook_main(codex.hook_decision, policy_path, partial(ask, codex.SHELL_TOOL))
