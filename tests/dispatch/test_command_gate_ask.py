@@ -11,6 +11,7 @@ import pytest
 
 from dispatcher.clis import command_gate
 from dispatcher.clis.claude import profile as claude
+from dispatcher.clis.codex import profile as codex
 from dispatcher.core.permissions import PermissionProfile
 from dispatcher.core.profile_rules import MAX_APPROVAL_TIMEOUT_SECONDS
 
@@ -38,11 +39,14 @@ def _bash(command: str, ws: Path) -> dict:
         ("sqlite3 --db=/bridge/store.db", False),
         ("tar -f/bridge/x", False),
         ("cat ../bridge/config.json", False),  # relative to the cwd
+        ("cat link/config.json", False),  # through a link in the workspace that points into it
     ],
 )
 def test_a_plain_command_naming_nothing_protected_is_askable(tmp_path, command, asked):
     ws = tmp_path / "ws"
     ws.mkdir()
+    (tmp_path / "bridge").mkdir()
+    (ws / "link").symlink_to(tmp_path / "bridge")
     policy = _policy(ws, (str(tmp_path / "bridge"), "/bridge"))
     assert command_gate.askable(policy, _bash(command, ws)) is asked
 
@@ -64,6 +68,10 @@ def test_the_hook_asks_only_at_ask_and_gets_the_longest_wait_as_its_timeout(tmp_
     assert "asking_hook_main" not in claude.hook_command(tmp_path / "p.json", plain)
     entry = claude.settings(asks, hook="HOOK")["hooks"]["PreToolUse"][0]["hooks"][0]  # type: ignore[index]
     assert entry["timeout"] == MAX_APPROVAL_TIMEOUT_SECONDS + 60
+    assert "asking_hook_main" in codex.hook_command("/py", "/project", tmp_path / "p.json", asks)
+    assert "asking_hook_main" not in codex.hook_command("/py", "/project", tmp_path / "p.json", plain)
+    hooks = codex.hooks_json("HOOK", command_gate.hook_timeout(asks))["hooks"]["PreToolUse"][0]["hooks"][0]
+    assert hooks["timeout"] == MAX_APPROVAL_TIMEOUT_SECONDS + 60
     asker = {name: "x" for name in command_gate.ASKER_SETTINGS} | {"PATH": "/bin"}
     assert command_gate.policy_document(asks, tmp_path, asker)["asker"] == {n: "x" for n in command_gate.ASKER_SETTINGS}
     assert "asker" not in command_gate.policy_document(plain, tmp_path, asker)
