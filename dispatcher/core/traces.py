@@ -1,0 +1,316 @@
+"""OpenTelemetry traces (docs/traces.md): the rules, and the one tracer of a process.
+
+Off unless this process's environment names an OTLP endpoint (``wanted``): then, and only then,
+the first span loads the SDK and its OTLP/HTTP exporter (the ``[otel]`` extra). Off, every
+function here returns at once and imports nothing: the server, the listener and the supervisor
+load no module of the SDK (``opentelemetry-api`` is the MCP SDK's own dependency; the server
+imports it with or without this).
+
+The spans follow OpenTelemetry's messaging conventions: ``send`` and ``receive`` in the MCP
+server, ``process`` per attempt in the supervisor, ``settle`` for its verdict. A message carries
+its sender's trace context in its ``traceparent`` column (W3C trace-context), so the process span
+of its attempt is a child of its send span, and the worker gets the process span's as
+``TRACEPARENT``. Attributes are ids, enums and numbers (``attribute_value``): never a message's
+text, a goal or a tool's input. Our spans go to a tracer provider of our own, never the global
+one, so the MCP SDK's own spans (whose error descriptions are exception texts) are never exported.
+"""
+
+import os
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.trace import Span, Tracer
+
+# Tracing is on when one of these is set (non-empty): where the spans go, over OTLP/HTTP.
+ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+# ... and neither of these turns it off (the SDK's own switches).
+SDK_DISABLED = "OTEL_SDK_DISABLED"
+TRACES_EXPORTER = "OTEL_TRACES_EXPORTER"
+
+SYSTEM = "agent_bridge"  # messaging.system
+SERVICE_NAME = "agent-bridge"  # service.name, unless OTEL_SERVICE_NAME says otherwise
+# messaging.operation.type -> the span's kind (the conventions' pairing).
+OPERATIONS = {"send": "PRODUCER", "receive": "CLIENT", "process": "CONSUMER", "settle": "CLIENT"}
+# How long a process waits for its last spans to leave at its end: a collector that is down or
+# slow costs an exiting server or supervisor at most this.
+SHUTDOWN_MILLIS = 2000
+EXPORT_DELAY_MILLIS = 1000  # how often the batch of ended spans is sent
+
+# The worker's environment: the trace context it is given (never an inherited one), and what it
+# never inherits from the listener's: OTLP headers, which carry a collector's credentials.
+CONTEXT_VARIABLES = ("TRACEPARENT", "TRACESTATE")
+_SECRET_VARIABLE = re.compile(r"OTEL_EXPORTER_OTLP_(?:[A-Z]+_)?HEADERS")
+
+_TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
+_TOKEN = re.compile(r"[A-Za-z0-9_.:@/-]{1,128}")
+_TRACESTATE_MAX = 512
+
+
+class TraceParent(NamedTuple):
+    trace_id: int
+    span_id: int
+    flags: int
+
+
+def wanted(environ: Mapping[str, str]) -> bool:
+    """Whether this process traces: an OTLP endpoint is set, the SDK is not disabled and the traces
+    exporter is OTLP (the default; ``none`` or another exporter: off)."""
+    if environ.get(SDK_DISABLED, "").strip().lower() == "true":
+        return False
+    if environ.get(TRACES_EXPORTER, "otlp").strip().lower() not in ("otlp", ""):
+        return False
+    return any(environ.get(name, "").strip() for name in ENDPOINT_VARIABLES)
+
+
+def parse_traceparent(value: object) -> TraceParent | None:
+    """A W3C ``traceparent`` (version 00) as its parts; None for anything else: a stored value is
+    untrusted (on PostgreSQL an agent's role writes its own messages), so a malformed one, an
+    all-zero id or a value of another type starts a new trace instead of failing."""
+    if not isinstance(value, str) or (found := _TRACEPARENT.fullmatch(value)) is None:
+        return None
+    trace_id, span_id, flags = (int(part, 16) for part in found.groups())
+    if trace_id == 0 or span_id == 0:
+        return None
+    return TraceParent(trace_id, span_id, flags)
+
+
+def format_traceparent(parent: TraceParent) -> str:
+    return f"00-{parent.trace_id:032x}-{parent.span_id:016x}-{parent.flags & 0xFF:02x}"
+
+
+def attribute_value(value: object) -> str | int | float | bool | None:
+    """What an attribute may hold: a number, a flag, or one id-like token (letters, digits and
+    ``_.:@/-``, at most 128); anything else (free text) is left out (None)."""
+    if isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, str) and _TOKEN.fullmatch(value):
+        return value
+    return None
+
+
+def messaging_attributes(
+    operation: str, agent: str | None, message_id: int | None = None, **extra: object
+) -> dict[str, str | int | float | bool]:
+    """The span's attributes: the messaging conventions' (system, operation, destination = the
+    agent, message id) and ``agent_bridge.<name>`` for each of ``extra`` that is an id, an enum
+    or a number; the rest, and every None, is left out."""
+    if operation not in OPERATIONS:
+        raise ValueError(f"unknown messaging operation {operation!r}: one of {', '.join(OPERATIONS)}")
+    named: dict[str, object] = {
+        "messaging.system": SYSTEM,
+        "messaging.operation.type": operation,
+        "messaging.operation.name": operation,
+        "messaging.destination.name": agent,
+        "messaging.message.id": str(message_id) if message_id is not None else None,
+        **{f"{SYSTEM}.{key}": value for key, value in extra.items()},
+    }
+    return {key: kept for key, value in named.items() if (kept := attribute_value(value)) is not None}
+
+
+def span_name(operation: str, agent: str | None) -> str:
+    """``{operation} {destination}`` (the conventions' name), the destination being an agent id."""
+    return f"{operation} {agent}" if agent and attribute_value(agent) is not None else operation
+
+
+def worker_environment(inherited: Mapping[str, str], context: Mapping[str, str]) -> dict[str, str]:
+    """The worker's environment from the listener's: never an inherited ``TRACEPARENT`` or
+    ``TRACESTATE`` (it would put the worker in someone else's trace) nor an OTLP headers variable
+    (a collector's credentials, which the model's shell could print); then ``context``, the
+    attempt's own trace context (empty with tracing off)."""
+    kept = {
+        name: value
+        for name, value in inherited.items()
+        if name not in CONTEXT_VARIABLES and not _SECRET_VARIABLE.fullmatch(name)
+    }
+    return {**kept, **context}
+
+
+class _Tracing(NamedTuple):
+    provider: "TracerProvider"
+    tracer: "Tracer"
+    pid: int
+
+
+_state: _Tracing | None = None
+_checked_pid: int | None = None  # the process that last looked at its environment (a fork looks again)
+
+
+def _tracing() -> _Tracing | None:
+    """This process's tracer, set up at the first span when ``wanted``; None when off."""
+    global _state, _checked_pid  # noqa: PLW0603 - the one tracer of this process
+    pid = os.getpid()
+    if _checked_pid == pid:
+        return _state
+    _checked_pid, _state = pid, None
+    if wanted(os.environ):
+        _state = _set_up(pid)
+    return _state
+
+
+def _set_up(pid: int) -> _Tracing:
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter  # noqa: PLC0415 - on only
+    from opentelemetry.sdk.resources import Resource  # noqa: PLC0415
+    from opentelemetry.sdk.trace import TracerProvider  # noqa: PLC0415
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor  # noqa: PLC0415
+
+    resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME") or SERVICE_NAME})
+    # Not the global provider (the module docstring), and no exit hook of its own: ``flush`` bounds it.
+    provider = TracerProvider(resource=resource, shutdown_on_exit=False)
+    processor = BatchSpanProcessor(OTLPSpanExporter(), schedule_delay_millis=EXPORT_DELAY_MILLIS)
+    provider.add_span_processor(processor)
+    import atexit  # noqa: PLC0415
+
+    atexit.register(flush)
+    return _Tracing(provider, provider.get_tracer("agent_bridge"), pid)
+
+
+def flush() -> None:
+    """Send the ended spans and stop, waiting at most ``SHUTDOWN_MILLIS``: at a process's end (the
+    server's exit hook, the supervisor before its ``os._exit``). Nothing when tracing is off."""
+    global _state  # noqa: PLW0603
+    state = _state
+    if state is None or state.pid != os.getpid():
+        return
+    _state = None
+    import threading  # noqa: PLC0415 - loaded with the SDK already
+
+    # The SDK's own shutdown waits up to 30 s on a collector that does not answer: in a thread
+    # of its own, given SHUTDOWN_MILLIS (a daemon thread, so the exit does not wait for it).
+    stopping = threading.Thread(target=state.provider.shutdown, name="traces-flush", daemon=True)
+    stopping.start()
+    stopping.join(SHUTDOWN_MILLIS / 1000)
+
+
+def _parent_context(parent: str | None) -> Any:
+    """The context a new span starts in: the current span's when there is one (a span of ours),
+    else ``parent`` when it is a well-formed traceparent, else a new trace."""
+    from opentelemetry import trace  # noqa: PLC0415 - only with tracing on
+    from opentelemetry.context import Context  # noqa: PLC0415
+
+    if trace.get_current_span().get_span_context().is_valid:
+        return None
+    found = parse_traceparent(parent)
+    if found is None:
+        return Context()
+    remote = trace.SpanContext(found.trace_id, found.span_id, is_remote=True, trace_flags=trace.TraceFlags(found.flags))
+    return trace.set_span_in_context(trace.NonRecordingSpan(remote), Context())
+
+
+@contextmanager
+def span(
+    operation: str, agent: str | None, message_id: int | None = None, *, parent: str | None = None, **extra: object
+) -> "Iterator[Span | None]":
+    """A span of ``operation`` (``OPERATIONS``) around the block, current inside it; None (and
+    nothing loaded) with tracing off. ``parent``: a traceparent to continue when no span is
+    current (the message's, or the server's ``TRACEPARENT``). An exception marks the span an
+    error by its class (its text is never recorded) and goes on."""
+    state = _tracing()
+    if state is None:
+        yield None
+        return
+    with _started(state, operation, agent, message_id, _parent_context(parent), extra) as current:
+        yield current
+
+
+@contextmanager
+def child_span(
+    operation: str, agent: str | None, message_id: int | None = None, **extra: object
+) -> "Iterator[Span | None]":
+    """A span under the current one, only where this process traces and a span is current (the
+    supervisor's settle, inside its process span); None elsewhere, and nothing set up for it."""
+    state = _state if _checked_pid == os.getpid() else None
+    if state is None:
+        yield None
+        return
+    from opentelemetry import trace  # noqa: PLC0415
+
+    if not trace.get_current_span().get_span_context().is_valid:
+        yield None
+        return
+    with _started(state, operation, agent, message_id, None, extra) as current:
+        yield current
+
+
+@contextmanager
+def _started(
+    state: _Tracing, operation: str, agent: str | None, message_id: int | None, context: Any, extra: dict[str, object]
+) -> "Iterator[Span]":
+    from opentelemetry.trace import SpanKind, StatusCode  # noqa: PLC0415
+
+    with state.tracer.start_as_current_span(
+        span_name(operation, agent),
+        context=context,
+        kind=SpanKind[OPERATIONS[operation]],
+        attributes=messaging_attributes(operation, agent, message_id, **extra),
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as current:
+        try:
+            yield current
+        except BaseException as exc:
+            current.set_attribute("error.type", attribute_value(getattr(exc, "code", None)) or type(exc).__name__)
+            current.set_status(StatusCode.ERROR)
+            raise
+
+
+def annotate(
+    current: "Span | None",
+    *,
+    agent: str | None = None,
+    message_id: object = None,
+    batch_message_count: int | None = None,
+    **extra: object,
+) -> None:
+    """Add what became known inside the span: its destination, the message's id, how many messages
+    a receive returned, and ``agent_bridge.<name>`` ids, enums and numbers (the outcome, say)."""
+    if current is None:
+        return
+    named = {
+        "messaging.destination.name": agent,
+        "messaging.message.id": str(message_id) if isinstance(message_id, int) else None,
+        "messaging.batch.message_count": batch_message_count,
+        **{f"{SYSTEM}.{key}": value for key, value in extra.items()},
+    }
+    for key, value in named.items():
+        if (kept := attribute_value(value)) is not None:
+            current.set_attribute(key, kept)
+
+
+def annotate_current(**found: Any) -> None:
+    """``annotate`` the current span, where this process traces (nothing loaded where it does not)."""
+    if _state is None or _checked_pid != os.getpid():
+        return
+    from opentelemetry import trace  # noqa: PLC0415
+
+    annotate(trace.get_current_span(), **found)
+
+
+def current_traceparent() -> str | None:
+    """The current span's traceparent, to store with a message; None with tracing off or no span."""
+    if _tracing() is None:
+        return None
+    from opentelemetry import trace  # noqa: PLC0415
+
+    context = trace.get_current_span().get_span_context()
+    if not context.is_valid:
+        return None
+    return format_traceparent(TraceParent(context.trace_id, context.span_id, int(context.trace_flags)))
+
+
+def current_context_variables() -> dict[str, str]:
+    """``TRACEPARENT`` (and ``TRACESTATE`` when there is one) of the current span, for a worker's
+    environment; empty with tracing off or no span."""
+    traceparent = current_traceparent()
+    if traceparent is None:
+        return {}
+    from opentelemetry import trace  # noqa: PLC0415
+
+    tracestate = trace.get_current_span().get_span_context().trace_state.to_header()
+    return {
+        "TRACEPARENT": traceparent,
+        **({"TRACESTATE": tracestate} if 0 < len(tracestate) <= _TRACESTATE_MAX else {}),
+    }
