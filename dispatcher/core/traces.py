@@ -147,7 +147,18 @@ def _tracing() -> _Tracing | None:
         return _state
     _checked_pid, _state = pid, None
     if wanted(os.environ):
-        _state = _set_up(pid)
+        try:
+            _state = _set_up(pid)
+        except Exception as exc:  # noqa: BLE001 - no extra, or a setting the SDK refuses: traces off, never a failed send
+            from dispatcher.core.logs import get_logger  # noqa: PLC0415 - only on this path
+
+            get_logger("agent_bridge.traces").warning(
+                "traces_unavailable",
+                error=type(exc).__name__,
+                missing=getattr(exc, "name", None),
+                fix="install the otel extra (uv sync --extra otel in a checkout; docs/traces.md), "
+                "or unset OTEL_EXPORTER_OTLP_ENDPOINT and OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            )
     return _state
 
 

@@ -1,7 +1,10 @@
 """The rules of traces (dispatcher.core.traces), one case each: when tracing is on, what a stored
 traceparent may be, what an attribute may hold, what the worker's environment keeps. In process."""
 
+import sys
+
 import pytest
+import structlog.testing
 
 from dispatcher.core import traces
 from dispatcher.core.traces import TraceParent
@@ -137,3 +140,39 @@ def test_with_tracing_off_every_entry_point_does_nothing(monkeypatch):
     traces.annotate(None, outcome="succeeded")
     traces.annotate_current(outcome="succeeded")
     traces.flush()
+
+
+def test_wanted_without_the_extra_is_off_with_one_warning_and_nothing_fails(monkeypatch):
+    """An endpoint set where the [otel] extra is not installed: no span, no failure, one log line
+    that says what to do."""
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setitem(sys.modules, "opentelemetry.exporter.otlp.proto.http.trace_exporter", None)
+    monkeypatch.setattr(traces, "_checked_pid", None)
+    with structlog.testing.capture_logs() as logged:
+        with traces.span("send", "claude") as span:
+            assert span is None
+            assert traces.current_traceparent() is None
+        with traces.span("send", "claude") as again:  # decided once per process: no second warning
+            assert again is None
+    assert [e["event"] for e in logged] == ["traces_unavailable"], logged
+    assert "otel extra" in logged[0]["fix"]
+    monkeypatch.setattr(traces, "_checked_pid", None)
+
+
+def test_the_worker_s_bridge_server_continues_the_trace_without_the_otlp_headers():
+    from dispatcher.dispatch.worker_mcp import bridge_server
+
+    env = {
+        "AGENT_ID": "claude",
+        "AGENT_BRIDGE_DB": "/s/bridge.db",
+        "AGENT_BRIDGE_CONFIG": "/c.json",
+        "AGENT_BRIDGE_PYTHON": "/py",
+        "AGENT_BRIDGE_PROJECT": "/p",
+        "TRACEPARENT": GOOD,
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318",
+        "OTEL_EXPORTER_OTLP_HEADERS": "authorization=Bearer secret",
+    }
+    server_env = bridge_server(env)["env"]
+    assert server_env["TRACEPARENT"] == GOOD
+    assert server_env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://127.0.0.1:4318"
+    assert "OTEL_EXPORTER_OTLP_HEADERS" not in server_env
