@@ -10,9 +10,10 @@ import socket
 import time
 from pathlib import Path
 
+import pytest
 from dispatch_harness import DEADLINE, FAKE_WORKER, start_listener, stop_listener, wait_finished, wait_until
 from dispatch_harness import write_config_atomic as write_config_file
-from harness import McpAgent, bridge_env, write_config
+from harness import McpAgent, bridge_env, on_backend, write_config
 from otlp_receiver import OtlpReceiver
 from raw_jsonrpc import RawServer
 
@@ -40,9 +41,10 @@ def _one(spans: list[dict], operation: str) -> dict:
     return found[0]
 
 
-def test_a_dispatch_is_one_trace_send_process_settle_and_the_worker_continues_it(tmp_path):
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_dispatch_is_one_trace_send_process_settle_and_the_worker_continues_it(tmp_path, backend, request):
     receiver = OtlpReceiver()
-    env = bridge_env(tmp_path, write_config(tmp_path / "config.json"))
+    env = on_backend(bridge_env(tmp_path, write_config(tmp_path / "config.json")), backend, request)
     write_config_file(Path(env["AGENT_BRIDGE_CONFIG"]), _launcher(tmp_path))
     traced = {
         **env,
