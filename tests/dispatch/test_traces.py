@@ -151,17 +151,9 @@ def test_a_collector_that_never_answers_neither_breaks_a_send_nor_holds_the_exit
     }
     server = RawServer(env, tmp_path / "server.err")
     try:
-        server.request(
-            "initialize",
-            {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-        )
-        server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        _initialize(server)
         for n in range(3):
-            reply = server.request(
-                "tools/call", {"name": "send_message", "arguments": {"recipient": "kimi", "text": f"note {n}"}}
-            )
-            assert reply["result"].get("isError") is not True, reply
-            assert reply["result"]["structuredContent"]["id"] > 0
+            assert _send(server, "kimi", f"note {n}")["id"] > 0
         server.proc.stdin.close()
         started = time.monotonic()
         assert server.proc.wait(DEADLINE) == 0
@@ -175,6 +167,44 @@ def test_a_collector_that_never_answers_neither_breaks_a_send_nor_holds_the_exit
         server._stderr.close()
         hole.close()
     assert "Traceback" not in (tmp_path / "server.err").read_text()
+
+
+def test_a_refused_export_is_said_on_stderr_and_stdout_stays_the_protocol(tmp_path):
+    """The exporter's complaints are Python log records: the server's stderr (JSON lines), never
+    stdout, where every line the reader thread takes must still be a JSON-RPC message."""
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()  # nothing listens there now: every export is refused
+    env = {
+        **bridge_env(tmp_path, write_config(tmp_path / "config.json")),
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"http://127.0.0.1:{port}/v1/traces",
+    }
+    stderr = tmp_path / "server.err"
+    server = RawServer(env, stderr)
+    try:
+        _initialize(server)
+        _send(server, "kimi", "a note")
+        wait_until(lambda: "exporting spans batch" in stderr.read_text(), what="the exporter's complaint on stderr")
+        server.ping_ok()  # the protocol stream is intact after it
+        complaint = next(line for line in stderr.read_text().splitlines() if "exporting spans batch" in line)
+        assert json.loads(complaint)["level"] == "warning"  # one of our JSON log lines
+    finally:
+        server.close()
+
+
+def _initialize(server: RawServer) -> None:
+    server.request(
+        "initialize",
+        {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    )
+    server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+
+def _send(server: RawServer, recipient: str, text: str) -> dict:
+    reply = server.request("tools/call", {"name": "send_message", "arguments": {"recipient": recipient, "text": text}})
+    assert reply["result"].get("isError") is not True, reply
+    return reply["result"]["structuredContent"]
 
 
 # What tracing loads, which nothing may load with it off. opentelemetry-api itself comes with the
