@@ -193,6 +193,33 @@ def test_a_refused_export_is_said_on_stderr_and_stdout_stays_the_protocol(tmp_pa
         server.close()
 
 
+def test_a_send_continues_the_client_s_trace_context_else_the_server_s_traceparent(tmp_path):
+    """A call's ``_meta.traceparent`` (the MCP client's trace) parents its send span; without one,
+    the server's TRACEPARENT does; a malformed one in ``_meta`` falls back to it too."""
+    receiver = OtlpReceiver()
+    client_trace, client_span = "1" * 32, "2" * 16
+    env_trace, env_span = "3" * 32, "4" * 16
+    env = {
+        **bridge_env(tmp_path, write_config(tmp_path / "config.json")),
+        "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url,
+        "TRACEPARENT": f"00-{env_trace}-{env_span}-01",
+    }
+    server = RawServer(env, tmp_path / "server.err")
+    try:
+        _initialize(server)
+        metas = [{"traceparent": f"00-{client_trace}-{client_span}-01"}, None, {"traceparent": "00-zz-forged"}]
+        for n, meta in enumerate(metas):
+            params = {"name": "send_message", "arguments": {"recipient": "kimi", "text": f"note {n}"}}
+            reply = server.request("tools/call", {**params, **({"_meta": meta} if meta else {})})
+            assert reply["result"].get("isError") is not True, reply
+        wait_until(lambda: len(receiver.spans()) >= 3, what="three send spans")
+    finally:
+        server.close()
+        receiver.close()
+    parents = sorted((s["trace_id"], s["parent_span_id"]) for s in receiver.spans())
+    assert parents == sorted([(client_trace, client_span), (env_trace, env_span), (env_trace, env_span)])
+
+
 def _initialize(server: RawServer) -> None:
     server.request(
         "initialize",
