@@ -41,6 +41,7 @@ from dispatcher.core.protected import CODE as UNSAFE
 from dispatcher.core.protected import PROTECTED_ENV, git_environment, protected_paths
 from dispatcher.core.settings_view import ListenerSettings
 from dispatcher.core.spend import TaskCaps, cap_passed, cap_to_stop_for, priced
+from dispatcher.core.trace_rules import worker_environment
 from dispatcher.dispatch import cgroups, faults
 from dispatcher.dispatch.attempts import mark_spawned
 from dispatcher.dispatch.cli_results import cli_diagnostics
@@ -154,8 +155,8 @@ def worker_env(
     ``AGENT_BRIDGE_PROTECTED`` (what its hooks refuse to write: ``core.protected``). Every git
     the worker runs gets the bridge's git configuration (``git_environment``). ``TRACEPARENT`` is
     the attempt's span when the supervisor traces, never an inherited value, and no OTLP headers
-    variable is passed on (``traces.worker_environment``)."""
-    inherited = traces.worker_environment(
+    variable is passed on (``trace_rules.worker_environment``)."""
+    inherited = worker_environment(
         {k: v for k, v in os.environ.items() if k not in (MAX_COST_ENV, PERMISSIONS_ENV, PROTECTED_ENV)},
         traces.current_context_variables(),
     )

@@ -1,4 +1,4 @@
-"""The rules of traces (dispatcher.core.traces), one case each: when tracing is on, what a stored
+"""The rules of traces (dispatcher.core.trace_rules) and the runtime off or without the extra (traces), one case each: when tracing is on, what a stored
 traceparent may be, what an attribute may hold, what the worker's environment keeps. In process."""
 
 import sys
@@ -6,8 +6,9 @@ import sys
 import pytest
 import structlog.testing
 
+from dispatcher.core import trace_rules as rules
 from dispatcher.core import traces
-from dispatcher.core.traces import TraceParent
+from dispatcher.core.trace_rules import TraceParent
 
 GOOD = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
@@ -29,13 +30,13 @@ GOOD = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
     ],
 )
 def test_tracing_is_on_only_with_an_otlp_endpoint(environ, on):
-    assert traces.wanted(environ) is on
+    assert rules.wanted(environ) is on
 
 
 def test_a_well_formed_traceparent_parses_and_formats_back():
-    parsed = traces.parse_traceparent(GOOD)
+    parsed = rules.parse_traceparent(GOOD)
     assert parsed == TraceParent(0x0AF7651916CD43DD8448EB211C80319C, 0xB7AD6B7169203331, 1)
-    assert traces.format_traceparent(parsed) == GOOD
+    assert rules.format_traceparent(parsed) == GOOD
 
 
 @pytest.mark.parametrize(
@@ -60,7 +61,7 @@ def test_a_well_formed_traceparent_parses_and_formats_back():
     ],
 )
 def test_a_malformed_or_forged_stored_traceparent_is_refused_never_raised(forged):
-    assert traces.parse_traceparent(forged) is None
+    assert rules.parse_traceparent(forged) is None
 
 
 @pytest.mark.parametrize(
@@ -82,11 +83,11 @@ def test_a_malformed_or_forged_stored_traceparent_is_refused_never_raised(forged
     ],
 )
 def test_an_attribute_holds_only_a_number_a_flag_or_one_id_like_token(value, kept):
-    assert traces.attribute_value(value) == kept
+    assert rules.attribute_value(value) == kept
 
 
 def test_messaging_attributes_follow_the_conventions_and_drop_free_text():
-    found = traces.messaging_attributes("process", "claude", 7, outcome="succeeded", note="free text here")
+    found = rules.messaging_attributes("process", "claude", 7, outcome="succeeded", note="free text here")
     assert found == {
         "messaging.system": "agent_bridge",
         "messaging.operation.type": "process",
@@ -98,9 +99,9 @@ def test_messaging_attributes_follow_the_conventions_and_drop_free_text():
 
 
 def test_a_receive_has_no_message_id_and_an_unknown_operation_is_a_bug():
-    assert "messaging.message.id" not in traces.messaging_attributes("receive", "kimi")
+    assert "messaging.message.id" not in rules.messaging_attributes("receive", "kimi")
     with pytest.raises(ValueError, match="unknown messaging operation"):
-        traces.messaging_attributes("publish", "kimi")
+        rules.messaging_attributes("publish", "kimi")
 
 
 @pytest.mark.parametrize(
@@ -108,7 +109,7 @@ def test_a_receive_has_no_message_id_and_an_unknown_operation_is_a_bug():
     [("send", "claude", "send claude"), ("settle", None, "settle"), ("send", "not an id", "send")],
 )
 def test_a_span_is_named_operation_and_destination(operation, agent, name):
-    assert traces.span_name(operation, agent) == name
+    assert rules.span_name(operation, agent) == name
 
 
 def test_the_worker_never_inherits_a_trace_context_or_otlp_headers():
@@ -120,15 +121,15 @@ def test_the_worker_never_inherits_a_trace_context_or_otlp_headers():
         "OTEL_EXPORTER_OTLP_TRACES_HEADERS": "x-api-key=secret",
         "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318",
     }
-    assert traces.worker_environment(inherited, {}) == {
+    assert rules.worker_environment(inherited, {}) == {
         "PATH": "/bin",
         "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318",
     }
-    assert traces.worker_environment(inherited, {"TRACEPARENT": "00-new"})["TRACEPARENT"] == "00-new"
+    assert rules.worker_environment(inherited, {"TRACEPARENT": "00-new"})["TRACEPARENT"] == "00-new"
 
 
 def test_with_tracing_off_every_entry_point_does_nothing(monkeypatch):
-    for name in (*traces.ENDPOINT_VARIABLES, "TRACEPARENT"):
+    for name in (*rules.ENDPOINT_VARIABLES, "TRACEPARENT"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(traces, "_checked_pid", None)
     with traces.span("send", "claude", parent=GOOD) as span:
