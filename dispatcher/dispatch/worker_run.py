@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Union
 
 from dispatcher.bridge.worker_scope import attempt_claim_owner
-from dispatcher.core import clock
+from dispatcher.core import clock, traces
 from dispatcher.core.config_view import ConfigView
 from dispatcher.core.errors import BridgeError
 from dispatcher.core.grants import widened
@@ -41,6 +41,7 @@ from dispatcher.core.protected import CODE as UNSAFE
 from dispatcher.core.protected import PROTECTED_ENV, git_environment, protected_paths
 from dispatcher.core.settings_view import ListenerSettings
 from dispatcher.core.spend import TaskCaps, cap_passed, cap_to_stop_for, priced
+from dispatcher.core.trace_rules import worker_environment
 from dispatcher.dispatch import cgroups, faults
 from dispatcher.dispatch.attempts import mark_spawned
 from dispatcher.dispatch.cli_results import cli_diagnostics
@@ -152,8 +153,13 @@ def worker_env(
     has none (an inherited value is dropped, never passed on). ``AGENT_BRIDGE_PERMISSIONS`` is
     always the agent's profile from config.json, never an inherited value, and so is
     ``AGENT_BRIDGE_PROTECTED`` (what its hooks refuse to write: ``core.protected``). Every git
-    the worker runs gets the bridge's git configuration (``git_environment``)."""
-    inherited = {k: v for k, v in os.environ.items() if k not in (MAX_COST_ENV, PERMISSIONS_ENV, PROTECTED_ENV)}
+    the worker runs gets the bridge's git configuration (``git_environment``). ``TRACEPARENT`` is
+    the attempt's span when the supervisor traces, never an inherited value, and no OTLP headers
+    variable is passed on (``trace_rules.worker_environment``)."""
+    inherited = worker_environment(
+        {k: v for k, v in os.environ.items() if k not in (MAX_COST_ENV, PERMISSIONS_ENV, PROTECTED_ENV)},
+        traces.current_context_variables(),
+    )
     return {
         **inherited,
         **git_environment(),
