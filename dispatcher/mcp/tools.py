@@ -30,7 +30,6 @@ from dispatcher.store import approvals as approval_rows
 from dispatcher.store.changes import StoreChanges
 
 MAX_WAIT_SECONDS = 30
-APPROVAL_POLL_SECONDS = 0.5
 
 log = get_logger("agent_bridge.mcp")
 
@@ -156,33 +155,20 @@ class BridgeTools:
         )
         approval_id, outcome = asked
         if approval_id is not None:
-            from dispatcher.dispatch.notify import spawn_notice  # noqa: PLC0415 - only when a request waits
+            from dispatcher.core.notice_spawn import notify_agent  # noqa: PLC0415 - only when a request waits
 
             log.info("approval_waiting", agent=self.agent, approval_id=approval_id, tool=tool_name)
-            self._notify(Notice("approval_waiting", self.agent, approval_id), spawn_notice)
-            outcome = await self._decision(approval_id)
+            notify_agent(self.config, Notice("approval_waiting", self.agent, approval_id))
+            outcome = await approvals.decision(
+                lambda: self._guarded(
+                    "approval_prompt", lambda: approval_rows.get_request(self.store.connection(), approval_id)
+                ),
+                clock.now,
+                anyio.sleep,
+            )
         log.info("approval_answered", agent=self.agent, approval_id=approval_id, tool=tool_name, outcome=outcome)
         # One text block holding the JSON: what Claude Code reads (a structured result it refuses).
         return json.dumps(approvals.prompt_answer(outcome or "expired", tool_name, input))
-
-    async def _decision(self, approval_id: int) -> str:
-        """The request's decision once a person took one, or ``expired`` once it expired."""
-        while True:
-            row = self._guarded(
-                "approval_prompt", lambda: approval_rows.get_request(self.store.connection(), approval_id)
-            )
-            now = clock.now()
-            if row is None:
-                return "expired"
-            if (outcome := approvals.state(row, now)) != "waiting":
-                return outcome
-            await anyio.sleep(min(APPROVAL_POLL_SECONDS, max(0.0, row["expires_at"] - now)))
-
-    def _notify(self, notice: "Notice", spawn: Callable[..., int | None]) -> None:
-        """The agent's notify_command for ``notice``, in the background (docs/notices.md)."""
-        command = self.config.notify_command_of(self.agent)
-        if command is not None:
-            spawn(command, notice, self.config.notify_timeout_seconds, None)
 
     async def receive_messages(self, limit: StrictInt = 20, wait_seconds: StrictFloat = 0) -> dict[str, Any]:
         """Return your unacknowledged messages, oldest first (limit 1..100).
