@@ -80,12 +80,12 @@ class StoreUnavailable(BridgeError):
 ALL_EXTRAS = "postgres,top"
 
 
-def missing_extra(needs: str, package: str) -> BridgeError:
+def missing_extra(needs: str, package: str, extras: str = ALL_EXTRAS) -> BridgeError:
     """``missing_extra``: ``needs`` (what the user ran or named) needs an optional ``package`` this
-    installation lacks; the fix reinstalls with every extra, so that none is dropped."""
+    installation lacks; the fix reinstalls with every extra (``extras``), so that none is dropped."""
     return BridgeError(
         "missing_extra",
         f"{needs} needs the optional {package} package, which this installation lacks; nothing was changed. "
-        f"Reinstall with every extra: `uv tool install --force './agent-bridge[{ALL_EXTRAS}]'` from your clone "
-        f"(or 'git+<repository-url>[{ALL_EXTRAS}]'), or `uv sync --all-extras` in a checkout",
+        f"Reinstall with every extra: `uv tool install --force './agent-bridge[{extras}]'` from your clone "
+        f"(or 'git+<repository-url>[{extras}]'), or `uv sync --all-extras` in a checkout",
     )

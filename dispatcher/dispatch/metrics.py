@@ -1,0 +1,201 @@
+"""The Prometheus figures of a store (docs/metrics.md), computed from its rows at each scrape or
+textfile write by one prometheus_client collector. Loaded only with metrics on: nothing that
+runs with them off (send, receive, the listener's loop) imports this module or prometheus_client.
+
+Who exports which figures is ``metric_rules.scope_of``; the rows are ``store.metrics``'s. Labels
+are names (agent, host, outcome, error kind, kind, reason), never a message id or any text.
+"""
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.utils import floatToGoString
+
+from dispatcher.core.config_view import ConfigView, budget_day_start
+from dispatcher.core.metric_rules import DURATION_BUCKETS, WAIT_BUCKETS, Scope, cumulative_buckets, label, scope_of
+from dispatcher.core.private_files import write_atomically
+from dispatcher.store import Connection
+from dispatcher.store.metrics import attempt_rows, message_counts, pending_counts, spend_per_agent
+from dispatcher.store.store_clock import store_now
+
+PREFIX = "agent_bridge_"
+# Readable by the node exporter's user: the figures are names and numbers, nothing private.
+TEXTFILE_MODE = 0o644
+
+
+@dataclass(frozen=True)
+class ListenerFact:
+    """A listener as an exporter sees it: its agent, its host, whether it runs, and why a
+    dispatchable task waits (``step.HELD_*``; None: nothing held, or not known to this exporter)."""
+
+    agent: str
+    host: str | None
+    up: bool
+    held: str | None = None
+
+
+# name (without the prefix), type, help: the metric families every exporter writes.
+METRICS: dict[str, tuple[str, str]] = {
+    "attempts": ("counter", "Finished attempts, by outcome and error kind."),
+    "messages_sent": ("counter", "Messages sent to the agent, by kind (a notice is kind notice)."),
+    "queue_wait_seconds": ("histogram", "From a task's send to its attempt's start (the barrier)."),
+    "attempt_duration_seconds": ("histogram", "From an attempt's start to its end (finished attempts)."),
+    "worker_start_seconds": ("histogram", "From a task's send to its worker's launcher running."),
+    "pending_tasks": ("gauge", "Unread tasks no attempt has taken yet."),
+    "running_attempts": ("gauge", "Attempts started and not finished."),
+    "listener_up": ("gauge", "1 while the agent's listener runs (holds its lease), else 0."),
+    "listener_held": ("gauge", "1 while a dispatchable task waits for a worker, by reason."),
+    "spend_today_usd": ("gauge", "The cost of the agent's attempts started today (the budget's day)."),
+}
+
+
+def metric_names() -> frozenset[str]:
+    """Every sample name an exporter may write (a counter's ``_total``, a histogram's series)."""
+    names = set()
+    for name, (kind, _) in METRICS.items():
+        full = PREFIX + name
+        if kind == "counter":
+            names.add(full + "_total")
+        elif kind == "histogram":
+            names.update(full + suffix for suffix in ("_bucket", "_sum", "_count"))
+        else:
+            names.add(full)
+    return frozenset(names)
+
+
+def _histogram(name: str, labelnames: list[str], series: dict[tuple[str, ...], list[float]], bounds) -> Metric:
+    family = HistogramMetricFamily(PREFIX + name, METRICS[name][1], labels=labelnames)
+    for labels, values in sorted(series.items()):
+        cumulative, total, _ = cumulative_buckets(values, bounds)
+        les = [floatToGoString(bound) for bound in bounds] + ["+Inf"]
+        family.add_metric(list(labels), list(zip(les, cumulative, strict=True)), total)
+    return family
+
+
+class StoreCollector:
+    """A prometheus_client collector: each ``collect`` reads the store once through ``connect``
+    (a function that opens or lends a connection, and ``release`` it after)."""
+
+    def __init__(
+        self,
+        connect: Callable[[], Connection],
+        release: Callable[[Connection], None],
+        scope: Scope,
+        *,
+        now: Callable[[Connection], float],
+        day_start: Callable[[float], float],
+        listeners: Callable[[Connection, float], Iterable[ListenerFact]],
+    ) -> None:
+        self._connect, self._release, self._scope = connect, release, scope
+        self._now, self._day_start, self._listeners = now, day_start, listeners
+
+    def describe(self) -> list[Metric]:
+        return []  # (no fixed description: the registry does not call collect at registration)
+
+    def collect(self) -> Iterator[Metric]:
+        conn = self._connect()
+        try:
+            now = self._now(conn)
+            agent, host = self._scope.agent, self._scope.host
+            attempts = attempt_rows(conn, agent, host)
+            messages = message_counts(conn, agent)
+            pending = pending_counts(conn, agent)
+            spend = spend_per_agent(conn, self._day_start(now), agent)
+            listeners = list(self._listeners(conn, now))
+        finally:
+            self._release(conn)
+        yield from self._attempt_families(attempts, host)
+        sent = CounterMetricFamily(PREFIX + "messages_sent", METRICS["messages_sent"][1], labels=["agent", "kind"])
+        for recipient, kind, count in sorted(messages, key=lambda row: (row[0], row[1] or "")):
+            sent.add_metric([label(recipient), label(kind)], count)
+        yield sent
+        agents = sorted({fact.agent for fact in listeners} | set(pending) | set(spend))
+        yield self._gauge("pending_tasks", ["agent"], {(label(a),): pending.get(a, 0) for a in agents})
+        yield self._gauge("spend_today_usd", ["agent"], {(label(a),): spend.get(a, 0.0) for a in agents})
+        yield self._gauge(
+            "listener_up", ["agent", "host"], {(label(f.agent), label(f.host)): int(f.up) for f in listeners}
+        )
+        yield self._gauge(
+            "listener_held",
+            ["agent", "reason"],
+            {(label(f.agent), label(f.held)): 1 for f in listeners if f.held is not None},
+        )
+
+    def _attempt_families(self, rows: list[tuple], this_host: str | None) -> Iterator[Metric]:
+        finished: Counter[tuple[str, ...]] = Counter()
+        running: Counter[tuple[str, ...]] = Counter()
+        waits: dict[tuple[str, ...], list[float]] = {}
+        durations: dict[tuple[str, ...], list[float]] = {}
+        to_worker: dict[tuple[str, ...], list[float]] = {}
+        for agent, host, state, outcome, error_kind, queue_wait, duration, worker_start in rows:
+            # An attempt from before hosts were recorded is the exporting host's (store.metrics).
+            where = (label(agent), label(host if host is not None else this_host))
+            waits.setdefault(where, []).append(queue_wait)
+            if worker_start is not None:
+                to_worker.setdefault(where, []).append(worker_start)
+            if state == "finished":
+                finished[(*where, label(outcome), label(error_kind))] += 1
+                if duration is not None:
+                    durations.setdefault(where, []).append(duration)
+            else:
+                running[where] += 1
+        counter = CounterMetricFamily(
+            PREFIX + "attempts", METRICS["attempts"][1], labels=["agent", "host", "outcome", "error_kind"]
+        )
+        for labels, count in sorted(finished.items()):
+            counter.add_metric(list(labels), count)
+        yield counter
+        yield _histogram("queue_wait_seconds", ["agent", "host"], waits, WAIT_BUCKETS)
+        yield _histogram("attempt_duration_seconds", ["agent", "host"], durations, DURATION_BUCKETS)
+        yield _histogram("worker_start_seconds", ["agent", "host"], to_worker, WAIT_BUCKETS)
+        yield self._gauge("running_attempts", ["agent", "host"], dict(running))
+
+    @staticmethod
+    def _gauge(name: str, labelnames: list[str], values: dict[tuple[str, ...], float]) -> Metric:
+        family = GaugeMetricFamily(PREFIX + name, METRICS[name][1], labels=labelnames)
+        for labels, value in sorted(values.items()):
+            family.add_metric(list(labels), value)
+        return family
+
+
+def registry_of(collector: StoreCollector) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    return registry
+
+
+def exposition(registry: CollectorRegistry) -> str:
+    """The registry's figures in Prometheus's text format."""
+    return generate_latest(registry).decode("utf-8")
+
+
+def write_textfile(path: Path, registry: CollectorRegistry) -> None:
+    """The node exporter's textfile: replaced atomically (it never reads half a file)."""
+    write_atomically(path, exposition(registry), mode=TEXTFILE_MODE)
+
+
+def textfile_path(directory: Path, agent: str) -> Path:
+    """One file per agent's listener: ``agent_bridge_<agent>.prom`` (the collector reads ``*.prom``)."""
+    return directory / f"agent_bridge_{agent}.prom"
+
+
+def write_listener_textfile(
+    conn: Connection, directory: Path, agent: str, host: str, config: ConfigView, *, up: bool, held: str | None
+) -> Path:
+    """A listener's textfile: its agent's figures and its own host's attempts (``scope_of``),
+    itself as the agent's one listener. Returns the file's path."""
+    collector = StoreCollector(
+        lambda: conn,
+        lambda _conn: None,  # the listener's own connection: it stays open
+        scope_of("listener", agent, host),
+        now=store_now,
+        day_start=lambda now: budget_day_start(config, now),
+        listeners=lambda _conn, _now: [ListenerFact(agent, host, up, held if up else None)],
+    )
+    path = textfile_path(directory, agent)
+    write_textfile(path, registry_of(collector))
+    return path
