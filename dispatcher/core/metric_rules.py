@@ -3,6 +3,7 @@ exporter owns, the histograms' buckets, and what a label value may be. No promet
 ``dispatch.metrics`` builds the metric families from what these decide.
 """
 
+import functools
 import ipaddress
 import math
 import re
@@ -44,6 +45,7 @@ def scope_of(exporter: str, agent: str | None, host: str) -> Scope:
     raise ValueError(f"unknown exporter {exporter!r}: listener or serve")
 
 
+@functools.lru_cache(maxsize=4096)  # a scrape labels every attempt row with a handful of names
 def label(value: object) -> str:
     """A label value: a name as the store has it, cut to ``LABEL_MAX`` characters of
     ``[A-Za-z0-9_.:-]`` (anything else becomes ``_``); no value at all is ``none``. Labels are

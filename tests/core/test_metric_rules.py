@@ -69,7 +69,7 @@ def test_loopback_binds_are_allowed(bind):
 @pytest.mark.parametrize(
     ("bind", "why"),
     [
-        ("0.0.0.0", "not a loopback"),
+        ("0.0.0.0", "not a loopback"),  # noqa: S104 - refused: the point
         ("::", "not a loopback"),
         ("192.168.1.5", "SSH tunnel"),
         ("example.org", "not an IP"),
