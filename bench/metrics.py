@@ -125,10 +125,11 @@ def measure(rounds: int, seconds: float, history: int, every: float) -> dict:
             for _ in range(rounds):
                 off += _sends(conn, seconds)
                 helper = _start_beside(url, db, textfiles, every)
-                helper.stdout.readline()  # its first scrape done: it is up and running
+                first = helper.stdout.readline()  # its first scrape done: it is up and running
                 on += _sends(conn, seconds)
                 helper.terminate()
                 out, _ = helper.communicate(timeout=30)
+                out = first + out
                 timings += [json.loads(line) for line in out.splitlines() if line.startswith("{")]
         finally:
             serve.terminate()

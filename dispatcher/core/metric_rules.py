@@ -5,9 +5,9 @@ exporter owns, the histograms' buckets, and what a label value may be. No promet
 
 import functools
 import ipaddress
-import math
+import itertools
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 # Seconds: a dispatch within a second, a worker's start-up, a task of minutes, the longest timeouts.
@@ -55,30 +55,10 @@ def label(value: object) -> str:
     return _LABEL_CHARACTERS.sub("_", str(value))[:LABEL_MAX]
 
 
-def cumulative_buckets(values: Iterable[float], bounds: Sequence[float]) -> tuple[list[int], float, int]:
-    """Prometheus's cumulative buckets of ``values`` over the upper ``bounds`` (sorted, +Inf
-    added): the count at or below each bound, then the sum and the count. A negative value
-    (a clock stepped back between two hosts) counts as 0; a NaN is left out."""
-    counts = [0] * (len(bounds) + 1)
-    total, seen = 0.0, 0
-    for raw in values:
-        if math.isnan(raw):
-            continue
-        value = max(raw, 0.0)
-        total += value
-        seen += 1
-        for index, bound in enumerate(bounds):
-            if value <= bound:
-                counts[index] += 1
-                break
-        else:
-            counts[-1] += 1
-    running = 0
-    cumulative = []
-    for count in counts:
-        running += count
-        cumulative.append(running)
-    return cumulative, total, seen
+def cumulative(counts: Sequence[int]) -> list[int]:
+    """Prometheus's cumulative buckets from the count in each bucket alone (``store.metrics
+    .span_buckets`` puts a span in the first bucket whose bound is at or above it)."""
+    return list(itertools.accumulate(counts))
 
 
 def non_loopback(bind: str) -> str | None:

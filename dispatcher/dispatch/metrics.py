@@ -7,7 +7,7 @@ are names (agent, host, outcome, error kind, kind, reason), never a message id o
 """
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,10 +16,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.utils import floatToGoString
 
 from dispatcher.core.config_view import ConfigView, budget_day_start
-from dispatcher.core.metric_rules import DURATION_BUCKETS, WAIT_BUCKETS, Scope, cumulative_buckets, label, scope_of
+from dispatcher.core.metric_rules import DURATION_BUCKETS, WAIT_BUCKETS, Scope, cumulative, label, scope_of
 from dispatcher.core.private_files import write_atomically
 from dispatcher.store import Connection
-from dispatcher.store.metrics import attempt_rows, message_counts, pending_counts, spend_per_agent
+from dispatcher.store.metrics import attempt_counts, message_counts, pending_counts, span_buckets, spend_per_agent
 from dispatcher.store.store_clock import store_now
 
 PREFIX = "agent_bridge_"
@@ -67,13 +67,24 @@ def metric_names() -> frozenset[str]:
     return frozenset(names)
 
 
-def _histogram(name: str, labelnames: list[str], series: dict[tuple[str, ...], list[float]], bounds) -> Metric:
-    family = HistogramMetricFamily(PREFIX + name, METRICS[name][1], labels=labelnames)
-    for labels, values in sorted(series.items()):
-        cumulative, total, _ = cumulative_buckets(values, bounds)
-        les = [floatToGoString(bound) for bound in bounds] + ["+Inf"]
-        family.add_metric(list(labels), list(zip(les, cumulative, strict=True)), total)
+def _histogram(name: str, rows: list[tuple], bounds: Sequence[float], this_host: str | None) -> Metric:
+    """A histogram family from ``store.metrics.span_buckets``'s rows, one series per agent and host."""
+    family = HistogramMetricFamily(PREFIX + name, METRICS[name][1], labels=["agent", "host"])
+    series: dict[tuple[str, str], tuple[list[int], float]] = {}
+    for agent, host, bucket, count, seconds in rows:
+        counts, total = series.setdefault(_where(agent, host, this_host), ([0] * (len(bounds) + 1), 0.0))
+        counts[bucket] += count
+        series[_where(agent, host, this_host)] = (counts, total + (seconds or 0.0))
+    les = [floatToGoString(bound) for bound in bounds] + ["+Inf"]
+    for labels, (counts, total) in sorted(series.items()):
+        family.add_metric(list(labels), list(zip(les, cumulative(counts), strict=True)), total)
     return family
+
+
+def _where(agent: str, host: str | None, this_host: str | None) -> tuple[str, str]:
+    """An attempt's agent and host labels; one from before hosts were recorded is the exporting
+    host's (``store.metrics``)."""
+    return label(agent), label(host if host is not None else this_host)
 
 
 class StoreCollector:
@@ -101,7 +112,15 @@ class StoreCollector:
         try:
             now = self._now(conn)
             agent, host = self._scope.agent, self._scope.host
-            attempts = attempt_rows(conn, agent, host)
+            attempts = attempt_counts(conn, agent, host)
+            spans = {
+                span: span_buckets(conn, span, bounds, agent, host)
+                for span, bounds in (
+                    ("queue_wait", WAIT_BUCKETS),
+                    ("duration", DURATION_BUCKETS),
+                    ("worker_start", WAIT_BUCKETS),
+                )
+            }
             messages = message_counts(conn, agent)
             pending = pending_counts(conn, agent)
             spend = spend_per_agent(conn, self._day_start(now), agent)
@@ -109,6 +128,9 @@ class StoreCollector:
         finally:
             self._release(conn)
         yield from self._attempt_families(attempts, host)
+        yield _histogram("queue_wait_seconds", spans["queue_wait"], WAIT_BUCKETS, host)
+        yield _histogram("attempt_duration_seconds", spans["duration"], DURATION_BUCKETS, host)
+        yield _histogram("worker_start_seconds", spans["worker_start"], WAIT_BUCKETS, host)
         sent = CounterMetricFamily(PREFIX + "messages_sent", METRICS["messages_sent"][1], labels=["agent", "kind"])
         for recipient, kind, count in sorted(messages, key=lambda row: (row[0], row[1] or "")):
             sent.add_metric([label(recipient), label(kind)], count)
@@ -128,30 +150,18 @@ class StoreCollector:
     def _attempt_families(self, rows: list[tuple], this_host: str | None) -> Iterator[Metric]:
         finished: Counter[tuple[str, ...]] = Counter()
         running: Counter[tuple[str, ...]] = Counter()
-        waits: dict[tuple[str, ...], list[float]] = {}
-        durations: dict[tuple[str, ...], list[float]] = {}
-        to_worker: dict[tuple[str, ...], list[float]] = {}
-        for agent, host, state, outcome, error_kind, queue_wait, duration, worker_start in rows:
-            # An attempt from before hosts were recorded is the exporting host's (store.metrics).
-            where = (label(agent), label(host if host is not None else this_host))
-            waits.setdefault(where, []).append(queue_wait)
-            if worker_start is not None:
-                to_worker.setdefault(where, []).append(worker_start)
+        for agent, host, state, outcome, error_kind, count in rows:
+            where = _where(agent, host, this_host)
             if state == "finished":
-                finished[(*where, label(outcome), label(error_kind))] += 1
-                if duration is not None:
-                    durations.setdefault(where, []).append(duration)
+                finished[(*where, label(outcome), label(error_kind))] += count
             else:
-                running[where] += 1
+                running[where] += count
         counter = CounterMetricFamily(
             PREFIX + "attempts", METRICS["attempts"][1], labels=["agent", "host", "outcome", "error_kind"]
         )
         for labels, count in sorted(finished.items()):
             counter.add_metric(list(labels), count)
         yield counter
-        yield _histogram("queue_wait_seconds", ["agent", "host"], waits, WAIT_BUCKETS)
-        yield _histogram("attempt_duration_seconds", ["agent", "host"], durations, DURATION_BUCKETS)
-        yield _histogram("worker_start_seconds", ["agent", "host"], to_worker, WAIT_BUCKETS)
         yield self._gauge("running_attempts", ["agent", "host"], dict(running))
 
     @staticmethod

@@ -7,20 +7,37 @@ recorded counts as every host's, as ``dispatch.reconcile`` treats it).
 what) are ``core.metric_rules``.
 """
 
+from collections.abc import Sequence
 from typing import Any
 
 from dispatcher.store.types import Connection
 
-_ATTEMPTS = """
-SELECT a.agent, a.host, a.state, a.outcome, a.error_kind,
-       a.started_at - m.created_at AS queue_wait,
-       a.finished_at - a.started_at AS duration,
-       a.worker_started_at - m.created_at AS to_worker
-FROM dispatch_attempts AS a JOIN messages AS m ON m.id = a.message_id
+_WHERE = """
 WHERE (CAST(:agent AS TEXT) IS NULL OR a.agent = :agent)
   AND (CAST(:host AS TEXT) IS NULL OR a.host = :host OR a.host IS NULL)
 """
 # (The CASTs: PostgreSQL cannot tell the type of a parameter that only meets IS NULL.)
+
+_ATTEMPT_COUNTS = (
+    "SELECT a.agent, a.host, a.state, a.outcome, a.error_kind, count(*) FROM dispatch_attempts AS a"  # noqa: S608 - constant SQL
+    + _WHERE
+    + "GROUP BY a.agent, a.host, a.state, a.outcome, a.error_kind"
+)
+
+# The spans the histograms count, in seconds, each with the attempts it is defined for.
+SPANS = {
+    "queue_wait": ("a.started_at - m.created_at", "TRUE"),
+    "duration": ("a.finished_at - a.started_at", "a.state = 'finished'"),
+    "worker_start": ("a.worker_started_at - m.created_at", "TRUE"),
+}
+
+
+def _bucket_case(span: str, bounds: Sequence[float]) -> str:
+    """The index of the first bound at or above the span (len(bounds): above them all). A negative
+    span (a clock stepped back between two hosts) lands in the first bucket."""
+    whens = " ".join(f"WHEN {span} <= {float(bound)!r} THEN {index}" for index, bound in enumerate(bounds))
+    return f"CASE {whens} ELSE {len(bounds)} END"
+
 
 _MESSAGES = """
 SELECT m.recipient, m.kind, count(*) FROM messages AS m
@@ -44,16 +61,28 @@ WHERE a.started_at >= :since AND (CAST(:agent AS TEXT) IS NULL OR a.agent = :age
 GROUP BY a.agent
 """
 
-_LISTENERS = """
-SELECT l.agent, l.host, l.renewed_at FROM listeners AS l
-WHERE (CAST(:agent AS TEXT) IS NULL OR l.agent = :agent)
-"""
+
+def attempt_counts(conn: Connection, agent: str | None, host: str | None) -> list[tuple[Any, ...]]:
+    """(agent, host, state, outcome, error_kind, attempts) for each such group of attempts."""
+    return [tuple(row) for row in conn.execute(_ATTEMPT_COUNTS, {"agent": agent, "host": host})]
 
 
-def attempt_rows(conn: Connection, agent: str | None, host: str | None) -> list[tuple[Any, ...]]:
-    """(agent, host, state, outcome, error_kind, queue_wait, duration, to_worker) per attempt:
-    the waits and the duration in seconds, None where a time is not recorded yet."""
-    return [tuple(row) for row in conn.execute(_ATTEMPTS, {"agent": agent, "host": host})]
+def span_buckets(
+    conn: Connection, span: str, bounds: Sequence[float], agent: str | None, host: str | None
+) -> list[tuple[Any, ...]]:
+    """(agent, host, bucket, attempts, seconds) per bucket of a span of ``SPANS`` over ``bounds``
+    (ascending): ``bucket`` is the index of the first bound at or above the span (``len(bounds)``
+    above them all), ``seconds`` the spans' sum (a negative one counts 0). Attempts without the
+    span (a worker not started yet) are left out."""
+    expression, applies = SPANS[span]
+    statement = (
+        f"SELECT a.agent, a.host, {_bucket_case(expression, bounds)} AS bucket, count(*),"  # noqa: S608 - constant SQL
+        f" sum(CASE WHEN {expression} < 0 THEN 0 ELSE {expression} END)"
+        " FROM dispatch_attempts AS a JOIN messages AS m ON m.id = a.message_id"
+        + _WHERE
+        + f" AND {applies} AND {expression} IS NOT NULL GROUP BY a.agent, a.host, bucket"
+    )
+    return [tuple(row) for row in conn.execute(statement, {"agent": agent, "host": host})]
 
 
 def message_counts(conn: Connection, agent: str | None) -> list[tuple[str, str | None, int]]:
@@ -69,8 +98,3 @@ def pending_counts(conn: Connection, agent: str | None) -> dict[str, int]:
 def spend_per_agent(conn: Connection, since: float, agent: str | None) -> dict[str, float]:
     """The cost of each agent's attempts started at or after ``since`` (agents with a cost only)."""
     return {row[0]: row[1] for row in conn.execute(_SPEND, {"since": since, "agent": agent}) if row[1] is not None}
-
-
-def listener_rows(conn: Connection, agent: str | None) -> list[tuple[str, str | None, float | None]]:
-    """(agent, host, renewed_at) of each listener row (the agent's lease)."""
-    return [(row[0], row[1], row[2]) for row in conn.execute(_LISTENERS, {"agent": agent})]

@@ -1,14 +1,12 @@
-"""The metric rules (docs/metrics.md), one case each: who exports what, the buckets, labels, binds."""
-
-import math
+"""The metric rules (docs/metrics.md), one case each: who exports what, cumulative buckets, labels,
+binds. Which bucket a span falls in is SQL: tests/dispatch/test_metrics_figures.py, on both backends."""
 
 import pytest
 
 from dispatcher.core.metric_rules import (
     LABEL_MAX,
-    WAIT_BUCKETS,
     Scope,
-    cumulative_buckets,
+    cumulative,
     label,
     non_loopback,
     scope_of,
@@ -30,19 +28,9 @@ def test_a_listener_without_an_agent_or_an_unknown_exporter_is_refused():
         scope_of("pushgateway", "claude", "host-a")
 
 
-def test_a_value_lands_in_the_first_bucket_at_or_above_it_and_the_buckets_are_cumulative():
-    counts, total, seen = cumulative_buckets([0.1, 0.2, 1, 7, 1e9], (0.1, 1, 10))
-    assert counts == [1, 3, 4, 5]  # le 0.1 (inclusive), le 1, le 10, +Inf
-    assert total == pytest.approx(1e9 + 8.3) and seen == 5
-
-
-def test_a_negative_wait_counts_as_zero_and_a_nan_is_left_out():
-    counts, total, seen = cumulative_buckets([-3.0, math.nan], WAIT_BUCKETS)
-    assert counts[0] == 1 and counts[-1] == 1 and total == 0.0 and seen == 1
-
-
-def test_no_values_make_empty_buckets():
-    assert cumulative_buckets([], (1, 2)) == ([0, 0, 0], 0.0, 0)
+def test_buckets_are_made_cumulative():
+    assert cumulative([1, 2, 0, 2]) == [1, 3, 3, 5]
+    assert cumulative([0, 0]) == [0, 0]
 
 
 @pytest.mark.parametrize(

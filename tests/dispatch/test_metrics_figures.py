@@ -24,6 +24,7 @@ from dispatcher.dispatch.metrics import (
     write_listener_textfile,
 )
 from dispatcher.dispatch.outcome import settle
+from dispatcher.store.metrics import span_buckets
 
 pytestmark = pytest.mark.both_backends
 
@@ -143,6 +144,20 @@ def test_the_listeners_textfile_is_readable_by_the_node_exporter_and_says_if_it_
     assert samples[("agent_bridge_listener_up", (("agent", "kimi"), ("host", "host-a")))] == 0
     assert _sum(samples, "agent_bridge_listener_held") == 0  # a stopped listener holds nothing
     assert CANARY not in path.read_text()
+
+
+@pytest.mark.parametrize(
+    ("span", "bucket"), [(-5.0, 0), (0.0, 0), (1.0, 0), (1.0001, 1), (2.5, 1), (3.0, 2), (80000.0, 2)]
+)
+def test_a_span_lands_in_the_first_bucket_at_or_above_it(conn, monkeypatch, span, bucket):
+    """At a bound is in it, just above is in the next, above them all is +Inf's, and a negative
+    span (a clock stepped back between two hosts) is the first bucket's, counted as 0 s."""
+    task = _task(conn, "kimi")
+    created = conn.execute("SELECT created_at FROM messages WHERE id = ?", (task,)).fetchone()[0]
+    _attempt(conn, monkeypatch, task, "host-a", created + span)
+    rows = span_buckets(conn, "queue_wait", (1, 2.5), None, None)
+    assert [(agent, n, count) for agent, _, n, count, _ in rows] == [("kimi", bucket, 1)]
+    assert rows[0][4] == pytest.approx(max(span, 0.0))
 
 
 def test_a_listener_label_is_cleaned(store):
