@@ -30,6 +30,7 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dispatcher.core import clock, processes
 from dispatcher.core.config_view import ConfigView, max_workers, use_worktree
@@ -62,6 +63,9 @@ from dispatcher.store.messages import cap_far_leases
 from dispatcher.store.roles import refuse_another_agents_role
 from dispatcher.store.store_clock import store_now
 from dispatcher.store.worktrees import worktrees_on_disk
+
+if TYPE_CHECKING:  # (only a type: prometheus_client loads with metrics on alone)
+    from dispatcher.dispatch.metrics import ListenerTextfile
 
 # Supervisor exit codes (the listener's only channel from its forked child).
 EXIT_REFUSED, EXIT_STORE = 3, 4
@@ -118,6 +122,8 @@ class Listener:
         self._backoff_until = 0.0
         self._next_prune = 0.0  # monotonic: the first idle moment prunes, then once an hour
         self._metrics_due = 0.0  # monotonic: with metrics on, the textfile is written then (_write_metrics)
+        self._metrics: ListenerTextfile | None = None  # with metrics on: the textfile's writer
+        self._metrics_config: ConfigView | None = None  # the config it was made for
         self._events: StoreChanges | None = None  # while running: what an idle wait sleeps on
         self._supervisors = Supervisors()
         self._ended: list[tuple[Supervisor, int]] = []  # reaped, their attempts not looked at yet
@@ -465,18 +471,15 @@ class Listener:
             return
         self._metrics_due = clock.monotonic() + METRICS_EVERY_SECONDS
         try:
-            from dispatcher.dispatch.metrics import write_listener_textfile
+            if self._metrics is None or self._metrics_config is not config:  # (a new config.json: made anew)
+                from dispatcher.dispatch.metrics import ListenerTextfile
 
-            with store_errors():
-                write_listener_textfile(
-                    store.connection(),
-                    Path(directory),
-                    self.agent,
-                    processes.this_host(),
-                    config,
-                    up=up,
-                    held=self._progress["held"],
+                self._metrics = ListenerTextfile(
+                    store.connection, Path(directory), self.agent, processes.this_host(), config
                 )
+                self._metrics_config = config
+            with store_errors():
+                self._metrics.write(up=up, held=self._progress["held"])
         except ImportError:  # tried again at the next write; never stops the listener
             log.warning(
                 "metrics_write_failed",

@@ -19,7 +19,7 @@ from dispatcher.core.config_view import ConfigView, budget_day_start
 from dispatcher.core.metric_rules import DURATION_BUCKETS, WAIT_BUCKETS, Scope, cumulative, label, scope_of
 from dispatcher.core.private_files import write_atomically
 from dispatcher.store import Connection
-from dispatcher.store.metrics import attempt_counts, message_counts, pending_counts, span_buckets, spend_per_agent
+from dispatcher.store.metrics import attempt_counts, messages_after, pending_counts, span_buckets, spend_per_agent
 from dispatcher.store.store_clock import store_now
 
 PREFIX = "agent_bridge_"
@@ -103,6 +103,10 @@ class StoreCollector:
     ) -> None:
         self._connect, self._release, self._scope = connect, release, scope
         self._now, self._day_start, self._listeners = now, day_start, listeners
+        # Messages sent, counted once each (``store.metrics.messages_after``): the first collect
+        # counts the store's rows, each later one only the rows above the highest id seen.
+        self._sent: Counter[tuple[str, str | None]] = Counter()
+        self._sent_through = 0
 
     def describe(self) -> list[Metric]:
         return []  # (no fixed description: the registry does not call collect at registration)
@@ -121,7 +125,9 @@ class StoreCollector:
                     ("worker_start", WAIT_BUCKETS),
                 )
             }
-            messages = message_counts(conn, agent)
+            for recipient, kind, count, highest in messages_after(conn, self._sent_through, agent):
+                self._sent[(recipient, kind)] += count
+                self._sent_through = max(self._sent_through, highest)
             pending = pending_counts(conn, agent)
             spend = spend_per_agent(conn, self._day_start(now), agent)
             listeners = list(self._listeners(conn, now))
@@ -132,7 +138,7 @@ class StoreCollector:
         yield _histogram("attempt_duration_seconds", spans["duration"], DURATION_BUCKETS, host)
         yield _histogram("worker_start_seconds", spans["worker_start"], WAIT_BUCKETS, host)
         sent = CounterMetricFamily(PREFIX + "messages_sent", METRICS["messages_sent"][1], labels=["agent", "kind"])
-        for recipient, kind, count in sorted(messages, key=lambda row: (row[0], row[1] or "")):
+        for (recipient, kind), count in sorted(self._sent.items(), key=lambda item: (item[0][0], item[0][1] or "")):
             sent.add_metric([label(recipient), label(kind)], count)
         yield sent
         agents = sorted({fact.agent for fact in listeners} | set(pending) | set(spend))
@@ -193,19 +199,28 @@ def textfile_path(directory: Path, agent: str) -> Path:
     return directory / f"agent_bridge_{agent}.prom"
 
 
-def write_listener_textfile(
-    conn: Connection, directory: Path, agent: str, host: str, config: ConfigView, *, up: bool, held: str | None
-) -> Path:
+class ListenerTextfile:
     """A listener's textfile: its agent's figures and its own host's attempts (``scope_of``),
-    itself as the agent's one listener. Returns the file's path."""
-    collector = StoreCollector(
-        lambda: conn,
-        lambda _conn: None,  # the listener's own connection: it stays open
-        scope_of("listener", agent, host),
-        now=store_now,
-        day_start=lambda now: budget_day_start(config, now),
-        listeners=lambda _conn, _now: [ListenerFact(agent, host, up, held if up else None)],
-    )
-    path = textfile_path(directory, agent)
-    write_textfile(path, registry_of(collector))
-    return path
+    itself as the agent's one listener; one collector for the listener's life, so that the
+    messages it counted stay counted (``StoreCollector``)."""
+
+    def __init__(
+        self, connection: Callable[[], Connection], directory: Path, agent: str, host: str, config: ConfigView
+    ) -> None:
+        self.path = textfile_path(directory, agent)
+        self.up: bool = True
+        self.held: str | None = None
+        self._registry = registry_of(
+            StoreCollector(
+                connection,
+                lambda _conn: None,  # the listener's own connection: it stays open
+                scope_of("listener", agent, host),
+                now=store_now,
+                day_start=lambda now: budget_day_start(config, now),
+                listeners=lambda _conn, _now: [ListenerFact(agent, host, self.up, self.held if self.up else None)],
+            )
+        )
+
+    def write(self, *, up: bool, held: str | None) -> None:
+        self.up, self.held = up, held
+        write_textfile(self.path, self._registry)

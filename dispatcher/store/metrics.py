@@ -39,9 +39,12 @@ def _bucket_case(span: str, bounds: Sequence[float]) -> str:
     return f"CASE {whens} ELSE {len(bounds)} END"
 
 
-_MESSAGES = """
-SELECT m.recipient, m.kind, count(*) FROM messages AS m
-WHERE (CAST(:agent AS TEXT) IS NULL OR m.recipient = :agent)
+# Ids only grow and are never reused (migration 9; PostgreSQL: an identity), and every write takes
+# the store's one write lock, so rows commit in id order: counting past the highest id seen counts
+# each message once, and a message pruned after it was counted stays counted.
+_MESSAGES_AFTER = """
+SELECT m.recipient, m.kind, count(*), max(m.id) FROM messages AS m
+WHERE m.id > :after AND (CAST(:agent AS TEXT) IS NULL OR m.recipient = :agent)
 GROUP BY m.recipient, m.kind
 """
 
@@ -85,9 +88,11 @@ def span_buckets(
     return [tuple(row) for row in conn.execute(statement, {"agent": agent, "host": host})]
 
 
-def message_counts(conn: Connection, agent: str | None) -> list[tuple[str, str | None, int]]:
-    """(recipient, kind, messages) for every message in the store."""
-    return [(row[0], row[1], row[2]) for row in conn.execute(_MESSAGES, {"agent": agent})]
+def messages_after(conn: Connection, after_id: int, agent: str | None) -> list[tuple[str, str | None, int, int]]:
+    """(recipient, kind, messages, highest id) of the messages with an id above ``after_id``."""
+    return [
+        (row[0], row[1], row[2], row[3]) for row in conn.execute(_MESSAGES_AFTER, {"after": after_id, "agent": agent})
+    ]
 
 
 def pending_counts(conn: Connection, agent: str | None) -> dict[str, int]:

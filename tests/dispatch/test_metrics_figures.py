@@ -17,13 +17,14 @@ from dispatcher.core.processes import HOST_ID_ENV
 from dispatcher.dispatch.attempts import begin_attempt
 from dispatcher.dispatch.metrics import (
     ListenerFact,
+    ListenerTextfile,
     StoreCollector,
     exposition,
     metric_names,
     registry_of,
-    write_listener_textfile,
 )
 from dispatcher.dispatch.outcome import settle
+from dispatcher.store import write_transaction
 from dispatcher.store.metrics import span_buckets
 
 pytestmark = pytest.mark.both_backends
@@ -132,18 +133,35 @@ def test_the_listeners_files_add_up_to_the_whole_store_and_no_figure_is_counted_
 def test_the_listeners_textfile_is_readable_by_the_node_exporter_and_says_if_it_runs(store, tmp_path):
     textfiles = tmp_path / "textfiles"
     textfiles.mkdir()
-    path = write_listener_textfile(store, textfiles, "kimi", "host-a", CONFIG, up=True, held="max_workers")
+    textfile = ListenerTextfile(lambda: store, textfiles, "kimi", "host-a", CONFIG)
+    textfile.write(up=True, held="max_workers")
+    path = textfile.path
     assert path == textfiles / "agent_bridge_kimi.prom"
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o644
     assert [p.name for p in textfiles.iterdir()] == [path.name]  # no temp file left beside it
     samples = _samples(path.read_text())
     assert samples[("agent_bridge_listener_up", (("agent", "kimi"), ("host", "host-a")))] == 1
     assert samples[("agent_bridge_listener_held", (("agent", "kimi"), ("reason", "max_workers")))] == 1
-    write_listener_textfile(store, textfiles, "kimi", "host-a", CONFIG, up=False, held="max_workers")
+    textfile.write(up=False, held="max_workers")
     samples = _samples(path.read_text())
     assert samples[("agent_bridge_listener_up", (("agent", "kimi"), ("host", "host-a")))] == 0
     assert _sum(samples, "agent_bridge_listener_held") == 0  # a stopped listener holds nothing
     assert CANARY not in path.read_text()
+
+
+def test_a_message_counted_stays_counted_when_prune_deletes_it_and_a_new_one_counts_once(store):
+    collector = _collector(store, scope_of("serve", None, "x"))
+    registry = registry_of(collector)
+    assert _sum(_samples(exposition(registry)), "agent_bridge_messages_sent_total", agent="claude") == 1
+    with write_transaction(store):  # prune's deletion of claude's task, as its transaction would make it
+        store.execute("DELETE FROM messages WHERE recipient = 'claude'")
+    assert _sum(_samples(exposition(registry)), "agent_bridge_messages_sent_total", agent="claude") == 1
+    _task(store, "claude")
+    assert _sum(_samples(exposition(registry)), "agent_bridge_messages_sent_total", agent="claude") == 2
+    assert _sum(_samples(exposition(registry)), "agent_bridge_messages_sent_total", agent="claude") == 2
+    # A new exporter counts what the store holds: a counter reset, as after any restart.
+    fresh = exposition(registry_of(_collector(store, scope_of("serve", None, "x"))))
+    assert _sum(_samples(fresh), "agent_bridge_messages_sent_total", agent="claude") == 1
 
 
 @pytest.mark.parametrize(

@@ -29,6 +29,7 @@ PROMETHEUS = shutil.which("prometheus")
 NODE_EXPORTER = shutil.which("prometheus-node-exporter")
 TASKS, FAILING, HANGING = 20, 2, 1  # message ids: the first task hangs, the second fails
 DEADLINE = 180.0
+DASHBOARD = PROJECT / "docs" / "agent-bridge-dashboard.json"
 CANARY = "canary-51c0ffee the task's private text"
 
 pytestmark = pytest.mark.skipif(
@@ -182,6 +183,9 @@ def test_prometheus_counts_twenty_tasks_from_metrics_serve_and_from_the_listener
         assert _value(prometheus_port, f'sum(agent_bridge_attempt_duration_seconds_count{{job="{job}"}})') == TASKS
         sent = f'sum(agent_bridge_messages_sent_total{{job="{job}",agent="claude",kind="task"}})'
         assert _value(prometheus_port, sent) == TASKS
+    for panel in json.loads(DASHBOARD.read_text())["panels"]:  # the dashboard's PromQL parses and runs
+        for target in panel["targets"]:
+            _promql(prometheus_port, target["expr"].replace("$__rate_interval", "1m").replace("$__range", "5m"))
     with urllib.request.urlopen(f"http://127.0.0.1:{serve_port}/metrics", timeout=10) as response:
         served = response.read().decode()
     (textfile,) = textfiles.iterdir()
