@@ -48,12 +48,15 @@ WHERE m.id > :after AND (CAST(:agent AS TEXT) IS NULL OR m.recipient = :agent)
 GROUP BY m.recipient, m.kind
 """
 
-# Unread tasks (and review turns' results) no attempt has taken yet: the dispatch scan's
-# pre-filter (``store.dispatchable``) without its age bound, counted per recipient.
+# Unread tasks (and review turns' results: a result going back to its conversation's initiator)
+# no attempt has taken yet, counted per recipient: what ``dispatch.queue.dispatch_refusal`` calls
+# dispatchable by kind, without its age, claim and budget checks.
 _PENDING = """
 SELECT m.recipient, count(*) FROM messages AS m
+LEFT JOIN conversations AS c ON c.id = m.conversation_id
 WHERE (CAST(:agent AS TEXT) IS NULL OR m.recipient = :agent)
-  AND m.acknowledged_at IS NULL AND m.kind IN ('task', 'result') AND m.origin = 'agent'
+  AND m.acknowledged_at IS NULL AND m.origin = 'agent'
+  AND (m.kind = 'task' OR (m.kind = 'result' AND c.initiator = m.recipient))
   AND NOT EXISTS (SELECT 1 FROM dispatch_attempts AS a WHERE a.message_id = m.id)
 GROUP BY m.recipient
 """

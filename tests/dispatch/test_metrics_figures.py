@@ -59,8 +59,8 @@ def _attempt(conn, monkeypatch, message_id: int, host: str, now: float) -> None:
 
 @pytest.fixture
 def store(conn, monkeypatch):
-    """kimi: three tasks, attempts on host-a (one failed, one running) and host-b (running);
-    claude: one task nobody took yet."""
+    """kimi: three tasks, attempts on host-a (one failed, one running) and host-b (running), a
+    result to me; claude: one task nobody took yet."""
     now = time.time()
     first, second, third = (_task(conn, "kimi") for _ in range(3))
     _task(conn, "claude")
@@ -68,6 +68,9 @@ def store(conn, monkeypatch):
     _attempt(conn, monkeypatch, second, "host-a", now + 40)
     _attempt(conn, monkeypatch, third, "host-b", now + 0.5)
     settle(conn, first, fallback="failed", error_kind="exit_nonzero", now=now + 5)
+    messages.send_message(
+        conn, sender="kimi", recipient="me", text=CANARY, agents=AGENTS, kind="result", reply_to=second
+    )
     return conn
 
 
@@ -108,9 +111,11 @@ def test_the_whole_store_counts_every_agent_and_host(store):
     assert _sum(samples, "agent_bridge_queue_wait_seconds_bucket", agent="kimi", le="+Inf") == 3
     assert _sum(samples, "agent_bridge_attempt_duration_seconds_count", agent="kimi") == 1
     assert _sum(samples, "agent_bridge_messages_sent_total", agent="kimi", kind="task") == 3
+    assert _sum(samples, "agent_bridge_messages_sent_total", agent="me", kind="result") == 1
     assert _sum(samples, "agent_bridge_messages_sent_total", agent="me", kind="notice") == 1  # the failure's
     assert _sum(samples, "agent_bridge_pending_tasks", agent="claude") == 1
     assert _sum(samples, "agent_bridge_pending_tasks", agent="kimi") == 0
+    assert _sum(samples, "agent_bridge_pending_tasks", agent="me") == 0  # a result to me wakes no worker
     assert {name for name, _ in samples} <= metric_names()
     assert CANARY not in text and "canary" not in text  # never a task's text
 

@@ -4,6 +4,7 @@ tests/dispatch/test_listener_wakes.py); ``metrics serve`` listens on loopback on
 missing when the extra or the store is, and a bad ``metrics_textfile_dir`` is refused."""
 
 import json
+import socket
 import subprocess
 import sys
 
@@ -84,3 +85,16 @@ def test_a_bad_metrics_textfile_dir_is_one_clear_error(tmp_path, value):
     with pytest.raises(ConfigError) as raised:
         load_config(path)
     assert "metrics_textfile_dir" in str(raised.value)
+
+
+def test_metrics_serve_on_a_port_in_use_says_so(env):
+    from dispatcher.store import open_store
+
+    open_store(env["AGENT_BRIDGE_DB"]).close()  # a store to export
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        done = cli(env, "metrics", "serve", "--port", str(taken.getsockname()[1]))
+    assert done.returncode == 1, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert "metrics_bind_failed" in line and "pick another --port" in line, line
