@@ -30,7 +30,7 @@ from dispatcher.core.config import AgentConfig, BridgeConfig
 from dispatcher.core.logs import configure_logging
 from dispatcher.core.processes import this_host
 from dispatcher.dispatch.attempts import begin_attempt
-from dispatcher.dispatch.metrics import write_listener_textfile
+from dispatcher.dispatch.metrics import ListenerTextfile
 from dispatcher.dispatch.outcome import settle
 from dispatcher.store import open_store
 
@@ -70,13 +70,14 @@ def beside(url: str, db: Path, textfiles: Path, every: float) -> None:
     """The other process of the "on" side (as a listener and Prometheus would be): a scrape of
     ``url`` and a textfile write every ``every`` seconds, each timing printed as one JSON line."""
     conn = open_store(db)
+    textfile = ListenerTextfile(lambda: conn, textfiles, "claude", this_host(), CONFIG)
     try:
         while True:
             started = time.perf_counter()
             with urllib.request.urlopen(url, timeout=30) as response:  # noqa: S310 - loopback
                 response.read()
             scraped = time.perf_counter()
-            write_listener_textfile(conn, textfiles, "claude", this_host(), CONFIG, up=True, held=None)
+            textfile.write(up=True, held=None)
             written = time.perf_counter()
             print(json.dumps({"scrape": scraped - started, "write": written - scraped}), flush=True)
             time.sleep(max(0.0, every - (written - started)))

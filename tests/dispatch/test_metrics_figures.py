@@ -154,6 +154,17 @@ def test_the_listeners_textfile_is_readable_by_the_node_exporter_and_says_if_it_
     assert CANARY not in path.read_text()
 
 
+def test_a_link_planted_at_the_textfiles_name_is_replaced_never_followed(store, tmp_path):
+    textfiles, victim = tmp_path / "textfiles", tmp_path / "victim"
+    textfiles.mkdir()
+    victim.write_text("keep me")
+    (textfiles / "agent_bridge_kimi.prom").symlink_to(victim)
+    textfile = ListenerTextfile(lambda: store, textfiles, "kimi", "host-a", CONFIG)
+    textfile.write(up=True, held=None)
+    assert victim.read_text() == "keep me"
+    assert not textfile.path.is_symlink() and "agent_bridge_listener_up" in textfile.path.read_text()
+
+
 def test_a_message_counted_stays_counted_when_prune_deletes_it_and_a_new_one_counts_once(store):
     collector = _collector(store, scope_of("serve", None, "x"))
     registry = registry_of(collector)

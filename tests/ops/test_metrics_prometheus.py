@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from dispatch_harness import FAKE_WORKER, STARTED, post_task, query, start_listener, wait_until
 from harness import PROJECT, bridge_env
+from prometheus_client.parser import text_string_to_metric_families
 
 from dispatcher.core.locations import store_location
 
@@ -121,7 +122,7 @@ def test_prometheus_counts_twenty_tasks_from_metrics_serve_and_from_the_listener
     )
     env = bridge_env(tmp_path, config)
     db = store_location(env["AGENT_BRIDGE_DB"])
-    start_listener(env)
+    listener = start_listener(env)
     for n in range(TASKS):
         post_task(db, f"{CANARY} {n}")
     wait_until(
@@ -194,4 +195,12 @@ def test_prometheus_counts_twenty_tasks_from_metrics_serve_and_from_the_listener
     # The listener's own file says it runs; serve sees its lease.
     assert _value(prometheus_port, 'agent_bridge_listener_up{job="node",agent="claude"}') == 1
     assert _value(prometheus_port, 'agent_bridge_listener_up{job="serve",agent="claude"}') == 1
+    # A listener that stops says so in its file, its last write.
+    listener.terminate()
+    listener.communicate(timeout=DEADLINE)
+    assert listener.returncode == 0
+    (up,) = [
+        s for f in text_string_to_metric_families(textfile.read_text()) for s in f.samples if s.name.endswith("_up")
+    ]
+    assert up.labels["agent"] == "claude" and up.value == 0, up
     print(f"the Prometheus test took {time.monotonic() - started:.1f} s")
