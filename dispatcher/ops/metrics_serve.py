@@ -61,8 +61,10 @@ def store_collector(settings: BridgeSettings) -> StoreCollector:
 def metrics_server(settings: BridgeSettings, bind: str, port: int) -> WSGIServer:
     """The server, bound to ``bind`` (the command line refuses one that is not loopback,
     ``metric_rules.non_loopback``); port 0: a free one."""
-    if open_read_only(settings.db) is None:
+    probe = open_read_only(settings.db)
+    if probe is None:
         raise BridgeError("store_missing", f"there is no store at {shown(settings.db)}; nothing to export yet.")
+    probe.close()
     app = make_wsgi_app(registry_of(store_collector(settings)))
     server_class = _Ipv6Server if ":" in bind else WSGIServer
     return make_server(bind, port, app, server_class=server_class, handler_class=_Quiet)
