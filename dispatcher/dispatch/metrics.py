@@ -15,11 +15,12 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
 
-from dispatcher.core.config_view import ConfigView, budget_day_start
+from dispatcher.core.config_view import ConfigView, DispatchConfig, budget_day_start
 from dispatcher.core.metric_rules import DURATION_BUCKETS, WAIT_BUCKETS, Scope, cumulative, label, scope_of
 from dispatcher.core.private_files import write_atomically
+from dispatcher.dispatch.queue import classify
 from dispatcher.store import Connection
-from dispatcher.store.metrics import attempt_counts, messages_after, pending_counts, span_buckets, spend_per_agent
+from dispatcher.store.metrics import attempt_counts, messages_after, span_buckets, spend_per_agent
 from dispatcher.store.store_clock import store_now
 
 PREFIX = "agent_bridge_"
@@ -45,11 +46,22 @@ METRICS: dict[str, tuple[str, str]] = {
     "queue_wait_seconds": ("histogram", "From a task's send to its attempt's start (the barrier)."),
     "attempt_duration_seconds": ("histogram", "From an attempt's start to its end (finished attempts)."),
     "worker_start_seconds": ("histogram", "From a task's send to its worker's launcher running."),
-    "pending_tasks": ("gauge", "Unread tasks no attempt has taken yet."),
+    "pending_tasks": ("gauge", "Tasks no attempt has taken yet, by what dispatch would do with them now."),
     "running_attempts": ("gauge", "Attempts started and not finished."),
     "listener_up": ("gauge", "1 while the agent's listener runs (holds its lease), else 0."),
     "listener_held": ("gauge", "1 while a dispatchable task waits for a worker, by reason."),
     "spend_today_usd": ("gauge", "The cost of the agent's attempts started today (the budget's day)."),
+}
+
+
+# The pending gauge's ``state`` label: what automatic dispatch would do with a task now
+# (``queue.classify``, the dispatch rule's own backlog), and the Backlog field that lists them.
+PENDING_STATES = {
+    "dispatchable": "dispatchable",
+    "held_budget": "held_budget",
+    "held_interactive": "held_interactive",
+    "auto_off": "held_auto_off",
+    "stale": "stale",
 }
 
 
@@ -98,11 +110,12 @@ class StoreCollector:
         scope: Scope,
         *,
         now: Callable[[Connection], float],
-        day_start: Callable[[float], float],
+        config: DispatchConfig,
+        agents: Sequence[str],
         listeners: Callable[[Connection, float], Iterable[ListenerFact]],
     ) -> None:
         self._connect, self._release, self._scope = connect, release, scope
-        self._now, self._day_start, self._listeners = now, day_start, listeners
+        self._now, self._config, self._agents, self._listeners = now, config, agents, listeners
         # Messages sent, counted once each (``store.metrics.messages_after``): the first collect
         # counts the store's rows, each later one only the rows above the highest id seen.
         self._sent: Counter[tuple[str, str | None]] = Counter()
@@ -128,8 +141,8 @@ class StoreCollector:
             for recipient, kind, count, highest in messages_after(conn, self._sent_through, agent):
                 self._sent[(recipient, kind)] += count
                 self._sent_through = max(self._sent_through, highest)
-            pending = pending_counts(conn, agent)
-            spend = spend_per_agent(conn, self._day_start(now), agent)
+            backlogs = {name: classify(conn, name, self._config, now) for name in self._agents}
+            spend = spend_per_agent(conn, budget_day_start(self._config, now), agent)
             listeners = list(self._listeners(conn, now))
         finally:
             self._release(conn)
@@ -141,8 +154,13 @@ class StoreCollector:
         for (recipient, kind), count in sorted(self._sent.items(), key=lambda item: (item[0][0], item[0][1] or "")):
             sent.add_metric([label(recipient), label(kind)], count)
         yield sent
-        agents = sorted({fact.agent for fact in listeners} | set(pending) | set(spend))
-        yield self._gauge("pending_tasks", ["agent"], {(label(a),): pending.get(a, 0) for a in agents})
+        pending: dict[tuple[str, ...], float] = {
+            (label(name), state): len(getattr(backlog, field))
+            for name, backlog in backlogs.items()
+            for state, field in PENDING_STATES.items()
+        }
+        yield self._gauge("pending_tasks", ["agent", "state"], pending)
+        agents = sorted(set(self._agents) | set(spend))
         yield self._gauge("spend_today_usd", ["agent"], {(label(a),): spend.get(a, 0.0) for a in agents})
         yield self._gauge(
             "listener_up", ["agent", "host"], {(label(f.agent), label(f.host)): int(f.up) for f in listeners}
@@ -216,7 +234,8 @@ class ListenerTextfile:
                 lambda _conn: None,  # the listener's own connection: it stays open
                 scope_of("listener", agent, host),
                 now=store_now,
-                day_start=lambda now: budget_day_start(config, now),
+                config=config,
+                agents=[agent],
                 listeners=lambda _conn, _now: [ListenerFact(agent, host, self.up, self.held if self.up else None)],
             )
         )

@@ -8,7 +8,6 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from prometheus_client import make_wsgi_app
 
 from dispatcher.core.config import load_config
-from dispatcher.core.config_view import budget_day_start
 from dispatcher.core.errors import BridgeError
 from dispatcher.core.locations import shown
 from dispatcher.core.metric_rules import scope_of
@@ -53,7 +52,8 @@ def store_collector(settings: BridgeSettings) -> StoreCollector:
         lambda conn: conn.close(),
         scope_of("serve", None, host),
         now=store_now,
-        day_start=lambda now: budget_day_start(config, now),
+        config=config,
+        agents=sorted(config.agents),
         listeners=listeners,
     )
 

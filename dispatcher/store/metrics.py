@@ -48,19 +48,6 @@ WHERE m.id > :after AND (CAST(:agent AS TEXT) IS NULL OR m.recipient = :agent)
 GROUP BY m.recipient, m.kind
 """
 
-# Unread tasks (and review turns' results: a result going back to its conversation's initiator)
-# no attempt has taken yet, counted per recipient: what ``dispatch.queue.dispatch_refusal`` calls
-# dispatchable by kind, without its age, claim and budget checks.
-_PENDING = """
-SELECT m.recipient, count(*) FROM messages AS m
-LEFT JOIN conversations AS c ON c.id = m.conversation_id
-WHERE (CAST(:agent AS TEXT) IS NULL OR m.recipient = :agent)
-  AND m.acknowledged_at IS NULL AND m.origin = 'agent'
-  AND (m.kind = 'task' OR (m.kind = 'result' AND c.initiator = m.recipient))
-  AND NOT EXISTS (SELECT 1 FROM dispatch_attempts AS a WHERE a.message_id = m.id)
-GROUP BY m.recipient
-"""
-
 _SPEND = """
 SELECT a.agent, sum(a.cost_usd) FROM dispatch_attempts AS a
 WHERE a.started_at >= :since AND (CAST(:agent AS TEXT) IS NULL OR a.agent = :agent)
@@ -96,11 +83,6 @@ def messages_after(conn: Connection, after_id: int, agent: str | None) -> list[t
     return [
         (row[0], row[1], row[2], row[3]) for row in conn.execute(_MESSAGES_AFTER, {"after": after_id, "agent": agent})
     ]
-
-
-def pending_counts(conn: Connection, agent: str | None) -> dict[str, int]:
-    """Unread tasks without an attempt, per recipient."""
-    return {row[0]: row[1] for row in conn.execute(_PENDING, {"agent": agent})}
 
 
 def spend_per_agent(conn: Connection, since: float, agent: str | None) -> dict[str, float]:

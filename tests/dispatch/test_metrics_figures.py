@@ -80,7 +80,8 @@ def _collector(conn, scope, listeners=()):
         lambda _conn: None,
         scope,
         now=lambda _conn: time.time(),
-        day_start=lambda now: now - 86400,
+        config=CONFIG,
+        agents=sorted(CONFIG.agents) if scope.agent is None else [scope.agent],
         listeners=lambda _conn, _now: listeners,
     )
 
@@ -114,6 +115,7 @@ def test_the_whole_store_counts_every_agent_and_host(store):
     assert _sum(samples, "agent_bridge_messages_sent_total", agent="me", kind="result") == 1
     assert _sum(samples, "agent_bridge_messages_sent_total", agent="me", kind="notice") == 1  # the failure's
     assert _sum(samples, "agent_bridge_pending_tasks", agent="claude") == 1
+    assert _sum(samples, "agent_bridge_pending_tasks", agent="claude", state="dispatchable") == 1
     assert _sum(samples, "agent_bridge_pending_tasks", agent="kimi") == 0
     assert _sum(samples, "agent_bridge_pending_tasks", agent="me") == 0  # a result to me wakes no worker
     assert {name for name, _ in samples} <= metric_names()
@@ -152,6 +154,27 @@ def test_the_listeners_textfile_is_readable_by_the_node_exporter_and_says_if_it_
     assert samples[("agent_bridge_listener_up", (("agent", "kimi"), ("host", "host-a")))] == 0
     assert _sum(samples, "agent_bridge_listener_held") == 0  # a stopped listener holds nothing
     assert CANARY not in path.read_text()
+
+
+def test_pending_tasks_are_split_by_what_the_dispatch_rule_would_do_with_them(conn):
+    """The dispatch rule's own backlog (``queue.classify``): a task of an agent whose auto is off is
+    held, not dispatchable."""
+    config = BridgeConfig(agents={**CONFIG.agents, "kimi": AgentConfig(launcher="launchers/command_headless.sh")})
+    _task(conn, "kimi")
+    _task(conn, "claude")
+    collector = StoreCollector(
+        lambda: conn,
+        lambda _conn: None,
+        scope_of("serve", None, "x"),
+        now=lambda _conn: time.time(),
+        config=config,
+        agents=["claude", "kimi"],
+        listeners=lambda _conn, _now: [],
+    )
+    samples = _samples(exposition(registry_of(collector)))
+    assert _sum(samples, "agent_bridge_pending_tasks", agent="kimi", state="auto_off") == 1
+    assert _sum(samples, "agent_bridge_pending_tasks", agent="kimi", state="dispatchable") == 0
+    assert _sum(samples, "agent_bridge_pending_tasks", agent="claude", state="dispatchable") == 1
 
 
 def test_a_link_planted_at_the_textfiles_name_is_replaced_never_followed(store, tmp_path):

@@ -128,6 +128,7 @@ def test_metrics_serve_answers_a_scrape_with_the_stores_figures(env):
     finally:
         server.server_close()
     assert 'agent_bridge_messages_sent_total{agent="claude",kind="task"} 1.0' in text, text
-    assert 'agent_bridge_pending_tasks{agent="claude"} 1.0' in text, text
+    # register_env's agents have auto off: the task is held for it, not dispatchable.
+    assert 'agent_bridge_pending_tasks{agent="claude",state="auto_off"} 1.0' in text, text
     assert 'agent_bridge_listener_up{agent="claude",host="none"} 0.0' in text, text
     assert "canary" not in text
