@@ -337,7 +337,7 @@ def test_every_install_line_names_a_source_that_exists():
                 bad.append(f"{name}: {source}")
             if "postgres" in source and "top" not in source:  # a reinstall drops the extras it does not name
                 bad.append(f"{name}: {source} drops [top]")
-    assert message.startswith("missing_extra: ") and "./agent-bridge[postgres,top]" in message, message
+    assert message.startswith("missing_extra: ") and "./agent-bridge[metrics,otel,postgres,top]" in message, message
     assert not bad, f"install lines naming a package index source (agent-bridge is not published): {bad}"
 
 

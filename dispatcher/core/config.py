@@ -184,6 +184,19 @@ class BridgeConfig(ConfigPlaces, BaseModel):
     notify_command: NotifyCommand | None = None
     # How long a notify_command may run; then its process group is killed and the notice logged failed.
     notify_timeout_seconds: int = Field(default=10, ge=1, le=600)
+    # Prometheus metrics (docs/metrics.md): each agent's listener writes its figures to
+    # ``<dir>/agent_bridge_<agent>.prom`` for the node exporter's textfile collector. Absent: off.
+    metrics_textfile_dir: str | None = Field(default=None, min_length=1)
+
+    @field_validator("metrics_textfile_dir")
+    @classmethod
+    def _absolute_metrics_dir(cls, value: str | None) -> str | None:
+        if value is not None and not Path(value).is_absolute():
+            raise ValueError(
+                "metrics_textfile_dir must be an absolute path to the directory the node exporter's "
+                "--collector.textfile.directory names"
+            )
+        return value
 
     def permissions(self, agent: str) -> PermissionProfile:
         """The agent's permission profile; ``bridge`` when it declares none."""

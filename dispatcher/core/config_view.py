@@ -187,6 +187,7 @@ class ConfigView(ConfigPlaces):
     max_workers_total: int
     notify_command: tuple[str, ...] | None = None
     notify_timeout_seconds: int = 10
+    metrics_textfile_dir: str | None = None  # docs/metrics.md
 
     def permissions(self, agent: str) -> ProfileView:
         return self.profiles[agent]
@@ -208,6 +209,7 @@ class ConfigView(ConfigPlaces):
             worktree_pool_size=document["worktree_pool_size"],
             notify_command=tuple(document["notify_command"]) if document.get("notify_command") else None,
             notify_timeout_seconds=document.get("notify_timeout_seconds", 10),
+            metrics_textfile_dir=document.get("metrics_textfile_dir"),
             profiles={agent: ProfileView.of(profile) for agent, profile in profiles.items()},
         )
 

@@ -77,7 +77,7 @@ class StoreUnavailable(BridgeError):
 
 
 # Reinstalling with one extra drops the others: every hint names them all.
-ALL_EXTRAS = "postgres,top"
+ALL_EXTRAS = "metrics,otel,postgres,top"
 
 
 def missing_extra(needs: str, package: str) -> BridgeError:

@@ -30,6 +30,7 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dispatcher.core import clock, processes
 from dispatcher.core.config_view import ConfigView, max_workers, use_worktree
@@ -63,9 +64,14 @@ from dispatcher.store.roles import refuse_another_agents_role
 from dispatcher.store.store_clock import store_now
 from dispatcher.store.worktrees import worktrees_on_disk
 
+if TYPE_CHECKING:  # (only a type: prometheus_client loads with metrics on alone)
+    from dispatcher.dispatch.metrics import ListenerTextfile
+
 # Supervisor exit codes (the listener's only channel from its forked child).
 EXIT_REFUSED, EXIT_STORE = 3, 4
 log = get_logger("agent_bridge.listener")
+# How often a listener with metrics on rewrites its textfile (the node exporter reads it at each scrape).
+METRICS_EVERY_SECONDS = 5.0
 
 
 class _AlreadyRunning(Exception):
@@ -115,6 +121,9 @@ class Listener:
         self._fresh_failure: str | None = None  # a failure not yet backed off from
         self._backoff_until = 0.0
         self._next_prune = 0.0  # monotonic: the first idle moment prunes, then once an hour
+        self._metrics_due = 0.0  # monotonic: with metrics on, the textfile is written then (_write_metrics)
+        self._metrics: ListenerTextfile | None = None  # with metrics on: the textfile's writer
+        self._metrics_config: ConfigView | None = None  # the config it was made for
         self._events: StoreChanges | None = None  # while running: what an idle wait sleeps on
         self._supervisors = Supervisors()
         self._ended: list[tuple[Supervisor, int]] = []  # reaped, their attempts not looked at yet
@@ -224,6 +233,7 @@ class Listener:
         finally:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
+            self._write_metrics(store, up=False)
             self._release_lease(store)
             store.close()
             self._events.close()
@@ -248,6 +258,7 @@ class Listener:
     def _loop(self, store: StoreHandle) -> None:
         while True:
             observation = self._observe(store)
+            self._write_metrics(store)
             action = step(observation, self._now)
             if isinstance(action, Stop):
                 log.info("listener_stopping", agent=self.agent, reason=action.reason)
@@ -450,6 +461,39 @@ class Listener:
                     clear(self.paths.root, self.config.worktree_pool_size, clock.now() - retention)
         except (BridgeError, OSError) as exc:  # tried again in an hour; never stops the listener
             log.warning("attempt_prune_failed", agent=self.agent, error=type(exc).__name__)
+
+    def _write_metrics(self, store: StoreHandle, up: bool = True) -> None:
+        """With ``metrics_textfile_dir`` set, this agent's figures in its textfile every
+        ``METRICS_EVERY_SECONDS`` (and once more at the stop, ``up`` 0). prometheus_client loads
+        only then: with metrics off the listener never imports it (docs/metrics.md)."""
+        config = self.config
+        directory = None if config is None else config.metrics_textfile_dir
+        if (
+            config is None
+            or directory is None
+            or not self._lease_held
+            or (up and clock.monotonic() < self._metrics_due)
+        ):
+            return
+        self._metrics_due = clock.monotonic() + METRICS_EVERY_SECONDS
+        try:
+            if self._metrics is None or self._metrics_config is not config:  # (a new config.json: made anew)
+                from dispatcher.dispatch.metrics import ListenerTextfile
+
+                self._metrics = ListenerTextfile(
+                    store.connection, Path(directory), self.agent, processes.this_host(), config
+                )
+                self._metrics_config = config
+            with store_errors():
+                self._metrics.write(up=up, held=self._progress["held"])
+        except ImportError:  # tried again at the next write; never stops the listener
+            log.warning(
+                "metrics_write_failed",
+                agent=self.agent,
+                error="prometheus_client is missing: install agent-bridge[metrics]",
+            )
+        except (BridgeError, OSError) as exc:
+            log.warning("metrics_write_failed", agent=self.agent, error=type(exc).__name__)
 
     def _shrink_wal(self, store: StoreHandle) -> None:
         """Idle: a -wal that a burst grew past its bound is truncated now (SQLite alone trims it

@@ -852,6 +852,50 @@ def send(sender, recipient, task, note, notice, dedup_key, wait, timeout, as_jso
         )
 
 
+def _loopback(ctx, param, value: str) -> str:
+    from dispatcher.core.metric_rules import non_loopback
+
+    why = non_loopback(value)
+    if why is not None:
+        raise click.BadParameter(f"{why}.")
+    return value
+
+
+@main.group()
+def metrics() -> None:
+    """Prometheus metrics of the store (docs/metrics.md); needs the `metrics` extra."""
+
+
+@metrics.command("serve")
+@click.option("--port", type=click.IntRange(0, 65535), required=True, help="The TCP port (0: any free one).")
+@click.option(
+    "--bind",
+    default="127.0.0.1",
+    show_default=True,
+    callback=_loopback,
+    help="A loopback address (127.0.0.1 or ::1): other addresses are refused.",
+)
+def metrics_serve(port: int, bind: str) -> None:
+    """Serve the whole store's figures on http://BIND:PORT/metrics until stopped.
+
+    Every agent and every host's attempts, computed from the store at each scrape (read-only).
+    Scrape this or the listeners' textfiles for one store, not both.
+    """
+    try:
+        from dispatcher.ops.metrics_serve import metrics_server, serve
+    except ImportError:
+        from dispatcher.core.errors import missing_extra
+
+        raise missing_extra("`agent-bridge metrics serve`", "prometheus-client") from None
+    try:
+        server = metrics_server(_settings(), bind, port)
+    except OSError as exc:
+        raise BridgeError(
+            "metrics_bind_failed", f"cannot listen on {bind}:{port}: {exc.strerror}; pick another --port."
+        ) from None
+    serve(server, bind, lambda line: click.echo(line, err=True))
+
+
 @main.group()
 def conversation() -> None:
     """Bounded conversations from the command line: start, status, cancel."""

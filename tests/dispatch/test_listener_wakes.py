@@ -2,7 +2,7 @@
 for by polling: a send, a config change, a stop. The same run with the fallback forced
 (``AGENT_BRIDGE_FILE_EVENTS=poll``, as on a file system without inotify). The listener stays
 light: through start, a dispatch and its stop, it never imports the MCP SDK, pydantic or click,
-and its supervisor never imports pydantic."""
+and its supervisor never imports pydantic; with metrics off, it never imports prometheus_client."""
 
 import os
 import subprocess
@@ -31,6 +31,9 @@ LISTENER_NEVER = (
     "dispatcher.clis.results",
     "dispatcher.dispatch.outcome",
     "dispatcher.dispatch.evidence",
+    # Metrics are off unless config.json sets metrics_textfile_dir (docs/metrics.md).
+    "prometheus_client",
+    "dispatcher.dispatch.metrics",
 )
 SUPERVISOR_NEVER = ("mcp", "pydantic", "pydantic_core", "pydantic_settings", "click", "rich")
 # Loaded into every Python process the listener's environment starts (PYTHONPATH): the process

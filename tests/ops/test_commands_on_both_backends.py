@@ -5,7 +5,8 @@ a both-backends test elsewhere: ``doctor`` (tests/ops/test_doctor.py, its Postgr
 checks), ``top`` (test_top.py), ``costs`` (test_costs.py), ``prune`` (test_prune.py), ``db-role``
 (tests/store/test_agent_roles.py: refused on SQLite, run on PostgreSQL), and ``listener status``
 with ``listener progress`` (tests/dispatch/test_listener_status.py, a listener of another host).
-``listener run`` runs on both in tests/dispatch/test_listener.py, ``serve`` in tests/mcp. Not on
+``listener run`` runs on both in tests/dispatch/test_listener.py, ``serve`` in tests/mcp (``metrics serve``
+here, its server in this process). Not on
 PostgreSQL yet: ``dispatch`` and ``listener enable|disable|recover|watch`` (TODO.md); ``demo`` makes
 its own SQLite store."""
 
@@ -102,3 +103,32 @@ def test_a_conversation_started_read_and_cancelled_and_who(env):
     assert json.loads(ok(env, "conversation", "cancel", cid, "--agent", "kimi"))["state"] == "cancelled"
     who = json.loads(ok(env, "who", "--json"))
     assert {a["agent"] for a in who["agents"]} >= {"claude", "kimi"}
+
+
+def test_metrics_serve_answers_a_scrape_with_the_stores_figures(env):
+    """``metrics serve``'s server, in this process: one scrape over HTTP on loopback, read through
+    the read-only connection each scrape opens (docs/metrics.md)."""
+    import threading
+    import urllib.request
+
+    from harness import environment
+
+    from dispatcher.core.settings import BridgeSettings
+    from dispatcher.ops.metrics_serve import metrics_server
+
+    ok(env, "send", "--from", "kimi", "--to", "claude", "--task", "canary-ab12 a private task")
+    with environment(env):
+        server = metrics_server(BridgeSettings(), "127.0.0.1", 0)
+    try:
+        answering = threading.Thread(target=server.handle_request)
+        answering.start()
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.server_port}/metrics", timeout=60) as response:
+            text = response.read().decode()
+        answering.join(timeout=60)
+    finally:
+        server.server_close()
+    assert 'agent_bridge_messages_sent_total{agent="claude",kind="task"} 1.0' in text, text
+    # register_env's agents have auto off: the task is held for it, not dispatchable.
+    assert 'agent_bridge_pending_tasks{agent="claude",state="auto_off"} 1.0' in text, text
+    assert 'agent_bridge_listener_up{agent="claude",host="none"} 0.0' in text, text
+    assert "canary" not in text

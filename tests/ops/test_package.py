@@ -206,7 +206,7 @@ def test_top_without_the_extra_names_it(installed: Path, home) -> None:
     done = _run(["agent-bridge", "top", "--once"], env, work)
     assert done.returncode == 1
     assert done.stderr.startswith("agent-bridge: missing_extra: ") and done.stderr.count("\n") == 1
-    assert "agent-bridge[postgres,top]" in done.stderr
+    assert "agent-bridge[metrics,otel,postgres,top]" in done.stderr
 
 
 def test_top_with_the_extra_outside_the_checkout(wheel: Path, home) -> None:

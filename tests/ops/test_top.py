@@ -128,7 +128,7 @@ def test_without_rich_top_prints_one_line_naming_the_extra(env):
     )
     assert done.returncode == 1
     assert done.stderr.startswith("agent-bridge: missing_extra: ") and done.stderr.count("\n") == 1
-    assert "agent-bridge[postgres,top]" in done.stderr and "uv sync --all-extras" in done.stderr
+    assert "agent-bridge[metrics,otel,postgres,top]" in done.stderr and "uv sync --all-extras" in done.stderr
 
 
 def test_without_a_terminal_and_without_once_top_exits_at_once_with_one_line(env):

@@ -215,4 +215,4 @@ def test_without_psycopg_a_postgresql_url_is_one_clear_refusal(postgres_url):
         f"try:\n    open_store({postgres_url!r})\nexcept BridgeError as exc:\n    print(exc.code, exc.message)"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
-    assert done.stdout.startswith("missing_extra ") and "[postgres,top]" in done.stdout
+    assert done.stdout.startswith("missing_extra ") and "[metrics,otel,postgres,top]" in done.stdout
