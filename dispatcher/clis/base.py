@@ -116,7 +116,7 @@ class AgentCli(Protocol):
     launcher: str  # its worker entry under launchers/
     statusline: bool  # whether `register --statusline` has a status line to write for it
     hook_events: tuple[str, ...]  # the events `register --hooks` writes (`agent-bridge hook <cli> <event>`)
-    wait_events: tuple[str, ...]  # those whose hook may wait for mail in the background (hook_wait.py)
+    wait_events: tuple[str, ...]  # those whose hook may wait for mail in the background (wake/hook_wait.py)
     launch_variables: tuple[str, ...]  # what its launch reads from the listener's environment (binary, home, options)
     reports_cost: bool  # whether its result says what a run cost (else only an agent's prices can)
     channel: Channel | None  # its MCP channel wake path, if it has one (wake_mcp.py)
@@ -136,6 +136,12 @@ class AgentCli(Protocol):
 
     def hook_answer(self, event: str, line: str, block: bool) -> HookAnswer:
         """The wake hook's answer for ``event`` (``block``: a Stop that should go on with the mail)."""
+        ...
+
+    def background_process(self, environ: Mapping[str, str]) -> tuple[int, str] | None:
+        """(pid, start time) of this CLI's process when it runs the hook of a ``wait_events`` event
+        in the background (the waiting hook waits beside it and ends with it); None: in the
+        foreground, not under this CLI, unsure, or a CLI without a waiting hook (no waiting)."""
         ...
 
     def rule_event(self, event: str) -> str:
@@ -191,6 +197,9 @@ class Packaged:
 
     def rule_event(self, event: str) -> str:
         return event
+
+    def background_process(self, environ: Mapping[str, str]) -> tuple[int, str] | None:
+        return None
 
     def enforcement(self, profile: "PermissionProfile", which: Callable[[str], str | None]) -> Enforcement | None:
         found: Enforcement | None = self._part("profile").enforcement(profile, which)
