@@ -113,7 +113,6 @@ class AgentCli(Protocol):
     discovery: Discovery
     login: Login
     output_file: str  # the file its launch leaves in the attempt directory, read after the run
-    launcher: str  # its worker entry under launchers/
     statusline: bool  # whether `register --statusline` has a status line to write for it
     hook_events: tuple[str, ...]  # the events `register --hooks` writes (`agent-bridge hook <cli> <event>`)
     wait_events: tuple[str, ...]  # those whose hook may wait for mail in the background (wake/hook_wait.py)

@@ -95,7 +95,7 @@ def test_a_level_above_the_declared_one_is_refused(tmp_path, declared, level, re
 )
 def test_a_declaration_that_cannot_work_is_refused_by_the_config(tmp_path, declared, said):
     path = tmp_path / "config.json"
-    path.write_text(json.dumps({"agents": {"mine": {"launcher": "launchers/declared_headless.sh", "cli": declared}}}))
+    path.write_text(json.dumps({"agents": {"mine": {"cli": declared}}}))
     with pytest.raises(ConfigError, match=r"agents\.mine\.cli") as raised:
         load_config(path)
     assert said in str(raised.value)
@@ -133,6 +133,8 @@ anyio.run(main)
 
 @pytest.mark.parametrize("mode", ["stdin", "file"])
 def test_a_declared_script_cli_is_dispatched_a_task_and_answers_through_the_bridge(env, db_path, tmp_path, mode):
+    """Run by the generic launcher (no ``launcher``: file mode) or, as an older config names it,
+    by launchers/declared_headless.sh (stdin mode)."""
     script = tmp_path / f"mycli-{mode}"
     script.write_text(SCRIPT_CLI.format(python=sys.executable))
     script.chmod(0o700)
@@ -140,8 +142,12 @@ def test_a_declared_script_cli_is_dispatched_a_task_and_answers_through_the_brid
     declared = {"argv": argv, "prompt": mode, "mcp_config": {"file": "mycli-mcp.json", "template": TEMPLATE}}
     config = Path(env["AGENT_BRIDGE_CONFIG"])
     agents = {
-        "claude": {"auto": True, "launcher": "launchers/declared_headless.sh", "cli": declared},
-        "kimi": {"launcher": "launchers/kimi_headless.sh"},
+        "claude": {
+            "auto": True,
+            "cli": declared,
+            **({"launcher": "launchers/declared_headless.sh"} if mode == "stdin" else {}),
+        },
+        "kimi": {"cli": "kimi"},
     }
     config.write_text(json.dumps({"agents": agents}))
     os.chmod(config, 0o600)

@@ -37,7 +37,6 @@ class Claude(Packaged):
         credentials_file=".credentials.json",
     )
     output_file = OUTPUT_FILE
-    launcher = "claude_headless.sh"
     statusline = True
     hook_events: tuple[str, ...] = ("UserPromptSubmit", "PostToolUse", "Stop", "SessionStart")
     wait_events: tuple[str, ...] = WAIT_EVENTS

@@ -33,7 +33,6 @@ class Opencode(Packaged):
         credentials_file="opencode/auth.json",
     )
     output_file = OUTPUT_FILE
-    launcher = "opencode_headless.sh"
     statusline = False
     hook_events: tuple[str, ...] = ()  # its hooks are JavaScript plugins: none written
     wait_events: tuple[str, ...] = ()
