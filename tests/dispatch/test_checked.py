@@ -11,8 +11,8 @@ import pytest
 
 from dispatcher.core.config import load_config
 from dispatcher.core.config_view import ConfigView
-from dispatcher.core.launchers import cli_word
 from dispatcher.core.errors import BridgeError, ConfigError
+from dispatcher.core.launchers import cli_word
 from dispatcher.core.locations import PROJECT_DIR
 from dispatcher.core.settings import BridgeSettings
 from dispatcher.core.spend import cap_passed, priced
