@@ -10,6 +10,19 @@ keys of the user's global config. The plugin package is pre-seeded there so open
 npm-install it. The user's saved credentials (``auth.json``) are linked, never copied. The
 level's rules go in ``OPENCODE_PERMISSION`` (profile.py). Pure but for reading the user's config
 and walking the workspace for links that lead out of it (at ``read`` and ``edit``).
+
+Read from the listener's environment (the worker launcher's contract, launchers/agent_headless.sh):
+OPENCODE_BIN (default ``opencode`` on PATH); AGENT_BRIDGE_OPENCODE_BASE_URL (an OpenAI-compatible
+base URL such as http://127.0.0.1:8080/v1: the run uses a provider of its own with that URL, and
+AGENT_BRIDGE_OPENCODE_MODEL names the model id it serves); AGENT_BRIDGE_OPENCODE_ENV_KEY (with the
+base URL: the NAME of the variable holding that endpoint's API key; without it no key is sent);
+AGENT_BRIDGE_OPENCODE_PRICE (with the base URL: "<input>,<output>" USD per million tokens, so
+opencode reports a cost); AGENT_BRIDGE_OPENCODE_MODEL (without a base URL: ``provider/model`` ->
+``--model``; otherwise the user's own global opencode.json decides).
+Exit: opencode's own (0, or 1 for a failed session); 2 for a bad invocation (an invalid profile
+included); 127 when the CLI is missing; 78 when the profile cannot be enforced (level shell:
+opencode has no OS sandbox). End to end with 1.18.33 against a scripted OpenAI-compatible model:
+tests/agent_clis/test_opencode.py.
 """
 
 import json
