@@ -461,8 +461,8 @@ def test_the_generic_launcher_runs_the_cli_the_supervisor_names_as_its_own_launc
     s = ctx
     output = write_output(s, claude_result())
     runs = []
-    for script, extra in ((CLAUDE, {}), (AGENT, {"AGENT_BRIDGE_CLI": "claude"})):
-        proc = run(script, s, CLAUDE_BIN=str(s["fake"]), FAKE_OUTPUT_FILE=output, **extra)
+    for launcher, extra in ((CLAUDE, {}), (AGENT, {"AGENT_BRIDGE_CLI": "claude"})):
+        proc = run(launcher, s, CLAUDE_BIN=str(s["fake"]), FAKE_OUTPUT_FILE=output, **extra)
         assert proc.returncode == 0, proc.stderr
         rec = record(s)
         runs.append([a.replace(str(s["attempt"]), "<attempt>") for a in rec["argv"]])
@@ -473,7 +473,7 @@ def test_the_generic_launcher_runs_the_cli_the_supervisor_names_as_its_own_launc
 @pytest.mark.parametrize(
     ("word", "said"),
     [
-        (None, "agent_headless.sh: AGENT_BRIDGE_CLI is not set: the supervisor sets it from the agent's \"cli\""),
+        (None, 'agent_headless.sh: AGENT_BRIDGE_CLI is not set: the supervisor sets it from the agent\'s "cli"'),
         ("nosuchcli", "agent_headless.sh: 'nosuchcli' is not a CLI the bridge has (registered: claude, "),
         ("declared", "agent_headless.sh: agent claude declares no cli in config.json"),
     ],
