@@ -106,7 +106,7 @@ CLI_NAME = _cli_name()
 NAMED_OUTSIDE_CLIS = {
     "dispatcher/core/settings.py": "AGENT_BRIDGE_CLAUDE_CHANNEL (field claude_channel), the name users set: kept for "
     "compatibility, as data; clis/claude/ declares it as its Channel.setting",
-    "dispatcher/ops/demo.py": "the demo's agent ids (claude, kimi) and the launcher it names: data of the demo's "
+    "dispatcher/ops/demo.py": "the demo's agent ids (claude, kimi) and the CLI it names (kimi): data of the demo's "
     "config, kept on purpose (a demo shows named agents)",
 }
 
