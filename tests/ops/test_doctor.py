@@ -20,9 +20,9 @@ from dispatcher.store import SCHEMA_VERSION, open_store
 
 TESTED = {"claude": "2.1.332", "kimi": "2.1.0"}
 # Both dispatch on their own (auto): an agent with auto off has one `auto_off` finding instead.
-AGENTS = {
-    "claude": {"auto": True, "launcher": "launchers/claude_headless.sh"},
-    "kimi": {"auto": True, "launcher": "launchers/kimi_headless.sh"},
+AGENTS = {  # as init writes them: doctor reads each agent's CLI from its config (test_doctor_checks: older configs)
+    "claude": {"auto": True, "cli": "claude"},
+    "kimi": {"auto": True, "cli": "kimi"},
 }
 # What a healthy setup without systemd and without a running listener may warn about.
 EXPECTED_WARNINGS = {"listener_not_running", "unit_not_installed"}
@@ -230,6 +230,33 @@ def test_launcher_missing_and_not_executable(setup):
     )
     report = assert_error(setup["env"], "launcher_missing")
     assert "launcher_not_executable" in codes(report, "error")
+
+
+@pytest.mark.parametrize(
+    ("claude", "said"),
+    [
+        ({"cli": "nosuchcli"}, "agents.claude.cli: 'nosuchcli' is not a CLI the bridge has (registered: claude, codex"),
+        (
+            {"cli": "kimi", "launcher": "launchers/claude_headless.sh"},
+            "agents.claude: its launcher claude_headless.sh runs claude, not the kimi its cli names",
+        ),
+    ],
+)
+def test_a_cli_no_package_has_or_a_launcher_of_another_is_config_invalid(setup, claude, said):
+    """The rule the listener refuses the file by (``registry.config_problem``), with the registered names."""
+    write_config(setup["config"], {**AGENTS, "claude": {"auto": True, **claude}})
+    report = assert_error(setup["env"], "config_invalid")
+    assert said in next(f["message"] for f in report["findings"] if f["code"] == "config_invalid")
+
+
+def test_doctor_reads_the_cli_from_the_config_and_from_an_older_configs_launcher_alike(setup):
+    """``"cli": "claude"`` and ``"launcher": "launchers/claude_headless.sh"`` are the same CLI to doctor."""
+    said = []
+    for claude in ({"cli": "claude"}, {"launcher": "launchers/claude_headless.sh"}):
+        write_config(setup["config"], {**AGENTS, "claude": {"auto": True, **claude}})
+        _, report = checks(setup["env"])
+        said.append(sorted(f["code"] for f in report["findings"] if f.get("agent") == "claude" and "cli" in f["code"]))
+    assert said[0] == said[1] and said[0], said
 
 
 NOBODY = 65534
