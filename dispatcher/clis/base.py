@@ -137,6 +137,11 @@ class AgentCli(Protocol):
         """The wake hook's answer for ``event`` (``block``: a Stop that should go on with the mail)."""
         ...
 
+    def credential_variables(self, environ: Mapping[str, str]) -> tuple[str, ...]:
+        """The variables that hold its credentials here (``doctor``'s login check): ``login.variables``,
+        and any its user's own config names (opencode's ``{env:NAME}``)."""
+        ...
+
     def background_process(self, environ: Mapping[str, str]) -> tuple[int, str] | None:
         """(pid, start time) of this CLI's process when it runs the hook of a ``wait_events`` event
         in the background (the waiting hook waits beside it and ends with it); None: in the
@@ -181,6 +186,7 @@ class Packaged:
     (the listener loads the registry for the credential variables alone)."""
 
     name: str
+    login: Login
     channel: Channel | None = None
 
     def _part(self, part: str) -> Any:
@@ -199,6 +205,9 @@ class Packaged:
 
     def background_process(self, environ: Mapping[str, str]) -> tuple[int, str] | None:
         return None
+
+    def credential_variables(self, environ: Mapping[str, str]) -> tuple[str, ...]:
+        return self.login.variables
 
     def enforcement(self, profile: "PermissionProfile", which: Callable[[str], str | None]) -> Enforcement | None:
         found: Enforcement | None = self._part("profile").enforcement(profile, which)

@@ -259,6 +259,31 @@ def test_doctor_reads_the_cli_from_the_config_and_from_an_older_configs_launcher
     assert said[0] == said[1] and said[0], said
 
 
+@pytest.mark.parametrize(
+    ("api_key", "set_it", "code"),
+    [
+        ("{env:MY_OPENCODE_KEY}", True, "cli_auth_ok"),  # the TODO's gap: named in its config, and set
+        ("{env:MY_OPENCODE_KEY}", False, "cli_not_authenticated"),  # named, but not set where doctor runs
+        ("sk-written-in-the-file", True, "cli_not_authenticated"),  # a literal key is not a variable
+    ],
+)
+def test_an_opencode_provider_key_named_in_its_config_is_its_credentials(setup, api_key, set_it, code):
+    env = dict(setup["env"], OPENCODE_BIN=str(fake_cli(setup["root"] / "bin" / "opencode", "1.18.33")))
+    env.pop("MY_OPENCODE_KEY", None)
+    if set_it:
+        env["MY_OPENCODE_KEY"] = "k"
+    user = Path(env.get("XDG_CONFIG_HOME") or Path(env["HOME"]) / ".config") / "opencode"
+    user.mkdir(parents=True, exist_ok=True)
+    (user / "opencode.json").write_text(json.dumps({"provider": {"acme": {"options": {"apiKey": api_key}}}}))
+    write_config(setup["config"], {**AGENTS, "opencode": {"auto": True, "cli": "opencode"}})
+    _, report = checks(env)
+    found = [f for f in report["findings"] if f.get("agent") == "opencode" and f["code"].startswith("cli_")]
+    said = {f["code"]: f["message"] for f in found}
+    assert code in said, found
+    if code == "cli_auth_ok":
+        assert said[code] == "opencode has credentials (MY_OPENCODE_KEY is set)"
+
+
 NOBODY = 65534
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
 

@@ -32,6 +32,7 @@ from typing import Any
 from dispatcher.clis import opencode
 from dispatcher.clis.launch import Attempt, Dir, File, LaunchPlan, Link, Step
 from dispatcher.clis.opencode import profile as profiles
+from dispatcher.clis.opencode.user_files import user_config, user_dirs
 from dispatcher.core.protected import protected_from_env
 
 UNSET = ("OPENCODE_CONFIG", "OPENCODE_CONFIG_CONTENT", "OPENCODE_CONFIG_DIR", "OPENCODE_AUTH_CONTENT")
@@ -45,31 +46,13 @@ def instruction(agent: str, message_id: str) -> str:
     )
 
 
-def _user_dirs(env: Any) -> tuple[Path, Path]:
-    """The user's opencode config and data directories (XDG, else under HOME)."""
-    home = Path(env.get("HOME") or "/nonexistent")
-    config = Path(env.get("XDG_CONFIG_HOME") or home / ".config") / "opencode"
-    data = Path(env.get("XDG_DATA_HOME") or home / ".local" / "share") / "opencode"
-    return config, data
-
-
-def _user_config(attempt: Attempt, config_dir: Path) -> Any:
-    """The user's global opencode config (plain JSON), or None."""
-    for name in ("opencode.json", "config.json"):
-        try:
-            return json.loads(attempt.read(config_dir / name) or "")
-        except ValueError:
-            continue
-    return None
-
-
 def model_settings(attempt: Attempt, config_dir: Path) -> tuple[dict[str, Any], str]:
     """The config's model keys and the ``--model`` value ("" for none); ValueError on a bad setting."""
     env = attempt.env
     model = env.get("AGENT_BRIDGE_OPENCODE_MODEL") or ""
     base_url = env.get("AGENT_BRIDGE_OPENCODE_BASE_URL")
     if not base_url:
-        return profiles.user_model_settings(_user_config(attempt, config_dir)), model
+        return profiles.user_model_settings(user_config(attempt.read, config_dir)), model
     if not model or "/" in model:
         raise ValueError("AGENT_BRIDGE_OPENCODE_BASE_URL needs AGENT_BRIDGE_OPENCODE_MODEL, the model id it serves")
     provider = profiles.provider_block(
@@ -99,7 +82,7 @@ def plan(attempt: Attempt) -> LaunchPlan:
         worktree=profiles.worktree_root(workspace),
         links_out=links_out,
     )
-    user_config_dir, user_data_dir = _user_dirs(env)
+    user_config_dir, user_data_dir = user_dirs(env)
     settings, model = model_settings(attempt, user_config_dir)
     home = attempt_dir / profiles.HOME_DIR
     config_dir = home / ".config" / "opencode"
