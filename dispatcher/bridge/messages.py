@@ -73,8 +73,10 @@ def send_message(
     kind: str | None = None,
     now: float | None = None,
     attempt: int | None = None,
+    traceparent: str | None = None,
 ) -> dict[str, Any]:
-    """``attempt``: the attempt (its message id) whose worker's server sends this; recorded on the row."""
+    """``attempt``: the attempt (its message id) whose worker's server sends this; recorded on the row.
+    ``traceparent``: the send's span (docs/traces.md), stored with a message to one agent."""
     now = store_now(conn) if now is None else now
     check_agent_id(sender, "sender")
     broadcast = recipient == BROADCAST_RECIPIENT
@@ -121,6 +123,7 @@ def send_message(
             created_at=now,
             response_deadline=deadline,
             sent_by_attempt=attempt,
+            traceparent=traceparent,
         )
         return _sent(message_id, None, kind, now, deadline)
     with write_transaction(conn):
@@ -158,6 +161,7 @@ def send_message(
             created_at=now,
             response_deadline=deadline,
             sent_by_attempt=attempt,
+            traceparent=traceparent,
         )
         if takes_turn and conversation_id is not None:  # takes_turn implies a conversation
             take_turn(conn, conversation_id, message_id, now)

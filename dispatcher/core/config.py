@@ -34,6 +34,7 @@ from dispatcher.core.launchers import AGENT_LAUNCHER
 from dispatcher.core.locations import InvalidSetting, Locations
 from dispatcher.core.permissions import BRIDGE_ONLY, PermissionProfile
 from dispatcher.core.private_files import writable_by_others
+from dispatcher.core.profile_rules import MAX_APPROVAL_TIMEOUT_SECONDS
 from dispatcher.core.protected import unsafe_fix
 from dispatcher.core.spend import has_daily_cap
 from dispatcher.core.validation import AGENT_ID_PATTERN
@@ -164,7 +165,7 @@ class AgentConfig(BaseModel):
     notify_command: NotifyCommand | None = None
     # How long a worker's request for approval (its profile's ``ask``) waits for a person; then it
     # is denied. Never past the worker's own timeout (docs/approvals.md).
-    approval_timeout_seconds: int = Field(default=600, ge=1, le=86400)
+    approval_timeout_seconds: int = Field(default=600, ge=1, le=MAX_APPROVAL_TIMEOUT_SECONDS)
 
     @field_validator("workspace")
     @classmethod

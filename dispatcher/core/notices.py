@@ -7,7 +7,7 @@ or a tool's input. ``dispatch.notify`` runs the command in the background.
 
 from dataclasses import dataclass
 
-EVENTS = ("approval_waiting", "attempt_failed", "budget_reached", "listener_stopped")
+EVENTS = ("approval_waiting", "attempt_failed", "budget_held", "budget_reached", "listener_stopped")
 # What a notice may carry, as environment variables: AGENT_BRIDGE_NOTICE_<FIELD>; in the
 # command's arguments as {field}.
 FIELDS = ("event", "agent", "message_id", "outcome", "error_kind", "show", "summary")
@@ -41,6 +41,7 @@ class Notice:
         what = {
             "approval_waiting": f"{self.agent} asks to run a tool (approval #{self.message_id})",
             "attempt_failed": f"{self.agent}'s attempt on msg#{self.message_id} ended {self.outcome}",
+            "budget_held": f"{self.agent} reached its daily budget: its new tasks wait until midnight",
             "budget_reached": f"{self.agent} reached a budget"
             + (f" (msg#{self.message_id})" if self.message_id is not None else ""),
             "listener_stopped": f"{self.agent}'s listener stopped on an error",

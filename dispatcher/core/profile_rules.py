@@ -22,6 +22,9 @@ _WORD = r"[A-Za-z0-9_./=:@+,%-]+"
 COMMAND_PATTERN = re.compile(rf"{_WORD}(?: {_WORD})*(?: ?\*)?")
 
 PERMISSIONS_ENV = "AGENT_BRIDGE_PERMISSIONS"
+# The longest an agent's request for approval (its profile's ``ask``) may wait: the ceiling of
+# ``approval_timeout_seconds``, and so what a CLI's asking hook must be given (clis.command_gate).
+MAX_APPROVAL_TIMEOUT_SECONDS = 86400
 
 DESCRIPTIONS = {
     "bridge": "use the agent_bridge tools only: no file, search or shell tool",

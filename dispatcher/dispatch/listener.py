@@ -121,6 +121,7 @@ class Listener:
         self._slot: int | None = None  # a machine slot taken for the dispatch this round decides
         self._from_before: list[int] = []  # attempts running that no supervisor of ours runs
         self._notices: list[int] = []  # notice runners started and not yet reaped (dispatch.notify)
+        self._budget_noticed_day: float | None = None  # the budget day a budget_held notice went out for
 
     def _request_stop(self, signum, frame) -> None:
         self._stop_requested = True  # only a flag: the loop stops at its next check
@@ -359,6 +360,11 @@ class Listener:
         now = self._now
         cap_far_leases(conn, self.agent, now)  # a lease from a clock far ahead must not hide a task for long
         candidate, self._held_until = queue.next_action(conn, self.agent, config, now, skip)
+        if candidate is None and self._held_until is not None:  # something waits: a daily budget's hold?
+            day = queue.budget_hold_day(conn, self.agent, config, now)
+            if day is not None and day != self._budget_noticed_day:  # once per budget day (docs/notices.md)
+                self._budget_noticed_day = day
+                self._notify(Notice("budget_held", self.agent))
         return candidate
 
     def _take_lease(self, store: StoreHandle, conn: Connection) -> None:

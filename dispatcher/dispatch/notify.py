@@ -1,7 +1,7 @@
 """Running a person's ``notify_command`` (docs/notices.md): in the background, bounded, logged.
 
-``spawn_notice`` starts a small runner (this module, ``python -m dispatcher.dispatch.notify``)
-with ``posix_spawn``, in a session of its own: nothing of the caller's process is copied (no
+``spawn_notice`` (``core.notice_spawn``) starts a small runner (this module,
+``python -m dispatcher.dispatch.notify``) with ``posix_spawn``, in a session of its own: nothing of the caller's process is copied (no
 store connection crosses), and the caller goes on at once. The caller reaps the runner later,
 without waiting (``reap``). The runner runs the command with the notice's fields in its
 arguments and environment, ends its process group once ``notify_timeout_seconds`` have passed,
@@ -16,44 +16,11 @@ import sys
 from pathlib import Path
 
 from dispatcher.core.logs import get_logger
-from dispatcher.core.notices import ENV_PREFIX, Notice, notice_argv, notice_environment
+from dispatcher.core.notice_spawn import command_environment as command_environment
+from dispatcher.core.notice_spawn import spawn_notice as spawn_notice
+from dispatcher.core.notices import ENV_PREFIX
 
 log = get_logger("agent_bridge.notify")
-
-# Not passed on to the command: the bridge's own settings and a worker's identity (a token, the
-# attempt it is), which a notice has no use for. The notice's own fields are set afresh.
-_WITHHELD_PREFIX = "AGENT_BRIDGE_"
-
-
-def command_environment(base: dict[str, str] | os._Environ[str], notice: Notice) -> dict[str, str]:
-    """The command's environment: ``base`` (the desktop's session bus, PATH, HOME, for
-    ``notify-send``) without the bridge's variables, and the notice's fields."""
-    kept = {k: v for k, v in base.items() if not k.startswith(_WITHHELD_PREFIX)}
-    return {**kept, **notice_environment(notice)}
-
-
-def spawn_notice(command: list[str], notice: Notice, timeout_seconds: int, log_file: Path | None) -> int | None:
-    """Start the runner for one notice and return its pid (reap it with ``reap``); None, logged,
-    when it cannot start. Never waits."""
-    runner = [sys.executable, "-m", "dispatcher.dispatch.notify", str(timeout_seconds), str(log_file or ""), "--"]
-    environment = command_environment(os.environ, notice)
-    try:
-        return os.posix_spawn(
-            sys.executable,
-            [*runner, *notice_argv(command, notice)],
-            environment,
-            file_actions=[
-                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-                (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
-                (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
-            ],
-            setsid=True,
-        )
-    except OSError as exc:
-        log.warning(
-            "notice_failed", notice_event=notice.event, agent=notice.agent, reason=f"cannot start: {exc.strerror}"
-        )
-        return None
 
 
 def reap(pids: list[int]) -> list[int]:

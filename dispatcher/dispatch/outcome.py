@@ -22,7 +22,7 @@ from pathlib import Path
 
 from dispatcher.bridge.conversations import block_conversation, exhaust_budget
 from dispatcher.bridge.worker_scope import attempt_claim_owner
-from dispatcher.core import clock
+from dispatcher.core import clock, traces
 from dispatcher.core.lifecycle import FAILURE_OUTCOMES
 from dispatcher.core.logs import get_logger
 from dispatcher.core.private_files import read_untrusted
@@ -160,7 +160,25 @@ def settle(
 
     Returns the outcome; when another process settled the attempt first, theirs.
     ``before_commit`` runs inside the transaction just before COMMIT (crash-point tests).
+    In a supervisor that traces, the verdict is the ``settle`` span under the attempt's.
     """
+    with traces.child_span("settle", None, message_id):
+        return _settle(
+            conn, message_id, fallback, error_kind, exit_code, diagnostics, now, duration_seconds, before_commit
+        )
+
+
+def _settle(
+    conn: Connection,
+    message_id: int,
+    fallback: str,
+    error_kind: str | None,
+    exit_code: int | None,
+    diagnostics: dict | None,
+    now: float | None,
+    duration_seconds: float | None,
+    before_commit: Callable[[], None] | None,
+) -> str:
     now = clock.now() if now is None else now
     with write_transaction(conn):
         found, evidence_kind = verdict(conn, message_id, now)
@@ -171,6 +189,9 @@ def settle(
         max_cost = attempt["max_cost_usd"] if attempt else None
         max_tokens = attempt["max_tokens"] if attempt else None
         ledger = ledger_fields(diagnostics, max_cost, max_tokens)
+        traces.annotate_current(
+            agent=attempt["agent"] if attempt else None, outcome=outcome, error_kind=error_kind, exit_code=exit_code
+        )
         if not finish_attempt(
             conn,
             message_id,

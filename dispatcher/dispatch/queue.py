@@ -192,6 +192,13 @@ def _daily_cap_reached(conn: Connection, agent: str, config: DispatchConfig, now
     return daily_budget_hold(cost, tokens, running_count(conn, agent), config.agents[agent])
 
 
+def budget_hold_day(conn: Connection, agent: str, config: DispatchConfig, now: float) -> float | None:
+    """The start of the budget day whose reached daily cap holds ``agent``'s new tasks until the
+    next midnight (``held_budget``), or None (not reached, or held only while workers run)."""
+    hold = _daily_cap_reached(conn, agent, config, now)
+    return None if hold is None or hold.while_running else budget_day_start(config, now)
+
+
 def message_facts(conn: Connection, message_id: int, now: float, config: DispatchConfig) -> Candidate | None:
     row = dispatchable.message_facts(conn, message_id)
     return None if row is None else next(_facts(conn, [row], now, config))

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dispatcher.core import clock
+from dispatcher.core import clock, traces
 from dispatcher.core.logs import get_logger
 from dispatcher.core.processes import start_time
 from dispatcher.core.settings_view import ListenerSettings
@@ -44,6 +44,7 @@ def supervise(settings: ListenerSettings, config: "WorkerConfig", message_id: in
         return _supervise(conn, settings, config, message_id, manual, subreaper)
     finally:
         conn.close()
+        traces.flush()  # a forked supervisor ends with os._exit: its spans leave now, or never
 
 
 def _supervise(
@@ -68,9 +69,20 @@ def _supervise(
     )
     fault_point("after_barrier")
     agent = message["recipient"]
-    timeout = config.agents[agent].worker_timeout_seconds
     log.info("attempt_recorded", message_id=message_id, agent=agent, sender=message["sender"], manual=manual)
+    # The attempt's span continues the sender's trace (the message's traceparent, docs/traces.md).
+    with traces.span("process", agent, message_id, parent=message["traceparent"], manual=manual) as span:
+        outcome = _attempt(conn, settings, config, message, token, began, subreaper)
+        traces.annotate(span, outcome=outcome)
+    return outcome
 
+
+def _attempt(
+    conn, settings: ListenerSettings, config: "WorkerConfig", message, token: str, began: float, subreaper: bool
+) -> str:
+    """The recorded attempt: its workspace, its worker and its verdict; returns the outcome."""
+    message_id, agent = message["id"], message["recipient"]
+    timeout = config.agents[agent].worker_timeout_seconds
     paths = AgentPaths.of(settings, agent).ensure()
     from dispatcher.dispatch import isolation  # after the barrier (module docstring), as git is
     from dispatcher.dispatch.worker_run import run_worker

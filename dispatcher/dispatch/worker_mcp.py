@@ -17,6 +17,15 @@ OPTIONAL = (
     "AGENT_BRIDGE_LOG_LEVEL",
     "AGENT_BRIDGE_WORKER_TOKEN",
     "AGENT_BRIDGE_MESSAGE_ID",
+    # Traces (docs/traces.md): the worker's server continues the attempt's trace. Never the OTLP
+    # headers (credentials), which the supervisor does not pass to the worker either.
+    "TRACEPARENT",
+    "TRACESTATE",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_TRACES_EXPORTER",
+    "OTEL_SDK_DISABLED",
+    "OTEL_SERVICE_NAME",
 )
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Union
 
 from dispatcher.bridge.worker_scope import attempt_claim_owner
-from dispatcher.core import clock
+from dispatcher.core import clock, traces
 from dispatcher.core.config_view import ConfigView
 from dispatcher.core.errors import BridgeError
 from dispatcher.core.grants import widened
@@ -42,6 +42,7 @@ from dispatcher.core.protected import CODE as UNSAFE
 from dispatcher.core.protected import PROTECTED_ENV, git_environment, protected_paths
 from dispatcher.core.settings_view import ListenerSettings
 from dispatcher.core.spend import TaskCaps, cap_passed, cap_to_stop_for, priced
+from dispatcher.core.trace_rules import worker_environment
 from dispatcher.dispatch import cgroups, faults
 from dispatcher.dispatch.attempts import mark_spawned
 from dispatcher.dispatch.cli_results import cli_diagnostics
@@ -156,9 +157,14 @@ def worker_env(
     ``AGENT_BRIDGE_PROTECTED`` (what its hooks refuse to write: ``core.protected``), and
     ``AGENT_BRIDGE_CLI`` (the CLI the generic launcher runs: ``cli``, the agent's ``cli_word``;
     absent when its config names none). Every git the worker runs gets the bridge's git
-    configuration (``git_environment``)."""
+    configuration (``git_environment``). ``TRACEPARENT`` is the attempt's span when the supervisor
+    traces, never an inherited value, and no OTLP headers variable is passed on
+    (``trace_rules.worker_environment``)."""
     own = (MAX_COST_ENV, PERMISSIONS_ENV, PROTECTED_ENV, CLI_VARIABLE)
-    inherited = {k: v for k, v in os.environ.items() if k not in own}
+    inherited = worker_environment(
+        {k: v for k, v in os.environ.items() if k not in own},
+        traces.current_context_variables(),
+    )
     return {
         **({CLI_VARIABLE: cli} if cli is not None else {}),
         **inherited,

@@ -18,7 +18,7 @@ from pydantic import StrictFloat, StrictInt, StrictStr
 
 from dispatcher.bridge import approvals, claims, conversations, messages
 from dispatcher.bridge.worker_scope import WorkerScope
-from dispatcher.core import clock
+from dispatcher.core import clock, traces
 from dispatcher.core.config import BridgeConfig
 from dispatcher.core.errors import BridgeError, StoreUnavailable
 from dispatcher.core.file_events import RECHECK_SECONDS
@@ -30,7 +30,6 @@ from dispatcher.store import approvals as approval_rows
 from dispatcher.store.changes import StoreChanges
 
 MAX_WAIT_SECONDS = 30
-APPROVAL_POLL_SECONDS = 0.5
 
 log = get_logger("agent_bridge.mcp")
 
@@ -107,32 +106,38 @@ class BridgeTools:
         returns {broadcast_id, ids, duplicate}. Errors name the rule broken (e.g.
         unknown_recipient lists valid agents).
         """
-        attempt = self._scoped(
-            "send_message",
-            WorkerScope.check_send,
-            recipient=recipient,
-            kind=kind,
-            reply_to=reply_to,
-            conversation_id=conversation_id,
-        )
-        return self._guarded(
-            "send_message",
-            partial(
-                messages.send_once,
-                self.store.connection,  # a broken connection is opened again for the retry
-                sender=self.agent,
+        # Only a declared agent names the span's destination: the argument itself is the caller's input.
+        destination = recipient if recipient in self.agents else None
+        with traces.span("send", destination, parent=os.environ.get("TRACEPARENT")) as span:
+            attempt = self._scoped(
+                "send_message",
+                WorkerScope.check_send,
                 recipient=recipient,
-                text=text,
-                agents=self.agents,
-                max_body_bytes=self.max_body_bytes,
-                reply_to=reply_to,
-                dedup_key=dedup_key,
-                response_timeout_seconds=response_timeout_seconds,
-                conversation_id=conversation_id,
                 kind=kind,
-                attempt=attempt,
-            ),
-        )
+                reply_to=reply_to,
+                conversation_id=conversation_id,
+            )
+            sent = self._guarded(
+                "send_message",
+                partial(
+                    messages.send_once,
+                    self.store.connection,  # a broken connection is opened again for the retry
+                    sender=self.agent,
+                    recipient=recipient,
+                    text=text,
+                    agents=self.agents,
+                    max_body_bytes=self.max_body_bytes,
+                    reply_to=reply_to,
+                    dedup_key=dedup_key,
+                    response_timeout_seconds=response_timeout_seconds,
+                    conversation_id=conversation_id,
+                    kind=kind,
+                    attempt=attempt,
+                    traceparent=traces.current_traceparent(),
+                ),
+            )
+            traces.annotate(span, message_id=sent.get("id"), duplicate=sent.get("duplicate"))
+            return sent
 
     async def approval_prompt(
         self, tool_name: StrictStr, input: dict[str, Any], tool_use_id: StrictStr | None = None
@@ -150,33 +155,20 @@ class BridgeTools:
         )
         approval_id, outcome = asked
         if approval_id is not None:
-            from dispatcher.dispatch.notify import spawn_notice  # noqa: PLC0415 - only when a request waits
+            from dispatcher.core.notice_spawn import notify_agent  # noqa: PLC0415 - only when a request waits
 
             log.info("approval_waiting", agent=self.agent, approval_id=approval_id, tool=tool_name)
-            self._notify(Notice("approval_waiting", self.agent, approval_id), spawn_notice)
-            outcome = await self._decision(approval_id)
+            notify_agent(self.config, Notice("approval_waiting", self.agent, approval_id))
+            outcome = await approvals.decision(
+                lambda: self._guarded(
+                    "approval_prompt", lambda: approval_rows.get_request(self.store.connection(), approval_id)
+                ),
+                clock.now,
+                anyio.sleep,
+            )
         log.info("approval_answered", agent=self.agent, approval_id=approval_id, tool=tool_name, outcome=outcome)
         # One text block holding the JSON: what Claude Code reads (a structured result it refuses).
         return json.dumps(approvals.prompt_answer(outcome or "expired", tool_name, input))
-
-    async def _decision(self, approval_id: int) -> str:
-        """The request's decision once a person took one, or ``expired`` once it expired."""
-        while True:
-            row = self._guarded(
-                "approval_prompt", lambda: approval_rows.get_request(self.store.connection(), approval_id)
-            )
-            now = clock.now()
-            if row is None:
-                return "expired"
-            if (outcome := approvals.state(row, now)) != "waiting":
-                return outcome
-            await anyio.sleep(min(APPROVAL_POLL_SECONDS, max(0.0, row["expires_at"] - now)))
-
-    def _notify(self, notice: "Notice", spawn: Callable[..., int | None]) -> None:
-        """The agent's notify_command for ``notice``, in the background (docs/notices.md)."""
-        command = self.config.notify_command_of(self.agent)
-        if command is not None:
-            spawn(command, notice, self.config.notify_timeout_seconds, None)
 
     async def receive_messages(self, limit: StrictInt = 20, wait_seconds: StrictFloat = 0) -> dict[str, Any]:
         """Return your unacknowledged messages, oldest first (limit 1..100).
@@ -186,6 +178,12 @@ class BridgeTools:
         Each has id, sender, kind, text, reply_to, conversation_id, broadcast_id, created_at,
         response_deadline, claim_expires_at, owned_by_current_worker; cursor is the last id.
         """
+        with traces.span("receive", self.agent, parent=os.environ.get("TRACEPARENT")) as span:
+            received = await self._receive(limit, wait_seconds)
+            traces.annotate(span, batch_message_count=len(received["messages"]))
+            return received
+
+    async def _receive(self, limit: int, wait_seconds: float) -> dict[str, Any]:
         if not wait_seconds >= 0:  # also refuses NaN
             raise ToolError("invalid_number: wait_seconds must be 0 or more (it is capped at 30).")
         deadline = clock.monotonic() + min(wait_seconds, MAX_WAIT_SECONDS)

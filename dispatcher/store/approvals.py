@@ -67,13 +67,14 @@ def of_attempt(conn: Connection, message_id: int) -> list[Row]:
     ).fetchall()
 
 
-def allowed_for_attempt(conn: Connection, message_id: int, tool: str) -> bool:
-    """Whether a person allowed ``tool`` for the rest of this attempt already."""
-    row = conn.execute(
-        "SELECT 1 FROM approvals WHERE message_id = ? AND tool = ? AND decision = 'allow_attempt' LIMIT 1",
+def allowed_for_attempt(conn: Connection, message_id: int, tool: str) -> list[str]:
+    """The inputs of this attempt's requests for ``tool`` that a person allowed for the rest of
+    the attempt (``bridge.approvals.covers`` says which calls they cover)."""
+    rows = conn.execute(
+        "SELECT input FROM approvals WHERE message_id = ? AND tool = ? AND decision = 'allow_attempt' ORDER BY id",
         (message_id, tool),
-    ).fetchone()
-    return row is not None
+    ).fetchall()
+    return [str(row[0]) for row in rows]
 
 
 def decide(conn: Connection, approval_id: int, decision: str, by: str, now: float) -> bool:

@@ -23,13 +23,15 @@ def insert_message(
     origin: str = "agent",
     broadcast_id: int | None = None,
     sent_by_attempt: int | None = None,
+    traceparent: str | None = None,
 ) -> int:
     """``origin='system'`` marks the dispatcher's own notices; no tool can write one.
-    ``sent_by_attempt``: the attempt (its message id) whose worker's server wrote it."""
+    ``sent_by_attempt``: the attempt (its message id) whose worker's server wrote it.
+    ``traceparent``: the sender's span (docs/traces.md), None when it did not trace."""
     cur = conn.execute(
         "INSERT INTO messages (sender, recipient, kind, text, reply_to, conversation_id, dedup_key,"
-        " created_at, response_deadline, origin, broadcast_id, sent_by_attempt)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        " created_at, response_deadline, origin, broadcast_id, sent_by_attempt, traceparent)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         (
             sender,
             recipient,
@@ -43,6 +45,7 @@ def insert_message(
             origin,
             broadcast_id,
             sent_by_attempt,
+            traceparent,
         ),
     )
     return inserted_id(cur)

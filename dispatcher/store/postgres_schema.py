@@ -413,4 +413,8 @@ MIGRATIONS: tuple[str, ...] = (
     """,
     _APPROVALS,
     _TASK_GRANTS,
+    # 22: the sender's traceparent (see the SQLite list); an agent's role inserts it with its messages.
+    """
+    ALTER TABLE messages ADD COLUMN traceparent text;
+    """,
 )

@@ -140,9 +140,11 @@ def mark_gone(conn: Connection, ids: Iterable[int]) -> None:
 
 
 def delete_messages(conn: Connection, ids: Iterable[int]) -> None:
-    """These messages and their attempt rows (the attempts first: they refer to the messages)."""
+    """These messages and what is theirs: their attempts' approval requests, their task grants
+    (``retry --allow``), their attempt rows (before the messages: they refer to them)."""
     ids_json = _ids_json(ids)
-    conn.execute("DELETE FROM dispatch_attempts WHERE message_id IN (SELECT value FROM json_each(?))", (ids_json,))
+    for table in ("approvals", "task_grants", "dispatch_attempts"):
+        conn.execute(f"DELETE FROM {table} WHERE message_id IN (SELECT value FROM json_each(?))", (ids_json,))  # noqa: S608 - a constant table name; the ids are bound
     conn.execute("DELETE FROM messages WHERE id IN (SELECT value FROM json_each(?))", (ids_json,))
 
 

@@ -3,9 +3,19 @@
 import ast
 from pathlib import Path
 
+import anyio
 import pytest
 
-from dispatcher.bridge.approvals import ANSWER_MARGIN_SECONDS, encode_input, prompt_answer, state, waits_until
+from dispatcher.bridge.approvals import (
+    ANSWER_MARGIN_SECONDS,
+    POLL_SECONDS,
+    covers,
+    decision,
+    encode_input,
+    prompt_answer,
+    state,
+    waits_until,
+)
 from dispatcher.core.errors import BridgeError
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -49,6 +59,39 @@ def test_a_denied_or_unanswered_request_tells_the_worker_to_answer_blocked(outco
     assert "secret" not in answer["message"]
 
 
+@pytest.mark.parametrize(
+    ("allowed", "call", "covered"),
+    [
+        ({"file_path": "/w/a"}, {"file_path": "/w/b"}, True),  # a tool: every call of it
+        ({"command": "uv run pytest"}, {"command": "uv run pytest"}, True),  # a command: that one
+        ({"command": "uv run pytest"}, {"command": "uv run pytest", "description": "d"}, True),
+        ({"command": "uv run pytest"}, {"command": "uv run pytest -x"}, False),  # not a prefix of it
+        ({"command": "uv run pytest"}, {"command": "uv run ruff check"}, False),
+        ({"file_path": "/w/a"}, {"command": "uv run pytest"}, False),
+    ],
+)
+def test_what_allowed_for_the_attempt_covers(allowed, call, covered):
+    assert covers(allowed, call) is covered
+
+
+def _waited(rows: list) -> tuple[str, list[float]]:
+    """``decision`` over a fake clock (each look one step later) and rows read in turn."""
+    clock, slept, seen = iter(float(t) for t in range(100)), [], iter(rows)
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    return anyio.run(decision, lambda: next(seen), lambda: next(clock), sleep), slept
+
+
+def test_a_waiting_request_is_looked_at_until_decided_or_expired():
+    waiting, soon = {"decision": None, "expires_at": 1.5}, {"decision": None, "expires_at": 0.25}
+    assert _waited([waiting, {**waiting, "decision": "allow_once"}]) == ("allow_once", [POLL_SECONDS])
+    assert _waited([waiting, waiting, waiting]) == ("expired", [POLL_SECONDS, POLL_SECONDS])
+    assert _waited([soon, soon]) == ("expired", [0.25])  # never sleeps past its expiry
+    assert _waited([None]) == ("expired", [])  # gone (pruned): denied
+
+
 def test_an_oversized_input_is_refused():
     with pytest.raises(BridgeError) as refused:
         encode_input({"x": "y" * 70000})
@@ -56,7 +99,7 @@ def test_an_oversized_input_is_refused():
 
 
 def test_only_the_persons_command_calls_the_decision():
-    """No MCP module (any role's tools), no hook, no worker code calls ``decide``: the commands
+    """No MCP module (any role's tools), no hook (the shell hook's ``ask`` included), no worker code calls ``decide``: the commands
     (``cli``, ``top``'s keys and ``ops.approvals``) are the one caller (and ``bridge.approvals`` calls the store's)."""
     callers = set()
     for path in (PROJECT / "dispatcher").rglob("*.py"):
@@ -83,4 +126,11 @@ def test_only_the_persons_command_calls_the_decision():
         "dispatcher/ops/approvals.py",
         "dispatcher/bridge/approvals.py",
     }
-    assert not [c for c in callers if c.startswith(("dispatcher/mcp/", "dispatcher/wake/", "dispatcher/dispatch/"))]
+    assert not [
+        c
+        for c in callers
+        if c.startswith(("dispatcher/mcp/", "dispatcher/wake/", "dispatcher/dispatch/", "dispatcher/clis/"))
+    ]
+    # The shell hook that asks (clis.shell_approval) is among the modules looked at, and records only.
+    hook = (PROJECT / "dispatcher" / "clis" / "shell_approval.py").read_text()
+    assert "bridge import approvals" in hook and ".decide(" not in hook

@@ -46,6 +46,7 @@ def test_an_unknown_event_is_refused():
         (Notice("attempt_failed", "claude", 42, "timeout", "timeout"), "agent-bridge show 42"),
         (Notice("approval_waiting", "claude", 7), "agent-bridge approvals show 7"),
         (Notice("listener_stopped", "claude", error_kind="OSError"), "agent-bridge listener status --agent claude"),
+        (Notice("budget_held", "claude"), "agent-bridge listener status --agent claude"),
     ],
 )
 def test_each_notice_names_the_command_that_shows_more(notice, show):

@@ -4,6 +4,7 @@ delays no dispatch and is ended at its limit), and a failing one logged once."""
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -122,3 +123,51 @@ def test_a_succeeded_attempt_gives_no_notice(env, db_path, config_path, launcher
     listener.communicate(timeout=60)
     assert not marker.exists()
     assert not [line for line in _log_lines(env, "notice") if line.get("message_id") == message_id]
+
+
+def test_a_daily_budget_hold_gives_one_notice_a_day(env, db_path, config_path, launchers, tmp_path):
+    """A listener whose agent reached its daily budget today, with a task waiting, sends one
+    ``budget_held`` notice; another task held the same day sends none. (Last in the module: the
+    spend it records stays, harmless once the next config has no cap.)"""
+    from dispatch_harness import cli, record_attempt
+
+    from dispatcher.core.config import load_config
+    from dispatcher.dispatch.outcome import settle
+    from dispatcher.store import open_store
+
+    record = tmp_path / "held"
+    record.mkdir()
+    command = _script(tmp_path, "record.sh", f'f={record}/$$; printf "%s\\n" "$@" > $f.args\n')
+    _config(config_path, make_launcher(launchers, "succeed"), [command, "{event}", "{summary}"])
+    doc = json.loads(config_path.read_text())
+    doc["agents"]["claude"]["max_tokens_per_day"] = 100
+    doc["budget_time_zone"] = "UTC"
+    config_path.write_text(json.dumps(doc))
+    spent = post_task(db_path, "spent today")
+    conn = open_store(db_path)
+    try:
+        record_attempt(conn, spent, load_config(config_path), "t" * 32)
+        settle(conn, spent, fallback="failed", diagnostics={"cli": "claude", "input_tokens": 400}, now=time.time())
+    finally:
+        conn.close()
+    first = post_task(db_path, CANARY)
+    listener = start_listener(env)
+    try:
+        wait_until(lambda: list(record.glob("*.args")), what="the budget_held notice")
+        second = post_task(db_path, "another")
+
+        def held() -> list[int]:
+            pending = json.loads(cli(env, "listener", "pending", "--agent", "claude").stdout)
+            return sorted(h["id"] for h in pending["held_budget"])
+
+        wait_until(lambda: held() == [first, second], what="both tasks held")
+        wait_until(lambda: status(env)["stage"] == "idle", what="listener idle")
+    finally:
+        listener.terminate()
+        listener.communicate(timeout=60)
+    started = [line for line in _log_lines(env, "notice") if line.get("notice_event") == "budget_held"]
+    assert len(started) == 1  # once for the day, not once per task or per scan (logged before it starts)
+    (args,) = record.glob("*.args")
+    argv = args.read_text().splitlines()
+    assert argv[0] == "budget_held" and "reached its daily budget" in argv[1]
+    assert CANARY not in args.read_text()

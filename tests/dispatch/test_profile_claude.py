@@ -174,7 +174,11 @@ def test_prepare_writes_a_private_settings_file_and_the_flags(tmp_path):
     written, policy = tmp_path / profiles.SETTINGS_FILE, tmp_path / profiles.POLICY_FILE
     assert flag(args, "--settings") == str(written)
     assert json.loads(written.read_text()) == profiles.settings(p, hook=profiles.hook_command(policy))
-    assert json.loads(policy.read_text()) == {"profile": json.loads(p.to_env()), "workspace": str(workspace)}
+    assert json.loads(policy.read_text()) == {
+        "profile": json.loads(p.to_env()),
+        "workspace": str(workspace),
+        "protected": [],
+    }
     assert stat.S_IMODE(written.stat().st_mode) == stat.S_IMODE(policy.stat().st_mode) == 0o600
 
 

@@ -235,10 +235,12 @@ def test_a_daily_cap_holds_the_agents_tasks_until_the_next_local_midnight(conn, 
         waiting = _task(conn)
         assert queue.next_action(conn, "kimi", config, now)[0].message_id == waiting
         assert daily_budget(conn, "kimi", config, now)["reached"] is None
+        assert queue.budget_hold_day(conn, "kimi", config, now) is None  # no budget_held notice
         _spent(conn, config, now - 5, 0.6, 3000)
         _spent(conn, config, now - 4, 0.4, 2000)  # today: $1.00, 5000 tokens
         picked, release = queue.next_action(conn, "kimi", config, now)
         assert picked is None and release == clock.next_local_day_start(now) == day + 86400
+        assert queue.budget_hold_day(conn, "kimi", config, now) == day  # the listener's budget_held notice, once today
         backlog = queue.classify(conn, "kimi", config, now)
         assert [c.message_id for c in backlog.held_budget] == [waiting] and backlog.dispatchable == []
         facts = backlog.held_budget[0]
@@ -252,6 +254,7 @@ def test_a_daily_cap_holds_the_agents_tasks_until_the_next_local_midnight(conn, 
         # The next local day: released by itself.
         tomorrow = day + 86400 + 1
         assert queue.next_action(conn, "kimi", config, tomorrow)[0].message_id == waiting
+        assert queue.budget_hold_day(conn, "kimi", config, tomorrow) is None
         # Another agent is not held by kimi's spend.
         assert queue.classify(conn, "claude", config, now).held_budget == []
     finally:

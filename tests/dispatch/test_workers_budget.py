@@ -126,6 +126,7 @@ def test_two_workers_started_together_the_second_is_held_while_the_first_runs(co
     facts = queue.classify(conn, "kimi", config, now).held_budget
     assert [(f.message_id, f.daily_cap, f.budget_running) for f in facts] == [(second, "max_tokens_per_day", True)]
     assert queue.next_action(conn, "kimi", config, now) == (None, None)  # no midnight: the first's end wakes it
+    assert queue.budget_hold_day(conn, "kimi", config, now) is None  # held while one runs: no budget_held notice
     settle(conn, first, fallback="failed", diagnostics={"cli": "kimi", "input_tokens": 400}, now=now + 1)
     _begin(conn, second, config, now + 2)  # 400 spent, nothing running: it starts
 

@@ -5,6 +5,7 @@ against real server.py processes, the commands as real processes, on both backen
 
 import json
 import secrets
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -174,3 +175,73 @@ def test_a_request_nobody_answers_is_denied(env, bridge_root, db_path, task):
     assert cli(env, "approvals", "--json").stdout.strip() == "[]"
     unknown = cli(env, "deny", "999999")
     assert unknown.returncode != 0 and "approval_unknown" in unknown.stderr
+
+
+def _shell_hook(env, tmp_path: Path, message_id: int, token: str) -> tuple[str, Path]:
+    """The asking Bash hook's command line, as the Claude launch plan writes it for this attempt
+    (level shell, ``git status`` allowed, ``ask``), and the workspace."""
+    from dispatcher.clis.claude import profile as profiles  # noqa: PLC0415 - the hook's own plan
+    from dispatcher.core.permissions import PermissionProfile  # noqa: PLC0415
+
+    shell = PermissionProfile(level="shell", allow_commands=("git status",), ask=True)
+    attempt_dir, workspace = tmp_path / f"attempt-{message_id}", tmp_path / "ws"
+    attempt_dir.mkdir()
+    workspace.mkdir(exist_ok=True)
+    server_env = {
+        **env,
+        "AGENT_ID": "claude",
+        "AGENT_BRIDGE_MESSAGE_ID": str(message_id),
+        "AGENT_BRIDGE_WORKER_TOKEN": token,
+    }
+    files, _ = profiles.permission_plan(shell, attempt_dir, workspace, [], server_env)
+    (policy,) = [f for f in files if f.path.name == profiles.POLICY_FILE]
+    policy.path.write_text(policy.text)
+    return profiles.hook_command(policy.path, shell), workspace
+
+
+def _bash(command_line: str, workspace: Path, command: str) -> subprocess.Popen:
+    event = {"tool_name": "Bash", "tool_input": {"command": command, "description": "d"}, "cwd": str(workspace)}
+    proc = subprocess.Popen(  # noqa: S602 - the command line exactly as Claude runs it: through a shell
+        command_line, shell=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stdin is not None
+    proc.stdin.write(json.dumps(event))
+    proc.stdin.close()
+    proc.stdin = None  # written and closed: communicate() only reads
+    return proc
+
+
+def _decision(proc: subprocess.Popen) -> dict:
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    return json.loads(out)["hookSpecificOutput"]
+
+
+def test_the_shell_hook_asks_as_its_worker_and_only_a_person_decides(env, db_path, task, tmp_path):
+    """The Bash hook at ``shell`` with ``ask`` records the request for its own attempt, waits for
+    ``agent-bridge``, and answers Claude; allowed for the attempt, the same command is allowed at
+    once and another one asked for again. With a token that is not its attempt's it records
+    nothing and denies (it fails closed)."""
+    message_id, token = task(ask=True)
+    hook, workspace = _shell_hook(env, tmp_path, message_id, token)
+    pending = _bash(hook, workspace, "uv run pytest")
+    first = _request(db_path, message_id)
+    assert sql(db_path, "SELECT tool, input FROM approvals WHERE id = ?", (first,)) == [
+        ("Bash", json.dumps({"command": "uv run pytest"}))
+    ]
+    assert pending.poll() is None  # it waits for a person
+    assert cli(env, "approve", str(first), "--for-attempt").returncode == 0
+    assert _decision(pending)["permissionDecision"] == "allow"
+    again = _decision(_bash(hook, workspace, "uv run pytest"))  # the same command: allowed, not asked
+    assert again["permissionDecision"] == "allow"
+    other = _bash(hook, workspace, "uv run ruff check")  # another command: asked for on its own
+    second = _request(db_path, message_id, 2)
+    assert cli(env, "deny", str(second)).returncode == 0
+    denied = _decision(other)
+    assert denied["permissionDecision"] == "deny" and "a person denied it" in denied["permissionDecisionReason"]
+    assert "blocked: denied Bash" in denied["permissionDecisionReason"]
+    # Never as another attempt: a wrong token records nothing and denies.
+    forged, _ = _shell_hook(env, tmp_path, message_id + 1000, token)
+    refused = _decision(_bash(forged, workspace, "uv run pytest"))
+    assert refused["permissionDecision"] == "deny" and "hook failed" in refused["permissionDecisionReason"]
+    assert len(sql(db_path, "SELECT id FROM approvals WHERE message_id = ?", (message_id,))) == 2

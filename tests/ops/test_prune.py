@@ -123,6 +123,30 @@ def test_finished_old_attempts_go_with_message_and_directory_unfinished_stay(con
     assert (report.messages, report.attempts, report.attempt_dirs) == (1, 1, 1)
 
 
+def test_a_pruned_attempts_approvals_and_a_pruned_tasks_grants_go_with_it(conn):
+    """Issue 33: what belongs to a removed message goes in the same transaction: its attempt's
+    approval requests (their input is a tool's input) and its grant (``retry --allow``)."""
+    gone, kept = msg(conn), msg(conn, acked=None)
+    for message_id in (gone, kept):
+        attempt(conn, message_id)
+        conn.execute(
+            "INSERT INTO approvals (message_id, agent, tool, input, requested_at, expires_at, decision)"
+            " VALUES (?, 'claude', 'Bash', '{}', ?, ?, 'deny')",
+            (message_id, OLD, OLD + 600),
+        )
+        conn.execute(
+            "INSERT INTO task_grants (message_id, retry_of, grants, granted_by, granted_at)"
+            " VALUES (?, ?, '[\"Edit\"]', 'ada', ?)",
+            (message_id, message_id, OLD),
+        )
+    run(conn, dry_run=True)
+    assert {r[0] for r in conn.execute("SELECT message_id FROM approvals")} == {gone, kept}  # a dry run keeps all
+    run(conn)
+    assert ids(conn) == {kept}
+    assert [r[0] for r in conn.execute("SELECT message_id FROM approvals")] == [kept]
+    assert [r[0] for r in conn.execute("SELECT message_id FROM task_grants")] == [kept]
+
+
 def test_orphan_attempt_dirs_old_go_recent_stay_links_never_followed(conn, tmp_path):
     root = tmp_path / "attempts"
     root.mkdir()

@@ -54,7 +54,7 @@ def plan(attempt: Attempt) -> LaunchPlan:
     mcp_config = attempt.attempt_dir / MCP_CONFIG
     server = {"type": "stdio", **attempt.server}
     files, profile_args = profiles.permission_plan(
-        attempt.profile, attempt.attempt_dir, attempt.cwd, protected_from_env(attempt.env)
+        attempt.profile, attempt.attempt_dir, attempt.cwd, protected_from_env(attempt.env), attempt.server["env"]
     )
     argv = [
         attempt.binary,

@@ -35,7 +35,9 @@ With ``ask: true`` (docs/approvals.md) the no-prompt policy is replaced: ``--per
 default`` with ``--permission-prompt-tool mcp__agent_bridge__approval_prompt``, so what no rule
 allows or denies is asked of a person through the worker's bridge server; at ``read`` the blanket
 ``Edit(//**)`` deny gives way to the protected paths' deny rules, so an edit is asked for. At
-``shell`` the Bash hook still denies a command outside the allow list before any prompt.
+``shell`` the Bash hook asks a person itself for a plain command outside the allow list
+(``command_gate.askable``; ``shell_approval``), waits, and answers allow or deny: Claude's
+own prompt never sees a Bash call the hook refused.
 
 ``extra_dirs`` become ``--add-dir`` (readable, and writable by sandboxed commands), plus an
 ``Edit(//dir/**)`` allow rule at ``edit`` and above.
@@ -46,10 +48,11 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from dispatcher.clis import command_gate, launch
+from dispatcher.clis import command_gate, launch, shell_approval
 from dispatcher.clis.base import Enforcement
 from dispatcher.clis.launch import File
 from dispatcher.core.permissions import (
@@ -86,7 +89,6 @@ SANDBOX: dict[str, Any] = {
 SANDBOX_BINARIES = ("bwrap", "socat")
 SETTINGS_FILE = "claude-settings.json"
 POLICY_FILE = "claude-permissions.json"  # what the Bash hook reads (shell)
-HOOK_TIMEOUT_SECONDS = 60
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 # A directory name that Claude's rules would read as a pattern (gitignore-style globs, the
 # rule's own parentheses) or that the argv file cannot carry.
@@ -163,15 +165,17 @@ def settings(
     if uses_sandbox(profile):
         doc["sandbox"] = dict(SANDBOX)
         if hook is not None:
-            entry = {"type": "command", "command": hook, "timeout": HOOK_TIMEOUT_SECONDS}
+            entry = {"type": "command", "command": hook, "timeout": command_gate.hook_timeout(profile)}
             doc["hooks"] = {"PreToolUse": [{"matcher": "Bash", "hooks": [entry]}]}
     return doc or None
 
 
-def hook_command(policy: Path) -> str:
-    """The Bash hook's command line: this module's ``hook_main`` on the run's policy file, in
-    the launcher's own Python (the one running this)."""
-    return command_gate.hook_command(sys.executable, str(PROJECT_ROOT), policy, __name__)
+def hook_command(policy: Path, profile: PermissionProfile | None = None) -> str:
+    """The Bash hook's command line: this module's ``hook_main`` on the run's policy file (the
+    asking hook when ``profile`` asks), in the launcher's own Python (the one running this)."""
+    asks = profile is not None and command_gate.asks(profile)
+    function = "asking_hook_main" if asks else "hook_main"
+    return command_gate.hook_command(sys.executable, str(PROJECT_ROOT), policy, __name__, function)
 
 
 def hook_decision(policy: Mapping[str, Any], event: Mapping[str, Any]) -> str | None:
@@ -187,6 +191,13 @@ def hook_decision(policy: Mapping[str, Any], event: Mapping[str, Any]) -> str | 
 def hook_main(policy_path: str) -> int:
     """The hook itself (``command_gate.hook_main``): it denies on any error."""
     return command_gate.hook_main(hook_decision, policy_path)
+
+
+def asking_hook_main(policy_path: str) -> int:
+    """The hook with ``ask`` at ``shell``: a command refused only for the allow list is asked of a
+    person (``shell_approval.ask``). An allowed call gets an explicit allow (else Claude's own
+    rules would prompt again, through ``approval_prompt``)."""
+    return command_gate.hook_main(hook_decision, policy_path, partial(shell_approval.ask, "Bash"), allow=True)
 
 
 def uses_sandbox(profile: PermissionProfile) -> bool:
@@ -256,15 +267,21 @@ def _sandbox_works(bwrap: str) -> bool:
 
 
 def permission_plan(
-    profile: PermissionProfile, attempt_dir: Path, workspace: Path, protected: Sequence[str]
+    profile: PermissionProfile,
+    attempt_dir: Path,
+    workspace: Path,
+    protected: Sequence[str],
+    asker: Mapping[str, str] | None = None,
 ) -> tuple[list[File], list[str]]:
     """The level's files for the attempt directory (the ``--settings`` document, at ``shell`` the
-    Bash hook's policy) and its flags (pure). Raises ``Unenforceable`` (an extra dir no rule can name)."""
+    Bash hook's policy) and its flags (pure). ``asker``: the worker server's settings, for a hook
+    that asks (``command_gate.policy_document``). Raises ``Unenforceable`` (an extra dir no rule can name)."""
     files, hook = [], None
     if uses_sandbox(profile):
         policy = attempt_dir / POLICY_FILE
-        files.append(File(policy, json.dumps(command_gate.policy_document(profile, workspace)) + "\n"))
-        hook = hook_command(policy)
+        document = {**command_gate.policy_document(profile, workspace, asker), "protected": list(protected)}
+        files.append(File(policy, json.dumps(document) + "\n"))
+        hook = hook_command(policy, profile)
     doc = settings(profile, protected, hook)
     settings_file = None
     if doc is not None:

@@ -41,7 +41,7 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
-from dispatcher.clis import codex
+from dispatcher.clis import codex, command_gate
 from dispatcher.clis.codex import profile as profiles
 from dispatcher.clis.launch import Attempt, Dir, File, LaunchPlan, Link, Step
 from dispatcher.core.permissions import WORKER_BRIDGE_TOOLS
@@ -156,12 +156,13 @@ def plan(attempt: Attempt) -> LaunchPlan:
     if profiles.uses_hook(profile):
         policy = attempt_dir / profiles.POLICY_FILE
         document = profiles.policy_document(
-            profile, attempt.workspace, attempt_dir / profiles.TMP_DIR, protected_from_env(env)
+            profile, attempt.workspace, attempt_dir / profiles.TMP_DIR, protected_from_env(env), attempt.server["env"]
         )
-        command = profiles.hook_command(env["AGENT_BRIDGE_PYTHON"], env["AGENT_BRIDGE_PROJECT"], policy)
+        command = profiles.hook_command(env["AGENT_BRIDGE_PYTHON"], env["AGENT_BRIDGE_PROJECT"], policy, profile)
+        hooks = profiles.hooks_json(command, command_gate.hook_timeout(profile))
         steps += [
             File(policy, json.dumps(document) + "\n"),
-            File(home / "hooks.json", json.dumps(profiles.hooks_json(command), indent=2) + "\n"),
+            File(home / "hooks.json", json.dumps(hooks, indent=2) + "\n"),
         ]
     run_env = {"CODEX_HOME": str(home)}
     if profile.level != "bridge":  # the shell runs: a private TMPDIR (a writable root of workspace-write)

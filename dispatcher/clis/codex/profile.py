@@ -31,10 +31,11 @@ user's own ``~/.codex/config.toml`` is not loaded at any level.
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from dispatcher.clis import command_gate
+from dispatcher.clis import command_gate, shell_approval
 from dispatcher.clis.base import Enforcement
 
 # The one path rule of the read commands, also for apply_patch's paths.
@@ -114,24 +115,32 @@ def config_tables(profile: PermissionProfile, workspace: Path) -> list[str]:
     return tables
 
 
-def hook_command(python: str, project: str, policy: Path) -> str:
-    """The PreToolUse hook's command line: this module's ``hook_main`` on the run's policy file."""
-    return command_gate.hook_command(python, project, policy, __name__)
+def hook_command(python: str, project: str, policy: Path, profile: PermissionProfile | None = None) -> str:
+    """The PreToolUse hook's command line: this module's ``hook_main`` on the run's policy file
+    (the asking hook when ``profile`` asks, ``command_gate.asks``)."""
+    function = "asking_hook_main" if profile is not None and command_gate.asks(profile) else "hook_main"
+    return command_gate.hook_command(python, project, policy, __name__, function)
 
 
-def hooks_json(command: str) -> dict[str, Any]:
-    """Codex's hooks.json: the hook before every tool call (it lets non-workspace tools through)."""
-    return {
-        "hooks": {"PreToolUse": [{"matcher": ".*", "hooks": [{"type": "command", "command": command, "timeout": 60}]}]}
-    }
+def hooks_json(command: str, timeout: int = command_gate.HOOK_TIMEOUT_SECONDS) -> dict[str, Any]:
+    """Codex's hooks.json: the hook before every tool call (it lets non-workspace tools through);
+    ``timeout`` in seconds (``command_gate.hook_timeout``)."""
+    entry = {"type": "command", "command": command, "timeout": timeout}
+    return {"hooks": {"PreToolUse": [{"matcher": ".*", "hooks": [entry]}]}}
 
 
 def policy_document(
-    profile: PermissionProfile, workspace: Path, tmp_dir: Path, protected: Sequence[str] = ()
+    profile: PermissionProfile,
+    workspace: Path,
+    tmp_dir: Path,
+    protected: Sequence[str] = (),
+    asker: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """What the hook needs: the profile, the roots it may read and write, and what no patch may
-    touch (``core.protected``: the bridge's files, the repository's git directory)."""
-    return {**command_gate.policy_document(profile, workspace), "tmp_dir": str(tmp_dir), "protected": list(protected)}
+    touch (``core.protected``: the bridge's files, the repository's git directory); ``asker``:
+    the worker server's settings, for a hook that asks (``command_gate.policy_document``)."""
+    document = command_gate.policy_document(profile, workspace, asker)
+    return {**document, "tmp_dir": str(tmp_dir), "protected": list(protected)}
 
 
 def _object(value: Any) -> dict[str, Any]:
@@ -169,6 +178,13 @@ def hook_decision(policy: Mapping[str, Any], event: Mapping[str, Any]) -> str | 
 def hook_main(policy_path: str) -> int:
     """The hook itself (``command_gate.hook_main``): it denies on any error."""
     return command_gate.hook_main(hook_decision, policy_path)
+
+
+def asking_hook_main(policy_path: str) -> int:
+    """The hook with ``ask`` at ``shell``: a command refused only for the allow list is asked of a
+    person (``shell_approval.ask``, recorded as the shell tool ``exec_command``); allowed, the call
+    goes on with no decision (into Codex's sandbox, as an allowed command does)."""
+    return command_gate.hook_main(hook_decision, policy_path, partial(shell_approval.ask, SHELL_TOOL))
 
 
 def enforcement(profile: PermissionProfile, which: Callable[[str], str | None]) -> Enforcement | None:
