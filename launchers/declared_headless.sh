@@ -1,11 +1,9 @@
 #!/usr/bin/env bash
-# Agent Bridge worker launcher: the agent CLI the agent declares in config.json (its `cli` block:
-# argv template, how the prompt is passed, its MCP config template, the highest level it enforces).
-#
-# The launch plan is computed in Python from the declaration: dispatcher/clis/declared.py; what
-# such a CLI gets and what it does not: docs/agent-clis.md, "Add your own CLI".
-# Contract (fixed by the dispatcher):  declared_headless.sh REQUEST_FILE
-#   cwd = workspace, stdin = /dev/null, stdout/stderr = private per-attempt log.
+# Agent Bridge worker launcher for the configs that name it ("launcher": "launchers/declared_headless.sh"
+# beside a `cli` block): the same run as launchers/agent_headless.sh for an agent that declares its
+# CLI (argv template, how the prompt is passed, its MCP config template, the highest level it
+# enforces). What the run does: dispatcher/clis/declared.py; docs/agent-clis.md, "Add your own CLI".
+# Contract (fixed by the dispatcher):  declared_headless.sh REQUEST_FILE; cwd = workspace.
 # Exit code: the CLI's own; 2 for a bad invocation (no cli block, an invalid profile); 127 if the
 # declared program is missing; 78 when the agent's level is above the declared max_level.
 set -euo pipefail

@@ -17,6 +17,38 @@ FAKE_WORKER = Path(__file__).parent / "workers" / "fake_worker.py"
 DEADLINE = 120.0
 
 
+# A small CLI of a user's own (format it with python=sys.executable): argv MODE MCP_CONFIG [TASK_FILE];
+# the task from the file or stdin, the bridge's server from the MCP config's servers.bridge entry;
+# it acknowledges and answers the task through the bridge, as a worker of a real CLI would.
+SCRIPT_CLI = """#!{python}
+import json, os, sys
+import anyio
+sys.path.insert(0, os.environ["AGENT_BRIDGE_PROJECT"])
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from dispatcher.ops.demo_worker import answer
+
+mode, config = sys.argv[1], sys.argv[2]
+prompt = open(sys.argv[3]).read() if mode == "file" else sys.stdin.read()
+message_id = int(os.environ["AGENT_BRIDGE_MESSAGE_ID"])
+assert str(message_id) in prompt, "the task did not reach the CLI"
+server = json.load(open(config))["servers"]["bridge"]
+
+
+async def main():
+    params = StdioServerParameters(command=server["command"], args=server["args"], env=server["env"])
+    async with Client(params) as client:
+        async def call(tool, **arguments):
+            result = await client.call_tool(tool, arguments)
+            assert not result.is_error, result.content
+            return result.structured_content
+        await answer(call, message_id, lambda message: f"declared CLI ({{mode}}) did it")
+
+
+anyio.run(main)
+"""
+
+
 def make_launcher(directory: Path, mode: str, executable: bool = True, **env: str) -> Path:
     path = directory / f"launch_{mode}.sh"
     exports = "".join(f"{k}={v} " for k, v in {"FAKE_WORKER_MODE": mode, **env}.items())

@@ -104,11 +104,9 @@ CLI_NAME = _cli_name()
 # What may still name a CLI outside dispatcher/clis/, and why; each entry must still need it
 # (a stale one fails), so the list only shrinks. TODO.md lists moving them.
 NAMED_OUTSIDE_CLIS = {
-    "dispatcher/wake/hook_wait.py": "Claude's waiting Stop/SessionStart hook: its background test (CLAUDE_PID, "
-    "claude_backgrounds, claude_process) and log reasons (wait_claude_gone) not moved to clis/claude/ yet (TODO.md)",
     "dispatcher/core/settings.py": "AGENT_BRIDGE_CLAUDE_CHANNEL (field claude_channel), the name users set: kept for "
     "compatibility, as data; clis/claude/ declares it as its Channel.setting",
-    "dispatcher/ops/demo.py": "the demo's agent ids (claude, kimi) and the launcher it names: data of the demo's "
+    "dispatcher/ops/demo.py": "the demo's agent ids (claude, kimi) and the CLI it names (kimi): data of the demo's "
     "config, kept on purpose (a demo shows named agents)",
 }
 

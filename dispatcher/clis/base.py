@@ -113,10 +113,9 @@ class AgentCli(Protocol):
     discovery: Discovery
     login: Login
     output_file: str  # the file its launch leaves in the attempt directory, read after the run
-    launcher: str  # its worker entry under launchers/
     statusline: bool  # whether `register --statusline` has a status line to write for it
     hook_events: tuple[str, ...]  # the events `register --hooks` writes (`agent-bridge hook <cli> <event>`)
-    wait_events: tuple[str, ...]  # those whose hook may wait for mail in the background (hook_wait.py)
+    wait_events: tuple[str, ...]  # those whose hook may wait for mail in the background (wake/hook_wait.py)
     launch_variables: tuple[str, ...]  # what its launch reads from the listener's environment (binary, home, options)
     reports_cost: bool  # whether its result says what a run cost (else only an agent's prices can)
     channel: Channel | None  # its MCP channel wake path, if it has one (wake_mcp.py)
@@ -136,6 +135,17 @@ class AgentCli(Protocol):
 
     def hook_answer(self, event: str, line: str, block: bool) -> HookAnswer:
         """The wake hook's answer for ``event`` (``block``: a Stop that should go on with the mail)."""
+        ...
+
+    def credential_variables(self, environ: Mapping[str, str]) -> tuple[str, ...]:
+        """The variables that hold its credentials here (``doctor``'s login check): ``login.variables``,
+        and any its user's own config names (opencode's ``{env:NAME}``)."""
+        ...
+
+    def background_process(self, environ: Mapping[str, str]) -> tuple[int, str] | None:
+        """(pid, start time) of this CLI's process when it runs the hook of a ``wait_events`` event
+        in the background (the waiting hook waits beside it and ends with it); None: in the
+        foreground, not under this CLI, unsure, or a CLI without a waiting hook (no waiting)."""
         ...
 
     def rule_event(self, event: str) -> str:
@@ -176,6 +186,7 @@ class Packaged:
     (the listener loads the registry for the credential variables alone)."""
 
     name: str
+    login: Login
     channel: Channel | None = None
 
     def _part(self, part: str) -> Any:
@@ -191,6 +202,12 @@ class Packaged:
 
     def rule_event(self, event: str) -> str:
         return event
+
+    def background_process(self, environ: Mapping[str, str]) -> tuple[int, str] | None:
+        return None
+
+    def credential_variables(self, environ: Mapping[str, str]) -> tuple[str, ...]:
+        return self.login.variables
 
     def enforcement(self, profile: "PermissionProfile", which: Callable[[str], str | None]) -> Enforcement | None:
         found: Enforcement | None = self._part("profile").enforcement(profile, which)

@@ -7,10 +7,22 @@ An agent id that a valid file does not declare raises ``UnknownAgent`` (``unknow
 """
 
 import json
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    StringConstraints,
+    Tag,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 # ConfigError, UnknownAgent and require_agent are part of this module's interface (callers import
 # them from here; the last two live with the pydantic-free view): explicit re-exports.
@@ -18,6 +30,7 @@ from dispatcher.core.config_view import ConfigPlaces, budget_zone
 from dispatcher.core.config_view import UnknownAgent as UnknownAgent
 from dispatcher.core.config_view import require_agent as require_agent
 from dispatcher.core.errors import ConfigError as ConfigError
+from dispatcher.core.launchers import AGENT_LAUNCHER
 from dispatcher.core.locations import InvalidSetting, Locations
 from dispatcher.core.permissions import BRIDGE_ONLY, PermissionProfile
 from dispatcher.core.private_files import writable_by_others
@@ -87,12 +100,37 @@ class DeclaredCli(BaseModel):
         return self
 
 
+CLI_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")  # a package's name under dispatcher/clis/
+
+
+def _cli_name(value: str) -> str:
+    """A registered CLI's name by its shape (which ones exist, the registry says: ``registry.config_problem``)."""
+    if not CLI_NAME.fullmatch(value):
+        raise ValueError(
+            f"{value!r} is not a CLI's name: name one the bridge has, in lower case (such as claude, as "
+            "`agent-bridge init` writes it), or declare your own as an object (docs/agent-clis.md)"
+        )
+    return value
+
+
+# ``cli``: a string names a registered CLI (a package under dispatcher/clis/), an object declares
+# the user's own (DeclaredCli); either way the generic launcher runs it (no ``launcher`` needed).
+CliChoice = Annotated[
+    Annotated[Annotated[str, AfterValidator(_cli_name)], Tag("name")] | Annotated[DeclaredCli, Tag("declared")],
+    Discriminator(lambda value: "name" if isinstance(value, str) else "declared"),
+]
+
+
 class AgentConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    launcher: str = Field(min_length=1)
-    # An agent CLI of the user's own, run by launchers/declared_headless.sh (DeclaredCli).
-    cli: DeclaredCli | None = None
+    # The CLI its workers run: a registered CLI's name ("codex"), or an object declaring one of
+    # the user's own (DeclaredCli). Run by launchers/agent_headless.sh unless ``launcher`` is given.
+    cli: CliChoice | None = None
+    # The program that runs one worker (a path, relative to the checkout or the package): only for
+    # a worker that is no CLI's (launchers/command_headless.sh), or as older configs name their
+    # CLI's (launchers/codex_headless.sh, which still work). Absent: launchers/agent_headless.sh.
+    launcher: str | None = Field(default=None, min_length=1)
     auto: bool = False
     worker_timeout_seconds: int = Field(default=1800, ge=1, le=86400)
     # Passed to the launcher as AGENT_BRIDGE_MAX_COST_USD (Claude: --max-budget-usd). Claude
@@ -135,6 +173,17 @@ class AgentConfig(BaseModel):
         if value is not None and not Path(value).expanduser().is_absolute():
             raise ValueError("workspace must be an absolute path (~ is expanded)")
         return value
+
+    @model_validator(mode="after")
+    def _runs_something(self) -> "AgentConfig":
+        if self.cli is None and self.launcher is None:
+            raise ValueError(
+                'name the CLI its workers run ("cli": "claude", say; `agent-bridge init` writes the ones found '
+                'on PATH) or give its "launcher"'
+            )
+        if self.cli is None and Path(str(self.launcher)).name == Path(AGENT_LAUNCHER).name:
+            raise ValueError(f'{AGENT_LAUNCHER} runs the CLI that "cli" names: add "cli" (such as "claude")')
+        return self
 
 
 class BridgeConfig(ConfigPlaces, BaseModel):

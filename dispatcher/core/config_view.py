@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from dispatcher.core import clock, protected
 from dispatcher.core.errors import BridgeError, ConfigError
-from dispatcher.core.launchers import launcher_path
+from dispatcher.core.launchers import agent_launcher, cli_word, launcher_path
 from dispatcher.core.locations import PROJECT_DIR, LocationsLike
 from dispatcher.core.profile_rules import ProfileRules, ProfileView
 
@@ -29,7 +29,7 @@ class AgentRules(Protocol):
     """What the dispatch rule and the listener read of one agent's entry."""
 
     @property
-    def launcher(self) -> str: ...
+    def launcher(self) -> str | None: ...
     @property
     def auto(self) -> bool: ...
     @property
@@ -87,8 +87,10 @@ class ConfigPlaces:
             raise NotImplementedError
 
     def launcher_path(self, agent: str, project_dir: Path) -> Path:
-        """Where ``launchers.launcher_path`` finds the agent's launcher."""
-        return launcher_path(self.agents[agent].launcher, project_dir)
+        """Where ``launchers.launcher_path`` finds the agent's launcher (``agent_launcher``: the
+        generic one when the agent names its CLI and no launcher)."""
+        entry = self.agents[agent]
+        return launcher_path(str(agent_launcher(entry.launcher, entry.cli)), project_dir)
 
     def workspace(self, agent: str, default: Path) -> Path:
         """The agent's declared workspace, else ``default`` (AGENT_BRIDGE_WORKSPACE or its default)."""
@@ -146,7 +148,7 @@ class PricesView:
 class AgentView:
     """An agent's entry, as the listener and a supervisor read it (``AgentRules``)."""
 
-    launcher: str
+    launcher: str | None
     auto: bool
     worker_timeout_seconds: int
     max_cost_usd_per_task: float | None
@@ -159,11 +161,13 @@ class AgentView:
     max_workers: int | None
     isolation: str = "auto"
     notify_command: tuple[str, ...] | None = None
+    cli: str | None = None  # ``launchers.cli_word`` of its ``cli``: what the supervisor tells the launcher
 
     @classmethod
     def of(cls, entry: Mapping[str, Any]) -> "AgentView":
         """``entry``: an agent's, in what ``BridgeConfig.model_dump()`` gave."""
         kept = {k: v for k, v in entry.items() if k in _AGENT_FIELDS}
+        kept["cli"] = cli_word(entry.get("cli"))
         if kept.get("notify_command") is not None:
             kept["notify_command"] = tuple(kept["notify_command"])
         return cls(**{**kept, "prices": PricesView(**entry["prices"]) if entry["prices"] is not None else None})

@@ -107,15 +107,19 @@ def checked_settings() -> SettingsView:
 
 
 def checked_config(path: Path) -> ConfigView:
-    """config.json as ``load_config`` reads and validates it; raises its ``ConfigError``."""
+    """config.json as ``load_config`` reads and validates it, each agent's CLI one the registry
+    lists (``registry.config_problem``); raises a ``ConfigError``."""
 
     def work() -> dict[str, Any]:
+        from dispatcher.clis import registry
         from dispatcher.core.config import load_config
 
         try:
             config = load_config(path)
         except ConfigError as exc:
             return {"reason": exc.reason}
+        if (problem := registry.config_problem(config.agents)) is not None:
+            return {"reason": problem}
         profiles = {agent: config.permissions(agent).model_dump(mode="json") for agent in config.agents}
         return {"document": config.model_dump(mode="json"), "profiles": profiles}
 

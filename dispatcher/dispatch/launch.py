@@ -1,5 +1,7 @@
 """The Python half of every agent CLI launcher: build the attempt, ask the CLI's module for its
-launch plan, carry it out, and exec the CLI (``launchers/_common.sh``'s ``launch_cli``).
+launch plan, carry it out, and exec the CLI (``launchers/_common.sh``'s ``launch_cli``). Which CLI:
+the one the supervisor names in ``AGENT_BRIDGE_CLI`` (``launchers/agent_headless.sh``), or the one
+an older config's launcher names (``launchers/codex_headless.sh``).
 
 Exit codes, as the launchers always had them: 2 for a bad invocation (an invalid profile or
 setting, a planted name in the attempt directory), 127 when the CLI is not found, 78 when the
@@ -16,6 +18,7 @@ from typing import Any
 from dispatcher.clis import registry
 from dispatcher.clis.launch import UNENFORCEABLE, Attempt, Dir, File, LaunchPlan, Link, Unenforceable, positive_int
 from dispatcher.core.errors import BridgeError
+from dispatcher.core.launchers import DECLARED_CLI
 from dispatcher.core.permissions import profile_from_env
 from dispatcher.core.private_files import create_private_file
 from dispatcher.dispatch.worker_mcp import bridge_server
@@ -29,19 +32,19 @@ class LaunchError(Exception):
         self.code = code
 
 
-DECLARED = "declared"  # launchers/declared_headless.sh: the CLI the agent declares in config.json
-
-
 def cli_for(cli_name: str, env: Mapping[str, str]) -> Any:
     """The CLI to launch: one the registry lists, or the one the agent declares (``cli`` in config.json)."""
-    if cli_name != DECLARED:
-        return registry.BY_NAME[cli_name]
+    if cli_name != DECLARED_CLI:
+        cli = registry.get(cli_name)
+        if cli is None:
+            raise LaunchError(2, f"{registry.unknown(cli_name)}; fix agents.{env.get('AGENT_ID')}.cli in config.json")
+        return cli
     from dispatcher.clis.declared import Declared
     from dispatcher.core.config import load_config
 
     agent = env["AGENT_ID"]
     spec = load_config(Path(env["AGENT_BRIDGE_CONFIG"])).agents[agent].cli
-    if spec is None:
+    if spec is None or isinstance(spec, str):
         raise LaunchError(2, f"agent {agent} declares no cli in config.json: add its cli block (docs/agent-clis.md)")
     return Declared(agent, spec)
 

@@ -69,10 +69,10 @@ def _notes(said: list[str]) -> str:
 
 def _launcher(raw: object) -> list[str]:
     """What keeps the agent's launcher from running (``launcher_problem``, as doctor judges it), in the table's words."""
-    from dispatcher.core.launchers import launcher_path, launcher_problem
+    from dispatcher.core.launchers import agent_launcher, launcher_path, launcher_problem
     from dispatcher.core.locations import PROJECT_DIR
 
-    launcher = raw.get("launcher") if isinstance(raw, dict) else None
+    launcher = agent_launcher(raw.get("launcher"), raw.get("cli")) if isinstance(raw, dict) else None
     if not isinstance(launcher, str):
         return []  # an invalid entry: the listener's config_invalid says it
     problem = launcher_problem(launcher_path(launcher, PROJECT_DIR))

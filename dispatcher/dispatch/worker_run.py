@@ -27,6 +27,7 @@ from dispatcher.core import clock, traces
 from dispatcher.core.config_view import ConfigView
 from dispatcher.core.errors import BridgeError
 from dispatcher.core.grants import widened
+from dispatcher.core.launchers import CLI_VARIABLE, cli_word
 from dispatcher.core.locations import PROJECT_DIR
 from dispatcher.core.logs import get_logger
 from dispatcher.core.private_files import (
@@ -146,21 +147,26 @@ def worker_env(
     permissions: ProfileRules,
     protected: tuple[str, ...] = (),
     git_common_dir: Path | None = None,
+    cli: str | None = None,
 ) -> dict[str, str]:
     """The launcher's environment: resolved values, so the worker's own server agrees with ours.
 
     ``AGENT_BRIDGE_MAX_COST_USD`` is the agent's ``max_cost_usd_per_task``, and absent when it
     has none (an inherited value is dropped, never passed on). ``AGENT_BRIDGE_PERMISSIONS`` is
     always the agent's profile from config.json, never an inherited value, and so is
-    ``AGENT_BRIDGE_PROTECTED`` (what its hooks refuse to write: ``core.protected``). Every git
-    the worker runs gets the bridge's git configuration (``git_environment``). ``TRACEPARENT`` is
-    the attempt's span when the supervisor traces, never an inherited value, and no OTLP headers
-    variable is passed on (``trace_rules.worker_environment``)."""
+    ``AGENT_BRIDGE_PROTECTED`` (what its hooks refuse to write: ``core.protected``), and
+    ``AGENT_BRIDGE_CLI`` (the CLI the generic launcher runs: ``cli``, the agent's ``cli_word``;
+    absent when its config names none). Every git the worker runs gets the bridge's git
+    configuration (``git_environment``). ``TRACEPARENT`` is the attempt's span when the supervisor
+    traces, never an inherited value, and no OTLP headers variable is passed on
+    (``trace_rules.worker_environment``)."""
+    own = (MAX_COST_ENV, PERMISSIONS_ENV, PROTECTED_ENV, CLI_VARIABLE)
     inherited = worker_environment(
-        {k: v for k, v in os.environ.items() if k not in (MAX_COST_ENV, PERMISSIONS_ENV, PROTECTED_ENV)},
+        {k: v for k, v in os.environ.items() if k not in own},
         traces.current_context_variables(),
     )
     return {
+        **({CLI_VARIABLE: cli} if cli is not None else {}),
         **inherited,
         **git_environment(),
         PROTECTED_ENV: json.dumps(list(protected)),
@@ -221,6 +227,7 @@ def _launch(
         permissions=profile,
         protected=protected_paths(config.bridge_places(settings), writable),
         git_common_dir=git_common_dir,
+        cli=cli_word(config.agents[agent].cli),
     )
     log_fd = open_private_append(attempt_dir / "worker.log")
     gate_in, gate_out = os.pipe()

@@ -57,7 +57,7 @@ def _environment(root: Path) -> dict[str, str]:
     config = {
         "agents": {
             "claude": {"auto": True, "launcher": "launchers/scripted_headless.sh", "worker_timeout_seconds": 120},
-            "kimi": {"auto": False, "launcher": "launchers/kimi_headless.sh"},
+            "kimi": {"auto": False, "cli": "kimi"},
         },
         "dispatch_max_age_seconds": 86400,
     }

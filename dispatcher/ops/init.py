@@ -1,8 +1,8 @@
 """``agent-bridge init``: write the user's config.json from the agent CLIs found on PATH.
 
-It declares each of claude, kimi, codex and gemini whose binary it finds (``CLAUDE_BIN``
-etc. override the name, as in the launchers), with the package's launcher for it and the
-directory it runs in as the agent's ``workspace``. It prints each CLI's version, read from
+It declares each CLI of the registry (``dispatcher/clis/``) whose binary it finds (``CLAUDE_BIN``
+etc. override the name, as in the launch plans), naming it as the agent's ``cli`` (the generic
+launcher runs it) and the directory it runs in as the agent's ``workspace``. It prints each CLI's version, read from
 the CLI's own version line (never any number in its output: a Kimi on too old a Node crashes
 with Node's version in the trace) and only when ``--version`` succeeded, or "found but does not
 run" with the reason, and whether the launchers were tested with that version (config.json has
@@ -11,9 +11,9 @@ no place for notes). Kimi runs under ``KIMI_NODE`` when that is set, as its laun
 every directory it creates is 0700. ``auto``
 is off where the launcher's least privilege is only approximate (Kimi: its tools cannot be
 limited to the bridge's), on for the others. With no CLI found it still writes a config,
-declaring ``claude`` with ``auto`` off, so that the server can start.
+declaring the first CLI (``DEFAULT``) with ``auto`` off, so that the server can start.
 
-``--scripted`` is the quick start without a model: ``claude`` with ``auto`` on runs the scripted
+``--scripted`` is the quick start without a model: the first CLI's agent with ``auto`` on runs the scripted
 demo worker (``dispatcher/ops/demo_worker.py``) through ``launchers/scripted_headless.sh``, named
 in config.json (so a listener started from any shell finds it), and ``me`` is the person at the
 shell, whose tasks wait for a human (``auto`` off).
@@ -104,7 +104,7 @@ def carried_over(old_text: str, new: dict) -> tuple[dict, list[str]]:
         except ValidationError:
             dropped.append(agent)
             continue
-        if valid.auto:
+        if valid.auto or registry.config_problem({agent: valid}) is not None:
             dropped.append(agent)
         else:
             kept[agent] = entry
@@ -169,8 +169,8 @@ def build_config(found: list[Found], workspace: Path) -> dict:
     declared = [(f.cli.agent, f.cli.auto, f.cli.level) for f in found] or [(DEFAULT.agent, False, DEFAULT.level)]
     agents = {
         agent: {
+            "cli": agent,
             "auto": auto,
-            "launcher": f"launchers/{agent}_headless.sh",
             "workspace": str(workspace),
             "worker_timeout_seconds": 1800,
             "permissions": {"level": level},
@@ -203,10 +203,12 @@ def scripted_config(workspace: Path) -> dict:
 
 def _say_scripted(echo) -> None:
     echo(
-        f"Declared claude, answered by a scripted worker (no model), and {HUMAN_AGENT}, you at the shell "
+        f"Declared {DEFAULT.agent}, answered by a scripted worker (no model), and {HUMAN_AGENT}, you at the shell "
         f"(auto off: tasks to {HUMAN_AGENT} wait for you)."
     )
-    echo("For the real Claude Code later: `agent-bridge init --force` declares the CLIs found on PATH.")
+    echo(
+        f"For the real {DEFAULT.display or DEFAULT.agent} later: `agent-bridge init --force` declares the CLIs found on PATH."
+    )
 
 
 def refuse_unsafe_workspace(config: "BridgeConfig", workspace: Path, path: Path) -> None:
@@ -272,8 +274,9 @@ def run_init(*, force: bool, workspace: Path, echo, scripted: bool = False) -> P
         _say_scripted(echo)
     elif not found:
         echo(
-            "No agent CLI found on PATH (claude, kimi, codex, gemini; CLAUDE_BIN etc. name another binary). "
-            "Declared claude with auto off so the server can start; install a CLI and rerun with --force."
+            f"No agent CLI found on PATH ({', '.join(cli.agent for cli in CLIS)}; {DEFAULT.binary_env} etc. name "
+            f"another binary). Declared {DEFAULT.agent} with auto off so the server can start; install a CLI and "
+            "rerun with --force."
         )
     echo(f'Workers run in {workspace} (each agent\'s "workspace"; edit it in the config to change it).')
     echo(

@@ -1,45 +1,30 @@
-"""The waiting hook: ``agent-bridge hook claude Stop|SessionStart --wait SECONDS``, to wake an idle session.
+"""The waiting hook: ``agent-bridge hook CLI Stop|SessionStart --wait SECONDS``, to wake an idle session.
 
-Hooks fire on events, so mail that arrives while a Claude Code session sits idle would wait for
-the user's next prompt. Registered as an ``asyncRewake`` Stop hook, this command first answers
+Hooks fire on events, so mail that arrives while a session sits idle would wait for the user's
+next prompt. Registered as an ``asyncRewake`` Stop hook (a CLI's ``wait_events``), this command first answers
 ``Stop`` exactly like the plain hook (a never-announced id: exit 2 at once). When it did not block
-and Claude runs it in the background, it stays: it watches the store read-only (one ``live``
-connection, asleep on file events in between: ``file_events``, and on a pidfd of Claude) until a
-message never announced to this session arrives, then prints the payload-free line on stderr and exits 2: Claude Code puts
+and the CLI runs it in the background, it stays: it watches the store read-only (one ``live``
+connection, asleep on file events in between: ``file_events``, and on a pidfd of the CLI) until a
+message never announced to this session arrives, then prints the payload-free line on stderr and exits 2: the CLI puts
 it in front of the model as a new turn. ``hook_rules.decide_wait`` decides (one waiter per
 session, a new id only, at most one wake per 10 s, one wake per waiter).
 
 Registered as an ``asyncRewake`` ``SessionStart`` hook, the same waiter starts with the session,
 so a session that has had no turn yet (no ``Stop`` hook has run) is woken too. It gives no
 ``SessionStart`` answer of its own: in the background its first look wakes at once for an id
-never announced (its exit 2 starts the first turn); in the foreground (``claude -p``) it exits 0
+never announced (its exit 2 starts the first turn); in the foreground (a headless run) it exits 0
 silently and the first prompt's ``UserPromptSubmit`` hook names the mail. The session's MCP server
 may start after the hook, so this waiter marks the session's wake path ``hook`` as soon as it
 finds the server (for ``MARK_WITHIN_SECONDS``).
 
-What Claude Code 2.1.332 does with such a hook (read from its bundled JS; the ``SessionStart``
-case proved on the real TUI in ``tests/agent_clis/test_claude_session_start.py``):
-
-- an ``asyncRewake`` command hook runs in the background when the session is interactive or has
-  streaming input (``-p --input-format stream-json``), else in the foreground;
-- its ``timeout`` (seconds; default 600) is a kill timer: at the timeout Claude sends SIGTERM to
-  the hook's process group (SIGKILL after a grace) and nothing reaches the model; the same kill
-  ends it when the session ends. ``register`` writes ``timeout = wait + TIMEOUT_MARGIN_SECONDS``,
-  so the hook always ends by itself first;
-- exit 2 queues ``Stop hook blocking error from command "<cmd>": <stderr>`` as a ``next``
-  priority message with ``stop_hook_active`` set, which starts a turn in an idle session;
-- a headless (``-p``) run waits up to 30 s for background asyncRewake hooks before it exits.
-
-The hook can only tell background from foreground by looking at the Claude process
-(``CLAUDE_PID``, which Claude sets for hooks): its argv and whether its stdout is a terminal,
-the same test Claude applies (``claude_backgrounds``). When in doubt it does not wait: a hook
-that waited in the foreground would hold a ``claude -p`` run for the whole bound.
+Which process the waiter waits beside, and whether it may wait at all, is the CLI's own
+(``AgentCli.background_process``; what the CLI does with such a hook: its own module's wake.py);
+a CLI that says None gets the plain answer and no wait. Nothing here names a CLI.
 
 Never breaks the session: every failure exits 0 silently with one payload-free line in
 ``hooks.log``; SIGTERM, SIGHUP and SIGINT end it silently (exit 0).
 """
 
-import itertools
 import os
 import secrets
 import signal
@@ -49,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dispatcher.bridge.hook_rules import Verdict, decide_wait, release_wait
-from dispatcher.clis import claude
+from dispatcher.clis import registry
 from dispatcher.core import clock, processes
 from dispatcher.core.file_events import RECHECK_SECONDS
 from dispatcher.core.locations import StoreLocation
@@ -63,12 +48,9 @@ if TYPE_CHECKING:
 WAIT_DEFAULT_SECONDS = 3600
 WAIT_MIN_SECONDS = 1
 WAIT_MAX_SECONDS = 86400
-TIMEOUT_MARGIN_SECONDS = claude.WAIT_TIMEOUT_MARGIN_SECONDS
 GAP_POLL_SECONDS = 0.25  # while a wake waits out the gap between notices: a look this often
-PARENT_CHECK_SECONDS = 1.0  # how often Claude is looked for when no pidfd tells of its end
+PARENT_CHECK_SECONDS = 1.0  # how often the CLI is looked for when no pidfd tells of its end
 MARK_WITHIN_SECONDS = 120.0  # how long a SessionStart waiter looks for its session's MCP server
-WAIT_EVENTS = claude.WAIT_EVENTS  # the Claude events whose hook may wait
-CLAUDE_MAX_DEPTH = 8  # how far above the hook Claude may be (a shell or two between)
 _SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 
 
@@ -84,45 +66,11 @@ def parse_wait(value: object) -> int | None:
     return seconds if WAIT_MIN_SECONDS <= seconds <= WAIT_MAX_SECONDS else None
 
 
-def claude_backgrounds(argv: list[str], stdout_is_tty: bool | None) -> bool:
-    """Whether Claude Code 2.1.332 runs an ``asyncRewake`` hook in the background, from its argv
-    (``argv[0]`` the program) and whether its stdout is a terminal (None: unknown).
-
-    Claude: ``(async || asyncRewake && (interactive || hasStreamingInput))``; non-interactive is
-    ``-p``/``--print``/``--init-only``/``--sdk-url...`` in the arguments or a stdout that is not a
-    terminal; streaming input is ``--input-format stream-json`` (or ``--sdk-url``). Arguments after
-    ``--`` are not options. Unknown counts as foreground."""
-    args = []
-    for arg in argv[1:]:
-        if arg == "--":
-            break
-        args.append(arg)
-    sdk = any(a.startswith("--sdk-url") for a in args)
-    printing = sdk or any(a in ("-p", "--print", "--init-only") for a in args)
-    streaming = (
-        sdk
-        or "--input-format=stream-json" in args
-        or any(a == "--input-format" and b == "stream-json" for a, b in itertools.pairwise(args))
-    )
-    if printing:
-        return streaming
-    return stdout_is_tty is True
-
-
-def claude_process(environ) -> tuple[int, str] | None:
-    """(pid, start time) of the Claude Code process that runs this hook when it runs it in the
-    background; None otherwise (not under Claude, or in the foreground, or unsure)."""
-    raw = environ.get("CLAUDE_PID", "")
-    if not raw.isdigit() or int(raw) <= 1:
-        return None
-    pid = int(raw)
-    argv = processes.command_line(pid)  # the cheap look first: a foreground hook never loads psutil
-    if argv is None or not claude_backgrounds([a for a in argv if a != ""] or [""], processes.stdout_is_terminal(pid)):
-        return None
-    if pid not in processes.ancestors()[:CLAUDE_MAX_DEPTH]:
-        return None
-    start = processes.start_time(pid)
-    return None if start is None else (pid, start)
+def background_process(cli: str, environ) -> tuple[int, str] | None:
+    """(pid, start time) of the CLI's process that runs this hook in the background, as the CLI
+    tells it (``AgentCli.background_process``); None: no waiting (the foreground, unsure, no such CLI)."""
+    found = registry.get(cli)
+    return None if found is None else found.background_process(environ)
 
 
 def _raise_ended(signum, frame) -> None:
@@ -144,8 +92,8 @@ def _blocked():
 
 
 def main_wait(cli: str, agent: str | None, wait: str | None, event: str = "Stop") -> int:
-    """``hook claude Stop --wait N``: the Stop answer, then (in the background) the wait.
-    ``hook claude SessionStart --wait N``: in the background the wait alone, else nothing."""
+    """``hook CLI Stop --wait N``: the Stop answer, then (in the background) the wait.
+    ``hook CLI SessionStart --wait N``: in the background the wait alone, else nothing."""
     for signum in _SIGNALS:
         signal.signal(signum, _raise_ended)
     try:
@@ -156,10 +104,10 @@ def main_wait(cli: str, agent: str | None, wait: str | None, event: str = "Stop"
                 if answer.exit_code == 2 or answer.stdout:
                     return hooks.emit(answer)
             seconds = parse_wait(wait)
-            claude = claude_process(os.environ) if cli == "claude" and seconds is not None else None
-            if claude is None or seconds is None:  # (claude is None whenever seconds is)
+            parent = background_process(cli, os.environ) if seconds is not None else None
+            if parent is None or seconds is None:  # (parent is None whenever seconds is)
                 return 0
-        return _wait(agent, raw, seconds, claude, event)
+        return _wait(cli, agent, raw, seconds, parent, event)
     except _Ended:  # before the wait began (a signal during the Stop answer)
         why = "wait_signal"
     except Exception as exc:  # noqa: BLE001 - a hook must never break the session
@@ -167,13 +115,13 @@ def main_wait(cli: str, agent: str | None, wait: str | None, event: str = "Stop"
     try:
         from dispatcher.core.locations import Locations
 
-        hooks.log_line(Locations.from_env().private_dir(), "claude", event, agent, why)
+        hooks.log_line(Locations.from_env().private_dir(), cli, event, agent, why)
     except Exception:  # noqa: BLE001, S110 - nothing more to do: exit 0
         pass
     return 0
 
 
-def _wait(agent: str | None, raw: bytes, seconds: int, claude: tuple[int, str], event: str) -> int:
+def _wait(cli: str, agent: str | None, raw: bytes, seconds: int, parent: tuple[int, str], event: str) -> int:
     """Never raises (but ``_Ended``): a failure is exit 0 and one log line."""
 
     runtime = None
@@ -183,21 +131,21 @@ def _wait(agent: str | None, raw: bytes, seconds: int, claude: tuple[int, str], 
 
         locations = Locations.from_env()
         runtime = locations.private_dir()
-        code, why = _watch(locations, runtime, agent, raw, seconds, claude, event)
-        hooks.log_line(runtime, "claude", event, agent, why)
+        code, why = _watch(locations, runtime, agent, raw, seconds, parent, event, cli)
+        hooks.log_line(runtime, cli, event, agent, why)
         return code
     except _Ended:
-        hooks.log_line(runtime, "claude", event, agent, "wait_signal")
+        hooks.log_line(runtime, cli, event, agent, "wait_signal")
         return 0
     except Exception as exc:  # noqa: BLE001 - a hook must never break the session
         why = f"wait_error {type(exc).__name__}"
-    hooks.log_line(runtime, "claude", event, agent, why)
+    hooks.log_line(runtime, cli, event, agent, why)
     return 0
 
 
 @dataclass
 class _Waiter:
-    """What one waiting hook watches: its session, its store, Claude, and the events it sleeps on."""
+    """What one waiting hook watches: its session, its store, its CLI's process, and the events it sleeps on."""
 
     conn: "Connection"
     db: StoreLocation
@@ -206,14 +154,15 @@ class _Waiter:
     agent: str
     key: str
     deadline: float
-    claude: tuple[int, str]
+    cli: str
+    parent: tuple[int, str]  # the CLI's process (pid, start time): its end ends the wait
     events: StoreChanges
     mark: Callable[[], bool] | None = None  # a SessionStart waiter marking its session, until it is
     next_mark: float = 0.0  # (monotonic) the next try at it
 
 
 def _watch(
-    locations, runtime: Path, agent: str | None, raw: bytes, seconds: int, claude: tuple[int, str], event: str
+    locations, runtime: Path, agent: str | None, raw: bytes, seconds: int, parent: tuple[int, str], event: str, cli: str
 ) -> tuple[int, str]:
     from dispatcher.bridge.inbox import inbox_summary, wake_line
     from dispatcher.store.readonly import open_read_only
@@ -244,7 +193,7 @@ def _watch(
                     runtime, agent, key, lambda state: decide_wait(waiting, state, clock.now(), token, start=start)
                 )
                 if verdict.announce:
-                    hooks.emit(hooks.render("claude", "Stop", hooks.notice(wake_line(summary)), True))
+                    hooks.emit(hooks.render(cli, "Stop", hooks.notice(wake_line(summary)), True))
             return verdict, mtime, set(waiting)
 
         # The version before the first look (as ``inbox watch`` does): a commit between the two
@@ -254,7 +203,7 @@ def _watch(
             verdict, mtime, _ = look(True)
             if verdict.announce:
                 return 2, verdict.why
-            waiter = _Waiter(conn, locations.db, inode, runtime, agent, key, deadline, claude, events, mark)
+            waiter = _Waiter(conn, locations.db, inode, runtime, agent, key, deadline, cli, parent, events, mark)
             return _poll(waiter, look, verdict, mtime, version)
         finally:
             with _blocked():  # an ending waiter frees its slot (a woken one already did)
@@ -281,13 +230,13 @@ def _marker(locations, agent: str) -> Callable[[], bool]:
 
 
 def _poll(waiter: _Waiter, look, verdict, mtime, version: int) -> tuple[int, str]:
-    """Watch until a wake, the bound, a superseding waiter, Claude gone or the store replaced."""
-    claude_fd = processes.process_handle(*waiter.claude)  # readable once Claude has ended
+    """Watch until a wake, the bound, a superseding waiter, the CLI gone or the store replaced."""
+    parent_fd = processes.process_handle(*waiter.parent)  # readable once the CLI has ended
     try:
-        return _until_woken(waiter, () if claude_fd is None else (claude_fd,), look, verdict, mtime, version)
+        return _until_woken(waiter, () if parent_fd is None else (parent_fd,), look, verdict, mtime, version)
     finally:
-        if claude_fd is not None:
-            os.close(claude_fd)
+        if parent_fd is not None:
+            os.close(parent_fd)
 
 
 def _until_woken(waiter: _Waiter, also: tuple[int, ...], look, verdict, mtime, version: int) -> tuple[int, str]:
@@ -295,15 +244,15 @@ def _until_woken(waiter: _Waiter, also: tuple[int, ...], look, verdict, mtime, v
 
     known = set(verdict.state.announced)
     while True:
-        # Asleep until a commit, the session's state file changes, Claude ends or a look is due.
+        # Asleep until a commit, the session's state file changes, the CLI ends or a look is due.
         limit = GAP_POLL_SECONDS if verdict.why == "wait_gap" else RECHECK_SECONDS if also else PARENT_CHECK_SECONDS
         if waiter.mark is not None:  # its session's MCP server may come up at any moment
             limit = min(limit, PARENT_CHECK_SECONDS)
         waiter.events.wait(min(limit, max(0.0, waiter.deadline - clock.monotonic())), also=also)
         if clock.monotonic() >= waiter.deadline:
             return 0, "wait_bound"
-        if not processes.is_same_process(*waiter.claude):
-            return 0, "wait_claude_gone"
+        if not processes.is_same_process(*waiter.parent):
+            return 0, f"wait_{waiter.cli}_gone"
         if waiter.mark is not None and clock.monotonic() >= waiter.next_mark:
             waiter.next_mark = clock.monotonic() + PARENT_CHECK_SECONDS
             if waiter.mark():

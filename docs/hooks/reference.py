@@ -16,6 +16,7 @@ import ast
 import inspect
 import re
 import textwrap
+import types
 import typing
 from typing import Any
 
@@ -46,10 +47,19 @@ def _field_comments(model: type[BaseModel]) -> dict[str, str]:
     return comments
 
 
-def _type_name(annotation: Any) -> str:
+def _plain_type(annotation: Any) -> str:
+    """The type as a reader writes it: ``Annotated`` metadata (validators, tags) left out, a union as ``a | b``."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _plain_type(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(_plain_type(arg) for arg in typing.get_args(annotation))
     text = str(annotation) if not isinstance(annotation, type) else annotation.__name__
-    text = re.sub(r"\b(?:typing|pathlib|dispatcher\.[\w.]+)\.", "", text)
-    return text.replace("NoneType", "None").replace("|", "\\|")
+    return re.sub(r"\b(?:typing|pathlib|dispatcher\.[\w.]+)\.", "", text).replace("NoneType", "None")
+
+
+def _type_name(annotation: Any) -> str:
+    return _plain_type(annotation).replace("|", "\\|")
 
 
 def _bounds(info: FieldInfo) -> str:

@@ -1,4 +1,5 @@
-"""Codex CLI 0.171.0 end to end: the real listener, launchers/codex_headless.sh, the pinned
+"""Codex CLI 0.171.0 end to end: the real listener, the generic launcher (config.json names
+`"cli": "codex"`; launchers/codex_headless.sh, as older configs name it, in the contract cases), the pinned
 `codex` binary and the real server.py, driven by a scripted Responses API server on 127.0.0.1.
 
 One listener for the agent `codex` and one model server serve the whole module; a kimi
@@ -72,13 +73,13 @@ def codex_env(root, codex_bin, model, user_codex_home, backend, request) -> dict
         json.dumps(
             {
                 "agents": {
-                    "codex": {
+                    "codex": {  # named as init writes it: the generic launcher runs it
+                        "cli": "codex",
                         "auto": True,
-                        "launcher": str(LAUNCHER),
                         "worker_timeout_seconds": 90,
                         "max_tokens_per_task": TOKEN_CAP,
                     },
-                    "kimi": {"auto": False, "launcher": "launchers/kimi_headless.sh"},
+                    "kimi": {"auto": False, "cli": "kimi"},
                 }
             }
         )

@@ -145,8 +145,8 @@ def test_init_finds_the_real_opencode_and_doctor_reports_it(tmp_path):
     assert "opencode: " in done.stdout and "1.18.33 (tested)" in done.stdout, done.stdout
     config = json.loads((home / "xdg-config" / "agent-bridge" / "config.json").read_text())
     agent = config["agents"]["opencode"]
-    assert (agent["launcher"], agent["permissions"], agent["auto"]) == (
-        "launchers/opencode_headless.sh",
+    assert (agent["cli"], agent["permissions"], agent["auto"]) == (
+        "opencode",
         {"level": "read"},
         True,
     )

@@ -82,3 +82,50 @@ def test_two_CLIs_declaring_a_channel_are_refused(monkeypatch):
     monkeypatch.setattr(registry, "CLIS", (_Cli("a"), _Cli("b")))
     with pytest.raises(ValueError, match="2 CLIs declare an MCP channel"):
         registry.channel()
+
+
+@pytest.mark.parametrize(
+    ("cli", "launcher", "runs"),
+    [
+        ("codex", None, "codex"),  # the config names it
+        ("codex", "/opt/wrap.sh", "codex"),
+        (None, "launchers/kimi_headless.sh", "kimi"),  # an older config: the launcher's file name says
+        (None, "/somewhere/else/gemini_headless.sh", "gemini"),
+        (None, "launchers/command_headless.sh", None),  # the user's command: no CLI the bridge has
+        ({"argv": ["mine"]}, None, None),  # a CLI the agent declares
+        ("declared", None, None),  # (the supervisor's word for a declared one: not a registered CLI)
+        ("nosuchcli", None, None),
+    ],
+)
+def test_an_agent_runs_the_cli_its_config_names_else_the_one_its_launcher_names(cli, launcher, runs):
+    assert registry.agent_cli(cli, launcher) == runs
+
+
+class _Entry:
+    def __init__(self, cli: object, launcher: str | None = None) -> None:
+        self.cli, self.launcher = cli, launcher
+
+
+@pytest.mark.parametrize(
+    ("entry", "said"),
+    [
+        (_Entry("codex"), None),
+        (_Entry(None, "launchers/codex_headless.sh"), None),
+        (_Entry({"argv": ["mine"]}, "launchers/codex_headless.sh"), None),  # as older configs could
+        (_Entry("codex", "launchers/codex_headless.sh"), None),
+        (_Entry("codex", "launchers/command_headless.sh"), None),  # codex run by the user's command
+        (_Entry("nosuchcli"), "agents.a.cli: 'nosuchcli' is not a CLI the bridge has (registered: "),
+        (_Entry("codex", "launchers/claude_headless.sh"), "agents.a: its launcher claude_headless.sh runs claude"),
+    ],
+)
+def test_a_config_naming_no_registered_cli_or_two_different_ones_is_refused(entry, said):
+    problem = registry.config_problem({"a": entry})
+    assert problem is None if said is None else said in problem
+    if said is not None and "registered" in said:
+        assert ", ".join(registry.NAMES) in problem
+
+
+def test_a_package_named_as_one_of_the_bridges_own_launchers_is_refused(root):
+    package = _package(root, "clis_under_test", {"agent": _cli("agent")})
+    with pytest.raises(ValueError, match=r"clis_under_test\.agent: 'agent' names a launcher of the bridge's own"):
+        registry.discover(package)

@@ -12,6 +12,7 @@ import pytest
 from dispatcher.core.config import load_config
 from dispatcher.core.config_view import ConfigView
 from dispatcher.core.errors import BridgeError, ConfigError
+from dispatcher.core.launchers import cli_word
 from dispatcher.core.locations import PROJECT_DIR
 from dispatcher.core.settings import BridgeSettings
 from dispatcher.core.spend import cap_passed, priced
@@ -33,6 +34,8 @@ AGENTS = {
         "prices": {"input": 0.6, "output": 2.5, "cache_read": 0.15},
     },
     "codex": {"launcher": "/opt/codex.sh", "permissions": {"level": "read"}},
+    "gemini": {"cli": "gemini"},  # the generic launcher runs it
+    "mine": {"cli": {"argv": ["mine", "{request_file}"], "prompt": "file"}},  # a CLI of the user's own
 }
 
 
@@ -60,6 +63,18 @@ def test_an_invalid_config_is_refused_with_load_configs_own_words(tmp_path, doc)
     assert (forked.value.reason, str(forked.value)) == (direct.value.reason, str(direct.value))
 
 
+def test_a_cli_the_registry_does_not_list_is_refused_naming_the_registered_ones(tmp_path):
+    """The core checks the name's shape; the listener's check also asks the registry."""
+    from dispatcher.clis import registry
+
+    path = _write(tmp_path / "config.json", {"agents": {"a": {"cli": "nosuchcli"}}})
+    load_config(path)  # the shape is right
+    with pytest.raises(ConfigError) as refused:
+        checked_config(path)
+    assert "agents.a.cli: 'nosuchcli' is not a CLI the bridge has" in refused.value.reason
+    assert f"(registered: {', '.join(registry.NAMES)})" in refused.value.reason
+
+
 def test_a_missing_config_is_refused_as_load_config_refuses_it(tmp_path):
     with pytest.raises(ConfigError) as forked:
         checked_config(tmp_path / "absent.json")
@@ -77,6 +92,7 @@ def test_the_view_agrees_with_bridge_config(tmp_path):
             assert getattr(seen, field) == getattr(entry, field), field
         for field in ("max_cost_usd_per_task", "max_tokens_per_task", "max_cost_usd_per_day", "max_tokens_per_day"):
             assert getattr(seen, field) == getattr(entry, field), field
+        assert seen.cli == cli_word(entry.cli)  # what the supervisor tells the generic launcher
         assert view.permission_level(agent) == config.permission_level(agent)
         assert view.launcher_path(agent, PROJECT_DIR) == config.launcher_path(agent, PROJECT_DIR)
         assert view.workspace(agent, tmp_path) == config.workspace(agent, tmp_path)

@@ -25,6 +25,7 @@ from models import script
 from dispatcher.dispatch.cli_results import cli_diagnostics
 
 LAUNCHERS = ROOT / "launchers"
+AGENT = LAUNCHERS / "agent_headless.sh"  # the CLI the config names, told in AGENT_BRIDGE_CLI
 CLAUDE = LAUNCHERS / "claude_headless.sh"
 KIMI = LAUNCHERS / "kimi_headless.sh"
 CODEX = LAUNCHERS / "codex_headless.sh"
@@ -455,10 +456,41 @@ def test_claude_default_binary_is_claude_on_path(ctx):
     assert record(s)["argv"][0] == "-p"
 
 
-@pytest.mark.parametrize("script", [CLAUDE, KIMI])
+def test_the_generic_launcher_runs_the_cli_the_supervisor_names_as_its_own_launcher_does(ctx):
+    """launchers/agent_headless.sh with AGENT_BRIDGE_CLI=claude is claude_headless.sh's run."""
+    s = ctx
+    output = write_output(s, claude_result())
+    runs = []
+    for launcher, extra in ((CLAUDE, {}), (AGENT, {"AGENT_BRIDGE_CLI": "claude"})):
+        proc = run(launcher, s, CLAUDE_BIN=str(s["fake"]), FAKE_OUTPUT_FILE=output, **extra)
+        assert proc.returncode == 0, proc.stderr
+        rec = record(s)
+        runs.append([a.replace(str(s["attempt"]), "<attempt>") for a in rec["argv"]])
+        assert rec["stdin"] == TASK_TEXT + "\n" and diagnostics(s)["cli"] == "claude"
+    assert runs[0] == runs[1]
+
+
+@pytest.mark.parametrize(
+    ("word", "said"),
+    [
+        (None, 'agent_headless.sh: AGENT_BRIDGE_CLI is not set: the supervisor sets it from the agent\'s "cli"'),
+        ("nosuchcli", "agent_headless.sh: 'nosuchcli' is not a CLI the bridge has (registered: claude, "),
+        ("declared", "agent_headless.sh: agent claude declares no cli in config.json"),
+    ],
+)
+def test_the_generic_launcher_without_a_cli_it_can_run_is_a_bad_invocation(ctx, word, said):
+    s = ctx
+    (s["tmp"] / "config.json").write_text(json.dumps({"agents": {"claude": {"cli": "claude"}}}))
+    (s["tmp"] / "config.json").chmod(0o600)
+    proc = run(AGENT, s, CLAUDE_BIN=str(s["fake"]), **({"AGENT_BRIDGE_CLI": word} if word else {}))
+    assert proc.returncode == 2 and proc.stderr.startswith(said), proc.stderr
+    assert not Path(s["env"]["FAKE_RECORD"]).exists()  # no CLI ran
+
+
+@pytest.mark.parametrize("script", [AGENT, CLAUDE, KIMI])
 def test_missing_supervisor_env_exits_2(ctx, script):
     s = ctx
-    env = dict(s["env"])
+    env = dict(s["env"], AGENT_BRIDGE_CLI="kimi")
     del env["AGENT_BRIDGE_ATTEMPT_DIR"]
     proc = subprocess.run(
         [str(script), str(s["request"])],
@@ -725,7 +757,7 @@ def test_command_not_found_exits_127(ctx):
 # ------------------------------------------------------------------------ all three
 
 
-@pytest.mark.parametrize("script", [CLAUDE, KIMI, CODEX, GEMINI, OPENCODE, COMMAND])
+@pytest.mark.parametrize("script", [AGENT, CLAUDE, KIMI, CODEX, GEMINI, OPENCODE, COMMAND])
 def test_scripts_are_executable_strict_bash(script):
     assert os.access(script, os.X_OK)
     text = script.read_text()
@@ -746,10 +778,10 @@ def test_scripts_are_shellcheck_clean():
     assert proc.returncode == 0, proc.stdout
 
 
-@pytest.mark.parametrize("script", [CLAUDE, KIMI, CODEX, GEMINI, OPENCODE, COMMAND])
+@pytest.mark.parametrize("script", [AGENT, CLAUDE, KIMI, CODEX, GEMINI, OPENCODE, COMMAND])
 def test_bad_request_file_exits_2(ctx, script):
     s = ctx
-    env = dict(s["env"], AGENT_BRIDGE_WORKER_COMMAND="true")
+    env = dict(s["env"], AGENT_BRIDGE_WORKER_COMMAND="true", AGENT_BRIDGE_CLI="claude")
     proc = subprocess.run(
         [str(script), str(s["tmp"] / "missing.txt")],
         cwd=s["ws"],

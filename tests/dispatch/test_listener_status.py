@@ -79,7 +79,7 @@ def test_config_error_is_reported(setup):
     where, _ = setup
     where.config.write_text('{"agents": {"claude": {"auto": 1}}}')
     st = listener_status(where, "claude")
-    assert st["stage"] == "error" and "launcher" in st["config_error"]
+    assert st["stage"] == "error" and "auto" in st["config_error"]
 
 
 def _store_with_a_settled_attempt(where: Locations, outcome: str) -> tuple[int, int, int]:

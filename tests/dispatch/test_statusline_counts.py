@@ -58,3 +58,13 @@ def test_a_refresh_inside_the_window_loads_no_psycopg_and_a_stale_one_reads_agai
     kept.write_text(json.dumps({**document, "at": document["at"] - COUNTS_SECONDS - 1}))
     _, loaded = refresh(env)
     assert loaded  # past the window: read from the store again
+
+
+def test_the_status_line_judges_the_generic_launcher_for_an_agent_that_names_its_cli():
+    """An agent with ``cli`` and no ``launcher`` runs launchers/agent_headless.sh: that is the one judged."""
+    from dispatcher.core.findings import CODES
+    from dispatcher.dispatch.statusline import _launcher
+
+    assert _launcher({"cli": "codex"}) == []  # the generic launcher is there and runs
+    assert _launcher({"cli": "codex", "launcher": "/nonexistent/x.sh"}) == [CODES["launcher_missing"].said()]
+    assert _launcher({"auto": True}) == []  # neither: an invalid entry, which config_invalid names

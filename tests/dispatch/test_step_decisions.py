@@ -344,3 +344,16 @@ def test_the_worker_gets_the_resolved_settings_and_its_token(tmp_path):
     assert env["AGENT_BRIDGE_RUNTIME_DIR"] == str((tmp_path / "rt").resolve())
     assert (env["AGENT_BRIDGE_MAX_BODY_BYTES"], env["AGENT_BRIDGE_LOG_LEVEL"]) == ("1000", "INFO")
     assert (env["AGENT_BRIDGE_ROLE"], env["AGENT_BRIDGE_WORKER_TOKEN"], env["AGENT_ID"]) == ("worker", "tok", "claude")
+
+
+def test_the_worker_is_told_the_cli_its_config_names_never_an_inherited_one(tmp_path, monkeypatch):
+    """AGENT_BRIDGE_CLI is what launchers/agent_headless.sh runs: the agent's config's, or absent."""
+    from dispatcher.core.permissions import BRIDGE_ONLY
+    from dispatcher.core.settings import BridgeSettings
+    from dispatcher.dispatch.worker_run import worker_env
+
+    monkeypatch.setenv("AGENT_BRIDGE_CLI", "kimi")  # the listener's own shell had one
+    settings = BridgeSettings(db=tmp_path / "bridge.db", runtime_dir=tmp_path / "rt")
+    named = worker_env(settings, "claude", 5, tmp_path, tmp_path / "d.json", "t", permissions=BRIDGE_ONLY, cli="codex")
+    older = worker_env(settings, "claude", 5, tmp_path, tmp_path / "d.json", "t", permissions=BRIDGE_ONLY)
+    assert named["AGENT_BRIDGE_CLI"] == "codex" and "AGENT_BRIDGE_CLI" not in older

@@ -20,9 +20,9 @@ from dispatcher.store import SCHEMA_VERSION, open_store
 
 TESTED = {"claude": "2.1.332", "kimi": "2.1.0"}
 # Both dispatch on their own (auto): an agent with auto off has one `auto_off` finding instead.
-AGENTS = {
-    "claude": {"auto": True, "launcher": "launchers/claude_headless.sh"},
-    "kimi": {"auto": True, "launcher": "launchers/kimi_headless.sh"},
+AGENTS = {  # as init writes them: doctor reads each agent's CLI from its config (test_doctor_checks: older configs)
+    "claude": {"auto": True, "cli": "claude"},
+    "kimi": {"auto": True, "cli": "kimi"},
 }
 # What a healthy setup without systemd and without a running listener may warn about.
 EXPECTED_WARNINGS = {"listener_not_running", "unit_not_installed"}
@@ -230,6 +230,58 @@ def test_launcher_missing_and_not_executable(setup):
     )
     report = assert_error(setup["env"], "launcher_missing")
     assert "launcher_not_executable" in codes(report, "error")
+
+
+@pytest.mark.parametrize(
+    ("claude", "said"),
+    [
+        ({"cli": "nosuchcli"}, "agents.claude.cli: 'nosuchcli' is not a CLI the bridge has (registered: claude, codex"),
+        (
+            {"cli": "kimi", "launcher": "launchers/claude_headless.sh"},
+            "agents.claude: its launcher claude_headless.sh runs claude, not the kimi its cli names",
+        ),
+    ],
+)
+def test_a_cli_no_package_has_or_a_launcher_of_another_is_config_invalid(setup, claude, said):
+    """The rule the listener refuses the file by (``registry.config_problem``), with the registered names."""
+    write_config(setup["config"], {**AGENTS, "claude": {"auto": True, **claude}})
+    report = assert_error(setup["env"], "config_invalid")
+    assert said in next(f["message"] for f in report["findings"] if f["code"] == "config_invalid")
+
+
+def test_doctor_reads_the_cli_from_the_config_and_from_an_older_configs_launcher_alike(setup):
+    """``"cli": "claude"`` and ``"launcher": "launchers/claude_headless.sh"`` are the same CLI to doctor."""
+    said = []
+    for claude in ({"cli": "claude"}, {"launcher": "launchers/claude_headless.sh"}):
+        write_config(setup["config"], {**AGENTS, "claude": {"auto": True, **claude}})
+        _, report = checks(setup["env"])
+        said.append(sorted(f["code"] for f in report["findings"] if f.get("agent") == "claude" and "cli" in f["code"]))
+    assert said[0] == said[1] and said[0], said
+
+
+@pytest.mark.parametrize(
+    ("api_key", "set_it", "code"),
+    [
+        ("{env:MY_OPENCODE_KEY}", True, "cli_auth_ok"),  # the TODO's gap: named in its config, and set
+        ("{env:MY_OPENCODE_KEY}", False, "cli_not_authenticated"),  # named, but not set where doctor runs
+        ("sk-written-in-the-file", True, "cli_not_authenticated"),  # a literal key is not a variable
+    ],
+)
+def test_an_opencode_provider_key_named_in_its_config_is_its_credentials(setup, api_key, set_it, code):
+    env = dict(setup["env"], OPENCODE_BIN=str(fake_cli(setup["root"] / "bin" / "opencode", "1.18.33")))
+    env.pop("MY_OPENCODE_KEY", None)
+    if set_it:
+        env["MY_OPENCODE_KEY"] = "k"
+    user = Path(env.get("XDG_CONFIG_HOME") or Path(env["HOME"]) / ".config") / "opencode"
+    user.mkdir(parents=True, exist_ok=True)
+    (user / "opencode.json").write_text(json.dumps({"provider": {"acme": {"options": {"apiKey": api_key}}}}))
+    write_config(setup["config"], {**AGENTS, "opencode": {"auto": True, "cli": "opencode"}})
+    _, report = checks(env)
+    found = [f for f in report["findings"] if f.get("agent") == "opencode" and f["code"].startswith("cli_")]
+    said = {f["code"]: f["message"] for f in found}
+    assert code in said, found
+    if code == "cli_auth_ok":
+        assert said[code] == "opencode has credentials (MY_OPENCODE_KEY is set)"
 
 
 NOBODY = 65534

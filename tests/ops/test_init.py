@@ -143,16 +143,18 @@ def test_init_force_after_the_quick_start_keeps_me_and_names_what_it_drops(home)
     config = home["config"] / "config.json"
     document = json.loads(config.read_text())
     document["agents"]["helper"] = {"auto": True, "launcher": "launchers/command_headless.sh"}  # found nowhere now
+    document["agents"]["ghost"] = {"cli": "nosuchcli"}  # a person's entry, but naming no CLI the bridge has
     config.write_text(json.dumps(document))
     forced = _init(home, "--force")
     assert forced.returncode == 0, forced.stderr
     agents = json.loads(config.read_text())["agents"]
     assert agents["me"] == document["agents"]["me"]  # kept as written
-    assert agents["claude"]["launcher"] == "launchers/claude_headless.sh" and "helper" not in agents
+    assert agents["claude"]["cli"] == "claude" and "launcher" not in agents["claude"]
+    assert "helper" not in agents and "ghost" not in agents
     (backup,) = home["config"].glob("config.json.bak-*")
     assert "Kept me from the previous file, as written (auto off: a person answers)." in forced.stdout
     assert (
-        f"Dropped helper of the previous file (not found here, or no longer valid); to add one back, copy its entry from {backup}"
+        f"Dropped ghost, helper of the previous file (not found here, or no longer valid); to add one back, copy its entry from {backup}"
         in forced.stdout
     )
 

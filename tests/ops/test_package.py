@@ -102,12 +102,13 @@ def test_version(installed: Path, home) -> None:
 def test_wheel_carries_package_data(installed: Path) -> None:
     probe = (
         "from dispatcher.core.locations import INSTALLED, PROJECT_DIR; import os;"
-        "print(INSTALLED, os.access(PROJECT_DIR / 'launchers/claude_headless.sh', os.X_OK),"
+        "print(INSTALLED, os.access(PROJECT_DIR / 'launchers/agent_headless.sh', os.X_OK),"
+        " os.access(PROJECT_DIR / 'launchers/claude_headless.sh', os.X_OK),"
         " (PROJECT_DIR / 'systemd/agent-bridge-listener@.service').is_file(), (PROJECT_DIR / 'server.py').is_file())"
     )
     done = _run([installed / "python", "-c", probe], {"PATH": "/usr/bin:/bin"}, installed)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["True", "True", "True", "True"]
+    assert done.stdout.split() == ["True", "True", "True", "True", "True"]
 
 
 def test_init_then_serve(installed: Path, home) -> None:
@@ -119,7 +120,7 @@ def test_init_then_serve(installed: Path, home) -> None:
     assert config["agents"] == {
         "claude": {
             "auto": True,
-            "launcher": "launchers/claude_headless.sh",
+            "cli": "claude",
             "workspace": str(work),
             "worker_timeout_seconds": 1800,
             "permissions": {"level": "edit"},

@@ -58,13 +58,13 @@ def test_an_invalid_config_is_refused_with_its_reason(env, command):
     done = cli(env, *command, *args, timeout=60)
     line = failure_line(done)
     assert done.returncode == 2 and line.startswith("agent-bridge: config_invalid: ")
-    assert env["AGENT_BRIDGE_CONFIG"] in line and "launcher" in line  # the reason, not just the verdict
+    assert env["AGENT_BRIDGE_CONFIG"] in line and "auto" in line  # the reason, not just the verdict
 
 
 def test_status_and_disable_still_work_with_an_invalid_config(env):
     Path(env["AGENT_BRIDGE_CONFIG"]).write_text(BROKEN)
     st = status(env)
-    assert st["stage"] == "error" and "launcher" in st["config_error"]
+    assert st["stage"] == "error" and "auto" in st["config_error"]
     done = cli(env, "listener", "disable", "--agent", "claude")
     assert done.returncode == 0 and json.loads(done.stdout)["enabled"] is False
 

@@ -15,9 +15,11 @@ import pytest
 from harness import PROJECT, inotify_descriptors
 
 from dispatcher.bridge.messages import send_message
+from dispatcher.clis.claude import WAIT_TIMEOUT_MARGIN_SECONDS
+from dispatcher.clis.claude.wake import claude_backgrounds
 from dispatcher.core.file_events import MODE_VARIABLE
 from dispatcher.store import open_store
-from dispatcher.wake.hook_wait import TIMEOUT_MARGIN_SECONDS, claude_backgrounds, parse_wait
+from dispatcher.wake.hook_wait import parse_wait
 
 AGENTS = frozenset({"claude", "kimi", "codex"})
 SECRET = "SECRET-" + os.urandom(6).hex()
@@ -382,7 +384,7 @@ def test_it_ends_when_the_claude_process_has_exited_but_is_not_reaped(store):
 
 
 def test_the_margin_leaves_time_to_end_before_claude_kills_it():
-    assert TIMEOUT_MARGIN_SECONDS >= 10
+    assert WAIT_TIMEOUT_MARGIN_SECONDS >= 10
 
 
 @pytest.mark.parametrize(
@@ -402,6 +404,7 @@ def test_wait_is_only_for_claudes_stop_elsewhere_the_plain_hook_answers(store, a
 
 def test_an_unreadable_claude_process_means_no_waiting(store, monkeypatch):
     """In-process: a failure while looking at the Claude process is exit 0, silent, one log line."""
+    from dispatcher.clis import registry
     from dispatcher.wake import hook_wait
 
     monkeypatch.setenv("AGENT_BRIDGE_DB", str(store["db"]))
@@ -410,7 +413,7 @@ def test_an_unreadable_claude_process_means_no_waiting(store, monkeypatch):
     def broken(environ):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(hook_wait, "claude_process", broken)
+    monkeypatch.setattr(registry.get("claude"), "background_process", broken)
     monkeypatch.setattr("sys.stdin", open(os.devnull))  # noqa: SIM115 - closed by the test's end
     try:
         assert hook_wait.main_wait("claude", "claude", "60") == 0
@@ -444,7 +447,7 @@ def test_mail_committed_between_its_first_look_and_its_wait_still_wakes_it(store
     locations = Locations.from_env()
     me = (os.getpid(), processes.start_time(os.getpid()))
     raw = json.dumps({"session_id": "s-gap", "hook_event_name": "Stop"}).encode()
-    code, why = hook_wait._watch(locations, locations.private_dir(), "claude", raw, 20, me, "Stop")
+    code, why = hook_wait._watch(locations, locations.private_dir(), "claude", raw, 20, me, "Stop", "claude")
     assert (code, why) == (2, "wake") and sent
     assert f"#{sent[0]} from kimi" in capsys.readouterr().err
 

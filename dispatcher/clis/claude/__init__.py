@@ -1,5 +1,6 @@
 """Claude Code (`claude -p`), tested with 2.1.332. Everything the bridge knows about it; see dispatcher/clis/base.py."""
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -7,7 +8,8 @@ from dispatcher.clis.base import SILENT, Channel, Discovery, HookAnswer, Login, 
 
 OUTPUT_FILE = "claude-result.json"  # where its launch leaves its output in the attempt directory
 
-# The events whose hook may wait for mail (the waiting Stop hook, dispatcher/wake/hook_wait.py),
+# The events whose hook may wait for mail (the waiting Stop hook, dispatcher/wake/hook_wait.py, asks
+# ``background_process``: its wake.py),
 # and how much longer than the wait the hook's timeout is, so that the hook always ends first.
 WAIT_EVENTS = ("Stop", "SessionStart")
 WAIT_TIMEOUT_MARGIN_SECONDS = 30
@@ -35,7 +37,6 @@ class Claude(Packaged):
         credentials_file=".credentials.json",
     )
     output_file = OUTPUT_FILE
-    launcher = "claude_headless.sh"
     statusline = True
     hook_events: tuple[str, ...] = ("UserPromptSubmit", "PostToolUse", "Stop", "SessionStart")
     wait_events: tuple[str, ...] = WAIT_EVENTS
@@ -50,6 +51,11 @@ class Claude(Packaged):
         if event == "Stop":
             return HookAnswer(stderr=line + "\n", exit_code=2) if block else SILENT
         return context_answer(event, line)
+
+    def background_process(self, environ: Mapping[str, str]) -> tuple[int, str] | None:
+        from dispatcher.clis.claude import wake  # here: only the waiting hook asks
+
+        return wake.background_process(environ)
 
     def diagnostics(self, attempt_dir: Path, exit_code: int | None) -> dict[str, Any]:
         from dispatcher.clis.claude import results  # here: only the supervisor reads results

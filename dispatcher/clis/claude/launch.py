@@ -18,6 +18,13 @@ Not used: acceptEdits, bypassPermissions / --dangerously-skip-permissions. The v
 are each followed by another option, and there is no positional prompt for them to swallow.
 Environment: ENABLE_TOOL_SEARCH=false (2.1.332 otherwise hides MCP tools behind ToolSearch),
 CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 (no telemetry, feature-flag or preflight calls).
+
+Read from the listener's environment (the worker launcher's contract, launchers/agent_headless.sh):
+CLAUDE_BIN (the binary, default ``claude`` on PATH), CLAUDE_CONFIG_DIR (the user's Claude home),
+AGENT_BRIDGE_MAX_TURNS, and the supervisor's AGENT_BRIDGE_MAX_COST_USD (``max_cost_usd_per_task``).
+Exit: Claude's own; 2 for a bad invocation (an invalid profile included); 127 when the CLI is
+missing; 78 when the profile cannot be enforced here (no working sandbox). Run end to end with the
+2.1.332 binary, the listener and a scripted model: tests/agent_clis/test_claude.py.
 """
 
 import json

@@ -30,7 +30,6 @@ class Codex(Packaged):
         credentials_file="auth.json",
     )
     output_file = OUTPUT_FILE
-    launcher = "codex_headless.sh"
     statusline = False
     hook_events: tuple[str, ...] = ("UserPromptSubmit", "Stop")
     wait_events: tuple[str, ...] = ()

@@ -18,6 +18,21 @@ AGENT_BRIDGE_CODEX_OVERRIDES; ``-m MODEL`` (AGENT_BRIDGE_CODEX_MODEL); ``-`` the
 Not used: --dangerously-bypass-approvals-and-sandbox, --trust, execpolicy allow rules.
 AGENT_BRIDGE_CODEX_BASE_URL (+ _ENV_KEY, _MAX_RETRIES): a Responses API endpoint of one's own.
 AGENT_BRIDGE_MAX_TURNS is not used: codex-cli 0.171.0 has no turn cap.
+
+Read from the listener's environment (the worker launcher's contract, launchers/agent_headless.sh):
+CODEX_BIN (default ``codex`` on PATH); CODEX_HOME (the user's real Codex home, default ~/.codex:
+only its auth.json is used, the worker gets a private home); AGENT_BRIDGE_CODEX_MODEL (``-m``);
+AGENT_BRIDGE_CODEX_BASE_URL (a Responses API base URL such as http://127.0.0.1:8080/v1: the run
+then uses a provider of its own with that URL, plain HTTP(S) server-sent events, no WebSocket);
+AGENT_BRIDGE_CODEX_ENV_KEY (with the base URL: the NAME of the variable holding that endpoint's
+API key; without it no key is sent); AGENT_BRIDGE_CODEX_MAX_RETRIES (with the base URL: request and
+stream retries, default 2; 0 ends a failing endpoint's run within seconds);
+AGENT_BRIDGE_CODEX_OVERRIDES (newline-separated ``key=value`` lines, each one ``-c``, winning over
+the generated config.toml, such as model_reasoning_effort="low": it can undo this plan's choices,
+so treat it as local policy). Its ``--json`` events go to codex-events.jsonl in the attempt dir.
+Exit: Codex's own; 2 for a bad invocation (an invalid profile included); 127 when the CLI is
+missing; 78 when the profile's sandbox does not work here. Every flag appears in ``codex exec
+--help`` of 0.171.0; end to end against a scripted Responses API: tests/agent_clis/test_codex.py.
 """
 
 import json

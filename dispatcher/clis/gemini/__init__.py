@@ -31,7 +31,6 @@ class Gemini(Packaged):
         credentials_file="oauth_creds.json",
     )
     output_file = OUTPUT_FILE
-    launcher = "gemini_headless.sh"
     statusline = False
     hook_events: tuple[str, ...] = ("BeforeAgent", "AfterAgent")
     wait_events: tuple[str, ...] = ()

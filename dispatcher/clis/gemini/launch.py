@@ -9,6 +9,16 @@ level's tool, sandbox and hook settings (profile.py). The user's OAuth credentia
 .env are linked, never copied. At ``shell`` bubblewrap must work here (``check``).
 Environment: GEMINI_CLI_HOME, TMPDIR (the attempt's tmp), GEMINI_CLI_NO_RELAUNCH=true (no second
 Node just to raise the heap), GEMINI_CLI_TRUST_WORKSPACE=true only at ``project``.
+
+Read from the listener's environment (the worker launcher's contract, launchers/agent_headless.sh):
+GEMINI_BIN (default ``gemini`` on PATH); GEMINI_CLI_HOME (where the user's own .gemini lives,
+default $HOME); AGENT_BRIDGE_GEMINI_AUTH_TYPE (Gemini's security.auth.selectedType for the worker:
+gemini-api-key, oauth-personal, vertex-ai ...; docs/launchers.md); AGENT_BRIDGE_MAX_TURNS (a
+positive integer: model.maxSessionTurns). Its ``-o json`` output goes to gemini-result.json in the
+attempt dir (on an error 0.61.0 writes its JSON to stderr instead, into the attempt's worker.log).
+Exit: Gemini's own; 2 for a bad invocation (an invalid profile included); 127 when the CLI is
+missing; 78 when the profile cannot be enforced here (level shell without a working bubblewrap).
+End to end with the real binary against a scripted model: tests/agent_clis/test_gemini.py.
 """
 
 import json

@@ -49,7 +49,6 @@ class Kimi(Packaged):
         credentials_file="credentials",
     )
     output_file = OUTPUT_FILE
-    launcher = "kimi_headless.sh"
     statusline = False
     hook_events: tuple[str, ...] = ("UserPromptSubmit",)
     wait_events: tuple[str, ...] = ()

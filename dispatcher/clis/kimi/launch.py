@@ -9,6 +9,19 @@ and a link to the user's bundled ripgrep. ``--agent-file`` lists exactly the too
 Environment: KIMI_CODE_HOME (the private home), KIMI_DISABLE_TELEMETRY=1,
 KIMI_CODE_NO_AUTO_UPDATE=1, and KIMI_LOOP_MAX_STEPS_PER_TURN from AGENT_BRIDGE_MAX_TURNS unless
 set. KIMI_NODE (a node >= 22.19) runs the CLI's script under that node.
+
+Read from the listener's environment (the worker launcher's contract, launchers/agent_headless.sh):
+KIMI_BIN (default ``kimi`` on PATH); KIMI_NODE (a Node >= 22.19 that runs KIMI_BIN, for npm
+installs whose script would pick up an older ``node``); KIMI_CODE_HOME (the user's real Kimi home,
+default ~/.kimi-code; the worker gets a private home); AGENT_BRIDGE_MAX_TURNS (a positive integer:
+KIMI_LOOP_MAX_STEPS_PER_TURN unless set; Kimi counts steps, not turns, so it is approximate).
+Why ``auto`` is off by default (``Discovery``): in prompt mode (-p) Kimi Code 2.1.0 approves every
+tool the agent can see, -p cannot be combined with --yolo/--auto/--plan, and [[permission.rules]]
+are parsed but not applied (a deny rule for Read did not stop a Read): what the model can *see* is
+the only control, so turning it on is a deliberate local decision (docs/launchers.md).
+Exit: Kimi's own; 2 for a bad invocation (an invalid profile included); 127 when the CLI is
+missing; 78 at level project, which Kimi cannot enforce. End to end with the 2.1.0 binary on Node
+22 and a scripted Anthropic-style model: tests/agent_clis/test_kimi.py.
 """
 
 import json

@@ -1,5 +1,6 @@
 """opencode (`opencode run`), tested with 1.18.33. Everything the bridge knows about it; see dispatcher/clis/base.py."""
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ class Opencode(Packaged):
         install="install opencode-ai, or set OPENCODE_BIN to its path",
     )
     login = Login(
-        variables=(),  # a provider's key is named in its own config ({env:NAME}), not by a fixed variable
+        variables=(),  # a provider's key is named in its own config ({env:NAME}): credential_variables
         status_command=(),
         fix="run `opencode auth login` as this user, or give the worker a provider of its own "
         "(AGENT_BRIDGE_OPENCODE_BASE_URL, see docs/opencode.md)",
@@ -33,7 +34,6 @@ class Opencode(Packaged):
         credentials_file="opencode/auth.json",
     )
     output_file = OUTPUT_FILE
-    launcher = "opencode_headless.sh"
     statusline = False
     hook_events: tuple[str, ...] = ()  # its hooks are JavaScript plugins: none written
     wait_events: tuple[str, ...] = ()
@@ -48,6 +48,11 @@ class Opencode(Packaged):
 
     def hook_answer(self, event: str, line: str, block: bool) -> HookAnswer:
         return SILENT  # no hook of ours runs in opencode
+
+    def credential_variables(self, environ: Mapping[str, str]) -> tuple[str, ...]:
+        from dispatcher.clis.opencode import login  # here: only doctor asks
+
+        return (*self.login.variables, *login.named_variables(environ))
 
     def diagnostics(self, attempt_dir: Path, exit_code: int | None) -> dict[str, Any]:
         from dispatcher.clis.opencode import results  # here: only the supervisor reads results

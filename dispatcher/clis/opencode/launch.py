@@ -10,6 +10,19 @@ keys of the user's global config. The plugin package is pre-seeded there so open
 npm-install it. The user's saved credentials (``auth.json``) are linked, never copied. The
 level's rules go in ``OPENCODE_PERMISSION`` (profile.py). Pure but for reading the user's config
 and walking the workspace for links that lead out of it (at ``read`` and ``edit``).
+
+Read from the listener's environment (the worker launcher's contract, launchers/agent_headless.sh):
+OPENCODE_BIN (default ``opencode`` on PATH); AGENT_BRIDGE_OPENCODE_BASE_URL (an OpenAI-compatible
+base URL such as http://127.0.0.1:8080/v1: the run uses a provider of its own with that URL, and
+AGENT_BRIDGE_OPENCODE_MODEL names the model id it serves); AGENT_BRIDGE_OPENCODE_ENV_KEY (with the
+base URL: the NAME of the variable holding that endpoint's API key; without it no key is sent);
+AGENT_BRIDGE_OPENCODE_PRICE (with the base URL: "<input>,<output>" USD per million tokens, so
+opencode reports a cost); AGENT_BRIDGE_OPENCODE_MODEL (without a base URL: ``provider/model`` ->
+``--model``; otherwise the user's own global opencode.json decides).
+Exit: opencode's own (0, or 1 for a failed session); 2 for a bad invocation (an invalid profile
+included); 127 when the CLI is missing; 78 when the profile cannot be enforced (level shell:
+opencode has no OS sandbox). End to end with 1.18.33 against a scripted OpenAI-compatible model:
+tests/agent_clis/test_opencode.py.
 """
 
 import json
@@ -19,6 +32,7 @@ from typing import Any
 from dispatcher.clis import opencode
 from dispatcher.clis.launch import Attempt, Dir, File, LaunchPlan, Link, Step
 from dispatcher.clis.opencode import profile as profiles
+from dispatcher.clis.opencode.user_files import user_config, user_dirs
 from dispatcher.core.protected import protected_from_env
 
 UNSET = ("OPENCODE_CONFIG", "OPENCODE_CONFIG_CONTENT", "OPENCODE_CONFIG_DIR", "OPENCODE_AUTH_CONTENT")
@@ -32,31 +46,13 @@ def instruction(agent: str, message_id: str) -> str:
     )
 
 
-def _user_dirs(env: Any) -> tuple[Path, Path]:
-    """The user's opencode config and data directories (XDG, else under HOME)."""
-    home = Path(env.get("HOME") or "/nonexistent")
-    config = Path(env.get("XDG_CONFIG_HOME") or home / ".config") / "opencode"
-    data = Path(env.get("XDG_DATA_HOME") or home / ".local" / "share") / "opencode"
-    return config, data
-
-
-def _user_config(attempt: Attempt, config_dir: Path) -> Any:
-    """The user's global opencode config (plain JSON), or None."""
-    for name in ("opencode.json", "config.json"):
-        try:
-            return json.loads(attempt.read(config_dir / name) or "")
-        except ValueError:
-            continue
-    return None
-
-
 def model_settings(attempt: Attempt, config_dir: Path) -> tuple[dict[str, Any], str]:
     """The config's model keys and the ``--model`` value ("" for none); ValueError on a bad setting."""
     env = attempt.env
     model = env.get("AGENT_BRIDGE_OPENCODE_MODEL") or ""
     base_url = env.get("AGENT_BRIDGE_OPENCODE_BASE_URL")
     if not base_url:
-        return profiles.user_model_settings(_user_config(attempt, config_dir)), model
+        return profiles.user_model_settings(user_config(attempt.read, config_dir)), model
     if not model or "/" in model:
         raise ValueError("AGENT_BRIDGE_OPENCODE_BASE_URL needs AGENT_BRIDGE_OPENCODE_MODEL, the model id it serves")
     provider = profiles.provider_block(
@@ -86,7 +82,7 @@ def plan(attempt: Attempt) -> LaunchPlan:
         worktree=profiles.worktree_root(workspace),
         links_out=links_out,
     )
-    user_config_dir, user_data_dir = _user_dirs(env)
+    user_config_dir, user_data_dir = user_dirs(env)
     settings, model = model_settings(attempt, user_config_dir)
     home = attempt_dir / profiles.HOME_DIR
     config_dir = home / ".config" / "opencode"

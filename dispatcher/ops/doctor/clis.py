@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 
 from dispatcher.clis import registry
 from dispatcher.core.findings import Finding, finding
-from dispatcher.dispatch.environment import AUTH_VARIABLES
 from dispatcher.ops import init
 from dispatcher.ops.doctor.check import CONFIG, check
 from dispatcher.ops.doctor.context import CLIS, Context, agent_clis
@@ -142,7 +141,7 @@ def _auth(ctx: Context) -> list[tuple[str, str, str | None]]:
         for agent, cli in agent_clis(ctx):
             if cli is None or shutil.which(registry.BY_NAME[cli].discovery.binary(environ)) is None:
                 continue
-            variable = next((v for v in AUTH_VARIABLES[cli] if environ.get(v)), None)
+            variable = next((v for v in registry.BY_NAME[cli].credential_variables(environ) if environ.get(v)), None)
             status_ok = _auth_status_ok(cli) if variable is None else None
             file = next((f for f in auth_files(cli, environ) if f.exists()), None)
             answers.append((agent, cli, credentials(cli, variable, status_ok, file)))

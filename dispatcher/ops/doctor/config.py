@@ -18,10 +18,15 @@ def read_config(ctx: Context) -> tuple[str, str]:
         path = ctx.locations.config_path()
         if (why := writable_by_others(path)) is not None:  # the rule load_config (every command) refuses by
             return "config_writable_by_others", why
+        from dispatcher.clis import registry
+
         try:
-            ctx.config = load_config(path)
+            config = load_config(path)
         except ConfigError as exc:
             return "config_invalid", one_line(exc.reason)
+        if (problem := registry.config_problem(config.agents)) is not None:  # as the listener refuses it
+            return "config_invalid", problem
+        ctx.config = config
         return "config_ok", ""
 
     return ctx.fact("config", read)

@@ -77,18 +77,20 @@ def one_line(text: object) -> str:
     return " ".join(str(text).split())
 
 
-def cli_of(launcher: Path) -> str | None:
-    """Which CLI a launcher runs, from its file name (``claude_headless.sh`` -> ``claude``)."""
-    name = launcher.name.split("_", 1)[0].split(".", 1)[0]
-    return name if name in CLIS else None
+def cli_of(config: "BridgeConfig", agent: str) -> str | None:
+    """Which CLI the agent runs: the one its ``cli`` names, else its launcher's file name's
+    (older configs: ``claude_headless.sh`` -> ``claude``); None: not one doctor knows."""
+    from dispatcher.clis import registry
+
+    entry = config.agents[agent]
+    cli = registry.agent_cli(entry.cli, entry.launcher)
+    return cli if cli in CLIS else None
 
 
 def agent_clis(ctx: Context) -> list[tuple[str, str | None]]:
-    """Each declared agent, sorted, with the CLI its launcher runs (None: not one doctor knows)."""
-    from dispatcher.core.locations import PROJECT_DIR
-
+    """Each declared agent, sorted, with the CLI it runs (None: not one doctor knows)."""
     config = ctx.valid_config()
-    return [(agent, cli_of(config.launcher_path(agent, PROJECT_DIR))) for agent in sorted(config.agents)]
+    return [(agent, cli_of(config, agent)) for agent in sorted(config.agents)]
 
 
 def listener_state(ctx: Context, agent: str, *, check_config: bool = True) -> dict:

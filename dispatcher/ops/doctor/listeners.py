@@ -112,11 +112,9 @@ def listener_cli_missing(ctx: Context) -> list[Finding]:
     import os
     import shutil
 
-    from dispatcher.core.locations import PROJECT_DIR
-
     config, found = ctx.valid_config(), []
     for agent in sorted(config.agents):
-        cli = cli_of(config.launcher_path(agent, PROJECT_DIR))
+        cli = cli_of(config, agent)
         if cli is None or not config.agents[agent].auto:
             continue
         status = listener_state(ctx, agent, check_config=False)
