@@ -1,12 +1,12 @@
 """Fault injection, part 2 (slow, about a minute on each backend): a busy storm on one store.
 
-16 writer and 16 reader processes for 6 s (tens of thousands of messages on 2 cores; draining
+8 writer and 8 reader processes for 6 s (tens of thousands of messages on 2 cores; draining
 them takes most of the time, so a longer storm only adds minutes; FAULT_STORM_SECONDS sets
-it): four of each are real MCP servers (server.py, driven over stdio by threads of this
-test), the rest plain processes on the domain layer (tests/workers/storm_worker.py), which
+it): half of each are real MCP servers (server.py, driven over stdio by threads of this
+test), half are plain processes on the domain layer (tests/workers/storm_worker.py), which
 hammer the store much harder than the servers can (a server costs ~1.5 CPU-s to start, the
 suite's time is what the count of them trades against).
-Writers w00..w15 send to one recipient, "sink"; every reader is a "sink" process (its own
+Writers w00..w07 send to one recipient, "sink"; every reader is a "sink" process (its own
 worker id) that receives, claims and then acknowledges. Exactly once is then well defined:
 each message must show up in exactly one reader's mark_read ``acknowledged`` list, and no
 caller may ever see an error other than losing a claim race (claimed_by_other /
@@ -30,8 +30,8 @@ from harness import PROJECT, McpAgent, bridge_env, on_backend, sql, write_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.both_backends]
 
-WRITERS = 16
-READERS = 16
+WRITERS = 8
+READERS = 8
 MCP_WRITERS = 4  # the rest are domain-layer processes
 MCP_READERS = 4
 STORM_SECONDS = float(os.environ.get("FAULT_STORM_SECONDS", "6"))
