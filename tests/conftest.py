@@ -112,11 +112,28 @@ def conn(backend, tmp_path, request):
     connection.close()
 
 
+def check_postgres_proof(metafunc: pytest.Metafunc, marker: pytest.Mark) -> None:
+    """A ``postgres_proven_by(name, why)`` test runs on SQLite alone: the test ``name`` of the same
+    module must exist and run on PostgreSQL, or the mark would hide a path nothing proves."""
+    name, why = (*marker.args, None)[:2]
+    proof = getattr(metafunc.module, str(name), None)
+    marks = {m.name for m in getattr(proof, "pytestmark", [])}
+    if not callable(proof) or not why or marks & {"sqlite_only", "store_agnostic", "postgres_proven_by"}:
+        raise pytest.UsageError(
+            f"{metafunc.definition.nodeid}: postgres_proven_by({name!r}, why) must name a test of its module "
+            "that runs on PostgreSQL, and say why that test proves this one's PostgreSQL path"
+        )
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "backend" in metafunc.fixturenames and metafunc.definition.get_closest_marker("both_backends"):
         # A sqlite_only or store_agnostic test is parametrised too (with SQLite alone): an unparametrised test would
         # be handed whichever module-scoped store the module made last, the PostgreSQL one included.
         one = any(metafunc.definition.get_closest_marker(m) for m in ("sqlite_only", "store_agnostic"))
+        proven = metafunc.definition.get_closest_marker("postgres_proven_by")
+        if proven is not None:
+            check_postgres_proof(metafunc, proven)
+            one = True
         backends = ["sqlite"] if one else ["sqlite", "postgres"]
         metafunc.parametrize("backend", backends, indirect=True, scope="module")
 

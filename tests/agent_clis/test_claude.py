@@ -22,6 +22,11 @@ from models.anthropic import AnthropicModel, offered_tools
 
 pytestmark = [pytest.mark.cli, pytest.mark.both_backends]
 
+PROVEN_ON_POSTGRES = pytest.mark.postgres_proven_by(
+    "test_a_task_comes_back_as_the_scripted_result_and_succeeds_everywhere",
+    "a real Claude worker's result, usage and cost through a PostgreSQL store; the caps are the CLI's stream and the supervisor's rule, the same on either store",
+)
+
 LAUNCHER = PROJECT / "launchers" / "claude_headless.sh"
 WORKER_TOOLS = script.WORKER_TOOLS
 RUN_DEADLINE = 150.0
@@ -210,6 +215,7 @@ def _replies(db_path: Path, task: int) -> list[dict]:
     return [dict(r) for r in query(db_path, "SELECT * FROM messages WHERE reply_to = ? ORDER BY id", (task,))]
 
 
+@PROVEN_ON_POSTGRES
 def test_a_per_task_cost_cap_stops_claude_and_is_its_own_outcome(runs, claude_env, db_path):
     """max_cost_usd_per_task reaches --max-budget-usd; Claude stops between turns (past the cap:
     the overshoot is recorded) and the attempt ends budget_exceeded, with one system notice."""
@@ -239,6 +245,7 @@ def test_a_per_task_cost_cap_stops_claude_and_is_its_own_outcome(runs, claude_en
     assert len(notices) == 1 and "budget_exceeded" in notices[0]["text"] and "costly" not in notices[0]["text"]
 
 
+@PROVEN_ON_POSTGRES
 def test_a_runaway_worker_past_its_token_cap_is_ended_as_budget_exceeded_with_one_notice(runs, claude_env, db_path):
     """Claude's stream-json reports each API message's usage as it goes: the supervisor follows
     it and ends the worker once it passes max_tokens_per_task, long before its loop would end."""

@@ -30,6 +30,11 @@ from models import script
 from models.gemini import GeminiServer, offered_tools
 
 pytestmark = [pytest.mark.cli, pytest.mark.both_backends]
+
+PROVEN_ON_POSTGRES = pytest.mark.postgres_proven_by(
+    "test_a_task_comes_back_as_the_right_result",
+    "a real Gemini worker's result through a PostgreSQL store; a failure's one notice is the supervisor's rule, tested on both backends in tests/dispatch",
+)
 GEMINI_ONLY = "Gemini's own behaviour; the store is reached as in the result and notice cases, which run on both"
 
 LAUNCHER = PROJECT / "launchers" / "gemini_headless.sh"
@@ -207,6 +212,7 @@ def test_a_blocked_task_ends_blocked(world, model):
     assert_canary_private(world, message_id, canary)
 
 
+@PROVEN_ON_POSTGRES
 def test_a_silent_run_fails_no_evidence_with_one_payload_free_notice(world, model):
     message_id, canary = send_task(world, "silent")
     row = finished(world, message_id)

@@ -25,6 +25,11 @@ from models.openai_chat import ChatCompletionsServer, to_turn
 from models.script import RESULT_PREFIX, bridge_name
 
 pytestmark = [pytest.mark.cli, pytest.mark.both_backends]
+
+PROVEN_ON_POSTGRES = pytest.mark.postgres_proven_by(
+    "test_a_task_comes_back_as_the_right_result_with_usage_and_cost",
+    "a real opencode worker's result through a PostgreSQL store; a failure's one notice is the supervisor's rule, tested on both backends in tests/dispatch",
+)
 OPENCODE_ONLY = "opencode's own behaviour; the store is reached as in the result and notice cases, which run on both"
 
 LAUNCHER = PROJECT / "launchers" / "opencode_headless.sh"
@@ -172,6 +177,7 @@ def test_a_block_task_ends_blocked(opencode_env, db, kimi, listener):
     save_fixture(opencode_env, task, "captured-1.18.33-blocked.jsonl")
 
 
+@PROVEN_ON_POSTGRES
 def test_a_silent_run_fails_no_evidence_with_one_payload_free_notice(opencode_env, db, kimi, listener):
     task = send_task(kimi, "Do nothing at all.\nMODE=silent")
     done = finished(db, task)

@@ -26,6 +26,11 @@ from harness import PROJECT, sql
 
 pytestmark = pytest.mark.both_backends
 
+PROVEN_ON_POSTGRES = pytest.mark.postgres_proven_by(
+    "test_only_tasks_wake_workers_and_stale_ones_wait_for_a_human",
+    "a listener woken by PostgreSQL's notifications dispatches a task to its verdict there; this case's rules run on both backends in tests/dispatch and tests/store",
+)
+
 
 @pytest.fixture(scope="module")
 def listener(env, config_path, launchers):
@@ -76,6 +81,7 @@ def notices_about(kimi, task_id):
         ("ignore_term", "timeout", "timeout", -signal.SIGKILL),
     ],
 )
+@PROVEN_ON_POSTGRES
 def test_each_worker_behaviour_is_classified(
     listener, env, db_path, config_path, launchers, kimi, mode, outcome, error_kind, exit_code
 ):
@@ -99,6 +105,7 @@ def test_each_worker_behaviour_is_classified(
     ("launcher_kind", "error_kind"),
     [("missing", "spawn:FileNotFoundError"), ("not_executable", "spawn:PermissionError")],
 )
+@PROVEN_ON_POSTGRES
 def test_launcher_that_cannot_start(listener, db_path, config_path, launchers, kimi, launcher_kind, error_kind):
     path = launchers / "does-not-exist.sh"
     if launcher_kind == "not_executable":
@@ -110,6 +117,7 @@ def test_launcher_that_cannot_start(listener, db_path, config_path, launchers, k
     assert [n["kind"] for n in notices_about(kimi, task)] == ["notice"]
 
 
+@PROVEN_ON_POSTGRES
 def test_cli_diagnostics_are_kept_without_text(listener, db_path, config_path, launchers, kimi):
     diagnostics = {
         "is_error": False,
@@ -145,6 +153,7 @@ def test_failed_dispatch_freezes_the_conversation(listener, db_path, config_path
     assert kimi.ok("conversation", action="cancel", conversation_id=conv["conversation_id"])["state"] == "cancelled"
 
 
+@PROVEN_ON_POSTGRES
 def test_review_turn_wakes_the_initiator(listener, db_path, config_path, launchers, kimi, claude):
     use(config_path, launchers, "succeed")
     conv = claude.ok("start_conversation", recipient="kimi", goal="ship it", max_turns=4)
@@ -175,6 +184,7 @@ def test_only_tasks_wake_workers_and_stale_ones_wait_for_a_human(listener, env, 
     assert again.stdout == ""
 
 
+@PROVEN_ON_POSTGRES
 def test_backlog_past_its_response_deadline_is_still_dispatched(listener, db_path, config_path, launchers, kimi):
     use(config_path, launchers, "succeed")
     # Past its deadline from the moment the listener can first see it.
@@ -182,6 +192,7 @@ def test_backlog_past_its_response_deadline_is_still_dispatched(listener, db_pat
     assert wait_finished(db_path, task)["outcome"] == "succeeded"
 
 
+@PROVEN_ON_POSTGRES
 def test_progress_line_and_status(listener, env, db_path, config_path, launchers, kimi):
     use(config_path, launchers, "succeed")
     task = send_task(kimi)
@@ -211,6 +222,7 @@ def test_second_listener_exits_and_names_the_holder(listener, env):
     assert listener.poll() is None
 
 
+@PROVEN_ON_POSTGRES
 def test_malformed_config_dispatches_nothing_until_fixed(listener, env, db_path, config_path, launchers, kimi):
     config_path.write_text('{"agents": {"claude": {"auto": true}}')
     wait_until(lambda: status(env)["stage"] == "error", what="error stage")
@@ -231,6 +243,7 @@ def test_mcp_listener_tool_reports_and_never_raises(listener, claude):
     assert claude.ok("listener", action="explode")["error"].startswith("invalid_action")
 
 
+@PROVEN_ON_POSTGRES
 def test_secret_task_text_appears_in_no_log_progress_status_or_attempt(
     listener, env, bridge_root, db_path, config_path, launchers, kimi
 ):
@@ -271,6 +284,7 @@ def test_statusline_path_stays_lean(env):
     assert line.startswith("[claude]") and loaded == "[]"
 
 
+@PROVEN_ON_POSTGRES
 def test_statusline_without_a_store_or_config_prints_one_line_and_creates_nothing(env, tmp_path):
     missing = tmp_path / "missing"
     done = cli({**env, "AGENT_BRIDGE_DB": str(missing / "bridge.db")}, "statusline")

@@ -23,6 +23,11 @@ from dispatch_harness import (
 
 pytestmark = pytest.mark.both_backends
 
+PROVEN_ON_POSTGRES = pytest.mark.postgres_proven_by(
+    "test_eight_tasks_through_four_workers_nothing_launched_twice",
+    "several workers of one agent on PostgreSQL, each task launched once; the caps' and budget's rules run on both backends in tests/dispatch/test_workers_budget.py and tests/store",
+)
+
 
 def _configure(config_path: Path, launcher: Path, total: int | None = None, **claude) -> None:
     doc: dict = {
@@ -78,6 +83,7 @@ def _peak(done: list[dict]) -> int:
     return peak
 
 
+@PROVEN_ON_POSTGRES
 def test_two_tasks_run_at_once_and_a_third_waits_for_a_free_worker(env, db_path, config_path, launchers, tmp_path):
     launcher, release, launches = _held_workers(tmp_path, launchers, "two")
     _configure(config_path, launcher, max_workers=2)
@@ -102,6 +108,7 @@ def test_two_tasks_run_at_once_and_a_third_waits_for_a_free_worker(env, db_path,
     assert _launched(launches) == sorted(tasks)
 
 
+@PROVEN_ON_POSTGRES
 def test_kill_9_of_the_listener_with_two_workers_running(env, db_path, config_path, launchers, tmp_path):
     """Its supervisors run on (each in its own session) and settle their own attempts; the next
     listener counts them against max_workers, launches neither again, and holds a new task."""
@@ -127,6 +134,7 @@ def test_kill_9_of_the_listener_with_two_workers_running(env, db_path, config_pa
     assert _attempts(db_path, [*tasks, later]) == 3
 
 
+@PROVEN_ON_POSTGRES
 def test_a_daily_budget_holds_the_second_of_two_tasks_sent_together(env, db_path, config_path, launchers):
     """No per-task cap bounds a running worker, so with a daily cap the second waits until the
     first has ended (spend.daily_budget_hold), even with max_workers 2, and `listener pending`
@@ -158,6 +166,7 @@ def test_eight_tasks_through_four_workers_nothing_launched_twice(env, db_path, c
     assert 2 <= _peak(done) <= 4
 
 
+@PROVEN_ON_POSTGRES
 def test_the_machine_wide_cap_holds_a_task_with_a_reason_the_views_show(env, db_path, config_path, launchers, tmp_path):
     launcher, release, launches = _held_workers(tmp_path, launchers, "total")
     _configure(config_path, launcher, total=1, max_workers=2)

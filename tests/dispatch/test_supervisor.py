@@ -36,6 +36,11 @@ from dispatcher.dispatch.progress import render_last
 
 pytestmark = pytest.mark.both_backends
 
+PROVEN_ON_POSTGRES = pytest.mark.postgres_proven_by(
+    "test_supervisor_renews_the_workers_claim",
+    "a supervisor's run on PostgreSQL, its lease renewed there; what this case adds is the supervisor's process handling, the same on either store",
+)
+
 
 def use(config_path: Path, launchers: Path, mode: str, timeout: int = 60, **env: str) -> None:
     write_config_atomic(config_path, make_launcher(launchers, mode, **env), timeout=timeout)
@@ -47,6 +52,7 @@ def running_listener(env: dict, **extra: str):
     return proc
 
 
+@PROVEN_ON_POSTGRES
 def test_supervisor_outlives_a_stopped_listener_and_its_verdict_survives_other_processes(
     env, db_path, config_path, launchers
 ):
@@ -71,6 +77,7 @@ def test_supervisor_outlives_a_stopped_listener_and_its_verdict_survives_other_p
 
 
 @pytest.mark.parametrize(("mode", "exit_code"), [("hang", -signal.SIGTERM), ("ignore_term", -signal.SIGKILL)])
+@PROVEN_ON_POSTGRES
 def test_timeout_records_the_real_exit_status(env, db_path, config_path, launchers, mode, exit_code):
     # The group kill must not reap the leader behind Popen's back: its real status is recorded, not 0.
     use(config_path, launchers, mode, timeout=3)
@@ -104,6 +111,7 @@ def contained_as(env: dict, task: int, knob: dict, token: str) -> None:
 
 
 @pytest.mark.parametrize("knob", CONTAINMENT)
+@PROVEN_ON_POSTGRES
 def test_daemonised_grandchild_is_killed_and_never_answers(env, db_path, config_path, launchers, bridge_root, knob):
     """A double-forked, setsid'd grandchild that forks when it receives TERM leaves the group and
     outlives a single listing of the tree: it is still killed, with every child it forked, and
@@ -126,6 +134,7 @@ def test_daemonised_grandchild_is_killed_and_never_answers(env, db_path, config_
         stop_listener(listener)
 
 
+@PROVEN_ON_POSTGRES
 def test_a_worker_that_plants_fifos_cannot_hang_its_supervisor(env, db_path, config_path, launchers):
     """A worker that replaces diagnostics.json and a CLI's result file by FIFOs nothing writes to
     does not block its supervisor: its attempt settles from the store's evidence and the listener
@@ -142,6 +151,7 @@ def test_a_worker_that_plants_fifos_cannot_hang_its_supervisor(env, db_path, con
         stop_listener(listener)
 
 
+@PROVEN_ON_POSTGRES
 def test_a_supervisor_stopped_by_its_worker_does_not_stall_its_agent(env, db_path, config_path, launchers):
     """A worker that SIGSTOPs its supervisor does not leave the attempt spawned forever: past the
     attempt's deadline and the supervisor's grace the listener kills the supervisor's group,
@@ -165,6 +175,7 @@ def test_a_supervisor_stopped_by_its_worker_does_not_stall_its_agent(env, db_pat
 
 
 @pytest.mark.parametrize("knob", CONTAINMENT)
+@PROVEN_ON_POSTGRES
 def test_reconciliation_finds_the_whole_worker_tree_by_its_token(env, db_path, config_path, launchers, knob):
     """The reconciliation half of containment: with the supervisor dead, a live daemonised member of
     the tree keeps the attempt running, and past the deadline the whole tree is killed: through the
@@ -216,6 +227,7 @@ def daemon_of(running: dict) -> int | None:
     return None
 
 
+@PROVEN_ON_POSTGRES
 def test_a_worker_whose_pid_cannot_be_recorded_never_runs(env, db_path, config_path, launchers, bridge_root):
     # The worker must not act before its identity is in the store.
     launches = bridge_root / "gate-launches.txt"
@@ -311,6 +323,7 @@ def query_commit(db: Path | str, statement: str) -> None:
     sql(db, statement)
 
 
+@PROVEN_ON_POSTGRES
 def test_failing_progress_writes_do_not_stop_the_listener(env, db_path, config_path, launchers):
     # A full or read-only runtime directory must not crash the listener on its progress write.
     use(config_path, launchers, "succeed")

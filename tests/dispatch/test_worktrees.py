@@ -14,6 +14,11 @@ from dispatch_harness import attempt, cli, make_launcher, post_task, query
 
 pytestmark = pytest.mark.both_backends
 
+PROVEN_ON_POSTGRES = pytest.mark.postgres_proven_by(
+    "test_a_worker_edits_its_worktree_and_the_supervisor_commits_it",
+    "an attempt's worktree recorded and committed on PostgreSQL (and test_an_agents_own_role_records_its_worktrees through an agent's own role); the rest is git's side and the worktree rules, tested on both backends in tests/store",
+)
+
 
 def git(repo: Path, *args: str) -> str:
     return subprocess.run(
@@ -174,6 +179,7 @@ def test_a_repository_that_cannot_be_branched_gets_one_clear_error(
     assert expected in notice[0][0]
 
 
+@PROVEN_ON_POSTGRES
 def test_a_hostile_worker_cannot_make_the_supervisor_follow_what_it_planted(
     env, db_path, config_path, launchers, tmp_path
 ):
@@ -250,6 +256,7 @@ def test_apply_cherry_picks_cleanly_refuses_a_dirty_tree_and_leaves_a_conflict_u
     assert attempt(db_path, task)["worktree_branch"] is None
 
 
+@PROVEN_ON_POSTGRES
 def test_a_failed_attempt_keeps_its_worktree_until_discarded(env, db_path, config_path, launchers, tmp_path):
     repo = make_repo(tmp_path)
     task, row = _failed_attempt(env, db_path, config_path, launchers, repo)
@@ -297,6 +304,7 @@ def test_a_follow_up_turn_continues_on_the_same_branch(env, db_path, config_path
     assert git(repo, "show", f"{two['worktree_branch']}:turn.txt") == "second"
 
 
+@PROVEN_ON_POSTGRES
 def test_kill_9_of_a_supervisor_mid_run_is_settled_with_its_worktree_once(
     env, db_path, config_path, launchers, tmp_path
 ):
@@ -337,6 +345,7 @@ def test_kill_9_of_a_supervisor_mid_run_is_settled_with_its_worktree_once(
     assert attempt_worktrees(repo) == []
 
 
+@PROVEN_ON_POSTGRES
 def test_doctor_reports_what_no_attempt_owns_and_purge_removes_ours(env, launchers, tmp_path):
     from register_harness import register_env
 
@@ -396,6 +405,7 @@ def _failed_attempt(env, db_path, config_path, launchers, repo) -> tuple[int, di
     return dispatched(env, db_path)
 
 
+@PROVEN_ON_POSTGRES
 def test_retention_and_the_disk_cap_remove_kept_worktrees_and_keep_their_branches(
     env, db_path, config_path, launchers, tmp_path
 ):
@@ -418,6 +428,7 @@ def test_retention_and_the_disk_cap_remove_kept_worktrees_and_keep_their_branche
     assert attempt_worktrees(repo) == []
 
 
+@PROVEN_ON_POSTGRES
 def test_prune_removes_kept_worktrees_before_their_attempts(env, db_path, config_path, launchers, tmp_path):
     import time
 
@@ -457,6 +468,7 @@ def test_an_agents_own_role_records_its_worktrees(env, db_path, config_path, lau
     assert attempt(db_path, task)["worktree_state"] == "removed"
 
 
+@PROVEN_ON_POSTGRES
 def test_a_worktree_path_moved_in_the_store_is_never_removed_or_committed_from(
     env, db_path, config_path, launchers, tmp_path
 ):

@@ -28,6 +28,11 @@ from dispatcher.dispatch.faults import POINTS
 
 pytestmark = pytest.mark.both_backends
 
+PROVEN_ON_POSTGRES = pytest.mark.postgres_proven_by(
+    "test_a_costed_success_keeps_its_ledger_whatever_point_the_supervisor_dies_at",
+    "the same kill points on PostgreSQL, each followed by reconciliation, with a costed attempt's ledger besides",
+)
+
 # point -> (outcome, error_kind, launches): before the gate opens the launcher never runs.
 EXPECTED = {
     "after_barrier": ("crashed", "supervisor_gone", 0),
@@ -108,6 +113,7 @@ def conversation_state(db_path, task: int) -> list[str]:
 
 @pytest.mark.parametrize("launches", ["noop"], indirect=True)
 @pytest.mark.parametrize("point", POINTS)
+@PROVEN_ON_POSTGRES
 def test_a_supervisor_killed_at_a_point_still_keeps_the_promise(env, db_path, launches, point):
     outcome, error_kind, launched = EXPECTED[point]
     task, done = run_to_the_end(env, db_path, launches, point)

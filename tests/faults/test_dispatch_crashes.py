@@ -21,6 +21,11 @@ from dispatcher.dispatch import cgroups
 
 pytestmark = pytest.mark.both_backends
 
+PROVEN_ON_POSTGRES = pytest.mark.postgres_proven_by(
+    "test_kill_supervisor_mid_dispatch_success_is_still_recognised",
+    "kill -9 mid dispatch and reconciliation on PostgreSQL (with test_kill_listener_mid_dispatch_then_restart); the reconciliation rules run on both backends in tests/faults/test_crash_points.py",
+)
+
 
 @pytest.fixture(scope="module")
 def launches(bridge_root) -> Path:
@@ -83,6 +88,7 @@ def test_kill_supervisor_mid_dispatch_success_is_still_recognised(slow_config, e
         stop(listener)
 
 
+@PROVEN_ON_POSTGRES
 def test_kill_supervisor_and_worker_is_settled_as_crashed(slow_config, env, db_path, kimi, launches):
     listener = start_listener(env)
     try:
@@ -104,6 +110,7 @@ def test_kill_supervisor_and_worker_is_settled_as_crashed(slow_config, env, db_p
         stop(listener)
 
 
+@PROVEN_ON_POSTGRES
 def test_recycled_pid_does_not_pin_an_attempt(slow_config, env, db_path, kimi):
     # An attempt whose recorded pids now belong to other processes (here: this test) is crashed.
     task = kimi.ok("send_message", recipient="claude", text="pid reuse", kind="task")["id"]
@@ -119,6 +126,7 @@ def test_recycled_pid_does_not_pin_an_attempt(slow_config, env, db_path, kimi):
     assert attempt(db_path, task)["outcome"] == "crashed"
 
 
+@PROVEN_ON_POSTGRES
 def test_disable_then_enable(slow_config, env, db_path, kimi):
     listener = start_listener(env)
     wait_until(lambda: status(env)["running"], what="listener running")
