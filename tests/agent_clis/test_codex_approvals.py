@@ -2,9 +2,10 @@
 ``touch ran.txt`` (standing for ``uv run pytest``), which its ``allow_commands`` do not hold. Its
 PreToolUse hook records the request as the worker, the agent's notify_command is told (nothing of
 the task or the command), the hook waits, a person approves with the real ``agent-bridge
-approve``, the command runs and the task succeeds. Denial and expiry are the shared rules
+approve``, the command runs and the task succeeds; denied with ``agent-bridge deny``, it never
+runs and the task ends ``blocked`` naming the tool. Expiry is the shared rule
 (tests/dispatch/test_command_gate_ask.py, tests/bridge/test_approval_rules.py) and Claude's
-end-to-end runs (tests/agent_clis/test_claude_approvals.py).
+end-to-end run (tests/agent_clis/test_claude_approvals.py).
 
 The real listener, launchers/codex_headless.sh and worker server.py, against the scripted
 Responses model on 127.0.0.1."""
@@ -25,7 +26,12 @@ COMMAND = "touch ran.txt"
 DEADLINE = 150.0
 
 
-def test_a_shell_command_outside_the_allow_list_is_asked_for_and_approved(tmp_path_factory):
+@pytest.mark.parametrize(
+    ("decision", "outcome", "recorded"), [("approve", "succeeded", "allow_once"), ("deny", "blocked", "deny")]
+)
+def test_a_shell_command_outside_the_allow_list_is_asked_for_and_decided_by_a_person(
+    tmp_path_factory, decision, outcome, recorded
+):
     from models.openai_responses import ResponsesServer
 
     root = tmp_path_factory.mktemp("cx")
@@ -77,15 +83,18 @@ def test_a_shell_command_outside_the_allow_list_is_asked_for_and_approved(tmp_pa
             )
             assert (tool, json.loads(given)) == ("exec_command", {"command": COMMAND})
             assert not (workspace / "ran.txt").exists()  # it waits for a person
-            approved = cli(env, "approve", str(approval_id))
-            assert approved.returncode == 0, approved.stderr
+            decided = cli(env, decision, str(approval_id))
+            assert decided.returncode == 0, decided.stderr
             row = wait_finished(db, task, deadline=DEADLINE)
         finally:
             kimi.close()
             end_listeners([listener])
-    assert row["outcome"] == "succeeded", row
-    assert (workspace / "ran.txt").exists()
-    assert sql(db, "SELECT decision FROM approvals WHERE message_id = ?", (task,)) == [("allow_once",)]
+    assert row["outcome"] == outcome, row
+    assert (workspace / "ran.txt").exists() is (decision == "approve")
+    assert sql(db, "SELECT decision FROM approvals WHERE message_id = ?", (task,)) == [(recorded,)]
+    if decision == "deny":
+        ((result,),) = sql(db, "SELECT text FROM messages WHERE reply_to = ? AND kind = 'result'", (task,))
+        assert result.startswith("blocked: denied exec_command"), result
     wait_until(lambda: list(record.glob("*.env")), what="the notice")
     seen = "".join(p.read_text() for p in record.iterdir())
     assert "AGENT_BRIDGE_NOTICE_EVENT=approval_waiting" in seen
