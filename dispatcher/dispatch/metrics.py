@@ -16,11 +16,11 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.utils import floatToGoString
 
 from dispatcher.core.config_view import ConfigView, DispatchConfig, budget_day_start
-from dispatcher.core.metric_rules import DURATION_BUCKETS, WAIT_BUCKETS, Scope, cumulative, label, scope_of
+from dispatcher.core.metric_rules import HISTOGRAMS, Scope, cumulative, label, scope_of
 from dispatcher.core.private_files import write_atomically
 from dispatcher.dispatch.queue import classify
 from dispatcher.store import Connection
-from dispatcher.store.metrics import attempt_counts, messages_after, span_buckets, spend_per_agent
+from dispatcher.store.metrics import attempt_counts, messages_sent, span_buckets, spend_per_agent
 from dispatcher.store.store_clock import store_now
 
 PREFIX = "agent_bridge_"
@@ -51,6 +51,14 @@ METRICS: dict[str, tuple[str, str]] = {
     "listener_up": ("gauge", "1 while the agent's listener runs (holds its lease), else 0."),
     "listener_held": ("gauge", "1 while a dispatchable task waits for a worker, by reason."),
     "spend_today_usd": ("gauge", "The cost of the agent's attempts started today (the budget's day)."),
+}
+
+
+# Each histogram's family (``metric_rules.HISTOGRAMS``'s span).
+HISTOGRAM_NAMES = {
+    "queue_wait": "queue_wait_seconds",
+    "duration": "attempt_duration_seconds",
+    "worker_start": "worker_start_seconds",
 }
 
 
@@ -101,7 +109,8 @@ def _where(agent: str, host: str | None, this_host: str | None) -> tuple[str, st
 
 class StoreCollector:
     """A prometheus_client collector: each ``collect`` reads the store once through ``connect``
-    (a function that opens or lends a connection, and ``release`` it after)."""
+    (a function that opens or lends a connection, and ``release`` it after). It keeps nothing
+    between collects: every counter is the store's rows plus the totals prune folded in."""
 
     def __init__(
         self,
@@ -116,10 +125,6 @@ class StoreCollector:
     ) -> None:
         self._connect, self._release, self._scope = connect, release, scope
         self._now, self._config, self._agents, self._listeners = now, config, agents, listeners
-        # Messages sent, counted once each (``store.metrics.messages_after``): the first collect
-        # counts the store's rows, each later one only the rows above the highest id seen.
-        self._sent: Counter[tuple[str, str | None]] = Counter()
-        self._sent_through = 0
 
     def describe(self) -> list[Metric]:
         return []  # (no fixed description: the registry does not call collect at registration)
@@ -130,30 +135,22 @@ class StoreCollector:
             now = self._now(conn)
             agent, host = self._scope.agent, self._scope.host
             attempts = attempt_counts(conn, agent, host)
-            spans = {
-                span: span_buckets(conn, span, bounds, agent, host)
-                for span, bounds in (
-                    ("queue_wait", WAIT_BUCKETS),
-                    ("duration", DURATION_BUCKETS),
-                    ("worker_start", WAIT_BUCKETS),
-                )
-            }
-            for recipient, kind, count, highest in messages_after(conn, self._sent_through, agent):
-                self._sent[(recipient, kind)] += count
-                self._sent_through = max(self._sent_through, highest)
+            spans = {span: span_buckets(conn, span, bounds, agent, host) for span, bounds in HISTOGRAMS.items()}
+            sent: Counter[tuple[str, str | None]] = Counter()
+            for recipient, kind, count in messages_sent(conn, agent):
+                sent[(recipient, kind)] += count
             backlogs = {name: classify(conn, name, self._config, now) for name in self._agents}
             spend = spend_per_agent(conn, budget_day_start(self._config, now), agent)
             listeners = list(self._listeners(conn, now))
         finally:
             self._release(conn)
         yield from self._attempt_families(attempts, host)
-        yield _histogram("queue_wait_seconds", spans["queue_wait"], WAIT_BUCKETS, host)
-        yield _histogram("attempt_duration_seconds", spans["duration"], DURATION_BUCKETS, host)
-        yield _histogram("worker_start_seconds", spans["worker_start"], WAIT_BUCKETS, host)
-        sent = CounterMetricFamily(PREFIX + "messages_sent", METRICS["messages_sent"][1], labels=["agent", "kind"])
-        for (recipient, kind), count in sorted(self._sent.items(), key=lambda item: (item[0][0], item[0][1] or "")):
-            sent.add_metric([label(recipient), label(kind)], count)
-        yield sent
+        for span, name in HISTOGRAM_NAMES.items():
+            yield _histogram(name, spans[span], HISTOGRAMS[span], host)
+        family = CounterMetricFamily(PREFIX + "messages_sent", METRICS["messages_sent"][1], labels=["agent", "kind"])
+        for (recipient, kind), count in sorted(sent.items(), key=lambda item: (item[0][0], item[0][1] or "")):
+            family.add_metric([label(recipient), label(kind)], count)
+        yield family
         pending: dict[tuple[str, ...], float] = {
             (label(name), state): len(getattr(backlog, field))
             for name, backlog in backlogs.items()
@@ -219,8 +216,7 @@ def textfile_path(directory: Path, agent: str) -> Path:
 
 class ListenerTextfile:
     """A listener's textfile: its agent's figures and its own host's attempts (``scope_of``),
-    itself as the agent's one listener; one collector for the listener's life, so that the
-    messages it counted stay counted (``StoreCollector``)."""
+    itself as the agent's one listener; one collector for the listener's life."""
 
     def __init__(
         self, connection: Callable[[], Connection], directory: Path, agent: str, host: str, config: ConfigView

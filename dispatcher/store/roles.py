@@ -29,6 +29,7 @@ _READS = (
     "listeners",
     "approvals",
     "task_grants",
+    "metric_totals",
 )
 # What they write; the policies decide which rows. Inserts may set every column but those the
 # database fills alone (ids: a role choosing the next ids would make every other agent's inserts
