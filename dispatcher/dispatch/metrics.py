@@ -20,7 +20,7 @@ from dispatcher.core.metric_rules import HISTOGRAMS, Scope, cumulative, label, s
 from dispatcher.core.private_files import write_atomically
 from dispatcher.dispatch.queue import classify
 from dispatcher.store import Connection
-from dispatcher.store.metrics import attempt_counts, messages_sent, span_buckets, spend_per_agent
+from dispatcher.store.metrics import attempt_counts, budget_hold_days, messages_sent, span_buckets, spend_per_agent
 from dispatcher.store.store_clock import store_now
 
 PREFIX = "agent_bridge_"
@@ -43,6 +43,7 @@ class ListenerFact:
 METRICS: dict[str, tuple[str, str]] = {
     "attempts": ("counter", "Finished attempts, by outcome and error kind."),
     "messages_sent": ("counter", "Messages sent to the agent, by kind (a notice is kind notice)."),
+    "budget_holds": ("counter", "Budget days on which the agent's daily budget held its new tasks."),
     "queue_wait_seconds": ("histogram", "From a task's send to its attempt's start (the barrier)."),
     "attempt_duration_seconds": ("histogram", "From an attempt's start to its end (finished attempts)."),
     "worker_start_seconds": ("histogram", "From a task's send to its worker's launcher running."),
@@ -141,6 +142,7 @@ class StoreCollector:
                 sent[(recipient, kind)] += count
             backlogs = {name: classify(conn, name, self._config, now) for name in self._agents}
             spend = spend_per_agent(conn, budget_day_start(self._config, now), agent)
+            holds = budget_hold_days(conn, agent)
             listeners = list(self._listeners(conn, now))
         finally:
             self._release(conn)
@@ -158,6 +160,10 @@ class StoreCollector:
         }
         yield self._gauge("pending_tasks", ["agent", "state"], pending)
         agents = sorted(set(self._agents) | set(spend))
+        family = CounterMetricFamily(PREFIX + "budget_holds", METRICS["budget_holds"][1], labels=["agent"])
+        for name in sorted(set(self._agents) | set(holds)):
+            family.add_metric([label(name)], holds.get(name, 0))
+        yield family
         yield self._gauge("spend_today_usd", ["agent"], {(label(a),): spend.get(a, 0.0) for a in agents})
         yield self._gauge(
             "listener_up", ["agent", "host"], {(label(f.agent), label(f.host)): int(f.up) for f in listeners}

@@ -65,6 +65,13 @@ def _span_rows(span: str, bounds: Sequence[float], where: str) -> str:
     )
 
 
+# One row per agent and budget day held (``label``: the day's start, epoch seconds).
+BUDGET_HOLD_DAYS = "budget_hold_days"
+_RECORD_BUDGET_HOLD = """
+INSERT INTO metric_totals (metric, agent, host, label, detail, bucket, count, seconds)
+VALUES (?, ?, '', ?, '', -1, 1, 0) ON CONFLICT DO NOTHING
+"""
+
 _MESSAGES_SENT = """
 SELECT m.recipient, m.kind, count(*) FROM messages AS m
 WHERE CAST(:agent AS TEXT) IS NULL OR m.recipient = :agent
@@ -103,6 +110,20 @@ def messages_sent(conn: Connection, agent: str | None) -> list[tuple[str, str | 
     parameters = {"agent": agent, "host": None, "metric": "messages_sent"}
     rows = [(r[0], r[1], r[2]) for r in conn.execute(_MESSAGES_SENT, parameters)]
     return rows + [(r[0], r[2], r[5]) for r in conn.execute(_TOTALS, parameters)]
+
+
+def budget_hold_days(conn: Connection, agent: str | None) -> dict[str, int]:
+    """How many budget days each agent's new tasks were held by its daily budget (``record_budget_hold``)."""
+    counts: dict[str, int] = {}
+    for row in conn.execute(_TOTALS, {"agent": agent, "host": None, "metric": BUDGET_HOLD_DAYS}):
+        counts[row[0]] = counts.get(row[0], 0) + row[5]
+    return counts
+
+
+def record_budget_hold(conn: Connection, agent: str, day: float) -> None:
+    """The agent's daily budget holds its new tasks on the budget day starting at ``day``: one row
+    per agent and day, however often it is seen (a listener restarted the same day)."""
+    conn.execute(_RECORD_BUDGET_HOLD, (BUDGET_HOLD_DAYS, agent, f"{day:.0f}"))
 
 
 def spend_per_agent(conn: Connection, since: float, agent: str | None) -> dict[str, float]:

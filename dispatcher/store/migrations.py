@@ -355,8 +355,10 @@ MIGRATIONS: tuple[str | Callable[[sqlite3.Connection], None], ...] = (
     # it deletes into these in the same transaction (``store.metrics.fold_into_totals``), so that a
     # scrape (these plus the rows left) never goes down. ``metric`` is ``attempts`` (``label`` the
     # outcome, ``detail`` the error kind), ``messages_sent`` (``agent`` the recipient, ``label`` the
-    # kind) or a histogram's span (``bucket`` the index of its bound in ``core.metric_rules``);
-    # '' stands for no value (a key column cannot be NULL), -1 for no bucket. Names and numbers only.
+    # kind), a histogram's span (``bucket`` the index of its bound in ``core.metric_rules``) or
+    # ``budget_hold_days`` (a listener's row per agent and budget day its daily budget held its new
+    # tasks; ``label`` the day's start); '' stands for no value (a key column cannot be NULL), -1 for
+    # no bucket. Names and numbers only.
     """
     CREATE TABLE metric_totals (
         metric TEXT NOT NULL,

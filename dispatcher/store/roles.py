@@ -49,6 +49,8 @@ _INSERTS: dict[str, tuple[str, ...]] = {  # table: the columns no role inserts
     "listeners": (),
     # A request, never its decision: only the store's owner decides (no UPDATE below either).
     "approvals": ("id", "decision", "decided_by", "decided_at"),
+    # Its listener's budget hold days only (the row policy); prune folds the rest, as the owner.
+    "metric_totals": (),
 }
 _UPDATES: dict[str, tuple[str, ...]] = {  # table: the columns a role updates
     "messages": ("claim_owner", "claim_expires_at", "delivered_at", "acknowledged_at"),

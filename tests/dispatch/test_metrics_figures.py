@@ -26,7 +26,7 @@ from dispatcher.dispatch.metrics import (
 from dispatcher.dispatch.outcome import settle
 from dispatcher.ops.prune import prune
 from dispatcher.store import retention, write_transaction
-from dispatcher.store.metrics import span_buckets
+from dispatcher.store.metrics import record_budget_hold, span_buckets
 
 pytestmark = pytest.mark.both_backends
 
@@ -248,6 +248,23 @@ def test_a_prune_that_fails_after_folding_leaves_the_totals_and_the_rows_as_they
     prune(store, 60, now=time.time() + 3600)  # the next run prunes it, once
     again = _samples(exposition(registry_of(_collector(store, scope_of("serve", None, "x")))))
     assert _cumulative(again) == _cumulative(before)
+
+
+def test_a_budget_hold_counts_once_per_agent_and_day_and_prune_keeps_it(store):
+    """A listener records each budget day its agent's daily budget held its tasks; seeing it again
+    that day (a restarted listener) counts nothing more."""
+    today = time.time() // 86400 * 86400
+    with write_transaction(store):
+        for day in (today, today, today - 86400):
+            record_budget_hold(store, "kimi", day)
+    for scope in (scope_of("serve", None, "x"), scope_of("listener", "kimi", "host-a")):
+        samples = _samples(exposition(registry_of(_collector(store, scope))))
+        assert _sum(samples, "agent_bridge_budget_holds_total", agent="kimi") == 2
+    samples = _samples(exposition(registry_of(_collector(store, scope_of("serve", None, "x")))))
+    assert _sum(samples, "agent_bridge_budget_holds_total", agent="claude") == 0  # a configured agent: 0
+    prune(store, 0, now=time.time() + 3600)
+    samples = _samples(exposition(registry_of(_collector(store, scope_of("serve", None, "x")))))
+    assert _sum(samples, "agent_bridge_budget_holds_total", agent="kimi") == 2
 
 
 @pytest.mark.parametrize(

@@ -1,17 +1,21 @@
 """Issue 34: on PostgreSQL with per-agent roles, an agent's role reads its own agent's running
-totals (its listener's textfile adds them up) and no other agent's, and writes none: only prune,
-as the store's owner, folds figures into them. On a real PostgreSQL server."""
+totals (its listener's textfile adds them up) and no other agent's, and writes only its own
+agent's budget hold days: prune, as the store's owner, folds every other figure into them. On a real PostgreSQL server."""
 
 import pytest
 
 from dispatcher.store import open_store, write_transaction
 from dispatcher.store.errors import PostgresPermissionDenied
-from dispatcher.store.metrics import attempt_counts
+from dispatcher.store.metrics import attempt_counts, budget_hold_days, record_budget_hold
 
 _TOTAL = (
     "INSERT INTO metric_totals (metric, agent, host, label, detail, bucket, count, seconds)"
     " VALUES ('attempts', ?, 'h', 'failed', 'exit_nonzero', -1, ?, 0)"
 )
+
+
+# No right at all (UPDATE, DELETE), or a row the policy does not admit (an INSERT of a count).
+REFUSED = "permission denied|violates row-level security policy"
 
 
 @pytest.fixture
@@ -24,7 +28,7 @@ def store(postgres_url, agent_role):
     owner.close()
 
 
-def test_an_agents_role_reads_its_own_totals_only_and_writes_none(store):
+def test_an_agents_role_reads_its_own_totals_only_and_records_only_its_budget_holds(store):
     owner, alice = store
     with write_transaction(owner):
         owner.execute(_TOTAL, ("alice", 3))
@@ -35,6 +39,14 @@ def test_an_agents_role_reads_its_own_totals_only_and_writes_none(store):
         ("UPDATE metric_totals SET count = 0 WHERE agent = ?", ("alice",)),
         ("DELETE FROM metric_totals WHERE agent = ?", ("alice",)),
     ):
-        with pytest.raises(PostgresPermissionDenied, match="permission denied"):
+        with pytest.raises(PostgresPermissionDenied, match=REFUSED):
             alice.execute(statement, params)
     assert sorted((r[0], r[5]) for r in attempt_counts(owner, None, None)) == [("alice", 3), ("bob", 5)]
+    # Its listener records its own agent's budget hold days, once a day; never another agent's.
+    with write_transaction(alice):
+        record_budget_hold(alice, "alice", 86400.0)
+        record_budget_hold(alice, "alice", 86400.0)
+    assert budget_hold_days(alice, None) == {"alice": 1}
+    with pytest.raises(PostgresPermissionDenied, match=REFUSED), write_transaction(alice):
+        record_budget_hold(alice, "bob", 86400.0)
+    assert budget_hold_days(owner, None) == {"alice": 1}
