@@ -20,7 +20,15 @@ from dispatcher.core.metric_rules import HISTOGRAMS, Scope, cumulative, label, s
 from dispatcher.core.private_files import write_atomically
 from dispatcher.dispatch.queue import classify
 from dispatcher.store import Connection
-from dispatcher.store.metrics import attempt_counts, budget_hold_days, messages_sent, span_buckets, spend_per_agent
+from dispatcher.store.metrics import (
+    attempt_counts,
+    budget_hold_days,
+    messages_after,
+    messages_folded,
+    one_snapshot,
+    span_buckets,
+    spend_per_agent,
+)
 from dispatcher.store.store_clock import store_now
 
 PREFIX = "agent_bridge_"
@@ -108,10 +116,33 @@ def _where(agent: str, host: str | None, this_host: str | None) -> tuple[str, st
     return label(agent), label(host if host is not None else this_host)
 
 
+class SentCounter:
+    """Messages sent, by recipient and kind: the totals prune folded in plus the rows the store
+    holds. The rows are counted once and then only those sent since (``store.metrics
+    .messages_after``); prune is the one thing that deletes messages and it folds each into the
+    totals as it goes, so while the folded totals stay as they were the rows counted are all still
+    there, and once they change the rows are counted again. Read inside one snapshot."""
+
+    def __init__(self) -> None:
+        self._folded: dict[tuple[str, str | None], int] | None = None
+        self._rows: Counter[tuple[str, str | None]] = Counter()
+        self._through = 0
+
+    def read(self, conn: Connection, agent: str | None) -> Counter[tuple[str, str | None]]:
+        folded = messages_folded(conn, agent)
+        if folded != self._folded:  # a prune ran since (or the first read): count the rows again
+            self._folded, self._rows, self._through = folded, Counter(), 0
+        for recipient, kind, count, highest in messages_after(conn, self._through, agent):
+            self._rows[(recipient, kind)] += count
+            self._through = max(self._through, highest)
+        return self._rows + Counter(folded)
+
+
 class StoreCollector:
     """A prometheus_client collector: each ``collect`` reads the store once through ``connect``
-    (a function that opens or lends a connection, and ``release`` it after). It keeps nothing
-    between collects: every counter is the store's rows plus the totals prune folded in."""
+    (a function that opens or lends a connection, and ``release`` it after), in one snapshot.
+    Every counter is the store's rows plus the totals prune folded in (``SentCounter`` keeps the
+    messages' rows counted so far, to read only the new ones)."""
 
     def __init__(
         self,
@@ -126,6 +157,7 @@ class StoreCollector:
     ) -> None:
         self._connect, self._release, self._scope = connect, release, scope
         self._now, self._config, self._agents, self._listeners = now, config, agents, listeners
+        self._sent = SentCounter()
 
     def describe(self) -> list[Metric]:
         return []  # (no fixed description: the registry does not call collect at registration)
@@ -133,17 +165,16 @@ class StoreCollector:
     def collect(self) -> Iterator[Metric]:
         conn = self._connect()
         try:
-            now = self._now(conn)
-            agent, host = self._scope.agent, self._scope.host
-            attempts = attempt_counts(conn, agent, host)
-            spans = {span: span_buckets(conn, span, bounds, agent, host) for span, bounds in HISTOGRAMS.items()}
-            sent: Counter[tuple[str, str | None]] = Counter()
-            for recipient, kind, count in messages_sent(conn, agent):
-                sent[(recipient, kind)] += count
-            backlogs = {name: classify(conn, name, self._config, now) for name in self._agents}
-            spend = spend_per_agent(conn, budget_day_start(self._config, now), agent)
-            holds = budget_hold_days(conn, agent)
-            listeners = list(self._listeners(conn, now))
+            with one_snapshot(conn):  # a prune's batch moves figures from rows to totals: all or none
+                now = self._now(conn)
+                agent, host = self._scope.agent, self._scope.host
+                attempts = attempt_counts(conn, agent, host)
+                spans = {span: span_buckets(conn, span, bounds, agent, host) for span, bounds in HISTOGRAMS.items()}
+                sent = self._sent.read(conn, agent)
+                backlogs = {name: classify(conn, name, self._config, now) for name in self._agents}
+                spend = spend_per_agent(conn, budget_day_start(self._config, now), agent)
+                holds = budget_hold_days(conn, agent)
+                listeners = list(self._listeners(conn, now))
         finally:
             self._release(conn)
         yield from self._attempt_families(attempts, host)

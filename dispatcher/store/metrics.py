@@ -7,7 +7,8 @@ recorded counts as every host's, as ``dispatch.reconcile`` treats it).
 what) are ``core.metric_rules``.
 """
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from dispatcher.core.metric_rules import HISTOGRAMS
@@ -72,9 +73,12 @@ INSERT INTO metric_totals (metric, agent, host, label, detail, bucket, count, se
 VALUES (?, ?, '', ?, '', -1, 1, 0) ON CONFLICT DO NOTHING
 """
 
-_MESSAGES_SENT = """
-SELECT m.recipient, m.kind, count(*) FROM messages AS m
-WHERE CAST(:agent AS TEXT) IS NULL OR m.recipient = :agent
+# Ids only grow and are never reused (migration 9; PostgreSQL: an identity), and every write takes
+# the store's one write lock, so rows commit in id order: the rows above the highest id counted
+# are the ones sent since.
+_MESSAGES_AFTER = """
+SELECT m.recipient, m.kind, count(*), max(m.id) FROM messages AS m
+WHERE m.id > :after AND (CAST(:agent AS TEXT) IS NULL OR m.recipient = :agent)
 GROUP BY m.recipient, m.kind
 """
 
@@ -104,12 +108,30 @@ def span_buckets(
     return rows + [(r[0], r[1], r[4], r[5], r[6]) for r in conn.execute(_TOTALS, parameters)]
 
 
-def messages_sent(conn: Connection, agent: str | None) -> list[tuple[str, str | None, int]]:
-    """(recipient, kind, messages) of every message ever sent: the store's rows, then the totals of
-    those prune deleted (a pair may come twice: add them up)."""
+def messages_after(conn: Connection, after_id: int, agent: str | None) -> list[tuple[str, str | None, int, int]]:
+    """(recipient, kind, messages, highest id) of the messages the store holds with an id above ``after_id``."""
+    return [
+        (row[0], row[1], row[2], row[3]) for row in conn.execute(_MESSAGES_AFTER, {"after": after_id, "agent": agent})
+    ]
+
+
+def messages_folded(conn: Connection, agent: str | None) -> dict[tuple[str, str | None], int]:
+    """(recipient, kind): the messages prune deleted, folded into the totals."""
     parameters = {"agent": agent, "host": None, "metric": "messages_sent"}
-    rows = [(r[0], r[1], r[2]) for r in conn.execute(_MESSAGES_SENT, parameters)]
-    return rows + [(r[0], r[2], r[5]) for r in conn.execute(_TOTALS, parameters)]
+    return {(row[0], row[2]): row[5] for row in conn.execute(_TOTALS, parameters)}
+
+
+@contextmanager
+def one_snapshot(conn: Connection) -> Iterator[None]:
+    """Every read inside sees the store at one moment (SQLite's read transaction; PostgreSQL's
+    REPEATABLE READ): a prune's batch, which moves figures from rows to totals, is all in it or not."""
+    conn.execute("BEGIN")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
 
 
 def budget_hold_days(conn: Connection, agent: str | None) -> dict[str, int]:

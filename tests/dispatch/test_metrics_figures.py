@@ -209,12 +209,15 @@ def test_prune_leaves_every_counter_and_bucket_as_it_was_and_a_fresh_exporter_ag
     """Prune folds what it deletes into the running totals (migration 23): the counters and the
     histograms' buckets read the same after it, from a new exporter too (no counter reset)."""
     before = _prunable(store)
+    running = registry_of(_collector(store, scope_of("serve", None, "x")))  # an exporter running throughout
+    assert _cumulative(_samples(exposition(running))) == _cumulative(before)
     attempts_before = store.execute("SELECT count(*) FROM dispatch_attempts").fetchone()[0]
     report = prune(store, 60, now=time.time() + 3600)
     assert report.messages >= 2  # the failed task and its notice, at least: something did go
     assert store.execute("SELECT count(*) FROM dispatch_attempts").fetchone()[0] == attempts_before - 1
     after = _samples(exposition(registry_of(_collector(store, scope_of("serve", None, "x")))))
     assert _cumulative(after) == _cumulative(before)
+    assert _cumulative(_samples(exposition(running))) == _cumulative(before)
     assert _sum(after, "agent_bridge_attempts_total", agent="kimi", outcome="failed") == 1
     assert _sum(after, "agent_bridge_attempt_duration_seconds_bucket", agent="kimi", le="5.0") == 1
     # A listener's file (its agent, its host) reads the pruned attempt from the totals too.
@@ -225,6 +228,8 @@ def test_prune_leaves_every_counter_and_bucket_as_it_was_and_a_fresh_exporter_ag
     _task(store, "claude")
     later = _samples(exposition(registry_of(_collector(store, scope_of("serve", None, "x")))))
     assert _sum(later, "agent_bridge_messages_sent_total", agent="claude") == 2
+    for _ in range(2):  # the running exporter counts it once, however often it is read
+        assert _sum(_samples(exposition(running)), "agent_bridge_messages_sent_total", agent="claude") == 2
     assert CANARY not in str(store.execute("SELECT * FROM metric_totals").fetchall())
 
 

@@ -111,12 +111,13 @@ def test_prometheus_counts_twenty_tasks_from_metrics_serve_and_from_the_listener
                         "auto": True,
                         "launcher": str(_launcher(tmp_path)),
                         "worker_timeout_seconds": 25,
-                        "max_workers": 3,
+                        "max_workers": 6,
                         "isolation": "none",
                     },
                     "kimi": {"launcher": "launchers/kimi_headless.sh"},
                 },
                 "metrics_textfile_dir": str(textfiles),
+                "max_workers_total": 6,
             }
         )
     )
