@@ -13,6 +13,14 @@ from dataclasses import dataclass
 # Seconds: a dispatch within a second, a worker's start-up, a task of minutes, the longest timeouts.
 WAIT_BUCKETS: tuple[float, ...] = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 14400, 86400)
 DURATION_BUCKETS: tuple[float, ...] = (1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600, 14400, 86400)
+# Each histogram's span (``store.metrics.SPANS``) and its bounds. Prune folds the bucket counts of
+# the attempts it deletes into the store's totals by these bounds' indexes: changing a bound needs a
+# migration that moves those totals.
+HISTOGRAMS: dict[str, tuple[float, ...]] = {
+    "queue_wait": WAIT_BUCKETS,
+    "duration": DURATION_BUCKETS,
+    "worker_start": WAIT_BUCKETS,
+}
 
 _LABEL_CHARACTERS = re.compile(r"[^A-Za-z0-9_.:-]")
 LABEL_MAX = 64

@@ -56,10 +56,19 @@ from dispatcher.dispatch.retention import PRUNE_EVERY_SECONDS, prune_attempt_dir
 from dispatcher.dispatch.step import BackOff, Dispatch, Observation, Stop, Wait, step
 from dispatcher.dispatch.supervisors import Supervisor, Supervisors
 from dispatcher.dispatch.worker_slots import take_slot
-from dispatcher.store import STORE_ERRORS, Connection, StoreHandle, open_handle, store_corruption, store_errors
+from dispatcher.store import (
+    STORE_ERRORS,
+    Connection,
+    StoreHandle,
+    open_handle,
+    store_corruption,
+    store_errors,
+    write_transaction,
+)
 from dispatcher.store.changes import StoreChanges, data_version
 from dispatcher.store.connection import prepare_store_dir, shrink_wal
 from dispatcher.store.messages import cap_far_leases
+from dispatcher.store.metrics import record_budget_hold
 from dispatcher.store.roles import refuse_another_agents_role
 from dispatcher.store.store_clock import store_now
 from dispatcher.store.worktrees import worktrees_on_disk
@@ -374,6 +383,8 @@ class Listener:
         if candidate is None and self._held_until is not None:  # something waits: a daily budget's hold?
             day = queue.budget_hold_day(conn, self.agent, config, now)
             if day is not None and day != self._budget_noticed_day:  # once per budget day (docs/notices.md)
+                with write_transaction(conn):  # the metrics' count of budget holds (docs/metrics.md)
+                    record_budget_hold(conn, self.agent, day)
                 self._budget_noticed_day = day
                 self._notify(Notice("budget_held", self.agent))
         return candidate

@@ -16,11 +16,19 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.utils import floatToGoString
 
 from dispatcher.core.config_view import ConfigView, DispatchConfig, budget_day_start
-from dispatcher.core.metric_rules import DURATION_BUCKETS, WAIT_BUCKETS, Scope, cumulative, label, scope_of
+from dispatcher.core.metric_rules import HISTOGRAMS, Scope, cumulative, label, scope_of
 from dispatcher.core.private_files import write_atomically
 from dispatcher.dispatch.queue import classify
 from dispatcher.store import Connection
-from dispatcher.store.metrics import attempt_counts, messages_after, span_buckets, spend_per_agent
+from dispatcher.store.metrics import (
+    attempt_counts,
+    budget_hold_days,
+    messages_after,
+    messages_folded,
+    one_snapshot,
+    span_buckets,
+    spend_per_agent,
+)
 from dispatcher.store.store_clock import store_now
 
 PREFIX = "agent_bridge_"
@@ -43,6 +51,7 @@ class ListenerFact:
 METRICS: dict[str, tuple[str, str]] = {
     "attempts": ("counter", "Finished attempts, by outcome and error kind."),
     "messages_sent": ("counter", "Messages sent to the agent, by kind (a notice is kind notice)."),
+    "budget_holds": ("counter", "Budget days on which the agent's daily budget held its new tasks."),
     "queue_wait_seconds": ("histogram", "From a task's send to its attempt's start (the barrier)."),
     "attempt_duration_seconds": ("histogram", "From an attempt's start to its end (finished attempts)."),
     "worker_start_seconds": ("histogram", "From a task's send to its worker's launcher running."),
@@ -51,6 +60,14 @@ METRICS: dict[str, tuple[str, str]] = {
     "listener_up": ("gauge", "1 while the agent's listener runs (holds its lease), else 0."),
     "listener_held": ("gauge", "1 while a dispatchable task waits for a worker, by reason."),
     "spend_today_usd": ("gauge", "The cost of the agent's attempts started today (the budget's day)."),
+}
+
+
+# Each histogram's family (``metric_rules.HISTOGRAMS``'s span).
+HISTOGRAM_NAMES = {
+    "queue_wait": "queue_wait_seconds",
+    "duration": "attempt_duration_seconds",
+    "worker_start": "worker_start_seconds",
 }
 
 
@@ -99,9 +116,33 @@ def _where(agent: str, host: str | None, this_host: str | None) -> tuple[str, st
     return label(agent), label(host if host is not None else this_host)
 
 
+class SentCounter:
+    """Messages sent, by recipient and kind: the totals prune folded in plus the rows the store
+    holds. The rows are counted once and then only those sent since (``store.metrics
+    .messages_after``); prune is the one thing that deletes messages and it folds each into the
+    totals as it goes, so while the folded totals stay as they were the rows counted are all still
+    there, and once they change the rows are counted again. Read inside one snapshot."""
+
+    def __init__(self) -> None:
+        self._folded: dict[tuple[str, str | None], int] | None = None
+        self._rows: Counter[tuple[str, str | None]] = Counter()
+        self._through = 0
+
+    def read(self, conn: Connection, agent: str | None) -> Counter[tuple[str, str | None]]:
+        folded = messages_folded(conn, agent)
+        if folded != self._folded:  # a prune ran since (or the first read): count the rows again
+            self._folded, self._rows, self._through = folded, Counter(), 0
+        for recipient, kind, count, highest in messages_after(conn, self._through, agent):
+            self._rows[(recipient, kind)] += count
+            self._through = max(self._through, highest)
+        return self._rows + Counter(folded)
+
+
 class StoreCollector:
     """A prometheus_client collector: each ``collect`` reads the store once through ``connect``
-    (a function that opens or lends a connection, and ``release`` it after)."""
+    (a function that opens or lends a connection, and ``release`` it after), in one snapshot.
+    Every counter is the store's rows plus the totals prune folded in (``SentCounter`` keeps the
+    messages' rows counted so far, to read only the new ones)."""
 
     def __init__(
         self,
@@ -116,10 +157,7 @@ class StoreCollector:
     ) -> None:
         self._connect, self._release, self._scope = connect, release, scope
         self._now, self._config, self._agents, self._listeners = now, config, agents, listeners
-        # Messages sent, counted once each (``store.metrics.messages_after``): the first collect
-        # counts the store's rows, each later one only the rows above the highest id seen.
-        self._sent: Counter[tuple[str, str | None]] = Counter()
-        self._sent_through = 0
+        self._sent = SentCounter()
 
     def describe(self) -> list[Metric]:
         return []  # (no fixed description: the registry does not call collect at registration)
@@ -127,33 +165,25 @@ class StoreCollector:
     def collect(self) -> Iterator[Metric]:
         conn = self._connect()
         try:
-            now = self._now(conn)
-            agent, host = self._scope.agent, self._scope.host
-            attempts = attempt_counts(conn, agent, host)
-            spans = {
-                span: span_buckets(conn, span, bounds, agent, host)
-                for span, bounds in (
-                    ("queue_wait", WAIT_BUCKETS),
-                    ("duration", DURATION_BUCKETS),
-                    ("worker_start", WAIT_BUCKETS),
-                )
-            }
-            for recipient, kind, count, highest in messages_after(conn, self._sent_through, agent):
-                self._sent[(recipient, kind)] += count
-                self._sent_through = max(self._sent_through, highest)
-            backlogs = {name: classify(conn, name, self._config, now) for name in self._agents}
-            spend = spend_per_agent(conn, budget_day_start(self._config, now), agent)
-            listeners = list(self._listeners(conn, now))
+            with one_snapshot(conn):  # a prune's batch moves figures from rows to totals: all or none
+                now = self._now(conn)
+                agent, host = self._scope.agent, self._scope.host
+                attempts = attempt_counts(conn, agent, host)
+                spans = {span: span_buckets(conn, span, bounds, agent, host) for span, bounds in HISTOGRAMS.items()}
+                sent = self._sent.read(conn, agent)
+                backlogs = {name: classify(conn, name, self._config, now) for name in self._agents}
+                spend = spend_per_agent(conn, budget_day_start(self._config, now), agent)
+                holds = budget_hold_days(conn, agent)
+                listeners = list(self._listeners(conn, now))
         finally:
             self._release(conn)
         yield from self._attempt_families(attempts, host)
-        yield _histogram("queue_wait_seconds", spans["queue_wait"], WAIT_BUCKETS, host)
-        yield _histogram("attempt_duration_seconds", spans["duration"], DURATION_BUCKETS, host)
-        yield _histogram("worker_start_seconds", spans["worker_start"], WAIT_BUCKETS, host)
-        sent = CounterMetricFamily(PREFIX + "messages_sent", METRICS["messages_sent"][1], labels=["agent", "kind"])
-        for (recipient, kind), count in sorted(self._sent.items(), key=lambda item: (item[0][0], item[0][1] or "")):
-            sent.add_metric([label(recipient), label(kind)], count)
-        yield sent
+        for span, name in HISTOGRAM_NAMES.items():
+            yield _histogram(name, spans[span], HISTOGRAMS[span], host)
+        family = CounterMetricFamily(PREFIX + "messages_sent", METRICS["messages_sent"][1], labels=["agent", "kind"])
+        for (recipient, kind), count in sorted(sent.items(), key=lambda item: (item[0][0], item[0][1] or "")):
+            family.add_metric([label(recipient), label(kind)], count)
+        yield family
         pending: dict[tuple[str, ...], float] = {
             (label(name), state): len(getattr(backlog, field))
             for name, backlog in backlogs.items()
@@ -161,6 +191,10 @@ class StoreCollector:
         }
         yield self._gauge("pending_tasks", ["agent", "state"], pending)
         agents = sorted(set(self._agents) | set(spend))
+        family = CounterMetricFamily(PREFIX + "budget_holds", METRICS["budget_holds"][1], labels=["agent"])
+        for name in sorted(set(self._agents) | set(holds)):
+            family.add_metric([label(name)], holds.get(name, 0))
+        yield family
         yield self._gauge("spend_today_usd", ["agent"], {(label(a),): spend.get(a, 0.0) for a in agents})
         yield self._gauge(
             "listener_up", ["agent", "host"], {(label(f.agent), label(f.host)): int(f.up) for f in listeners}
@@ -219,8 +253,7 @@ def textfile_path(directory: Path, agent: str) -> Path:
 
 class ListenerTextfile:
     """A listener's textfile: its agent's figures and its own host's attempts (``scope_of``),
-    itself as the agent's one listener; one collector for the listener's life, so that the
-    messages it counted stay counted (``StoreCollector``)."""
+    itself as the agent's one listener; one collector for the listener's life."""
 
     def __init__(
         self, connection: Callable[[], Connection], directory: Path, agent: str, host: str, config: ConfigView

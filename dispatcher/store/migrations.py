@@ -351,6 +351,27 @@ MIGRATIONS: tuple[str | Callable[[sqlite3.Connection], None], ...] = (
     """
     ALTER TABLE messages ADD COLUMN traceparent TEXT;
     """,
+    # 23 (metrics, issue 34): running totals that survive prune. Prune folds the figures of the rows
+    # it deletes into these in the same transaction (``store.metrics.fold_into_totals``), so that a
+    # scrape (these plus the rows left) never goes down. ``metric`` is ``attempts`` (``label`` the
+    # outcome, ``detail`` the error kind), ``messages_sent`` (``agent`` the recipient, ``label`` the
+    # kind), a histogram's span (``bucket`` the index of its bound in ``core.metric_rules``) or
+    # ``budget_hold_days`` (a listener's row per agent and budget day its daily budget held its new
+    # tasks; ``label`` the day's start); '' stands for no value (a key column cannot be NULL), -1 for
+    # no bucket. Names and numbers only.
+    """
+    CREATE TABLE metric_totals (
+        metric TEXT NOT NULL,
+        agent TEXT NOT NULL,
+        host TEXT NOT NULL,
+        label TEXT NOT NULL,
+        detail TEXT NOT NULL,
+        bucket INTEGER NOT NULL,
+        count INTEGER NOT NULL,
+        seconds REAL NOT NULL,
+        PRIMARY KEY (metric, agent, host, label, detail, bucket)
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

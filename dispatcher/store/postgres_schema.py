@@ -370,6 +370,27 @@ ALTER TABLE task_grants ENABLE ROW LEVEL SECURITY;
 CREATE POLICY party_to ON task_grants FOR SELECT USING (bridge_party_to(message_id));
 """
 
+# 23: running totals that survive prune (see the SQLite list). Prune (the store's owner) writes
+# them; an agent's role reads its own agent's (its listener's textfile) and inserts only its own
+# agent's budget hold days (its listener records them), never a count of anything else.
+_METRIC_TOTALS = """
+CREATE TABLE metric_totals (
+    metric text NOT NULL,
+    agent text NOT NULL,
+    host text NOT NULL,
+    label text NOT NULL,
+    detail text NOT NULL,
+    bucket bigint NOT NULL,
+    count bigint NOT NULL,
+    seconds double precision NOT NULL,
+    PRIMARY KEY (metric, agent, host, label, detail, bucket)
+);
+ALTER TABLE metric_totals ENABLE ROW LEVEL SECURITY;
+CREATE POLICY own_agent ON metric_totals FOR SELECT USING (agent = (SELECT bridge_agent()));
+CREATE POLICY own_budget_holds ON metric_totals FOR INSERT
+    WITH CHECK (agent = (SELECT bridge_agent()) AND metric = 'budget_hold_days' AND count = 1);
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     *("",) * 11,
     _SCHEMA_12,
@@ -417,4 +438,5 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE messages ADD COLUMN traceparent text;
     """,
+    _METRIC_TOTALS,
 )

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 
 from dispatcher.core.lifecycle import TERMINAL_CONVERSATION_STATES
 from dispatcher.store.claims import active_claim_sql
+from dispatcher.store.metrics import fold_into_totals
 from dispatcher.store.types import Connection
 
 _TERMINAL_SQL = "(" + ", ".join(f"'{s}'" for s in TERMINAL_CONVERSATION_STATES) + ")"
@@ -141,8 +142,10 @@ def mark_gone(conn: Connection, ids: Iterable[int]) -> None:
 
 def delete_messages(conn: Connection, ids: Iterable[int]) -> None:
     """These messages and what is theirs: their attempts' approval requests, their task grants
-    (``retry --allow``), their attempt rows (before the messages: they refer to them)."""
+    (``retry --allow``), their attempt rows (before the messages: they refer to them). Their
+    figures go into the metrics' running totals first, in the same transaction (docs/metrics.md)."""
     ids_json = _ids_json(ids)
+    fold_into_totals(conn, ids_json)
     for table in ("approvals", "task_grants", "dispatch_attempts"):
         conn.execute(f"DELETE FROM {table} WHERE message_id IN (SELECT value FROM json_each(?))", (ids_json,))  # noqa: S608 - a constant table name; the ids are bound
     conn.execute("DELETE FROM messages WHERE id IN (SELECT value FROM json_each(?))", (ids_json,))

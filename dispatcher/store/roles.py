@@ -29,6 +29,7 @@ _READS = (
     "listeners",
     "approvals",
     "task_grants",
+    "metric_totals",
 )
 # What they write; the policies decide which rows. Inserts may set every column but those the
 # database fills alone (ids: a role choosing the next ids would make every other agent's inserts
@@ -48,6 +49,8 @@ _INSERTS: dict[str, tuple[str, ...]] = {  # table: the columns no role inserts
     "listeners": (),
     # A request, never its decision: only the store's owner decides (no UPDATE below either).
     "approvals": ("id", "decision", "decided_by", "decided_at"),
+    # Its listener's budget hold days only (the row policy); prune folds the rest, as the owner.
+    "metric_totals": (),
 }
 _UPDATES: dict[str, tuple[str, ...]] = {  # table: the columns a role updates
     "messages": ("claim_owner", "claim_expires_at", "delivered_at", "acknowledged_at"),

@@ -24,8 +24,9 @@ from dispatcher.dispatch.metrics import (
     registry_of,
 )
 from dispatcher.dispatch.outcome import settle
-from dispatcher.store import write_transaction
-from dispatcher.store.metrics import span_buckets
+from dispatcher.ops.prune import prune
+from dispatcher.store import retention, write_transaction
+from dispatcher.store.metrics import record_budget_hold, span_buckets
 
 pytestmark = pytest.mark.both_backends
 
@@ -188,19 +189,87 @@ def test_a_link_planted_at_the_textfiles_name_is_replaced_never_followed(store, 
     assert not textfile.path.is_symlink() and "agent_bridge_listener_up" in textfile.path.read_text()
 
 
-def test_a_message_counted_stays_counted_when_prune_deletes_it_and_a_new_one_counts_once(store):
-    collector = _collector(store, scope_of("serve", None, "x"))
-    registry = registry_of(collector)
-    assert _sum(_samples(exposition(registry)), "agent_bridge_messages_sent_total", agent="claude") == 1
-    with write_transaction(store):  # prune's deletion of claude's task, as its transaction would make it
-        store.execute("DELETE FROM messages WHERE recipient = 'claude'")
-    assert _sum(_samples(exposition(registry)), "agent_bridge_messages_sent_total", agent="claude") == 1
+def _prunable(conn) -> dict[tuple, float]:
+    """Every figure of the store (``metrics serve``'s) once its finished task and every other
+    message is old enough for prune (acknowledged an hour ago)."""
+    with write_transaction(conn):
+        conn.execute("UPDATE messages SET acknowledged_at = created_at, created_at = created_at - 3600")
+    return _samples(exposition(registry_of(_collector(conn, scope_of("serve", None, "x")))))
+
+
+_CUMULATIVE = ("_total", "_bucket", "_count", "_sum")
+
+
+def _cumulative(samples: dict[tuple, float]) -> dict[tuple, float]:
+    """The counters and histograms (the gauges, pending and running, move at a prune by design)."""
+    return {key: value for key, value in samples.items() if key[0].endswith(_CUMULATIVE)}
+
+
+def test_prune_leaves_every_counter_and_bucket_as_it_was_and_a_fresh_exporter_agrees(store):
+    """Prune folds what it deletes into the running totals (migration 23): the counters and the
+    histograms' buckets read the same after it, from a new exporter too (no counter reset)."""
+    before = _prunable(store)
+    running = registry_of(_collector(store, scope_of("serve", None, "x")))  # an exporter running throughout
+    assert _cumulative(_samples(exposition(running))) == _cumulative(before)
+    attempts_before = store.execute("SELECT count(*) FROM dispatch_attempts").fetchone()[0]
+    report = prune(store, 60, now=time.time() + 3600)
+    assert report.messages >= 2  # the failed task and its notice, at least: something did go
+    assert store.execute("SELECT count(*) FROM dispatch_attempts").fetchone()[0] == attempts_before - 1
+    after = _samples(exposition(registry_of(_collector(store, scope_of("serve", None, "x")))))
+    assert _cumulative(after) == _cumulative(before)
+    assert _cumulative(_samples(exposition(running))) == _cumulative(before)
+    assert _sum(after, "agent_bridge_attempts_total", agent="kimi", outcome="failed") == 1
+    assert _sum(after, "agent_bridge_attempt_duration_seconds_bucket", agent="kimi", le="5.0") == 1
+    # A listener's file (its agent, its host) reads the pruned attempt from the totals too.
+    listener = _samples(exposition(registry_of(_collector(store, scope_of("listener", "kimi", "host-a")))))
+    assert _sum(listener, "agent_bridge_attempts_total", outcome="failed") == 1
+    assert _sum(listener, "agent_bridge_queue_wait_seconds_count") == 2
+    # A new message after the prune counts once, on top of the folded ones.
     _task(store, "claude")
-    assert _sum(_samples(exposition(registry)), "agent_bridge_messages_sent_total", agent="claude") == 2
-    assert _sum(_samples(exposition(registry)), "agent_bridge_messages_sent_total", agent="claude") == 2
-    # A new exporter counts what the store holds: a counter reset, as after any restart.
-    fresh = exposition(registry_of(_collector(store, scope_of("serve", None, "x"))))
-    assert _sum(_samples(fresh), "agent_bridge_messages_sent_total", agent="claude") == 1
+    later = _samples(exposition(registry_of(_collector(store, scope_of("serve", None, "x")))))
+    assert _sum(later, "agent_bridge_messages_sent_total", agent="claude") == 2
+    for _ in range(2):  # the running exporter counts it once, however often it is read
+        assert _sum(_samples(exposition(running)), "agent_bridge_messages_sent_total", agent="claude") == 2
+    assert CANARY not in str(store.execute("SELECT * FROM metric_totals").fetchall())
+
+
+def test_a_prune_that_fails_after_folding_leaves_the_totals_and_the_rows_as_they_were(store, monkeypatch):
+    """The fold and the deletion are one transaction: a failure between them (a crash, a kill)
+    rolls the fold back with it, so nothing is counted twice or lost."""
+    before = _prunable(store)
+    folded = retention.fold_into_totals
+
+    def fold_then_fail(conn, ids_json):
+        folded(conn, ids_json)
+        raise RuntimeError("killed between the fold and the deletion")
+
+    monkeypatch.setattr(retention, "fold_into_totals", fold_then_fail)
+    with pytest.raises(RuntimeError, match="killed between"):
+        prune(store, 60, now=time.time() + 3600)
+    assert store.execute("SELECT count(*) FROM metric_totals").fetchone()[0] == 0
+    after = _samples(exposition(registry_of(_collector(store, scope_of("serve", None, "x")))))
+    assert _cumulative(after) == _cumulative(before)
+    monkeypatch.undo()
+    prune(store, 60, now=time.time() + 3600)  # the next run prunes it, once
+    again = _samples(exposition(registry_of(_collector(store, scope_of("serve", None, "x")))))
+    assert _cumulative(again) == _cumulative(before)
+
+
+def test_a_budget_hold_counts_once_per_agent_and_day_and_prune_keeps_it(store):
+    """A listener records each budget day its agent's daily budget held its tasks; seeing it again
+    that day (a restarted listener) counts nothing more."""
+    today = time.time() // 86400 * 86400
+    with write_transaction(store):
+        for day in (today, today, today - 86400):
+            record_budget_hold(store, "kimi", day)
+    for scope in (scope_of("serve", None, "x"), scope_of("listener", "kimi", "host-a")):
+        samples = _samples(exposition(registry_of(_collector(store, scope))))
+        assert _sum(samples, "agent_bridge_budget_holds_total", agent="kimi") == 2
+    samples = _samples(exposition(registry_of(_collector(store, scope_of("serve", None, "x")))))
+    assert _sum(samples, "agent_bridge_budget_holds_total", agent="claude") == 0  # a configured agent: 0
+    prune(store, 0, now=time.time() + 3600)
+    samples = _samples(exposition(registry_of(_collector(store, scope_of("serve", None, "x")))))
+    assert _sum(samples, "agent_bridge_budget_holds_total", agent="kimi") == 2
 
 
 @pytest.mark.parametrize(

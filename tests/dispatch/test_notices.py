@@ -171,3 +171,11 @@ def test_a_daily_budget_hold_gives_one_notice_a_day(env, db_path, config_path, l
     argv = args.read_text().splitlines()
     assert argv[0] == "budget_held" and "reached its daily budget" in argv[1]
     assert CANARY not in args.read_text()
+    # The metrics' budget holds counter: the day, recorded once in the store (docs/metrics.md).
+    from dispatcher.store.metrics import budget_hold_days
+
+    conn = open_store(db_path)
+    try:
+        assert budget_hold_days(conn, None) == {"claude": 1}
+    finally:
+        conn.close()

@@ -512,3 +512,55 @@ def test_systemd_install_offers_the_prune_timer(tmp_path):
         "agent-bridge-prune.service",
         "agent-bridge-prune.timer",
     ]
+
+
+FOLD_THEN_HANG = """
+import sys, time
+from dispatcher.ops.prune import prune
+from dispatcher.store import open_store, retention
+folded = retention.fold_into_totals
+def fold_then_hang(conn, ids_json):
+    folded(conn, ids_json)
+    print("folded", flush=True)
+    time.sleep(600)  # killed here, between the fold and the deletion, inside the batch's transaction
+retention.fold_into_totals = fold_then_hang
+prune(open_store(sys.argv[1]), float(sys.argv[2]), now=float(sys.argv[3]))
+"""
+
+
+def _figures(conn) -> tuple:
+    """What the metrics count of the store: attempts by outcome, and messages sent (rows plus totals)."""
+    from dispatcher.store.metrics import attempt_counts, messages_after, messages_folded
+
+    attempts = sorted((r[0], r[3], r[5]) for r in attempt_counts(conn, None, None))
+    sent = sum(r[2] for r in messages_after(conn, 0, None)) + sum(messages_folded(conn, None).values())
+    return sum(count for *_, count in attempts), sent
+
+
+def test_a_prune_killed_between_the_fold_and_the_deletion_leaves_the_metrics_as_they_were(conn, tmp_path, request):
+    """Prune folds the figures of what it deletes into the metrics' totals in the batch's own
+    transaction (docs/metrics.md): killed (-9) after the fold, before the deletion, it leaves
+    neither, and the next run folds and deletes them once."""
+    for _ in range(3):
+        attempt(conn, msg(conn))
+    before = _figures(conn)
+    location = (
+        tmp_path / "bridge.db" if isinstance(conn, sqlite3.Connection) else request.getfixturevalue("postgres_url")
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", FOLD_THEN_HANG, str(location), str(DAY), str(NOW)],
+        cwd=PROJECT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout.readline().strip() == "folded"
+    finally:
+        child.kill()
+        child.communicate(timeout=60)
+    assert _figures(conn) == before == (3, 3)
+    assert conn.execute("SELECT count(*) FROM metric_totals").fetchone()[0] == 0
+    assert len(ids(conn)) == 3
+    run(conn)
+    assert ids(conn) == set()
+    assert _figures(conn) == before
