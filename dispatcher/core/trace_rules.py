@@ -41,6 +41,18 @@ def wanted(environ: Mapping[str, str]) -> bool:
     return any(environ.get(name, "").strip() for name in ENDPOINT_VARIABLES)
 
 
+def traces_endpoint(environ: Mapping[str, str]) -> str | None:
+    """Where this environment's spans go, as the full OTLP/HTTP URL (for an agent CLI whose own
+    config wants one): the traces endpoint as it is, else the generic one with ``/v1/traces``
+    appended as the SDK does; None when tracing is off (``wanted``)."""
+    if not wanted(environ):
+        return None
+    if traces := environ.get(ENDPOINT_VARIABLES[0], "").strip():
+        return traces
+    generic = environ[ENDPOINT_VARIABLES[1]].strip()
+    return generic + ("v1/traces" if generic.endswith("/") else "/v1/traces")
+
+
 def parse_traceparent(value: object) -> TraceParent | None:
     """A W3C ``traceparent`` (version 00) as its parts; None for anything else: a stored value is
     untrusted (on PostgreSQL an agent's role writes its own messages), so a malformed one, an

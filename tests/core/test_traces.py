@@ -33,6 +33,27 @@ def test_tracing_is_on_only_with_an_otlp_endpoint(environ, on):
     assert rules.wanted(environ) is on
 
 
+@pytest.mark.parametrize(
+    ("environ", "endpoint"),
+    [
+        ({}, None),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://h:4318"}, "http://h:4318/v1/traces"),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": " http://h:4318/ "}, "http://h:4318/v1/traces"),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://h/base"}, "http://h/base/v1/traces"),
+        ({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://t/spans"}, "http://t/spans"),  # as it is
+        (
+            {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://t/spans", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://h"},
+            "http://t/spans",
+        ),
+        ({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": " ", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://h"}, "http://h/v1/traces"),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://h", "OTEL_SDK_DISABLED": "true"}, None),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://h", "OTEL_TRACES_EXPORTER": "none"}, None),
+    ],
+)
+def test_the_traces_endpoint_is_the_sdk_s_full_url_and_none_when_off(environ, endpoint):
+    assert rules.traces_endpoint(environ) == endpoint
+
+
 def test_a_well_formed_traceparent_parses_and_formats_back():
     parsed = rules.parse_traceparent(GOOD)
     assert parsed == TraceParent(0x0AF7651916CD43DD8448EB211C80319C, 0xB7AD6B7169203331, 1)

@@ -3,12 +3,15 @@ attempt, this argv, this environment, these files in the attempt directory, this
 stdout. Pure: no process runs, nothing is written. A CLI upgrade (a new flag, another file)
 shows up as a diff of this table; what the real pinned CLIs do with it is tests/agent_clis/."""
 
+import dataclasses
+import tomllib
 from pathlib import Path
 
 import pytest
 
 from dispatcher.clis import registry
-from dispatcher.clis.launch import Unenforceable
+from dispatcher.clis.codex import launch as codex_launch
+from dispatcher.clis.launch import File, Unenforceable
 
 LEVELS = ("bridge", "read", "edit", "shell", "project")
 ATTEMPT_DIR = Path("/attempt")
@@ -820,3 +823,44 @@ def test_a_malformed_setting_is_one_clear_error(cli, variable, value, said):
     bad = replace(attempt("bridge"), env={**attempt("bridge").env, variable: value})
     with pytest.raises(ValueError, match=said):
         registry.BY_NAME[cli].launch_plan(bad)
+
+
+@pytest.mark.parametrize(
+    ("tracing", "otel"),
+    [
+        ({}, None),  # tracing off: no [otel] table, Codex's defaults export no traces
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://h", "OTEL_SDK_DISABLED": "true"}, None),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://h", "OTEL_TRACES_EXPORTER": "none"}, None),
+        (
+            {
+                "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318",
+                "OTEL_EXPORTER_OTLP_HEADERS": "authorization=s3cret",
+            },
+            "http://127.0.0.1:4318/v1/traces",
+        ),
+        ({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": 'https://c/x"\n[evil]'}, 'https://c/x"\n[evil]'),  # one string
+    ],
+)
+def test_codex_exports_its_own_spans_where_the_bridge_s_go_and_nothing_else(tracing, otel):
+    """Codex's config.toml: with the bridge's tracing on, a trace exporter to the same collector
+    (its spans continue the worker's TRACEPARENT), never the listener's OTLP headers, no log
+    events and every prompt or response switch off; nothing with tracing off."""
+    for level in LEVELS:
+        base = attempt(level)
+        run = dataclasses.replace(base, env={**base.env, **tracing})
+        config_file = next(
+            s for s in codex_launch.plan(run).steps if isinstance(s, File) and s.path.name == "config.toml"
+        )
+        config = tomllib.loads(config_file.text)
+        assert "s3cret" not in config_file.text
+        if otel is None:
+            assert "otel" not in config, level
+            continue
+        assert config["otel"] == {
+            "exporter": "none",
+            "log_user_prompt": False,
+            "log_agent_responses": False,
+            "log_sse_deltas": False,
+            "log_guardian_assessments": False,
+            "trace_exporter": {"otlp-http": {"endpoint": otel, "protocol": "binary"}},
+        }, level
