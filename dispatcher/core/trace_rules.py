@@ -21,6 +21,7 @@ OPERATIONS = {"send": "PRODUCER", "receive": "CLIENT", "process": "CONSUMER", "s
 CONTEXT_VARIABLES = ("TRACEPARENT", "TRACESTATE")
 _SECRET_VARIABLE = re.compile(r"OTEL_EXPORTER_OTLP_(?:[A-Z]+_)?HEADERS")
 
+SAMPLED = 0x01  # the one trace flag of W3C trace context level 1
 _TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
 _TOKEN = re.compile(r"[A-Za-z0-9_.:@/-]{1,128}")
 
@@ -67,6 +68,14 @@ def parse_traceparent(value: object) -> TraceParent | None:
 
 def format_traceparent(parent: TraceParent) -> str:
     return f"00-{parent.trace_id:032x}-{parent.span_id:016x}-{parent.flags & 0xFF:02x}"
+
+
+def environment_traceparent(parent: TraceParent) -> str:
+    """The ``TRACEPARENT`` a worker is given: ``parent`` with only the sampled flag (01) of W3C
+    trace context level 1 kept. The Python SDK also sets level 2's random-id flag (02), and a
+    version-00 value with flags above 02 is refused by OpenTelemetry Rust 0.31's propagator:
+    Codex 0.171.0 then starts a trace of its own (seen in a run, docs/traces.md)."""
+    return format_traceparent(parent._replace(flags=parent.flags & SAMPLED))
 
 
 def attribute_value(value: object) -> str | int | float | bool | None:
