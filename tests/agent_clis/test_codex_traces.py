@@ -94,4 +94,4 @@ def test_codex_s_own_spans_nest_under_the_attempt_and_carry_no_task_text(tmp_pat
 
     # Payload-free on both sides: the task's text is in no span, attribute or event that arrived.
     assert CANARY.encode() not in receiver.raw()
-    assert all(CANARY not in json.dumps(span) for span in spans)
+    assert all(CANARY not in json.dumps(span, default=str) for span in spans)
