@@ -1,6 +1,6 @@
 """A dispatch and Claude Code's own work as one trace (docs/traces.md): the real listener with
 tracing on, the pinned Claude Code 2.1.332 against the scripted Anthropic model, and the in-test
-OTLP/HTTP receiver as the one collector. Claude's spans (its tracing beta, turned on by its launch
+OTLP/HTTP receiver as the one collector. Claude's spans, and its bridge server's, (its tracing beta, turned on by its launch
 plan) must continue the attempt's ``process`` span, under its plan's
 CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1; its exports must carry none of the listener's OTLP
 headers, and the task's text must be in nothing any process sent, though the listener's
@@ -65,7 +65,11 @@ def test_claude_s_own_spans_nest_under_the_attempt_and_carry_no_task_text(tmp_pa
     (interaction,) = [s for s in claude if s["parent_span_id"] == process["span_id"]]
     assert interaction["name"] == "claude_code.interaction"
     below = {s["name"] for s in claude if s["parent_span_id"] == interaction["span_id"]}
-    assert "claude_code.llm_request" in below, below
+    assert {"claude_code.llm_request", "claude_code.tool"} <= below, below
+    # The worker's bridge server (its MCP server) continues the attempt too: its receive, and the
+    # worker's result going back to kimi.
+    server = {s["name"] for s in spans if s["parent_span_id"] == process["span_id"] and s not in claude}
+    assert {"receive claude", "send kimi", "settle"} <= server, server
 
     from_claude = [r for r in receiver.requests() if CLAUDE_SERVICE in r["services"]]
     assert from_claude and all(r["path"] == "/v1/traces" for r in from_claude)
