@@ -1,6 +1,6 @@
 """A tiny OTLP/HTTP trace receiver on 127.0.0.1 for tests: it decodes each ExportTraceServiceRequest
 (protobuf, as the SDK's OTLP/HTTP exporter posts it to /v1/traces) with opentelemetry-proto and keeps
-its spans as plain dicts."""
+its spans as plain dicts, and each request's path, headers and senders' service names."""
 
 import gzip
 import threading
@@ -34,11 +34,13 @@ def span_record(span: Any, resource: dict[str, Any]) -> dict[str, Any]:
 
 class OtlpReceiver:
     """``url`` is the base endpoint (``OTEL_EXPORTER_OTLP_ENDPOINT``); ``spans()`` what arrived so far;
-    ``raw()`` every request body as received (decompressed), for a search of the bytes."""
+    ``raw()`` every request body as received (decompressed), for a search of the bytes; ``requests()``
+    each request's path, headers (lower-cased names) and the ``service.name`` of its resources."""
 
     def __init__(self) -> None:
         self._spans: list[dict[str, Any]] = []
         self._bodies: list[bytes] = []
+        self._requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         receiver = self
 
@@ -54,8 +56,20 @@ class OtlpReceiver:
                     for scope_spans in resource_spans.scope_spans
                     for span in scope_spans.spans
                 ]
+                services = {
+                    _value(a.value)
+                    for resource_spans in request.resource_spans
+                    for a in resource_spans.resource.attributes
+                    if a.key == "service.name"
+                }
+                seen = {
+                    "path": self.path,
+                    "headers": {k.lower(): v for k, v in self.headers.items()},
+                    "services": services,
+                }
                 with receiver._lock:
                     receiver._bodies.append(body)
+                    receiver._requests.append(seen)
                     receiver._spans.extend(found)
                 answer = ExportTraceServiceResponse().SerializeToString()
                 self.send_response(200)
@@ -78,6 +92,10 @@ class OtlpReceiver:
     def spans(self) -> list[dict[str, Any]]:
         with self._lock:
             return list(self._spans)
+
+    def requests(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self._requests)
 
     def raw(self) -> bytes:
         with self._lock:

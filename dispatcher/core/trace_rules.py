@@ -21,6 +21,7 @@ OPERATIONS = {"send": "PRODUCER", "receive": "CLIENT", "process": "CONSUMER", "s
 CONTEXT_VARIABLES = ("TRACEPARENT", "TRACESTATE")
 _SECRET_VARIABLE = re.compile(r"OTEL_EXPORTER_OTLP_(?:[A-Z]+_)?HEADERS")
 
+SAMPLED = 0x01  # the one trace flag of W3C trace context level 1
 _TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
 _TOKEN = re.compile(r"[A-Za-z0-9_.:@/-]{1,128}")
 
@@ -41,6 +42,18 @@ def wanted(environ: Mapping[str, str]) -> bool:
     return any(environ.get(name, "").strip() for name in ENDPOINT_VARIABLES)
 
 
+def traces_endpoint(environ: Mapping[str, str]) -> str | None:
+    """Where this environment's spans go, as the full OTLP/HTTP URL (for an agent CLI whose own
+    config wants one): the traces endpoint as it is, else the generic one with ``/v1/traces``
+    appended as the SDK does; None when tracing is off (``wanted``)."""
+    if not wanted(environ):
+        return None
+    if traces := environ.get(ENDPOINT_VARIABLES[0], "").strip():
+        return traces
+    generic = environ[ENDPOINT_VARIABLES[1]].strip()
+    return generic + ("v1/traces" if generic.endswith("/") else "/v1/traces")
+
+
 def parse_traceparent(value: object) -> TraceParent | None:
     """A W3C ``traceparent`` (version 00) as its parts; None for anything else: a stored value is
     untrusted (on PostgreSQL an agent's role writes its own messages), so a malformed one, an
@@ -55,6 +68,14 @@ def parse_traceparent(value: object) -> TraceParent | None:
 
 def format_traceparent(parent: TraceParent) -> str:
     return f"00-{parent.trace_id:032x}-{parent.span_id:016x}-{parent.flags & 0xFF:02x}"
+
+
+def environment_traceparent(parent: TraceParent) -> str:
+    """The ``TRACEPARENT`` a worker is given: ``parent`` with only the sampled flag (01) of W3C
+    trace context level 1 kept. The Python SDK also sets level 2's random-id flag (02), and a
+    version-00 value with flags above 02 is refused by OpenTelemetry Rust 0.31's propagator:
+    Codex 0.171.0 then starts a trace of its own (seen in a run, docs/traces.md)."""
+    return format_traceparent(parent._replace(flags=parent.flags & SAMPLED))
 
 
 def attribute_value(value: object) -> str | int | float | bool | None:

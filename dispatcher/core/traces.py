@@ -25,6 +25,7 @@ from dispatcher.core.trace_rules import (
     SYSTEM,
     TraceParent,
     attribute_value,
+    environment_traceparent,
     format_traceparent,
     kept_attributes,
     messaging_attributes,
@@ -228,14 +229,15 @@ def current_traceparent() -> str | None:
 
 def current_context_variables() -> dict[str, str]:
     """``TRACEPARENT`` (and ``TRACESTATE`` when there is one) of the current span, for a worker's
-    environment; empty with tracing off or no span."""
-    traceparent = current_traceparent()
+    environment, in the form every W3C parser takes (``environment_traceparent``); empty with
+    tracing off or no span."""
+    traceparent = parse_traceparent(current_traceparent())
     if traceparent is None:
         return {}
     from opentelemetry import trace  # noqa: PLC0415
 
     tracestate = trace.get_current_span().get_span_context().trace_state.to_header()
     return {
-        "TRACEPARENT": traceparent,
+        "TRACEPARENT": environment_traceparent(traceparent),
         **({"TRACESTATE": tracestate} if 0 < len(tracestate) <= _TRACESTATE_MAX else {}),
     }

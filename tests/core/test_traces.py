@@ -33,6 +33,34 @@ def test_tracing_is_on_only_with_an_otlp_endpoint(environ, on):
     assert rules.wanted(environ) is on
 
 
+@pytest.mark.parametrize(
+    ("environ", "endpoint"),
+    [
+        ({}, None),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://h:4318"}, "http://h:4318/v1/traces"),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": " http://h:4318/ "}, "http://h:4318/v1/traces"),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://h/base"}, "http://h/base/v1/traces"),
+        ({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://t/spans"}, "http://t/spans"),  # as it is
+        (
+            {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://t/spans", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://h"},
+            "http://t/spans",
+        ),
+        ({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": " ", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://h"}, "http://h/v1/traces"),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://h", "OTEL_SDK_DISABLED": "true"}, None),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://h", "OTEL_TRACES_EXPORTER": "none"}, None),
+    ],
+)
+def test_the_traces_endpoint_is_the_sdk_s_full_url_and_none_when_off(environ, endpoint):
+    assert rules.traces_endpoint(environ) == endpoint
+
+
+@pytest.mark.parametrize(("flags", "kept"), [("00", "00"), ("01", "01"), ("03", "01"), ("02", "00"), ("ff", "01")])
+def test_a_worker_s_traceparent_keeps_only_the_sampled_flag(flags, kept):
+    """Level 2's random flag (02, set by the Python SDK) makes OpenTelemetry Rust (Codex) refuse it."""
+    parent = rules.parse_traceparent(GOOD[:-2] + flags)
+    assert rules.environment_traceparent(parent) == GOOD[:-2] + kept
+
+
 def test_a_well_formed_traceparent_parses_and_formats_back():
     parsed = rules.parse_traceparent(GOOD)
     assert parsed == TraceParent(0x0AF7651916CD43DD8448EB211C80319C, 0xB7AD6B7169203331, 1)

@@ -3,12 +3,16 @@ attempt, this argv, this environment, these files in the attempt directory, this
 stdout. Pure: no process runs, nothing is written. A CLI upgrade (a new flag, another file)
 shows up as a diff of this table; what the real pinned CLIs do with it is tests/agent_clis/."""
 
+import dataclasses
+import tomllib
 from pathlib import Path
 
 import pytest
 
 from dispatcher.clis import registry
-from dispatcher.clis.launch import Unenforceable
+from dispatcher.clis.claude import launch as claude_launch
+from dispatcher.clis.codex import launch as codex_launch
+from dispatcher.clis.launch import File, Unenforceable
 
 LEVELS = ("bridge", "read", "edit", "shell", "project")
 ATTEMPT_DIR = Path("/attempt")
@@ -82,7 +86,13 @@ TABLE = [
                 "none",
             ],
             "env": {"ENABLE_TOOL_SEARCH": "false", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"},
-            "unset": [],
+            "unset": [
+                "OTEL_LOG_USER_PROMPTS",
+                "OTEL_LOG_ASSISTANT_RESPONSES",
+                "OTEL_LOG_RAW_API_BODIES",
+                "OTEL_LOG_TOOL_CONTENT",
+                "OTEL_LOG_TOOL_DETAILS",
+            ],
             "steps": ["File claude-mcp-config.json"],
             "stdin": "request",
             "stdout": "claude-result.json",
@@ -117,7 +127,13 @@ TABLE = [
                 "none",
             ],
             "env": {"ENABLE_TOOL_SEARCH": "false", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"},
-            "unset": [],
+            "unset": [
+                "OTEL_LOG_USER_PROMPTS",
+                "OTEL_LOG_ASSISTANT_RESPONSES",
+                "OTEL_LOG_RAW_API_BODIES",
+                "OTEL_LOG_TOOL_CONTENT",
+                "OTEL_LOG_TOOL_DETAILS",
+            ],
             "steps": ["File claude-mcp-config.json", "File claude-settings.json"],
             "stdin": "request",
             "stdout": "claude-result.json",
@@ -152,7 +168,13 @@ TABLE = [
                 "none",
             ],
             "env": {"ENABLE_TOOL_SEARCH": "false", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"},
-            "unset": [],
+            "unset": [
+                "OTEL_LOG_USER_PROMPTS",
+                "OTEL_LOG_ASSISTANT_RESPONSES",
+                "OTEL_LOG_RAW_API_BODIES",
+                "OTEL_LOG_TOOL_CONTENT",
+                "OTEL_LOG_TOOL_DETAILS",
+            ],
             "steps": ["File claude-mcp-config.json", "File claude-settings.json"],
             "stdin": "request",
             "stdout": "claude-result.json",
@@ -187,7 +209,13 @@ TABLE = [
                 "none",
             ],
             "env": {"ENABLE_TOOL_SEARCH": "false", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"},
-            "unset": [],
+            "unset": [
+                "OTEL_LOG_USER_PROMPTS",
+                "OTEL_LOG_ASSISTANT_RESPONSES",
+                "OTEL_LOG_RAW_API_BODIES",
+                "OTEL_LOG_TOOL_CONTENT",
+                "OTEL_LOG_TOOL_DETAILS",
+            ],
             "steps": ["File claude-mcp-config.json", "File claude-permissions.json", "File claude-settings.json"],
             "stdin": "request",
             "stdout": "claude-result.json",
@@ -218,7 +246,13 @@ TABLE = [
                 "none",
             ],
             "env": {"ENABLE_TOOL_SEARCH": "false", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"},
-            "unset": [],
+            "unset": [
+                "OTEL_LOG_USER_PROMPTS",
+                "OTEL_LOG_ASSISTANT_RESPONSES",
+                "OTEL_LOG_RAW_API_BODIES",
+                "OTEL_LOG_TOOL_CONTENT",
+                "OTEL_LOG_TOOL_DETAILS",
+            ],
             "steps": ["File claude-mcp-config.json", "File claude-settings.json"],
             "stdin": "request",
             "stdout": "claude-result.json",
@@ -820,3 +854,88 @@ def test_a_malformed_setting_is_one_clear_error(cli, variable, value, said):
     bad = replace(attempt("bridge"), env={**attempt("bridge").env, variable: value})
     with pytest.raises(ValueError, match=said):
         registry.BY_NAME[cli].launch_plan(bad)
+
+
+@pytest.mark.parametrize(
+    ("tracing", "otel"),
+    [
+        ({}, None),  # tracing off: no [otel] table, Codex's defaults export no traces
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://h", "OTEL_SDK_DISABLED": "true"}, None),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://h", "OTEL_TRACES_EXPORTER": "none"}, None),
+        (
+            {
+                "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318",
+                "OTEL_EXPORTER_OTLP_HEADERS": "authorization=s3cret",
+            },
+            "http://127.0.0.1:4318/v1/traces",
+        ),
+        ({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": 'https://c/x"\n[evil]'}, 'https://c/x"\n[evil]'),  # one string
+    ],
+)
+def test_codex_exports_its_own_spans_where_the_bridge_s_go_and_nothing_else(tracing, otel):
+    """Codex's config.toml: with the bridge's tracing on, a trace exporter to the same collector
+    (its spans continue the worker's TRACEPARENT), never the listener's OTLP headers, no log
+    events and every prompt or response switch off; nothing with tracing off."""
+    for level in LEVELS:
+        base = attempt(level)
+        run = dataclasses.replace(base, env={**base.env, **tracing})
+        config_file = next(
+            s for s in codex_launch.plan(run).steps if isinstance(s, File) and s.path.name == "config.toml"
+        )
+        config = tomllib.loads(config_file.text)
+        assert "s3cret" not in config_file.text
+        if otel is None:
+            assert "otel" not in config, level
+            continue
+        assert config["otel"] == {
+            "exporter": "none",
+            "log_user_prompt": False,
+            "log_agent_responses": False,
+            "log_sse_deltas": False,
+            "log_guardian_assessments": False,
+            "trace_exporter": {"otlp-http": {"endpoint": otel, "protocol": "binary"}},
+        }, level
+
+
+CLAUDE_OTEL = (
+    "CLAUDE_CODE_ENABLE_TELEMETRY",
+    "CLAUDE_CODE_ENHANCED_TELEMETRY_BETA",
+    "OTEL_TRACES_EXPORTER",
+    "OTEL_METRICS_EXPORTER",
+    "OTEL_LOGS_EXPORTER",
+    "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+)
+
+
+@pytest.mark.parametrize(
+    ("tracing", "endpoint"),
+    [
+        ({}, None),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://h", "OTEL_SDK_DISABLED": "true"}, None),
+        (
+            {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318/", "OTEL_LOG_USER_PROMPTS": "1"},
+            "http://127.0.0.1:4318/v1/traces",
+        ),
+        ({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://c/t"}, "http://c/t"),
+    ],
+)
+def test_claude_traces_to_the_bridge_s_collector_and_never_exports_content(tracing, endpoint):
+    """Claude Code's environment: with the bridge's tracing on, its own (beta) tracing to the same
+    collector, metrics and log events off; its content switches are always unset."""
+    for level in LEVELS:
+        base = attempt(level)
+        run = claude_launch.plan(dataclasses.replace(base, env={**base.env, **tracing}))
+        assert set(claude_launch.CONTENT_SWITCHES) <= set(run.unset), level
+        if endpoint is None:
+            assert not set(CLAUDE_OTEL) & set(run.env), level
+            continue
+        assert {name: run.env[name] for name in CLAUDE_OTEL} == {
+            "CLAUDE_CODE_ENABLE_TELEMETRY": "1",
+            "CLAUDE_CODE_ENHANCED_TELEMETRY_BETA": "1",
+            "OTEL_TRACES_EXPORTER": "otlp",
+            "OTEL_METRICS_EXPORTER": "none",
+            "OTEL_LOGS_EXPORTER": "none",
+            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf",
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": endpoint,
+        }, level

@@ -17,7 +17,10 @@ Why each flag:
 Not used: acceptEdits, bypassPermissions / --dangerously-skip-permissions. The variadic flags
 are each followed by another option, and there is no positional prompt for them to swallow.
 Environment: ENABLE_TOOL_SEARCH=false (2.1.332 otherwise hides MCP tools behind ToolSearch),
-CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 (no telemetry, feature-flag or preflight calls).
+CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 (no telemetry, feature-flag or preflight calls; it
+does not silence the OpenTelemetry export below, seen in a run). With the bridge's tracing on
+(docs/traces.md) its own tracing goes to the same collector (``otel_environment``); its switches
+that export content (``CONTENT_SWITCHES``) are always taken out of the environment.
 
 Read from the listener's environment (the worker launcher's contract, launchers/agent_headless.sh):
 CLAUDE_BIN (the binary, default ``claude`` on PATH), CLAUDE_CONFIG_DIR (the user's Claude home),
@@ -33,9 +36,19 @@ import re
 from dispatcher.clis import claude
 from dispatcher.clis.claude import profile as profiles
 from dispatcher.clis.launch import Attempt, File, LaunchPlan
+from dispatcher.core import trace_rules
 from dispatcher.core.protected import protected_from_env
 
 MCP_CONFIG = "claude-mcp-config.json"
+# Claude Code 2.1.332's switches that put prompts, responses, tool input or API bodies into its
+# OpenTelemetry export: never inherited by a worker, whether or not the bridge traces.
+CONTENT_SWITCHES = (
+    "OTEL_LOG_USER_PROMPTS",
+    "OTEL_LOG_ASSISTANT_RESPONSES",
+    "OTEL_LOG_RAW_API_BODIES",
+    "OTEL_LOG_TOOL_CONTENT",
+    "OTEL_LOG_TOOL_DETAILS",
+)
 _COST = re.compile(r"[0-9]*\.?[0-9]+")
 
 
@@ -46,6 +59,23 @@ def max_cost(raw: str | None) -> str | None:
     if not _COST.fullmatch(raw) or set(raw) <= {"0", "."}:
         raise ValueError(f"AGENT_BRIDGE_MAX_COST_USD must be a number greater than 0, got: {raw}")
     return raw
+
+
+def otel_environment(endpoint: str | None) -> dict[str, str]:
+    """With the bridge's tracing on (``endpoint``, trace_rules.traces_endpoint): Claude Code's own
+    tracing (a beta, which continues the ``TRACEPARENT`` it is given) to the same collector over
+    OTLP/HTTP protobuf, and its metrics and log events off. Nothing with tracing off."""
+    if endpoint is None:
+        return {}
+    return {
+        "CLAUDE_CODE_ENABLE_TELEMETRY": "1",
+        "CLAUDE_CODE_ENHANCED_TELEMETRY_BETA": "1",
+        "OTEL_TRACES_EXPORTER": "otlp",
+        "OTEL_METRICS_EXPORTER": "none",
+        "OTEL_LOGS_EXPORTER": "none",
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": endpoint,
+    }
 
 
 def plan(attempt: Attempt) -> LaunchPlan:
@@ -74,7 +104,12 @@ def plan(attempt: Attempt) -> LaunchPlan:
         argv += ["--max-budget-usd", cost]
     return LaunchPlan(
         argv=tuple(argv),
-        env={"ENABLE_TOOL_SEARCH": "false", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"},
+        env={
+            "ENABLE_TOOL_SEARCH": "false",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            **otel_environment(trace_rules.traces_endpoint(attempt.env)),
+        },
+        unset=CONTENT_SWITCHES,
         steps=(File(mcp_config, json.dumps({"mcpServers": {"agent_bridge": server}}, indent=2) + "\n"), *files),
         stdin=attempt.request_file,
         stdout=attempt.attempt_dir / claude.OUTPUT_FILE,

@@ -17,7 +17,9 @@ this run only); ``--add-dir DIR`` (edit, shell: each extra dir); ``-c key=value`
 AGENT_BRIDGE_CODEX_OVERRIDES; ``-m MODEL`` (AGENT_BRIDGE_CODEX_MODEL); ``-`` the prompt on stdin.
 Not used: --dangerously-bypass-approvals-and-sandbox, --trust, execpolicy allow rules.
 AGENT_BRIDGE_CODEX_BASE_URL (+ _ENV_KEY, _MAX_RETRIES): a Responses API endpoint of one's own.
-AGENT_BRIDGE_MAX_TURNS is not used: codex-cli 0.171.0 has no turn cap.
+AGENT_BRIDGE_MAX_TURNS is not used: codex-cli 0.171.0 has no turn cap. With the bridge's tracing on
+(an OTLP endpoint in the environment, docs/traces.md) the config also exports Codex's own spans
+there (``otel_tables``); they continue the attempt's TRACEPARENT.
 
 Read from the listener's environment (the worker launcher's contract, launchers/agent_headless.sh):
 CODEX_BIN (default ``codex`` on PATH); CODEX_HOME (the user's real Codex home, default ~/.codex:
@@ -44,6 +46,7 @@ from pathlib import Path
 from dispatcher.clis import codex, command_gate
 from dispatcher.clis.codex import profile as profiles
 from dispatcher.clis.launch import Attempt, Dir, File, LaunchPlan, Link, Step
+from dispatcher.core import trace_rules
 from dispatcher.core.permissions import WORKER_BRIDGE_TOOLS
 from dispatcher.core.protected import protected_from_env
 
@@ -139,8 +142,30 @@ def config_toml(attempt: Attempt, retries: int, env_key: str | None) -> str:
         "[mcp_servers.agent_bridge.env]",
         *(f"{k} = {toml(v)}" for k, v in server["env"].items()),
     ]
+    lines += otel_tables(trace_rules.traces_endpoint(attempt.env))
     lines += profiles.config_tables(profile, attempt.workspace)
     return "\n".join(lines) + "\n"
+
+
+def otel_tables(endpoint: str | None) -> list[str]:
+    """With the bridge's tracing on (``endpoint``, trace_rules.traces_endpoint): Codex's own trace
+    exporter to the same collector, so its spans nest under the attempt's (it continues the
+    ``TRACEPARENT`` it is given). Never headers (the bridge withholds the collector's credentials
+    from workers), no log-event exporter (log events are what can carry prompts and responses)
+    and every content switch off. Nothing with tracing off: Codex's defaults export no traces."""
+    if endpoint is None:
+        return []
+    return [
+        "[otel]",
+        'exporter = "none"',
+        "log_user_prompt = false",
+        "log_agent_responses = false",
+        "log_sse_deltas = false",
+        "log_guardian_assessments = false",
+        '[otel.trace_exporter."otlp-http"]',
+        f"endpoint = {toml(endpoint)}",
+        'protocol = "binary"',
+    ]
 
 
 def plan(attempt: Attempt) -> LaunchPlan:
