@@ -345,7 +345,7 @@ MIGRATIONS: tuple[str | Callable[[sqlite3.Connection], None], ...] = (
     );
     CREATE INDEX task_grants_by_retry ON task_grants (retry_of);
     """,
-    # 22 (traces, issue 34; renumber at merge if another migration took 22): the W3C traceparent of
+    # 22 (traces, issue 34): the W3C traceparent of
     # the span that sent the message, so that its attempt's spans join the sender's trace
     # (docs/traces.md). NULL when the sender did not trace; never trusted (``core.traces``).
     """

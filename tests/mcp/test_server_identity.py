@@ -42,7 +42,7 @@ def test_malformed_config_stops_the_server_with_the_reason(env, tmp_path):
     bad = tmp_path / "config.json"
     bad.write_text('{"agents": {"claude": {"auto": "yes"}}}')
     proc = run_server(env, AGENT_ID="claude", AGENT_BRIDGE_CONFIG=str(bad))
-    assert proc.returncode == 2 and "launcher" in proc.stderr and str(bad) in proc.stderr
+    assert proc.returncode == 2 and "agents.claude.auto" in proc.stderr and str(bad) in proc.stderr
 
 
 def test_logs_and_error_file_never_carry_message_text(env, bridge_root, tmp_path):

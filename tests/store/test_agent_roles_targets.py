@@ -366,7 +366,12 @@ def test_upgrading_a_store_narrows_the_roles_it_had(new_postgres_store, postgres
         for grant in _SCHEMA_16_GRANTS:
             owner.execute(grant.format(schema=schema, role=role))
         owner.execute("INSERT INTO agent_roles (role, agent_id) VALUES (?, 'alice')", (role,))
-        carol_to_bob = _message(owner, "carol", "bob", kind="task")
+        # Written as schema 16 had it: today's insert names columns (traceparent, 22) it lacks.
+        ((carol_to_bob,),) = owner.execute(
+            "INSERT INTO messages (sender, recipient, kind, text, created_at)"
+            " VALUES ('carol', 'bob', 'task', 'private', ?) RETURNING id",
+            (NOW,),
+        ).fetchall()
         owner.close()
         owner = open_store(url)  # the owner's next start migrates
         alice = open_store(url.replace("postgres@", f"{role}@", 1))

@@ -162,11 +162,13 @@ def test_a_role_mapped_before_the_write_lock_migration_keeps_writing(postgres_ur
     owner = open_store(postgres_url)
     kimi_url = agent_role(postgres_url, "kimi")
     try:
-        # A store of schema 17: without the write lock (18), the worktree columns (19), approvals (20)
-        # or task grants (21).
+        # A store of schema 17: without the write lock (18), the worktree columns (19), approvals (20),
+        # task grants (21), the messages' traceparent (22) or the metric totals (23).
         owner.execute("DROP TABLE bridge_write_lock")
         owner.execute("DROP TABLE approvals")
         owner.execute("DROP TABLE task_grants")
+        owner.execute("ALTER TABLE messages DROP COLUMN traceparent")
+        owner.execute("DROP TABLE metric_totals")
         for column in WORKTREE_COLUMNS:
             owner.execute(f"ALTER TABLE dispatch_attempts DROP COLUMN {column}")
         owner.execute("UPDATE bridge_schema SET version = 17")
