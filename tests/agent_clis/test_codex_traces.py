@@ -18,6 +18,8 @@ pytestmark = pytest.mark.cli
 
 CANARY = "codex-trace-canary-5e1d-the-task-text-must-never-reach-a-span"
 CODEX_SERVICE = "codex_exec"  # the service.name Codex 0.171.0 gives its resource
+# Codex's own work in the task's trace: its model turn, the model call and a bridge tool call.
+CODEX_WORK = {"run_turn", "codex.sampling", "mcp.tools.call"}
 DEADLINE = 120.0
 
 
@@ -59,7 +61,8 @@ def test_codex_s_own_spans_nest_under_the_attempt_and_carry_no_task_text(tmp_pat
             wait_until(
                 lambda: (
                     {"process", "settle"} <= {s["attributes"].get("messaging.operation.type") for s in receiver.spans()}
-                    and any(s["resource"].get("service.name") == CODEX_SERVICE for s in receiver.spans())
+                    and {s["name"] for s in receiver.spans() if s["resource"].get("service.name") == CODEX_SERVICE}
+                    >= CODEX_WORK
                 ),
                 DEADLINE,
                 what="the attempt's spans and Codex's at the receiver",
@@ -81,8 +84,11 @@ def test_codex_s_own_spans_nest_under_the_attempt_and_carry_no_task_text(tmp_pat
     in_trace = [s for s in codex if s["trace_id"] == process["trace_id"]]
     roots = {s["name"] for s in in_trace if s["parent_span_id"] == process["span_id"]}
     assert {"codex.exec", "turn/start"} <= roots, roots
+    assert {s["name"] for s in in_trace} >= CODEX_WORK
+    # Which of them hang from the process span through exported spans depends on which of Codex's
+    # spans had ended when it exported at its exit (a loaded machine moves that line).
     under = [s for s in in_trace if process["span_id"] in _ancestors(s, by_id)]
-    assert {"run_turn", "codex.sampling", "mcp.tools.call"} <= {s["name"] for s in under}
+    assert under
     # The rest hang from spans Codex had not ended at its exit (never exported), none from elsewhere.
     loose = [s for s in in_trace if s not in under]
     assert all(_ancestors(s, by_id)[-1] not in by_id for s in loose), [s["name"] for s in loose]
