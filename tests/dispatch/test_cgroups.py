@@ -311,8 +311,12 @@ def test_a_cgroup_a_process_enters_before_removal_is_kept(private_cgroup):
 
 @delegated
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
-def test_reconciliation_sweeps_a_cgroup_whose_attempt_is_gone_and_keeps_a_running_attempts(tmp_path, backend, request):
-    """The listener's reconciliation, on a store where one attempt runs (its supervisor: this test)."""
+def test_reconciliation_sweeps_a_cgroup_whose_attempt_is_gone_and_keeps_a_running_attempts(
+    tmp_path, backend, request, monkeypatch
+):
+    """The listener's reconciliation, on a store where one attempt runs (its supervisor: this test).
+    Its verdicts are read from the sweep it made: a reconciliation of another test's store, running
+    meanwhile below the same cgroup, rightly removes an empty old cgroup it has no attempt for."""
     from dispatcher.bridge import messages
     from dispatcher.core.config import AgentConfig, BridgeConfig
     from dispatcher.dispatch.attempts import begin_attempt
@@ -339,8 +343,13 @@ def test_reconciliation_sweeps_a_cgroup_whose_attempt_is_gone_and_keeps_a_runnin
             worker_token=running,
         )
         paths = [_worker_cgroup(HERE, token) for token in (running, gone)]
+        verdicts: list[dict[str, list[str]]] = []
+        sweep = cgroups.sweep
+        monkeypatch.setattr(cgroups, "sweep", lambda *args: verdicts.append(sweep(*args)) or verdicts[-1])
         assert len(reconcile(conn, AgentPaths(tmp_path / "runtime", "claude"))) == 1  # (its attempt runs)
-        assert paths[0].is_dir() and not paths[1].exists()
+        (ours,) = verdicts  # one sweep, by this reconciliation
+        assert cgroups.PREFIX + running in ours[cgroups.LIVE] and cgroups.PREFIX + gone in ours[cgroups.REMOVE]
+        assert not paths[1].exists()
     finally:
         conn.close()
         for path in paths:
