@@ -1,4 +1,4 @@
-"""A stand-in for a headless Claude/Kimi worker, driving the real bridge over MCP stdio.
+"""A stand-in for a headless Claude/Kimi worker, driving the real bridge over MCP stdio (``stdio_tools``).
 
 Usage (from a launcher): fake_worker.py REQUEST_FILE, with FAKE_WORKER_MODE one of
 succeed, slow (succeeds after FAKE_WORKER_DELAY seconds), block, crash, hang, noop,
@@ -28,8 +28,9 @@ import time
 from pathlib import Path
 
 import anyio
+from stdio_tools import bridge_tools
 
-from dispatcher.ops.demo_worker import answer, bridge_tools
+from dispatcher.ops.demo_worker import answer
 
 MODE = os.environ.get("FAKE_WORKER_MODE", "succeed")
 MESSAGE_ID = int(os.environ["AGENT_BRIDGE_MESSAGE_ID"])
