@@ -71,11 +71,14 @@ def pair(env, request):
     """One claude and one kimi server on one store, shared by a module's tests: server.py
     processes over stdio, or, in a module that sets ``IN_PROCESS_SERVERS = True`` (it checks the
     tools' logic, not the process), the same servers built in this process behind the SDK's
-    in-memory client."""
+    in-memory client; in one that sets ``FRESH_INTERPRETER_SERVERS = True`` (it looks at the
+    server process from outside), ``python server.py`` itself rather than a fork of the zygote."""
     if getattr(request.module, "IN_PROCESS_SERVERS", False):
         agents = [McpAgent(name, env, in_process=True).wait_ready() for name in ("claude", "kimi")]
     else:
-        agents = start_agents(["claude", "kimi"], env)
+        agents = start_agents(
+            ["claude", "kimi"], env, fresh_interpreter=getattr(request.module, "FRESH_INTERPRETER_SERVERS", False)
+        )
     yield agents
     for agent in agents:
         agent.close()

@@ -1,7 +1,9 @@
 """Test harness: real server.py processes driven by the real MCP client over stdio.
 
 Each ``McpAgent`` owns one server process and an asyncio loop in a background thread,
-so tests stay synchronous and a module can keep its servers for all of its cases.
+so tests stay synchronous and a module can keep its servers for all of its cases. The server
+is a fork of this pytest process's zygote (``server_zygote.py``), which imported its code once,
+unless the test asks for a ``fresh_interpreter``.
 """
 
 import ast
@@ -121,12 +123,47 @@ def in_process_server(agent: str, env: dict[str, str]) -> tuple[Any, Any]:
     return build_server(agent, store, config, settings), store
 
 
+class _Zygote:
+    """This pytest process's ``server_zygote.py``, started at its first use and ended at exit (or by
+    the detached guard, whose marker it carries)."""
+
+    proc: subprocess.Popen | None = None
+    socket_path = ""
+
+    @classmethod
+    def server_command(cls) -> list[str]:
+        """What an MCP client starts to get a server forked from the zygote."""
+        if cls.proc is None or cls.proc.poll() is not None:
+            import atexit
+            import tempfile
+
+            cls.socket_path = str(Path(tempfile.mkdtemp(prefix="agent-bridge-zygote-")) / "socket")
+            cls.proc = subprocess.Popen(
+                [sys.executable, str(PROJECT / "tests" / "server_zygote.py"), cls.socket_path],
+                cwd=PROJECT,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+            )
+            atexit.register(cls.proc.kill)
+            ready = cls.proc.stdout.readline()  # type: ignore[union-attr]
+            assert ready == b"ready\n", f"the server zygote did not start (said {ready!r}, status {cls.proc.poll()})"
+        return ["-S", str(PROJECT / "tests" / "server_trampoline.py"), cls.socket_path, str(PROJECT)]
+
+
 class McpAgent:
-    """One agent's server and a client of it: a real server.py process over stdio, or with
-    ``in_process`` the same server built in this process behind the SDK's in-memory client."""
+    """One agent's server and a client of it: a real server process over stdio (forked from the
+    zygote; with ``fresh_interpreter``, ``python server.py`` itself, for a test that looks at the
+    process from outside: its parent, command line or /proc environment), or with ``in_process``
+    the same server built in this process behind the SDK's in-memory client."""
 
     def __init__(
-        self, agent: str, env: dict[str, str], stderr_path: Path | None = None, *, in_process: bool = False
+        self,
+        agent: str,
+        env: dict[str, str],
+        stderr_path: Path | None = None,
+        *,
+        in_process: bool = False,
+        fresh_interpreter: bool = False,
     ) -> None:
         self.agent = agent
         self._store = None
@@ -142,7 +179,7 @@ class McpAgent:
         else:
             params = StdioServerParameters(
                 command=sys.executable,
-                args=[str(PROJECT / "server.py")],
+                args=[str(PROJECT / "server.py")] if fresh_interpreter else _Zygote.server_command(),
                 env={**env, "AGENT_ID": agent},
                 cwd=str(PROJECT),
             )
@@ -219,10 +256,15 @@ class McpAgent:
             self._errlog.close()
 
 
-def start_agents(names: list[str], env: dict[str, str], stores: dict[str, str] | None = None) -> list[McpAgent]:
-    """Start several servers at once so their SDK imports overlap; with ``stores``, each agent's
+def start_agents(
+    names: list[str], env: dict[str, str], stores: dict[str, str] | None = None, *, fresh_interpreter: bool = False
+) -> list[McpAgent]:
+    """Start several servers at once so that their start-ups overlap; with ``stores``, each agent's
     server connects to its own store URL (its agent's database role, say)."""
-    agents = [McpAgent(name, {**env, "AGENT_BRIDGE_DB": stores[name]} if stores else env) for name in names]
+    agents = [
+        McpAgent(name, {**env, "AGENT_BRIDGE_DB": stores[name]} if stores else env, fresh_interpreter=fresh_interpreter)
+        for name in names
+    ]
     for agent in agents:
         agent.wait_ready()
     return agents

@@ -175,7 +175,7 @@ def test_long_poll_waits_for_a_message_sent_after_it_began(claude, kimi):
 @pytest.mark.parametrize("mode", ["inotify", "poll"])
 def test_a_long_poll_sleeps_on_the_store_s_file_events_and_wakes_on_a_send(tmp_path, mode):
     env = {**bridge_env(tmp_path, write_config(tmp_path / "config.json")), MODE_VARIABLE: mode}
-    claude, kimi = McpAgent("claude", env).wait_ready(), McpAgent("kimi", env).wait_ready()
+    claude, kimi = McpAgent("claude", env).wait_ready(), McpAgent("kimi", env, fresh_interpreter=True).wait_ready()
     try:
         pid = server_pid("kimi", env["AGENT_BRIDGE_DB"])
         idle = inotify_descriptors(pid)  # the store handle's watch of its file names (none when polling)

@@ -15,6 +15,9 @@ from harness import McpAgent, sql
 from dispatcher.bridge import presence
 from dispatcher.core import processes
 from dispatcher.core.host_lease import HOST_LEASE_ENV
+
+# The session rows name the server's parent (the client): here this test process, not a zygote.
+FRESH_INTERPRETER_SERVERS = True
 from dispatcher.store import open_store
 
 pytestmark = pytest.mark.both_backends

@@ -268,7 +268,7 @@ def test_with_tracing_off_no_process_loads_the_sdk(tmp_path):
     write_config_file(Path(env["AGENT_BRIDGE_CONFIG"]), _launcher(tmp_path))
     telling = {**env, "PYTHONPATH": str(site)}
     listener = start_listener(telling)
-    sender = McpAgent("kimi", telling, tmp_path / "kimi.err")
+    sender = McpAgent("kimi", telling, tmp_path / "kimi.err", fresh_interpreter=True)  # its own sitecustomize
     try:
         sent = sender.ok("send_message", recipient="claude", text="off", kind="task")
         assert wait_finished(store_location(env["AGENT_BRIDGE_DB"]), sent["id"])["outcome"] == "succeeded"

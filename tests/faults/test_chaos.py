@@ -112,7 +112,9 @@ class Chaos:
             self.server_starts[role] += 1
             tag = f"{role}-{self.server_starts[role]}"
             agent = "kimi" if role == "sender" else "claude"
-            self.servers[role] = McpAgent(agent, {**self.env, "FAULT_TAG": tag}, self.root / f"{role}.stderr")
+            self.servers[role] = McpAgent(
+                agent, {**self.env, "FAULT_TAG": tag}, self.root / f"{role}.stderr", fresh_interpreter=True
+            )
             self.servers[role].tag = tag
         return self.servers[role].wait_ready()
 
