@@ -102,7 +102,7 @@ def main_wait(cli: str, agent: str | None, wait: str | None, event: str = "Stop"
             if event == "Stop":
                 answer = hooks.run_hook(cli, "Stop", agent, raw)
                 if answer.exit_code == 2 or answer.stdout:
-                    return hooks.emit(answer)
+                    return hooks.emit_told(cli, "Stop", agent, answer)
             seconds = parse_wait(wait)
             parent = background_process(cli, os.environ) if seconds is not None else None
             if parent is None or seconds is None:  # (parent is None whenever seconds is)
@@ -133,6 +133,8 @@ def _wait(cli: str, agent: str | None, raw: bytes, seconds: int, parent: tuple[i
         runtime = locations.private_dir()
         code, why = _watch(locations, runtime, agent, raw, seconds, parent, event, cli)
         hooks.log_line(runtime, cli, event, agent, why)
+        if code == 2:  # the session was told (the line is out): one more wake by a hook
+            hooks.count_told(cli, event, agent)
         return code
     except _Ended:
         hooks.log_line(runtime, cli, event, agent, "wait_signal")
