@@ -38,8 +38,12 @@ def count_wake(connect: Callable[[], Connection], agent: str, path: str) -> str 
 
 def count_wake_at(db: StoreLocation, agent: str, path: str) -> str | None:
     """``count_wake`` on a connection of its own, opened and closed here (a hook's and a watch's
-    own connections are read-only)."""
+    own connections are read-only); never creates a store (none: ``no_store``)."""
     from dispatcher.store import open_store
+    from dispatcher.store.changes import store_file_id
+
+    if store_file_id(db) is None:
+        return "no_store"
 
     opened: list[Connection] = []
 

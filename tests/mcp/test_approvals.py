@@ -14,6 +14,7 @@ from harness import McpAgent, sql, write_config
 
 from dispatcher.core.config import load_config
 from dispatcher.store import open_store
+from dispatcher.store.metrics import counter_totals
 
 pytestmark = pytest.mark.both_backends
 
@@ -96,8 +97,18 @@ def test_only_a_worker_that_may_ask_is_offered_the_prompt_and_no_tool_decides(en
         assert not any(word in name for word in ("approve", "deny", "decide", "decision")), name
 
 
+def _approval_notices(db_path) -> int:
+    """The approval_waiting notices started for claude, by the store's counter (docs/metrics.md)."""
+    conn = open_store(db_path)
+    try:
+        return counter_totals(conn, "notices", "claude").get(("claude", "approval_waiting", "started"), 0)
+    finally:
+        conn.close()
+
+
 def test_approved_once_then_for_the_attempt_then_denied(env, bridge_root, db_path, task, tmp_path):
     message_id, token = task(ask=True)
+    counted = _approval_notices(db_path)
     record = tmp_path / "notices"
     record.mkdir()
     script = tmp_path / "record.sh"
@@ -159,6 +170,7 @@ def test_approved_once_then_for_the_attempt_then_denied(env, bridge_root, db_pat
     assert "AGENT_BRIDGE_NOTICE_EVENT=approval_waiting" in seen
     assert f"agent-bridge approvals show {first}" in seen
     assert CANARY not in seen and "uv run pytest" not in seen
+    assert _approval_notices(db_path) == counted + 3  # each counted by the worker's server that started it
 
 
 def test_a_request_nobody_answers_is_denied(env, bridge_root, db_path, task):
