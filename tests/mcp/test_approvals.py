@@ -6,6 +6,7 @@ against real server.py processes, the commands as real processes, on both backen
 import json
 import secrets
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -257,3 +258,33 @@ def test_the_shell_hook_asks_as_its_worker_and_only_a_person_decides(env, db_pat
     refused = _decision(_bash(forged, workspace, "uv run pytest"))
     assert refused["permissionDecision"] == "deny" and "hook failed" in refused["permissionDecisionReason"]
     assert len(sql(db_path, "SELECT id FROM approvals WHERE message_id = ?", (message_id,))) == 2
+
+
+def test_the_shell_hook_counts_the_notice_it_starts(env, db_path, config_path, task):
+    """A worker's shell hook (``clis.shell_approval``, a process of its own) records the request,
+    starts the ``approval_waiting`` notice and counts it in the store (docs/metrics.md); nobody
+    answers within its second, so the command is denied."""
+    message_id, token = task(ask=True, approval_timeout=1, notify=["/bin/true", "{event}"])
+    counted = _approval_notices(db_path)
+    asker = {
+        "AGENT_ID": "claude",
+        "AGENT_BRIDGE_CONFIG": str(config_path),
+        "AGENT_BRIDGE_MESSAGE_ID": str(message_id),
+        "AGENT_BRIDGE_WORKER_TOKEN": token,
+        "AGENT_BRIDGE_DB": str(db_path),
+    }
+    program = (
+        "import json, sys\n"
+        "from dispatcher.clis.shell_approval import ask\n"
+        "print(json.dumps(ask('Bash', {'asker': json.loads(sys.argv[1])}, {'tool_input': {'command': sys.argv[2]}})))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program, json.dumps(asker), f"echo {CANARY}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**env},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "blocked: denied Bash" in json.loads(done.stdout)
+    assert _approval_notices(db_path) == counted + 1
