@@ -154,7 +154,9 @@ class InboxWake:
 
     def subscribe(self, session: Any) -> None:
         """From now on, tell ``session`` whenever the unread set differs from what it is now."""
-        self.signature = resource_signature(self._baseline())
+        baseline = self._baseline()
+        self.signature = resource_signature(baseline)
+        self.told_through = max(self.told_through, baseline.newest_id or 0)  # (mail already there is not news)
         self.session = session
         self.subscribed = True
         self.on_armed("resource")
@@ -162,7 +164,9 @@ class InboxWake:
 
     def listen_opened(self) -> None:
         if self.listening == 0:
-            self.listen_signature = resource_signature(self._baseline())
+            baseline = self._baseline()
+            self.listen_signature = resource_signature(baseline)
+            self.told_through = max(self.told_through, baseline.newest_id or 0)
         self.listening += 1
         self.on_armed("resource")
         self._start()

@@ -237,6 +237,41 @@ def test_reading_a_store_that_is_not_a_database_is_a_short_refusal(tmp_path):
     assert not (tmp_path / "none.db").exists()
 
 
+def test_a_resource_update_counts_a_wake_only_for_mail_newer_than_it_told_of(tmp_path):
+    """Mail already unread when the client subscribed is not news; an update for a read is not
+    new mail; one for a newer message is counted once (``on_told``)."""
+    from dispatcher.store import open_store
+    from dispatcher.wake.inbox_watch import InboxReader
+
+    db = tmp_path / "bridge.db"
+    conn = open_store(db)
+    old = [
+        messages.send_message(conn, sender="kimi", recipient="claude", text=SECRET, agents=AGENTS, kind="task")["id"]
+        for _ in range(2)
+    ]
+    sent: list[Any] = []
+    told: list[str] = []
+
+    class Session:
+        async def send_notification(self, notification: Any) -> None:
+            sent.append(notification)
+
+    wake = InboxWake(db, "claude", channel=False, on_told=told.append)
+    wake.subscribe(Session())
+    reader = InboxReader(db, "claude")
+    try:
+        generation = asyncio.run(wake._look(reader, 0))  # the first look: nothing changed since the baseline
+        messages.mark_read(conn, agent="claude", worker_id="t", message_ids=old[:1])
+        generation = asyncio.run(wake._look(reader, generation))
+        assert (len(sent), told) == (1, [])  # the reader is told of the read; it is no wake
+        messages.send_message(conn, sender="kimi", recipient="claude", text=SECRET, agents=AGENTS, kind="task")
+        asyncio.run(wake._look(reader, generation))
+        assert (len(sent), told) == (2, ["resource"])
+    finally:
+        reader.close()
+        conn.close()
+
+
 # --- over stdio -------------------------------------------------------------------------
 
 
