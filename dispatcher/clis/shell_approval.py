@@ -30,6 +30,7 @@ def ask(tool: str, policy: Mapping[str, Any], event: Mapping[str, Any]) -> str |
     import anyio
 
     from dispatcher.bridge import approvals
+    from dispatcher.bridge.counters import count_notice
     from dispatcher.bridge.worker_scope import WorkerScope
     from dispatcher.core import clock
     from dispatcher.core.config import load_config
@@ -51,7 +52,9 @@ def ask(tool: str, policy: Mapping[str, Any], event: Mapping[str, Any]) -> str |
             conn, scope, tool, tool_input, clock.now(), config.agents[agent].approval_timeout_seconds
         )
         if approval_id is not None:
-            notify_agent(config, Notice("approval_waiting", agent, approval_id))
+            notice = Notice("approval_waiting", agent, approval_id)
+            if (started := notify_agent(config, notice)) is not None:
+                count_notice(lambda: conn, notice, started)  # (a hook logs nothing: dropped, docs/metrics.md)
             outcome = anyio.run(
                 approvals.decision, partial(rows.get_request, conn, approval_id), clock.now, anyio.sleep
             )

@@ -10,6 +10,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from dispatcher.core.notices import EVENTS
+
 # Seconds: a dispatch within a second, a worker's start-up, a task of minutes, the longest timeouts.
 WAIT_BUCKETS: tuple[float, ...] = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 14400, 86400)
 DURATION_BUCKETS: tuple[float, ...] = (1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600, 14400, 86400)
@@ -21,6 +23,27 @@ HISTOGRAMS: dict[str, tuple[float, ...]] = {
     "duration": DURATION_BUCKETS,
     "worker_start": WAIT_BUCKETS,
 }
+
+# The counters written where the thing happens (a running total per agent and label in the
+# store's ``metric_totals``, ``store.metrics.count_event``), each with its two labels' fixed sets:
+# ``notices``: each notice handed to an agent's ``notify_command``, by event, and whether its runner
+# started (``cannot_start``: ``posix_spawn`` failed; what the command then did is the runner's log
+# line); ``wakes``: each time a wake path told a session of new mail, by path (the session wake
+# ladder's rungs, ``bridge.presence.WAKE_PATHS``). PostgreSQL's ``bridge_count`` (migration 24)
+# admits these same sets: a new event or path needs a migration too (``test_metric_rules``).
+NOTICE_OUTCOMES = ("started", "cannot_start")
+WAKE_PATHS = ("hook", "monitor", "channel", "resource")
+COUNTERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "notices": (EVENTS, NOTICE_OUTCOMES),
+    "wakes": (WAKE_PATHS, ("",)),
+}
+
+
+def counted(metric: str, label: str, detail: str = "") -> bool:
+    """Whether ``metric`` counts (``label``, ``detail``): both from its fixed sets (``COUNTERS``)."""
+    labels, details = COUNTERS.get(metric, ((), ()))
+    return label in labels and detail in details
+
 
 _LABEL_CHARACTERS = re.compile(r"[^A-Za-z0-9_.:-]")
 LABEL_MAX = 64

@@ -56,9 +56,9 @@ def spawn_notice(command: list[str], notice: Notice, timeout_seconds: int, log_f
         return None
 
 
-def notify_agent(config: "BridgeConfig", notice: Notice) -> int | None:
+def notify_agent(config: "BridgeConfig", notice: Notice) -> bool | None:
     """``notice`` to its agent's ``notify_command`` (its own, else the global one), when it has
-    one: the runner's pid, never reaped by the caller (a worker's server or hook; init reaps it
-    once the caller is gone). No log file: the caller has none."""
+    one: whether its runner started (None: no command), never reaped by the caller (a worker's
+    server or hook; init reaps it once the caller is gone). No log file: the caller has none."""
     command = config.notify_command_of(notice.agent)
-    return None if command is None else spawn_notice(command, notice, config.notify_timeout_seconds, None)
+    return None if command is None else spawn_notice(command, notice, config.notify_timeout_seconds, None) is not None

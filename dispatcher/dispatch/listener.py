@@ -32,6 +32,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dispatcher.bridge.counters import count_notice
 from dispatcher.core import clock, processes
 from dispatcher.core.config_view import ConfigView, max_workers, use_worktree
 from dispatcher.core.errors import BridgeError, ConfigError, DispatchRefused
@@ -140,6 +141,7 @@ class Listener:
         self._from_before: list[int] = []  # attempts running that no supervisor of ours runs
         self._notices: list[int] = []  # notice runners started and not yet reaped (dispatch.notify)
         self._budget_noticed_day: float | None = None  # the budget day a budget_held notice went out for
+        self._store: StoreHandle | None = None  # while running: where a notice is counted (_notify)
 
     def _request_stop(self, signum, frame) -> None:
         self._stop_requested = True  # only a flag: the loop stops at its next check
@@ -225,6 +227,7 @@ class Listener:
         signal.signal(signal.SIGTERM, self._request_stop)
         signal.signal(signal.SIGINT, self._request_stop)
         store = open_handle(self.settings.db)
+        self._store = store
         # Watching starts before the first data_version read: no commit falls between the two.
         self._events = StoreChanges(store.location, self.agent, [self.config_path, self.paths.disabled_marker])
         other: _AlreadyRunning | None = None
@@ -245,6 +248,7 @@ class Listener:
             self._write_metrics(store, up=False)
             self._release_lease(store)
             store.close()
+            self._store = None
             self._events.close()
             self._events = None
             self._supervisors.let_go()  # they carry on alone, each in its own session
@@ -383,7 +387,13 @@ class Listener:
         if candidate is None and self._held_until is not None:  # something waits: a daily budget's hold?
             day = queue.budget_hold_day(conn, self.agent, config, now)
             if day is not None and day != self._budget_noticed_day:  # once per budget day (docs/notices.md)
-                with write_transaction(conn):  # the metrics' count of budget holds (docs/metrics.md)
+                # The day's record (docs/metrics.md), then the notice. The record is once per day
+                # in the store (recording the day again changes nothing); the notice is once per
+                # day in this process's memory. So a crash between the two loses no notice: the
+                # listener started again finds the task still held, records the day again (no
+                # change) and starts the notice (tests/dispatch/test_notices.py). The other order
+                # would lose nothing either; this one never counts a hold day twice.
+                with write_transaction(conn):
                     record_budget_hold(conn, self.agent, day)
                 self._budget_noticed_day = day
                 self._notify(Notice("budget_held", self.agent))
@@ -630,6 +640,9 @@ class Listener:
         log.info("notice", agent=self.agent, notice_event=notice.event, message_id=notice.message_id)
         if (pid := notify.spawn_notice(command, notice, timeout, self.paths.log)) is not None:
             self._notices.append(pid)
+        # Counted once started (docs/metrics.md): a count that fails is logged and dropped.
+        if self._store is not None and (why := count_notice(self._store.connection, notice, pid is not None)):
+            log.info("count_dropped", agent=self.agent, counter="notices", notice_event=notice.event, error=why)
 
     def _why(self, attempt) -> dict:
         """The CLI's status, and for a failure the one-line reason and where its files are."""

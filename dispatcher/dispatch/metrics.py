@@ -16,13 +16,14 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.utils import floatToGoString
 
 from dispatcher.core.config_view import ConfigView, DispatchConfig, budget_day_start
-from dispatcher.core.metric_rules import HISTOGRAMS, Scope, cumulative, label, scope_of
+from dispatcher.core.metric_rules import HISTOGRAMS, Scope, counted, cumulative, label, scope_of
 from dispatcher.core.private_files import write_atomically
 from dispatcher.dispatch.queue import classify
 from dispatcher.store import Connection
 from dispatcher.store.metrics import (
     attempt_counts,
     budget_hold_days,
+    counter_totals,
     messages_after,
     messages_folded,
     one_snapshot,
@@ -52,6 +53,8 @@ METRICS: dict[str, tuple[str, str]] = {
     "attempts": ("counter", "Finished attempts, by outcome and error kind."),
     "messages_sent": ("counter", "Messages sent to the agent, by kind (a notice is kind notice)."),
     "budget_holds": ("counter", "Budget days on which the agent's daily budget held its new tasks."),
+    "notices": ("counter", "Notices handed to the agent's notify_command, by event and whether the runner started."),
+    "wakes": ("counter", "Times a wake path told the agent's session of new mail, by path."),
     "queue_wait_seconds": ("histogram", "From a task's send to its attempt's start (the barrier)."),
     "attempt_duration_seconds": ("histogram", "From an attempt's start to its end (finished attempts)."),
     "worker_start_seconds": ("histogram", "From a task's send to its worker's launcher running."),
@@ -61,6 +64,10 @@ METRICS: dict[str, tuple[str, str]] = {
     "listener_held": ("gauge", "1 while a dispatchable task waits for a worker, by reason."),
     "spend_today_usd": ("gauge", "The cost of the agent's attempts started today (the budget's day)."),
 }
+
+
+# The counters written where the thing happens (``metric_rules.COUNTERS``) and their labels.
+COUNTED = {"notices": ["agent", "event", "outcome"], "wakes": ["agent", "path"]}
 
 
 # Each histogram's family (``metric_rules.HISTOGRAMS``'s span).
@@ -107,6 +114,16 @@ def _histogram(name: str, rows: list[tuple], bounds: Sequence[float], this_host:
     les = [floatToGoString(bound) for bound in bounds] + ["+Inf"]
     for labels, (counts, total) in sorted(series.items()):
         family.add_metric(list(labels), list(zip(les, cumulative(counts), strict=True)), total)
+    return family
+
+
+def _counter(metric: str, labelnames: list[str], totals: dict[tuple[str, str, str], int]) -> Metric:
+    """A counter written where the thing happens (``metric_rules.COUNTERS``), from its running
+    totals: a row outside the fixed label sets (none is written) is left out."""
+    family = CounterMetricFamily(PREFIX + metric, METRICS[metric][1], labels=labelnames)
+    for (agent, value, detail), count in sorted(totals.items()):
+        if counted(metric, value, detail):
+            family.add_metric([label(agent), value, detail][: len(labelnames)], count)
     return family
 
 
@@ -174,6 +191,7 @@ class StoreCollector:
                 backlogs = {name: classify(conn, name, self._config, now) for name in self._agents}
                 spend = spend_per_agent(conn, budget_day_start(self._config, now), agent)
                 holds = budget_hold_days(conn, agent)
+                counts = {metric: counter_totals(conn, metric, agent) for metric in COUNTED}
                 listeners = list(self._listeners(conn, now))
         finally:
             self._release(conn)
@@ -195,6 +213,8 @@ class StoreCollector:
         for name in sorted(set(self._agents) | set(holds)):
             family.add_metric([label(name)], holds.get(name, 0))
         yield family
+        for metric, labelnames in COUNTED.items():
+            yield _counter(metric, labelnames, counts[metric])
         yield self._gauge("spend_today_usd", ["agent"], {(label(a),): spend.get(a, 0.0) for a in agents})
         yield self._gauge(
             "listener_up", ["agent", "host"], {(label(f.agent), label(f.host)): int(f.up) for f in listeners}

@@ -154,7 +154,7 @@ def build_server(
     if tools.ask:  # a worker whose profile sets ask: Claude's --permission-prompt-tool (docs/approvals.md)
         mcp.add_tool(MethodType(BridgeTools.approval_prompt, tools), structured_output=False)
 
-    from dispatcher.mcp.wake_mcp import channel_setting
+    from dispatcher.mcp.wake_mcp import channel_setting, counting
     from dispatcher.mcp.wake_mcp import install as install_wake
 
     install_wake(
@@ -164,5 +164,6 @@ def build_server(
         channel=channel_setting(settings),
         role=settings.role,
         on_armed=None if presence is None else presence.wake_path,
+        on_told=counting(agent, store.connection),
     )
     return mcp

@@ -155,10 +155,15 @@ class BridgeTools:
         )
         approval_id, outcome = asked
         if approval_id is not None:
+            from dispatcher.bridge.counters import count_notice  # noqa: PLC0415 - only when a request waits
             from dispatcher.core.notice_spawn import notify_agent  # noqa: PLC0415 - only when a request waits
 
             log.info("approval_waiting", agent=self.agent, approval_id=approval_id, tool=tool_name)
-            notify_agent(self.config, Notice("approval_waiting", self.agent, approval_id))
+            notice = Notice("approval_waiting", self.agent, approval_id)
+            if (started := notify_agent(self.config, notice)) is not None and (
+                why := count_notice(self.store.connection, notice, started)
+            ):
+                log.info("count_dropped", agent=self.agent, counter="notices", notice_event=notice.event, error=why)
             outcome = await approvals.decision(
                 lambda: self._guarded(
                     "approval_prompt", lambda: approval_rows.get_request(self.store.connection(), approval_id)

@@ -34,6 +34,7 @@ from mcp.server.mcpserver.exceptions import ResourceError
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ResourceUpdated
 
+from dispatcher.bridge.counters import count_wake
 from dispatcher.bridge.inbox import InboxSummary, wake_line
 from dispatcher.clis import registry
 from dispatcher.clis.base import Channel
@@ -43,6 +44,7 @@ from dispatcher.core.locations import StoreLocation
 from dispatcher.core.logs import get_logger
 from dispatcher.mcp.lifespan import run_alongside
 from dispatcher.mcp.sdk_private import lowlevel_server, resource_subscriptions
+from dispatcher.store import Connection
 from dispatcher.store.changes import StoreChanges
 from dispatcher.wake.inbox_watch import InboxReader
 
@@ -106,10 +108,14 @@ class InboxWake:
         channel: bool,
         bus: Any = None,
         on_armed: Callable[[str], None] | None = None,
+        on_told: Callable[[str], None] | None = None,
     ) -> None:
         self.db = db
         # Told "resource" or "channel" when that path is armed (the session row's wake paths).
         self.on_armed = on_armed or (lambda path: None)
+        # Told "resource" or "channel" once that path has told the client of new mail (the count).
+        self.on_told = on_told or (lambda path: None)
+        self.told_through = 0  # the highest id a resource update has told of (new mail, not a read)
         self.agent = agent
         self.channel = channel
         self.bus = bus
@@ -148,7 +154,9 @@ class InboxWake:
 
     def subscribe(self, session: Any) -> None:
         """From now on, tell ``session`` whenever the unread set differs from what it is now."""
-        self.signature = resource_signature(self._baseline())
+        baseline = self._baseline()
+        self.signature = resource_signature(baseline)
+        self.told_through = max(self.told_through, baseline.newest_id or 0)  # (mail already there is not news)
         self.session = session
         self.subscribed = True
         self.on_armed("resource")
@@ -156,7 +164,9 @@ class InboxWake:
 
     def listen_opened(self) -> None:
         if self.listening == 0:
-            self.listen_signature = resource_signature(self._baseline())
+            baseline = self._baseline()
+            self.listen_signature = resource_signature(baseline)
+            self.told_through = max(self.told_through, baseline.newest_id or 0)
         self.listening += 1
         self.on_armed("resource")
         self._start()
@@ -174,11 +184,14 @@ class InboxWake:
             self._started = True
             self._task_group.start_soon(self._watch)
 
-    async def _notify(self, session: Any, notification: Any) -> None:
+    async def _notify(self, session: Any, notification: Any) -> bool:
+        """Whether the notification went out."""
         try:
             await session.send_notification(notification)
         except Exception as exc:  # noqa: BLE001 - best effort: the queue is the truth
             log.info("wake_notification_dropped", error=type(exc).__name__, agent=self.agent)
+            return False
+        return True
 
     async def _watch(self) -> None:
         reader = InboxReader(self.db, self.agent)
@@ -203,6 +216,7 @@ class InboxWake:
                 return generation
             if reader.generation != generation:  # a new store file: ids start again
                 self.announced = 0 if generation else self.announced
+                self.told_through = 0 if generation else self.told_through
                 generation = reader.generation
             summary = reader.summary()
             fresh = reader.summary(after_id=self.announced) if channel else None
@@ -211,20 +225,38 @@ class InboxWake:
             reader.close()
             return generation
         now_signature = resource_signature(summary)
+        updated = False  # a resource update went out (to a subscriber, or to a listen stream)
         if self.subscribed and now_signature != self.signature:
             self.signature = now_signature
-            await self._notify(
+            updated = await self._notify(
                 self.session,
                 types.ResourceUpdatedNotification(params=types.ResourceUpdatedNotificationParams(uri=RESOURCE_URI)),
             )
         if self.listening and now_signature != self.listen_signature and self.bus is not None:
             self.listen_signature = now_signature
             await self.bus.publish(ResourceUpdated(uri=RESOURCE_URI))
+            updated = True
+        if updated and (summary.newest_id or 0) > self.told_through:  # new mail, not a read or a claim
+            self.told_through = summary.newest_id or 0
+            self.on_told("resource")
         if fresh is not None:
-            if (params := channel_params(fresh)) is not None:
-                await self._notify(self.channel_session, _ChannelNotification(params=params))
+            if (params := channel_params(fresh)) is not None and await self._notify(
+                self.channel_session, _ChannelNotification(params=params)
+            ):
+                self.on_told("channel")
             self.announced = max(self.announced, summary.newest_id or 0, fresh.newest_id or 0)
         return generation
+
+
+def counting(agent: str, connect: Callable[[], Connection]) -> Callable[[str], None]:
+    """An ``on_told`` that adds one to the agent's count of wakes by that path (docs/metrics.md),
+    on the server's own store connection; a count that fails is logged and dropped."""
+
+    def told(path: str) -> None:
+        if (why := count_wake(connect, agent, path)) is not None:
+            log.info("count_dropped", agent=agent, counter="wakes", path=path, error=why)
+
+    return told
 
 
 def _listens_to_inbox(params: Any) -> bool:
@@ -243,10 +275,16 @@ def install(
     channel: bool,
     role: str,
     on_armed: Callable[[str], None] | None = None,
+    on_told: Callable[[str], None] | None = None,
 ) -> InboxWake:
     """Add ``bridge://inbox`` (+ subscribe) and, when ``channel`` (``channel_setting``), the channel to ``mcp``."""
     wake = InboxWake(
-        db, agent, channel=channel_enabled(channel, role), bus=resource_subscriptions(mcp), on_armed=on_armed
+        db,
+        agent,
+        channel=channel_enabled(channel, role),
+        bus=resource_subscriptions(mcp),
+        on_armed=on_armed,
+        on_told=on_told,
     )
     low = lowlevel_server(mcp)
 

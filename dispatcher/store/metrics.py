@@ -7,11 +7,13 @@ recorded counts as every host's, as ``dispatch.reconcile`` treats it).
 what) are ``core.metric_rules``.
 """
 
+import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from dispatcher.core.metric_rules import HISTOGRAMS
+from dispatcher.core.metric_rules import HISTOGRAMS, counted
+from dispatcher.store.busy import BUSY_TIMEOUT_MS, COUNT_WAIT_MS
 from dispatcher.store.types import Connection
 
 _WHERE = """
@@ -146,6 +148,41 @@ def record_budget_hold(conn: Connection, agent: str, day: float) -> None:
     """The agent's daily budget holds its new tasks on the budget day starting at ``day``: one row
     per agent and day, however often it is seen (a listener restarted the same day)."""
     conn.execute(_RECORD_BUDGET_HOLD, (BUDGET_HOLD_DAYS, agent, f"{day:.0f}"))
+
+
+# The counters written where the thing happens (``metric_rules.COUNTERS``): one row per agent,
+# metric, label and detail, its count one more at each event (not a row per event), host ''.
+# Rows of ``metric_totals`` rather than a table of their own: the same shape (names and a count),
+# read by the same ``_TOTALS``, and prune, which deletes messages and attempts only, never touches
+# them. On PostgreSQL an agent's role has no right to write them: it calls ``bridge_count``
+# (migration 24), which adds exactly one, to its own agent's row, of these metrics only.
+_COUNT = """
+INSERT INTO metric_totals (metric, agent, host, label, detail, bucket, count, seconds)
+VALUES (?, ?, '', ?, ?, -1, 1, 0)
+ON CONFLICT (metric, agent, host, label, detail, bucket) DO UPDATE SET count = metric_totals.count + 1
+"""
+
+
+def count_event(conn: Connection, metric: str, agent: str, label: str, detail: str = "") -> None:
+    """One more ``metric`` (``label``, ``detail``) for ``agent``, in a statement of its own
+    (autocommit: never inside another write's transaction), waiting at most ``COUNT_WAIT_MS`` for
+    the lock; a store error is the caller's to drop (``bridge.counters``)."""
+    if not counted(metric, label, detail):
+        raise ValueError(f"not a counted {metric!r}: {label!r}, {detail!r}")
+    if not isinstance(conn, sqlite3.Connection):
+        conn.execute("SELECT bridge_count(?, ?, ?, ?)", (agent, metric, label, detail))  # its own lock timeout
+        return
+    conn.execute(f"PRAGMA busy_timeout = {COUNT_WAIT_MS}")
+    try:
+        conn.execute(_COUNT, (metric, agent, label, detail))
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+
+
+def counter_totals(conn: Connection, metric: str, agent: str | None) -> dict[tuple[str, str, str], int]:
+    """(agent, label, detail): the running count of a counter of ``count_event`` (no value: '')."""
+    rows = conn.execute(_TOTALS, {"agent": agent, "host": None, "metric": metric})
+    return {(row[0], row[2] or "", row[3] or ""): row[5] for row in rows}
 
 
 def spend_per_agent(conn: Connection, since: float, agent: str | None) -> dict[str, float]:

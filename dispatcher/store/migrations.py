@@ -372,6 +372,11 @@ MIGRATIONS: tuple[str | Callable[[sqlite3.Connection], None], ...] = (
         PRIMARY KEY (metric, agent, host, label, detail, bucket)
     );
     """,
+    # 24 (metrics, issue 34): the counters of notices and wakes (``metric_rules.COUNTERS``) are
+    # rows of ``metric_totals``, one per agent, metric, label and detail, each event adding one
+    # (``store.metrics.count_event``): nothing changes in a SQLite store. On PostgreSQL,
+    # ``bridge_count``: the one way an agent's role adds to them.
+    "",
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -391,6 +391,49 @@ CREATE POLICY own_budget_holds ON metric_totals FOR INSERT
     WITH CHECK (agent = (SELECT bridge_agent()) AND metric = 'budget_hold_days' AND count = 1);
 """
 
+# 24: the counters of notices and wakes (``metric_rules.COUNTERS``), rows of ``metric_totals``
+# that the processes of an agent add one to where the thing happens (its listener, a worker's
+# bridge server or shell hook, a session's hook, watch or server). An agent's role has no right to
+# write those rows: ``bridge_count`` runs with the owner's rights (the store's one such function)
+# and adds exactly one, to the row of the agent its caller's login role is mapped to
+# (``session_user``: inside the function ``current_user`` is the owner), for these metrics and
+# labels only; anything else is refused as ``insufficient_privilege``. The store's owner (unmapped;
+# a member of the table owner's role) counts for any agent, as it may write the table anyway.
+# ``PUBLIC`` may not call it: ``db-role`` grants EXECUTE to each mapped role (``store.roles``).
+# Its lock timeout is the counter's short wait (``busy.COUNT_WAIT_MS``): a count that would wait
+# longer is dropped, never the wake. The sets are ``metric_rules.COUNTERS``'s, spelt out (a
+# migration is fixed text): a new notice event or wake path needs a migration that replaces this.
+_BRIDGE_COUNT = """
+DO $do$ BEGIN
+EXECUTE format($f$
+    CREATE FUNCTION bridge_count(counted_agent text, counted_metric text, counted_label text, counted_detail text)
+    RETURNS void LANGUAGE plpgsql SECURITY DEFINER SET search_path = %I, pg_temp SET lock_timeout = '250ms'
+    AS $body$
+    DECLARE
+        acting text := (SELECT agent_id FROM agent_roles WHERE role = session_user);
+    BEGIN
+        IF NOT (acting = counted_agent OR (acting IS NULL AND pg_has_role(
+                session_user, (SELECT relowner FROM pg_class WHERE oid = 'metric_totals'::regclass), 'MEMBER'))) THEN
+            RAISE EXCEPTION 'bridge_count: a role counts only for its own agent' USING ERRCODE = 'insufficient_privilege';
+        END IF;
+        IF NOT ((counted_metric = 'notices'
+                 AND counted_label IN ('approval_waiting', 'attempt_failed', 'budget_held', 'budget_reached',
+                                       'listener_stopped')
+                 AND counted_detail IN ('started', 'cannot_start'))
+             OR (counted_metric = 'wakes' AND counted_label IN ('hook', 'monitor', 'channel', 'resource')
+                 AND counted_detail = '')) THEN
+            RAISE EXCEPTION 'bridge_count: not a counted metric and label' USING ERRCODE = 'insufficient_privilege';
+        END IF;
+        INSERT INTO metric_totals (metric, agent, host, label, detail, bucket, count, seconds)
+        VALUES (counted_metric, counted_agent, '', counted_label, counted_detail, -1, 1, 0)
+        ON CONFLICT (metric, agent, host, label, detail, bucket) DO UPDATE SET count = metric_totals.count + 1;
+    END
+    $body$
+$f$, current_schema());
+END $do$;
+REVOKE ALL ON FUNCTION bridge_count(text, text, text, text) FROM PUBLIC;
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     *("",) * 11,
     _SCHEMA_12,
@@ -439,4 +482,5 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE messages ADD COLUMN traceparent text;
     """,
     _METRIC_TOTALS,
+    _BRIDGE_COUNT,
 )

@@ -50,7 +50,7 @@ _INSERTS: dict[str, tuple[str, ...]] = {  # table: the columns no role inserts
     # A request, never its decision: only the store's owner decides (no UPDATE below either).
     "approvals": ("id", "decision", "decided_by", "decided_at"),
     # Its listener's budget hold days only (the row policy); prune folds the rest, as the owner.
-    "metric_totals": (),
+    "metric_totals": (),  # (its counters of notices and wakes: ``bridge_count`` only, below)
 }
 _UPDATES: dict[str, tuple[str, ...]] = {  # table: the columns a role updates
     "messages": ("claim_owner", "claim_expires_at", "delivered_at", "acknowledged_at"),
@@ -74,6 +74,10 @@ _UPDATES: dict[str, tuple[str, ...]] = {  # table: the columns a role updates
     "listeners": ("pid", "start_time", "host", "runtime_dir", "started_at", "renewed_at"),
 }
 _DELETES = ("sessions", "session_watches", "listeners")
+
+# The counters of notices and wakes (schema 24): a role adds one to its own agent's through this
+# function only (it runs with the owner's rights; no right on the rows themselves).
+_COUNT_FUNCTION = "bridge_count(text, text, text, text)"
 
 # The store's write lock (schema 18): a table lock, which needs a table-level right (UPDATE: the
 # table never has a row, and no role may insert one).
@@ -117,6 +121,7 @@ def grant_agent_privileges(conn: Connection, role: str) -> None:
         conn.execute(f"GRANT UPDATE ({', '.join(columns)}) ON {table} TO {who}")
     conn.execute(f"GRANT DELETE ON {', '.join(_DELETES)} TO {who}")
     conn.execute(f"GRANT UPDATE ON {_WRITE_LOCK} TO {who}")
+    conn.execute(f"GRANT EXECUTE ON FUNCTION {_COUNT_FUNCTION} TO {who}")
 
 
 def _columns_but(conn: Connection, table: str, excluded: tuple[str, ...]) -> str:
@@ -168,6 +173,7 @@ def unmap_role(conn: Connection, role: str) -> str | None:
     conn.execute(f"REVOKE ALL ON {', '.join(_READS)} FROM {who}")
     conn.execute(f"REVOKE ALL ON ALL SEQUENCES IN SCHEMA {schema} FROM {who}")
     conn.execute(f"REVOKE ALL ON {_WRITE_LOCK} FROM {who}")
+    conn.execute(f"REVOKE ALL ON FUNCTION {_COUNT_FUNCTION} FROM {who}")
     conn.execute(f"REVOKE USAGE ON SCHEMA {schema} FROM {who}")
     return None if row is None else str(row[0])
 

@@ -97,16 +97,22 @@ def main_wait(cli: str, agent: str | None, wait: str | None, event: str = "Stop"
     for signum in _SIGNALS:
         signal.signal(signum, _raise_ended)
     try:
+        told: int | None = None  # the Stop answer's exit code, when it told the session of mail
+        seconds, parent = None, None
         with _blocked():
             raw = hooks.read_stdin()
             if event == "Stop":
                 answer = hooks.run_hook(cli, "Stop", agent, raw)
                 if answer.exit_code == 2 or answer.stdout:
-                    return hooks.emit(answer)
-            seconds = parse_wait(wait)
-            parent = background_process(cli, os.environ) if seconds is not None else None
-            if parent is None or seconds is None:  # (parent is None whenever seconds is)
-                return 0
+                    told = hooks.emit(answer)
+            if told is None:
+                seconds = parse_wait(wait)
+                parent = background_process(cli, os.environ) if seconds is not None else None
+        if told is not None:
+            _count_told(cli, "Stop", agent)
+            return told
+        if parent is None or seconds is None:  # (parent is None whenever seconds is)
+            return 0
         return _wait(cli, agent, raw, seconds, parent, event)
     except _Ended:  # before the wait began (a signal during the Stop answer)
         why = "wait_signal"
@@ -133,6 +139,8 @@ def _wait(cli: str, agent: str | None, raw: bytes, seconds: int, parent: tuple[i
         runtime = locations.private_dir()
         code, why = _watch(locations, runtime, agent, raw, seconds, parent, event, cli)
         hooks.log_line(runtime, cli, event, agent, why)
+        if code == 2:  # the session was told (the line is out): one more wake by a hook
+            _count_told(cli, event, agent)
         return code
     except _Ended:
         hooks.log_line(runtime, cli, event, agent, "wait_signal")
@@ -141,6 +149,15 @@ def _wait(cli: str, agent: str | None, raw: bytes, seconds: int, parent: tuple[i
         why = f"wait_error {type(exc).__name__}"
     hooks.log_line(runtime, cli, event, agent, why)
     return 0
+
+
+def _count_told(cli: str, event: str, agent: str | None) -> None:
+    """``hooks.count_told``, once the answer is out (outside ``_blocked``: a stop signal is not held
+    back for a count); a stop signal during it ends the count, never the wake's exit code."""
+    try:
+        hooks.count_told(cli, event, agent)
+    except _Ended:
+        return  # the count is dropped (a counter may undercount); the exit 2 stands
 
 
 @dataclass

@@ -283,7 +283,33 @@ def read_stdin() -> bytes:
 def main(cli: str, event: str, agent: str | None) -> int:
     """The command's body: read stdin (bounded), answer, return the exit code. (Claude's Stop
     with ``--wait`` is ``hook_wait.main_wait``, which answers through this module first.)"""
-    return emit(run_hook(cli, event, agent, read_stdin()))
+    return emit_told(cli, event, agent, run_hook(cli, event, agent, read_stdin()))
+
+
+def emit_told(cli: str, event: str, agent: str | None, answer: HookAnswer) -> int:
+    """``emit``, and when the answer tells the session of mail (anything but ``SILENT``), count
+    the wake after it is out (``count_told``)."""
+    code = emit(answer)
+    if answer != SILENT:
+        count_told(cli, event, agent)
+    return code
+
+
+def count_told(cli: str, event: str, agent: str | None) -> None:
+    """One more wake by the path ``hook`` (docs/metrics.md), once the session has been told; never
+    raises: a count that fails is dropped, with a line in ``hooks.log``."""
+    runtime = None
+    try:
+        from dispatcher.bridge.counters import count_wake_at
+        from dispatcher.core.locations import Locations
+
+        locations = Locations.from_env()
+        runtime = locations.private_dir()
+        why = count_wake_at(locations.db, agent or os.environ.get("AGENT_ID") or "", "hook")
+    except Exception as exc:  # noqa: BLE001 - a hook must never break the session
+        why = type(exc).__name__
+    if why is not None:
+        _log(runtime, cli, event, agent, f"count_dropped {why}")
 
 
 def emit(answer: HookAnswer) -> int:

@@ -22,8 +22,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
+from dispatcher.bridge.counters import count_wake_at
 from dispatcher.bridge.inbox import InboxSummary, inbox_summary, wake_line
-from dispatcher.bridge.presence import watch_from_descendant
+from dispatcher.bridge.presence import WATCH_PATH, watch_from_descendant
 from dispatcher.core import clock
 from dispatcher.core.errors import BridgeError
 from dispatcher.core.file_events import RECHECK_SECONDS
@@ -32,6 +33,7 @@ from dispatcher.store import TRANSIENT_STORE_ERRORS, Connection
 from dispatcher.store.changes import StoreChanges, data_version, store_file_id
 from dispatcher.store.readonly import open_read_only
 from dispatcher.store.store_clock import store_now
+from dispatcher.wake.hooks import log_line
 
 ERROR_RETRY_SECONDS = 0.1  # after a transient store error (locked, being recovered)
 MAX_SECONDS_RANGE = (1.0, 7 * 86400.0)
@@ -140,10 +142,12 @@ def watch(
     max_seconds: float | None = None,
     should_stop: Callable[[], bool] = lambda: False,
     rearm: str = "",
+    told: Callable[[], None] = lambda: None,
 ) -> None:
     """Print the unread line, then one line per batch of new messages until told to stop
     or ``max_seconds`` have passed (then the re-arm line). ``events``: made before the first
-    look, so no commit falls between a look and the sleep."""
+    look, so no commit falls between a look and the sleep. ``told``: called after each line
+    that names mail is out (the count of wakes by the path ``monitor``)."""
     reader = InboxReader(db, agent)
     announced = 0  # the highest id already named on a line
     generation = 0
@@ -162,6 +166,7 @@ def watch(
                         out.write(wake_line(summary, new=not first) + "\n")
                         out.flush()
                         announced = max(announced, summary.newest_id or 0)
+                        told()
                     first = False
                 errors = 0
             except TRANSIENT_STORE_ERRORS as exc:  # locked, busy recovery: try again shortly
@@ -198,6 +203,13 @@ def _require_declared(config_path: Path, agent: str) -> None:
         )
 
 
+def _count_told(locations, agent: str) -> None:
+    """One more wake by the path ``monitor`` (docs/metrics.md); a count that fails is dropped, with
+    a line in the runtime's ``hooks.log`` (stdout is the watch's lines, for the model)."""
+    if (why := count_wake_at(locations.db, agent, WATCH_PATH)) is not None:
+        log_line(locations.private_dir(), "watch", "-", agent, f"count_dropped {why}")
+
+
 def run_watch(agent: str, max_seconds: float | None) -> int:
     from dispatcher.core.locations import Locations
 
@@ -220,6 +232,7 @@ def run_watch(agent: str, max_seconds: float | None) -> int:
             max_seconds=max_seconds,
             should_stop=lambda: stop.requested,
             rearm=rearm,
+            told=lambda: _count_told(locations, agent),
         )
     except BrokenPipeError:  # whoever read our lines is gone: nothing left to tell
         devnull = os.open(os.devnull, os.O_WRONLY)

@@ -1,11 +1,14 @@
 """The metric rules (docs/metrics.md), one case each: who exports what, cumulative buckets, labels,
-binds. Which bucket a span falls in is SQL: tests/dispatch/test_metrics_figures.py, on both backends."""
+binds, the counters' fixed label sets. Which bucket a span falls in is SQL: tests/dispatch/test_metrics_figures.py, on both backends."""
 
 import pytest
 
 from dispatcher.core.metric_rules import (
     LABEL_MAX,
+    NOTICE_OUTCOMES,
+    WAKE_PATHS,
     Scope,
+    counted,
     cumulative,
     label,
     non_loopback,
@@ -65,3 +68,29 @@ def test_loopback_binds_are_allowed(bind):
 )
 def test_other_binds_are_refused_with_the_way_out(bind, why):
     assert why in non_loopback(bind)
+
+
+def test_the_counted_labels_are_fixed_sets():
+    assert counted("notices", "budget_held", "started") and counted("notices", "attempt_failed", "cannot_start")
+    assert counted("wakes", "monitor")
+    for metric, value, detail in (
+        ("notices", "budget_held", ""),
+        ("notices", "canary task text", "started"),
+        ("wakes", "hook", "started"),
+        ("wakes", "bell", ""),
+        ("attempts", "failed", ""),
+    ):
+        assert not counted(metric, value, detail)
+
+
+def test_the_counted_sets_are_the_events_the_wake_ladder_and_what_bridge_count_admits():
+    """A new notice event or wake path must come with a migration replacing ``bridge_count``: its
+    SQL spells out the same sets (a migration is fixed text)."""
+    from dispatcher.bridge.presence import WAKE_PATHS as PRESENCE_PATHS
+    from dispatcher.core.notices import EVENTS
+    from dispatcher.store.postgres_schema import MIGRATIONS
+
+    assert WAKE_PATHS == PRESENCE_PATHS
+    sql = MIGRATIONS[23]
+    for values in (EVENTS, NOTICE_OUTCOMES, WAKE_PATHS):
+        assert "(" + ", ".join(f"'{v}'" for v in values) + ")" in " ".join(sql.split()).replace("( ", "(")

@@ -26,7 +26,7 @@ from dispatcher.dispatch.metrics import (
 from dispatcher.dispatch.outcome import settle
 from dispatcher.ops.prune import prune
 from dispatcher.store import retention, write_transaction
-from dispatcher.store.metrics import record_budget_hold, span_buckets
+from dispatcher.store.metrics import count_event, record_budget_hold, span_buckets
 
 pytestmark = pytest.mark.both_backends
 
@@ -270,6 +270,34 @@ def test_a_budget_hold_counts_once_per_agent_and_day_and_prune_keeps_it(store):
     prune(store, 0, now=time.time() + 3600)
     samples = _samples(exposition(registry_of(_collector(store, scope_of("serve", None, "x")))))
     assert _sum(samples, "agent_bridge_budget_holds_total", agent="kimi") == 2
+
+
+def test_the_counters_of_notices_and_wakes_are_exported_per_agent_and_prune_keeps_them(store, tmp_path):
+    """Written where they happen (``store.metrics.count_event``), exported from the store: by
+    ``metrics serve`` for every agent, by a listener's textfile for its own agent only; labels from
+    their fixed sets, never a message id or text."""
+    for _ in range(2):
+        count_event(store, "wakes", "kimi", "hook")
+    count_event(store, "wakes", "claude", "channel")
+    count_event(store, "notices", "kimi", "attempt_failed", "started")
+    count_event(store, "notices", "kimi", "approval_waiting", "cannot_start")
+    whole = _samples(exposition(registry_of(_collector(store, scope_of("serve", None, "x")))))
+    assert whole[("agent_bridge_wakes_total", (("agent", "kimi"), ("path", "hook")))] == 2
+    assert whole[("agent_bridge_wakes_total", (("agent", "claude"), ("path", "channel")))] == 1
+    assert _sum(whole, "agent_bridge_notices_total", agent="kimi", event="attempt_failed", outcome="started") == 1
+    assert _sum(whole, "agent_bridge_notices_total", event="approval_waiting", outcome="cannot_start") == 1
+    textfile = ListenerTextfile(lambda: store, tmp_path, "kimi", "host-a", CONFIG)
+    textfile.write(up=True, held=None)
+    text = textfile.path.read_text()
+    own = _samples(text)
+    assert _sum(own, "agent_bridge_wakes_total") == 2 and _sum(own, "agent_bridge_notices_total") == 2
+    assert _sum(own, "agent_bridge_wakes_total", agent="claude") == 0  # not kimi's listener's to export
+    assert {name for name, _ in own} <= metric_names()
+    assert CANARY not in text and "canary" not in text
+    prune(store, 0, now=time.time() + 3600)
+    after = _samples(exposition(registry_of(_collector(store, scope_of("serve", None, "x")))))
+    for name in ("agent_bridge_wakes_total", "agent_bridge_notices_total"):
+        assert _sum(after, name) == _sum(whole, name) == (3 if name.endswith("wakes_total") else 2), name
 
 
 @pytest.mark.parametrize(

@@ -34,6 +34,18 @@ def _script(directory: Path, name: str, body: str) -> str:
     return str(path)
 
 
+def _notices_counted(db_path) -> dict:
+    """The store's counter of notices: (agent, event, outcome) -> count."""
+    from dispatcher.store import open_store
+    from dispatcher.store.metrics import counter_totals
+
+    conn = open_store(db_path)
+    try:
+        return counter_totals(conn, "notices", None)
+    finally:
+        conn.close()
+
+
 def _log(env) -> str:
     path = Path(env["AGENT_BRIDGE_RUNTIME_DIR"]) / "dispatcher.log"
     return path.read_text() if path.exists() else ""
@@ -50,6 +62,8 @@ def test_a_failed_attempt_gives_one_payload_free_notice(env, db_path, config_pat
     # Each call writes its arguments and its whole environment to a file of its own.
     command = _script(tmp_path, "record.sh", f'f={record}/$$; printf "%s\\n" "$@" > $f.args; env > $f.env\n')
     _config(config_path, make_launcher(launchers, "noop"), [command, "{event}", "{message_id}", "{summary}"])
+    key = ("claude", "attempt_failed", "started")
+    counted = _notices_counted(db_path).get(key, 0)
     message_id = post_task(db_path, CANARY)
     listener = start_listener(env)
     done = wait_finished(db_path, message_id)
@@ -71,6 +85,8 @@ def test_a_failed_attempt_gives_one_payload_free_notice(env, db_path, config_pat
     assert CANARY not in args.read_text() + seen
     assert CANARY not in _log(env)
     assert len(list(record.glob("*.args"))) == 1  # once per event
+    # Counted where it started, once (docs/metrics.md).
+    assert _notices_counted(db_path).get(key, 0) == counted + 1
 
 
 def test_a_hanging_command_delays_no_dispatch_and_is_ended_at_its_limit(env, db_path, config_path, launchers, tmp_path):
@@ -127,8 +143,10 @@ def test_a_succeeded_attempt_gives_no_notice(env, db_path, config_path, launcher
 
 def test_a_daily_budget_hold_gives_one_notice_a_day(env, db_path, config_path, launchers, tmp_path):
     """A listener whose agent reached its daily budget today, with a task waiting, sends one
-    ``budget_held`` notice; another task held the same day sends none. (Last in the module: the
-    spend it records stays, harmless once the next config has no cap.)"""
+    ``budget_held`` notice; another task held the same day sends none. A listener that crashed
+    after recording the day and before starting the notice loses no notice: the next one tells
+    (the listener's order, ``_next_candidate``). (Last in the module: the spend it records stays,
+    harmless once the next config has no cap.)"""
     from dispatch_harness import cli, record_attempt
 
     from dispatcher.core.config import load_config
@@ -151,6 +169,17 @@ def test_a_daily_budget_hold_gives_one_notice_a_day(env, db_path, config_path, l
     finally:
         conn.close()
     first = post_task(db_path, CANARY)
+    # A listener that crashed between recording today's hold and starting its notice left the day
+    # recorded and no notice: the one started now still tells (and the day still counts once).
+    from dispatcher.core.config_view import budget_day_start
+    from dispatcher.store.metrics import record_budget_hold
+
+    conn = open_store(db_path)
+    try:
+        record_budget_hold(conn, "claude", budget_day_start(load_config(config_path), time.time()))
+    finally:
+        conn.close()
+    counted = _notices_counted(db_path).get(("claude", "budget_held", "started"), 0)
     listener = start_listener(env)
     try:
         wait_until(lambda: list(record.glob("*.args")), what="the budget_held notice")
@@ -179,3 +208,4 @@ def test_a_daily_budget_hold_gives_one_notice_a_day(env, db_path, config_path, l
         assert budget_hold_days(conn, None) == {"claude": 1}
     finally:
         conn.close()
+    assert _notices_counted(db_path).get(("claude", "budget_held", "started"), 0) == counted + 1

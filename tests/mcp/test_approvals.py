@@ -6,6 +6,7 @@ against real server.py processes, the commands as real processes, on both backen
 import json
 import secrets
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from harness import McpAgent, sql, write_config
 
 from dispatcher.core.config import load_config
 from dispatcher.store import open_store
+from dispatcher.store.metrics import counter_totals
 
 pytestmark = pytest.mark.both_backends
 
@@ -96,8 +98,18 @@ def test_only_a_worker_that_may_ask_is_offered_the_prompt_and_no_tool_decides(en
         assert not any(word in name for word in ("approve", "deny", "decide", "decision")), name
 
 
+def _approval_notices(db_path) -> int:
+    """The approval_waiting notices started for claude, by the store's counter (docs/metrics.md)."""
+    conn = open_store(db_path)
+    try:
+        return counter_totals(conn, "notices", "claude").get(("claude", "approval_waiting", "started"), 0)
+    finally:
+        conn.close()
+
+
 def test_approved_once_then_for_the_attempt_then_denied(env, bridge_root, db_path, task, tmp_path):
     message_id, token = task(ask=True)
+    counted = _approval_notices(db_path)
     record = tmp_path / "notices"
     record.mkdir()
     script = tmp_path / "record.sh"
@@ -159,6 +171,7 @@ def test_approved_once_then_for_the_attempt_then_denied(env, bridge_root, db_pat
     assert "AGENT_BRIDGE_NOTICE_EVENT=approval_waiting" in seen
     assert f"agent-bridge approvals show {first}" in seen
     assert CANARY not in seen and "uv run pytest" not in seen
+    assert _approval_notices(db_path) == counted + 3  # each counted by the worker's server that started it
 
 
 def test_a_request_nobody_answers_is_denied(env, bridge_root, db_path, task):
@@ -245,3 +258,33 @@ def test_the_shell_hook_asks_as_its_worker_and_only_a_person_decides(env, db_pat
     refused = _decision(_bash(forged, workspace, "uv run pytest"))
     assert refused["permissionDecision"] == "deny" and "hook failed" in refused["permissionDecisionReason"]
     assert len(sql(db_path, "SELECT id FROM approvals WHERE message_id = ?", (message_id,))) == 2
+
+
+def test_the_shell_hook_counts_the_notice_it_starts(env, db_path, config_path, task):
+    """A worker's shell hook (``clis.shell_approval``, a process of its own) records the request,
+    starts the ``approval_waiting`` notice and counts it in the store (docs/metrics.md); nobody
+    answers within its second, so the command is denied."""
+    message_id, token = task(ask=True, approval_timeout=1, notify=["/bin/true", "{event}"])
+    counted = _approval_notices(db_path)
+    asker = {
+        "AGENT_ID": "claude",
+        "AGENT_BRIDGE_CONFIG": str(config_path),
+        "AGENT_BRIDGE_MESSAGE_ID": str(message_id),
+        "AGENT_BRIDGE_WORKER_TOKEN": token,
+        "AGENT_BRIDGE_DB": str(db_path),
+    }
+    program = (
+        "import json, sys\n"
+        "from dispatcher.clis.shell_approval import ask\n"
+        "print(json.dumps(ask('Bash', {'asker': json.loads(sys.argv[1])}, {'tool_input': {'command': sys.argv[2]}})))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program, json.dumps(asker), f"echo {CANARY}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**env},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "blocked: denied Bash" in json.loads(done.stdout)
+    assert _approval_notices(db_path) == counted + 1

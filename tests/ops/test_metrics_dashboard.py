@@ -9,7 +9,7 @@ from pathlib import Path
 from dispatcher.dispatch.metrics import PREFIX, metric_names
 
 DASHBOARD = Path(__file__).parents[2] / "docs" / "agent-bridge-dashboard.json"
-LABELS = {"agent", "host", "outcome", "error_kind", "kind", "reason", "state", "le", "job", "instance"}
+LABELS = {"agent", "host", "outcome", "error_kind", "kind", "reason", "state", "event", "path", "le", "job", "instance"}
 
 
 def _targets() -> list[tuple[str, str]]:

@@ -3,14 +3,16 @@ attempt of its own agent, and can never decide one: not its own, not another age
 inserting a request decided already. On a real PostgreSQL server (``pg_server``)."""
 
 import pytest
+import roles_fixtures
 
 from dispatcher.bridge import approvals
 from dispatcher.core.errors import BridgeError
 from dispatcher.store import approvals as rows
-from dispatcher.store import open_store
 from dispatcher.store.errors import PostgresPermissionDenied
 
 NOW = 1_000_000.0
+
+owner_and_alice = roles_fixtures.owner_and_alice  # (the store, as its owner and as alice's role)
 
 
 def _task(owner, recipient: str) -> int:
@@ -25,18 +27,8 @@ def _task(owner, recipient: str) -> int:
     return int(message_id)
 
 
-@pytest.fixture
-def store(postgres_url, agent_role):
-    alice_url = agent_role(postgres_url, "alice")
-    owner = open_store(postgres_url)
-    alice = open_store(alice_url)
-    yield owner, alice
-    alice.close()
-    owner.close()
-
-
-def test_an_agents_role_asks_but_never_decides(store):
-    owner, alice = store
+def test_an_agents_role_asks_but_never_decides(owner_and_alice):
+    owner, alice = owner_and_alice
     hers, bobs = _task(owner, "alice"), _task(owner, "bob")
     mine = rows.insert_request(
         alice, message_id=hers, agent="alice", tool="Edit", tool_input="{}", now=NOW, expires_at=NOW + 600

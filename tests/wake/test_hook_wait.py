@@ -19,6 +19,7 @@ from dispatcher.clis.claude import WAIT_TIMEOUT_MARGIN_SECONDS
 from dispatcher.clis.claude.wake import claude_backgrounds
 from dispatcher.core.file_events import MODE_VARIABLE
 from dispatcher.store import open_store
+from dispatcher.store.metrics import counter_totals
 from dispatcher.wake.hook_wait import parse_wait
 
 AGENTS = frozenset({"claude", "kimi", "codex"})
@@ -159,6 +160,15 @@ def log(store: dict) -> str:
     return path.read_text() if path.exists() else ""
 
 
+def hook_wakes(store: dict) -> int:
+    """How many times a hook told claude's session of new mail, by the store's counter."""
+    conn = open_store(store["db"])
+    try:
+        return counter_totals(conn, "wakes", "claude").get(("claude", "hook", ""), 0)
+    finally:
+        conn.close()
+
+
 WAIT = ("claude", "Stop", "--agent", "claude", "--wait")
 NEW_SESSION = json.dumps({"session_id": "s-1", "hook_event_name": "SessionStart", "source": "startup"})
 
@@ -207,12 +217,14 @@ def test_in_the_background_it_waits_and_wakes_with_the_notice_when_mail_arrives(
     assert "receive_messages" in result["stderr"] and SECRET not in result["stderr"]
     assert result["seconds"] < 30
     assert f"hook claude {event} agent=claude wake" in log(store) and SECRET not in log(store)
+    assert hook_wakes(store) == 1  # the one wake, counted once it was out (docs/metrics.md)
 
 
 def test_mail_already_waiting_blocks_at_once_like_the_plain_stop_hook(store):
     first = send(store)
     result = Hook(store, STREAMING, *WAIT, "60").result()
     assert result["rc"] == 2 and f"#{first} from kimi" in result["stderr"]
+    assert hook_wakes(store) == 1
     assert result["seconds"] < 20
 
 

@@ -15,6 +15,7 @@ from harness import PROJECT
 
 from dispatcher.bridge.messages import send_message
 from dispatcher.store import open_store
+from dispatcher.store.metrics import counter_totals
 from dispatcher.wake.hooks import session_key
 
 AGENTS = frozenset({"claude", "kimi", "codex"})
@@ -78,6 +79,15 @@ def context_of(done: subprocess.CompletedProcess, event: str) -> str:
     return doc["hookSpecificOutput"]["additionalContext"]
 
 
+def hook_wakes(store: dict) -> int:
+    """How many times a hook told claude's session of new mail, by the store's counter."""
+    conn = open_store(store["db"])
+    try:
+        return counter_totals(conn, "wakes", "claude").get(("claude", "hook", ""), 0)
+    finally:
+        conn.close()
+
+
 def test_user_prompt_submit_names_count_ids_and_senders_never_the_text(store):
     a, b = store["ids"]
     done = hook(store["env"], "claude", "UserPromptSubmit", "--agent", "claude")
@@ -96,13 +106,16 @@ def test_the_agent_comes_from_agent_id_when_no_option(store):
 def test_a_repeat_in_the_same_session_is_quiet_another_session_is_told(store):
     first = hook(store["env"], "claude", "UserPromptSubmit", "--agent", "claude")
     assert first.stdout
+    assert hook_wakes(store) == 1  # a hook that tells counts one wake (docs/metrics.md)
     assert quiet(hook(store["env"], "claude", "PostToolUse", "--agent", "claude"))
     assert quiet(hook(store["env"], "claude", "UserPromptSubmit", "--agent", "claude"))
+    assert hook_wakes(store) == 1  # a quiet one none
     other = hook(store["env"], "claude", "UserPromptSubmit", "--agent", "claude", stdin='{"session_id": "s-2"}')
     assert "2 unread" in context_of(other, "UserPromptSubmit")
     newer = send(store)
     again = hook(store["env"], "claude", "UserPromptSubmit", "--agent", "claude")
     assert f"#{newer} from kimi" in context_of(again, "UserPromptSubmit")
+    assert hook_wakes(store) == 3
 
 
 def test_stop_blocks_once_per_new_id_with_the_notice_on_stderr(store):

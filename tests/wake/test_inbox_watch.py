@@ -18,6 +18,7 @@ from harness import PROJECT, bridge_env, inotify_descriptors, on_backend, write_
 from dispatcher.bridge import messages
 from dispatcher.core.file_events import MODE_VARIABLE
 from dispatcher.store import open_handle, open_store
+from dispatcher.store.metrics import counter_totals
 from dispatcher.wake.inbox_watch import expiry_line, rearm_command
 
 pytestmark = pytest.mark.both_backends
@@ -172,6 +173,12 @@ def test_start_announces_what_is_already_unread_so_a_rearmed_watch_loses_nothing
     finally:
         status, _ = watch.stop()
     assert status == 0
+    # Each line that named mail counted one wake by the path "monitor" (docs/metrics.md).
+    conn = open_store(env["AGENT_BRIDGE_DB"])
+    try:
+        assert counter_totals(conn, "wakes", None) == {("claude", "monitor", ""): 2}
+    finally:
+        conn.close()
 
 
 @pytest.mark.parametrize("mode", ["inotify", "poll"])

@@ -39,6 +39,7 @@ from dispatcher.mcp.wake_mcp import (
     resource_signature,
 )
 from dispatcher.store import StoreHandle, open_handle
+from dispatcher.store.metrics import counter_totals
 
 pytestmark = pytest.mark.both_backends  # the tests on ``world``; the rest need no store or plant one
 
@@ -173,6 +174,11 @@ def send(store: StoreHandle, recipient: str, sender: str = "codex", kind: str | 
     )["id"]
 
 
+def told(store: StoreHandle, agent: str, path: str) -> int:
+    """How many times ``path`` told ``agent``'s session of new mail, by the store's counter."""
+    return counter_totals(store.connection(), "wakes", agent).get((agent, path, ""), 0)
+
+
 def ack(store: StoreHandle, agent: str, ids: list[int]) -> None:
     done = messages.mark_read(store.connection(), agent=agent, worker_id="test", message_ids=ids)
     assert done["acknowledged"] == ids
@@ -231,6 +237,41 @@ def test_reading_a_store_that_is_not_a_database_is_a_short_refusal(tmp_path):
     assert not (tmp_path / "none.db").exists()
 
 
+def test_a_resource_update_counts_a_wake_only_for_mail_newer_than_it_told_of(tmp_path):
+    """Mail already unread when the client subscribed is not news; an update for a read is not
+    new mail; one for a newer message is counted once (``on_told``)."""
+    from dispatcher.store import open_store
+    from dispatcher.wake.inbox_watch import InboxReader
+
+    db = tmp_path / "bridge.db"
+    conn = open_store(db)
+    old = [
+        messages.send_message(conn, sender="kimi", recipient="claude", text=SECRET, agents=AGENTS, kind="task")["id"]
+        for _ in range(2)
+    ]
+    sent: list[Any] = []
+    told: list[str] = []
+
+    class Session:
+        async def send_notification(self, notification: Any) -> None:
+            sent.append(notification)
+
+    wake = InboxWake(db, "claude", channel=False, on_told=told.append)
+    wake.subscribe(Session())
+    reader = InboxReader(db, "claude")
+    try:
+        generation = asyncio.run(wake._look(reader, 0))  # the first look: nothing changed since the baseline
+        messages.mark_read(conn, agent="claude", worker_id="t", message_ids=old[:1])
+        generation = asyncio.run(wake._look(reader, generation))
+        assert (len(sent), told) == (1, [])  # the reader is told of the read; it is no wake
+        messages.send_message(conn, sender="kimi", recipient="claude", text=SECRET, agents=AGENTS, kind="task")
+        asyncio.run(wake._look(reader, generation))
+        assert (len(sent), told) == (2, ["resource"])
+    finally:
+        reader.close()
+        conn.close()
+
+
 # --- over stdio -------------------------------------------------------------------------
 
 
@@ -268,11 +309,15 @@ def test_subscribed_client_is_told_on_arrival_and_acknowledgement_until_it_unsub
     seen = len(client.updates())
     time.sleep(0.5)
     assert len(client.updates()) == seen  # nothing changed, nothing said
+    counted = told(store, "claude", "resource")
     message = send(store, "claude")
     wait_for(lambda: len(client.updates()) > seen, "resources/updated after a message arrived")
+    wait_for(lambda: told(store, "claude", "resource") == counted + 1, "the wake counted")
     seen = len(client.updates())
     ack(store, "claude", [message])
     wait_for(lambda: len(client.updates()) > seen, "resources/updated after the message was acknowledged")
+    time.sleep(0.5)
+    assert told(store, "claude", "resource") == counted + 1  # an acknowledgement is no new mail: not counted
     send(store, "kimi")  # someone else's mail: the claude inbox did not change
     time.sleep(1.0)
     seen = len(client.updates())
@@ -320,6 +365,7 @@ def test_subscribing_to_another_uri_is_refused_with_the_one_that_exists(world):
 def test_channel_pings_new_messages_with_ids_and_counts_never_text(world):
     client, store = world["channel"], world["store"]
     before = len(client.channel)
+    counted = told(store, "kimi", "channel")
     first = send(store, "kimi", sender="codex")
     _, params = wait_for(lambda: client.channel[before:] and client.channel[before], "a channel notification")
     assert params["meta"] == {"ids": str(first), "count": "1"}
@@ -332,6 +378,8 @@ def test_channel_pings_new_messages_with_ids_and_counts_never_text(world):
     ack(store, "kimi", [first, second])
     time.sleep(1.0)
     assert len(client.channel) == before + 2
+    assert told(store, "kimi", "channel") == counted + 2  # once per ping (docs/metrics.md)
+    assert told(store, "kimi", "resource") == 0  # not subscribed: no resource update went out
 
 
 def test_channel_off_sends_no_channel_and_nobody_gets_tools_list_changed(world):
@@ -349,8 +397,10 @@ def test_a_2026_client_listening_to_the_inbox_is_told_and_gets_no_channel(world)
     client.listen_in_background()
     time.sleep(0.5)
     assert client.events == []
+    counted = told(store, "codex", "resource")
     message = send(store, "codex", sender="kimi")
     wait_for(lambda: client.events, "a resource-updated event on the listen stream")
+    wait_for(lambda: told(store, "codex", "resource") == counted + 1, "the wake counted")
     assert [str(e.uri) for e in client.events] == [RESOURCE_URI]
     ack(store, "codex", [message])
     wait_for(lambda: len(client.events) == 2, "an event after the acknowledgement")
