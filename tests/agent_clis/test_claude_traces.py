@@ -45,13 +45,15 @@ def test_claude_s_own_spans_nest_under_the_attempt_and_carry_no_task_text(tmp_pa
             task = sender.ok("send_message", recipient="claude", kind="task", text=f"Say hello.\n{CANARY}\n")["id"]
             done = wait_finished(Path(env["AGENT_BRIDGE_DB"]), task, deadline=DEADLINE)
             assert (done["outcome"], done["error_kind"]) == ("succeeded", None), done
+            # The worker's bridge server exports its spans when it ends, after the attempt's own.
             wait_until(
                 lambda: (
                     {"process", "settle"} <= {s["attributes"].get("messaging.operation.type") for s in receiver.spans()}
+                    and {"receive claude", "send kimi"} <= {s["name"] for s in receiver.spans()}
                     and any(s["resource"].get("service.name") == CLAUDE_SERVICE for s in receiver.spans())
                 ),
                 DEADLINE,
-                what="the attempt's spans and Claude's at the receiver",
+                what="the attempt's spans, its worker server's and Claude's at the receiver",
             )
         finally:
             sender.close()

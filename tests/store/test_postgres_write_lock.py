@@ -163,7 +163,8 @@ def test_a_role_mapped_before_the_write_lock_migration_keeps_writing(postgres_ur
     kimi_url = agent_role(postgres_url, "kimi")
     try:
         # A store of schema 17: without the write lock (18), the worktree columns (19), approvals (20),
-        # task grants (21), the messages' traceparent (22) or the metric totals (23).
+        # task grants (21), the messages' traceparent (22), the metric totals (23) or bridge_count (24).
+        owner.execute("DROP FUNCTION bridge_count(text, text, text, text)")
         owner.execute("DROP TABLE bridge_write_lock")
         owner.execute("DROP TABLE approvals")
         owner.execute("DROP TABLE task_grants")
