@@ -124,30 +124,46 @@ def in_process_server(agent: str, env: dict[str, str]) -> tuple[Any, Any]:
 
 
 class _Zygote:
-    """This pytest process's ``server_zygote.py``, started at its first use and ended at exit (or by
-    the detached guard, whose marker it carries)."""
+    """This pytest process's ``server_zygote.py``, started at its first use (by whichever thread
+    asks first) and ended at exit (or by the detached guard, whose marker it carries)."""
 
     proc: subprocess.Popen | None = None
     socket_path = ""
+    _lock = threading.Lock()
 
     @classmethod
     def server_command(cls) -> list[str]:
         """What an MCP client starts to get a server forked from the zygote."""
-        if cls.proc is None or cls.proc.poll() is not None:
-            import atexit
-            import tempfile
+        with cls._lock:
+            if cls.proc is None or cls.proc.poll() is not None:
+                cls._start()
+            return ["-S", str(PROJECT / "tests" / "server_trampoline.py"), cls.socket_path, str(PROJECT)]
 
-            cls.socket_path = str(Path(tempfile.mkdtemp(prefix="agent-bridge-zygote-")) / "socket")
-            cls.proc = subprocess.Popen(
-                [sys.executable, str(PROJECT / "tests" / "server_zygote.py"), cls.socket_path],
-                cwd=PROJECT,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-            )
-            atexit.register(cls.proc.kill)
-            ready = cls.proc.stdout.readline()  # type: ignore[union-attr]
-            assert ready == b"ready\n", f"the server zygote did not start (said {ready!r}, status {cls.proc.poll()})"
-        return ["-S", str(PROJECT / "tests" / "server_trampoline.py"), cls.socket_path, str(PROJECT)]
+    @classmethod
+    def _start(cls) -> None:
+        import atexit
+        import shutil
+        import tempfile
+
+        directory = tempfile.mkdtemp(prefix="agent-bridge-zygote-")
+        cls.socket_path = str(Path(directory) / "socket")
+        proc = subprocess.Popen(
+            [sys.executable, str(PROJECT / "tests" / "server_zygote.py"), cls.socket_path],
+            cwd=PROJECT,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+        )
+        cls.proc = proc
+
+        def end() -> None:
+            proc.kill()
+            proc.wait()
+            proc.stdout.close()  # type: ignore[union-attr]
+            shutil.rmtree(directory, ignore_errors=True)
+
+        atexit.register(end)
+        ready = proc.stdout.readline()  # type: ignore[union-attr]
+        assert ready == b"ready\n", f"the server zygote did not start (said {ready!r}, status {proc.poll()})"
 
 
 class McpAgent:

@@ -40,3 +40,17 @@ def test_a_killed_client_side_leaves_no_server(tmp_path):
         )
     finally:
         kimi.close()
+
+
+def test_servers_asked_for_from_several_threads_at_once_all_start(tmp_path):
+    """A module may start its servers from a thread pool: the zygote is started once, by the first."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    env = bridge_env(tmp_path, write_config(tmp_path / "config.json"))
+    with ThreadPoolExecutor(4) as pool:
+        agents = list(pool.map(lambda name: McpAgent(name, env), ["kimi", "claude", "kimi", "claude"]))
+    try:
+        assert all(agent.wait_ready().ok("receive_messages") is not None for agent in agents)
+    finally:
+        for agent in agents:
+            agent.close()
