@@ -3,7 +3,8 @@ bench.metrics_dashboard [--minutes M] [--out docs/metrics-dashboard.png]``.
 
 Grafana cannot be installed here, so this is not a Grafana screenshot: it runs a real store for
 ``M`` minutes (two agents with listeners, scripted workers, some tasks failing and some timing
-out, a cost per attempt), lets a real Prometheus (Debian's ``prometheus``) scrape
+out, a cost per attempt, a ``notify_command`` for the failures' notices, the sender's
+``inbox watch`` woken by the results), lets a real Prometheus (Debian's ``prometheus``) scrape
 ``agent-bridge metrics serve`` every second, then asks that Prometheus every panel's own PromQL
 from docs/agent-bridge-dashboard.json (``$__rate_interval`` as 15 s, ``$__range`` as the run) and
 draws the answers with matplotlib, one panel per panel, in the dashboard's layout.
@@ -78,6 +79,7 @@ def run(minutes: float, root: Path, procs: list[subprocess.Popen]) -> tuple[int,
             "isolation": "none",
         }
     config["agents"]["me"] = {"launcher": "launchers/command_headless.sh"}
+    config["notify_command"] = ["true"]  # each failure's notice goes out (and is counted)
     (root / "config.json").write_text(json.dumps(config))
     (root / "workspace").mkdir()
     env = {
@@ -96,6 +98,8 @@ def run(minutes: float, root: Path, procs: list[subprocess.Popen]) -> tuple[int,
 
     for agent in AGENTS:
         start([sys.executable, "-m", "dispatcher", "listener", "run", "--agent", agent], stderr=subprocess.DEVNULL)
+    # The sender's session watches its inbox: each batch of results wakes it (the wakes panel).
+    start([sys.executable, "-m", "dispatcher", "inbox", "watch", "--agent", "me"], stdout=subprocess.DEVNULL)
     serve = start(
         [sys.executable, "-m", "dispatcher", "metrics", "serve", "--port", "0"], stderr=subprocess.PIPE, text=True
     )

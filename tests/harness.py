@@ -359,6 +359,17 @@ def db_snapshot(db_path: Path | str) -> list[tuple]:
         conn.close()
 
 
+def wakes_counted(db: Path | str, agent: str, path: str) -> int:
+    """How many times the wake path ``path`` told ``agent``'s session of new mail, by the store's counter."""
+    from dispatcher.store.metrics import counter_totals
+
+    conn = open_store(db)
+    try:
+        return counter_totals(conn, "wakes", agent).get((agent, path, ""), 0)
+    finally:
+        conn.close()
+
+
 def sql(db_path: Path | str, statement: str, params: tuple = ()) -> list[tuple]:
     """One statement on the store (a SQLite file or a PostgreSQL URL), committed; its rows."""
     if is_postgres_url(str(db_path)):

@@ -12,14 +12,13 @@ import time
 from pathlib import Path
 
 import pytest
-from harness import PROJECT, inotify_descriptors
+from harness import PROJECT, inotify_descriptors, wakes_counted
 
 from dispatcher.bridge.messages import send_message
 from dispatcher.clis.claude import WAIT_TIMEOUT_MARGIN_SECONDS
 from dispatcher.clis.claude.wake import claude_backgrounds
 from dispatcher.core.file_events import MODE_VARIABLE
 from dispatcher.store import open_store
-from dispatcher.store.metrics import counter_totals
 from dispatcher.wake.hook_wait import parse_wait
 
 AGENTS = frozenset({"claude", "kimi", "codex"})
@@ -161,12 +160,7 @@ def log(store: dict) -> str:
 
 
 def hook_wakes(store: dict) -> int:
-    """How many times a hook told claude's session of new mail, by the store's counter."""
-    conn = open_store(store["db"])
-    try:
-        return counter_totals(conn, "wakes", "claude").get(("claude", "hook", ""), 0)
-    finally:
-        conn.close()
+    return wakes_counted(store["db"], "claude", "hook")
 
 
 WAIT = ("claude", "Stop", "--agent", "claude", "--wait")

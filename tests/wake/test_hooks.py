@@ -11,11 +11,10 @@ import sys
 import time
 
 import pytest
-from harness import PROJECT
+from harness import PROJECT, wakes_counted
 
 from dispatcher.bridge.messages import send_message
 from dispatcher.store import open_store
-from dispatcher.store.metrics import counter_totals
 from dispatcher.wake.hooks import session_key
 
 AGENTS = frozenset({"claude", "kimi", "codex"})
@@ -80,12 +79,7 @@ def context_of(done: subprocess.CompletedProcess, event: str) -> str:
 
 
 def hook_wakes(store: dict) -> int:
-    """How many times a hook told claude's session of new mail, by the store's counter."""
-    conn = open_store(store["db"])
-    try:
-        return counter_totals(conn, "wakes", "claude").get(("claude", "hook", ""), 0)
-    finally:
-        conn.close()
+    return wakes_counted(store["db"], "claude", "hook")
 
 
 def test_user_prompt_submit_names_count_ids_and_senders_never_the_text(store):
